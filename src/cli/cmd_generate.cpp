@@ -1,0 +1,148 @@
+// strata generate: run a model on a prompt and print the continuation.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "model/model.h"
+#include "runtime/generator.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct GenerateArgs {
+  std::string model;
+  std::optional<std::string> prompt;
+  std::optional<std::string> prompt_ids;
+  int n = 16;
+  float temperature = 0.0f;
+  uint64_t seed = 0;
+  int threads = 0;
+  bool json = false;
+  bool logits = false;
+  bool ignore_eos = false;
+};
+
+std::vector<int32_t> parse_ids(const std::string& s) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    std::string item = s.substr(i, j - i);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v < 0 || v > INT32_MAX)
+      throw Error("--prompt-ids: '" + item + "' is not a token id (expected comma-separated non-negative integers)");
+    ids.push_back(static_cast<int32_t>(v));
+    i = j + 1;
+  }
+  if (ids.empty()) throw Error("--prompt-ids: no token ids given");
+  return ids;
+}
+
+// Stop tokens as transformers' generate() would use them: generation_config
+// first, then config.json.
+std::vector<int32_t> stop_tokens(const Model& model) {
+  std::vector<int32_t> ids = model.config().eos_token_ids;
+  std::ifstream f(model.dir() / "generation_config.json");
+  if (!f) return ids;
+  nlohmann::json g = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (!g.is_object() || !g.contains("eos_token_id")) return ids;
+  const auto& e = g["eos_token_id"];
+  ids.clear();
+  if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+  if (e.is_array())
+    for (const auto& v : e)
+      if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
+  return ids;
+}
+
+int run_generate(const GenerateArgs& a) {
+  if (a.prompt.has_value() == a.prompt_ids.has_value()) throw Error("give exactly one of --prompt and --prompt-ids");
+  if (a.n < 0) throw Error("-n must not be negative");
+  auto model = Model::load(a.model, LoadOptions{a.threads});
+  std::unique_ptr<Tokenizer> tok;
+  if (Tokenizer::dir_has_tokenizer(a.model)) tok = Tokenizer::from_dir(a.model);
+
+  std::vector<int32_t> prompt;
+  if (a.prompt_ids) {
+    prompt = parse_ids(*a.prompt_ids);  // verbatim: no BOS added
+  } else {
+    if (!tok) throw Error(a.model + ": no tokenizer.json or tiktoken.model; use --prompt-ids");
+    prompt = tok->encode_prompt(*a.prompt);
+  }
+  if (prompt.empty()) throw Error("the prompt is empty");
+  for (int32_t id : prompt)
+    if (id >= model->config().vocab_size)
+      throw Error("prompt token id " + std::to_string(id) + " is out of range for this model (vocabulary of " +
+                  std::to_string(model->config().vocab_size) + ")");
+
+  GenerateOptions opt;
+  opt.max_new_tokens = a.n;
+  opt.sampling = {a.temperature, a.seed};
+  opt.keep_logits = a.logits;
+  if (!a.ignore_eos) opt.stop_tokens = stop_tokens(*model);
+  GenerateResult r = generate(*model, prompt, opt);
+  std::string text = tok ? tok->decode(r.tokens) : "";
+
+  if (!a.json) {
+    if (tok) {
+      std::cout << text << "\n";
+    } else {
+      for (size_t i = 0; i < r.tokens.size(); ++i) std::cout << (i ? " " : "") << r.tokens[i];
+      std::cout << "\n";
+    }
+    const double tps = r.tokens.size() > 1 ? (r.tokens.size() - 1) / r.decode_s : 0.0;
+    std::fprintf(stderr, "prompt %lld tokens in %.3f s; %zu tokens generated, %.2f tok/s decode\n",
+                 static_cast<long long>(r.prompt_tokens), r.prefill_s, r.tokens.size(), tps);
+    return 0;
+  }
+  nlohmann::json out;
+  out["tokens"] = r.tokens;
+  // Invalid UTF-8 (a token boundary inside a character) is replaced, not thrown.
+  out["text"] = text;
+  const double decode_tok_s = r.tokens.size() > 1 && r.decode_s > 0 ? (r.tokens.size() - 1) / r.decode_s : 0.0;
+  out["stats"] = {{"prompt_tokens", r.prompt_tokens},
+                  {"generated_tokens", r.tokens.size()},
+                  {"prefill_s", r.prefill_s},
+                  {"decode_tok_s", decode_tok_s},
+                  {"peak_rss_bytes", peak_rss_bytes()}};
+  if (a.logits) out["logits"] = r.logits;
+  std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app, Action& run) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate a continuation of a prompt");
+  cmd->add_option("--model", args->model, "Model directory (config.json + safetensors)")->required();
+  cmd->add_option("--prompt", args->prompt, "Prompt text, tokenized as the checkpoint's tokenizer says");
+  cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, comma-separated, used verbatim");
+  cmd->add_option("-n,--max-tokens", args->n, "Number of tokens to generate")->capture_default_str();
+  cmd->add_option("--temperature", args->temperature, "0 for greedy")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "Worker threads (default: all cores)");
+  cmd->add_flag("--json", args->json, "Print one JSON object with tokens, text and stats");
+  cmd->add_flag("--logits", args->logits, "With --json: add each generated token's full logits row");
+  cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at end-of-sequence tokens");
+  cmd->callback([&run, args] { run = [args] { return run_generate(*args); }; });
+}
+
+}  // namespace strata::cli

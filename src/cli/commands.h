@@ -1,0 +1,14 @@
+#pragma once
+// Each subcommand lives in its own cmd_*.cpp and registers itself on the app.
+// A registered command stores its action in `run`; main() calls it after parsing.
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace strata::cli {
+
+using Action = std::function<int()>;
+
+void register_generate(CLI::App& app, Action& run);
+void register_tokenize(CLI::App& app, Action& run);
+
+}  // namespace strata::cli

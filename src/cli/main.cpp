@@ -1,0 +1,30 @@
+// strata: the command-line front end. Every failure the user can cause ends
+// as one line on stderr ("strata: error: ...") and a non-zero exit.
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"strata: run Mixture-of-Experts models larger than memory"};
+  app.require_subcommand(1);
+  strata::cli::Action run;
+  strata::cli::register_generate(app, run);
+  strata::cli::register_tokenize(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return run ? run() : 0;
+  } catch (const strata::Error& e) {
+    std::fprintf(stderr, "strata: error: %s\n", e.what());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "strata: error: out of memory\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata: error: %s\n", e.what());
+  }
+  return 1;
+}

@@ -1,0 +1,42 @@
+#pragma once
+// The attention block of one layer. Implementations first write every row's
+// key/value entry into its cache, then let each row attend to positions
+// [0, pos] of its own sequence, so rows of one sequence in the same batch see
+// each other causally exactly as they would one at a time.
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "kernels/linear.h"
+#include "model/batch.h"
+#include "model/model_config.h"
+
+namespace strata {
+
+class ThreadPool;
+class WeightBinder;
+
+class Attention {
+ public:
+  virtual ~Attention() = default;
+  // x: normalised hidden states [rows × hidden]; out: [rows × hidden].
+  virtual void forward(int64_t layer, const float* x, std::span<const Row> rows, float* out,
+                       ThreadPool& pool) const = 0;
+};
+
+// Widths of one cache row for this architecture: {key, value}.
+struct CacheWidths {
+  int64_t key = 0;
+  int64_t value = 0;
+};
+CacheWidths cache_widths(const ModelConfig& config);
+
+// Multi-head latent attention (DeepSeek-V3 family), in the absorbed form: the
+// cache holds the compressed latent, and kv_b_proj is folded into the query
+// and the output instead of expanding keys and values for every position.
+std::unique_ptr<Attention> make_mla_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix);
+
+// Grouped-query attention with per-head q/k RMSNorm (Qwen3-MoE).
+std::unique_ptr<Attention> make_gqa_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix);
+
+}  // namespace strata

@@ -1,0 +1,31 @@
+#include "model/expert_provider.h"
+
+#include "model/weights.h"
+#include "util/error.h"
+
+namespace strata {
+
+InMemoryExpertProvider::InMemoryExpertProvider(WeightBinder& w, const ModelConfig& c) : experts_(c.num_layers) {
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (!c.layer_is_moe(l)) continue;
+    auto& layer = experts_[l];
+    layer.reserve(c.n_routed_experts);
+    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+      const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts." + std::to_string(e);
+      ExpertWeights x;
+      x.gate = w.linear(p + ".gate_proj", c.moe_intermediate_size, c.hidden_size);
+      x.up = w.linear(p + ".up_proj", c.moe_intermediate_size, c.hidden_size);
+      x.down = w.linear(p + ".down_proj", c.hidden_size, c.moe_intermediate_size);
+      layer.push_back(x);
+    }
+  }
+}
+
+std::vector<const ExpertWeights*> InMemoryExpertProvider::acquire(int64_t layer, std::span<const int32_t> experts) {
+  std::vector<const ExpertWeights*> out;
+  out.reserve(experts.size());
+  for (int32_t e : experts) out.push_back(&experts_.at(layer).at(e));
+  return out;
+}
+
+}  // namespace strata

@@ -1,0 +1,101 @@
+#include <algorithm>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/attention.h"
+#include "model/kv_cache.h"
+#include "model/rope.h"
+#include "model/weights.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+
+namespace {
+
+class GqaAttention : public Attention {
+ public:
+  GqaAttention(WeightBinder& w, const ModelConfig& c, const std::string& p)
+      : c_(c), rope_(c.rope, c.head_dim, false), scale_(static_cast<float>(c.attention_scale())) {
+    const int64_t H = c.num_heads, KV = c.num_kv_heads, d = c.head_dim;
+    q_ = w.linear(p + ".q_proj", H * d, c.hidden_size, c.attention_bias);
+    k_ = w.linear(p + ".k_proj", KV * d, c.hidden_size, c.attention_bias);
+    v_ = w.linear(p + ".v_proj", KV * d, c.hidden_size, c.attention_bias);
+    o_ = w.linear(p + ".o_proj", c.hidden_size, H * d, c.attention_bias);
+    q_norm_ = w.vector(p + ".q_norm.weight", d);
+    k_norm_ = w.vector(p + ".k_norm.weight", d);
+  }
+
+  void forward(int64_t layer, const float* x, std::span<const Row> rows, float* out, ThreadPool& pool) const override {
+    const size_t n = rows.size();
+    const int64_t H = c_.num_heads, KV = c_.num_kv_heads, d = c_.head_dim;
+    const float eps = static_cast<float>(c_.rms_norm_eps);
+    std::vector<float> q(n * H * d), k(n * KV * d), v(n * KV * d);
+    kernels::linear(q_, x, n, q.data(), &pool);
+    kernels::linear(k_, x, n, k.data(), &pool);
+    kernels::linear(v_, x, n, v.data(), &pool);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t pos = rows[i].pos;
+      for (int64_t h = 0; h < H; ++h) {
+        float* qh = &q[(i * H + h) * d];
+        kernels::rms_norm(qh, q_norm_, d, eps, qh);
+        rope_.apply(qh, pos);
+      }
+      float* kc = rows[i].cache->key(layer, pos);
+      for (int64_t h = 0; h < KV; ++h) {
+        float* kh = &k[(i * KV + h) * d];
+        kernels::rms_norm(kh, k_norm_, d, eps, kh);
+        rope_.apply(kh, pos);
+      }
+      std::copy_n(&k[i * KV * d], KV * d, kc);
+      std::copy_n(&v[i * KV * d], KV * d, rows[i].cache->value(layer, pos));
+    }
+
+    std::vector<float> heads(n * H * d);
+    const int64_t group = H / KV;
+    pool.parallel_for(n * H, [&](size_t t0, size_t t1) {
+      thread_local std::vector<float> scores;
+      for (size_t t = t0; t < t1; ++t) {
+        const size_t i = t / H;
+        const int64_t h = static_cast<int64_t>(t % H), kvh = h / group;
+        const Row& row = rows[i];
+        const float* qh = &q[(i * H + h) * d];
+        // A sliding-window layer sees only the last `window` positions.
+        const int64_t first = c_.sliding_window ? std::max<int64_t>(0, row.pos - *c_.sliding_window + 1) : 0;
+        const int64_t len = row.pos + 1 - first;
+        scores.resize(len);
+        for (int64_t s = 0; s < len; ++s)
+          scores[s] = kernels::dot(qh, row.cache->key(layer, first + s) + kvh * d, d) * scale_;
+        kernels::softmax(scores.data(), len);
+        float* o = &heads[(i * H + h) * d];
+        std::fill_n(o, d, 0.0f);
+        for (int64_t s = 0; s < len; ++s) {
+          const float* vv = row.cache->value(layer, first + s) + kvh * d;
+          const float p = scores[s];
+          for (int64_t j = 0; j < d; ++j) o[j] += p * vv[j];
+        }
+      }
+    });
+    kernels::linear(o_, heads.data(), n, out, &pool);
+  }
+
+ private:
+  const ModelConfig& c_;
+  Rope rope_;
+  float scale_;
+  kernels::WeightMatrix q_, k_, v_, o_;
+  const float* q_norm_ = nullptr;
+  const float* k_norm_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Attention> make_gqa_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix) {
+  return std::make_unique<GqaAttention>(w, c, prefix);
+}
+
+CacheWidths cache_widths(const ModelConfig& c) {
+  if (c.arch == Arch::DeepseekV3) return {c.kv_lora_rank + c.qk_rope_head_dim, 0};
+  return {c.num_kv_heads * c.head_dim, c.num_kv_heads * c.head_dim};
+}
+
+}  // namespace strata

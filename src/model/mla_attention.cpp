@@ -1,0 +1,113 @@
+#include <cmath>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/attention.h"
+#include "model/kv_cache.h"
+#include "model/rope.h"
+#include "model/weights.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+
+namespace {
+
+class MlaAttention : public Attention {
+ public:
+  MlaAttention(WeightBinder& w, const ModelConfig& c, const std::string& p)
+      : c_(c), rope_(c.rope, c.qk_rope_head_dim, c.rope_interleave), scale_(static_cast<float>(c.attention_scale())) {
+    const int64_t H = c.num_heads, qk = c.qk_head_dim();
+    if (c.q_lora_rank) {
+      q_a_ = w.linear(p + ".q_a_proj", *c.q_lora_rank, c.hidden_size, c.attention_bias);
+      q_a_norm_ = w.vector(p + ".q_a_layernorm.weight", *c.q_lora_rank);
+      q_b_ = w.linear(p + ".q_b_proj", H * qk, *c.q_lora_rank);
+    } else {
+      q_ = w.linear(p + ".q_proj", H * qk, c.hidden_size);
+    }
+    kv_a_ = w.linear(p + ".kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, c.hidden_size, c.attention_bias);
+    kv_a_norm_ = w.vector(p + ".kv_a_layernorm.weight", c.kv_lora_rank);
+    kv_b_ = w.linear(p + ".kv_b_proj", H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+    o_ = w.linear(p + ".o_proj", c.hidden_size, H * c.v_head_dim, c.attention_bias);
+  }
+
+  void forward(int64_t layer, const float* x, std::span<const Row> rows, float* out, ThreadPool& pool) const override {
+    const size_t n = rows.size();
+    const int64_t H = c_.num_heads, nope = c_.qk_nope_head_dim, rope = c_.qk_rope_head_dim, qk = c_.qk_head_dim();
+    const int64_t lora = c_.kv_lora_rank, vdim = c_.v_head_dim;
+
+    std::vector<float> q(n * H * qk);
+    if (c_.q_lora_rank) {
+      const int64_t r = *c_.q_lora_rank;
+      std::vector<float> qa(n * r);
+      kernels::linear(q_a_, x, n, qa.data(), &pool);
+      for (size_t i = 0; i < n; ++i)
+        kernels::rms_norm(&qa[i * r], q_a_norm_, r, static_cast<float>(c_.rms_norm_eps), &qa[i * r]);
+      kernels::linear(q_b_, qa.data(), n, q.data(), &pool);
+    } else {
+      kernels::linear(q_, x, n, q.data(), &pool);
+    }
+
+    // The cache row: the normalised latent, then the rotated shared key.
+    std::vector<float> kv(n * (lora + rope));
+    kernels::linear(kv_a_, x, n, kv.data(), &pool);
+    for (size_t i = 0; i < n; ++i) {
+      float* row = &kv[i * (lora + rope)];
+      float* dst = rows[i].cache->key(layer, rows[i].pos);
+      kernels::rms_norm(row, kv_a_norm_, lora, static_cast<float>(c_.rms_norm_eps), dst);
+      std::copy_n(row + lora, rope, dst + lora);
+      rope_.apply(dst + lora, rows[i].pos);
+    }
+
+    std::vector<float> heads(n * H * vdim);
+    pool.parallel_for(n * H, [&](size_t t0, size_t t1) {
+      thread_local std::vector<float> q_abs, q_rot, scores, latent;
+      q_abs.resize(lora);
+      q_rot.resize(rope);
+      latent.resize(lora);
+      for (size_t t = t0; t < t1; ++t) {
+        const size_t i = t / H;
+        const int64_t h = static_cast<int64_t>(t % H);
+        const Row& row = rows[i];
+        const float* qh = &q[(i * H + h) * qk];
+        // q_nope · W_UK[h]ᵀ: the query in latent space.
+        kernels::linear_transposed(kv_b_.row_slice(h * (nope + vdim), nope), qh, q_abs.data());
+        std::copy_n(qh + nope, rope, q_rot.data());
+        rope_.apply(q_rot.data(), row.pos);
+
+        const int64_t len = row.pos + 1;
+        scores.resize(len);
+        for (int64_t s = 0; s < len; ++s) {
+          const float* k = row.cache->key(layer, s);
+          scores[s] = (kernels::dot(q_abs.data(), k, lora) + kernels::dot(q_rot.data(), k + lora, rope)) * scale_;
+        }
+        kernels::softmax(scores.data(), len);
+        std::fill(latent.begin(), latent.end(), 0.0f);
+        for (int64_t s = 0; s < len; ++s) {
+          const float* k = row.cache->key(layer, s);
+          const float p = scores[s];
+          for (int64_t j = 0; j < lora; ++j) latent[j] += p * k[j];
+        }
+        // Expand the attended latent through W_UV[h].
+        kernels::linear(kv_b_.row_slice(h * (nope + vdim) + nope, vdim), latent.data(), 1, &heads[(i * H + h) * vdim],
+                        nullptr);
+      }
+    });
+    kernels::linear(o_, heads.data(), n, out, &pool);
+  }
+
+ private:
+  const ModelConfig& c_;
+  Rope rope_;
+  float scale_;
+  kernels::WeightMatrix q_, q_a_, q_b_, kv_a_, kv_b_, o_;
+  const float* q_a_norm_ = nullptr;
+  const float* kv_a_norm_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Attention> make_mla_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix) {
+  return std::make_unique<MlaAttention>(w, c, prefix);
+}
+
+}  // namespace strata

@@ -1,0 +1,90 @@
+#pragma once
+// The architecture hyper-parameters read from a Hugging Face config.json, for
+// both supported families, validated so that a contradictory config fails
+// here with a clear message instead of deep inside the forward pass.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace strata {
+
+enum class Arch { DeepseekV3, Qwen3Moe };
+
+struct RopeConfig {
+  std::string type = "default";  // "default" or "yarn"
+  double theta = 10000.0;
+  double factor = 1.0;
+  std::optional<double> attention_factor;
+  double mscale = 0.0;
+  double mscale_all_dim = 0.0;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  int64_t original_max_position_embeddings = 0;
+  bool truncate = true;
+  double partial_rotary_factor = 1.0;
+};
+
+struct ModelConfig {
+  Arch arch = Arch::DeepseekV3;
+  std::string model_type;
+
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;      // dense MLP width
+  int64_t moe_intermediate_size = 0;  // one routed expert's width
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;  // GQA head width (Qwen3); unused by MLA
+  double rms_norm_eps = 1e-6;
+  int64_t max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;
+  RopeConfig rope;
+
+  // Mixture of experts.
+  int64_t n_routed_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t n_shared_experts = 0;
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  int64_t first_k_dense_replace = 0;
+  int64_t moe_layer_freq = 1;
+  double routed_scaling_factor = 1.0;
+  bool norm_topk_prob = false;
+  std::string scoring_func;  // "sigmoid" (DeepSeek-V3) or "softmax" (Qwen3-MoE)
+  std::string topk_method;   // "noaux_tc" for DeepSeek-V3
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+
+  // Multi-head latent attention (DeepSeek-V3 family).
+  std::optional<int64_t> q_lora_rank;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool rope_interleave = true;
+
+  std::optional<int64_t> sliding_window;
+
+  std::optional<int32_t> bos_token_id;
+  std::vector<int32_t> eos_token_ids;
+
+  // FP8 block-scaled weights ("quantization_config": {"quant_method": "fp8"}).
+  std::optional<std::array<int64_t, 2>> fp8_block;
+
+  bool layer_is_moe(int64_t layer) const;
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  // Softmax scale of attention, including YaRN's mscale for MLA.
+  double attention_scale() const;
+
+  // `source` names the file in error messages.
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
+  static ModelConfig from_file(const std::string& path);
+};
+
+}  // namespace strata

@@ -1,0 +1,187 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+
+#include "kernels/ops.h"
+#include "model/weights.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+
+void SwiGlu::forward(const float* x, size_t n, float* out, ThreadPool& pool) const {
+  const size_t width = static_cast<size_t>(gate.out);
+  std::vector<float> g(n * width), u(n * width);
+  kernels::linear(gate, x, n, g.data(), &pool);
+  kernels::linear(up, x, n, u.data(), &pool);
+  kernels::silu_mul(g.data(), u.data(), g.size());
+  kernels::linear(down, g.data(), n, out, &pool);
+}
+
+SwiGlu SwiGlu::bind(WeightBinder& w, const std::string& p, int64_t hidden, int64_t width) {
+  return {w.linear(p + ".gate_proj", width, hidden), w.linear(p + ".up_proj", width, hidden),
+          w.linear(p + ".down_proj", hidden, width)};
+}
+
+namespace {
+
+// Indices of the k largest values, ties to the lower index, so the choice is
+// deterministic.
+void top_k(const float* v, int64_t n, int64_t k, int32_t* out) {
+  std::vector<int32_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [&](int32_t a, int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+  std::copy_n(idx.begin(), k, out);
+}
+
+class SigmoidGroupRouter : public Router {
+ public:
+  SigmoidGroupRouter(WeightBinder& w, const ModelConfig& c, const std::string& p) : c_(c) {
+    gate_ = w.linear(p, c.n_routed_experts, c.hidden_size);
+    bias_ = w.vector(p + ".e_score_correction_bias", c.n_routed_experts);
+  }
+
+  void route(const float* x, size_t n, int32_t* ids, float* weights, ThreadPool& pool) const override {
+    const int64_t E = c_.n_routed_experts, K = c_.num_experts_per_tok, G = c_.n_group, per = E / G;
+    std::vector<float> logits(n * E);
+    kernels::linear(gate_, x, n, logits.data(), &pool);
+    std::vector<float> scores(E), choice(E), group_scores(G);
+    std::vector<int32_t> groups(c_.topk_group);
+    for (size_t r = 0; r < n; ++r) {
+      for (int64_t e = 0; e < E; ++e) {
+        scores[e] = kernels::sigmoid(logits[r * E + e]);
+        choice[e] = scores[e] + bias_[e];
+      }
+      if (G > 1) {
+        // A group's score is the sum of its two best biased scores.
+        for (int64_t g = 0; g < G; ++g) {
+          int32_t best[2];
+          top_k(&choice[g * per], per, 2, best);
+          group_scores[g] = choice[g * per + best[0]] + choice[g * per + best[1]];
+        }
+        top_k(group_scores.data(), G, c_.topk_group, groups.data());
+        std::vector<bool> keep(G, false);
+        for (int32_t g : groups) keep[g] = true;
+        for (int64_t e = 0; e < E; ++e)
+          if (!keep[e / per]) choice[e] = -std::numeric_limits<float>::infinity();
+      }
+      int32_t* row_ids = ids + r * K;
+      float* row_w = weights + r * K;
+      top_k(choice.data(), E, K, row_ids);
+      float sum = 0.0f;
+      for (int64_t k = 0; k < K; ++k) {
+        row_w[k] = scores[row_ids[k]];
+        sum += row_w[k];
+      }
+      const float denom = sum + 1e-20f;
+      for (int64_t k = 0; k < K; ++k) {
+        if (c_.norm_topk_prob) row_w[k] /= denom;
+        row_w[k] *= static_cast<float>(c_.routed_scaling_factor);
+      }
+    }
+  }
+
+ private:
+  const ModelConfig& c_;
+  kernels::WeightMatrix gate_;
+  const float* bias_ = nullptr;
+};
+
+class SoftmaxRouter : public Router {
+ public:
+  SoftmaxRouter(WeightBinder& w, const ModelConfig& c, const std::string& p) : c_(c) {
+    gate_ = w.linear(p, c.n_routed_experts, c.hidden_size);
+  }
+
+  void route(const float* x, size_t n, int32_t* ids, float* weights, ThreadPool& pool) const override {
+    const int64_t E = c_.n_routed_experts, K = c_.num_experts_per_tok;
+    std::vector<float> logits(n * E);
+    kernels::linear(gate_, x, n, logits.data(), &pool);
+    for (size_t r = 0; r < n; ++r) {
+      float* p = &logits[r * E];
+      kernels::softmax(p, E);
+      int32_t* row_ids = ids + r * K;
+      float* row_w = weights + r * K;
+      top_k(p, E, K, row_ids);
+      float sum = 0.0f;
+      for (int64_t k = 0; k < K; ++k) {
+        row_w[k] = p[row_ids[k]];
+        sum += row_w[k];
+      }
+      if (c_.norm_topk_prob)
+        for (int64_t k = 0; k < K; ++k) row_w[k] /= sum;
+    }
+  }
+
+ private:
+  const ModelConfig& c_;
+  kernels::WeightMatrix gate_;
+};
+
+}  // namespace
+
+std::unique_ptr<Router> make_sigmoid_group_router(WeightBinder& w, const ModelConfig& c, const std::string& p) {
+  return std::make_unique<SigmoidGroupRouter>(w, c, p);
+}
+
+std::unique_ptr<Router> make_softmax_router(WeightBinder& w, const ModelConfig& c, const std::string& p) {
+  return std::make_unique<SoftmaxRouter>(w, c, p);
+}
+
+MoeBlock::MoeBlock(int64_t layer, const ModelConfig& c, std::unique_ptr<Router> router, std::optional<SwiGlu> shared,
+                   ExpertProvider& experts)
+    : layer_(layer), c_(c), router_(std::move(router)), shared_(std::move(shared)), experts_(experts) {}
+
+void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool) const {
+  const int64_t K = c_.num_experts_per_tok;
+  const size_t hidden = static_cast<size_t>(c_.hidden_size);
+  std::vector<int32_t> ids(n * K);
+  std::vector<float> weights(n * K);
+  router_->route(x, n, ids.data(), weights.data(), pool);
+
+  // Rows grouped by expert, experts in ascending id: one fetch per expert.
+  std::map<int32_t, std::vector<size_t>> by_expert;  // expert -> slots (row * K + k)
+  for (size_t s = 0; s < n * K; ++s) by_expert[ids[s]].push_back(s);
+  std::vector<int32_t> unique;
+  for (const auto& [e, slots] : by_expert) unique.push_back(e);
+  auto handles = experts_.acquire(layer_, unique);
+
+  std::vector<float> slot_out(n * K * hidden);
+  std::vector<float> xs, ys;
+  for (size_t u = 0; u < unique.size(); ++u) {
+    const auto& slots = by_expert[unique[u]];
+    xs.resize(slots.size() * hidden);
+    ys.resize(slots.size() * hidden);
+    for (size_t j = 0; j < slots.size(); ++j) std::copy_n(x + (slots[j] / K) * hidden, hidden, &xs[j * hidden]);
+    const ExpertWeights& ew = *handles[u];
+    SwiGlu{ew.gate, ew.up, ew.down}.forward(xs.data(), slots.size(), ys.data(), pool);
+    for (size_t j = 0; j < slots.size(); ++j) std::copy_n(&ys[j * hidden], hidden, &slot_out[slots[j] * hidden]);
+  }
+  experts_.release(layer_, unique);
+
+  // Combine in ascending expert order per row (as transformers does), never
+  // in arrival order, so the sum is the same however experts were fetched.
+  std::vector<int32_t> order(K);
+  for (size_t r = 0; r < n; ++r) {
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return ids[r * K + a] < ids[r * K + b]; });
+    float* o = out + r * hidden;
+    std::fill_n(o, hidden, 0.0f);
+    for (int32_t k : order) {
+      const float w = weights[r * K + k];
+      const float* y = &slot_out[(r * K + k) * hidden];
+      for (size_t i = 0; i < hidden; ++i) o[i] += y[i] * w;
+    }
+  }
+  if (shared_) {
+    std::vector<float> s(n * hidden);
+    shared_->forward(x, n, s.data(), pool);
+    for (size_t i = 0; i < n * hidden; ++i) out[i] += s[i];
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,55 @@
+#pragma once
+// Feed-forward blocks: the dense SwiGLU MLP, the routers of both families and
+// the mixture-of-experts block that groups rows by expert so that each
+// selected expert's weights are fetched once per batch.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/linear.h"
+#include "model/expert_provider.h"
+#include "model/model_config.h"
+
+namespace strata {
+
+class ThreadPool;
+class WeightBinder;
+
+struct SwiGlu {
+  kernels::WeightMatrix gate, up, down;
+  // out = down(silu(gate(x)) · up(x)) for n rows.
+  void forward(const float* x, size_t n, float* out, ThreadPool& pool) const;
+  static SwiGlu bind(WeightBinder& w, const std::string& prefix, int64_t hidden, int64_t width);
+};
+
+// Chooses, for each row, k experts and their weights.
+class Router {
+ public:
+  virtual ~Router() = default;
+  // ids and weights are [n × k]; slot order within a row is unspecified.
+  virtual void route(const float* x, size_t n, int32_t* ids, float* weights, ThreadPool& pool) const = 0;
+};
+
+// DeepSeek-V3: sigmoid scores; the correction bias steers selection only;
+// group-limited top-k; optional renormalisation; routed_scaling_factor.
+std::unique_ptr<Router> make_sigmoid_group_router(WeightBinder& w, const ModelConfig& c, const std::string& prefix);
+// Qwen3-MoE: softmax over all experts, top-k, optional renormalisation.
+std::unique_ptr<Router> make_softmax_router(WeightBinder& w, const ModelConfig& c, const std::string& prefix);
+
+class MoeBlock {
+ public:
+  MoeBlock(int64_t layer, const ModelConfig& c, std::unique_ptr<Router> router, std::optional<SwiGlu> shared,
+           ExpertProvider& experts);
+  void forward(const float* x, size_t n, float* out, ThreadPool& pool) const;
+
+ private:
+  int64_t layer_;
+  const ModelConfig& c_;
+  std::unique_ptr<Router> router_;
+  std::optional<SwiGlu> shared_;
+  ExpertProvider& experts_;
+};
+
+}  // namespace strata

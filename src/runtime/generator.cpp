@@ -1,0 +1,60 @@
+#include "runtime/generator.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "model/model.h"
+#include "util/error.h"
+
+namespace strata {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options) {
+  if (prompt.empty()) throw Error("the prompt is empty");
+  const int64_t vocab = model.config().vocab_size;
+  GenerateResult result;
+  result.prompt_tokens = static_cast<int64_t>(prompt.size());
+  if (options.max_new_tokens <= 0) return result;
+
+  auto cache = model.new_cache();
+  Sampler sampler(options.sampling);
+  std::vector<float> logits(vocab);
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<Row> rows(prompt.size());
+  for (size_t i = 0; i < prompt.size(); ++i) rows[i] = Row{prompt[i], static_cast<int64_t>(i), cache.get(), false};
+  rows.back().want_logits = true;
+  model.forward(rows, logits.data());
+  result.prefill_s = seconds_since(t0);
+
+  auto t1 = std::chrono::steady_clock::now();
+  int64_t pos = static_cast<int64_t>(prompt.size());
+  for (int step = 0;; ++step) {
+    int32_t token = sampler.next(logits);
+    result.tokens.push_back(token);
+    if (options.keep_logits) result.logits.push_back(logits);
+    if (step == 0) t1 = std::chrono::steady_clock::now();
+    const bool stop = std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) !=
+                      options.stop_tokens.end();
+    if (stop || static_cast<int>(result.tokens.size()) >= options.max_new_tokens) break;
+    Row row{token, pos++, cache.get(), true};
+    model.forward(std::span<const Row>(&row, 1), logits.data());
+  }
+  result.decode_s = seconds_since(t1);
+  return result;
+}
+
+int64_t peak_rss_bytes() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;
+}
+
+}  // namespace strata

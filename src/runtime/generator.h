@@ -1,0 +1,33 @@
+#pragma once
+// The step loop for one sequence: prefill the prompt as one batch, then
+// decode token by token until max_new_tokens or a stop token.
+#include <cstdint>
+#include <vector>
+
+#include "runtime/sampler.h"
+
+namespace strata {
+
+class Model;
+
+struct GenerateOptions {
+  int max_new_tokens = 16;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_tokens;  // generation ends after emitting one
+  bool keep_logits = false;          // keep each chosen token's logits row
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;  // one row per generated token
+  int64_t prompt_tokens = 0;
+  double prefill_s = 0.0;
+  double decode_s = 0.0;  // time for tokens after the first
+};
+
+GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options);
+
+// The process's peak resident set size in bytes.
+int64_t peak_rss_bytes();
+
+}  // namespace strata

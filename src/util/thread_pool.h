@@ -1,0 +1,46 @@
+#pragma once
+// A fixed pool of worker threads for data-parallel loops. parallel_for splits
+// [0, n) into contiguous chunks; callers must make each index's result
+// independent of which thread computes it (that is what keeps kernels
+// deterministic at any thread count).
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace strata {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs fn(begin, end) over contiguous sub-ranges of [0, n), on the pool and
+  // the calling thread, and returns when all are done. Not re-entrant.
+  void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_chunk = 1);
+
+ private:
+  void worker_loop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  const std::function<void(size_t, size_t)>* job_ = nullptr;
+  size_t job_n_ = 0;
+  size_t job_chunks_ = 0;
+  size_t next_chunk_ = 0;
+  size_t finished_chunks_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+int default_thread_count();
+
+}  // namespace strata

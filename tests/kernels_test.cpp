@@ -1,0 +1,177 @@
+// Kernel properties: correct against a double-precision evaluation, and the
+// same bits for a row whatever the batch size or thread count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "formats/dtype.h"
+#include "kernels/linear.h"
+#include "kernels/ops.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+namespace {
+
+TEST(DType, HalfMatchesCompilerConversionExhaustively) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    _Float16 v;
+    uint16_t bits = static_cast<uint16_t>(h);
+    std::memcpy(&v, &bits, 2);
+    float expect = static_cast<float>(v);
+    float got = f16_to_f32(bits);
+    if (std::isnan(expect))
+      EXPECT_TRUE(std::isnan(got)) << h;
+    else
+      EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(expect)) << h;
+  }
+}
+
+TEST(DType, Fp8E4M3SpecValues) {
+  // Values from the OCP 8-bit floating point specification (E4M3).
+  EXPECT_EQ(fp8_e4m3_to_f32(0x00), 0.0f);
+  EXPECT_EQ(fp8_e4m3_to_f32(0x38), 1.0f);
+  EXPECT_EQ(fp8_e4m3_to_f32(0x7e), 448.0f);
+  EXPECT_EQ(fp8_e4m3_to_f32(0xfe), -448.0f);
+  EXPECT_EQ(fp8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(fp8_e4m3_to_f32(0x08), std::ldexp(1.0f, -6));
+  EXPECT_TRUE(std::isnan(fp8_e4m3_to_f32(0x7f)));
+  EXPECT_TRUE(std::isnan(fp8_e4m3_to_f32(0xff)));
+}
+
+TEST(DType, Bf16RoundTrip) {
+  for (float f : {1.0f, -2.5f, 3.140625f, 0x1p-100f, 65536.0f}) EXPECT_EQ(bf16_to_f32(f32_to_bf16_round(f)), f);
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16_round(1.00390625f)), 1.0f);  // ties to even
+}
+
+struct TestMatrix {
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+  std::vector<double> dense;  // the exact values the stored weights represent
+  kernels::WeightMatrix w;
+};
+
+TestMatrix make_matrix(DType t, int64_t out, int64_t in, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  TestMatrix m;
+  m.bytes.resize(static_cast<size_t>(out * in) * dtype_size(t));
+  m.dense.resize(static_cast<size_t>(out * in));
+  const int64_t bo = 128, bi = 128;
+  if (t == DType::F8_E4M3) {
+    m.scales.resize(((out + bo - 1) / bo) * ((in + bi - 1) / bi));
+    for (auto& s : m.scales) s = std::ldexp(1.0f, -8) * (1.0f + std::fabs(nd(rng)));
+  }
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t i = 0; i < in; ++i) {
+      const size_t k = static_cast<size_t>(o * in + i);
+      float v = nd(rng);
+      switch (t) {
+        case DType::F32: std::memcpy(&m.bytes[4 * k], &v, 4); m.dense[k] = v; break;
+        case DType::BF16: {
+          uint16_t b = f32_to_bf16_round(v);
+          std::memcpy(&m.bytes[2 * k], &b, 2);
+          m.dense[k] = bf16_to_f32(b);
+          break;
+        }
+        case DType::F16: {
+          _Float16 hv = static_cast<_Float16>(v);
+          uint16_t b;
+          std::memcpy(&b, &hv, 2);
+          std::memcpy(&m.bytes[2 * k], &b, 2);
+          m.dense[k] = f16_to_f32(b);
+          break;
+        }
+        default: {
+          uint8_t b = static_cast<uint8_t>(rng() & 0xff);
+          if ((b & 0x7f) == 0x7f) b = 0x3f;  // avoid NaN encodings
+          m.bytes[k] = b;
+          const float s = m.scales[(o / bo) * ((in + bi - 1) / bi) + i / bi];
+          m.dense[k] = static_cast<double>(fp8_e4m3_to_f32(b)) * s;
+        }
+      }
+    }
+  m.w.dtype = t;
+  m.w.out = out;
+  m.w.in = in;
+  m.w.data = m.bytes.data();
+  if (t == DType::F8_E4M3) {
+    m.w.block_scale = m.scales.data();
+    m.w.block_out = bo;
+    m.w.block_in = bi;
+  }
+  return m;
+}
+
+class LinearByType : public ::testing::TestWithParam<DType> {};
+
+TEST_P(LinearByType, MatchesDoublePrecisionReference) {
+  const int64_t out = 150, in = 300;  // partial scale blocks on both axes
+  TestMatrix m = make_matrix(GetParam(), out, in, 7);
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(3 * in), y(3 * out);
+  for (auto& v : x) v = nd(rng);
+  kernels::linear(m.w, x.data(), 3, y.data(), nullptr);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t i = 0; i < in; ++i) {
+        ref += m.dense[o * in + i] * x[r * in + i];
+        mag += std::fabs(m.dense[o * in + i] * x[r * in + i]);
+      }
+      EXPECT_NEAR(y[r * out + o], ref, 1e-5 * mag + 1e-6) << "row " << r << " out " << o;
+    }
+}
+
+TEST_P(LinearByType, RowResultIndependentOfBatchAndThreads) {
+  const int64_t out = 97, in = 260;
+  TestMatrix m = make_matrix(GetParam(), out, in, 3);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const size_t n = 9;
+  std::vector<float> x(n * in);
+  for (auto& v : x) v = nd(rng);
+  std::vector<float> batched(n * out);
+  ThreadPool pool3(3);
+  kernels::linear(m.w, x.data(), n, batched.data(), &pool3);
+  ThreadPool pool1(1);
+  for (size_t r = 0; r < n; ++r) {
+    std::vector<float> alone(out);
+    kernels::linear(m.w, &x[r * in], 1, alone.data(), r % 2 ? &pool1 : nullptr);
+    EXPECT_EQ(0, std::memcmp(alone.data(), &batched[r * out], out * sizeof(float))) << "row " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, LinearByType,
+                         ::testing::Values(DType::F32, DType::BF16, DType::F16, DType::F8_E4M3),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Linear, TransposedProductMatchesReference) {
+  TestMatrix m = make_matrix(DType::BF16, 40, 70, 9);
+  std::vector<float> x(40), y(70);
+  for (int i = 0; i < 40; ++i) x[i] = std::sin(static_cast<float>(i));
+  kernels::linear_transposed(m.w, x.data(), y.data());
+  for (int i = 0; i < 70; ++i) {
+    double ref = 0.0;
+    for (int o = 0; o < 40; ++o) ref += m.dense[o * 70 + i] * x[o];
+    EXPECT_NEAR(y[i], ref, 1e-4);
+  }
+}
+
+TEST(Ops, SoftmaxAndNorm) {
+  std::vector<float> v{1.0f, 2.0f, 3.0f};
+  kernels::softmax(v.data(), 3);
+  EXPECT_NEAR(v[0] + v[1] + v[2], 1.0f, 1e-6);
+  EXPECT_NEAR(v[2] / v[1], std::exp(1.0f), 1e-5);
+  std::vector<float> x{3.0f, 4.0f}, w{1.0f, 2.0f}, y(2);
+  kernels::rms_norm(x.data(), w.data(), 2, 0.0f, y.data());
+  const float inv = 1.0f / std::sqrt(12.5f);
+  EXPECT_NEAR(y[0], 3.0f * inv, 1e-6);
+  EXPECT_NEAR(y[1], 8.0f * inv, 1e-6);
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,134 @@
+// Config reading for both families: both rope spellings, optional fields,
+// and clear errors for contradictory configs.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/model_config.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+using nlohmann::json;
+
+json deepseek() {
+  return json::parse(R"({
+    "model_type": "deepseek_v3", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
+    "moe_intermediate_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
+    "n_routed_experts": 16, "num_experts_per_tok": 4, "n_shared_experts": 1, "n_group": 4, "topk_group": 2,
+    "first_k_dense_replace": 1, "moe_layer_freq": 1, "routed_scaling_factor": 2.5, "norm_topk_prob": true,
+    "scoring_func": "sigmoid", "topk_method": "noaux_tc", "q_lora_rank": null, "kv_lora_rank": 16,
+    "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16, "max_position_embeddings": 163840,
+    "rope_theta": 10000, "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1,
+      "mscale": 1.0, "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096},
+    "eos_token_id": 1, "bos_token_id": 0})");
+}
+
+json qwen() {
+  return json::parse(R"({
+    "model_type": "qwen3_moe", "vocab_size": 500, "hidden_size": 64, "intermediate_size": 96,
+    "moe_intermediate_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 24, "num_experts": 8, "num_experts_per_tok": 2, "decoder_sparse_step": 2,
+    "mlp_only_layers": [0], "norm_topk_prob": false, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+    "eos_token_id": [5, 6]})");
+}
+
+TEST(ModelConfig, ReadsLegacyRopeScalingSpelling) {
+  ModelConfig c = ModelConfig::from_json(deepseek(), "config.json");
+  EXPECT_EQ(c.arch, Arch::DeepseekV3);
+  EXPECT_FALSE(c.q_lora_rank.has_value());
+  EXPECT_EQ(c.rope.type, "yarn");
+  EXPECT_DOUBLE_EQ(c.rope.factor, 40.0);
+  EXPECT_EQ(c.rope.original_max_position_embeddings, 4096);
+  EXPECT_FALSE(c.layer_is_moe(0));
+  EXPECT_TRUE(c.layer_is_moe(1));
+  EXPECT_EQ(c.eos_token_ids, std::vector<int32_t>{1});
+  // YaRN mscale sharpens the softmax: (0.1·ln 40 + 1)² / sqrt(24).
+  const double m = 0.1 * std::log(40.0) + 1.0;
+  EXPECT_NEAR(c.attention_scale(), m * m / std::sqrt(24.0), 1e-12);
+}
+
+TEST(ModelConfig, ReadsRopeParametersSpelling) {
+  json j = deepseek();
+  j.erase("rope_scaling");
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 50000.0}, {"factor", 4.0},
+                          {"original_max_position_embeddings", 64}};
+  ModelConfig c = ModelConfig::from_json(j, "config.json");
+  EXPECT_EQ(c.rope.type, "yarn");
+  EXPECT_DOUBLE_EQ(c.rope.theta, 50000.0);
+  EXPECT_DOUBLE_EQ(c.rope.factor, 4.0);
+}
+
+TEST(ModelConfig, QwenSparseStepAndDenseLayers) {
+  ModelConfig c = ModelConfig::from_json(qwen(), "config.json");
+  EXPECT_EQ(c.arch, Arch::Qwen3Moe);
+  EXPECT_EQ(c.head_dim, 24);
+  EXPECT_FALSE(c.layer_is_moe(0));  // mlp_only_layers
+  EXPECT_TRUE(c.layer_is_moe(1));
+  EXPECT_FALSE(c.layer_is_moe(2));  // (2 + 1) % 2 != 0
+  EXPECT_TRUE(c.layer_is_moe(3));
+  EXPECT_DOUBLE_EQ(c.rope.theta, 1e6);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{5, 6}));
+}
+
+void expect_error(const json& j, const std::string& phrase) {
+  try {
+    ModelConfig::from_json(j, "dir/config.json");
+    FAIL() << "expected an error mentioning '" << phrase << "'";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("dir/config.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(phrase), std::string::npos) << msg;
+  }
+}
+
+TEST(ModelConfig, ContradictionsAreClearErrors) {
+  json j = deepseek();
+  j["n_group"] = 3;
+  expect_error(j, "multiple of n_group");
+  j = deepseek();
+  j["topk_group"] = 5;
+  expect_error(j, "topk_group");
+  j = deepseek();
+  j["num_experts_per_tok"] = 17;
+  expect_error(j, "num_experts_per_tok");
+  j = deepseek();
+  j["num_experts_per_tok"] = 9;  // only 2 groups of 4 can be chosen
+  expect_error(j, "selected groups");
+  j = deepseek();
+  j["first_k_dense_replace"] = 9;
+  expect_error(j, "first_k_dense_replace");
+  j = deepseek();
+  j["num_key_value_heads"] = 2;
+  expect_error(j, "num_key_value_heads");
+  j = qwen();
+  j["num_key_value_heads"] = 3;
+  expect_error(j, "multiple of num_key_value_heads");
+  j = qwen();
+  j.erase("head_dim");
+  j["hidden_size"] = 66;
+  expect_error(j, "head_dim");
+  j = deepseek();
+  j["model_type"] = "llama";
+  expect_error(j, "unsupported model_type");
+  j = deepseek();
+  j.erase("kv_lora_rank");
+  expect_error(j, "kv_lora_rank");
+  j = deepseek();
+  j["hidden_size"] = "64";
+  expect_error(j, "must be an integer");
+  j = deepseek();
+  j["rope_scaling"]["type"] = "dynamic";
+  expect_error(j, "unsupported rope type");
+  j = deepseek();
+  j["quantization_config"] = {{"quant_method", "gptq"}};
+  expect_error(j, "quant_method");
+  j = deepseek();
+  j["vocab_size"] = -1;
+  expect_error(j, "vocab_size");
+}
+
+}  // namespace
+}  // namespace strata

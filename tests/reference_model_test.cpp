@@ -1,0 +1,129 @@
+// Compares strata with Hugging Face transformers on the tiny random-weight
+// checkpoints under tests/fixtures/models (made by
+// tools/make_reference_fixtures.py on a machine with transformers): greedy
+// tokens must be identical and every logit within 1e-3.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/model.h"
+#include "runtime/generator.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr float kTolerance = 1e-3f;
+
+struct Reference {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> greedy;
+  int64_t vocab = 0;
+  std::vector<float> logits;  // [rows × vocab]
+};
+
+Reference load_reference(const fs::path& dir) {
+  std::ifstream f(dir / "reference.json");
+  nlohmann::json j = nlohmann::json::parse(f);
+  Reference r;
+  r.prompt = j["prompt_ids"].get<std::vector<int32_t>>();
+  r.greedy = j["greedy_ids"].get<std::vector<int32_t>>();
+  r.vocab = j["vocab_size"].get<int64_t>();
+  const int64_t rows = j["n_rows"].get<int64_t>();
+  std::ifstream lf(dir / j["logits_file"].get<std::string>(), std::ios::binary);
+  r.logits.resize(static_cast<size_t>(rows * r.vocab));
+  lf.read(reinterpret_cast<char*>(r.logits.data()), static_cast<std::streamsize>(r.logits.size() * sizeof(float)));
+  EXPECT_TRUE(lf.good()) << "short logits file in " << dir;
+  return r;
+}
+
+std::vector<fs::path> fixture_dirs() {
+  std::vector<fs::path> dirs;
+  // STRATA_REFERENCE_MODELS points the suite at other checkpoints made the
+  // same way (e.g. a held-out set that is not in the repository).
+  const char* env = std::getenv("STRATA_REFERENCE_MODELS");
+  fs::path root = env ? fs::path(env) : fs::path(STRATA_FIXTURES_DIR) / "models";
+  if (fs::exists(root))
+    for (const auto& e : fs::directory_iterator(root))
+      if (fs::exists(e.path() / "reference.json")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+float max_abs_diff(const float* a, const float* b, int64_t n) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+class ReferenceModel : public ::testing::TestWithParam<fs::path> {};
+
+TEST_P(ReferenceModel, PromptLogitsMatchTransformers) {
+  const fs::path dir = GetParam();
+  Reference ref = load_reference(dir);
+  auto model = Model::load(dir, LoadOptions{2});
+  ASSERT_EQ(model->config().vocab_size, ref.vocab);
+  auto cache = model->new_cache();
+  std::vector<Row> rows;
+  for (size_t i = 0; i < ref.prompt.size(); ++i) rows.push_back(Row{ref.prompt[i], int64_t(i), cache.get(), true});
+  std::vector<float> logits(rows.size() * ref.vocab);
+  model->forward(rows, logits.data());
+  for (size_t i = 0; i < rows.size(); ++i)
+    EXPECT_LE(max_abs_diff(&logits[i * ref.vocab], &ref.logits[i * ref.vocab], ref.vocab), kTolerance)
+        << "prompt position " << i;
+}
+
+TEST_P(ReferenceModel, GreedyContinuationMatchesTransformers) {
+  const fs::path dir = GetParam();
+  Reference ref = load_reference(dir);
+  auto model = Model::load(dir, LoadOptions{2});
+  GenerateOptions opt;
+  opt.max_new_tokens = static_cast<int>(ref.greedy.size());
+  opt.keep_logits = true;
+  GenerateResult r = generate(*model, ref.prompt, opt);
+  ASSERT_EQ(r.tokens, ref.greedy);
+  const size_t first = ref.prompt.size() - 1;
+  for (size_t k = 0; k < r.logits.size(); ++k)
+    EXPECT_LE(max_abs_diff(r.logits[k].data(), &ref.logits[(first + k) * ref.vocab], ref.vocab), kTolerance)
+        << "generated token " << k;
+}
+
+// A position's logits are the same bits whether computed inside a prefill
+// batch or one token at a time, at any thread count.
+TEST_P(ReferenceModel, PrefillAndStepwiseDecodeAreBitIdentical) {
+  const fs::path dir = GetParam();
+  Reference ref = load_reference(dir);
+  auto batched_model = Model::load(dir, LoadOptions{2});
+  auto single_model = Model::load(dir, LoadOptions{1});
+  const int64_t V = ref.vocab;
+  std::vector<int32_t> tokens = ref.prompt;
+  tokens.insert(tokens.end(), ref.greedy.begin(), ref.greedy.end() - 1);
+
+  auto cache = batched_model->new_cache();
+  std::vector<Row> rows;
+  for (size_t i = 0; i < tokens.size(); ++i) rows.push_back(Row{tokens[i], int64_t(i), cache.get(), true});
+  std::vector<float> batched(rows.size() * V);
+  batched_model->forward(rows, batched.data());
+
+  auto step_cache = single_model->new_cache();
+  std::vector<float> one(V);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    Row r{tokens[i], int64_t(i), step_cache.get(), true};
+    single_model->forward(std::span<const Row>(&r, 1), one.data());
+    ASSERT_EQ(0, std::memcmp(one.data(), &batched[i * V], V * sizeof(float))) << "position " << i;
+  }
+}
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReferenceModel);
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceModel, ::testing::ValuesIn(fixture_dirs()),
+                         [](const auto& info) { return info.param.filename().string(); });
+
+TEST(ReferenceFixtures, ArePresent) { EXPECT_GE(fixture_dirs().size(), 4u); }
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the Debian packages strata builds against (run as root, or with sudo available).
+set -euo pipefail
+packages=(build-essential cmake pkg-config git nodejs npm
+  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
+  libxxhash-dev liburing-dev libcpp-httplib-dev libcurl4-openssl-dev libzstd-dev)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
