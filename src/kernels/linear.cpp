@@ -1,6 +1,7 @@
 #include "kernels/linear.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "util/thread_pool.h"
@@ -19,9 +20,10 @@ inline float reduce_lanes(float* acc) {
   return acc[0];
 }
 
-template <typename Load>
-inline void convert_row(const uint8_t* row, int64_t n, float* dst, Load load) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = load(row, i);
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 
 }  // namespace
@@ -53,19 +55,17 @@ void dequantize_row(const WeightMatrix& w, int64_t o, float* dst) {
   const size_t in = static_cast<size_t>(w.in);
   const uint8_t* row = w.data + static_cast<size_t>(o) * in * dtype_size(w.dtype);
   switch (w.dtype) {
+    // Checkpoint data need not be aligned to its element size (safetensors
+    // places tensors right after a header of any length): load via memcpy.
     case DType::F32:
-      std::copy_n(reinterpret_cast<const float*>(row), in, dst);
+      std::memcpy(dst, row, in * sizeof(float));
       break;
-    case DType::BF16: {
-      const uint16_t* r = reinterpret_cast<const uint16_t*>(row);
-      for (size_t i = 0; i < in; ++i) dst[i] = bf16_to_f32(r[i]);
+    case DType::BF16:
+      for (size_t i = 0; i < in; ++i) dst[i] = bf16_to_f32(load_u16(row + 2 * i));
       break;
-    }
-    case DType::F16: {
-      const uint16_t* r = reinterpret_cast<const uint16_t*>(row);
-      for (size_t i = 0; i < in; ++i) dst[i] = f16_to_f32(r[i]);
+    case DType::F16:
+      for (size_t i = 0; i < in; ++i) dst[i] = f16_to_f32(load_u16(row + 2 * i));
       break;
-    }
     case DType::F8_E4M3: {
       for (size_t i = 0; i < in; ++i) dst[i] = fp8_e4m3_to_f32(row[i]);
       if (w.block_scale) {
