@@ -10,11 +10,22 @@
 namespace strata {
 
 enum class DType : uint8_t {
+  // Scalar types (safetensors and GGUF).
   F64, F32, F16, BF16, F8_E4M3, F8_E5M2, F8_E8M0, I64, I32, I16, I8, U8, BOOL,
+  // Block-quantized types as GGUF stores them: a block of `dtype_block_elems`
+  // values along a row takes `dtype_block_bytes` bytes.
+  Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, MXFP4,
 };
 
 const char* dtype_name(DType t);
+// Bytes per element of a scalar type; 0 for block types.
 size_t dtype_size(DType t);
+// Elements per block (1 for scalar types) and bytes per block.
+size_t dtype_block_elems(DType t);
+size_t dtype_block_bytes(DType t);
+bool dtype_is_block(DType t);
+// Bytes of a row of n elements; nullopt if n is not a whole number of blocks.
+std::optional<size_t> dtype_row_bytes(DType t, uint64_t n);
 // Safetensors spells types "F32", "BF16", "F8_E4M3", ...; nullopt if unknown.
 std::optional<DType> dtype_from_safetensors(std::string_view name);
 
