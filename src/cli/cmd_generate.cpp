@@ -72,6 +72,15 @@ std::vector<int32_t> stop_tokens(const Model& model) {
   return ids;
 }
 
+// Models often have more embedding rows than the tokenizer has tokens; ids
+// past the tokenizer's vocabulary have no text.
+std::string decode_known(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+  std::vector<int32_t> known;
+  for (int32_t id : ids)
+    if (id >= 0 && static_cast<size_t>(id) < tok.vocab_size()) known.push_back(id);
+  return tok.decode(known);
+}
+
 int run_generate(const GenerateArgs& a) {
   if (a.prompt.has_value() == a.prompt_ids.has_value()) throw Error("give exactly one of --prompt and --prompt-ids");
   if (a.n < 0) throw Error("-n must not be negative");
@@ -98,7 +107,7 @@ int run_generate(const GenerateArgs& a) {
   opt.keep_logits = a.logits;
   if (!a.ignore_eos) opt.stop_tokens = stop_tokens(*model);
   GenerateResult r = generate(*model, prompt, opt);
-  std::string text = tok ? tok->decode(r.tokens) : "";
+  std::string text = tok ? decode_known(*tok, r.tokens) : "";
 
   if (!a.json) {
     if (tok) {

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   strata::cli::Action run;
   strata::cli::register_generate(app, run);
   strata::cli::register_tokenize(app, run);
+  strata::cli::register_compare(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,94 @@
+// strata compare: judge a lossy conversion (int8 trunk, re-quantized experts)
+// against the original on the same prompts.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "model/model.h"
+#include "runtime/compare.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct CompareArgs {
+  std::string model_a, model_b, prompts;
+  int threads = 0;
+  bool json = false;
+};
+
+// One prompt per line: a JSON array of token ids, or text tokenized with
+// model A's tokenizer.
+std::vector<std::vector<int32_t>> read_prompts(const std::string& path, const std::string& model_dir) {
+  std::ifstream f(path);
+  if (!f) throw Error(path + ": cannot open");
+  std::unique_ptr<Tokenizer> tok;
+  std::vector<std::vector<int32_t>> out;
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n) {
+    if (line.empty()) continue;
+    if (line.front() == '[') {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_array()) throw Error(path + ":" + std::to_string(n) + ": not a JSON array of token ids");
+      std::vector<int32_t> ids;
+      for (const auto& v : j) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+          throw Error(path + ":" + std::to_string(n) + ": token ids must be non-negative integers");
+        ids.push_back(v.get<int32_t>());
+      }
+      out.push_back(std::move(ids));
+    } else {
+      if (!tok) {
+        if (!Tokenizer::dir_has_tokenizer(model_dir))
+          throw Error(path + ":" + std::to_string(n) + ": text prompt, but " + model_dir +
+                      " has no tokenizer (write token ids as a JSON array instead)");
+        tok = Tokenizer::from_dir(model_dir);
+      }
+      out.push_back(tok->encode_prompt(line));
+    }
+  }
+  if (out.empty()) throw Error(path + ": no prompts");
+  return out;
+}
+
+int run_compare(const CompareArgs& a) {
+  auto model_a = Model::load(a.model_a, LoadOptions{a.threads});
+  auto model_b = Model::load(a.model_b, LoadOptions{a.threads});
+  auto prompts = read_prompts(a.prompts, a.model_a);
+  CompareReport r = compare_models(*model_a, *model_b, prompts);
+  if (a.json) {
+    nlohmann::json j = {{"sequences", r.sequences},       {"positions", r.positions},
+                        {"mean_kl", r.mean_kl},           {"p99_kl", r.p99_kl},
+                        {"max_kl", r.max_kl},             {"top1_agreement", r.top1_agreement},
+                        {"perplexity_a", r.perplexity_a}, {"perplexity_b", r.perplexity_b},
+                        {"perplexity_diff", r.perplexity_b - r.perplexity_a}};
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::printf("sequences %lld, positions %lld\n", static_cast<long long>(r.sequences),
+              static_cast<long long>(r.positions));
+  std::printf("KL(A||B) mean %.6g  p99 %.6g  max %.6g nats\n", r.mean_kl, r.p99_kl, r.max_kl);
+  std::printf("top-1 agreement %.2f%%\n", 100.0 * r.top1_agreement);
+  std::printf("perplexity A %.4f  B %.4f  (B - A %+.4f)\n", r.perplexity_a, r.perplexity_b,
+              r.perplexity_b - r.perplexity_a);
+  return 0;
+}
+
+}  // namespace
+
+void register_compare(CLI::App& app, Action& run) {
+  auto args = std::make_shared<CompareArgs>();
+  CLI::App* cmd = app.add_subcommand("compare", "Compare two models' next-token distributions (KL, top-1, perplexity)");
+  cmd->add_option("MODEL_A", args->model_a, "Reference model")->required();
+  cmd->add_option("MODEL_B", args->model_b, "Model under test")->required();
+  cmd->add_option("--prompts", args->prompts, "File: one prompt per line (text, or a JSON array of ids)")->required();
+  cmd->add_option("--threads", args->threads, "Worker threads (default: all cores)");
+  cmd->add_flag("--json", args->json, "Print a JSON object");
+  cmd->callback([&run, args] { run = [args] { return run_compare(*args); }; });
+}
+
+}  // namespace strata::cli
