@@ -1,0 +1,119 @@
+// BOS/EOS and prompt decoration from tokenizer_config.json and
+// generation_config.json, shared by both loaders.
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "tokenizer/json_file.h"
+#include "tokenizer/tokenizer_state.h"
+#include "util/error.h"
+
+namespace strata::tok {
+
+using nlohmann::json;
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read " + path.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error("error reading " + path.string());
+  return std::move(ss).str();
+}
+
+json read_json_file(const std::filesystem::path& path) {
+  const std::string text = read_file(path);
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(path.string() + ": invalid JSON: " + e.what());
+  }
+}
+
+void TokenizerState::set_token(int32_t id, std::string bytes, std::string text) {
+  const auto n = static_cast<std::size_t>(id) + 1;
+  if (decode_bytes.size() < n) {
+    decode_bytes.resize(n);
+    token_texts.resize(n);
+    known.resize(n, 0);
+  }
+  decode_bytes[id] = std::move(bytes);
+  token_texts[id] = std::move(text);
+  known[id] = 1;
+}
+
+namespace {
+
+// A token field is a string, an AddedToken object {"content": ...}, or null.
+std::optional<std::string> token_content(const json& cfg, const char* key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
+  return std::nullopt;
+}
+
+bool flag(const json& cfg, const char* key) {
+  auto it = cfg.find(key);
+  return it != cfg.end() && it->is_boolean() && it->get<bool>();
+}
+
+// generation_config.json ids are an integer or a list of integers.
+std::vector<int32_t> id_list(const json& cfg, const char* key) {
+  std::vector<int32_t> out;
+  auto it = cfg.find(key);
+  if (it == cfg.end()) return out;
+  if (it->is_number_integer()) out.push_back(it->get<int32_t>());
+  if (it->is_array())
+    for (const auto& v : *it)
+      if (v.is_number_integer()) out.push_back(v.get<int32_t>());
+  return out;
+}
+
+}  // namespace
+
+void apply_special_token_config(const std::filesystem::path& dir, TokenizerState& st,
+                                const std::vector<int32_t>& template_prefix,
+                                const std::vector<int32_t>& template_suffix) {
+  const auto cfg_path = dir / "tokenizer_config.json";
+  const auto gen_path = dir / "generation_config.json";
+  const json cfg = std::filesystem::exists(cfg_path) ? read_json_file(cfg_path) : json::object();
+  const json gen = std::filesystem::exists(gen_path) ? read_json_file(gen_path) : json::object();
+
+  auto lookup = [&](const char* key) -> std::optional<int32_t> {
+    auto content = token_content(cfg, key);
+    if (!content) return std::nullopt;
+    auto it = st.ids_by_text.find(*content);
+    if (it == st.ids_by_text.end())
+      throw Error(cfg_path.string() + ": " + key + " \"" + *content + "\" is not a token of this vocabulary");
+    return it->second;
+  };
+
+  st.bos = lookup("bos_token");
+  if (!st.bos) {
+    if (auto ids = id_list(gen, "bos_token_id"); !ids.empty())
+      st.bos = ids.front();
+    else if (!template_prefix.empty())
+      st.bos = template_prefix.front();
+  }
+
+  st.eos.clear();
+  if (auto eos = lookup("eos_token")) st.eos.push_back(*eos);
+  for (int32_t id : id_list(gen, "eos_token_id"))
+    if (std::find(st.eos.begin(), st.eos.end(), id) == st.eos.end()) st.eos.push_back(id);
+
+  st.prompt_prefix = template_prefix;
+  if (flag(cfg, "add_bos_token") && st.bos && (st.prompt_prefix.empty() || st.prompt_prefix.front() != *st.bos))
+    st.prompt_prefix.insert(st.prompt_prefix.begin(), *st.bos);
+  st.prompt_suffix = template_suffix;
+  if (flag(cfg, "add_eos_token") && !st.eos.empty() &&
+      (st.prompt_suffix.empty() || st.prompt_suffix.back() != st.eos.front()))
+    st.prompt_suffix.push_back(st.eos.front());
+
+  for (const auto* ids : {&st.prompt_prefix, &st.prompt_suffix})
+    for (int32_t id : *ids)
+      if (id < 0 || static_cast<std::size_t>(id) >= st.known.size() || !st.known[id])
+        throw Error(dir.string() + ": prompt token id " + std::to_string(id) + " is not in the vocabulary");
+}
+
+}  // namespace strata::tok

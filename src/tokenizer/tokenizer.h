@@ -1,0 +1,70 @@
+#pragma once
+// Text <-> token ids for the checkpoints strata runs: byte-level BPE from a
+// HF tokenizer.json (DeepSeek-V3, Qwen3, ...) or a tiktoken-format
+// vocabulary (Kimi's tiktoken.model). Encoding follows HF tokenizers step by
+// step: added/special tokens are cut out first, the rest is normalized
+// (NFC if the file says so), pre-tokenized with the file's regexes (PCRE2),
+// and each piece is BPE-encoded.
+//
+// All failures (unreadable or malformed files, invalid UTF-8 input, unknown
+// ids) throw strata::Error with a one-line message naming the file or input.
+// A Tokenizer is immutable after loading; encode/decode are thread-safe.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata {
+
+namespace tok {
+struct TokenizerState;
+}
+
+class Tokenizer {
+ public:
+  // Loads dir/tokenizer.json, else dir/tiktoken.model (Kimi format, with
+  // Kimi's pre-tokenizer pattern), each with dir/tokenizer_config.json and
+  // dir/generation_config.json when present.
+  static std::unique_ptr<Tokenizer> from_dir(const std::filesystem::path& dir);
+  static bool dir_has_tokenizer(const std::filesystem::path& dir);
+
+  ~Tokenizer();
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  // Raw encoding: no BOS/EOS added; special and added tokens written in the
+  // text are recognized. Throws on invalid UTF-8 (names the byte offset).
+  std::vector<int32_t> encode(std::string_view text) const;
+
+  // encode() plus what the checkpoint adds to a prompt: BOS when
+  // tokenizer_config.json has add_bos_token: true or the tokenizer.json
+  // post_processor template starts with it (EOS likewise, at the end).
+  std::vector<int32_t> encode_prompt(std::string_view text) const;
+
+  // Concatenated bytes of the tokens (special tokens as their text). Not
+  // necessarily valid UTF-8: a multi-byte character split across the last
+  // ids is returned as its partial bytes, so streaming callers can hold
+  // them back until the rest arrives. Throws for ids outside the vocabulary.
+  std::string decode(const std::vector<int32_t>& ids) const;
+
+  // The token as the vocabulary spells it (byte-level form, e.g. "Ġthe"; the
+  // literal text for special tokens). Always valid UTF-8.
+  std::string token_text(int32_t id) const;
+
+  std::optional<int32_t> bos_id() const;
+  // End-of-sequence ids: tokenizer_config.json's eos_token first, then any
+  // other eos_token_id listed in generation_config.json.
+  std::vector<int32_t> eos_ids() const;
+  // One past the largest id (base vocabulary plus added/special tokens).
+  std::size_t vocab_size() const;
+
+ private:
+  explicit Tokenizer(std::unique_ptr<tok::TokenizerState> state);
+  std::unique_ptr<tok::TokenizerState> state_;
+};
+
+}  // namespace strata

@@ -1,0 +1,59 @@
+#pragma once
+// Everything a loaded tokenizer consists of; filled by one of the loaders
+// (tokenizer_json_loader.cpp, tiktoken_loader.cpp), used by tokenizer.cpp.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tokenizer/added_tokens.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/word_cache.h"
+#include "tokenizer/word_model.h"
+
+namespace strata::tok {
+
+struct TokenizerState {
+  AddedTokenMatcher raw_added;         // matched on the raw input
+  AddedTokenMatcher normalized_added;  // matched after normalization
+  bool nfc = false;                    // normalizer: NFC (else identity)
+  PreTokenizer pre;
+  std::unique_ptr<WordModel> model;
+
+  // Per id (index); ids never assigned have known[id] == 0.
+  std::vector<std::string> decode_bytes;  // what decode() emits
+  std::vector<std::string> token_texts;   // what token_text() returns
+  std::vector<uint8_t> known;
+
+  // Looks up a token's id by its vocabulary text or added-token content.
+  StringMap<int32_t> ids_by_text;
+
+  std::optional<int32_t> bos;
+  std::vector<int32_t> eos;
+  std::vector<int32_t> prompt_prefix;  // added by encode_prompt
+  std::vector<int32_t> prompt_suffix;
+
+  // Grows the per-id tables to hold `id` and records its texts.
+  void set_token(int32_t id, std::string bytes, std::string text);
+};
+
+// Reads tokenizer_config.json / generation_config.json in `dir` (if present)
+// and sets bos, eos and the prompt prefix/suffix. `template_prefix` and
+// `template_suffix` are the special tokens a post_processor template puts
+// around the text.
+void apply_special_token_config(const std::filesystem::path& dir, TokenizerState& state,
+                                const std::vector<int32_t>& template_prefix,
+                                const std::vector<int32_t>& template_suffix);
+
+std::unique_ptr<TokenizerState> load_tokenizer_json(const std::filesystem::path& dir);
+std::unique_ptr<TokenizerState> load_tiktoken(const std::filesystem::path& dir);
+
+// Kimi-K2's pre-tokenizer pattern (Rust-regex syntax), used for tiktoken.model.
+const char* kimi_pattern();
+
+// Reads a whole file; throws strata::Error naming it.
+std::string read_file(const std::filesystem::path& path);
+
+}  // namespace strata::tok
