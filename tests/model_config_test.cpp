@@ -73,6 +73,30 @@ TEST(ModelConfig, QwenSparseStepAndDenseLayers) {
   EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{5, 6}));
 }
 
+TEST(ModelConfig, GptOssReleaseSpellingAndDefaults) {
+  json j = json::parse(R"({
+    "model_type": "gpt_oss", "vocab_size": 300, "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+    "num_local_experts": 8, "experts_per_token": 2, "sliding_window": 8, "rms_norm_eps": 1e-5,
+    "rope_theta": 150000, "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+      "beta_slow": 1.0, "original_max_position_embeddings": 4096, "truncate": false},
+    "quantization_config": {"quant_method": "mxfp4"}})");
+  ModelConfig c = ModelConfig::from_json(j, "config.json");
+  EXPECT_EQ(c.arch, Arch::GptOss);
+  EXPECT_EQ(c.num_experts_per_tok, 2);
+  EXPECT_EQ(c.moe_intermediate_size, 96);
+  EXPECT_TRUE(c.mxfp4_experts);
+  EXPECT_TRUE(c.attention_sinks);
+  EXPECT_FALSE(c.rope.truncate);
+  // Without layer_types, even layers slide and odd layers see everything.
+  EXPECT_EQ(c.layer_window(0), std::optional<int64_t>(8));
+  EXPECT_EQ(c.layer_window(1), std::nullopt);
+  EXPECT_EQ(c.layer_window(2), std::optional<int64_t>(8));
+  EXPECT_NEAR(c.attention_scale(), 1.0 / std::sqrt(32.0), 1e-12);
+  j["layer_types"] = {"full_attention", "full_attention"};
+  EXPECT_THROW(ModelConfig::from_json(j, "config.json"), Error);
+}
+
 void expect_error(const json& j, const std::string& phrase) {
   try {
     ModelConfig::from_json(j, "dir/config.json");

@@ -55,9 +55,14 @@ std::vector<fs::path> fixture_dirs() {
   return dirs;
 }
 
+// NaN anywhere makes the difference NaN, which fails every `<=` check.
 float max_abs_diff(const float* a, const float* b, int64_t n) {
   float m = 0.0f;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = std::fabs(a[i] - b[i]);
+    if (std::isnan(d)) return d;
+    m = std::max(m, d);
+  }
   return m;
 }
 

@@ -43,10 +43,10 @@ std::vector<std::vector<int32_t>> read_prompts(const std::string& path, const st
       out.push_back(std::move(ids));
     } else {
       if (!tok) {
-        if (!Tokenizer::dir_has_tokenizer(model_dir))
+        tok = Tokenizer::for_model(model_dir);
+        if (!tok)
           throw Error(path + ":" + std::to_string(n) + ": text prompt, but " + model_dir +
                       " has no tokenizer (write token ids as a JSON array instead)");
-        tok = Tokenizer::from_dir(model_dir);
       }
       out.push_back(tok->encode_prompt(line));
     }

@@ -85,14 +85,13 @@ int run_generate(const GenerateArgs& a) {
   if (a.prompt.has_value() == a.prompt_ids.has_value()) throw Error("give exactly one of --prompt and --prompt-ids");
   if (a.n < 0) throw Error("-n must not be negative");
   auto model = Model::load(a.model, LoadOptions{a.threads});
-  std::unique_ptr<Tokenizer> tok;
-  if (Tokenizer::dir_has_tokenizer(a.model)) tok = Tokenizer::from_dir(a.model);
+  const std::unique_ptr<Tokenizer> tok = Tokenizer::for_model(a.model);
 
   std::vector<int32_t> prompt;
   if (a.prompt_ids) {
     prompt = parse_ids(*a.prompt_ids);  // verbatim: no BOS added
   } else {
-    if (!tok) throw Error(a.model + ": no tokenizer.json or tiktoken.model; use --prompt-ids");
+    if (!tok) throw Error(a.model + ": no tokenizer (tokenizer.json, tiktoken.model or GGUF tokenizer metadata); use --prompt-ids");
     prompt = tok->encode_prompt(*a.prompt);
   }
   if (prompt.empty()) throw Error("the prompt is empty");

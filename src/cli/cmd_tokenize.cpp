@@ -1,12 +1,13 @@
 // strata tokenize: text -> token ids (or ids -> text with --ids), using the
-// tokenizer in a checkpoint directory. For checking prompts and comparing
-// against other tokenizers.
+// tokenizer of a checkpoint directory or GGUF file. For checking prompts and
+// comparing against other tokenizers.
 //
 //   strata tokenize --model DIR --text "Hello"          -> 19923
 //   strata tokenize --model DIR --text "Hello" --json   -> {"ids":[19923],"tokens":["Hello"]}
 //   strata tokenize --model DIR --ids 19923,2058        -> Hello world
 #include <climits>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -62,9 +63,14 @@ std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohma
 
 int run_tokenize(const TokenizeArgs& a) {
   if (a.text.has_value() == a.ids.has_value()) throw Error("give exactly one of --text and --ids");
-  if (!Tokenizer::dir_has_tokenizer(a.model))
-    throw Error(a.model + ": no tokenizer.json or tiktoken.model in this directory");
-  const auto tok = Tokenizer::from_dir(a.model);
+  std::error_code ec;
+  if (!std::filesystem::exists(a.model, ec))
+    throw Error(a.model + ": no such directory or GGUF file (no tokenizer.json or tiktoken.model)");
+  const auto tok = Tokenizer::for_model(a.model);
+  if (!tok)
+    throw Error(a.model + (std::filesystem::is_directory(a.model, ec)
+                               ? ": no tokenizer.json or tiktoken.model in this directory"
+                               : ": no tokenizer metadata (tokenizer.ggml.model) in this GGUF file"));
 
   if (a.text) {
     const std::vector<int32_t> ids = a.prompt ? tok->encode_prompt(*a.text) : tok->encode(*a.text);
@@ -98,7 +104,7 @@ int run_tokenize(const TokenizeArgs& a) {
 void register_tokenize(CLI::App& app, Action& run) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Encode text to token ids, or decode ids to text");
-  cmd->add_option("--model", args->model, "Checkpoint directory with tokenizer.json or tiktoken.model")->required();
+  cmd->add_option("--model", args->model, "Checkpoint directory (tokenizer.json or tiktoken.model) or GGUF file")->required();
   cmd->add_option("--text", args->text, "Text to encode (special tokens written in it are recognized)");
   cmd->add_option("--ids", args->ids, "Token ids to decode, comma-separated");
   cmd->add_flag("--json", args->json, "Print JSON: {\"ids\", \"tokens\"} when encoding, {\"text\", \"tokens\"} when decoding");

@@ -11,5 +11,7 @@ using Action = std::function<int()>;
 void register_generate(CLI::App& app, Action& run);
 void register_tokenize(CLI::App& app, Action& run);
 void register_compare(CLI::App& app, Action& run);
+void register_synth(CLI::App& app, Action& run);
+void register_probe(CLI::App& app, Action& run);
 
 }  // namespace strata::cli

@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   strata::cli::register_generate(app, run);
   strata::cli::register_tokenize(app, run);
   strata::cli::register_compare(app, run);
+  strata::cli::register_synth(app, run);
+  strata::cli::register_probe(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

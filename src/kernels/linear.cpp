@@ -1,47 +1,127 @@
 #include "kernels/linear.h"
 
 #include <algorithm>
-#include <cstring>
+#include <string>
 #include <vector>
 
+#include "kernels/dispatch_internal.h"
+#include "util/error.h"
 #include "util/thread_pool.h"
 
 namespace strata::kernels {
 
 namespace {
 
-// One accumulation lane per index mod 16, reduced as a fixed binary tree: the
-// order never depends on n's split across threads or on batch size.
-constexpr size_t kLanes = 16;
+using detail::Fmt;
+using detail::MatDesc;
+using detail::ScaleType;
 
-inline float reduce_lanes(float* acc) {
-  for (size_t w = kLanes / 2; w > 0; w /= 2)
-    for (size_t j = 0; j < w; ++j) acc[j] += acc[j + w];
-  return acc[0];
+[[noreturn]] void unsupported(const WeightMatrix& w, const std::string& why) {
+  throw Error(std::string("weight matrix [") + std::to_string(w.out) + ", " + std::to_string(w.in) + "] of type " +
+              dtype_name(w.dtype) + ": " + why);
 }
 
-inline uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+size_t scale_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::BF16:
+    case DType::F16: return 2;
+    case DType::F8_E8M0:
+    case DType::U8: return 1;
+    default: return 0;
+  }
+}
+
+ScaleType float_scale_type(const WeightMatrix& w) {
+  switch (w.scale_dtype) {
+    case DType::F32: return ScaleType::F32;
+    case DType::BF16: return ScaleType::BF16;
+    case DType::F16: return ScaleType::F16;
+    default: unsupported(w, std::string("scales of type ") + dtype_name(w.scale_dtype) + " (expected F32, BF16 or F16)");
+  }
+}
+
+MatDesc resolve(const WeightMatrix& w) {
+  MatDesc d;
+  d.out = w.out;
+  d.in = w.in;
+  d.data = w.data;
+  d.bias = w.bias;
+  d.row_bytes = w.row_bytes();
+  if (!w.data && w.out > 0) unsupported(w, "no data");
+  switch (w.packing) {
+    case Packing::Plain:
+      switch (w.dtype) {
+        case DType::F32: d.fmt = Fmt::F32; break;
+        case DType::BF16: d.fmt = Fmt::BF16; break;
+        case DType::F16: d.fmt = Fmt::F16; break;
+        case DType::F8_E4M3:
+          d.fmt = Fmt::F8_E4M3;
+          if (w.block_scale) {
+            if (w.block_out <= 0 || w.block_in <= 0) unsupported(w, "FP8 block scale without a block size");
+            d.block_scale = w.block_scale;
+            d.block_out = w.block_out;
+            d.block_in = w.block_in;
+            d.block_cols = (w.in + w.block_in - 1) / w.block_in;
+            d.row_offset = w.scale_row_offset;
+          }
+          break;
+        case DType::I8:
+          d.fmt = Fmt::I8_ROW;
+          if (!w.scales || w.scale_group != w.in) unsupported(w, "int8 weights need one scale per row");
+          d.scale_type = float_scale_type(w);
+          break;
+        case DType::Q8_0: d.fmt = Fmt::Q8_0; break;
+        case DType::Q4_K: d.fmt = Fmt::Q4_K; break;
+        case DType::Q6_K: d.fmt = Fmt::Q6_K; break;
+        case DType::MXFP4: d.fmt = Fmt::MXFP4; break;
+        default: unsupported(w, "no kernel for this type");
+      }
+      if (dtype_is_block(w.dtype) && w.in % static_cast<int64_t>(dtype_block_elems(w.dtype)) != 0)
+        unsupported(w, "rows are not a whole number of " + std::to_string(dtype_block_elems(w.dtype)) + "-value blocks");
+      break;
+    case Packing::Int4x8:
+      if (w.dtype != DType::I32) unsupported(w, "packed int4 must be stored as I32 words");
+      if (!w.scales || w.scale_group <= 0 || w.scale_group % 32 != 0 || w.in % w.scale_group != 0)
+        unsupported(w, "packed int4 needs one scale per group of a multiple of 32 values that divides the row");
+      d.fmt = Fmt::I4_GROUP;
+      d.group = w.scale_group;
+      d.scale_type = float_scale_type(w);
+      break;
+    case Packing::Mxfp4Split:
+      if (w.dtype != DType::U8) unsupported(w, "MXFP4 blocks must be stored as U8");
+      if (w.in % 32 != 0) unsupported(w, "MXFP4 rows must be a multiple of 32 values");
+      if (!w.scales || w.scale_group != 32 || scale_size(w.scale_dtype) != 1)
+        unsupported(w, "MXFP4 needs one E8M0 scale byte per 32 values");
+      d.fmt = Fmt::MXFP4_SPLIT;
+      break;
+  }
+  if (w.scales) {
+    d.scales = w.scales;
+    d.scale_row_bytes = static_cast<size_t>(w.in / w.scale_group) * scale_size(w.scale_dtype);
+  }
+  return d;
 }
 
 }  // namespace
 
-float dot(const float* a, const float* b, size_t n) {
-  float acc[kLanes] = {};
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (size_t j = 0; j < kLanes; ++j) acc[j] += a[i + j] * b[i + j];
-  for (size_t j = 0; i + j < n; ++j) acc[j] += a[i + j] * b[i + j];
-  return reduce_lanes(acc);
+size_t WeightMatrix::row_bytes() const {
+  switch (packing) {
+    case Packing::Int4x8:
+    case Packing::Mxfp4Split: return static_cast<size_t>(in / 2);
+    case Packing::Plain: break;
+  }
+  if (dtype_is_block(dtype)) return dtype_row_bytes(dtype, static_cast<uint64_t>(in)).value_or(0);
+  return static_cast<size_t>(in) * dtype_size(dtype);
 }
 
 WeightMatrix WeightMatrix::row_slice(int64_t row0, int64_t rows) const {
   WeightMatrix s = *this;
   s.out = rows;
-  s.data = data + static_cast<size_t>(row0) * static_cast<size_t>(in) * dtype_size(dtype);
+  s.data = data + static_cast<size_t>(row0) * row_bytes();
   if (bias) s.bias = bias + row0;
+  if (scales && scale_group > 0)
+    s.scales = scales + static_cast<size_t>(row0) * static_cast<size_t>(in / scale_group) * scale_size(scale_dtype);
   if (block_scale) {
     // A head's slice need not start on a scale-block boundary, so keep the
     // absolute row offset and resolve scales against the parent's grid.
@@ -51,68 +131,44 @@ WeightMatrix WeightMatrix::row_slice(int64_t row0, int64_t rows) const {
   return s;
 }
 
+void check_supported(const WeightMatrix& w) { (void)resolve(w); }
+
 void dequantize_row(const WeightMatrix& w, int64_t o, float* dst) {
-  const size_t in = static_cast<size_t>(w.in);
-  const uint8_t* row = w.data + static_cast<size_t>(o) * in * dtype_size(w.dtype);
-  switch (w.dtype) {
-    // Checkpoint data need not be aligned to its element size (safetensors
-    // places tensors right after a header of any length): load via memcpy.
-    case DType::F32:
-      std::memcpy(dst, row, in * sizeof(float));
-      break;
-    case DType::BF16:
-      for (size_t i = 0; i < in; ++i) dst[i] = bf16_to_f32(load_u16(row + 2 * i));
-      break;
-    case DType::F16:
-      for (size_t i = 0; i < in; ++i) dst[i] = f16_to_f32(load_u16(row + 2 * i));
-      break;
-    case DType::F8_E4M3: {
-      for (size_t i = 0; i < in; ++i) dst[i] = fp8_e4m3_to_f32(row[i]);
-      if (w.block_scale) {
-        const int64_t ro = (w.scale_row_offset + o) / w.block_out;
-        const int64_t nbi = (w.in + w.block_in - 1) / w.block_in;
-        const float* srow = w.block_scale + ro * nbi;
-        for (size_t i = 0; i < in; ++i) dst[i] *= srow[static_cast<int64_t>(i) / w.block_in];
-      }
-      break;
-    }
-    default:
-      std::fill_n(dst, in, 0.0f);
-      break;
-  }
+  detail::active_table().dequant_row(resolve(w), o, dst);
 }
 
+float dot(const float* a, const float* b, size_t n) { return detail::active_table().dot(a, b, n); }
+
 void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool) {
-  const size_t in = static_cast<size_t>(w.in), out = static_cast<size_t>(w.out);
-  auto body = [&](size_t o0, size_t o1) {
-    thread_local std::vector<float> row;
-    row.resize(in);
-    for (size_t o = o0; o < o1; ++o) {
-      dequantize_row(w, static_cast<int64_t>(o), row.data());
-      const float b = w.bias ? w.bias[o] : 0.0f;
-      for (size_t r = 0; r < n; ++r) {
-        float v = dot(row.data(), x + r * in, in);
-        y[r * out + o] = w.bias ? v + b : v;
-      }
-    }
+  if (n == 0 || w.out <= 0) return;
+  const detail::KernelTable& t = detail::active_table();
+  const MatDesc d = resolve(w);
+  const size_t out = static_cast<size_t>(w.out), in = static_cast<size_t>(std::max<int64_t>(w.in, 1));
+  // Work is split in groups of whole row tiles; which thread computes a row
+  // never changes its bits.
+  constexpr size_t kGroup = 8;
+  const size_t groups = (out + kGroup - 1) / kGroup;
+  auto body = [&](size_t g0, size_t g1) {
+    t.matmul(d, x, n, y, out, static_cast<int64_t>(g0 * kGroup), static_cast<int64_t>(std::min(g1 * kGroup, out)));
   };
-  // Each output row costs `in · n` multiply-adds; keep chunks big enough that
-  // scheduling stays cheap relative to the work.
-  size_t min_chunk = std::max<size_t>(1, 16384 / std::max<size_t>(1, in * n));
+  // Keep chunks big enough that scheduling stays cheap relative to the work.
+  const size_t min_chunk = std::max<size_t>(1, (size_t{1} << 16) / (kGroup * in * n));
   if (pool)
-    pool->parallel_for(out, body, min_chunk);
+    pool->parallel_for(groups, body, min_chunk);
   else
-    body(0, out);
+    body(0, groups);
 }
 
 void linear_transposed(const WeightMatrix& w, const float* x, float* y) {
+  const detail::KernelTable& t = detail::active_table();
+  const MatDesc d = resolve(w);
   const size_t in = static_cast<size_t>(w.in);
-  std::vector<float> row(in);
+  thread_local std::vector<float> row;
+  row.resize(in);
   std::fill_n(y, in, 0.0f);
   for (int64_t o = 0; o < w.out; ++o) {
-    dequantize_row(w, o, row.data());
-    const float xo = x[o];
-    for (size_t i = 0; i < in; ++i) y[i] += xo * row[i];
+    t.dequant_row(d, o, row.data());
+    t.axpy(x[o], row.data(), y, in);
   }
 }
 

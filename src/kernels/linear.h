@@ -1,7 +1,16 @@
 #pragma once
-// y = x · Wᵀ for weights kept in their stored precision. Every output element
-// is one dot product evaluated in a fixed order, so a row's result is the same
-// bits whether it is multiplied alone or inside a batch, at any thread count.
+// y = x · Wᵀ for weights kept in their stored precision: each weight is
+// dequantized to f32 on the fly, inside the kernel, exactly as its format
+// defines it (never requantized); activations and accumulation stay f32.
+//
+// The accumulation order is part of the contract. For output (r, o):
+//   acc[j] = 0 for the 16 lanes j;
+//   for i = 0 .. in-1 in increasing order: acc[i % 16] = fma(W[o][i], x[r][i], acc[i % 16]);
+//   fold the lanes as a fixed tree: for w = 8, 4, 2, 1: acc[j] += acc[j + w] (j < w);
+//   y = acc[0] (+ bias[o], a plain f32 add).
+// Every implementation (scalar, AVX2, AVX-512; see dispatch.h) computes that
+// same expression, so a row's result is the same bits whether it is multiplied
+// alone or inside a batch, at any thread count, on any x86-64 machine.
 #include <cstddef>
 #include <cstdint>
 
@@ -13,12 +22,30 @@ class ThreadPool;
 
 namespace strata::kernels {
 
+// How the bytes of a row encode the weights, beyond `dtype`.
+enum class Packing : uint8_t {
+  // One `dtype` element per weight: F32, BF16, F16, F8_E4M3 (optional
+  // block_scale), I8 (with `scales`, one per row); or GGUF blocks: Q8_0, Q4_K,
+  // Q6_K, MXFP4 (ggml's block layouts, ggml-common.h).
+  Plain,
+  // compressed-tensors "pack-quantized" int4 (Kimi-K2 `weight_packed`): dtype
+  // I32, word k of a row holds weights 8k..8k+7, weight 8k+j in bits 4j..4j+3
+  // stored as q+8; W = q · scale[i / scale_group] (`scales`, symmetric;
+  // scale_group a multiple of 32: Kimi-K2 uses 32).
+  Int4x8,
+  // gpt-oss MXFP4 as Hugging Face ships it (`*_blocks` + `*_scales`): dtype
+  // U8, 16 bytes per 32 weights, byte k holds weight 2k (low nibble) and 2k+1
+  // (high nibble) as E2M1; `scales` holds one E8M0 byte (bias 127) per 32.
+  Mxfp4Split,
+};
+
 // A [out × in] row-major weight matrix as stored in a checkpoint.
 struct WeightMatrix {
   DType dtype = DType::F32;
   int64_t out = 0;
   int64_t in = 0;
   const uint8_t* data = nullptr;
+  Packing packing = Packing::Plain;
   // FP8 block scaling (DeepSeek-V3 "weight_scale_inv"): W[o][i] = q[o][i] *
   // scale[o / block_out][i / block_in]; null for unscaled formats.
   const float* block_scale = nullptr;
@@ -26,26 +53,39 @@ struct WeightMatrix {
   int64_t block_in = 0;
   // Rows of a row_slice() are addressed in the parent's scale grid.
   int64_t scale_row_offset = 0;
+  // Scales kept in their stored type, `in / scale_group` of them per row,
+  // rows contiguous: I8 (F32/BF16/F16, scale_group == in), Int4x8 (F32/BF16/
+  // F16, scale_group 32·k), Mxfp4Split (F8_E8M0, scale_group 32).
+  const uint8_t* scales = nullptr;
+  DType scale_dtype = DType::F32;
+  int64_t scale_group = 0;
   const float* bias = nullptr;  // optional, length `out`, f32
 
   bool valid() const { return data != nullptr; }
+  // Bytes of one stored row of `data`.
+  size_t row_bytes() const;
   // The first `rows` output rows starting at `row0`: used by attention to
   // address one head's slice of a fused projection.
   WeightMatrix row_slice(int64_t row0, int64_t rows) const;
 };
+
+// Throws strata::Error naming the problem if the kernels cannot use `w`
+// (unsupported type, a row that is not whole blocks, missing scales).
+void check_supported(const WeightMatrix& w);
 
 // y[b][o] = Σ_i W[o][i] · x[b][i] (+ bias[o]) for b < n.
 // x is [n × W.in], y is [n × W.out]; both f32, row-major.
 void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool);
 
 // y[i] = Σ_o x[o] · W[o][i] for one vector x of length W.out (no bias):
-// the transposed product MLA uses to absorb kv_b_proj into the query.
+// the transposed product MLA uses to absorb kv_b_proj into the query. Each
+// y[i] accumulates fma(x[o], W[o][i], ·) over o in increasing order.
 void linear_transposed(const WeightMatrix& w, const float* x, float* y);
 
 // Dequantizes row `o` of W into `dst` (length W.in).
 void dequantize_row(const WeightMatrix& w, int64_t o, float* dst);
 
-// Dot product with a fixed 16-lane accumulation order.
+// Dot product in the order described above (16 fused lanes, fixed tree).
 float dot(const float* a, const float* b, size_t n);
 
 }  // namespace strata::kernels

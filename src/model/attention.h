@@ -5,6 +5,7 @@
 // each other causally exactly as they would one at a time.
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <span>
 
 #include "kernels/linear.h"
@@ -36,7 +37,9 @@ CacheWidths cache_widths(const ModelConfig& config);
 // and the output instead of expanding keys and values for every position.
 std::unique_ptr<Attention> make_mla_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix);
 
-// Grouped-query attention with per-head q/k RMSNorm (Qwen3-MoE).
-std::unique_ptr<Attention> make_gqa_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix);
+// Grouped-query attention: with per-head q/k RMSNorm (Qwen3-MoE) or with
+// attention sinks and per-layer sliding windows (gpt-oss).
+std::unique_ptr<Attention> make_gqa_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix,
+                                              int64_t layer);
 
 }  // namespace strata

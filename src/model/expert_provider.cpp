@@ -5,19 +5,24 @@
 
 namespace strata {
 
-InMemoryExpertProvider::InMemoryExpertProvider(WeightBinder& w, const ModelConfig& c) : experts_(c.num_layers) {
+ExpertBindFn per_expert_tensors(WeightBinder& w, const ModelConfig& c) {
+  return [&w, &c](int64_t l, int64_t e) {
+    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts." + std::to_string(e);
+    ExpertWeights x;
+    x.gate = w.linear(p + ".gate_proj", c.moe_intermediate_size, c.hidden_size);
+    x.up = w.linear(p + ".up_proj", c.moe_intermediate_size, c.hidden_size);
+    x.down = w.linear(p + ".down_proj", c.hidden_size, c.moe_intermediate_size);
+    return x;
+  };
+}
+
+InMemoryExpertProvider::InMemoryExpertProvider(const ModelConfig& c, const ExpertBindFn& bind)
+    : bind_(bind), experts_(c.num_layers) {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (!c.layer_is_moe(l)) continue;
     auto& layer = experts_[l];
     layer.reserve(c.n_routed_experts);
-    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
-      const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts." + std::to_string(e);
-      ExpertWeights x;
-      x.gate = w.linear(p + ".gate_proj", c.moe_intermediate_size, c.hidden_size);
-      x.up = w.linear(p + ".up_proj", c.moe_intermediate_size, c.hidden_size);
-      x.down = w.linear(p + ".down_proj", c.hidden_size, c.moe_intermediate_size);
-      layer.push_back(x);
-    }
+    for (int64_t e = 0; e < c.n_routed_experts; ++e) layer.push_back(bind_(l, e));
   }
 }
 

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -14,15 +15,21 @@ namespace {
 
 class GqaAttention : public Attention {
  public:
-  GqaAttention(WeightBinder& w, const ModelConfig& c, const std::string& p)
-      : c_(c), rope_(c.rope, c.head_dim, false), scale_(static_cast<float>(c.attention_scale())) {
+  GqaAttention(WeightBinder& w, const ModelConfig& c, const std::string& p, int64_t layer)
+      : c_(c),
+        rope_(c.rope, c.head_dim, false),
+        scale_(static_cast<float>(c.attention_scale())),
+        window_(c.layer_window(layer)) {
     const int64_t H = c.num_heads, KV = c.num_kv_heads, d = c.head_dim;
     q_ = w.linear(p + ".q_proj", H * d, c.hidden_size, c.attention_bias);
     k_ = w.linear(p + ".k_proj", KV * d, c.hidden_size, c.attention_bias);
     v_ = w.linear(p + ".v_proj", KV * d, c.hidden_size, c.attention_bias);
     o_ = w.linear(p + ".o_proj", c.hidden_size, H * d, c.attention_bias);
-    q_norm_ = w.vector(p + ".q_norm.weight", d);
-    k_norm_ = w.vector(p + ".k_norm.weight", d);
+    if (c.arch == Arch::Qwen3Moe) {
+      q_norm_ = w.vector(p + ".q_norm.weight", d);
+      k_norm_ = w.vector(p + ".k_norm.weight", d);
+    }
+    if (c.attention_sinks) sinks_ = w.vector(p + ".sinks", H);
   }
 
   void forward(int64_t layer, const float* x, std::span<const Row> rows, float* out, ThreadPool& pool) const override {
@@ -37,13 +44,13 @@ class GqaAttention : public Attention {
       const int64_t pos = rows[i].pos;
       for (int64_t h = 0; h < H; ++h) {
         float* qh = &q[(i * H + h) * d];
-        kernels::rms_norm(qh, q_norm_, d, eps, qh);
+        if (q_norm_) kernels::rms_norm(qh, q_norm_, d, eps, qh);
         rope_.apply(qh, pos);
       }
       float* kc = rows[i].cache->key(layer, pos);
       for (int64_t h = 0; h < KV; ++h) {
         float* kh = &k[(i * KV + h) * d];
-        kernels::rms_norm(kh, k_norm_, d, eps, kh);
+        if (k_norm_) kernels::rms_norm(kh, k_norm_, d, eps, kh);
         rope_.apply(kh, pos);
       }
       std::copy_n(&k[i * KV * d], KV * d, kc);
@@ -60,12 +67,18 @@ class GqaAttention : public Attention {
         const Row& row = rows[i];
         const float* qh = &q[(i * H + h) * d];
         // A sliding-window layer sees only the last `window` positions.
-        const int64_t first = c_.sliding_window ? std::max<int64_t>(0, row.pos - *c_.sliding_window + 1) : 0;
+        const int64_t first = window_ ? std::max<int64_t>(0, row.pos - *window_ + 1) : 0;
         const int64_t len = row.pos + 1 - first;
-        scores.resize(len);
+        scores.resize(len + 1);
         for (int64_t s = 0; s < len; ++s)
           scores[s] = kernels::dot(qh, row.cache->key(layer, first + s) + kvh * d, d) * scale_;
-        kernels::softmax(scores.data(), len);
+        // A sink is one more logit in the softmax's denominator with no value.
+        if (sinks_) {
+          scores[len] = sinks_[h];
+          kernels::softmax(scores.data(), len + 1);
+        } else {
+          kernels::softmax(scores.data(), len);
+        }
         float* o = &heads[(i * H + h) * d];
         std::fill_n(o, d, 0.0f);
         for (int64_t s = 0; s < len; ++s) {
@@ -83,14 +96,17 @@ class GqaAttention : public Attention {
   Rope rope_;
   float scale_;
   kernels::WeightMatrix q_, k_, v_, o_;
-  const float* q_norm_ = nullptr;
+  std::optional<int64_t> window_;
+  const float* q_norm_ = nullptr;  // per-head q/k RMSNorm (Qwen3)
   const float* k_norm_ = nullptr;
+  const float* sinks_ = nullptr;   // per-head sink logits (gpt-oss)
 };
 
 }  // namespace
 
-std::unique_ptr<Attention> make_gqa_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix) {
-  return std::make_unique<GqaAttention>(w, c, prefix);
+std::unique_ptr<Attention> make_gqa_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix,
+                                              int64_t layer) {
+  return std::make_unique<GqaAttention>(w, c, prefix, layer);
 }
 
 CacheWidths cache_widths(const ModelConfig& c) {

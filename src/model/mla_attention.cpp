@@ -26,7 +26,17 @@ class MlaAttention : public Attention {
     }
     kv_a_ = w.linear(p + ".kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, c.hidden_size, c.attention_bias);
     kv_a_norm_ = w.vector(p + ".kv_a_layernorm.weight", c.kv_lora_rank);
-    kv_b_ = w.linear(p + ".kv_b_proj", H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+    if (w.has(p + ".kv_b_proj.weight")) {
+      kv_b_ = w.linear(p + ".kv_b_proj", H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+    } else {
+      // llama.cpp's converter stores kv_b_proj already split per head for
+      // absorbed attention: k_b[h] = W_UK[h]ᵀ [lora × nope], v_b[h] = W_UV[h]
+      // [v × lora]. Then both absorptions are ordinary products.
+      for (int64_t h = 0; h < H; ++h) {
+        k_b_.push_back(w.stacked(p + ".k_b_proj.weight", h, c.kv_lora_rank, c.qk_nope_head_dim));
+        v_b_.push_back(w.stacked(p + ".v_b_proj.weight", h, c.v_head_dim, c.kv_lora_rank));
+      }
+    }
     o_ = w.linear(p + ".o_proj", c.hidden_size, H * c.v_head_dim, c.attention_bias);
   }
 
@@ -69,8 +79,11 @@ class MlaAttention : public Attention {
         const int64_t h = static_cast<int64_t>(t % H);
         const Row& row = rows[i];
         const float* qh = &q[(i * H + h) * qk];
-        // q_nope · W_UK[h]ᵀ: the query in latent space.
-        kernels::linear_transposed(kv_b_.row_slice(h * (nope + vdim), nope), qh, q_abs.data());
+        // q_nope · W_UK[h]: the query in latent space.
+        if (k_b_.empty())
+          kernels::linear_transposed(kv_b_.row_slice(h * (nope + vdim), nope), qh, q_abs.data());
+        else
+          kernels::linear(k_b_[h], qh, 1, q_abs.data(), nullptr);
         std::copy_n(qh + nope, rope, q_rot.data());
         rope_.apply(q_rot.data(), row.pos);
 
@@ -88,8 +101,8 @@ class MlaAttention : public Attention {
           for (int64_t j = 0; j < lora; ++j) latent[j] += p * k[j];
         }
         // Expand the attended latent through W_UV[h].
-        kernels::linear(kv_b_.row_slice(h * (nope + vdim) + nope, vdim), latent.data(), 1, &heads[(i * H + h) * vdim],
-                        nullptr);
+        kernels::linear(v_b_.empty() ? kv_b_.row_slice(h * (nope + vdim) + nope, vdim) : v_b_[h], latent.data(), 1,
+                        &heads[(i * H + h) * vdim], nullptr);
       }
     });
     kernels::linear(o_, heads.data(), n, out, &pool);
@@ -100,6 +113,7 @@ class MlaAttention : public Attention {
   Rope rope_;
   float scale_;
   kernels::WeightMatrix q_, q_a_, q_b_, kv_a_, kv_b_, o_;
+  std::vector<kernels::WeightMatrix> k_b_, v_b_;  // per head, when stored split (GGUF)
   const float* q_a_norm_ = nullptr;
   const float* kv_a_norm_ = nullptr;
 };

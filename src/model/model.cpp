@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "formats/gguf.h"
 #include "formats/hf_checkpoint.h"
+#include "model/gguf_model.h"
 #include "kernels/ops.h"
 #include "util/error.h"
 
@@ -17,11 +19,22 @@ Model::Model(std::filesystem::path dir, ModelConfig config, std::unique_ptr<Tens
 
 Model::~Model() = default;
 
-std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const LoadOptions& options) {
-  if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": not a model directory");
-  ModelConfig config = ModelConfig::from_file((dir / "config.json").string());
-  auto source = std::make_unique<HfCheckpoint>(dir);
-  std::unique_ptr<Model> m(new Model(dir, std::move(config), std::move(source), options.threads));
+std::unique_ptr<Model> Model::load(const std::filesystem::path& path, const LoadOptions& options) {
+  std::unique_ptr<Model> m;
+  if (std::filesystem::is_regular_file(path)) {
+    // A GGUF file: its metadata is the config, and a view renames its
+    // tensors to the Hugging Face names the architectures bind.
+    auto file = std::make_unique<GgufFile>(path);
+    ModelConfig config = config_from_gguf(*file);
+    auto view = hf_view_of_gguf(std::move(file), config);
+    m.reset(new Model(path, std::move(config), std::move(view), options.threads));
+  } else if (std::filesystem::is_directory(path)) {
+    ModelConfig config = ModelConfig::from_file((path / "config.json").string());
+    auto source = std::make_unique<HfCheckpoint>(path);
+    m.reset(new Model(path, std::move(config), std::move(source), options.threads));
+  } else {
+    throw Error(path.string() + ": no such model directory or GGUF file");
+  }
   m->bind_weights();
   return m;
 }
@@ -32,11 +45,16 @@ void Model::bind_weights() {
   final_norm_ = binder_.vector("model.norm.weight", c.hidden_size);
   // Tied embeddings reuse the token table as the output head.
   lm_head_ = c.tie_word_embeddings ? embed_ : binder_.linear("lm_head", c.vocab_size, c.hidden_size);
-  experts_ = std::make_unique<InMemoryExpertProvider>(binder_, c);
+  experts_ = std::make_unique<InMemoryExpertProvider>(
+      c, c.arch == Arch::GptOss ? gpt_oss_experts(*source_, c) : per_expert_tensors(binder_, c));
   layers_.reserve(c.num_layers);
-  for (int64_t l = 0; l < c.num_layers; ++l)
-    layers_.push_back(c.arch == Arch::DeepseekV3 ? bind_deepseek_v3_layer(binder_, c, l, *experts_)
-                                                 : bind_qwen3_moe_layer(binder_, c, l, *experts_));
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    switch (c.arch) {
+      case Arch::DeepseekV3: layers_.push_back(bind_deepseek_v3_layer(binder_, c, l, *experts_)); break;
+      case Arch::Qwen3Moe: layers_.push_back(bind_qwen3_moe_layer(binder_, c, l, *experts_)); break;
+      case Arch::GptOss: layers_.push_back(bind_gpt_oss_layer(binder_, c, l, *experts_)); break;
+    }
+  }
 }
 
 std::unique_ptr<KvCache> Model::new_cache() const {

@@ -121,9 +121,14 @@ void read_quantization(const json& j, const Reader& top, ModelConfig& c) {
   if (!j.contains("quantization_config") || j["quantization_config"].is_null()) return;
   const json& q = j["quantization_config"];
   if (!q.is_object()) top.fail("field 'quantization_config' must be an object");
-  std::string method = q.value("quant_method", "");
+  std::string method = q.contains("quant_method") && q["quant_method"].is_string() ? q["quant_method"] : "";
+  if (method == "mxfp4" && c.arch == Arch::GptOss) {
+    c.mxfp4_experts = true;
+    return;
+  }
   if (method != "fp8")
-    top.fail("unsupported quantization_config.quant_method '" + method + "' (supported: fp8)");
+    top.fail("unsupported quantization_config.quant_method '" + method + "' (supported: fp8" +
+             (c.arch == Arch::GptOss ? ", mxfp4)" : ")"));
   std::string fmt = q.value("fmt", "e4m3");
   if (fmt != "e4m3") top.fail("unsupported fp8 format '" + fmt + "' (supported: e4m3)");
   std::array<int64_t, 2> block{128, 128};
@@ -183,22 +188,32 @@ void validate(const ModelConfig& c, const Reader& r) {
             "topk_method '" + c.topk_method + "' is not supported");
   } else {
     positive(c.head_dim, "head_dim");
+    require(c.sliding_layers.empty() || static_cast<int64_t>(c.sliding_layers.size()) == c.num_layers, r,
+            "layer_types must list one entry per layer");
+    require(!c.sliding_window || *c.sliding_window > 0, r, "sliding_window must be positive");
     require(c.head_dim % 2 == 0, r, "head_dim must be even");
     positive(c.decoder_sparse_step, "decoder_sparse_step");
   }
-  if (c.first_k_dense_replace > 0 || c.arch == Arch::Qwen3Moe) positive(c.intermediate_size, "intermediate_size");
+  if (c.first_k_dense_replace > 0 || c.arch != Arch::DeepseekV3) positive(c.intermediate_size, "intermediate_size");
 }
 
 }  // namespace
 
+std::optional<int64_t> ModelConfig::layer_window(int64_t layer) const {
+  if (!sliding_window) return std::nullopt;
+  if (!sliding_layers.empty() && !sliding_layers.at(layer)) return std::nullopt;
+  return sliding_window;
+}
+
 bool ModelConfig::layer_is_moe(int64_t layer) const {
+  if (arch == Arch::GptOss) return true;
   if (arch == Arch::DeepseekV3) return layer >= first_k_dense_replace && layer % moe_layer_freq == 0;
   if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) return false;
   return (layer + 1) % decoder_sparse_step == 0;
 }
 
 double ModelConfig::attention_scale() const {
-  if (arch == Arch::Qwen3Moe) return 1.0 / std::sqrt(static_cast<double>(head_dim));
+  if (arch != Arch::DeepseekV3) return 1.0 / std::sqrt(static_cast<double>(head_dim));
   double scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim()));
   // DeepSeek's YaRN also sharpens the softmax: scale · mscale², with
   // mscale = 0.1 · mscale_all_dim · ln(factor) + 1.
@@ -218,13 +233,16 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
     c.arch = Arch::DeepseekV3;
   else if (c.model_type == "qwen3_moe")
     c.arch = Arch::Qwen3Moe;
+  else if (c.model_type == "gpt_oss")
+    c.arch = Arch::GptOss;
   else
-    r.fail("unsupported model_type '" + c.model_type + "' (supported: deepseek_v3, kimi_k2, qwen3_moe)");
+    r.fail("unsupported model_type '" + c.model_type + "' (supported: deepseek_v3, kimi_k2, qwen3_moe, gpt_oss)");
 
   c.vocab_size = r.integer("vocab_size");
   c.hidden_size = r.integer("hidden_size");
   c.intermediate_size = r.integer("intermediate_size", 0);
-  c.moe_intermediate_size = r.integer("moe_intermediate_size");
+  // gpt-oss has no dense layers: its intermediate_size is the expert width.
+  c.moe_intermediate_size = c.arch == Arch::GptOss ? c.intermediate_size : r.integer("moe_intermediate_size");
   c.num_layers = r.integer("num_hidden_layers");
   c.num_heads = r.integer("num_attention_heads");
   c.num_kv_heads = r.integer("num_key_value_heads", c.num_heads);
@@ -232,12 +250,22 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
   c.max_position_embeddings = r.integer("max_position_embeddings", 4096);
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
   c.attention_bias = r.boolean("attention_bias", false);
-  c.num_experts_per_tok = r.integer("num_experts_per_tok");
+  c.num_experts_per_tok =
+      r.has("num_experts_per_tok") ? r.integer("num_experts_per_tok") : r.integer("experts_per_token");
   c.norm_topk_prob = r.boolean("norm_topk_prob", c.arch == Arch::DeepseekV3);
   std::string act = r.string("hidden_act", "silu");
   if (act != "silu") r.fail("unsupported hidden_act '" + act + "' (supported: silu)");
   if (c.max_position_embeddings <= 0) r.fail("max_position_embeddings must be positive");
-  c.rope = read_rope(j, r, c.max_position_embeddings);
+  if (c.arch == Arch::GptOss && !r.has("rope_scaling") && !r.has("rope_parameters")) {
+    // GptOssConfig's default when the config names no rope settings.
+    nlohmann::json patched = j;
+    patched["rope_theta"] = r.number("rope_theta", 150000.0);
+    patched["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
+                               {"original_max_position_embeddings", 4096}, {"truncate", false}};
+    c.rope = read_rope(patched, Reader(patched, source), c.max_position_embeddings);
+  } else {
+    c.rope = read_rope(j, r, c.max_position_embeddings);
+  }
   read_token_ids(j, c);
   read_quantization(j, r, c);
 
@@ -258,6 +286,29 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
     c.v_head_dim = r.integer("v_head_dim");
     c.rope_interleave = r.boolean("rope_interleave", true);
     c.head_dim = c.qk_rope_head_dim;  // the rotary width, as transformers sets it
+  } else if (c.arch == Arch::GptOss) {
+    c.n_routed_experts = r.has("num_local_experts") ? r.integer("num_local_experts") : r.integer("num_experts");
+    c.head_dim = r.has("head_dim") ? r.integer("head_dim") : c.hidden_size / c.num_heads;
+    c.scoring_func = "softmax_topk";
+    c.attention_sinks = true;
+    c.swiglu_limit = r.number("swiglu_limit", 7.0);
+    c.sliding_window = r.integer("sliding_window", 128);
+    c.sliding_layers.resize(c.num_layers > 0 && c.num_layers <= 4096 ? c.num_layers : 0);
+    if (r.has("layer_types")) {
+      const json& t = j["layer_types"];
+      if (!t.is_array()) r.fail("field 'layer_types' must be a list");
+      c.sliding_layers.assign(t.size(), false);
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (!t[i].is_string()) r.fail("field 'layer_types' must be a list of strings");
+        const std::string kind = t[i].get<std::string>();
+        if (kind != "sliding_attention" && kind != "full_attention")
+          r.fail("layer_types: unknown attention type '" + kind + "'");
+        c.sliding_layers[i] = kind == "sliding_attention";
+      }
+    } else {
+      // transformers' default: even layers slide, odd layers see everything.
+      for (size_t i = 0; i < c.sliding_layers.size(); ++i) c.sliding_layers[i] = i % 2 == 0;
+    }
   } else {
     // transformers 5 writes "num_local_experts"; released checkpoints say "num_experts".
     c.n_routed_experts = r.has("num_experts") ? r.integer("num_experts") : r.integer("num_local_experts");

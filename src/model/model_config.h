@@ -12,7 +12,7 @@
 
 namespace strata {
 
-enum class Arch { DeepseekV3, Qwen3Moe };
+enum class Arch { DeepseekV3, Qwen3Moe, GptOss };
 
 struct RopeConfig {
   std::string type = "default";  // "default" or "yarn"
@@ -69,7 +69,16 @@ struct ModelConfig {
   int64_t v_head_dim = 0;
   bool rope_interleave = true;
 
+  // Sliding-window attention: the window in tokens (a layer sees its last
+  // `sliding_window` positions, itself included) and which layers use it.
   std::optional<int64_t> sliding_window;
+  std::vector<bool> sliding_layers;  // empty: every layer uses sliding_window if set
+
+  // gpt-oss: per-head attention sinks and the clamped SwiGLU of its experts.
+  bool attention_sinks = false;
+  double swiglu_limit = 7.0;
+  // Experts quantized as MXFP4 ("quantization_config": {"quant_method": "mxfp4"}).
+  bool mxfp4_experts = false;
 
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
@@ -78,6 +87,8 @@ struct ModelConfig {
   std::optional<std::array<int64_t, 2>> fp8_block;
 
   bool layer_is_moe(int64_t layer) const;
+  // The attention window of a layer, if it is a sliding-window layer.
+  std::optional<int64_t> layer_window(int64_t layer) const;
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   // Softmax scale of attention, including YaRN's mscale for MLA.
   double attention_scale() const;

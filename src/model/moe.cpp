@@ -26,6 +26,38 @@ SwiGlu SwiGlu::bind(WeightBinder& w, const std::string& p, int64_t hidden, int64
           w.linear(p + ".down_proj", hidden, width)};
 }
 
+void expert_forward(const ExpertWeights& e, const ExpertActivation& act, const float* x, size_t n, float* out,
+                    ThreadPool& pool) {
+  // gate and up for every row: from one fused matrix whose rows alternate
+  // gate/up (gpt-oss as HF ships it), or from two matrices.
+  const bool fused = e.gate_up.valid();
+  const size_t width = static_cast<size_t>(fused ? e.gate_up.out / 2 : e.gate.out);
+  std::vector<float> a(n * 2 * width), h(n * width);
+  float* gate = a.data();
+  float* up = a.data() + n * width;
+  if (fused) {
+    std::vector<float> gu(n * 2 * width);
+    kernels::linear(e.gate_up, x, n, gu.data(), &pool);
+    for (size_t i = 0; i < n * width; ++i) {
+      gate[i] = gu[2 * i];
+      up[i] = gu[2 * i + 1];
+    }
+  } else {
+    kernels::linear(e.gate, x, n, gate, &pool);
+    kernels::linear(e.up, x, n, up, &pool);
+  }
+  if (act.kind == ExpertActivation::Kind::ClampedSwiGlu) {
+    for (size_t i = 0; i < n * width; ++i) {
+      const float g = std::min(gate[i], act.limit);
+      const float u = std::clamp(up[i], -act.limit, act.limit);
+      h[i] = (u + 1.0f) * (g * kernels::sigmoid(g * act.alpha));
+    }
+  } else {
+    for (size_t i = 0; i < n * width; ++i) h[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  }
+  kernels::linear(e.down, h.data(), n, out, &pool);
+}
+
 namespace {
 
 // Indices of the k largest values, ties to the lower index, so the choice is
@@ -122,7 +154,36 @@ class SoftmaxRouter : public Router {
   kernels::WeightMatrix gate_;
 };
 
+class TopkSoftmaxRouter : public Router {
+ public:
+  TopkSoftmaxRouter(WeightBinder& w, const ModelConfig& c, const std::string& p) : c_(c) {
+    gate_ = w.linear(p, c.n_routed_experts, c.hidden_size, /*bias=*/true);
+  }
+
+  void route(const float* x, size_t n, int32_t* ids, float* weights, ThreadPool& pool) const override {
+    const int64_t E = c_.n_routed_experts, K = c_.num_experts_per_tok;
+    std::vector<float> logits(n * E);
+    kernels::linear(gate_, x, n, logits.data(), &pool);
+    for (size_t r = 0; r < n; ++r) {
+      const float* p = &logits[r * E];
+      int32_t* row_ids = ids + r * K;
+      float* row_w = weights + r * K;
+      top_k(p, E, K, row_ids);
+      for (int64_t k = 0; k < K; ++k) row_w[k] = p[row_ids[k]];
+      kernels::softmax(row_w, K);
+    }
+  }
+
+ private:
+  const ModelConfig& c_;
+  kernels::WeightMatrix gate_;
+};
+
 }  // namespace
+
+std::unique_ptr<Router> make_topk_softmax_router(WeightBinder& w, const ModelConfig& c, const std::string& p) {
+  return std::make_unique<TopkSoftmaxRouter>(w, c, p);
+}
 
 std::unique_ptr<Router> make_sigmoid_group_router(WeightBinder& w, const ModelConfig& c, const std::string& p) {
   return std::make_unique<SigmoidGroupRouter>(w, c, p);
@@ -133,8 +194,13 @@ std::unique_ptr<Router> make_softmax_router(WeightBinder& w, const ModelConfig& 
 }
 
 MoeBlock::MoeBlock(int64_t layer, const ModelConfig& c, std::unique_ptr<Router> router, std::optional<SwiGlu> shared,
-                   ExpertProvider& experts)
-    : layer_(layer), c_(c), router_(std::move(router)), shared_(std::move(shared)), experts_(experts) {}
+                   ExpertProvider& experts, ExpertActivation activation)
+    : layer_(layer),
+      c_(c),
+      router_(std::move(router)),
+      shared_(std::move(shared)),
+      experts_(experts),
+      activation_(activation) {}
 
 void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool) const {
   const int64_t K = c_.num_experts_per_tok;
@@ -157,8 +223,7 @@ void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool) c
     xs.resize(slots.size() * hidden);
     ys.resize(slots.size() * hidden);
     for (size_t j = 0; j < slots.size(); ++j) std::copy_n(x + (slots[j] / K) * hidden, hidden, &xs[j * hidden]);
-    const ExpertWeights& ew = *handles[u];
-    SwiGlu{ew.gate, ew.up, ew.down}.forward(xs.data(), slots.size(), ys.data(), pool);
+    expert_forward(*handles[u], activation_, xs.data(), slots.size(), ys.data(), pool);
     for (size_t j = 0; j < slots.size(); ++j) std::copy_n(&ys[j * hidden], hidden, &slot_out[slots[j] * hidden]);
   }
   experts_.release(layer_, unique);

@@ -24,6 +24,19 @@ struct SwiGlu {
   static SwiGlu bind(WeightBinder& w, const std::string& prefix, int64_t hidden, int64_t width);
 };
 
+// How an expert turns gate and up projections into the down projection's input.
+struct ExpertActivation {
+  enum class Kind { SiluGlu, ClampedSwiGlu } kind = Kind::SiluGlu;
+  // ClampedSwiGlu (gpt-oss): gate ≤ limit, |up| ≤ limit,
+  // h = (up + 1) · gate · sigmoid(alpha · gate).
+  float limit = 7.0f;
+  float alpha = 1.702f;
+};
+
+// out = down(act(gate(x), up(x))) for n rows of one expert.
+void expert_forward(const ExpertWeights& e, const ExpertActivation& act, const float* x, size_t n, float* out,
+                    ThreadPool& pool);
+
 // Chooses, for each row, k experts and their weights.
 class Router {
  public:
@@ -37,11 +50,13 @@ class Router {
 std::unique_ptr<Router> make_sigmoid_group_router(WeightBinder& w, const ModelConfig& c, const std::string& prefix);
 // Qwen3-MoE: softmax over all experts, top-k, optional renormalisation.
 std::unique_ptr<Router> make_softmax_router(WeightBinder& w, const ModelConfig& c, const std::string& prefix);
+// gpt-oss: linear with bias, top-k of the logits, softmax over the k chosen.
+std::unique_ptr<Router> make_topk_softmax_router(WeightBinder& w, const ModelConfig& c, const std::string& prefix);
 
 class MoeBlock {
  public:
   MoeBlock(int64_t layer, const ModelConfig& c, std::unique_ptr<Router> router, std::optional<SwiGlu> shared,
-           ExpertProvider& experts);
+           ExpertProvider& experts, ExpertActivation activation = {});
   void forward(const float* x, size_t n, float* out, ThreadPool& pool) const;
 
  private:
@@ -50,6 +65,7 @@ class MoeBlock {
   std::unique_ptr<Router> router_;
   std::optional<SwiGlu> shared_;
   ExpertProvider& experts_;
+  ExpertActivation activation_;
 };
 
 }  // namespace strata

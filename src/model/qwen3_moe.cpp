@@ -9,7 +9,7 @@ Layer bind_qwen3_moe_layer(WeightBinder& w, const ModelConfig& c, int64_t l, Exp
   Layer layer;
   layer.attn_norm = w.vector(p + ".input_layernorm.weight", c.hidden_size);
   layer.mlp_norm = w.vector(p + ".post_attention_layernorm.weight", c.hidden_size);
-  layer.attention = make_gqa_attention(w, c, p + ".self_attn");
+  layer.attention = make_gqa_attention(w, c, p + ".self_attn", l);
   if (!c.layer_is_moe(l)) {
     layer.dense = SwiGlu::bind(w, p + ".mlp", c.hidden_size, c.intermediate_size);
     return layer;

@@ -1,8 +1,10 @@
 #pragma once
 // Binding checkpoint tensors to the shapes an architecture expects. Large
-// weights stay where the reader mapped them; only small vectors (norms,
-// biases, scales stored in a narrow type) are converted to f32 and owned here.
+// weights stay where the reader mapped them (quantized weights and their
+// scales in their stored types); only small vectors (norms, biases, FP8 block
+// scales) are converted to f32 and owned here.
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,9 +18,29 @@ class WeightBinder {
  public:
   WeightBinder(const TensorSource& source, const ModelConfig& config) : source_(source), config_(config) {}
 
-  // "<prefix>.weight" of shape [out, in] (+ "<prefix>.weight_scale_inv" for
-  // FP8, + "<prefix>.bias" when `bias` is true).
+  // A linear layer [out, in] under `prefix`, whichever way the checkpoint
+  // stores it:
+  //  - "<prefix>.weight" F32/BF16/F16;
+  //  - "<prefix>.weight" F8_E4M3 + "<prefix>.weight_scale_inv" (block grid of
+  //    config.fp8_block);
+  //  - "<prefix>.weight" I8 + "<prefix>.weight_scale" [out] or [out, 1]
+  //    (F32/BF16/F16): int8, one scale per row;
+  //  - "<prefix>.weight" of a GGUF block type (Q8_0, Q4_K, Q6_K, MXFP4) with
+  //    HF-order shape [out, in], as the GGUF reader hands it out;
+  //  - compressed-tensors pack-quantized int4 (symmetric): "<prefix>.weight_packed"
+  //    I32 [out, in/8] + "<prefix>.weight_scale" [out, in/G] (F32/BF16/F16;
+  //    G a multiple of 32: Kimi-K2 ships G = 32) + optional
+  //    "<prefix>.weight_shape" [2] = {out, in}.
+  // "<prefix>.bias" is bound too when `bias` is true.
   kernels::WeightMatrix linear(const std::string& prefix, int64_t out, int64_t in, bool bias = false);
+  // Expert `expert` of a stacked [E, out, in] tensor `name` (e.g. GGUF
+  // ffn_gate_exps) of any type linear() accepts as a plain ".weight".
+  kernels::WeightMatrix stacked(const std::string& name, int64_t expert, int64_t out, int64_t in);
+  // gpt-oss MXFP4 as Hugging Face ships it: "<prefix>_blocks" U8
+  // [E, out, in/32, 16] + "<prefix>_scales" U8 [E, out, in/32] (E8M0, bias
+  // 127), expert `expert`; without `expert` the tensors are [out, in/32, 16]
+  // and [out, in/32].
+  kernels::WeightMatrix mxfp4(const std::string& prefix, std::optional<int64_t> expert, int64_t out, int64_t in);
   // A 2-D table such as the token embedding, read row by row.
   kernels::WeightMatrix table(const std::string& name, int64_t rows, int64_t cols);
   // A 1-D tensor of `n` elements as f32 (norm weights, biases).
@@ -28,6 +50,9 @@ class WeightBinder {
  private:
   const TensorView& expect(const std::string& name, const std::vector<int64_t>& shape);
   const float* to_f32(const TensorView& t);
+  // Checks that `t` holds `rows` rows of `w`'s layout and that the kernels
+  // accept `w`; errors name the tensor.
+  void check(const TensorView& t, const kernels::WeightMatrix& w, int64_t rows);
 
   const TensorSource& source_;
   const ModelConfig& config_;

@@ -70,6 +70,17 @@ std::vector<int32_t> id_list(const json& cfg, const char* key) {
   return out;
 }
 
+// A chat_template value: a string, or a list of {"name", "template"} of
+// which the one named "default" is used (as transformers and llama.cpp do).
+std::optional<std::string> chat_template_of(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_array())
+    for (const auto& e : v)
+      if (e.is_object() && e.value("name", json()) == "default" && e.contains("template") && e["template"].is_string())
+        return e["template"].get<std::string>();
+  return std::nullopt;
+}
+
 }  // namespace
 
 void apply_special_token_config(const std::filesystem::path& dir, TokenizerState& st,
@@ -109,6 +120,15 @@ void apply_special_token_config(const std::filesystem::path& dir, TokenizerState
   if (flag(cfg, "add_eos_token") && !st.eos.empty() &&
       (st.prompt_suffix.empty() || st.prompt_suffix.back() != st.eos.front()))
     st.prompt_suffix.push_back(st.eos.front());
+
+  if (auto it = cfg.find("chat_template"); it != cfg.end()) {
+    st.chat_template = chat_template_of(*it);
+  } else if (std::filesystem::exists(dir / "chat_template.jinja")) {
+    st.chat_template = read_file(dir / "chat_template.jinja");
+  } else if (std::filesystem::exists(dir / "chat_template.json")) {
+    const json j = read_json_file(dir / "chat_template.json");
+    if (auto t = j.find("chat_template"); t != j.end()) st.chat_template = chat_template_of(*t);
+  }
 
   for (const auto* ids : {&st.prompt_prefix, &st.prompt_suffix})
     for (int32_t id : *ids)

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/gguf.h"
 #include "tokenizer/nfc.h"
 #include "tokenizer/tokenizer_state.h"
 #include "tokenizer/utf8.h"
@@ -31,6 +32,20 @@ std::unique_ptr<Tokenizer> Tokenizer::from_dir(const fs::path& dir) {
     throw Error((dir / (json_format ? "tokenizer.json" : "tokenizer_config.json")).string() +
                 ": unexpected JSON structure: " + e.what());
   }
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
+  return std::unique_ptr<Tokenizer>(new Tokenizer(tok::load_gguf_tokenizer(file)));
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::for_model(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return dir_has_tokenizer(path) ? from_dir(path) : nullptr;
+  if (fs::is_regular_file(path, ec)) {
+    const GgufFile file(path);
+    return file.has("tokenizer.ggml.model") ? from_gguf(file) : nullptr;
+  }
+  throw Error(path.string() + ": no such model directory or GGUF file");
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
@@ -98,5 +113,6 @@ std::string Tokenizer::token_text(int32_t id) const {
 std::optional<int32_t> Tokenizer::bos_id() const { return state_->bos; }
 std::vector<int32_t> Tokenizer::eos_ids() const { return state_->eos; }
 std::size_t Tokenizer::vocab_size() const { return state_->known.size(); }
+const std::optional<std::string>& Tokenizer::chat_template() const { return state_->chat_template; }
 
 }  // namespace strata

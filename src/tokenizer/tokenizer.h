@@ -1,8 +1,9 @@
 #pragma once
 // Text <-> token ids for the checkpoints strata runs: byte-level BPE from a
-// HF tokenizer.json (DeepSeek-V3, Qwen3, ...) or a tiktoken-format
-// vocabulary (Kimi's tiktoken.model). Encoding follows HF tokenizers step by
-// step: added/special tokens are cut out first, the rest is normalized
+// HF tokenizer.json (DeepSeek-V3, Qwen3, ...), a tiktoken-format vocabulary
+// (Kimi's tiktoken.model), or a GGUF file's tokenizer metadata as llama.cpp's
+// converter writes it. Encoding follows HF tokenizers step by step:
+// added/special tokens are cut out first, the rest is normalized
 // (NFC if the file says so), pre-tokenized with the file's regexes (PCRE2),
 // and each piece is BPE-encoded.
 //
@@ -20,6 +21,8 @@
 
 namespace strata {
 
+class GgufFile;
+
 namespace tok {
 struct TokenizerState;
 }
@@ -31,6 +34,21 @@ class Tokenizer {
   // dir/generation_config.json when present.
   static std::unique_ptr<Tokenizer> from_dir(const std::filesystem::path& dir);
   static bool dir_has_tokenizer(const std::filesystem::path& dir);
+
+  // From GGUF metadata: tokenizer.ggml.model "gpt2" (byte-level BPE) with one
+  // of the pre-tokenizers of tokenizer/gguf_vocab.h ("deepseek-v3", "qwen2",
+  // "gpt-4o", "gpt-2", "default"). Each is run as the normalizer and
+  // pre-tokenizer of the tokenizer.json it stands for, so a GGUF converted
+  // from a tokenizer.json gives the same ids as from_dir() on it. The
+  // Tokenizer keeps no reference to `file`. Throws strata::Error naming the
+  // file and key for missing or malformed metadata.
+  static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
+
+  // The tokenizer of a model path, as Model::load takes it: a directory ->
+  // from_dir(), or nullptr if it has neither tokenizer.json nor
+  // tiktoken.model; a file -> a GGUF, from_gguf(), or nullptr if it has no
+  // tokenizer.ggml.model. Throws if the path does not exist.
+  static std::unique_ptr<Tokenizer> for_model(const std::filesystem::path& path);
 
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
@@ -59,8 +77,15 @@ class Tokenizer {
   // End-of-sequence ids: tokenizer_config.json's eos_token first, then any
   // other eos_token_id listed in generation_config.json.
   std::vector<int32_t> eos_ids() const;
-  // One past the largest id (base vocabulary plus added/special tokens).
+  // One past the largest id (base vocabulary plus added/special tokens; for
+  // a GGUF, the length of tokenizer.ggml.tokens, which includes the
+  // converter's "[PAD<id>]" fillers: those decode to nothing).
   std::size_t vocab_size() const;
+
+  // The Jinja chat template: tokenizer.chat_template from a GGUF, else
+  // tokenizer_config.json's chat_template (or chat_template.jinja /
+  // chat_template.json). nullopt if the checkpoint has none.
+  const std::optional<std::string>& chat_template() const;
 
  private:
   explicit Tokenizer(std::unique_ptr<tok::TokenizerState> state);

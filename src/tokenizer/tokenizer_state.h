@@ -1,6 +1,7 @@
 #pragma once
 // Everything a loaded tokenizer consists of; filled by one of the loaders
-// (tokenizer_json_loader.cpp, tiktoken_loader.cpp), used by tokenizer.cpp.
+// (tokenizer_json_loader.cpp, tiktoken_loader.cpp, gguf_tokenizer_loader.cpp),
+// used by tokenizer.cpp.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -12,6 +13,10 @@
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/word_cache.h"
 #include "tokenizer/word_model.h"
+
+namespace strata {
+class GgufFile;
+}
 
 namespace strata::tok {
 
@@ -35,20 +40,27 @@ struct TokenizerState {
   std::vector<int32_t> prompt_prefix;  // added by encode_prompt
   std::vector<int32_t> prompt_suffix;
 
+  std::optional<std::string> chat_template;  // Jinja source, if the checkpoint has one
+
   // Grows the per-id tables to hold `id` and records its texts.
   void set_token(int32_t id, std::string bytes, std::string text);
 };
 
 // Reads tokenizer_config.json / generation_config.json in `dir` (if present)
-// and sets bos, eos and the prompt prefix/suffix. `template_prefix` and
-// `template_suffix` are the special tokens a post_processor template puts
-// around the text.
+// and sets bos, eos, the prompt prefix/suffix and the chat template
+// (tokenizer_config.json's chat_template, else chat_template.jinja, else
+// chat_template.json: the order llama.cpp's converter uses).
+// `template_prefix` and `template_suffix` are the special tokens a
+// post_processor template puts around the text.
 void apply_special_token_config(const std::filesystem::path& dir, TokenizerState& state,
                                 const std::vector<int32_t>& template_prefix,
                                 const std::vector<int32_t>& template_suffix);
 
 std::unique_ptr<TokenizerState> load_tokenizer_json(const std::filesystem::path& dir);
 std::unique_ptr<TokenizerState> load_tiktoken(const std::filesystem::path& dir);
+// From GGUF metadata (tokenizer.ggml.*); the state copies what it needs, so
+// it does not refer to the file afterwards.
+std::unique_ptr<TokenizerState> load_gguf_tokenizer(const GgufFile& file);
 
 // Kimi-K2's pre-tokenizer pattern (Rust-regex syntax), used for tiktoken.model.
 const char* kimi_pattern();

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Set up llama.cpp as the peer strata is compared against (not run by CI).
+#
+#   bash bench/llama_cpp/build.sh
+#
+# 1. Fetches the npm package node-llama-cpp (it ships llama.cpp's full source as the git
+#    bundle llama/gitRelease.bundle) and clones that bundle to $LLAMA_DIR (default
+#    /work/llama.cpp, outside the repo). Skipped when $LLAMA_DIR is already a checkout.
+# 2. Builds the CPU library and tools there in build/ (Release, -march=native without AMX,
+#    no HTTPS).
+# 3. Builds bench/llama_cpp/parity_tool against it in $LLAMA_DIR/build-parity.
+# Idempotent: rerunning only rebuilds what changed. Prints where the binaries are.
+#
+# Environment: LLAMA_DIR, NLC_VERSION (node-llama-cpp version, default 3.22.1),
+# NLC_WORK (download dir, default /tmp/nlc), JOBS (default: nproc), NATIVE (ON|OFF, default ON).
+#
+# AMX is left out (-mno-amx-tile -mno-amx-int8 -mno-amx-bf16): Debian 12's GCC 12.2 drops
+# the stores that fill ggml's AMX tile configuration before ldtilecfg
+# (ggml/src/ggml-cpu/amx/mmq.cpp, ggml_tile_config_init), so on AMX CPUs the first tile
+# instruction raises SIGILL in any batched matmul on Q4_0/Q4_1/Q8_0/K-quant weights.
+# (clang 14 spells the macro __AMXINT8__, so ggml builds no AMX code with it; forced on,
+# AMX still aborts deepseek2 Q8_0/Q4_K at context creation in this llama.cpp version.)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+LLAMA_DIR=${LLAMA_DIR:-/work/llama.cpp}
+NLC_VERSION=${NLC_VERSION:-3.22.1}
+NLC_WORK=${NLC_WORK:-/tmp/nlc}
+JOBS=${JOBS:-$(nproc)}
+NATIVE=${NATIVE:-ON}
+build=$LLAMA_DIR/build
+flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+# node-llama-cpp 3.22.1 bundles llama.cpp tag v0.5.0 (ggml 0.25.1) as this single squashed commit.
+EXPECTED_COMMIT_3_22_1=de3ff815ea7d559ee917f063901b8986f038abc6
+
+for tool in git cmake g++; do
+  command -v "$tool" >/dev/null || { echo "build.sh: $tool is missing (apt-get install git cmake g++)" >&2; exit 1; }
+done
+
+# ---- 1. source ----
+if [ ! -e "$LLAMA_DIR/.git" ]; then
+  command -v npm >/dev/null || { echo "build.sh: npm is missing (apt-get install npm)" >&2; exit 1; }
+  mkdir -p "$NLC_WORK"
+  (
+    cd "$NLC_WORK"
+    tgz=node-llama-cpp-$NLC_VERSION.tgz
+    [ -f "$tgz" ] || npm pack "node-llama-cpp@$NLC_VERSION" >/dev/null
+    rm -rf package && tar xzf "$tgz"
+  )
+  bundle=$NLC_WORK/package/llama/gitRelease.bundle
+  [ -f "$bundle" ] || { echo "build.sh: $bundle not found in node-llama-cpp@$NLC_VERSION" >&2; exit 1; }
+  git -c advice.detachedHead=false clone --quiet "$bundle" "$LLAMA_DIR"
+  cp "$NLC_WORK/package/llama/llama.cpp.info.json" "$LLAMA_DIR/.git/node-llama-cpp-info.json" 2>/dev/null || true
+fi
+commit=$(git -C "$LLAMA_DIR" rev-parse HEAD)
+tag=$(sed -n 's/.*"tag": *"\([^"]*\)".*/\1/p' "$LLAMA_DIR/.git/node-llama-cpp-info.json" 2>/dev/null || true)
+if [ "$NLC_VERSION" = 3.22.1 ] && [ "$commit" != "$EXPECTED_COMMIT_3_22_1" ]; then
+  echo "build.sh: note: $LLAMA_DIR is at $commit, not the $EXPECTED_COMMIT_3_22_1 that node-llama-cpp 3.22.1 ships" >&2
+fi
+
+# ---- 2. llama.cpp (CPU) ----
+start=$(date +%s)
+# (re)configuring is cheap and keeps an existing build dir on these settings
+CC=gcc CXX=g++ cmake -S "$LLAMA_DIR" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+  -DGGML_NATIVE="$NATIVE" -DLLAMA_OPENSSL=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+  -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON >/dev/null
+cmake --build "$build" -j "$JOBS" --target \
+  llama llama-bench llama-simple llama-completion llama-perplexity llama-quantize llama-gguf
+echo "build.sh: llama.cpp built in $(( $(date +%s) - start )) s"
+
+# ---- 3. parity tool ----
+parity=$LLAMA_DIR/build-parity
+CC=gcc CXX=g++ cmake -S "$here" -B "$parity" -DCMAKE_BUILD_TYPE=Release \
+  -DLLAMA_CPP_DIR="$LLAMA_DIR" -DLLAMA_CPP_BUILD_DIR="$build" >/dev/null
+cmake --build "$parity" -j "$JOBS"
+
+bin=$build/bin
+cat <<EOF
+
+llama.cpp ${tag:-?} commit $commit (from node-llama-cpp@$NLC_VERSION)
+  library      $bin/libllama.so (+ libggml*.so)
+  llama-bench  $bin/llama-bench
+  llama-completion $bin/llama-completion   (llama-cli needs LLAMA_BUILD_SERVER)
+  llama-simple $bin/llama-simple
+  llama-perplexity $bin/llama-perplexity
+  llama-quantize   $bin/llama-quantize
+  parity_tool  $parity/parity_tool
+  gguf-py      $LLAMA_DIR/gguf-py   (PYTHONPATH for bench/llama_cpp/make_tiny_gguf.py)
+EOF

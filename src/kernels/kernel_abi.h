@@ -1,0 +1,77 @@
+#pragma once
+// The contract between the generic kernel front end (linear.cpp) and the
+// per-ISA implementations (kernels_scalar.cpp, kernels_avx2.cpp,
+// kernels_avx512.cpp).
+//
+// The ISA files are compiled with -mavx2 / -mavx512* (see src/CMakeLists.txt).
+// Anything they instantiate that has vague linkage (inline functions, templates
+// from the standard library) could be emitted with those instructions and then
+// picked by the linker for the whole program, crashing CPUs without them. So
+// this header holds only plain data and function-pointer declarations, and the
+// ISA files include nothing but <immintrin.h>, <cstddef>, <cstdint>,
+// <cstring> and this header, keeping all their code in anonymous namespaces.
+#include <cstddef>
+#include <cstdint>
+
+namespace strata::kernels::detail {
+
+// The weight encodings the kernels know, resolved from WeightMatrix.
+enum class Fmt : uint8_t {
+  F32,
+  BF16,
+  F16,
+  F8_E4M3,      // optional f32 block scale grid (DeepSeek-V3 weight_scale_inv)
+  I8_ROW,       // int8, one scale per row
+  I4_GROUP,     // compressed-tensors pack-quantized int4, symmetric, groups of 32·k values
+  MXFP4_SPLIT,  // gpt-oss HF: 16 bytes of E2M1 pairs per 32 (low nibble = even element) + E8M0 byte per 32
+  Q8_0,         // GGUF blocks (ggml-common.h layouts)
+  Q4_K,
+  Q6_K,
+  MXFP4,
+};
+
+// Scale element types for I8_ROW / I4_GROUP.
+enum class ScaleType : uint8_t { F32, BF16, F16 };
+
+struct MatDesc {
+  Fmt fmt = Fmt::F32;
+  int64_t out = 0;
+  int64_t in = 0;
+  const uint8_t* data = nullptr;
+  size_t row_bytes = 0;  // bytes between consecutive rows of `data`
+  // Per-row scale vectors in their stored type: row o's scales start at
+  // scales + o * scale_row_bytes (I8_ROW: 1 scale; I4_GROUP: in/group;
+  // MXFP4_SPLIT: in/32).
+  const uint8_t* scales = nullptr;
+  size_t scale_row_bytes = 0;
+  ScaleType scale_type = ScaleType::F32;
+  int64_t group = 32;  // I4_GROUP: values per scale, a multiple of 32
+  // F8_E4M3 block scales: row o uses block_scale[(row_offset + o) / block_out
+  // * block_cols + i / block_in]; null = unscaled.
+  const float* block_scale = nullptr;
+  int64_t block_out = 0;
+  int64_t block_in = 0;
+  int64_t block_cols = 0;
+  int64_t row_offset = 0;
+  const float* bias = nullptr;
+};
+
+// One implementation of every kernel. All tables compute the same function
+// bit for bit (see linear.h for the accumulation order).
+struct KernelTable {
+  const char* name;
+  // For o in [o0, o1), r < n: y[r * ldy + o] = Σ_i W[o][i] · x[r * in + i] (+ bias[o]).
+  void (*matmul)(const MatDesc& w, const float* x, size_t n, float* y, size_t ldy, int64_t o0, int64_t o1);
+  // dst[i] = W[o][i] for i < in.
+  void (*dequant_row)(const MatDesc& w, int64_t o, float* dst);
+  float (*dot)(const float* a, const float* b, size_t n);
+  // y[i] = fma(a, x[i], y[i]).
+  void (*axpy)(float a, const float* x, float* y, size_t n);
+};
+
+extern const KernelTable kScalarTable;
+// Null when the build has no such implementation.
+const KernelTable* avx2_table();
+const KernelTable* avx512_table();
+
+}  // namespace strata::kernels::detail

@@ -1,0 +1,387 @@
+// AVX2 + FMA + F16C kernels: the same functions as kernels_avx512.cpp with the
+// 16 lanes held in two ymm registers. Compiled with -mavx2 -mfma -mf16c
+// (src/CMakeLists.txt); see kernel_abi.h for the include discipline.
+#include "kernels/kernel_abi.h"
+
+#if defined(STRATA_X86_SIMD)
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace strata::kernels::detail {
+
+namespace {
+
+// ---- 16 f32 lanes: lanes 0..7 in lo, 8..15 in hi ----------------------------
+
+struct V16 {
+  __m256 lo, hi;
+};
+
+inline __m256i lanes_below8(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline V16 vzero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+inline V16 vset1(float f) { return {_mm256_set1_ps(f), _mm256_set1_ps(f)}; }
+inline V16 vload(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+inline V16 vload_partial(const float* p, int n) {
+  return {_mm256_maskload_ps(p, lanes_below8(n)), _mm256_maskload_ps(p + 8, lanes_below8(n - 8))};
+}
+inline void vstore(float* p, V16 a) {
+  _mm256_storeu_ps(p, a.lo);
+  _mm256_storeu_ps(p + 8, a.hi);
+}
+inline V16 vmul(V16 a, V16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline V16 vfma(V16 w, V16 x, V16 acc) {
+  return {_mm256_fmadd_ps(w.lo, x.lo, acc.lo), _mm256_fmadd_ps(w.hi, x.hi, acc.hi)};
+}
+inline V16 vfma_partial(V16 w, V16 x, V16 acc, int n) {
+  const V16 r = vfma(w, x, acc);
+  return {_mm256_blendv_ps(acc.lo, r.lo, _mm256_castsi256_ps(lanes_below8(n))),
+          _mm256_blendv_ps(acc.hi, r.hi, _mm256_castsi256_ps(lanes_below8(n - 8)))};
+}
+
+// acc[j] += acc[j + w] for w = 8, 4, 2, 1.
+inline float vreduce(V16 a) {
+  const __m256 t = _mm256_add_ps(a.lo, a.hi);
+  const __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+  const __m128 w = _mm_add_ps(u, _mm_movehl_ps(u, u));
+  return _mm_cvtss_f32(_mm_add_ss(w, _mm_movehdup_ps(w)));
+}
+
+inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+// 16 int8 → 16 f32 (exact).
+inline V16 from_i8(__m128i q) {
+  return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8)))};
+}
+inline float f16_scale(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+constexpr int kMatvecRows = 4;
+constexpr int kTileRows = 3;
+constexpr int kTileBatch = 2;
+
+#include "kernels/simd_helpers.inc"
+
+// ---- dense formats -------------------------------------------------------------
+
+template <class E>
+struct DenseDec {
+  static constexpr int kChunk = 16;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    sink(0, E::decode(row + c * 16 * E::kBytes));
+  }
+  V16 tail(int64_t c, int n) const {
+    alignas(64) uint8_t buf[64] = {};
+    std::memcpy(buf, row + c * 16 * E::kBytes, static_cast<size_t>(n) * E::kBytes);
+    return E::decode(buf);
+  }
+};
+
+struct EF32 {
+  static constexpr size_t kBytes = 4;
+  static V16 decode(const uint8_t* p) { return vload(reinterpret_cast<const float*>(p)); }
+};
+struct EBF16 {
+  static constexpr size_t kBytes = 2;
+  static __m256 half(const uint8_t* p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
+  }
+  static V16 decode(const uint8_t* p) { return {half(p), half(p + 16)}; }
+};
+struct EF16 {
+  static constexpr size_t kBytes = 2;
+  static V16 decode(const uint8_t* p) { return {_mm256_cvtph_ps(load128(p)), _mm256_cvtph_ps(load128(p + 16))}; }
+};
+using DecF32 = DenseDec<EF32>;
+using DecBF16 = DenseDec<EBF16>;
+using DecF16 = DenseDec<EF16>;
+
+// See kernels_avx512.cpp DecF8: E4M3 → f16 bits → f32, 2^8 folded into the
+// scale, NaN fixed up.
+struct DecF8 {
+  static constexpr int kChunk = 16;
+  const uint8_t* row = nullptr;
+  const float* srow = nullptr;
+  int64_t block_in = 0;
+  int64_t blk_lo = 1, blk_hi = 0;  // the scale block cached in s / s256
+  float s = 0.0f, s256 = 0.0f;
+  bool lane_scales = false;
+
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    if (m.block_scale) {
+      srow = m.block_scale + (m.row_offset + o) / m.block_out * m.block_cols;
+      block_in = m.block_in;
+      lane_scales = block_in % 16 != 0;
+    }
+  }
+  // The f16 form of 8 bytes.
+  static __m256 f16_of(__m128i b8) {
+    return _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b8), 7), _mm_set1_epi16(-0x4080)));
+  }
+  static __m256 nan_fixed(__m128i b8, __m256 f) {
+    const __m128i nan8 = _mm_cmpeq_epi8(_mm_and_si128(b8, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
+    if (_mm_testz_si128(nan8, _mm_set_epi64x(0, -1))) return f;
+    const __m256i bits = _mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(f), _mm256_set1_epi32(INT32_MIN)),
+                                         _mm256_set1_epi32(0x7fc00000));
+    return _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(_mm256_cvtepi8_epi32(nan8)));
+  }
+  V16 decode(const uint8_t* p, int64_t col, int n) {
+    const __m128i b = load128(p), b_hi = _mm_srli_si128(b, 8);
+    V16 f{f16_of(b), f16_of(b_hi)};
+    if (!srow) {
+      f = vmul(f, vset1(256.0f));
+    } else if (!lane_scales && n == 16) {
+      if (col < blk_lo || col >= blk_hi) load_block(col);
+      f = s256 - s256 == 0.0f ? vmul(f, vset1(s256)) : vmul(vmul(f, vset1(256.0f)), vset1(s));
+    } else {
+      alignas(64) float sc[16] = {};
+      for (int j = 0; j < n; ++j) sc[j] = srow[(col + j) / block_in];
+      f = vmul(vmul(f, vset1(256.0f)), vload(sc));
+    }
+    return {nan_fixed(b, f.lo), nan_fixed(b_hi, f.hi)};
+  }
+  // 256·s is exact unless it overflows (s >= 2^120): then scale in two steps.
+  void load_block(int64_t col) {
+    const int64_t b = col / block_in;
+    blk_lo = b * block_in;
+    blk_hi = blk_lo + block_in;
+    s = srow[b];
+    s256 = s * 256.0f;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    sink(0, decode(row + c * 16, c * 16, 16));
+  }
+  V16 tail(int64_t c, int n) {
+    alignas(16) uint8_t buf[16] = {};
+    std::memcpy(buf, row + c * 16, static_cast<size_t>(n));
+    return decode(buf, c * 16, n);
+  }
+};
+
+struct DecI8 {
+  static constexpr int kChunk = 16;
+  const uint8_t* row = nullptr;
+  float s = 0.0f;
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    s = load_scale(m.scale_type, scale_ptr(m, o), 0);
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    sink(0, vmul(from_i8(load128(row + c * 16)), vset1(s)));
+  }
+  V16 tail(int64_t c, int n) const {
+    alignas(16) uint8_t buf[16] = {};
+    std::memcpy(buf, row + c * 16, static_cast<size_t>(n));
+    return vmul(from_i8(load128(buf)), vset1(s));
+  }
+};
+
+// ---- block formats: small ints via byte shuffles, then × scale ---------------
+
+inline __m128i low_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x0F)); }
+inline __m128i high_nibbles(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)); }
+// E2M1 × 2 (ggml kvalues_mxfp4) by nibble.
+inline __m128i e2m1x2(__m128i nib) {
+  return _mm_shuffle_epi8(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12), nib);
+}
+// Byte k of p holds element 2k (low nibble) and 2k+1 (high nibble).
+inline void interleaved_nibbles(const uint8_t* p, __m128i& e0, __m128i& e1) {
+  const __m128i v = load128(p), lo = low_nibbles(v), hi = high_nibbles(v);
+  e0 = _mm_unpacklo_epi8(lo, hi);
+  e1 = _mm_unpackhi_epi8(lo, hi);
+}
+
+struct DecI4 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  const uint8_t* srow = nullptr;
+  ScaleType st = ScaleType::F32;
+  int64_t per = 1;              // chunks per scale group
+  int64_t g_lo = 1, g_hi = 0;   // chunks of the cached group
+  float s = 0.0f;
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    srow = scale_ptr(m, o);
+    st = m.scale_type;
+    per = m.group / 32;
+  }
+  float scale(int64_t c) {
+    if (c < g_lo || c >= g_hi) {
+      const int64_t g = c / per;
+      g_lo = g * per;
+      g_hi = g_lo + per;
+      s = load_scale(st, srow, g);
+    }
+    return s;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    const V16 sv = vset1(scale(c));
+    __m128i e0, e1;
+    interleaved_nibbles(row + c * 16, e0, e1);
+    sink(0, vmul(from_i8(_mm_sub_epi8(e0, _mm_set1_epi8(8))), sv));
+    sink(1, vmul(from_i8(_mm_sub_epi8(e1, _mm_set1_epi8(8))), sv));
+  }
+};
+
+struct DecMxfp4Split {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  const uint8_t* srow = nullptr;
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    srow = scale_ptr(m, o);
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const V16 d = vset1(e8m0_half(srow[c]));
+    __m128i e0, e1;
+    interleaved_nibbles(row + c * 16, e0, e1);
+    sink(0, vmul(from_i8(e2m1x2(e0)), d));
+    sink(1, vmul(from_i8(e2m1x2(e1)), d));
+  }
+};
+
+struct DecMxfp4 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const uint8_t* b = row + c * 17;
+    const V16 d = vset1(e8m0_half(b[0]));
+    const __m128i v = load128(b + 1);
+    sink(0, vmul(from_i8(e2m1x2(low_nibbles(v))), d));
+    sink(1, vmul(from_i8(e2m1x2(high_nibbles(v))), d));
+  }
+};
+
+struct DecQ8_0 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const uint8_t* b = row + c * 34;
+    const V16 d = vset1(f16_scale(b));
+    sink(0, vmul(from_i8(load128(b + 2)), d));
+    sink(1, vmul(from_i8(load128(b + 18)), d));
+  }
+};
+
+// See kernels_avx512.cpp DecQ4K.
+struct DecQ4K {
+  static constexpr int kChunk = 64;
+  const uint8_t* row = nullptr;
+  int64_t sb = -1;
+  alignas(32) float d1[8], m1[8];
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    sb = -1;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    const uint8_t* b = row + (c >> 2) * 144;
+    if ((c >> 2) != sb) {
+      sb = c >> 2;
+      uint64_t sc, mn;
+      scales_mins_k4(b + 4, sc, mn);
+      const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+      const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn))));
+      _mm256_store_ps(d1, _mm256_mul_ps(_mm256_set1_ps(f16_scale(b)), scf));      // d·sc: exact
+      _mm256_store_ps(m1, _mm256_mul_ps(_mm256_set1_ps(f16_scale(b + 2)), mnf));  // dmin·m: exact
+    }
+    const int j = static_cast<int>(c & 3) * 2;
+    const uint8_t* q = b + 16 + 32 * (c & 3);
+    for (int h = 0; h < 2; ++h) {  // low nibbles: sub-block j; high: j + 1
+      const __m256 dv = _mm256_set1_ps(d1[j + h]), mv = _mm256_set1_ps(m1[j + h]);
+      for (int v = 0; v < 2; ++v) {
+        const __m128i raw = load128(q + 16 * v);
+        const V16 qf = from_i8(h ? high_nibbles(raw) : low_nibbles(raw));
+        // d1·q is exact, so the fused form rounds once, like product-then-subtract.
+        sink(2 * h + v, V16{_mm256_fmsub_ps(dv, qf.lo, mv), _mm256_fmsub_ps(dv, qf.hi, mv)});
+      }
+    }
+  }
+};
+
+// See kernels_avx512.cpp DecQ6K: 128 values per chunk, built 32 at a time
+// with 256-bit byte operations.
+struct DecQ6K {
+  static constexpr int kChunk = 128;
+  const uint8_t* row = nullptr;
+  int64_t sb = -1;
+  alignas(64) float ds[16];
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    sb = -1;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    const uint8_t* b = row + (c >> 1) * 210;
+    if ((c >> 1) != sb) {
+      sb = c >> 1;
+      const __m128i sc = load128(b + 192);
+      const __m256 d = _mm256_set1_ps(f16_scale(b + 208));
+      _mm256_store_ps(ds, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+      _mm256_store_ps(ds + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
+    }
+    const int half = static_cast<int>(c & 1);
+    const uint8_t* p = b + 64 * half;
+    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * half));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    auto make = [&](__m256i lo, __m256i hi) {
+      return _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(hi, m30)), k32);
+    };
+    alignas(32) int8_t q[128];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q), make(ql0, _mm256_slli_epi16(qh, 4)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q + 32), make(ql1, _mm256_slli_epi16(qh, 2)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q + 64), make(_mm256_srli_epi16(ql0, 4), qh));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q + 96), make(_mm256_srli_epi16(ql1, 4), _mm256_srli_epi16(qh, 2)));
+    const float* s = ds + 8 * half;
+    for (int v = 0; v < 8; ++v) sink(v, vmul(from_i8(_mm_load_si128(reinterpret_cast<const __m128i*>(q + 16 * v))), vset1(s[v])));
+  }
+};
+
+#include "kernels/simd_driver.inc"
+
+void simd_axpy(float a, const float* x, float* y, size_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  if (i < n) {
+    const __m256i m = lanes_below8(static_cast<int>(n - i));
+    _mm256_maskstore_ps(y + i, m, _mm256_fmadd_ps(av, _mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m)));
+  }
+}
+
+const KernelTable kTable = {"avx2", simd_matmul, simd_dequant_row, simd_dot, simd_axpy};
+
+}  // namespace
+
+const KernelTable* avx2_table() { return &kTable; }
+
+}  // namespace strata::kernels::detail
+
+#else
+
+namespace strata::kernels::detail {
+const KernelTable* avx2_table() { return nullptr; }
+}  // namespace strata::kernels::detail
+
+#endif

@@ -1,0 +1,406 @@
+// AVX-512 (F, BW, VL) kernels. Compiled with -mavx512f -mavx512bw -mavx512vl
+// -mavx2 -mfma -mf16c (src/CMakeLists.txt) and only ever called after
+// dispatch.cpp checked the CPU. See kernel_abi.h for why this file includes
+// so little and keeps everything in an anonymous namespace.
+#include "kernels/kernel_abi.h"
+
+#if defined(STRATA_X86_SIMD)
+
+// GCC 12 warns about the deliberately undefined pass-through operands inside
+// its own avx512fintrin.h (_mm512_undefined_*); nothing of ours is involved.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace strata::kernels::detail {
+
+namespace {
+
+// ---- 16 f32 lanes: one zmm ---------------------------------------------------
+
+struct V16 {
+  __m512 v;
+};
+
+inline __mmask16 lanes_below(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
+inline V16 vzero() { return {_mm512_setzero_ps()}; }
+inline V16 vset1(float f) { return {_mm512_set1_ps(f)}; }
+inline V16 vload(const float* p) { return {_mm512_loadu_ps(p)}; }
+inline V16 vload_partial(const float* p, int n) { return {_mm512_maskz_loadu_ps(lanes_below(n), p)}; }
+inline void vstore(float* p, V16 a) { _mm512_storeu_ps(p, a.v); }
+inline V16 vmul(V16 a, V16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline V16 vfma(V16 w, V16 x, V16 acc) { return {_mm512_fmadd_ps(w.v, x.v, acc.v)}; }
+inline V16 vfma_partial(V16 w, V16 x, V16 acc, int n) {
+  return {_mm512_mask3_fmadd_ps(w.v, x.v, acc.v, lanes_below(n))};
+}
+
+// acc[j] += acc[j + w] for w = 8, 4, 2, 1.
+inline float vreduce(V16 a) {
+  const __m256 lo = _mm512_castps512_ps256(a.v);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1));
+  const __m256 t = _mm256_add_ps(lo, hi);
+  const __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+  const __m128 w = _mm_add_ps(u, _mm_movehl_ps(u, u));
+  return _mm_cvtss_f32(_mm_add_ss(w, _mm_movehdup_ps(w)));
+}
+
+inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline V16 from_i8(__m128i q) { return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q))}; }
+inline float f16_scale(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+constexpr int kMatvecRows = 4;
+constexpr int kTileRows = 4;
+constexpr int kTileBatch = 6;
+
+#include "kernels/simd_helpers.inc"
+
+// ---- dense formats -------------------------------------------------------------
+
+template <class E>
+struct DenseDec {
+  static constexpr int kChunk = 16;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    sink(0, E::decode(row + c * 16 * E::kBytes));
+  }
+  V16 tail(int64_t c, int n) const {
+    alignas(64) uint8_t buf[64] = {};
+    std::memcpy(buf, row + c * 16 * E::kBytes, static_cast<size_t>(n) * E::kBytes);
+    return E::decode(buf);
+  }
+};
+
+struct EF32 {
+  static constexpr size_t kBytes = 4;
+  static V16 decode(const uint8_t* p) { return {_mm512_loadu_ps(reinterpret_cast<const float*>(p))}; }
+};
+struct EBF16 {
+  static constexpr size_t kBytes = 2;
+  static V16 decode(const uint8_t* p) {
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load256(p)), 16))};
+  }
+};
+struct EF16 {
+  static constexpr size_t kBytes = 2;
+  static V16 decode(const uint8_t* p) { return {_mm512_cvtph_ps(load256(p))}; }
+};
+using DecF32 = DenseDec<EF32>;
+using DecBF16 = DenseDec<EBF16>;
+using DecF16 = DenseDec<EF16>;
+
+// E4M3 → f16 bits → f32 (exact): sign-extending the byte to 16 bits and
+// shifting left by 7 puts the 7-bit magnitude in f16's exponent/mantissa
+// (bias 7 → 15 is then a factor 2^-8) and the sign in bit 15; bit 14 is
+// cleared. f16 makes E4M3 subnormals exact, and the 2^8 goes into the scale
+// (256·s is exact, so f · (256·s) rounds once, like the scalar q · s).
+// 0x7f / 0xff are NaN: sign | 0x7fc00000 like the scalar decoder (and a NaN
+// times a scale stays that NaN there too).
+struct DecF8 {
+  static constexpr int kChunk = 16;
+  const uint8_t* row = nullptr;
+  const float* srow = nullptr;
+  int64_t block_in = 0;
+  int64_t blk_lo = 1, blk_hi = 0;  // the scale block cached in s / s256
+  float s = 0.0f, s256 = 0.0f;
+  bool lane_scales = false;  // scale blocks do not fall on 16-column boundaries
+
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    if (m.block_scale) {
+      srow = m.block_scale + (m.row_offset + o) / m.block_out * m.block_cols;
+      block_in = m.block_in;
+      lane_scales = block_in % 16 != 0;
+    }
+  }
+  static __m512 f16_of(__m128i b) {
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16(-0x4080));
+    return _mm512_cvtph_ps(h);
+  }
+  static V16 nan_fixed(__m128i b, __m512 f) {
+    const __mmask16 nan = _mm_cmpeq_epi8_mask(_mm_and_si128(b, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
+    if (nan) {
+      const __m512i bits = _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(f), _mm512_set1_epi32(INT32_MIN)),
+                                           _mm512_set1_epi32(0x7fc00000));
+      f = _mm512_mask_mov_ps(f, nan, _mm512_castsi512_ps(bits));
+    }
+    return {f};
+  }
+  V16 decode(const uint8_t* p, int64_t col, int n) {
+    const __m128i b = load128(p);
+    const __m512 f = f16_of(b);
+    __m512 w;
+    if (!srow) {
+      w = _mm512_mul_ps(f, _mm512_set1_ps(256.0f));
+    } else if (!lane_scales && n == 16) {
+      if (col < blk_lo || col >= blk_hi) load_block(col);
+      w = s256 - s256 == 0.0f ? _mm512_mul_ps(f, _mm512_set1_ps(s256))
+                              : _mm512_mul_ps(_mm512_mul_ps(f, _mm512_set1_ps(256.0f)), _mm512_set1_ps(s));
+    } else {
+      alignas(64) float sc[16] = {};
+      for (int j = 0; j < n; ++j) sc[j] = srow[(col + j) / block_in];
+      w = _mm512_mul_ps(_mm512_mul_ps(f, _mm512_set1_ps(256.0f)), _mm512_load_ps(sc));
+    }
+    return nan_fixed(b, w);
+  }
+  // 256·s is exact unless it overflows (s >= 2^120): then scale in two steps.
+  void load_block(int64_t col) {
+    const int64_t b = col / block_in;
+    blk_lo = b * block_in;
+    blk_hi = blk_lo + block_in;
+    s = srow[b];
+    s256 = s * 256.0f;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    sink(0, decode(row + c * 16, c * 16, 16));
+  }
+  V16 tail(int64_t c, int n) {
+    alignas(16) uint8_t buf[16] = {};
+    std::memcpy(buf, row + c * 16, static_cast<size_t>(n));
+    return decode(buf, c * 16, n);
+  }
+};
+
+struct DecI8 {
+  static constexpr int kChunk = 16;
+  const uint8_t* row = nullptr;
+  float s = 0.0f;
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    s = load_scale(m.scale_type, scale_ptr(m, o), 0);
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    sink(0, vmul(from_i8(load128(row + c * 16)), vset1(s)));
+  }
+  V16 tail(int64_t c, int n) const {
+    alignas(16) uint8_t buf[16] = {};
+    std::memcpy(buf, row + c * 16, static_cast<size_t>(n));
+    return vmul(from_i8(load128(buf)), vset1(s));
+  }
+};
+
+// ---- block formats: a 16-entry f32 table per block, indexed by nibble ---------
+//
+// Each table entry is computed with the scalar reference's operation (e.g.
+// E2M1 × scale), so looking it up gives the same bits.
+
+// Elements 0..31 from 16 bytes where byte k holds element 2k (low nibble) and
+// 2k+1 (high nibble), i.e. little-endian word w holds elements 8w..8w+7 at
+// bits 4j: give lane i word i/8 (of the half), shifted right by 4·(i % 8)
+// (vpermps reads only the low 4 bits of each index).
+inline void interleaved_nibbles(const uint8_t* p, __m512i& i0, __m512i& i1) {
+  const __m512i v = _mm512_zextsi128_si512(load128(p));
+  const __m512i sel = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m512i shift = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+  i0 = _mm512_srlv_epi32(_mm512_permutexvar_epi32(sel, v), shift);
+  i1 = _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_add_epi32(sel, _mm512_set1_epi32(2)), v), shift);
+}
+
+inline __m512 e2m1_table(float d) {
+  const __m512 kv = _mm512_setr_ps(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  return _mm512_mul_ps(kv, _mm512_set1_ps(d));
+}
+
+inline V16 lookup(__m512i idx, __m512 lut) { return {_mm512_permutexvar_ps(idx, lut)}; }
+
+struct DecI4 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  const uint8_t* srow = nullptr;
+  ScaleType st = ScaleType::F32;
+  int64_t per = 1;              // chunks per scale group
+  int64_t g_lo = 1, g_hi = 0;   // chunks of the cached group
+  float s = 0.0f;
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    srow = scale_ptr(m, o);
+    st = m.scale_type;
+    per = m.group / 32;
+  }
+  float scale(int64_t c) {
+    if (c < g_lo || c >= g_hi) {
+      const int64_t g = c / per;
+      g_lo = g * per;
+      g_hi = g_lo + per;
+      s = load_scale(st, srow, g);
+    }
+    return s;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    const __m512 q = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    const __m512 lut = _mm512_mul_ps(q, _mm512_set1_ps(scale(c)));
+    __m512i i0, i1;
+    interleaved_nibbles(row + c * 16, i0, i1);
+    sink(0, lookup(i0, lut));
+    sink(1, lookup(i1, lut));
+  }
+};
+
+struct DecMxfp4Split {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  const uint8_t* srow = nullptr;
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    srow = scale_ptr(m, o);
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const __m512 lut = e2m1_table(e8m0_half(srow[c]));
+    __m512i i0, i1;
+    interleaved_nibbles(row + c * 16, i0, i1);
+    sink(0, lookup(i0, lut));
+    sink(1, lookup(i1, lut));
+  }
+};
+
+struct DecMxfp4 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const uint8_t* b = row + c * 17;
+    const __m512 lut = e2m1_table(e8m0_half(b[0]));
+    const __m512i idx = _mm512_cvtepu8_epi32(load128(b + 1));
+    sink(0, lookup(idx, lut));
+    sink(1, lookup(_mm512_srli_epi32(idx, 4), lut));
+  }
+};
+
+struct DecQ8_0 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const uint8_t* b = row + c * 34;
+    const V16 d = vset1(f16_scale(b));
+    sink(0, vmul(from_i8(load128(b + 2)), d));
+    sink(1, vmul(from_i8(load128(b + 18)), d));
+  }
+};
+
+// Q4_K, 64 values per chunk: 32 bytes of qs give sub-block 2k (low nibbles)
+// and 2k+1 (high nibbles). A super-block's 8 (d·sc, dmin·m) pairs are
+// decoded once, when the row enters it.
+struct DecQ4K {
+  static constexpr int kChunk = 64;
+  const uint8_t* row = nullptr;
+  int64_t sb = -1;
+  alignas(32) float d1[8], m1[8];
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    sb = -1;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    const uint8_t* b = row + (c >> 2) * 144;
+    if ((c >> 2) != sb) {
+      sb = c >> 2;
+      uint64_t sc, mn;
+      scales_mins_k4(b + 4, sc, mn);
+      const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+      const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn))));
+      _mm256_store_ps(d1, _mm256_mul_ps(_mm256_set1_ps(f16_scale(b)), scf));      // d·sc: exact
+      _mm256_store_ps(m1, _mm256_mul_ps(_mm256_set1_ps(f16_scale(b + 2)), mnf));  // dmin·m: exact
+    }
+    const int j = static_cast<int>(c & 3) * 2;
+    // table[q] = d1·q - m1; d1·q is exact, so the fused form rounds once, as
+    // the scalar product-then-subtract does.
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 lut0 = _mm512_fmsub_ps(_mm512_set1_ps(d1[j]), iota, _mm512_set1_ps(m1[j]));
+    const __m512 lut1 = _mm512_fmsub_ps(_mm512_set1_ps(d1[j + 1]), iota, _mm512_set1_ps(m1[j + 1]));
+    const uint8_t* q = b + 16 + 32 * (c & 3);
+    const __m512i i0 = _mm512_cvtepu8_epi32(load128(q)), i1 = _mm512_cvtepu8_epi32(load128(q + 16));
+    sink(0, lookup(i0, lut0));
+    sink(1, lookup(i1, lut0));
+    sink(2, lookup(_mm512_srli_epi32(i0, 4), lut1));
+    sink(3, lookup(_mm512_srli_epi32(i1, 4), lut1));
+  }
+};
+
+// Q6_K, 128 values (one half of a super-block) per chunk. With 512-bit byte
+// operations: ql's 64 bytes give values 0..63 (low nibbles) and 64..127 (high
+// nibbles) in order; qh's 32 bytes, repeated in both 256-bit halves and
+// shifted per half, give the two high bits. A super-block's 16 scales d·sc
+// (exact) are decoded when the row enters it. W = (d·sc)·(q - 32) is exact
+// (≤ 23 significant bits), so the grouping of the scalar d·sc·q does not
+// matter (and q = 32 gives -0 for a negative scale, as there).
+struct DecQ6K {
+  static constexpr int kChunk = 128;
+  const uint8_t* row = nullptr;
+  int64_t sb = -1;
+  alignas(64) float ds[16];
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    sb = -1;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    const uint8_t* b = row + (c >> 1) * 210;
+    if ((c >> 1) != sb) {
+      sb = c >> 1;
+      const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(b + 192)));
+      _mm512_store_ps(ds, _mm512_mul_ps(_mm512_set1_ps(f16_scale(b + 208)), sc));
+    }
+    const int half = static_cast<int>(c & 1);
+    const __m512i ql = _mm512_loadu_si512(b + 64 * half);
+    const __m512i qh = _mm512_broadcast_i64x4(load256(b + 128 + 32 * half));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32);
+    // Values 0..31 take qh bits 0-1 (<< 4), 32..63 bits 2-3 (<< 2), 64..95
+    // bits 4-5 (as is), 96..127 bits 6-7 (>> 2); 16-bit shifts, then the
+    // mask keeps each byte's own bits.
+    const __m512i hi_a = _mm512_and_si512(
+        _mm512_sllv_epi16(qh, _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1)), m30);
+    const __m512i hi_b = _mm512_and_si512(
+        _mm512_srlv_epi16(qh, _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1)), m30);
+    alignas(64) int8_t q[128];
+    _mm512_store_si512(q, _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(ql, m4), hi_a), k32));
+    _mm512_store_si512(q + 64, _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hi_b), k32));
+    const float* s = ds + 8 * half;
+    for (int v = 0; v < 8; ++v) sink(v, vmul(from_i8(_mm_load_si128(reinterpret_cast<const __m128i*>(q + 16 * v))), vset1(s[v])));
+  }
+};
+
+#include "kernels/simd_driver.inc"
+
+void simd_axpy(float a, const float* x, float* y, size_t n) {
+  const __m512 av = _mm512_set1_ps(a);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  if (i < n) {
+    const __mmask16 m = lanes_below(static_cast<int>(n - i));
+    _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
+const KernelTable kTable = {"avx512", simd_matmul, simd_dequant_row, simd_dot, simd_axpy};
+
+}  // namespace
+
+const KernelTable* avx512_table() { return &kTable; }
+
+}  // namespace strata::kernels::detail
+
+#else
+
+namespace strata::kernels::detail {
+const KernelTable* avx512_table() { return nullptr; }
+}  // namespace strata::kernels::detail
+
+#endif

@@ -1,0 +1,225 @@
+// The scalar reference: per format, dequantize a row exactly as the format
+// defines it (the formulas of ggml-quants.c for GGUF blocks, compressed-
+// tensors / transformers for the Hugging Face packings), then take the fixed-
+// order 16-lane fused dot product of linear.h. The SIMD files must agree with
+// this bit for bit; the tests hold them to it.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "formats/dtype.h"
+#include "kernels/kernel_abi.h"
+
+namespace strata::kernels::detail {
+
+namespace {
+
+constexpr size_t kLanes = 16;
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;  // little-endian, as safetensors and GGUF store it (x86 only)
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline float load_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+float load_scale(ScaleType t, const uint8_t* p, int64_t i) {
+  switch (t) {
+    case ScaleType::F32: return load_f32(p + 4 * i);
+    case ScaleType::BF16: return bf16_to_f32(load_u16(p + 2 * i));
+    case ScaleType::F16: return f16_to_f32(load_u16(p + 2 * i));
+  }
+  return 0.0f;
+}
+
+// ggml's E8M0 decoding for MXFP4 (ggml-impl.h ggml_e8m0_to_fp32_half):
+// 2^(e-128), half the block scale, because the E2M1 table below is doubled.
+// Every product below is exact, so this equals the OCP value table × 2^(e-127)
+// (transformers' convert_moe_packed_tensors), except that e = 255 stays finite.
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  return std::bit_cast<float>(bits);
+}
+
+// E2M1 values ×2 (ggml kvalues_mxfp4): 0, .5, 1, 1.5, 2, 3, 4, 6 and negatives.
+constexpr int8_t kE2M1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// Q4_K's 6-bit scale and min of sub-block j (ggml-quants.c get_scale_min_k4).
+inline void scale_min_k4(int j, const uint8_t* q, uint8_t& d, uint8_t& m) {
+  if (j < 4) {
+    d = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+void dequant_row(const MatDesc& w, int64_t o, float* dst) {
+  const size_t in = static_cast<size_t>(w.in);
+  const uint8_t* row = w.data + static_cast<size_t>(o) * w.row_bytes;
+  const uint8_t* srow = w.scales ? w.scales + static_cast<size_t>(o) * w.scale_row_bytes : nullptr;
+  switch (w.fmt) {
+    case Fmt::F32:
+      std::memcpy(dst, row, in * sizeof(float));
+      break;
+    case Fmt::BF16:
+      for (size_t i = 0; i < in; ++i) dst[i] = bf16_to_f32(load_u16(row + 2 * i));
+      break;
+    case Fmt::F16:
+      for (size_t i = 0; i < in; ++i) dst[i] = f16_to_f32(load_u16(row + 2 * i));
+      break;
+    case Fmt::F8_E4M3:
+      for (size_t i = 0; i < in; ++i) dst[i] = fp8_e4m3_to_f32(row[i]);
+      if (w.block_scale) {
+        const float* s = w.block_scale + (w.row_offset + o) / w.block_out * w.block_cols;
+        for (size_t i = 0; i < in; ++i) dst[i] *= s[static_cast<int64_t>(i) / w.block_in];
+      }
+      break;
+    case Fmt::I8_ROW: {
+      const float s = load_scale(w.scale_type, srow, 0);
+      for (size_t i = 0; i < in; ++i) dst[i] = static_cast<float>(static_cast<int8_t>(row[i])) * s;
+      break;
+    }
+    case Fmt::I4_GROUP:
+      // compressed-tensors unpack_from_int32: weight 8k+j is bits 4j..4j+3 of
+      // word k, stored offset by +8; symmetric, so W = (u - 8) · scale.
+      for (size_t g = 0; g < in / static_cast<size_t>(w.group); ++g) {
+        const float s = load_scale(w.scale_type, srow, static_cast<int64_t>(g));
+        for (size_t j = 0; j < static_cast<size_t>(w.group); ++j) {
+          const size_t i = g * static_cast<size_t>(w.group) + j;
+          const uint32_t word = load_u32(row + 4 * (i / 8));
+          const int q = static_cast<int>((word >> (4 * (i % 8))) & 0xF) - 8;
+          dst[i] = static_cast<float>(q) * s;
+        }
+      }
+      break;
+    case Fmt::MXFP4_SPLIT:
+      // transformers convert_moe_packed_tensors: low nibble -> even element.
+      for (size_t g = 0; g < in / 32; ++g) {
+        const float d = e8m0_half(srow[g]);
+        for (size_t k = 0; k < 16; ++k) {
+          const uint8_t b = row[g * 16 + k];
+          dst[g * 32 + 2 * k] = static_cast<float>(kE2M1x2[b & 0xF]) * d;
+          dst[g * 32 + 2 * k + 1] = static_cast<float>(kE2M1x2[b >> 4]) * d;
+        }
+      }
+      break;
+    case Fmt::MXFP4:
+      // ggml block_mxfp4 {e; qs[16]}: low nibbles are elements 0..15, high 16..31.
+      for (size_t b = 0; b < in / 32; ++b) {
+        const uint8_t* blk = row + b * 17;
+        const float d = e8m0_half(blk[0]);
+        for (size_t j = 0; j < 16; ++j) {
+          dst[b * 32 + j] = static_cast<float>(kE2M1x2[blk[1 + j] & 0xF]) * d;
+          dst[b * 32 + j + 16] = static_cast<float>(kE2M1x2[blk[1 + j] >> 4]) * d;
+        }
+      }
+      break;
+    case Fmt::Q8_0:
+      // block_q8_0 {f16 d; int8 qs[32]}: W = qs · d.
+      for (size_t b = 0; b < in / 32; ++b) {
+        const uint8_t* blk = row + b * 34;
+        const float d = f16_to_f32(load_u16(blk));
+        for (size_t j = 0; j < 32; ++j) dst[b * 32 + j] = static_cast<float>(static_cast<int8_t>(blk[2 + j])) * d;
+      }
+      break;
+    case Fmt::Q4_K:
+      // block_q4_K {f16 d, dmin; scales[12]; qs[128]}: 8 sub-blocks of 32,
+      // W = d·sc · q - dmin·m; sub-blocks 2k, 2k+1 share qs[32k..32k+31]
+      // (low nibbles, then high nibbles).
+      for (size_t b = 0; b < in / 256; ++b) {
+        const uint8_t* blk = row + b * 144;
+        const float d = f16_to_f32(load_u16(blk));
+        const float dmin = f16_to_f32(load_u16(blk + 2));
+        const uint8_t* sc = blk + 4;
+        const uint8_t* q = blk + 16;
+        float* y = dst + b * 256;
+        for (int j = 0; j < 8; j += 2) {
+          uint8_t s, m;
+          scale_min_k4(j, sc, s, m);
+          const float d1 = d * s, m1 = dmin * m;
+          scale_min_k4(j + 1, sc, s, m);
+          const float d2 = d * s, m2 = dmin * m;
+          for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
+          for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+          q += 32;
+        }
+      }
+      break;
+    case Fmt::Q6_K:
+      // block_q6_K {ql[128]; qh[64]; int8 scales[16]; f16 d}: 6-bit q - 32,
+      // W = d · scale[16-group] · q, in ggml's interleaved nibble order.
+      for (size_t b = 0; b < in / 256; ++b) {
+        const uint8_t* blk = row + b * 210;
+        const uint8_t* ql = blk;
+        const uint8_t* qh = blk + 128;
+        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+        const float d = f16_to_f32(load_u16(blk + 208));
+        float* y = dst + b * 256;
+        for (int half = 0; half < 2; ++half) {
+          for (int l = 0; l < 32; ++l) {
+            const int is = l / 16;
+            const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[l + 0] = d * static_cast<float>(sc[is + 0]) * static_cast<float>(q1);
+            y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+            y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+            y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+          }
+          y += 128;
+          ql += 64;
+          qh += 32;
+          sc += 8;
+        }
+      }
+      break;
+  }
+}
+
+float dot(const float* a, const float* b, size_t n) {
+  float acc[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) acc[j] = std::fma(a[i + j], b[i + j], acc[j]);
+  for (size_t j = 0; i + j < n; ++j) acc[j] = std::fma(a[i + j], b[i + j], acc[j]);
+  for (size_t w = kLanes / 2; w > 0; w /= 2)
+    for (size_t j = 0; j < w; ++j) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+void axpy(float a, const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+}
+
+void matmul(const MatDesc& w, const float* x, size_t n, float* y, size_t ldy, int64_t o0, int64_t o1) {
+  const size_t in = static_cast<size_t>(w.in);
+  thread_local std::vector<float> row;
+  row.resize(in);
+  for (int64_t o = o0; o < o1; ++o) {
+    dequant_row(w, o, row.data());
+    for (size_t r = 0; r < n; ++r) {
+      const float v = dot(row.data(), x + r * in, in);
+      y[r * ldy + static_cast<size_t>(o)] = w.bias ? v + w.bias[o] : v;
+    }
+  }
+}
+
+}  // namespace
+
+const KernelTable kScalarTable = {"scalar", matmul, dequant_row, dot, axpy};
+
+}  // namespace strata::kernels::detail

@@ -1,0 +1,100 @@
+#include "storage/aligned_buffer.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "util/error.h"
+
+namespace strata {
+
+AlignedBuffer::AlignedBuffer(size_t bytes, bool zeroed) {
+  if (bytes == 0) return;
+  size_ = align_up(bytes);
+  data_ = static_cast<uint8_t*>(std::aligned_alloc(kIoAlign, size_));
+  if (!data_) throw Error("out of memory allocating a " + std::to_string(size_) + "-byte I/O buffer");
+  if (zeroed) std::memset(data_, 0, size_);
+}
+
+AlignedBuffer::~AlignedBuffer() { std::free(data_); }
+
+AlignedBuffer::AlignedBuffer(AlignedBuffer&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+
+AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
+  if (this != &o) {
+    std::free(data_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+BufferPool::BufferPool(size_t buffer_bytes, size_t count)
+    : buffer_bytes_(align_up(buffer_bytes == 0 ? 1 : buffer_bytes)), count_(count) {
+  if (count == 0) throw Error("buffer pool: count must be positive");
+  if (count > UINT32_MAX) throw Error("buffer pool: too many buffers");
+  mapped_ = buffer_bytes_ * count_;
+  void* p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    throw Error("buffer pool: cannot map " + std::to_string(mapped_) + " bytes: " + std::strerror(errno));
+  base_ = static_cast<uint8_t*>(p);
+  // Large buffers benefit from huge pages (fewer pins per read); a hint only.
+  if (buffer_bytes_ >= (2u << 20)) madvise(base_, mapped_, MADV_HUGEPAGE);
+  free_.reserve(count_);
+  for (size_t i = count_; i-- > 0;) free_.push_back(static_cast<uint32_t>(i));
+  out_.assign(count_, false);
+}
+
+BufferPool::~BufferPool() {
+  if (base_) munmap(base_, mapped_);
+}
+
+size_t BufferPool::available() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return free_.size();
+}
+
+uint8_t* BufferPool::try_acquire() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (free_.empty()) return nullptr;
+  uint32_t i = free_.back();
+  free_.pop_back();
+  out_[i] = true;
+  return buffer(i);
+}
+
+uint8_t* BufferPool::acquire() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  freed_.wait(lock, [&] { return !free_.empty(); });
+  uint32_t i = free_.back();
+  free_.pop_back();
+  out_[i] = true;
+  return buffer(i);
+}
+
+void BufferPool::release(uint8_t* p) {
+  if (p < base_ || p >= base_ + mapped_ || (static_cast<size_t>(p - base_) % buffer_bytes_) != 0)
+    throw Error("buffer pool: release of a pointer that is not a pool buffer");
+  size_t i = static_cast<size_t>(p - base_) / buffer_bytes_;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!out_[i]) throw Error("buffer pool: buffer " + std::to_string(i) + " released twice");
+    out_[i] = false;
+    free_.push_back(static_cast<uint32_t>(i));
+  }
+  freed_.notify_one();
+}
+
+std::vector<BufferRegion> BufferPool::regions() const {
+  std::vector<BufferRegion> r;
+  r.reserve(count_);
+  for (size_t i = 0; i < count_; ++i) r.push_back({buffer(i), buffer_bytes_});
+  return r;
+}
+
+}  // namespace strata

@@ -1,0 +1,30 @@
+#include "storage/checksum.h"
+
+#include <xxhash.h>
+
+#include <cstdio>
+
+#include "util/error.h"
+
+namespace strata {
+
+uint64_t xxh3_64(const void* data, size_t size) { return XXH3_64bits(data, size); }
+
+std::string hash_hex(uint64_t h) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string checksum_mismatch_message(std::string_view file, uint64_t offset, uint64_t length, uint64_t expected,
+                                      uint64_t got) {
+  return std::string(file) + " offset " + std::to_string(offset) + " length " + std::to_string(length) +
+         ": checksum mismatch (expected " + hash_hex(expected) + ", got " + hash_hex(got) + ")";
+}
+
+void verify_xxh3(const void* data, size_t size, uint64_t expected, std::string_view file, uint64_t offset) {
+  uint64_t got = xxh3_64(data, size);
+  if (got != expected) throw Error(checksum_mismatch_message(file, offset, size, expected, got));
+}
+
+}  // namespace strata

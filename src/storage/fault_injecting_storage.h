@@ -1,0 +1,94 @@
+#pragma once
+// A Storage for tests that misbehaves on request: short reads, errors on
+// chosen extents or byte ranges, corrupted bytes, a slow drive. It wraps a
+// real backend (io_uring or pread) and hooks in *below* the shared logic, so
+// short reads exercise the real resubmission path and corrupt bytes the real
+// checksum path. Every rule is thread-safe and can be changed between reads.
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "storage/storage_engine.h"
+
+namespace strata {
+
+struct FaultStats {
+  uint64_t reads = 0;          // raw reads seen
+  uint64_t short_reads = 0;    // reads shortened
+  uint64_t errors = 0;         // reads failed on purpose
+  uint64_t corruptions = 0;    // bytes flipped
+  uint64_t delays = 0;         // reads slowed
+};
+
+class FaultInjectingStorage final : public Storage, private detail::FaultHook {
+ public:
+  // `inner` must be an IoUringStorage or PreadPoolStorage (what make_storage returns).
+  explicit FaultInjectingStorage(std::unique_ptr<Storage> inner);
+  ~FaultInjectingStorage() override;
+
+  // Each raw read asks for at most `max_bytes` (on O_DIRECT files rounded down
+  // to 4 KiB, at least 4 KiB), for the next `count` reads (-1: always).
+  void short_reads(uint64_t max_bytes, int count = -1);
+  // Reads for the extent with this tag fail with `err`, `count` times (-1: always).
+  void fail_tag(uint64_t tag, int err = EIO, int count = -1);
+  // Reads touching file bytes [offset, offset+length) fail with `err`.
+  void fail_range(FileId file, uint64_t offset, uint64_t length, int err = EIO, int count = -1);
+  // Whenever file byte `offset` lands in memory it is XORed with `mask`.
+  void corrupt(FileId file, uint64_t offset, uint8_t mask = 0x5a);
+  // Every read on this drive takes at least `delay` longer (the backend thread
+  // sleeps before reporting it, so the drive's throughput drops too).
+  void slow_drive(uint32_t drive, std::chrono::microseconds delay);
+  void clear();
+  FaultStats stats() const;
+
+  Storage& inner() { return *inner_; }
+
+  // Storage, forwarded to the inner backend.
+  FileId open(const std::filesystem::path& path, OpenMode mode = OpenMode::Auto) override {
+    return inner_->open(path, mode);
+  }
+  FileInfo file(FileId id) const override { return inner_->file(id); }
+  std::vector<DriveInfo> drives() const override { return inner_->drives(); }
+  void submit(std::span<const Extent> extents) override { inner_->submit(extents); }
+  size_t poll(std::vector<Completion>& out) override { return inner_->poll(out); }
+  size_t wait(std::vector<Completion>& out, size_t min_count = 1,
+              std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) override {
+    return inner_->wait(out, min_count, timeout);
+  }
+  size_t pending() const override { return inner_->pending(); }
+  bool register_buffers(std::span<const BufferRegion> regions) override { return inner_->register_buffers(regions); }
+  std::string_view backend() const override { return inner_->backend(); }
+  unsigned queue_depth() const override { return inner_->queue_depth(); }
+  std::vector<std::string> notes() const override { return inner_->notes(); }
+
+ private:
+  void before_issue(detail::RawRead& raw, const Extent& extent) override;
+  void after_complete(const detail::RawRead& raw, const Extent& extent, int64_t res) override;
+
+  struct ErrorRule {
+    std::optional<uint64_t> tag;
+    FileId file = 0;
+    uint64_t offset = 0, length = 0;
+    int err = EIO;
+    int count = -1;
+  };
+  struct CorruptRule {
+    FileId file;
+    uint64_t offset;
+    uint8_t mask;
+  };
+
+  std::unique_ptr<Storage> inner_;
+  detail::StorageEngine* engine_;
+  mutable std::mutex mutex_;
+  uint64_t short_max_ = 0;
+  int short_count_ = 0;
+  std::vector<ErrorRule> errors_;
+  std::vector<CorruptRule> corrupt_;
+  std::vector<std::pair<uint32_t, std::chrono::microseconds>> slow_;
+  FaultStats stats_;
+};
+
+}  // namespace strata

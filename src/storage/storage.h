@@ -1,0 +1,133 @@
+#pragma once
+// Storage: the one interface every expert read goes through.
+//
+//   open(path) -> FileId          read-only; O_DIRECT when the filesystem allows it
+//   submit({file, offset, length, dest, tag}, ...)
+//   poll()/wait() -> Completion    {tag, bytes} or an error naming file, offset, errno
+//
+// Submit all of a layer's missing experts in one call; the drives are kept at
+// their queue depth while the caller computes, and completions arrive in
+// whatever order the drives finish them.
+//
+// Alignment rule (O_DIRECT needs 4 KiB-aligned file offset, length and memory):
+//  * Fast path, zero copy: `offset` and `dest` are 4 KiB-aligned and the
+//    destination can hold the length rounded up to 4 KiB (`capacity`, which
+//    defaults to `length`; a BufferPool buffer always can). The rounded-up read
+//    lands straight in `dest`; bytes after `length` are unspecified.
+//    This is the layout `pack` writes (every blob starts on 4 KiB).
+//  * Anything else (unaligned offset, unaligned dest, tight capacity) reads the
+//    aligned superset [align_down(offset), align_up(offset+length)) into a
+//    private bounce buffer and copies the requested bytes to `dest`: correct,
+//    one extra memcpy, one temporary allocation of ~length.
+//  * Files opened without O_DIRECT (filesystem refused it, or OpenMode::Buffered)
+//    read exactly [offset, offset+length) into dest; no alignment needed.
+// In every case exactly bytes [dest, dest+length) hold the file's bytes
+// [offset, offset+length) when the completion reports success.
+//
+// Short reads are resubmitted transparently until `length` bytes have landed;
+// EINTR/EAGAIN are retried; reaching end of file first is an error, as is any
+// other errno (EIO is not retried: the caller decides). An extent that may
+// carry an xxh3-64 checksum is verified when it lands (on the I/O thread).
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "storage/aligned_buffer.h"
+
+namespace strata {
+
+using FileId = uint32_t;
+
+enum class OpenMode {
+  Auto,      // O_DIRECT; when the filesystem refuses it, buffered (with a note)
+  Direct,    // O_DIRECT or an error
+  Buffered,  // page cache
+};
+
+struct FileInfo {
+  std::string path;
+  uint64_t size = 0;       // at open time; reads past it are errors
+  bool direct = false;     // opened with O_DIRECT
+  uint32_t drive = 0;      // index into Storage::drives()
+  std::string note;        // why this file is not O_DIRECT, if it is not
+};
+
+struct DriveInfo {
+  uint64_t device = 0;     // st_dev of the files on it
+  std::string name;        // "vda", "nvme0n1p2", or "dev 0:45" when sysfs has no name
+};
+
+struct Extent {
+  FileId file = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  void* dest = nullptr;
+  uint64_t tag = 0;        // returned in the completion, never interpreted
+  uint64_t capacity = 0;   // bytes writable at dest; 0 means `length` (see the alignment rule)
+  bool verify = false;     // check xxh3-64 of the landed bytes against `xxh3`
+  uint64_t xxh3 = 0;
+};
+
+struct Completion {
+  uint64_t tag = 0;
+  uint64_t bytes = 0;      // == length on success
+  int error = 0;           // 0 on success, else an errno (EBADMSG: checksum mismatch)
+  std::string message;     // "<file> offset <N> length <L>: <problem>" when error != 0
+  bool ok() const { return error == 0; }
+};
+
+struct StorageOptions {
+  unsigned queue_depth = 16;   // reads in flight per drive
+  // "" = $STRATA_IO if set ("io_uring" or "pread"), else io_uring, else pread.
+  std::string backend;
+};
+
+class Storage {
+ public:
+  virtual ~Storage() = default;
+
+  // Opens a file read-only. Throws strata::Error "<path>: cannot open: <why>"
+  // (missing file, missing drive, permission, a directory).
+  virtual FileId open(const std::filesystem::path& path, OpenMode mode = OpenMode::Auto) = 0;
+  virtual FileInfo file(FileId id) const = 0;
+  virtual std::vector<DriveInfo> drives() const = 0;
+
+  // Queues reads; returns at once. Each extent produces exactly one Completion.
+  // `dest` must stay valid until then. Thread-safe.
+  virtual void submit(std::span<const Extent> extents) = 0;
+
+  // Appends completions that have landed, without blocking. Returns how many.
+  virtual size_t poll(std::vector<Completion>& out) = 0;
+  // Blocks until at least `min_count` completions are ready (or every submitted
+  // extent has completed, or the timeout passes), then appends all ready ones.
+  virtual size_t wait(std::vector<Completion>& out, size_t min_count = 1,
+                      std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) = 0;
+  // Extents submitted whose completion has not been handed out yet.
+  virtual size_t pending() const = 0;
+
+  // Registers memory with the kernel (io_uring fixed buffers). Returns false
+  // where the backend has no use for it or the kernel refused; reads into the
+  // memory work either way. Call only while nothing is in flight.
+  virtual bool register_buffers(std::span<const BufferRegion> regions) = 0;
+
+  virtual std::string_view backend() const = 0;  // "io_uring" or "pread"
+  virtual unsigned queue_depth() const = 0;
+  // Things the user may want to know (fallbacks taken), one line each.
+  virtual std::vector<std::string> notes() const = 0;
+
+  // Convenience: submit, wait for all of them, throw strata::Error with the
+  // first failure's message. Not for use while other reads are in flight on
+  // this Storage from another thread (their completions would be consumed).
+  void read_all(std::span<const Extent> extents);
+};
+
+// The backend chosen by options.backend / $STRATA_IO; io_uring falls back to
+// pread (with a note) when the kernel refuses rings (seccomp, sysctl).
+std::unique_ptr<Storage> make_storage(const StorageOptions& options = {});
+
+}  // namespace strata

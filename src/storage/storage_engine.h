@@ -1,0 +1,121 @@
+#pragma once
+// The part of Storage that both backends share: the file table, drives,
+// per-drive queue depth, the alignment rule (bounce buffers), short-read
+// resubmission, end-of-file and errno reporting, checksum verification and the
+// completion queue. A backend only executes raw reads
+// ("pread(fd, buf, len, offset)") and calls complete() with the result, from
+// whatever thread it likes.
+//
+// Not a public header: use storage.h; FaultInjectingStorage hooks in here.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "storage/storage.h"
+
+namespace strata::detail {
+
+// One read as the backend executes it.
+struct RawRead {
+  int fd = -1;
+  FileId file = 0;
+  uint32_t drive = 0;
+  bool direct = false;      // fd is O_DIRECT: offset, buf and len are 4 KiB multiples
+  uint64_t offset = 0;
+  uint8_t* buf = nullptr;
+  uint64_t len = 0;
+  int inject_errno = 0;     // fault injection: complete with -inject_errno, read nothing
+};
+
+// Consulted around every raw read (FaultInjectingStorage). Called from the
+// submitting thread and the backends' threads: must be thread-safe.
+class FaultHook {
+ public:
+  virtual ~FaultHook() = default;
+  // May shorten raw.len (keeping 4 KiB multiples when raw.direct, and > 0) or
+  // set raw.inject_errno.
+  virtual void before_issue(RawRead& raw, const Extent& extent) = 0;
+  // After the read returned `res` bytes (or -errno): may alter landed bytes or sleep.
+  virtual void after_complete(const RawRead& raw, const Extent& extent, int64_t res) = 0;
+};
+
+struct FileEntry {
+  FileInfo info;
+  int fd = -1;
+  FileId id = 0;
+};
+
+class StorageEngine : public Storage {
+ public:
+  explicit StorageEngine(unsigned queue_depth);
+  ~StorageEngine() override;  // backends call drain_and_stop() in their destructors first
+
+  FileId open(const std::filesystem::path& path, OpenMode mode = OpenMode::Auto) override;
+  FileInfo file(FileId id) const override;
+  std::vector<DriveInfo> drives() const override;
+  void submit(std::span<const Extent> extents) override;
+  size_t poll(std::vector<Completion>& out) override;
+  size_t wait(std::vector<Completion>& out, size_t min_count, std::chrono::milliseconds timeout) override;
+  size_t pending() const override;
+  bool register_buffers(std::span<const BufferRegion>) override { return false; }
+  unsigned queue_depth() const override { return queue_depth_; }
+  std::vector<std::string> notes() const override;
+
+  void add_note(std::string note);
+  // Install before submitting anything; nullptr removes it.
+  void set_fault_hook(FaultHook* hook) { hook_.store(hook); }
+
+ protected:
+  // A drive (st_dev) seen for the first time; called from open() before any
+  // read on it is issued. May throw strata::Error.
+  virtual void attach_drive(uint32_t drive) = 0;
+  virtual void attach_file(const FileEntry&) {}
+  // Execute these reads; call complete() for each exactly once, from any thread.
+  virtual void issue(uint32_t drive, std::span<RawRead* const> reads) = 0;
+
+  void complete(RawRead* raw, int64_t res);
+  // Blocks until every submitted extent has finished its I/O (delivered or not).
+  void drain();
+  size_t live_requests() const { return live_.load(); }
+
+ private:
+  struct Request;
+  struct Drive {
+    DriveInfo info;
+    std::deque<Request*> queue;
+    unsigned in_flight = 0;
+  };
+
+  void pump(uint32_t drive);
+  void finish(Request* r, int error, std::string problem);
+  void deliver(Completion c);
+  const FileEntry* entry(FileId id) const;
+  Drive* drive_ptr(uint32_t drive);
+  uint32_t drive_for(uint64_t dev);
+
+  const unsigned queue_depth_;
+  std::atomic<FaultHook*> hook_{nullptr};
+
+  mutable std::mutex open_mutex_;   // serialises open()
+  mutable std::mutex files_mutex_;  // files_, drives_ (the vectors, not queues)
+  std::vector<std::unique_ptr<FileEntry>> files_;
+  std::vector<std::unique_ptr<Drive>> drives_;
+  std::mutex sched_mutex_;          // drive queues and in_flight counts
+
+  mutable std::mutex cq_mutex_;
+  std::condition_variable cq_cv_;
+  std::vector<Completion> ready_;
+  size_t outstanding_ = 0;          // submitted, not yet handed out by poll/wait
+  std::atomic<size_t> live_{0};     // requests whose I/O has not finished
+  std::condition_variable drained_;
+
+  mutable std::mutex notes_mutex_;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace strata::detail

@@ -1,0 +1,283 @@
+#include "synth/shape.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+
+#include "util/error.h"
+
+namespace strata::synth {
+
+namespace {
+
+// Scaling factors and integer targets of one candidate shape.
+struct Axes {
+  double w = 1.0;      // width factor
+  int64_t layers = 0;  // exact
+  int64_t experts = 0; // before group rounding
+};
+
+int64_t round_to(double x, int64_t align) {
+  int64_t v = static_cast<int64_t>(std::llround(x / static_cast<double>(align))) * align;
+  return std::max(align, v);
+}
+
+// Smallest granule the widths are rounded to: whole blocks of every type a
+// matrix row may use (Q4_K/Q6_K: 256; MXFP4/Q8_0: 32; 64 keeps heads of
+// FP8 128-blocks tidy).
+int64_t width_align(const Quant& q) {
+  auto kq = [](DType t) { return t == DType::Q4_K || t == DType::Q6_K; };
+  return kq(q.trunk) || kq(q.experts) ? 256 : 64;
+}
+
+int64_t min_layers(const ModelConfig& b) { return std::min<int64_t>(b.num_layers, 2); }
+
+int64_t min_experts(const ModelConfig& b) {
+  return std::min<int64_t>(b.n_routed_experts, std::max<int64_t>(2 * b.num_experts_per_tok, 4));
+}
+
+// DeepSeek expert groups: E divisible by G, ≥ 2 experts per group, and the
+// selected groups holding at least top-k experts. Keeps G when E is free
+// (rounding E up), otherwise lowers G until E fits.
+void fit_groups(ModelConfig& c, const ModelConfig& b, bool experts_pinned) {
+  if (c.arch != Arch::DeepseekV3 || b.n_group <= 1) return;
+  const int64_t K = c.num_experts_per_tok;
+  auto ok = [&](int64_t E, int64_t G, int64_t TG) { return E % G == 0 && E / G >= 2 && TG * (E / G) >= K; };
+  auto tg_for = [&](int64_t G) {
+    return std::clamp<int64_t>(std::llround(double(b.topk_group) * double(G) / double(b.n_group)), 1, G);
+  };
+  if (!experts_pinned) {
+    const int64_t G = b.n_group, TG = b.topk_group;
+    const int64_t per = std::max<int64_t>({2, (K + TG - 1) / TG, (c.n_routed_experts + G - 1) / G});
+    c.n_routed_experts = per * G;
+    c.n_group = G;
+    c.topk_group = TG;
+    return;
+  }
+  for (int64_t G = b.n_group; G >= 1; --G) {
+    const int64_t TG = tg_for(G);
+    if (G == 1 || ok(c.n_routed_experts, G, TG)) {
+      c.n_group = G;
+      c.topk_group = G == 1 ? 1 : TG;
+      return;
+    }
+  }
+}
+
+int64_t embed_row_bytes(const ModelConfig& c, const ShapeRequest& r) {
+  DType t = r.quant.trunk;
+  if (r.format == Format::Safetensors && (t == DType::F8_E4M3 || t == DType::U8)) t = DType::BF16;
+  auto row = dtype_row_bytes(t, static_cast<uint64_t>(c.hidden_size));
+  if (!row) row = dtype_row_bytes(DType::Q8_0, static_cast<uint64_t>(c.hidden_size));
+  if (!row) row = static_cast<size_t>(c.hidden_size) * 2;
+  return static_cast<int64_t>(*row) * (c.tie_word_embeddings ? 1 : 2);
+}
+
+// The vocabulary: the base model's, unless embeddings and head would take more
+// than a fifth of the budget (a synthetic vocabulary can shrink); never
+// smaller than a real tokenizer's.
+int64_t pick_vocab(const ModelConfig& c, const ModelConfig& b, const ShapeRequest& r) {
+  int64_t v = b.vocab_size;
+  if (r.target_bytes) {
+    const double budget = 0.2 * *r.target_bytes / static_cast<double>(embed_row_bytes(c, r));
+    if (budget < static_cast<double>(v)) v = std::max<int64_t>(r.min_vocab, static_cast<int64_t>(budget) / 256 * 256);
+  }
+  v = std::max(v, r.min_vocab);
+  return std::max(v, r.tokenizer_vocab);
+}
+
+ModelConfig shaped(const ModelConfig& b, const Axes& a, const ShapeRequest& r) {
+  ModelConfig c = b;
+  const int64_t align = width_align(r.quant);
+  if (r.hidden || a.w != 1.0) {
+    const double w = a.w;
+    c.hidden_size = r.hidden ? *r.hidden : round_to(b.hidden_size * w, align);
+    if (b.intermediate_size > 0) c.intermediate_size = round_to(b.intermediate_size * w, align);
+    c.moe_intermediate_size = round_to(b.moe_intermediate_size * w, align);
+    if (c.arch == Arch::GptOss) c.intermediate_size = c.moe_intermediate_size;
+    if (c.arch == Arch::DeepseekV3) {
+      if (b.q_lora_rank) c.q_lora_rank = round_to(*b.q_lora_rank * w, align);
+      c.kv_lora_rank = round_to(b.kv_lora_rank * w, align);
+      c.num_heads = std::max<int64_t>(1, std::llround(b.num_heads * w));
+      c.num_kv_heads = c.num_heads;
+    } else {
+      const int64_t ratio = b.num_heads / b.num_kv_heads;
+      c.num_kv_heads = std::max<int64_t>(1, std::llround(b.num_kv_heads * w));
+      c.num_heads = c.num_kv_heads * ratio;
+    }
+  }
+
+  const int64_t L = a.layers;
+  c.num_layers = L;
+  if (c.arch == Arch::DeepseekV3) {
+    if (b.first_k_dense_replace == 0 || L < 2)
+      c.first_k_dense_replace = 0;
+    else
+      c.first_k_dense_replace =
+          std::clamp<int64_t>(std::llround(double(b.first_k_dense_replace) * double(L) / double(b.num_layers)), 1,
+                              L - 1);
+  }
+  if (!b.sliding_layers.empty()) {
+    c.sliding_layers.resize(L);
+    for (int64_t l = 0; l < L; ++l) c.sliding_layers[l] = b.sliding_layers[l % b.sliding_layers.size()];
+  }
+  c.mlp_only_layers.clear();
+  for (int64_t l : b.mlp_only_layers)
+    if (l < L) c.mlp_only_layers.push_back(l);
+
+  c.n_routed_experts = std::max(a.experts, c.num_experts_per_tok);
+  fit_groups(c, b, r.experts.has_value());
+  c.vocab_size = pick_vocab(c, b, r);
+  return c;
+}
+
+struct Candidate {
+  ModelConfig config;
+  uint64_t bytes = 0;
+};
+
+}  // namespace
+
+void for_each_tensor_once(const ModelConfig& c, Format format, const Quant& q, bool legacy_mla,
+                          const std::function<void(const TensorSpec&, uint64_t copies)>& fn) {
+  // Layers of one kind (dense or MoE) hold the same tensors, so plan one of
+  // each kind and count it as many times as the model has such layers.
+  int64_t n_dense = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) n_dense += c.layer_is_moe(l) ? 0 : 1;
+  const int64_t n_moe = c.num_layers - n_dense;
+  ModelConfig two = c;
+  two.num_layers = (n_dense > 0 ? 1 : 0) + (n_moe > 0 ? 1 : 0);
+  two.first_k_dense_replace = n_dense > 0 ? 1 : 0;
+  two.moe_layer_freq = 1;
+  two.decoder_sparse_step = 1;
+  two.mlp_only_layers.clear();
+  if (n_dense > 0 && c.arch == Arch::Qwen3Moe) two.mlp_only_layers.push_back(0);
+  if (!two.sliding_layers.empty()) two.sliding_layers.resize(two.num_layers);
+  const bool gguf = format == Format::Gguf;
+  const std::string first = gguf ? "blk.0." : "model.layers.0.", second = gguf ? "blk.1." : "model.layers.1.";
+  const uint64_t k0 = n_dense > 0 ? n_dense : n_moe, k1 = n_dense > 0 ? n_moe : 0;
+  for (const TensorSpec& t : plan_tensors(two, format, q, legacy_mla, nullptr)) {
+    if (t.name.rfind(first, 0) == 0) fn(t, k0);
+    else if (t.name.rfind(second, 0) == 0) fn(t, k1);
+    else fn(t, 1);
+  }
+}
+
+uint64_t estimate_bytes(const ModelConfig& c, const ShapeRequest& r) {
+  const bool gguf = r.format == Format::Gguf;
+  uint64_t bytes = 0;
+  for_each_tensor_once(c, r.format, r.quant, r.legacy_mla, [&](const TensorSpec& t, uint64_t copies) {
+    // Headers: a tensor's entry (safetensors JSON / GGUF info + alignment).
+    bytes += copies * (t.nbytes + (gguf ? 100 : 120));
+  });
+  // The GGUF vocabulary (tokens, types, merges).
+  if (gguf) bytes += static_cast<uint64_t>(c.vocab_size) * 16;
+  return bytes;
+}
+
+ShapeResult fit_shape(const ModelConfig& base, const ShapeRequest& r) {
+  if (r.layers && *r.layers < 1) throw Error("--layers must be at least 1");
+  if (r.experts && *r.experts < base.num_experts_per_tok)
+    throw Error("--experts " + std::to_string(*r.experts) + " is fewer than the " +
+                std::to_string(base.num_experts_per_tok) + " experts each token uses");
+  if (r.hidden && (*r.hidden < 32 || *r.hidden % 32 != 0)) throw Error("--hidden must be a positive multiple of 32");
+
+  const bool wfree = !r.hidden, lfree = !r.layers, efree = !r.experts;
+  const int free_axes = int(wfree) + int(lfree) + int(efree);
+  const double w_pin = r.hidden ? double(*r.hidden) / double(base.hidden_size) : 1.0;
+
+  // s in (0, 1]: each free axis takes an equal share of log(bytes).
+  auto axes_at = [&](double s) {
+    Axes a;
+    const double share = free_axes ? 1.0 / free_axes : 0.0;
+    a.w = wfree ? std::pow(s, share / 2) : w_pin;
+    a.layers = lfree ? std::max<int64_t>(min_layers(base), std::llround(base.num_layers * std::pow(s, share)))
+                     : *r.layers;
+    a.experts = efree ? std::max<int64_t>(min_experts(base), std::llround(base.n_routed_experts * std::pow(s, share)))
+                      : *r.experts;
+    return a;
+  };
+  // The width factor has a floor: hidden ≥ 4 blocks of the alignment.
+  auto clamp_w = [&](Axes a) {
+    const double floor_w = std::min(1.0, 4.0 * width_align(r.quant) / double(base.hidden_size));
+    if (wfree) a.w = std::max(a.w, floor_w);
+    return a;
+  };
+  auto eval = [&](const Axes& a) {
+    Candidate c;
+    c.config = shaped(base, clamp_w(a), r);
+    c.bytes = estimate_bytes(c.config, r);
+    return c;
+  };
+
+  ShapeRequest full_req = r;
+  full_req.target_bytes.reset();
+  ShapeResult out;
+  {
+    Axes a;
+    a.layers = base.num_layers;
+    a.experts = base.n_routed_experts;
+    ModelConfig full = shaped(base, a, full_req);
+    out.full_bytes = estimate_bytes(full, full_req);
+  }
+
+  if (!r.target_bytes) {
+    Candidate c = eval(axes_at(1.0));
+    out.config = c.config;
+    out.estimated_bytes = c.bytes;
+    return out;
+  }
+  const double T = *r.target_bytes;
+  if (free_axes == 0) throw Error("--size has nothing to scale: --layers, --experts and --hidden are all given");
+
+  Candidate top = eval(axes_at(1.0));
+  if (static_cast<double>(top.bytes) < T / 1.1)
+    throw Error("--size " + std::to_string(T / 1e9) + " GB is larger than the full-size shape (" +
+                std::to_string(top.bytes / 1e9) + " GB); give a bigger shape with --config");
+  Candidate bottom = eval(axes_at(1e-12));
+  if (static_cast<double>(bottom.bytes) > T * 1.1)
+    throw Error("--size " + std::to_string(T / 1e9) + " GB is smaller than the smallest shape of this class (" +
+                std::to_string(bottom.bytes / 1e9) + " GB at this --quant)");
+
+  // Bisection on log s for the largest s whose bytes stay within T.
+  double lo = std::log(1e-12), hi = 0.0;
+  for (int i = 0; i < 48; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    if (static_cast<double>(eval(axes_at(std::exp(mid))).bytes) <= T)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  Candidate best;
+  double best_err = std::numeric_limits<double>::infinity();
+  auto consider = [&](const Axes& a) {
+    Candidate c = eval(a);
+    const double err = std::fabs(static_cast<double>(c.bytes) - T);
+    if (err < best_err) {
+      best_err = err;
+      best = std::move(c);
+    }
+  };
+  for (double s : {std::exp(lo), std::exp(hi)}) {
+    const Axes a0 = axes_at(s);
+    for (int dl = -3; dl <= 3; ++dl) {
+      if (!lfree && dl != 0) continue;
+      for (int de = -4; de <= 4; ++de) {
+        if (!efree && de != 0) continue;
+        Axes a = a0;
+        a.layers = std::max<int64_t>(min_layers(base), std::min<int64_t>(base.num_layers, a0.layers + dl));
+        a.experts = std::max<int64_t>(min_experts(base),
+                                      std::min<int64_t>(base.n_routed_experts,
+                                                        std::llround(a0.experts * (1.0 + 0.04 * de))));
+        consider(a);
+      }
+    }
+  }
+  out.config = best.config;
+  out.estimated_bytes = best.bytes;
+  return out;
+}
+
+}  // namespace strata::synth

@@ -1,0 +1,596 @@
+// Weight formats: each format's dequantization against values built
+// independently from the format's definition (ggml's block layouts as its
+// quantizers write them, compressed-tensors' pack_to_int32, transformers'
+// convert_moe_packed_tensors), and the kernels' contract: every ISA gives the
+// scalar reference's bits, and a row's result does not depend on batch size
+// or thread count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "formats/dtype.h"
+#include "kernels/dispatch.h"
+#include "kernels/linear.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+namespace {
+
+using kernels::Isa;
+
+uint16_t to_f16(float v) {
+  _Float16 h = static_cast<_Float16>(v);
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+
+void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// Restores the process-wide ISA when a test is done with it.
+struct IsaGuard {
+  Isa saved = kernels::active_isa();
+  ~IsaGuard() { kernels::set_isa(saved); }
+};
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (kernels::isa_supported(i)) v.push_back(i);
+  return v;
+}
+
+// ---- random matrices of every format -------------------------------------------
+
+enum class Fmt { F32, BF16, F16, F8, F8Odd, I8, I4, I4G128, Mxfp4Split, Q8_0, Q4_K, Q6_K, Mxfp4 };
+
+struct FmtCase {
+  const char* name;
+  Fmt fmt;
+  int64_t in;  // a row width that exercises the format's edge cases
+};
+
+const FmtCase kCases[] = {
+    {"F32", Fmt::F32, 300},       {"BF16", Fmt::BF16, 300},      {"F16", Fmt::F16, 300},
+    {"F8_E4M3", Fmt::F8, 300},    {"F8_E4M3_block100", Fmt::F8Odd, 300},
+    {"I8_row", Fmt::I8, 300},     {"I4_group32", Fmt::I4, 320},  {"I4_group128", Fmt::I4G128, 384},
+    {"MXFP4_hf", Fmt::Mxfp4Split, 320},
+    {"Q8_0", Fmt::Q8_0, 320},     {"Q4_K", Fmt::Q4_K, 768},      {"Q6_K", Fmt::Q6_K, 768},
+    {"MXFP4_gguf", Fmt::Mxfp4, 320},
+};
+
+struct Mat {
+  std::vector<uint8_t> data, scales;
+  std::vector<float> block_scale;
+  kernels::WeightMatrix w;
+};
+
+Mat random_matrix(Fmt f, int64_t out, int64_t in, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> ud(0.5f, 2.0f);
+  auto byte = [&] { return static_cast<uint8_t>(rng() & 0xff); };
+  Mat m;
+  kernels::WeightMatrix& w = m.w;
+  w.out = out;
+  w.in = in;
+  const size_t n = static_cast<size_t>(out * in);
+  switch (f) {
+    case Fmt::F32: {
+      w.dtype = DType::F32;
+      m.data.resize(4 * n);
+      for (size_t i = 0; i < n; ++i) {
+        float v = nd(rng);
+        std::memcpy(&m.data[4 * i], &v, 4);
+      }
+      break;
+    }
+    case Fmt::BF16:
+    case Fmt::F16:
+      w.dtype = f == Fmt::BF16 ? DType::BF16 : DType::F16;
+      m.data.resize(2 * n);
+      for (size_t i = 0; i < n; ++i) put_u16(&m.data[2 * i], f == Fmt::BF16 ? f32_to_bf16_round(nd(rng)) : to_f16(nd(rng)));
+      break;
+    case Fmt::F8:
+    case Fmt::F8Odd: {
+      w.dtype = DType::F8_E4M3;
+      m.data.resize(n);
+      for (auto& b : m.data) {
+        b = byte();
+        if ((b & 0x7f) == 0x7f) b = 0x3f;  // no NaN encodings
+      }
+      w.block_out = f == Fmt::F8 ? 16 : 7;
+      w.block_in = f == Fmt::F8 ? 128 : 100;  // 100: scale blocks straddle 16-lane vectors
+      const int64_t rows = (out + w.block_out - 1) / w.block_out, cols = (in + w.block_in - 1) / w.block_in;
+      m.block_scale.resize(static_cast<size_t>(rows * cols));
+      for (auto& s : m.block_scale) s = std::ldexp(ud(rng), -8);
+      w.block_scale = m.block_scale.data();
+      break;
+    }
+    case Fmt::I8: {
+      w.dtype = DType::I8;
+      m.data.resize(n);
+      for (auto& b : m.data) b = byte();
+      m.scales.resize(4 * static_cast<size_t>(out));
+      for (int64_t o = 0; o < out; ++o) {
+        float s = ud(rng) * 0.01f;
+        std::memcpy(&m.scales[4 * o], &s, 4);
+      }
+      w.scales = m.scales.data();
+      w.scale_dtype = DType::F32;
+      w.scale_group = in;
+      break;
+    }
+    case Fmt::I4:
+    case Fmt::I4G128: {
+      const size_t group = f == Fmt::I4 ? 32 : 128;
+      w.dtype = DType::I32;
+      w.packing = kernels::Packing::Int4x8;
+      m.data.resize(n / 2);
+      for (auto& b : m.data) b = byte();
+      m.scales.resize(2 * n / group);
+      for (size_t g = 0; g < n / group; ++g) put_u16(&m.scales[2 * g], f32_to_bf16_round(ud(rng) * 0.01f));
+      w.scales = m.scales.data();
+      w.scale_dtype = DType::BF16;
+      w.scale_group = static_cast<int64_t>(group);
+      break;
+    }
+    case Fmt::Mxfp4Split: {
+      w.dtype = DType::U8;
+      w.packing = kernels::Packing::Mxfp4Split;
+      m.data.resize(n / 2);
+      for (auto& b : m.data) b = byte();
+      m.scales.resize(n / 32);
+      for (auto& s : m.scales) s = static_cast<uint8_t>(118 + rng() % 16);
+      w.scales = m.scales.data();
+      w.scale_dtype = DType::F8_E8M0;
+      w.scale_group = 32;
+      break;
+    }
+    case Fmt::Q8_0:
+    case Fmt::Mxfp4: {
+      const bool q8 = f == Fmt::Q8_0;
+      w.dtype = q8 ? DType::Q8_0 : DType::MXFP4;
+      const size_t bb = q8 ? 34 : 17;
+      m.data.resize(n / 32 * bb);
+      for (auto& b : m.data) b = byte();
+      for (size_t b = 0; b < n / 32; ++b) {
+        if (q8)
+          put_u16(&m.data[b * bb], to_f16(ud(rng) * 0.01f));
+        else
+          m.data[b * bb] = static_cast<uint8_t>(118 + rng() % 16);
+      }
+      break;
+    }
+    case Fmt::Q4_K:
+    case Fmt::Q6_K: {
+      const bool k4 = f == Fmt::Q4_K;
+      w.dtype = k4 ? DType::Q4_K : DType::Q6_K;
+      const size_t bb = k4 ? 144 : 210;
+      m.data.resize(n / 256 * bb);
+      for (auto& b : m.data) b = byte();
+      for (size_t b = 0; b < n / 256; ++b) {
+        if (k4) {
+          put_u16(&m.data[b * bb], to_f16(ud(rng) * 0.001f));
+          put_u16(&m.data[b * bb + 2], to_f16(ud(rng) * 0.001f));
+        } else {
+          put_u16(&m.data[b * bb + 208], to_f16(ud(rng) * 0.001f));
+        }
+      }
+      break;
+    }
+  }
+  w.data = m.data.data();
+  return m;
+}
+
+std::vector<float> random_vector(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+void PrintTo(const FmtCase& c, std::ostream* os) { *os << c.name; }
+
+class Formats : public ::testing::TestWithParam<FmtCase> {};
+
+// The scalar reference's own contract: dequantize, then the fixed-order dot.
+TEST_P(Formats, ScalarIsDequantizeThenDot) {
+  IsaGuard guard;
+  kernels::set_isa(Isa::Scalar);
+  const int64_t out = 5, in = GetParam().in;
+  Mat m = random_matrix(GetParam().fmt, out, in, 1);
+  std::vector<float> x = random_vector(static_cast<size_t>(in), 2), y(out), row(in);
+  kernels::linear(m.w, x.data(), 1, y.data(), nullptr);
+  for (int64_t o = 0; o < out; ++o) {
+    kernels::dequantize_row(m.w, o, row.data());
+    double ref = 0.0, mag = 0.0;
+    for (int64_t i = 0; i < in; ++i) {
+      ASSERT_TRUE(std::isfinite(row[i])) << o << "," << i;
+      ref += static_cast<double>(row[i]) * x[i];
+      mag += std::fabs(static_cast<double>(row[i]) * x[i]);
+    }
+    EXPECT_EQ(std::bit_cast<uint32_t>(y[o]), std::bit_cast<uint32_t>(kernels::dot(row.data(), x.data(), in)));
+    EXPECT_NEAR(y[o], ref, 1e-5 * mag + 1e-7);
+  }
+}
+
+// Every ISA the machine has gives the scalar reference's bits: products for
+// several batch sizes (the n = 1 path, the batched tiles and their
+// remainders), dequantized rows, the transposed product.
+TEST_P(Formats, EveryIsaGivesScalarBits) {
+  IsaGuard guard;
+  const int64_t out = 37, in = GetParam().in;  // 37: partial row tiles
+  Mat m = random_matrix(GetParam().fmt, out, in, 3);
+  ThreadPool pool(2);
+  for (size_t n : {1, 2, 3, 4, 5, 9, 67}) {
+    std::vector<float> x = random_vector(n * in, 10 + n);
+    kernels::set_isa(Isa::Scalar);
+    std::vector<float> ref(n * out);
+    kernels::linear(m.w, x.data(), n, ref.data(), nullptr);
+    for (Isa isa : supported_isas()) {
+      kernels::set_isa(isa);
+      std::vector<float> y(n * out, -1.0f);
+      kernels::linear(m.w, x.data(), n, y.data(), &pool);
+      for (size_t k = 0; k < y.size(); ++k)
+        ASSERT_EQ(std::bit_cast<uint32_t>(y[k]), std::bit_cast<uint32_t>(ref[k]))
+            << kernels::isa_name(isa) << " n=" << n << " row " << k / out << " out " << k % out;
+    }
+  }
+  std::vector<float> xt = random_vector(out, 99);
+  kernels::set_isa(Isa::Scalar);
+  std::vector<std::vector<float>> rows(out, std::vector<float>(in));
+  for (int64_t o = 0; o < out; ++o) kernels::dequantize_row(m.w, o, rows[o].data());
+  std::vector<float> tref(in);
+  kernels::linear_transposed(m.w, xt.data(), tref.data());
+  for (Isa isa : supported_isas()) {
+    kernels::set_isa(isa);
+    std::vector<float> row(in);
+    for (int64_t o = 0; o < out; ++o) {
+      kernels::dequantize_row(m.w, o, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), rows[o].data(), in * sizeof(float))) << kernels::isa_name(isa) << " row " << o;
+    }
+    std::vector<float> t(in);
+    kernels::linear_transposed(m.w, xt.data(), t.data());
+    EXPECT_EQ(0, std::memcmp(t.data(), tref.data(), in * sizeof(float))) << kernels::isa_name(isa);
+  }
+}
+
+// A row's result alone equals its result inside a batch of 9, at 1, 2 and 3
+// threads, on every ISA (row slices included, as attention uses them).
+TEST_P(Formats, RowIndependentOfBatchAndThreads) {
+  IsaGuard guard;
+  const int64_t out = 45, in = GetParam().in;
+  Mat m = random_matrix(GetParam().fmt, out, in, 5);
+  const size_t n = 9;
+  std::vector<float> x = random_vector(n * in, 6);
+  ThreadPool p1(1), p2(2), p3(3);
+  for (Isa isa : supported_isas()) {
+    kernels::set_isa(isa);
+    std::vector<float> batched(n * out);
+    kernels::linear(m.w, x.data(), n, batched.data(), &p3);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p1, &p2, &p3}) {
+      std::vector<float> again(n * out);
+      kernels::linear(m.w, x.data(), n, again.data(), pool);
+      ASSERT_EQ(0, std::memcmp(again.data(), batched.data(), again.size() * sizeof(float))) << kernels::isa_name(isa);
+      for (size_t r = 0; r < n; ++r) {
+        std::vector<float> alone(out);
+        kernels::linear(m.w, &x[r * in], 1, alone.data(), pool);
+        ASSERT_EQ(0, std::memcmp(alone.data(), &batched[r * out], out * sizeof(float)))
+            << kernels::isa_name(isa) << " row " << r;
+      }
+    }
+    // A slice of rows gives the parent's bits for those rows.
+    const kernels::WeightMatrix s = m.w.row_slice(13, 20);
+    std::vector<float> sliced(n * 20);
+    kernels::linear(s, x.data(), n, sliced.data(), &p2);
+    for (size_t r = 0; r < n; ++r)
+      ASSERT_EQ(0, std::memcmp(&sliced[r * 20], &batched[r * out + 13], 20 * sizeof(float))) << kernels::isa_name(isa);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Formats, ::testing::ValuesIn(kCases), [](const auto& info) { return info.param.name; });
+
+TEST(KernelDot, EveryIsaGivesScalarBitsAtEveryLength) {
+  IsaGuard guard;
+  for (size_t n : {0, 1, 7, 15, 16, 17, 31, 64, 100, 1000}) {
+    std::vector<float> a = random_vector(n, n), b = random_vector(n, n + 1);
+    kernels::set_isa(Isa::Scalar);
+    const float ref = kernels::dot(a.data(), b.data(), n);
+    // The documented order: 16 fused lanes, then the fixed tree.
+    float acc[16] = {};
+    for (size_t i = 0; i < n; ++i) acc[i % 16] = std::fma(a[i], b[i], acc[i % 16]);
+    for (size_t w = 8; w > 0; w /= 2)
+      for (size_t j = 0; j < w; ++j) acc[j] += acc[j + w];
+    EXPECT_EQ(std::bit_cast<uint32_t>(ref), std::bit_cast<uint32_t>(acc[0])) << n;
+    for (Isa isa : supported_isas()) {
+      kernels::set_isa(isa);
+      EXPECT_EQ(std::bit_cast<uint32_t>(kernels::dot(a.data(), b.data(), n)), std::bit_cast<uint32_t>(ref))
+          << kernels::isa_name(isa) << " n=" << n;
+    }
+  }
+}
+
+TEST(KernelDispatch, ReportsAndForcesIsas) {
+  IsaGuard guard;
+  EXPECT_TRUE(kernels::isa_supported(Isa::Scalar));
+  for (Isa isa : supported_isas()) {
+    kernels::set_isa(isa);
+    EXPECT_EQ(kernels::active_isa(), isa);
+  }
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!kernels::isa_supported(isa)) {
+      EXPECT_THROW(kernels::set_isa(isa), std::exception);
+    }
+  }
+}
+
+TEST(KernelDispatch, RejectsWhatNoKernelHandles) {
+  std::vector<uint8_t> bytes(1024);
+  kernels::WeightMatrix w;
+  w.data = bytes.data();
+  w.out = 1;
+  w.in = 64;
+  w.dtype = DType::Q5_K;
+  EXPECT_THROW(kernels::check_supported(w), std::exception);
+  w.dtype = DType::Q4_K;  // 64 is not a whole 256-value super-block
+  EXPECT_THROW(kernels::check_supported(w), std::exception);
+  w.dtype = DType::I8;  // int8 without scales
+  EXPECT_THROW(kernels::check_supported(w), std::exception);
+  w.dtype = DType::Q8_0;
+  EXPECT_NO_THROW(kernels::check_supported(w));
+}
+
+// ---- dequantization against independently built blocks ---------------------------
+
+// Dequantizes one row with every ISA and checks each against `expect`.
+void expect_row(const kernels::WeightMatrix& w, const std::vector<double>& expect) {
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    kernels::set_isa(isa);
+    std::vector<float> row(static_cast<size_t>(w.in));
+    kernels::dequantize_row(w, 0, row.data());
+    for (size_t i = 0; i < row.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(row[i]), std::bit_cast<uint32_t>(static_cast<float>(expect[i])))
+          << kernels::isa_name(isa) << " element " << i << ": " << row[i] << " vs " << expect[i];
+  }
+}
+
+// OCP MX E2M1 code points.
+const double kE2M1[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6};
+
+TEST(FormatValues, Q8_0) {
+  // block_q8_0 {f16 d; int8 qs[32]}: value = qs · d.
+  std::vector<uint8_t> b(2 * 34);
+  std::vector<double> expect(64);
+  const float d[2] = {0.5f, -0.0078125f};
+  for (int blk = 0; blk < 2; ++blk) {
+    put_u16(&b[34 * blk], to_f16(d[blk]));
+    for (int j = 0; j < 32; ++j) {
+      const int q = blk == 0 ? j * 8 - 128 : 127 - j * 5;
+      b[34 * blk + 2 + j] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      expect[32 * blk + j] = q * static_cast<double>(d[blk]);
+    }
+  }
+  kernels::WeightMatrix w;
+  w.dtype = DType::Q8_0;
+  w.out = 1;
+  w.in = 64;
+  w.data = b.data();
+  expect_row(w, expect);
+}
+
+TEST(FormatValues, Mxfp4Gguf) {
+  // block_mxfp4 {u8 e; u8 qs[16]}: element j < 16 is the low nibble of qs[j],
+  // element j + 16 the high nibble; value = E2M1 × 2^(e - 127).
+  const uint8_t exps[4] = {127, 0, 254, 130};
+  std::vector<uint8_t> b(4 * 17);
+  std::vector<double> expect(128);
+  for (int blk = 0; blk < 4; ++blk) {
+    b[17 * blk] = exps[blk];
+    for (int j = 0; j < 16; ++j) {
+      const int lo = (j + blk) & 15, hi = (15 - j + 3 * blk) & 15;
+      b[17 * blk + 1 + j] = static_cast<uint8_t>(lo | (hi << 4));
+      expect[32 * blk + j] = std::ldexp(kE2M1[lo], exps[blk] - 127);
+      expect[32 * blk + j + 16] = std::ldexp(kE2M1[hi], exps[blk] - 127);
+    }
+  }
+  for (double& v : expect)
+    if (v == 0.0) v = 0.0;  // ggml's doubled integer table has no -0
+  kernels::WeightMatrix w;
+  w.dtype = DType::MXFP4;
+  w.out = 1;
+  w.in = 128;
+  w.data = b.data();
+  expect_row(w, expect);
+}
+
+TEST(FormatValues, Mxfp4HuggingFace) {
+  // transformers convert_moe_packed_tensors: out[:, 0::2] = lut[blk & 0x0F],
+  // out[:, 1::2] = lut[blk >> 4], then ldexp(·, scale - 127).
+  const uint8_t exps[2] = {120, 1};
+  std::vector<uint8_t> blocks(2 * 16), scales(exps, exps + 2);
+  std::vector<double> expect(64);
+  for (int g = 0; g < 2; ++g)
+    for (int k = 0; k < 16; ++k) {
+      const int lo = (3 * k + g) & 15, hi = (k + 7) & 15;
+      blocks[16 * g + k] = static_cast<uint8_t>(lo | (hi << 4));
+      expect[32 * g + 2 * k] = std::ldexp(kE2M1[lo], exps[g] - 127);
+      expect[32 * g + 2 * k + 1] = std::ldexp(kE2M1[hi], exps[g] - 127);
+    }
+  for (double& v : expect)
+    if (v == 0.0) v = 0.0;
+  kernels::WeightMatrix w;
+  w.dtype = DType::U8;
+  w.packing = kernels::Packing::Mxfp4Split;
+  w.out = 1;
+  w.in = 64;
+  w.data = blocks.data();
+  w.scales = scales.data();
+  w.scale_dtype = DType::F8_E8M0;
+  w.scale_group = 32;
+  expect_row(w, expect);
+}
+
+TEST(FormatValues, Int4CompressedTensors) {
+  // pack_to_int32: value + 8 as unsigned nibbles, element 8k + j at bits
+  // 4j..4j+3 of word k (little-endian words); W = value · scale.
+  std::vector<int> values(64);
+  for (int i = 0; i < 64; ++i) values[i] = (i * 5 + 3) % 16 - 8;
+  std::vector<uint32_t> words(8, 0);
+  for (int i = 0; i < 64; ++i) words[i / 8] |= static_cast<uint32_t>(values[i] + 8) << (4 * (i % 8));
+  std::vector<uint8_t> data(32), scales(4);
+  std::memcpy(data.data(), words.data(), 32);
+  const float s[2] = {0.0234375f, -3.0f};
+  put_u16(&scales[0], f32_to_bf16_round(s[0]));
+  put_u16(&scales[2], f32_to_bf16_round(s[1]));
+  std::vector<double> expect(64);
+  for (int i = 0; i < 64; ++i) expect[i] = values[i] * static_cast<double>(s[i / 32]);
+  kernels::WeightMatrix w;
+  w.dtype = DType::I32;
+  w.packing = kernels::Packing::Int4x8;
+  w.out = 1;
+  w.in = 64;
+  w.data = data.data();
+  w.scales = scales.data();
+  w.scale_dtype = DType::BF16;
+  w.scale_group = 32;
+  expect_row(w, expect);
+}
+
+TEST(FormatValues, Int8PerRow) {
+  std::vector<uint8_t> data(2 * 20);
+  for (int i = 0; i < 40; ++i) data[i] = static_cast<uint8_t>(static_cast<int8_t>(i * 7 - 128));
+  const float s[2] = {0.1f, 3.0f};  // 0.1 rounds each product: one f32 rounding
+  std::vector<uint8_t> scales(8);
+  std::memcpy(scales.data(), s, 8);
+  kernels::WeightMatrix w;
+  w.dtype = DType::I8;
+  w.out = 2;
+  w.in = 20;
+  w.data = data.data();
+  w.scales = scales.data();
+  w.scale_dtype = DType::F32;
+  w.scale_group = 20;
+  std::vector<double> expect(20);
+  for (int i = 0; i < 20; ++i) expect[i] = static_cast<float>(static_cast<int8_t>(data[20 + i]) * s[1]);
+  expect_row(w.row_slice(1, 1), expect);
+  for (int i = 0; i < 20; ++i) expect[i] = static_cast<float>(static_cast<float>(static_cast<int8_t>(data[i])) * s[0]);
+  expect_row(w, expect);
+}
+
+// Q4_K: 8 sub-blocks of 32 with 6-bit scale ls[j] and min lm[j];
+// value = d·ls[j]·q - dmin·lm[j]. Packed the way ggml's quantize_row_q4_K
+// writes the block.
+TEST(FormatValues, Q4K) {
+  std::vector<uint8_t> b(144, 0);
+  const float d = 0.0078125f * 1.5f, dmin = 0.001953125f;
+  put_u16(&b[0], to_f16(d));
+  put_u16(&b[2], to_f16(dmin));
+  const uint8_t ls[8] = {1, 63, 17, 32, 40, 5, 62, 33}, lm[8] = {0, 12, 63, 1, 48, 31, 7, 60};
+  uint8_t* scales = &b[4];
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      scales[j] = ls[j];
+      scales[j + 4] = lm[j];
+    } else {
+      scales[j + 4] = static_cast<uint8_t>((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
+      scales[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
+      scales[j - 0] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
+    }
+  }
+  uint8_t L[256];
+  for (int i = 0; i < 256; ++i) L[i] = static_cast<uint8_t>((i * 7 + i / 32) % 16);
+  uint8_t* q = &b[16];
+  for (int j = 0; j < 256; j += 64) {
+    for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+    q += 32;
+  }
+  std::vector<double> expect(256);
+  for (int i = 0; i < 256; ++i)
+    expect[i] = static_cast<double>(d) * ls[i / 32] * L[i] - static_cast<double>(dmin) * lm[i / 32];
+  kernels::WeightMatrix w;
+  w.dtype = DType::Q4_K;
+  w.out = 1;
+  w.in = 256;
+  w.data = b.data();
+  expect_row(w, expect);
+}
+
+// Q6_K: 6-bit q (stored +32), 16 signed 8-bit scales, one per 16 values;
+// value = d·scale[i/16]·(q - 32). Packed the way quantize_row_q6_K writes it.
+TEST(FormatValues, Q6K) {
+  std::vector<uint8_t> b(210, 0);
+  const float d = 0.00048828125f * 1.25f;
+  uint8_t L[256];
+  for (int i = 0; i < 256; ++i) L[i] = static_cast<uint8_t>((i * 13 + i / 64) % 64);
+  int8_t sc[16];
+  for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(j * 17 - 128);
+  uint8_t* ql = &b[0];
+  uint8_t* qh = &b[128];
+  for (int j = 0; j < 256; j += 128) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t q1 = L[j + l + 0] & 0xF, q2 = L[j + l + 32] & 0xF, q3 = L[j + l + 64] & 0xF,
+                    q4 = L[j + l + 96] & 0xF;
+      ql[l + 0] = static_cast<uint8_t>(q1 | (q3 << 4));
+      ql[l + 32] = static_cast<uint8_t>(q2 | (q4 << 4));
+      qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
+                                   ((L[j + l + 96] >> 4) << 6));
+    }
+    ql += 64;
+    qh += 32;
+  }
+  std::memcpy(&b[192], sc, 16);
+  put_u16(&b[208], to_f16(d));
+  std::vector<double> expect(256);
+  for (int i = 0; i < 256; ++i) expect[i] = static_cast<double>(d) * sc[i / 16] * (L[i] - 32);
+  kernels::WeightMatrix w;
+  w.dtype = DType::Q6_K;
+  w.out = 1;
+  w.in = 256;
+  w.data = b.data();
+  expect_row(w, expect);
+}
+
+TEST(FormatValues, Fp8E4M3EveryByteWithBlockScale) {
+  // All 256 encodings (NaN included) in one row, scaled by 2^-3 and 3 in two
+  // column blocks of 128.
+  std::vector<uint8_t> data(256);
+  for (int i = 0; i < 256; ++i) data[i] = static_cast<uint8_t>(i);
+  const float s[2] = {0.125f, 3.0f};
+  kernels::WeightMatrix w;
+  w.dtype = DType::F8_E4M3;
+  w.out = 1;
+  w.in = 256;
+  w.data = data.data();
+  w.block_scale = s;
+  w.block_out = 128;
+  w.block_in = 128;
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    kernels::set_isa(isa);
+    std::vector<float> row(256);
+    kernels::dequantize_row(w, 0, row.data());
+    for (int i = 0; i < 256; ++i) {
+      // E4M3 (OCP): bias 7, subnormals man·2^-9, 0x7f/0xff NaN.
+      const int e = (i >> 3) & 15, man = i & 7;
+      double v = e == 0 ? man * std::ldexp(1.0, -9) : std::ldexp(1.0 + man / 8.0, e - 7);
+      if (i & 0x80) v = -v;
+      const float want = static_cast<float>(v * s[i / 128]);
+      if ((i & 0x7f) == 0x7f)
+        EXPECT_TRUE(std::isnan(row[i])) << kernels::isa_name(isa) << " " << i;
+      else
+        EXPECT_EQ(std::bit_cast<uint32_t>(row[i]), std::bit_cast<uint32_t>(want)) << kernels::isa_name(isa) << " " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,609 @@
+// Storage: every read the engine makes goes through it. The expected bytes
+// come from pread(2) of the same file (an independent path); each case runs on
+// both backends (io_uring and the pread pool) and both open modes (O_DIRECT and
+// the page cache). Faults (short reads, EIO, corrupt bytes, a slow drive) are
+// injected below the shared logic by FaultInjectingStorage.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "storage/checksum.h"
+#include "storage/fault_injecting_storage.h"
+#include "storage/io_uring_storage.h"
+#include "storage/pread_storage.h"
+#include "storage/probe.h"
+#include "storage/storage.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    // Under /var/tmp (a disk filesystem, like the model drives) so O_DIRECT works;
+    // /tmp may be tmpfs, which refuses it.
+    std::string tmpl = (fs::exists("/var/tmp") ? std::string("/var/tmp") : fs::temp_directory_path().string()) +
+                       "/strata-storage-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = buf.data();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// A file of `size` pseudo-random bytes (size deliberately not a 4 KiB multiple).
+fs::path make_file(const fs::path& dir, const std::string& name, size_t size, uint64_t seed) {
+  std::vector<uint8_t> data(align_up(size, 8));
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < data.size(); i += 8) {
+    uint64_t v = rng();
+    std::memcpy(&data[i], &v, 8);
+  }
+  data.resize(size);
+  fs::path p = dir / name;
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(data.data()), data.size());
+  return p;
+}
+
+std::vector<uint8_t> pread_bytes(const fs::path& p, uint64_t offset, uint64_t length) {
+  int fd = ::open(p.c_str(), O_RDONLY);
+  std::vector<uint8_t> out(length);
+  ssize_t n = ::pread(fd, out.data(), length, static_cast<off_t>(offset));
+  ::close(fd);
+  EXPECT_EQ(n, static_cast<ssize_t>(length));
+  return out;
+}
+
+std::unique_ptr<Storage> make(const std::string& backend, unsigned qd = 8) {
+  StorageOptions o;
+  o.backend = backend;
+  o.queue_depth = qd;
+  return make_storage(o);
+}
+
+struct Case {
+  std::string backend;
+  OpenMode mode;
+};
+
+std::string case_name(const testing::TestParamInfo<Case>& i) {
+  return i.param.backend + (i.param.mode == OpenMode::Buffered ? "_buffered" : "_direct");
+}
+
+class StorageCase : public testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (GetParam().backend == "io_uring" && !IoUringStorage::available()) GTEST_SKIP() << "no io_uring here";
+    file_size_ = 3 * 1024 * 1024 + 1234;
+    path_ = make_file(dir_.path(), "blob.bin", file_size_, 42);
+  }
+  std::unique_ptr<Storage> storage(unsigned qd = 8) { return make(GetParam().backend, qd); }
+  FileId open(Storage& s) { return s.open(path_, GetParam().mode); }
+
+  TempDir dir_;
+  fs::path path_;
+  uint64_t file_size_ = 0;
+};
+
+// Random extents, every alignment combination, checked against pread.
+void check_random_extents(Storage& s, FileId f, const fs::path& path, uint64_t file_size, bool aligned, int count,
+                          uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<AlignedBuffer> bufs;
+  std::vector<Extent> ext;
+  for (int i = 0; i < count; ++i) {
+    uint64_t len = 1 + rng() % (256 * 1024);
+    uint64_t off = rng() % (file_size - len);
+    size_t shift = 0;
+    if (aligned) {
+      off = align_down(off);
+      len = align_up(len);
+      if (off + len > file_size) off = align_down(file_size - len);
+    } else {
+      shift = rng() % 3 == 0 ? 0 : 1 + rng() % 4000;  // destination misaligned too, mostly
+    }
+    bufs.emplace_back(len + shift + 8192);
+    Extent e{f, off, len, bufs.back().data() + shift, static_cast<uint64_t>(i)};
+    ext.push_back(e);
+  }
+  s.submit(ext);
+  std::vector<Completion> done;
+  while (done.size() < ext.size()) ASSERT_GT(s.wait(done, ext.size() - done.size()), 0u);
+  std::set<uint64_t> tags;
+  for (const auto& c : done) {
+    ASSERT_TRUE(c.ok()) << c.message;
+    const Extent& e = ext[c.tag];
+    ASSERT_EQ(c.bytes, e.length);
+    tags.insert(c.tag);
+    auto want = pread_bytes(path, e.offset, e.length);
+    ASSERT_EQ(std::memcmp(e.dest, want.data(), e.length), 0) << "extent " << c.tag << " offset " << e.offset;
+  }
+  EXPECT_EQ(tags.size(), ext.size());
+  EXPECT_EQ(s.pending(), 0u);
+}
+
+TEST_P(StorageCase, AlignedExtentsMatchPread) {
+  auto s = storage();
+  FileId f = open(*s);
+  EXPECT_EQ(s->file(f).size, file_size_);
+  EXPECT_EQ(s->file(f).direct, GetParam().mode != OpenMode::Buffered);
+  check_random_extents(*s, f, path_, file_size_, true, 40, 1);
+}
+
+TEST_P(StorageCase, UnalignedExtentsMatchPread) {
+  auto s = storage();
+  FileId f = open(*s);
+  check_random_extents(*s, f, path_, file_size_, false, 60, 2);
+}
+
+TEST_P(StorageCase, ExtentsAtEndOfFile) {
+  auto s = storage();
+  FileId f = open(*s);
+  // The last bytes of a file whose size is not a 4 KiB multiple: aligned start,
+  // unaligned end, with and without room for the rounded-up read.
+  const uint64_t off = align_down(file_size_ - 5000);
+  const uint64_t len = file_size_ - off;
+  AlignedBuffer roomy(len), tight(len), odd(len + 1);
+  std::vector<uint8_t> heap(len);
+  std::vector<Extent> ext = {
+      {f, off, len, roomy.data(), 0, roomy.size()},
+      {f, off, len, tight.data(), 1, len},
+      {f, file_size_ - 1, 1, odd.data() + 1, 2},
+      {f, off + 17, len - 17, heap.data(), 3},
+  };
+  s->read_all(ext);
+  auto want = pread_bytes(path_, off, len);
+  EXPECT_EQ(std::memcmp(roomy.data(), want.data(), len), 0);
+  EXPECT_EQ(std::memcmp(tight.data(), want.data(), len), 0);
+  EXPECT_EQ(odd.data()[1], want.back());
+  EXPECT_EQ(std::memcmp(heap.data(), want.data() + 17, len - 17), 0);
+}
+
+TEST_P(StorageCase, ManyExtentsInFlight) {
+  auto s = storage(4);
+  FileId f = open(*s);
+  BufferPool pool(64 * 1024, 600);
+  EXPECT_EQ(pool.buffer_bytes(), 64u * 1024);
+  s->register_buffers(pool.regions());  // may be false (pread): reads work either way
+  std::vector<Extent> ext;
+  std::mt19937_64 rng(3);
+  for (uint64_t i = 0; i < 600; ++i) {
+    uint64_t off = align_down(rng() % (file_size_ - 65536));
+    ext.push_back({f, off, 65536, pool.try_acquire(), i, pool.buffer_bytes()});
+  }
+  EXPECT_EQ(pool.available(), 0u);
+  EXPECT_EQ(pool.try_acquire(), nullptr);
+  // Submitted in three batches from two threads, drained with poll and wait.
+  std::thread other([&] { s->submit(std::span(ext).subspan(0, 200)); });
+  s->submit(std::span(ext).subspan(200, 200));
+  other.join();
+  s->submit(std::span(ext).subspan(400));
+  std::vector<Completion> done;
+  while (done.size() < ext.size()) {
+    if (s->poll(done) == 0) s->wait(done, 1, std::chrono::milliseconds(100));
+  }
+  for (const auto& c : done) {
+    ASSERT_TRUE(c.ok()) << c.message;
+    const Extent& e = ext[c.tag];
+    auto want = pread_bytes(path_, e.offset, e.length);
+    ASSERT_EQ(std::memcmp(e.dest, want.data(), e.length), 0);
+    pool.release(static_cast<uint8_t*>(e.dest));
+  }
+  EXPECT_EQ(pool.available(), 600u);
+  EXPECT_EQ(s->pending(), 0u);
+}
+
+TEST_P(StorageCase, LargeExtentIntoRegisteredPool) {
+  auto s = storage();
+  FileId f = open(*s);
+  BufferPool pool(file_size_, 2);
+  bool registered = s->register_buffers(pool.regions());
+  if (GetParam().backend == "pread") {
+    EXPECT_FALSE(registered);
+  }
+  uint8_t* b = pool.acquire();
+  Extent e{f, 0, file_size_, b, 9, pool.buffer_bytes(), true, xxh3_64(pread_bytes(path_, 0, file_size_).data(), file_size_)};
+  s->read_all({&e, 1});
+  pool.release(b);
+}
+
+TEST_P(StorageCase, ShortReadsAreResubmitted) {
+  auto inner = storage();
+  FaultInjectingStorage s(std::move(inner));
+  FileId f = open(s);
+  s.short_reads(GetParam().mode == OpenMode::Buffered ? 1000 : 4096);
+  check_random_extents(s, f, path_, file_size_, false, 10, 4);
+  EXPECT_GT(s.stats().short_reads, 10u);
+}
+
+TEST_P(StorageCase, InjectedEioNamesFileAndOffset) {
+  FaultInjectingStorage s(storage());
+  FileId f = open(s);
+  s.fail_tag(7, EIO);
+  std::vector<AlignedBuffer> bufs;
+  std::vector<Extent> ext;
+  for (uint64_t i = 0; i < 10; ++i) {
+    bufs.emplace_back(65536);
+    ext.push_back({f, i * 65536, 65536, bufs.back().data(), i});
+  }
+  s.submit(ext);
+  std::vector<Completion> done;
+  while (done.size() < ext.size()) s.wait(done, ext.size() - done.size());
+  for (const auto& c : done) {
+    if (c.tag == 7) {
+      EXPECT_EQ(c.error, EIO);
+      EXPECT_EQ(c.bytes, 0u);
+      EXPECT_NE(c.message.find(path_.string() + " offset 458752 length 65536"), std::string::npos) << c.message;
+      EXPECT_NE(c.message.find("Input/output error"), std::string::npos) << c.message;
+    } else {
+      EXPECT_TRUE(c.ok()) << c.message;
+    }
+  }
+  EXPECT_EQ(s.stats().errors, 1u);
+  // read_all turns it into a strata::Error with the same line.
+  s.fail_range(f, 100000, 1, EIO);
+  Extent e{f, 99000, 5000, bufs[0].data(), 1};
+  try {
+    s.read_all({&e, 1});
+    FAIL() << "expected an error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find(path_.string() + " offset 99000 length 5000: read failed"),
+              std::string::npos)
+        << err.what();
+  }
+}
+
+TEST_P(StorageCase, ShortReadsThenErrorMidExtent) {
+  FaultInjectingStorage s(storage());
+  FileId f = open(s);
+  s.short_reads(8192);
+  s.fail_range(f, 40000, 1, EIO);  // the fourth or fifth piece fails
+  AlignedBuffer b(65536);
+  Extent e{f, 0, 65536, b.data(), 1};
+  s.submit({&e, 1});
+  std::vector<Completion> done;
+  s.wait(done, 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].error, EIO);
+  EXPECT_NE(done[0].message.find("offset 0 length 65536: read failed at byte "), std::string::npos) << done[0].message;
+}
+
+TEST_P(StorageCase, CorruptBytesCaughtByChecksum) {
+  FaultInjectingStorage s(storage());
+  FileId f = open(s);
+  const uint64_t off = 8192, len = 100000;
+  const auto good = pread_bytes(path_, off, len);
+  const uint64_t want = xxh3_64(good.data(), len);
+  s.corrupt(f, off + 5000);
+  AlignedBuffer a(len), b(len);
+  std::vector<Extent> ext = {{f, off, len, a.data(), 1, 0, true, want},  // verified on landing
+                             {f, off, len, b.data(), 2}};               // not verified
+  s.submit(ext);
+  std::vector<Completion> done;
+  while (done.size() < 2) s.wait(done, 2 - done.size());
+  for (const auto& c : done) {
+    if (c.tag == 1) {
+      EXPECT_EQ(c.error, EBADMSG);
+      EXPECT_EQ(c.message.rfind(path_.string() + " offset 8192 length 100000: checksum mismatch (expected " +
+                                    hash_hex(want) + ", got 0x",
+                                0),
+                0u)
+          << c.message;
+    } else {
+      EXPECT_TRUE(c.ok());
+    }
+  }
+  EXPECT_GE(s.stats().corruptions, 2u);
+  // The standalone helper says the same for the unverified copy.
+  EXPECT_EQ(b.data()[5000], good[5000] ^ 0x5a);
+  try {
+    verify_xxh3(b.data(), len, want, path_.string(), off);
+    FAIL() << "expected a checksum error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("offset 8192 length 100000: checksum mismatch (expected " + hash_hex(want)),
+              std::string::npos);
+  }
+  EXPECT_NO_THROW(verify_xxh3(good.data(), len, want, path_.string(), off));
+}
+
+TEST_P(StorageCase, SlowDriveStillDeliversEverything) {
+  FaultInjectingStorage s(storage(4));
+  FileId f = open(s);
+  s.slow_drive(s.file(f).drive, std::chrono::microseconds(2000));
+  check_random_extents(s, f, path_, file_size_, true, 12, 5);
+  EXPECT_GE(s.stats().delays, 12u);
+}
+
+TEST_P(StorageCase, PastEndOfFileIsAnError) {
+  auto s = storage();
+  FileId f = open(*s);
+  AlignedBuffer b(16384);
+  std::vector<Extent> ext = {{f, file_size_ - 100, 101, b.data(), 1},
+                             {f, file_size_ + 4096, 10, b.data(), 2},
+                             {f, 0, 0, nullptr, 3}};  // empty: fine
+  s->submit(ext);
+  std::vector<Completion> done;
+  while (done.size() < 3) s->wait(done, 3 - done.size());
+  for (const auto& c : done) {
+    if (c.tag == 3) {
+      EXPECT_TRUE(c.ok());
+      continue;
+    }
+    EXPECT_EQ(c.error, ENODATA);
+    EXPECT_NE(c.message.find("past end of file (file is " + std::to_string(file_size_) + " bytes)"),
+              std::string::npos)
+        << c.message;
+  }
+}
+
+TEST_P(StorageCase, FileShrunkAfterOpenIsAnError) {
+  auto s = storage();
+  FileId f = open(*s);
+  fs::resize_file(path_, 100000);
+  AlignedBuffer b(200704);
+  Extent e{f, 0, 200000, b.data(), 1};
+  s->submit({&e, 1});
+  std::vector<Completion> done;
+  s->wait(done, 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].error, ENODATA);
+  EXPECT_NE(done[0].message.find("unexpected end of file at byte 100000"), std::string::npos) << done[0].message;
+}
+
+TEST_P(StorageCase, MissingFileAndDirectoryAreClearErrors) {
+  auto s = storage();
+  try {
+    s->open(dir_.path() / "no-such-drive" / "experts.bin", GetParam().mode);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              (dir_.path() / "no-such-drive" / "experts.bin").string() + ": cannot open: No such file or directory");
+  }
+  try {
+    s->open(dir_.path(), GetParam().mode);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos);
+  }
+  // An unknown file id is a completion error, not a crash.
+  AlignedBuffer b(4096);
+  Extent e{77, 0, 10, b.data(), 5};
+  s->submit({&e, 1});
+  std::vector<Completion> done;
+  s->wait(done, 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].error, EBADF);
+}
+
+TEST_P(StorageCase, DestroyWithReadsInFlight) {
+  auto s = storage(2);
+  FileId f = open(*s);
+  BufferPool pool(256 * 1024, 32);
+  std::vector<Extent> ext;
+  for (uint64_t i = 0; i < 32; ++i) ext.push_back({f, i * 65536, 256 * 1024, pool.buffer(i), i, pool.buffer_bytes()});
+  s->submit(ext);
+  s.reset();  // waits for the reads to land, then stops its threads
+  SUCCEED();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StorageCase,
+                         testing::Values(Case{"io_uring", OpenMode::Auto}, Case{"io_uring", OpenMode::Buffered},
+                                         Case{"pread", OpenMode::Auto}, Case{"pread", OpenMode::Buffered}),
+                         case_name);
+
+TEST(Storage, BackendChoice) {
+  const char* old = std::getenv("STRATA_IO");
+  std::string saved = old ? old : "";
+  setenv("STRATA_IO", "pread", 1);
+  EXPECT_EQ(make_storage()->backend(), "pread");
+  setenv("STRATA_IO", "bogus", 1);
+  EXPECT_THROW(make_storage(), Error);
+  unsetenv("STRATA_IO");
+  if (IoUringStorage::available()) {
+    EXPECT_EQ(make_storage()->backend(), "io_uring");
+  }
+  if (old) setenv("STRATA_IO", saved.c_str(), 1);
+}
+
+TEST(Storage, FilesOnTmpfsFallBackToBufferedWithANote) {
+  if (!fs::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  fs::path p = "/dev/shm/strata-storage-test-" + std::to_string(getpid());
+  make_file("/dev/shm", p.filename().string(), 10000, 7);
+  auto s = make_storage();
+  FileId f = s->open(p);
+  FileInfo info = s->file(f);
+  if (!info.direct) {
+    EXPECT_NE(info.note.find("page cache"), std::string::npos);
+    ASSERT_EQ(s->notes().size(), 1u);
+    EXPECT_EQ(s->notes()[0].rfind(p.string() + ": ", 0), 0u);
+  }
+  std::vector<uint8_t> buf(777);
+  Extent e{f, 1001, 777, buf.data(), 0};
+  s->read_all({&e, 1});
+  EXPECT_EQ(buf, pread_bytes(p, 1001, 777));
+  try {
+    s->open(p, OpenMode::Direct);
+    if (!info.direct) ADD_FAILURE() << "O_DIRECT open on tmpfs should fail";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("O_DIRECT"), std::string::npos);
+  }
+  fs::remove(p);
+}
+
+TEST(Storage, BufferPoolAcquireRelease) {
+  BufferPool pool(5000, 3);
+  EXPECT_EQ(pool.buffer_bytes(), 8192u);
+  uint8_t* a = pool.acquire();
+  uint8_t* b = pool.acquire();
+  EXPECT_TRUE(is_aligned(a));
+  EXPECT_TRUE(is_aligned(b));
+  EXPECT_NE(a, b);
+  EXPECT_EQ(pool.available(), 1u);
+  std::thread t([&] {
+    uint8_t* c = pool.acquire();
+    uint8_t* d = pool.acquire();  // blocks until the main thread releases
+    pool.release(c);
+    pool.release(d);
+  });
+  pool.release(a);
+  t.join();
+  pool.release(b);
+  EXPECT_EQ(pool.available(), 3u);
+  EXPECT_THROW(pool.release(b), Error);       // twice
+  EXPECT_THROW(pool.release(b + 1), Error);   // not a buffer start
+  EXPECT_EQ(pool.regions().size(), 3u);
+  AlignedBuffer ab(1);
+  EXPECT_EQ(ab.size(), 4096u);
+  EXPECT_TRUE(is_aligned(ab.data()));
+}
+
+TEST(Storage, Xxh3KnownValues) {
+  // Reference values from the xxHash project's own sanity tests (XXH3_64bits, seed 0).
+  EXPECT_EQ(xxh3_64(nullptr, 0), 0x2D06800538D394C2ull);
+  EXPECT_EQ(hash_hex(0x2D06800538D394C2ull), "0x2d06800538d394c2");
+}
+
+// ---- probe ----
+
+TEST(Probe, RunsOnASmallDirectoryAndRemovesItsFile) {
+  TempDir dir;
+  ProbeOptions o;
+  o.paths = {dir.path().string()};
+  o.file_bytes = 4ull << 20;
+  o.blocks = {1ull << 20};
+  o.depths = {1, 4};
+  o.seconds = 0.05;
+  std::vector<std::string> lines;
+  o.progress = [&](const std::string& l) { lines.push_back(l); };
+  ProbeResult r = run_probe(o);
+  EXPECT_TRUE(fs::is_empty(dir.path()));  // test file gone
+  ASSERT_EQ(r.drives.size(), 1u);
+  const ProbeDrive& d = r.drives[0];
+  EXPECT_TRUE(d.created_file);
+  EXPECT_EQ(d.file_bytes, 4ull << 20);
+  ASSERT_EQ(d.results.size(), 2u);
+  for (const auto& m : d.results) EXPECT_GT(m.gbps, 0);
+  EXPECT_GT(d.best_gbps, 0);
+  EXPECT_EQ(d.best_block, 1ull << 20);
+  EXPECT_EQ(r.combined.path, "all");
+  EXPECT_EQ(r.drive_for(dir.path()), &r.drives[0]);
+  EXPECT_FALSE(lines.empty());
+  EXPECT_NE(format_probe_table(r).find("qd 4"), std::string::npos);
+
+  // Round trip through the file that pack and demo read.
+  fs::path out = dir.path() / "sub" / "probe.json";
+  save_probe(r, out);
+  auto back = load_probe(out);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->backend, r.backend);
+  ASSERT_EQ(back->drives.size(), 1u);
+  EXPECT_EQ(back->drives[0].device, d.device);
+  EXPECT_DOUBLE_EQ(back->drives[0].best_gbps, d.best_gbps);
+  EXPECT_EQ(back->drives[0].results.size(), 2u);
+  EXPECT_DOUBLE_EQ(back->drives[0].best_gbps_for(1ull << 20), d.best_gbps);
+  EXPECT_EQ(back->drives[0].best_gbps_for(123), 0);
+}
+
+TEST(Probe, ReadsAnExistingFileAndTwoPathsTogether) {
+  TempDir dir;
+  fs::path f = make_file(dir.path(), "model.bin", 3 << 20, 9);
+  ProbeOptions o;
+  o.paths = {f.string(), f.string()};
+  o.blocks = {1ull << 20};
+  o.depths = {2};
+  o.seconds = 0.03;
+  ProbeResult r = run_probe(o);
+  EXPECT_TRUE(fs::exists(f));  // never removes what it did not create
+  ASSERT_EQ(r.drives.size(), 2u);
+  EXPECT_FALSE(r.drives[0].created_file);
+  ASSERT_EQ(r.combined.results.size(), 1u);
+  EXPECT_GT(r.combined.results[0].gbps, 0);
+}
+
+TEST(Probe, ClearErrors) {
+  TempDir dir;
+  ProbeOptions o;
+  o.seconds = 0.01;
+  o.paths = {(dir.path() / "missing").string()};
+  try {
+    run_probe(o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), (dir.path() / "missing").string() + ": No such file or directory");
+  }
+  o.paths = {dir.path().string()};
+  o.file_bytes = 1ull << 60;  // no drive has an exabyte free
+  try {
+    run_probe(o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(": not enough free space for a"), std::string::npos) << e.what();
+  }
+  fs::path small = make_file(dir.path(), "small.bin", 5000, 1);
+  o.paths = {small.string()};
+  EXPECT_THROW(run_probe(o), Error);
+  o.paths = {"/dev/null"};
+  try {
+    run_probe(o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a directory, regular file or block device"), std::string::npos);
+  }
+  EXPECT_EQ(fs::directory_iterator(dir.path()) == fs::directory_iterator(), false);  // only small.bin
+}
+
+TEST(Probe, LoadMissingAndMalformed) {
+  TempDir dir;
+  EXPECT_FALSE(load_probe(dir.path() / "none.json").has_value());
+  fs::path bad = dir.path() / "bad.json";
+  std::ofstream(bad) << "{\"version\": 1, \"drives\": 3}";
+  try {
+    load_probe(bad);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(bad.string() + ": not a strata probe file", 0), 0u) << e.what();
+  }
+  std::ofstream(bad) << "not json";
+  EXPECT_THROW(load_probe(bad), Error);
+  setenv("STRATA_HOME", dir.path().c_str(), 1);
+  EXPECT_EQ(default_probe_path(), dir.path() / "probe.json");
+  unsetenv("STRATA_HOME");
+}
+
+TEST(Probe, CliMissingPathIsOneErrorLine) {
+  const std::string out = (fs::temp_directory_path() / ("strata-probe-cli-" + std::to_string(getpid()))).string();
+  const std::string cmd =
+      std::string(STRATA_BINARY) + " probe /nonexistent/drive --seconds 0.01 >/dev/null 2>" + out;
+  int status = std::system(cmd.c_str());
+  std::ifstream f(out);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  fs::remove(out);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_EQ(ss.str(), "strata: error: /nonexistent/drive: No such file or directory\n");
+}
+
+}  // namespace
+}  // namespace strata
