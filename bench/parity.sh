@@ -3,7 +3,7 @@
 #
 #   bash bench/parity.sh MODEL.gguf [--prompt-ids 10,100,200] [-n 32] [--threads N]
 #        [--tol 1e-2] [--strata BIN] [--strata-model PATH] [--kv-type f32|f16]
-#        [--flash-attn off|auto|on] [--keep DIR] [--llama-only]
+#        [--flash-attn off|auto|on] [--keep DIR] [--llama-only] [--llama-model PATH]
 #
 # Runs llama.cpp (bench/llama_cpp/parity_tool, built by bench/llama_cpp/build.sh) and
 #   strata generate --model M --prompt-ids IDS -n N --temperature 0 --ignore-eos --json --logits
@@ -12,6 +12,9 @@
 # chosen token differs by at most --tol. Also reports the largest |logit| difference.
 # --strata-model gives strata a different path to the same weights (e.g. the HF
 # directory the GGUF was converted from); by default strata reads the GGUF itself.
+# --llama-model gives llama.cpp a different GGUF while strata still reads MODEL, e.g. the
+# exact f32 dequantization of MODEL (bench/llama_cpp/dequantize_gguf.py), so strata on the
+# quantized weights is compared with llama.cpp computing the same weights in f32.
 # --llama-only runs just the llama.cpp half and prints its tokens and probabilities.
 # llama.cpp runs with an f32 KV cache and flash attention off by default, its most
 # f32-faithful setting: with flash attention on it casts K/V to f16 whatever the cache
@@ -25,7 +28,7 @@ LLAMA_DIR=${LLAMA_DIR:-/work/llama.cpp}
 PARITY_TOOL=${PARITY_TOOL:-$LLAMA_DIR/build-parity/parity_tool}
 PY=${PYTHON:-/usr/bin/python3}
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 [ $# -ge 1 ] || usage
 model=$1; shift
@@ -40,6 +43,7 @@ kv=f32
 fa=off
 keep=
 llama_only=0
+llama_model=
 while [ $# -gt 0 ]; do
   case "$1" in
     --prompt-ids) ids=$2; shift 2 ;;
@@ -52,11 +56,14 @@ while [ $# -gt 0 ]; do
     --flash-attn) fa=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     --llama-only) llama_only=1; shift ;;
+    --llama-model) llama_model=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "parity.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [ -f "$model" ] || { echo "parity.sh: $model: no such file" >&2; exit 2; }
+llama_model=${llama_model:-$model}
+[ -f "$llama_model" ] || { echo "parity.sh: $llama_model: no such file" >&2; exit 2; }
 [ -x "$PARITY_TOOL" ] || { echo "parity.sh: $PARITY_TOOL missing; run bash bench/llama_cpp/build.sh" >&2; exit 2; }
 if [ -z "$strata" ]; then
   for c in "$repo/build/strata" /work/build/strata; do [ -x "$c" ] && { strata=$c; break; }; done
@@ -66,7 +73,7 @@ out=${keep:-$(mktemp -d)}
 mkdir -p "$out"
 [ -n "$keep" ] || trap 'rm -rf "$out"' EXIT
 
-"$PARITY_TOOL" -m "$model" --prompt-ids "$ids" -n "$n" -t "$threads" --kv-type "$kv" \
+"$PARITY_TOOL" -m "$llama_model" --prompt-ids "$ids" -n "$n" -t "$threads" --kv-type "$kv" \
   --flash-attn "$fa" --logits > "$out/llama.json"
 
 if [ "$llama_only" = 1 ]; then

@@ -154,11 +154,12 @@ TEST(Synth, SizeScalingKeepsTheShapeClassAndHitsTheTarget) {
     synth::Request full;
     full.preset = preset.name;
     const ModelConfig base = synth::base_config(full, nullptr);
-    for (Case k : {Case{Format::Safetensors, "bf16"}, Case{Format::Gguf, "q8_0+mxfp4"}, Case{Format::Gguf, "q4_k"}}) {
+    const bool k_quants = preset.name == "qwen3-235b-a22b";  // 256-wide blocks: one preset is enough
+    for (Case k : {Case{Format::Safetensors, "bf16"}, Case{Format::Gguf, k_quants ? "q4_k" : "q8_0+mxfp4"}}) {
       synth::Request at_full = request(preset.name, k.f, 1, k.quant);
       at_full.size_gb.reset();
       const uint64_t full_bytes = synth::make_plan(at_full).total_bytes;
-      for (double gb : {0.5, 2.0, 10.0, 50.0}) {
+      for (double gb : {0.5, 10.0, 50.0}) {
         SCOPED_TRACE(preset.name + " " + k.quant + " " + std::to_string(gb) + " GB");
         if (full_bytes < gb * 1e9) continue;  // unreachable: the preset is smaller
         synth::Plan p = synth::make_plan(request(preset.name, k.f, gb, k.quant));
@@ -182,7 +183,9 @@ TEST(Synth, SizeScalingKeepsTheShapeClassAndHitsTheTarget) {
           EXPECT_EQ(c.head_dim, base.head_dim);
           EXPECT_EQ(c.num_heads / c.num_kv_heads, base.num_heads / base.num_kv_heads);
         }
-        if (k.f == Format::Gguf && std::string(k.quant) == "q4_k") EXPECT_EQ(c.hidden_size % 256, 0);
+        if (k.f == Format::Gguf && std::string(k.quant) == "q4_k") {
+          EXPECT_EQ(c.hidden_size % 256, 0);
+        }
       }
     }
   }
@@ -338,7 +341,7 @@ INSTANTIATE_TEST_SUITE_P(
                       TinyCase{"gpt-oss-20b", Format::Safetensors, "bf16", 0.02, false},
                       TinyCase{"gpt-oss-120b", Format::Safetensors, "mxfp4", 0.02, false},
                       TinyCase{"kimi-k2", Format::Gguf, "q8_0", 0.03, true},
-                      TinyCase{"deepseek-v3", Format::Gguf, "q8_0+mxfp4", 0.03, true},
+                      TinyCase{"deepseek-v3", Format::Gguf, "q8_0+mxfp4", 0.03, false},
                       TinyCase{"qwen3-30b-a3b", Format::Gguf, "q8_0", 0.02, false},
                       TinyCase{"qwen3-30b-a3b", Format::Gguf, "bf16", 0.02, false},
                       TinyCase{"qwen3-30b-a3b", Format::Gguf, "f16+mxfp4", 0.02, false},
@@ -509,7 +512,9 @@ TEST(Synth, GgufMatchesLlamaCppLoaderAndStrataView) {
     for (const std::string& k : required_keys.at(arch)) EXPECT_TRUE(f.has(arch + "." + k)) << k;
     EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "gpt2");
     EXPECT_EQ(static_cast<int64_t>(f.get_array_length("tokenizer.ggml.tokens")), plan.config.vocab_size);
-    if (arch == "deepseek2") EXPECT_EQ(f.get_u32("deepseek2.expert_gating_func"), 2u);  // sigmoid
+    if (arch == "deepseek2") {
+      EXPECT_EQ(f.get_u32("deepseek2.expert_gating_func"), 2u);  // sigmoid
+    }
 
     // Exactly llama.cpp's tensors, with its shapes; 1-D tensors and routers F32.
     const Shapes want = llama_cpp_tensors(plan.config, arch);
@@ -517,10 +522,15 @@ TEST(Synth, GgufMatchesLlamaCppLoaderAndStrataView) {
     for (const TensorView& t : f.tensors()) {
       got[t.name] = t.shape;
       if (t.shape.size() == 1 || t.name.find("ffn_gate_inp") != std::string::npos ||
-          t.name.find(".bias") != std::string::npos)
+          t.name.find(".bias") != std::string::npos) {
         EXPECT_EQ(t.dtype, DType::F32) << t.name;
-      if (t.name.find("_exps.weight") != std::string::npos) EXPECT_EQ(t.dtype, DType::MXFP4) << t.name;
-      if (t.name == "blk.0.attn_output.weight") EXPECT_EQ(t.dtype, DType::Q8_0);
+      }
+      if (t.name.find("_exps.weight") != std::string::npos) {
+        EXPECT_EQ(t.dtype, DType::MXFP4) << t.name;
+      }
+      if (t.name == "blk.0.attn_output.weight") {
+        EXPECT_EQ(t.dtype, DType::Q8_0);
+      }
     }
     EXPECT_EQ(got, want);
 
@@ -559,7 +569,9 @@ TEST(Synth, RealTokenizer) {
     const fs::path out = write_model(r, dir.path(), f == Format::Gguf ? "g" : "s");
     auto tok = f == Format::Gguf ? Tokenizer::from_gguf(GgufFile(out)) : Tokenizer::from_dir(out);
     EXPECT_EQ(tok->encode("The capital of France is"), want->encode("The capital of France is"));
-    if (f == Format::Safetensors) EXPECT_EQ(read_all(out / "tokenizer.json"), read_all(qwen / "tokenizer.json"));
+    if (f == Format::Safetensors) {
+      EXPECT_EQ(read_all(out / "tokenizer.json"), read_all(qwen / "tokenizer.json"));
+    }
     expect_runs(out);
   }
 }

@@ -120,11 +120,11 @@ TEST(TokenizerGguf, DeepSeekV3MatchesTokenizerJson) {
   const GgufFile f(path);
   // What convert_hf_to_gguf.py writes for DeepSeek-V3 (no config.json here,
   // so no [PAD] fillers: 128000 BPE tokens + 815 added ones).
-  EXPECT_EQ(keys_of(f), (std::vector<std::string>{
-                            "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
-                            "tokenizer.ggml.token_type", "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id",
-                            "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id",
-                            "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token", "tokenizer.chat_template"}));
+  EXPECT_EQ(keys_of(f), (std::vector<std::string>{"tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
+                                                  "tokenizer.ggml.token_type", "tokenizer.ggml.merges",
+                                                  "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                                  "tokenizer.ggml.padding_token_id", "tokenizer.ggml.add_bos_token",
+                                                  "tokenizer.ggml.add_eos_token", "tokenizer.chat_template"}));
   EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "gpt2");
   EXPECT_EQ(f.get_string("tokenizer.ggml.pre"), "deepseek-v3");
   const auto tokens = f.get_string_array("tokenizer.ggml.tokens");
@@ -178,11 +178,11 @@ TEST(TokenizerGguf, Qwen3MatchesTokenizerJson) {
   w.write_file(path, {});
 
   const GgufFile f(path);
-  EXPECT_EQ(keys_of(f), (std::vector<std::string>{
-                            "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
-                            "tokenizer.ggml.token_type", "tokenizer.ggml.merges", "tokenizer.ggml.eos_token_id",
-                            "tokenizer.ggml.padding_token_id", "tokenizer.ggml.bos_token_id",
-                            "tokenizer.ggml.add_bos_token", "tokenizer.chat_template"}));
+  EXPECT_EQ(keys_of(f),
+            (std::vector<std::string>{
+                "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
+                "tokenizer.ggml.merges", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id",
+                "tokenizer.ggml.bos_token_id", "tokenizer.ggml.add_bos_token", "tokenizer.chat_template"}));
   EXPECT_EQ(f.get_string("tokenizer.ggml.pre"), "qwen2");
   const auto tokens = f.get_string_array("tokenizer.ggml.tokens");
   const auto types = f.get_int_array("tokenizer.ggml.token_type");
@@ -191,7 +191,7 @@ TEST(TokenizerGguf, Qwen3MatchesTokenizerJson) {
   EXPECT_EQ(types[151659], 3);  // <|fim_prefix|>: not special, but spelled like one
   EXPECT_EQ(types[151667], 4);  // <think>: USER_DEFINED
   EXPECT_EQ(tokens[151669], "[PAD151669]");
-  EXPECT_EQ(types[151935], 5);  // UNUSED filler
+  EXPECT_EQ(types[151935], 5);                                       // UNUSED filler
   EXPECT_EQ(f.get_string_array("tokenizer.ggml.merges")[0], "Ġ Ġ");  // [a, b] pairs joined
   EXPECT_EQ(f.get_int("tokenizer.ggml.eos_token_id"), 151645);
   EXPECT_EQ(f.get_int("tokenizer.ggml.padding_token_id"), 151643);
@@ -318,10 +318,14 @@ TEST(TokenizerGguf, MalformedMetadataErrors) {
        "tokenizer.ggml.pre \"llama-bpe\" is not supported (supported: deepseek-v3, qwen2, gpt-4o, gpt-2, default)"},
       {[](Meta& m) { m.erase("tokenizer.ggml.pre"); }, "tokenizer.ggml.pre is missing"},
       {[](Meta& m) { m.erase("tokenizer.ggml.tokens"); }, "tokenizer.ggml.tokens is missing"},
-      {[](Meta& m) { m.set("tokenizer.ggml.tokens", GgufMeta::array(std::vector<int32_t>{1, 2})); },
+      {[](Meta& m) {
+         m.set("tokenizer.ggml.tokens", GgufMeta::array(std::vector<int32_t>{1, 2}));
+       },
        "tokenizer.ggml.tokens"},
       {[](Meta& m) { m.set("tokenizer.ggml.tokens", GgufMeta::string_array({})); }, "tokenizer.ggml.tokens is empty"},
-      {[](Meta& m) { m.set("tokenizer.ggml.token_type", GgufMeta::array(std::vector<int32_t>{1, 1})); },
+      {[](Meta& m) {
+         m.set("tokenizer.ggml.token_type", GgufMeta::array(std::vector<int32_t>{1, 1}));
+       },
        "tokenizer.ggml.token_type has 2 entries for 262 tokens"},
       {[](Meta& m) {
          std::vector<int32_t> types(262, 1);
@@ -351,9 +355,13 @@ TEST(TokenizerGguf, MalformedMetadataErrors) {
        },
        "invalid UTF-8 in tokenizer.ggml.tokens[4]"},
       {[](Meta& m) { m.erase("tokenizer.ggml.merges"); }, "tokenizer.ggml.merges is missing"},
-      {[](Meta& m) { m.set("tokenizer.ggml.merges", GgufMeta::string_array({"h e", "Ġt"})); },
+      {[](Meta& m) {
+         m.set("tokenizer.ggml.merges", GgufMeta::string_array({"h e", "Ġt"}));
+       },
        "tokenizer.ggml.merges[1] \"Ġt\" is not \"left right\""},
-      {[](Meta& m) { m.set("tokenizer.ggml.merges", GgufMeta::string_array({"h e", "x y"})); },
+      {[](Meta& m) {
+         m.set("tokenizer.ggml.merges", GgufMeta::string_array({"h e", "x y"}));
+       },
        "tokenizer.ggml.merges: merge #1 uses \"xy\", which is not in the vocab"},
       {[](Meta& m) { m.set("tokenizer.ggml.merges", GgufMeta::string_array({"<|end|>x e"})); },
        "merge #0 uses \"<|end|>x\", which is not in the vocab"},
@@ -437,9 +445,8 @@ json tiny_tokenizer_json() {
   vocab["he"] = 256;
   return {
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({json::array({"h", "e"})})}}},
-      {"added_tokens",
-       json::array({{{"id", 257}, {"content", "<s>"}, {"special", true}},
-                    {{"id", 258}, {"content", "▁tag▁"}, {"special", false}}})},
+      {"added_tokens", json::array({{{"id", 257}, {"content", "<s>"}, {"special", true}},
+                                    {{"id", 258}, {"content", "▁tag▁"}, {"special", false}}})},
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"post_processor",
        {{"type", "TemplateProcessing"},
@@ -457,11 +464,11 @@ TEST(TokenizerGguf, WriterOnHandMadeTokenizers) {
   write_tokenizer_to_gguf(dir.path(), w, {.vocab_size = 260});
   w.write_file(dir.path() / "t.gguf", {});
   const GgufFile f(dir.path() / "t.gguf");
-  EXPECT_EQ(keys_of(f), (std::vector<std::string>{
-                            "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
-                            "tokenizer.ggml.token_type", "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id",
-                            "tokenizer.ggml.add_bos_token", "tokenizer.chat_template.tool_use",
-                            "tokenizer.chat_templates", "tokenizer.chat_template"}));
+  EXPECT_EQ(keys_of(f),
+            (std::vector<std::string>{
+                "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
+                "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.add_bos_token",
+                "tokenizer.chat_template.tool_use", "tokenizer.chat_templates", "tokenizer.chat_template"}));
   EXPECT_EQ(f.get_string("tokenizer.ggml.pre"), "gpt-2");
   std::vector<int64_t> types(256, 1);
   for (int64_t t : {1, 3, 4, 5}) types.push_back(t);
@@ -507,11 +514,10 @@ std::string writer_error(const json& tokenizer, const GgufTokenizerOptions& opti
 
 TEST(TokenizerGguf, WriterErrors) {
   json t = tiny_tokenizer_json();
-  t["pre_tokenizer"] = {{"type", "Sequence"},
-                        {"pretokenizers", json::array({{{"type", "Split"},
-                                                        {"pattern", {{"Regex", "\\s+"}}},
-                                                        {"behavior", "Removed"}},
-                                                       {{"type", "ByteLevel"}, {"add_prefix_space", false}}})}};
+  t["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers", json::array({{{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Removed"}},
+                                     {{"type", "ByteLevel"}, {"add_prefix_space", false}}})}};
   EXPECT_NE(writer_error(t).find("tokenizer.json: its normalizer and pre_tokenizer are not those of a GGUF "
                                  "pre-tokenizer strata knows (deepseek-v3, qwen2, gpt-4o, gpt-2, default)"),
             std::string::npos)

@@ -91,7 +91,8 @@ int run_generate(const GenerateArgs& a) {
   if (a.prompt_ids) {
     prompt = parse_ids(*a.prompt_ids);  // verbatim: no BOS added
   } else {
-    if (!tok) throw Error(a.model + ": no tokenizer (tokenizer.json, tiktoken.model or GGUF tokenizer metadata); use --prompt-ids");
+    if (!tok)
+      throw Error(a.model + ": no tokenizer (tokenizer.json, tiktoken.model or GGUF tokenizer metadata); use --prompt-ids");
     prompt = tok->encode_prompt(*a.prompt);
   }
   if (prompt.empty()) throw Error("the prompt is empty");

@@ -86,6 +86,7 @@ int run_synth(const SynthArgs& a) {
 
 void register_synth(CLI::App& app, Action& run) {
   auto a = std::make_shared<SynthArgs>();
+  a->format = "safetensors";
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight checkpoint of any size in the real formats");
   cmd->add_option("--arch", a->arch, "deepseek_v3, qwen3_moe or gpt_oss (implied by --preset)");
   cmd->add_option("--preset", a->preset, "Full-size shape to start from (--list-presets)");
@@ -109,7 +110,6 @@ void register_synth(CLI::App& app, Action& run) {
   cmd->add_flag("--legacy-mla", a->legacy_mla,
                 "GGUF deepseek2: store attn_kv_b (older converters) instead of attn_k_b + attn_v_b");
   cmd->add_flag("--list-presets", a->list, "List the presets and exit");
-  a->format = "safetensors";
   cmd->callback([&run, a] { run = [a] { return run_synth(*a); }; });
 }
 

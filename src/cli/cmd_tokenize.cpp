@@ -104,7 +104,8 @@ int run_tokenize(const TokenizeArgs& a) {
 void register_tokenize(CLI::App& app, Action& run) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Encode text to token ids, or decode ids to text");
-  cmd->add_option("--model", args->model, "Checkpoint directory (tokenizer.json or tiktoken.model) or GGUF file")->required();
+  cmd->add_option("--model", args->model, "Checkpoint directory (tokenizer.json or tiktoken.model) or GGUF file")
+      ->required();
   cmd->add_option("--text", args->text, "Text to encode (special tokens written in it are recognized)");
   cmd->add_option("--ids", args->ids, "Token ids to decode, comma-separated");
   cmd->add_flag("--json", args->json, "Print JSON: {\"ids\", \"tokens\"} when encoding, {\"text\", \"tokens\"} when decoding");

@@ -331,13 +331,15 @@ void StorageEngine::complete(RawRead* raw, int64_t res) {
       }
     }
   }
-  Drive* dr = drive_ptr(r->drive);
+  // Once requeued, r belongs to whichever thread issues it next: no touching.
+  const uint32_t drive = r->drive;
+  Drive* dr = drive_ptr(drive);
   {
     std::lock_guard<std::mutex> lock(sched_mutex_);
     --dr->in_flight;
     if (requeue) dr->queue.push_front(r);
   }
-  pump(r->drive);  // refill the drive before spending time on copies and hashes
+  pump(drive);  // refill the drive before spending time on copies and hashes
   if (done) finish(r, err, std::move(problem));
 }
 

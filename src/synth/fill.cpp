@@ -144,6 +144,8 @@ class E8m0 {
     threshold_ = static_cast<uint64_t>((x - f) * 0x1p32);
   }
   uint8_t pick(uint64_t r) const { return (r >> 32) < threshold_ ? hi_ : lo_; }
+  // From 8 random bits (the proportion then has 1/256 resolution).
+  uint8_t pick8(uint8_t r) const { return (uint64_t(r) << 24) < threshold_ ? hi_ : lo_; }
 
  private:
   uint8_t lo_ = 127, hi_ = 127;
@@ -256,9 +258,11 @@ void fill_q6_k(float sigma, Rng& rng, uint8_t* dst, size_t blocks) {
 // ggml MXFP4: y = kvalues[q] · 2^(e − 128), kvalues the doubled E2M1 values.
 void fill_mxfp4(float sigma, Rng& rng, uint8_t* dst, size_t blocks) {
   const E8m0 e(sigma, 2 * kFp4Rms, 128);
+  uint64_t pick = 0;
   for (size_t b = 0; b < blocks; ++b, dst += 17) {
+    if (b % 8 == 0) pick = rng.next();  // eight blocks' exponents from one draw
     const uint64_t r0 = rng.next(), r1 = rng.next();
-    dst[0] = e.pick(rng.next());
+    dst[0] = e.pick8(static_cast<uint8_t>(pick >> (8 * (b % 8))));
     std::memcpy(dst + 1, &r0, 8);
     std::memcpy(dst + 9, &r1, 8);
   }

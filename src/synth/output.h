@@ -1,76 +1,36 @@
 #pragma once
-// Streaming output for synth: a sequential file writer that keeps disk
-// writes large and off the calling thread, the generator pipeline, and the
-// progress bar.
+// Streaming output for synth: a file is a list of segments (header bytes,
+// tensor data, zero padding); worker threads generate consecutive 8 MiB
+// pieces of the file straight into aligned buffers, and the calling thread
+// writes them in order with O_DIRECT (when the file system allows it), so
+// the bytes are copied nowhere, memory stays at a few buffers, the page
+// cache is neither filled nor waited on, and the time is the disk's.
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
-#include <mutex>
-#include <span>
-#include <streambuf>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "synth/synth.h"
 
 namespace strata::synth {
 
-// Writes <path>.partial sequentially through two 32 MiB buffers: the caller
-// fills one while a background thread writes the other. Writes bypass the
-// page cache (O_DIRECT, when the file system allows it), so a 50 GB model
-// neither pollutes the cache nor waits on dirty-page throttling, and the
-// time measured is the disk's. commit() flushes, syncs and renames the file
-// to <path>; a file never committed is removed.
-class OutputFile {
- public:
-  explicit OutputFile(std::filesystem::path path);
-  ~OutputFile();
-  OutputFile(const OutputFile&) = delete;
-  OutputFile& operator=(const OutputFile&) = delete;
-
-  void write(const void* data, size_t n);
-  void commit();
-  uint64_t bytes() const { return bytes_; }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  void submit(bool final);
-  void io_loop();
-  void write_all(const uint8_t* p, size_t n);
-  [[noreturn]] void fail(const std::string& what, int err) const;
-
-  std::filesystem::path path_, partial_;
-  int fd_ = -1;
-  bool direct_ = false;
-  uint8_t* buf_[2] = {nullptr, nullptr};
-  size_t used_ = 0;  // bytes in buf_[cur_]
-  int cur_ = 0;
-  uint64_t bytes_ = 0;
-  bool committed_ = false;
-
-  std::thread io_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int pending_ = -1;      // buffer index handed to the I/O thread
-  size_t pending_n_ = 0;
-  bool stop_ = false;
-  std::string io_error_;
+struct Segment {
+  enum class Kind { Bytes, Zeros, Tensor };
+  Kind kind = Kind::Zeros;
+  uint64_t offset = 0;  // in the file
+  uint64_t size = 0;
+  std::string bytes;    // Kind::Bytes
+  size_t tensor = 0;    // Kind::Tensor: index into the tensor list
 };
 
-// A std::streambuf over an OutputFile, for GgufWriter.
-class OutputStreamBuf : public std::streambuf {
- public:
-  explicit OutputStreamBuf(OutputFile& f) : f_(f) {}
+struct FileLayout {
+  std::vector<Segment> segments;  // contiguous, in file order
+  uint64_t size = 0;
 
- protected:
-  std::streamsize xsputn(const char* s, std::streamsize n) override;
-  int_type overflow(int_type c) override;
-
- private:
-  OutputFile& f_;
+  void add_bytes(std::string b);
+  void add_zeros(uint64_t n);
+  void add_tensor(size_t index, uint64_t nbytes);
 };
 
 class Progress {
@@ -86,12 +46,12 @@ class Progress {
   std::chrono::steady_clock::time_point start_, last_;
 };
 
-// Generates the tensors `ids` (indices into `tensors`, in file order) on
-// `threads` workers and hands each piece, in order, to `sink` on the calling
-// thread. Memory: a ring of threads + 2 chunks of ≤ 16 MiB.
-void generate(const std::vector<TensorSpec>& tensors, std::span<const size_t> ids, uint64_t seed, int threads,
-              const std::function<void(const TensorSpec&, const uint8_t*, size_t)>& sink);
+// Writes `layout` to <path>.partial, syncs it and renames it to `path`; on
+// failure the partial file is removed and a strata::Error names the path.
+void write_file(const std::filesystem::path& path, const FileLayout& layout, const std::vector<TensorSpec>& tensors,
+                uint64_t seed, int threads, Progress& progress);
 
-constexpr uint64_t kChunkBytes = 16u << 20;
+constexpr uint64_t kBufferBytes = 8u << 20;  // one piece of the file, one write
+constexpr uint64_t kGenChunkBytes = 1u << 20;  // the generator's fixed chunking of a tensor
 
 }  // namespace strata::synth

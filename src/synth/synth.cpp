@@ -266,6 +266,18 @@ Plan make_plan(const Request& r) {
       p.file_bytes.push_back(bytes);
     }
   } else {
+    // Shapes llama.cpp's loader does not take (strata reads them).
+    const ModelConfig& c = p.config;
+    if (c.arch == Arch::Qwen3Moe)
+      for (int64_t l = 0; l < c.num_layers; ++l)
+        if (!c.layer_is_moe(l)) {
+          p.notes.push_back("llama.cpp's qwen3moe has no dense layers (mlp_only_layers / decoder_sparse_step): "
+                            "only strata loads this GGUF");
+          break;
+        }
+    if (c.arch == Arch::DeepseekV3 && !c.q_lora_rank && c.num_layers != 26 && c.num_layers != 27)
+      p.notes.push_back("llama.cpp reads a deepseek2 GGUF without q_lora_rank only at V2-Lite's 26/27 layers: "
+                        "only strata loads this GGUF");
     p.files = {"model.gguf"};
     for (TensorSpec& t : p.tensors) t.file = 0;
     p.file_bytes = {gguf_writer(p).file_size()};
@@ -310,8 +322,12 @@ std::string describe(const Plan& p) {
     o << "; dense MLP width " << c.intermediate_size;
   o << "\n";
   o << "  parameters: " << billions(p.params_total) << " total, " << billions(p.params_active) << " active per token\n";
-  o << "  files:";
+  o << "  " << (p.format == Format::Gguf ? "file:" : "files:");
   for (size_t i = 0; i < p.files.size(); ++i) {
+    if (p.format == Format::Gguf) {
+      o << " one .gguf of " << gb(p.file_bytes[i]) << ", " << p.tensors.size() << " tensors";
+      continue;
+    }
     if (p.files.size() > 3 && i == 2) {
       o << " ... (" << p.files.size() << " shards)";
       break;
@@ -384,41 +400,32 @@ WriteStats write(const Plan& p, const fs::path& out, const WriteOptions& o) {
 
   Progress progress(p.total_bytes, o.progress);
   if (p.format == Format::Gguf) {
+    // GgufWriter lays the file out (header, aligned tensor offsets, padding);
+    // the data is generated straight into the output buffers.
     GgufWriter w = gguf_writer(p);
-    OutputFile f(out);
-    OutputStreamBuf sb(f);
-    std::ostream os(&sb);
-    try {
-      w.write_header(os);
-      progress.add(w.header_size());
-      std::vector<size_t> ids(p.tensors.size());
-      for (size_t i = 0; i < ids.size(); ++i) ids[i] = i;
-      generate(p.tensors, ids, p.request.seed, threads, [&](const TensorSpec&, const uint8_t* data, size_t n) {
-        const uint64_t before = f.bytes();
-        w.write_data(os, data, n);
-        progress.add(f.bytes() - before);
-      });
-      w.finish(os);
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      throw Error(what.rfind(out.string(), 0) == 0 ? what : out.string() + ": " + what);
+    std::ostringstream header;
+    w.write_header(header);
+    FileLayout layout;
+    layout.add_bytes(std::move(header).str());
+    const uint64_t data_start = layout.size;  // the header, padded to the alignment
+    for (size_t i = 0; i < p.tensors.size(); ++i) {
+      layout.add_zeros(data_start + w.tensor_offset(i) - layout.size);
+      layout.add_tensor(i, w.tensor_bytes(i));
     }
-    f.commit();
+    const uint64_t file_size = p.file_bytes.at(0);
+    if (data_start != w.header_size() || layout.size > file_size) throw Error("internal: GGUF layout mismatch");
+    layout.add_zeros(file_size - layout.size);
+    write_file(out, layout, p.tensors, p.request.seed, threads, progress);
   } else {
     const auto groups = files_of(p);
     json weight_map = json::object();
     for (size_t fi = 0; fi < p.files.size(); ++fi) {
-      OutputFile f(out / p.files[fi]);
       const std::string header = safetensors_header(p, groups[fi]);
       const uint64_t len = header.size();
-      f.write(&len, 8);
-      f.write(header.data(), header.size());
-      progress.add(8 + header.size());
-      generate(p.tensors, groups[fi], p.request.seed, threads, [&](const TensorSpec&, const uint8_t* data, size_t n) {
-        f.write(data, n);
-        progress.add(n);
-      });
-      f.commit();
+      FileLayout layout;
+      layout.add_bytes(std::string(reinterpret_cast<const char*>(&len), 8) + header);
+      for (size_t id : groups[fi]) layout.add_tensor(id, p.tensors[id].nbytes);
+      write_file(out / p.files[fi], layout, p.tensors, p.request.seed, threads, progress);
       for (size_t id : groups[fi]) weight_map[p.tensors[id].name] = p.files[fi];
     }
     if (p.files.size() > 1) {

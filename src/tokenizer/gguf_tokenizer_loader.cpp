@@ -52,11 +52,13 @@ std::unique_ptr<TokenizerState> load_gguf_tokenizer(const GgufFile& f) {
   const auto pre_name = f.find_string(kPre);
   if (!pre_name)
     f.fail(std::string(kPre) +
-         " is missing (llama.cpp would fall back to its \"default\" regexes, which are unlikely to be the "
-         "model's; supported: " + gguf_pre_names() + ")");
+           " is missing (llama.cpp would fall back to its \"default\" regexes, which are unlikely to be the "
+           "model's; supported: " +
+           gguf_pre_names() + ")");
   const GgufPre* pre = find_gguf_pre(*pre_name);
-  if (!pre) f.fail("pre-tokenizer " + std::string(kPre) + " " + quoted(*pre_name) + " is not supported (supported: " +
-                 gguf_pre_names() + ")");
+  if (!pre)
+    f.fail("pre-tokenizer " + std::string(kPre) + " " + quoted(*pre_name) +
+           " is not supported (supported: " + gguf_pre_names() + ")");
 
   // --- vocabulary -------------------------------------------------------------
   const GgufValue* tokens_v = f.find_value(kTokens);
@@ -73,7 +75,7 @@ std::unique_ptr<TokenizerState> load_gguf_tokenizer(const GgufFile& f) {
     types = f.get_int_array(kTokenType);
     if (types.size() != n)
       f.fail(std::string(kTokenType) + " has " + std::to_string(types.size()) + " entries for " + std::to_string(n) +
-           " tokens");
+             " tokens");
   }
 
   auto st = std::make_unique<TokenizerState>();
@@ -123,7 +125,7 @@ std::unique_ptr<TokenizerState> load_gguf_tokenizer(const GgufFile& f) {
         break;
       default:
         f.fail(std::string(kTokenType) + "[" + std::to_string(i) + "] is " + std::to_string(type) +
-             " (expected 1..6: normal, unknown, control, user-defined, unused, byte)");
+               " (expected 1..6: normal, unknown, control, user-defined, unused, byte)");
     }
   }
 
@@ -133,7 +135,7 @@ std::unique_ptr<TokenizerState> load_gguf_tokenizer(const GgufFile& f) {
     if (!v) return std::nullopt;
     if (*v < 0 || static_cast<uint64_t>(*v) >= n)
       f.fail(std::string(key) + " is " + std::to_string(*v) + ", outside the vocabulary of " + std::to_string(n) +
-           " tokens");
+             " tokens");
     return static_cast<int32_t>(*v);
   };
 

@@ -33,14 +33,16 @@ bool truthy(const json& v) {
   return true;
 }
 
-json get_or_null(const json& obj, const std::string& k) {
-  if (!obj.is_object()) return nullptr;
+// obj[k] without copying; null when obj is not an object or has no k.
+const json& get_or_null(const json& obj, const std::string& k) {
+  static const json null_json;
+  if (!obj.is_object()) return null_json;
   auto it = obj.find(k);
-  return it == obj.end() ? json(nullptr) : *it;
+  return it == obj.end() ? null_json : *it;
 }
 
 bool bool_or(const json& obj, const char* k, bool fallback) {
-  const json v = get_or_null(obj, k);
+  const json& v = get_or_null(obj, k);
   return v.is_boolean() ? v.get<bool>() : fallback;
 }
 
@@ -101,7 +103,7 @@ struct Writer {
       return true;
     }
     if (type == "Split") {
-      const json pattern = get_or_null(p, "pattern");
+      const json& pattern = get_or_null(p, "pattern");
       if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string()) return false;
       if (get_or_null(p, "behavior") != "Isolated" || bool_or(p, "invert", false)) return false;
       s.splits.push_back(canonical_regex(pattern["Regex"].get<std::string>()));
@@ -143,12 +145,13 @@ struct Writer {
     if (it == root.end() || !it->is_object()) fail("no \"model\"");
     const json& m = *it;
     if (m.value("type", std::string("BPE")) != "BPE") fail("model type is not BPE (GGUF \"gpt2\" is byte-level BPE)");
-    if (truthy(get_or_null(m, "byte_fallback"))) fail("model.byte_fallback is not a byte-level BPE");
+    if (truthy(get_or_null(m, "byte_fallback"))) fail("model.byte_fallback is set: not a byte-level BPE");
     for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
       if (truthy(get_or_null(m, k))) fail(std::string("model.") + k + " cannot be written to GGUF");
     // llama.cpp only sets ignore_merges for its llama-3 pre-tokenizer, which
     // strata does not read; writing such a tokenizer would change its ids.
-    if (truthy(get_or_null(m, "ignore_merges"))) fail("model.ignore_merges cannot be expressed in GGUF for these pre-tokenizers");
+    if (truthy(get_or_null(m, "ignore_merges")))
+      fail("model.ignore_merges cannot be expressed in GGUF for these pre-tokenizers");
     if (!m.contains("vocab") || !m["vocab"].is_object()) fail("model.vocab is missing");
     return m;
   }
@@ -166,7 +169,7 @@ struct Writer {
       if (id_of(id) < 0) fail("model.vocab[\"" + text + "\"] is not a valid id");
       all[text] = id_of(id);
     }
-    const json added = get_or_null(root, "added_tokens");
+    const json& added = get_or_null(root, "added_tokens");
     if (!added.is_null() && !added.is_array()) fail("added_tokens is not a list");
     std::unordered_set<std::string> added_contents;
     std::unordered_map<int64_t, const json*> added_by_id;
@@ -186,12 +189,12 @@ struct Writer {
     int64_t n = static_cast<int64_t>(all.size());
     if (options.vocab_size) {
       n = *options.vocab_size;
-    } else if (const json v = get_or_null(config, "vocab_size"); v.is_number_integer()) {
+    } else if (const json& v = get_or_null(config, "vocab_size"); v.is_number_integer()) {
       n = v.get<int64_t>();
-    } else if (const json tv = get_or_null(get_or_null(config, "text_config"), "vocab_size"); tv.is_number_integer()) {
+    } else if (const json& tv = get_or_null(get_or_null(config, "text_config"), "vocab_size"); tv.is_number_integer()) {
       n = tv.get<int64_t>();
     }
-    if (n <= max_id)
+    if (n <= max_id || n <= 0)
       fail("vocab_size " + std::to_string(n) + " does not cover the tokenizer's largest id " + std::to_string(max_id));
     if (n > INT32_MAX) fail("vocab_size " + std::to_string(n) + " is too large");
 
@@ -229,7 +232,7 @@ struct Writer {
 
     // Merges: "a b" strings as they are; [a, b] pairs joined, with a space
     // inside a part written as U+0120 (the converter's encoding).
-    const json merges_json = get_or_null(m, "merges");
+    const json& merges_json = get_or_null(m, "merges");
     if (!merges_json.is_array() || merges_json.empty()) fail("model.merges is missing or empty");
     std::vector<std::string> merges;
     merges.reserve(merges_json.size());
@@ -378,7 +381,7 @@ struct Writer {
     }
 
     static const std::vector<std::pair<std::string, const char*>> id_keys = {
-        {"bos", key::kBos}, {"eos", key::kEos}, {"unk", key::kUnk},   {"sep", key::kSep},
+        {"bos", key::kBos}, {"eos", key::kEos},   {"unk", key::kUnk}, {"sep", key::kSep},
         {"pad", key::kPad}, {"mask", key::kMask}, {"eot", key::kEot}, {"eom", key::kEom},
     };  // no GGUF key for cls: the converter skips it
     for (const auto& [typ, id] : ids) {

@@ -20,8 +20,12 @@ std::vector<GgufPre> make_pres() {
                   {
                       "\\p{N}{1,3}",
                       "[一-龥぀-ゟ゠-ヿ]+",
-                      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
-                      "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+                      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+"
+                      "|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+                      "| ?[\\p{P}\\p{S}]+[\r\n]*"
+                      "|\\s*[\r\n]+"
+                      "|\\s+(?!\\S)"
+                      "|\\s+",
                   },
                   false});
   // Qwen2 / Qwen2.5 / Qwen3 (NFC normalizer).
@@ -29,8 +33,13 @@ std::vector<GgufPre> make_pres() {
                   "Qwen2/Qwen3 tokenizer.json",
                   true,
                   {
-                      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-                      "\\s+(?!\\S)|\\s+",
+                      "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+                      "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
+                      "|\\p{N}"
+                      "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+                      "|\\s*[\\r\\n]+"
+                      "|\\s+(?!\\S)"
+                      "|\\s+",
                   },
                   false});
   // o200k (Xenova/gpt-4o; openai/gpt-oss's o200k_harmony uses the same pattern).
@@ -38,9 +47,15 @@ std::vector<GgufPre> make_pres() {
                   "gpt-4o / gpt-oss tokenizer.json",
                   false,
                   {
-                      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|"
-                      "'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|"
-                      "'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+                      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+                      "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+                      "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"
+                      "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+                      "|\\p{N}{1,3}"
+                      "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*"
+                      "|\\s*[\\r\\n]+"
+                      "|\\s+(?!\\S)"
+                      "|\\s+",
                   },
                   false});
   // GPT-2: ByteLevel with its built-in regex.
@@ -84,10 +99,10 @@ std::string gguf_pre_names() {
 void apply_gguf_pre(const GgufPre& pre, TokenizerState& st, const std::string& origin) {
   st.nfc = pre.nfc;
   st.pre = PreTokenizer();
-  for (std::size_t i = 0; i < pre.splits.size(); ++i)
-    st.pre.add_split(std::make_shared<const Regex>(pre.splits[i], origin + " (pre-tokenizer \"" + pre.name + "\" regex " +
-                                                                      std::to_string(i) + ")"),
-                     SplitBehavior::Isolated, /*invert=*/false);
+  for (std::size_t i = 0; i < pre.splits.size(); ++i) {
+    const std::string where = origin + " (pre-tokenizer \"" + pre.name + "\" regex " + std::to_string(i) + ")";
+    st.pre.add_split(std::make_shared<const Regex>(pre.splits[i], where), SplitBehavior::Isolated, /*invert=*/false);
+  }
   st.pre.add_byte_level(/*add_prefix_space=*/false, pre.byte_level_regex);
 }
 

@@ -50,9 +50,9 @@ enum class GgufTokenType : int32_t {
 // A supported tokenizer.ggml.pre: Split steps (regex, behavior Isolated, not
 // inverted), in order, then ByteLevel (no prefix space), optionally after NFC.
 struct GgufPre {
-  const char* name;     // as convert_hf_to_gguf.py writes it
-  const char* origin;   // the tokenizer.json it stands for
-  bool nfc;             // normalizer NFC (else none)
+  const char* name;    // as convert_hf_to_gguf.py writes it
+  const char* origin;  // the tokenizer.json it stands for
+  bool nfc;            // normalizer NFC (else none)
   std::vector<std::string> splits;
   bool byte_level_regex;  // the ByteLevel step also splits with GPT-2's pattern
 };
