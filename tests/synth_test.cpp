@@ -6,6 +6,8 @@
 // openai-moe}.cpp load_arch_tensors / load_arch_hparams, transcribed below);
 // that llama.cpp itself loads and runs these files is checked by hand (see
 // docs/synth.md), as llama.cpp is not a build dependency.
+#include "synth/synth.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -26,7 +28,6 @@
 #include "runtime/generator.h"
 #include "safetensors_writer.h"
 #include "synth/fill.h"
-#include "synth/synth.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -95,7 +96,7 @@ TEST(Synth, PresetsHaveTheReleasedParameterCounts) {
   // Total / active parameters as the model cards give them (gpt-oss counts
   // one of embedding and output head as active; we count both).
   const std::map<std::string, std::pair<double, double>> expected = {
-      {"deepseek-v3", {671e9, 37.5e9}},  {"kimi-k2", {1026e9, 32.9e9}},    {"qwen3-30b-a3b", {30.5e9, 3.35e9}},
+      {"deepseek-v3", {671e9, 37.5e9}},     {"kimi-k2", {1026e9, 32.9e9}},     {"qwen3-30b-a3b", {30.5e9, 3.35e9}},
       {"qwen3-235b-a22b", {235e9, 22.2e9}}, {"gpt-oss-20b", {20.9e9, 4.19e9}}, {"gpt-oss-120b", {116.8e9, 5.75e9}}};
   for (const synth::Preset& p : synth::presets()) {
     SCOPED_TRACE(p.name);
@@ -332,30 +333,29 @@ TEST_P(SynthTiny, LoadsAndRuns) {
   expect_runs(out);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Archs, SynthTiny,
-    ::testing::Values(TinyCase{"deepseek-v3", Format::Safetensors, "bf16", 0.03, false},
-                      TinyCase{"kimi-k3", Format::Safetensors, "fp8", 0.03, false},
-                      TinyCase{"qwen3-30b-a3b", Format::Safetensors, "bf16", 0.02, false},
-                      TinyCase{"qwen3-235b-a22b", Format::Safetensors, "fp8", 0.02, false},
-                      TinyCase{"gpt-oss-20b", Format::Safetensors, "bf16", 0.02, false},
-                      TinyCase{"gpt-oss-120b", Format::Safetensors, "mxfp4", 0.02, false},
-                      TinyCase{"kimi-k2", Format::Gguf, "q8_0", 0.03, true},
-                      TinyCase{"deepseek-v3", Format::Gguf, "q8_0+mxfp4", 0.03, false},
-                      TinyCase{"qwen3-30b-a3b", Format::Gguf, "q8_0", 0.02, false},
-                      TinyCase{"qwen3-30b-a3b", Format::Gguf, "bf16", 0.02, false},
-                      TinyCase{"qwen3-30b-a3b", Format::Gguf, "f16+mxfp4", 0.02, false},
-                      TinyCase{"qwen3-235b-a22b", Format::Gguf, "q4_k", 0.05, false},
-                      TinyCase{"qwen3-235b-a22b", Format::Gguf, "q6_k+q4_k", 0.05, false},
-                      TinyCase{"gpt-oss-20b", Format::Gguf, "q8_0+mxfp4", 0.02, false},
-                      TinyCase{"gpt-oss-120b", Format::Gguf, "f32", 0.02, false}),
-    [](const ::testing::TestParamInfo<TinyCase>& i) {
-      std::string s = std::string(i.param.preset) + "_" + (i.param.format == Format::Gguf ? "gguf_" : "st_") +
-                      i.param.quant;
-      for (char& ch : s)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return s;
-    });
+INSTANTIATE_TEST_SUITE_P(Archs, SynthTiny,
+                         ::testing::Values(TinyCase{"deepseek-v3", Format::Safetensors, "bf16", 0.03, false},
+                                           TinyCase{"kimi-k3", Format::Safetensors, "fp8", 0.03, false},
+                                           TinyCase{"qwen3-30b-a3b", Format::Safetensors, "bf16", 0.02, false},
+                                           TinyCase{"qwen3-235b-a22b", Format::Safetensors, "fp8", 0.02, false},
+                                           TinyCase{"gpt-oss-20b", Format::Safetensors, "bf16", 0.02, false},
+                                           TinyCase{"gpt-oss-120b", Format::Safetensors, "mxfp4", 0.02, false},
+                                           TinyCase{"kimi-k2", Format::Gguf, "q8_0", 0.03, true},
+                                           TinyCase{"deepseek-v3", Format::Gguf, "q8_0+mxfp4", 0.03, false},
+                                           TinyCase{"qwen3-30b-a3b", Format::Gguf, "q8_0", 0.02, false},
+                                           TinyCase{"qwen3-30b-a3b", Format::Gguf, "bf16", 0.02, false},
+                                           TinyCase{"qwen3-30b-a3b", Format::Gguf, "f16+mxfp4", 0.02, false},
+                                           TinyCase{"qwen3-235b-a22b", Format::Gguf, "q4_k", 0.05, false},
+                                           TinyCase{"qwen3-235b-a22b", Format::Gguf, "q6_k+q4_k", 0.05, false},
+                                           TinyCase{"gpt-oss-20b", Format::Gguf, "q8_0+mxfp4", 0.02, false},
+                                           TinyCase{"gpt-oss-120b", Format::Gguf, "f32", 0.02, false}),
+                         [](const ::testing::TestParamInfo<TinyCase>& i) {
+                           std::string s = std::string(i.param.preset) + "_" +
+                                           (i.param.format == Format::Gguf ? "gguf_" : "st_") + i.param.quant;
+                           for (char& ch : s)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
 
 TEST(Synth, DeepseekSplitMlaLayout) {
   // attn_k_b / attn_v_b as today's convert_hf_to_gguf.py writes them.
@@ -505,9 +505,9 @@ TEST(Synth, GgufMatchesLlamaCppLoaderAndStrataView) {
     const fs::path out = write_model(r, dir.path(), preset);
     GgufFile f(out);
     const std::string arch = f.architecture();
-    for (const char* k : {"context_length", "embedding_length", "block_count", "feed_forward_length",
-                          "attention.head_count", "attention.head_count_kv", "expert_count", "expert_used_count",
-                          "rope.freq_base", "vocab_size"})
+    for (const char* k :
+         {"context_length", "embedding_length", "block_count", "feed_forward_length", "attention.head_count",
+          "attention.head_count_kv", "expert_count", "expert_used_count", "rope.freq_base", "vocab_size"})
       EXPECT_TRUE(f.has(arch + "." + k)) << k;
     for (const std::string& k : required_keys.at(arch)) EXPECT_TRUE(f.has(arch + "." + k)) << k;
     EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "gpt2");

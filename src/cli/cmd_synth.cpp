@@ -35,7 +35,8 @@ int run_synth(const SynthArgs& a) {
     r.arch = synth::arch_from_name(a.arch);
     if (!r.arch) throw Error("--arch '" + a.arch + "' is not one of deepseek_v3, qwen3_moe, gpt_oss");
   }
-  if (a.preset.empty() && a.config.empty()) throw Error("give --preset NAME or --config FILE (--list-presets shows the presets)");
+  if (a.preset.empty() && a.config.empty())
+    throw Error("give --preset NAME or --config FILE (--list-presets shows the presets)");
   if (!a.config.empty() && !r.arch) throw Error("--config needs --arch");
   r.preset = a.preset;
   r.config_file = a.config;

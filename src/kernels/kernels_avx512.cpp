@@ -325,12 +325,14 @@ struct DecQ4K {
     const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512 lut0 = _mm512_fmsub_ps(_mm512_set1_ps(d1[j]), iota, _mm512_set1_ps(m1[j]));
     const __m512 lut1 = _mm512_fmsub_ps(_mm512_set1_ps(d1[j + 1]), iota, _mm512_set1_ps(m1[j + 1]));
+    // Low nibbles index lut0 directly (vpermps reads bits 0-3); the high
+    // nibbles are shifted down once for all 32 bytes.
     const uint8_t* q = b + 16 + 32 * (c & 3);
-    const __m512i i0 = _mm512_cvtepu8_epi32(load128(q)), i1 = _mm512_cvtepu8_epi32(load128(q + 16));
-    sink(0, lookup(i0, lut0));
-    sink(1, lookup(i1, lut0));
-    sink(2, lookup(_mm512_srli_epi32(i0, 4), lut1));
-    sink(3, lookup(_mm512_srli_epi32(i1, 4), lut1));
+    const __m256i hi = _mm256_srli_epi16(load256(q), 4);
+    sink(0, lookup(_mm512_cvtepu8_epi32(load128(q)), lut0));
+    sink(1, lookup(_mm512_cvtepu8_epi32(load128(q + 16)), lut0));
+    sink(2, lookup(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(hi)), lut1));
+    sink(3, lookup(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(hi, 1)), lut1));
   }
 };
 

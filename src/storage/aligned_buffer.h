@@ -24,7 +24,9 @@ struct BufferRegion {
   size_t size = 0;
 };
 
-// A single 4 KiB-aligned allocation, move-only.
+// A single 4 KiB-aligned allocation, move-only. From 2 MiB up it is its own
+// mapping, 2 MiB-aligned and backed by transparent huge pages where the kernel
+// allows (see aligned_buffer.cpp: O_DIRECT into 4 KiB pages is much slower).
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
@@ -44,12 +46,15 @@ class AlignedBuffer {
   BufferRegion region() const { return {data_, size_}; }
 
  private:
+  void release();
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  uint8_t* map_base_ = nullptr;  // set when mmap'ed (2 MiB and up, huge pages)
+  size_t mapped_ = 0;
 };
 
 // A fixed set of equal-sized, reusable, 4 KiB-aligned buffers carved from one
-// anonymous mapping (e.g. one slot per expert blob in flight). acquire() and
+// anonymous, 2 MiB-aligned, huge-page-backed mapping (e.g. one slot per expert blob in flight). acquire() and
 // release() are thread-safe; the pool must outlive every read into it.
 class BufferPool {
  public:
@@ -74,6 +79,7 @@ class BufferPool {
   uint8_t* base_ = nullptr;
   size_t buffer_bytes_ = 0;
   size_t count_ = 0;
+  uint8_t* map_base_ = nullptr;
   size_t mapped_ = 0;
   mutable std::mutex mutex_;
   std::condition_variable freed_;

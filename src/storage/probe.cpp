@@ -472,7 +472,7 @@ std::string format_probe_table(const ProbeResult& r) {
       << " s per point, GB/s (10^9 B/s)\n";
   out << std::string(w, ' ') << "   block";
   for (unsigned d : depths) {
-    std::snprintf(cell, sizeof cell, "  qd %-3u", d);
+    std::snprintf(cell, sizeof cell, "  %6s", ("qd " + std::to_string(d)).c_str());
     out << cell;
   }
   out << "  best\n";

@@ -46,10 +46,10 @@ class Rng {
 // Acklam's rational approximation of the standard normal quantile function
 // (relative error < 1.2e-9).
 double normal_quantile(double p) {
-  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
                              1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
   static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                             6.680131188771972e+01,  -1.328068155288572e+01};
+                             6.680131188771972e+01, -1.328068155288572e+01};
   static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
                              -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
   static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
@@ -268,8 +268,6 @@ void fill_mxfp4(float sigma, Rng& rng, uint8_t* dst, size_t blocks) {
   }
 }
 
-float float_scale(const TensorSpec& t) { return t.scale; }
-
 }  // namespace
 
 uint16_t f32_to_f16(float f) {
@@ -311,7 +309,7 @@ void fill_chunk(const TensorSpec& t, uint64_t tseed, uint64_t chunk, uint8_t* ds
   const uint64_t unit = unit_bytes(t.dtype);
   if (unit == 0 || n % unit != 0) throw Error("internal: chunk of " + t.name + " is not whole units");
   const size_t count = n / unit;
-  const float sigma = float_scale(t);
+  const float sigma = t.scale;
 
   switch (t.fill) {
     case Fill::Gaussian:
@@ -319,7 +317,10 @@ void fill_chunk(const TensorSpec& t, uint64_t tseed, uint64_t chunk, uint8_t* ds
       const auto& base = t.fill == Fill::NormWeight ? norm_weights() : unit_normal();
       const float scale = t.fill == Fill::NormWeight ? 1.0f : sigma;
       switch (t.dtype) {
-        case DType::F32: fill_table<float>(base, scale, [](float v) { return v; }, rng, dst, count); return;
+        case DType::F32:
+          fill_table<float>(
+              base, scale, [](float v) { return v; }, rng, dst, count);
+          return;
         case DType::BF16: fill_table<uint16_t>(base, scale, f32_to_bf16_round, rng, dst, count); return;
         case DType::F16: fill_table<uint16_t>(base, scale, f32_to_f16, rng, dst, count); return;
         case DType::Q8_0: fill_q8_0(sigma, rng, dst, count); return;

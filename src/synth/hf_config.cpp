@@ -11,13 +11,16 @@ using nlohmann::json;
 
 json token_ids(const ModelConfig& c) {
   json eos;
-  if (c.eos_token_ids.size() == 1) eos = c.eos_token_ids[0];
-  else if (!c.eos_token_ids.empty()) eos = c.eos_token_ids;
+  if (c.eos_token_ids.size() == 1)
+    eos = c.eos_token_ids[0];
+  else if (!c.eos_token_ids.empty())
+    eos = c.eos_token_ids;
   return eos;
 }
 
 json fp8_quantization() {
-  return {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  return {
+      {"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
 }
 
 }  // namespace

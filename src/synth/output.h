@@ -20,8 +20,8 @@ struct Segment {
   Kind kind = Kind::Zeros;
   uint64_t offset = 0;  // in the file
   uint64_t size = 0;
-  std::string bytes;    // Kind::Bytes
-  size_t tensor = 0;    // Kind::Tensor: index into the tensor list
+  std::string bytes;  // Kind::Bytes
+  size_t tensor = 0;  // Kind::Tensor: index into the tensor list
 };
 
 struct FileLayout {
@@ -51,7 +51,7 @@ class Progress {
 void write_file(const std::filesystem::path& path, const FileLayout& layout, const std::vector<TensorSpec>& tensors,
                 uint64_t seed, int threads, Progress& progress);
 
-constexpr uint64_t kBufferBytes = 8u << 20;  // one piece of the file, one write
+constexpr uint64_t kBufferBytes = 8u << 20;    // one piece of the file, one write
 constexpr uint64_t kGenChunkBytes = 1u << 20;  // the generator's fixed chunking of a tensor
 
 }  // namespace strata::synth

@@ -55,8 +55,8 @@ json deepseek_like(int64_t vocab, int64_t heads, int64_t experts, int64_t top_k,
 }
 
 json kimi_rope() {
-  return json{{"type", "yarn"},         {"factor", 32.0},        {"original_max_position_embeddings", 4096},
-              {"beta_fast", 1.0},       {"beta_slow", 1.0},      {"mscale", 1.0},
+  return json{{"type", "yarn"},       {"factor", 32.0},   {"original_max_position_embeddings", 4096},
+              {"beta_fast", 1.0},     {"beta_slow", 1.0}, {"mscale", 1.0},
               {"mscale_all_dim", 1.0}};
 }
 
@@ -121,22 +121,22 @@ json gpt_oss(int64_t layers, int64_t experts) {
 }
 
 std::vector<Preset> make_presets() {
-  json ds_rope = {{"type", "yarn"},          {"factor", 40.0},   {"original_max_position_embeddings", 4096},
-                  {"beta_fast", 32.0},       {"beta_slow", 1.0}, {"mscale", 1.0},
+  json ds_rope = {{"type", "yarn"},       {"factor", 40.0},   {"original_max_position_embeddings", 4096},
+                  {"beta_fast", 32.0},    {"beta_slow", 1.0}, {"mscale", 1.0},
                   {"mscale_all_dim", 1.0}};
   std::vector<Preset> p;
   p.push_back({"deepseek-v3", Arch::DeepseekV3,
                "DeepSeek-V3/R1 (671B): 61 layers (3 dense), 256 experts top-8 + 1 shared, groups 8/4, MLA",
                deepseek_like(129280, 128, 256, 8, 61, 3, 2048, 8, 4, 2.5, 10000.0, ds_rope, 163840, 0, 1)});
-  p.push_back({"kimi-k2", Arch::DeepseekV3,
-               "Kimi-K2 (1T): 61 layers (1 dense), 384 experts top-8 + 1 shared, MLA with 64 heads",
-               deepseek_like(163840, 64, 384, 8, 61, 1, 2048, 1, 1, 2.827, 50000.0, kimi_rope(), 131072, 163584,
-                             163585)});
-  p.push_back({"kimi-k3", Arch::DeepseekV3,
-               "Kimi-K3-shaped (DESIGN.md): 93 layers (1 dense), 896 experts of width 1536 top-16 + 1 shared, "
-               "MLA as Kimi-K2",
-               deepseek_like(163840, 64, 896, 16, 93, 1, 1536, 1, 1, 2.827, 50000.0, kimi_rope(), 131072, 163584,
-                             163585)});
+  p.push_back(
+      {"kimi-k2", Arch::DeepseekV3,
+       "Kimi-K2 (1T): 61 layers (1 dense), 384 experts top-8 + 1 shared, MLA with 64 heads",
+       deepseek_like(163840, 64, 384, 8, 61, 1, 2048, 1, 1, 2.827, 50000.0, kimi_rope(), 131072, 163584, 163585)});
+  p.push_back(
+      {"kimi-k3", Arch::DeepseekV3,
+       "Kimi-K3-shaped (DESIGN.md): 93 layers (1 dense), 896 experts of width 1536 top-16 + 1 shared, "
+       "MLA as Kimi-K2",
+       deepseek_like(163840, 64, 896, 16, 93, 1, 1536, 1, 1, 2.827, 50000.0, kimi_rope(), 131072, 163584, 163585)});
   p.push_back({"qwen3-30b-a3b", Arch::Qwen3Moe,
                "Qwen3-30B-A3B: 48 layers, 128 experts of width 768 top-8, GQA 32/4 heads of 128",
                qwen3_moe(2048, 6144, 768, 48, 32)});
@@ -207,8 +207,7 @@ Quant parse_quant(std::string_view spec_in, Format format, Arch arch) {
     if (spec == "bf16" || spec == "f16" || spec == "f32") {
       q.trunk = q.experts = spec == "bf16" ? DType::BF16 : spec == "f16" ? DType::F16 : DType::F32;
     } else if (spec == "fp8") {
-      if (arch == Arch::GptOss)
-        throw Error("--quant fp8: gpt-oss checkpoints are not FP8 (use bf16 or mxfp4)");
+      if (arch == Arch::GptOss) throw Error("--quant fp8: gpt-oss checkpoints are not FP8 (use bf16 or mxfp4)");
       q.trunk = q.experts = DType::F8_E4M3;
     } else if (spec == "mxfp4" || spec == "bf16+mxfp4") {
       if (arch != Arch::GptOss)

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <limits>
 
@@ -14,9 +13,9 @@ namespace {
 
 // Scaling factors and integer targets of one candidate shape.
 struct Axes {
-  double w = 1.0;      // width factor
-  int64_t layers = 0;  // exact
-  int64_t experts = 0; // before group rounding
+  double w = 1.0;       // width factor
+  int64_t layers = 0;   // exact
+  int64_t experts = 0;  // before group rounding
 };
 
 int64_t round_to(double x, int64_t align) {
@@ -115,9 +114,8 @@ ModelConfig shaped(const ModelConfig& b, const Axes& a, const ShapeRequest& r) {
     if (b.first_k_dense_replace == 0 || L < 2)
       c.first_k_dense_replace = 0;
     else
-      c.first_k_dense_replace =
-          std::clamp<int64_t>(std::llround(double(b.first_k_dense_replace) * double(L) / double(b.num_layers)), 1,
-                              L - 1);
+      c.first_k_dense_replace = std::clamp<int64_t>(
+          std::llround(double(b.first_k_dense_replace) * double(L) / double(b.num_layers)), 1, L - 1);
   }
   if (!b.sliding_layers.empty()) {
     c.sliding_layers.resize(L);
@@ -159,9 +157,12 @@ void for_each_tensor_once(const ModelConfig& c, Format format, const Quant& q, b
   const std::string first = gguf ? "blk.0." : "model.layers.0.", second = gguf ? "blk.1." : "model.layers.1.";
   const uint64_t k0 = n_dense > 0 ? n_dense : n_moe, k1 = n_dense > 0 ? n_moe : 0;
   for (const TensorSpec& t : plan_tensors(two, format, q, legacy_mla, nullptr)) {
-    if (t.name.rfind(first, 0) == 0) fn(t, k0);
-    else if (t.name.rfind(second, 0) == 0) fn(t, k1);
-    else fn(t, 1);
+    if (t.name.rfind(first, 0) == 0)
+      fn(t, k0);
+    else if (t.name.rfind(second, 0) == 0)
+      fn(t, k1);
+    else
+      fn(t, 1);
   }
 }
 
@@ -193,8 +194,8 @@ ShapeResult fit_shape(const ModelConfig& base, const ShapeRequest& r) {
     Axes a;
     const double share = free_axes ? 1.0 / free_axes : 0.0;
     a.w = wfree ? std::pow(s, share / 2) : w_pin;
-    a.layers = lfree ? std::max<int64_t>(min_layers(base), std::llround(base.num_layers * std::pow(s, share)))
-                     : *r.layers;
+    a.layers =
+        lfree ? std::max<int64_t>(min_layers(base), std::llround(base.num_layers * std::pow(s, share))) : *r.layers;
     a.experts = efree ? std::max<int64_t>(min_experts(base), std::llround(base.n_routed_experts * std::pow(s, share)))
                       : *r.experts;
     return a;
@@ -268,9 +269,8 @@ ShapeResult fit_shape(const ModelConfig& base, const ShapeRequest& r) {
         if (!efree && de != 0) continue;
         Axes a = a0;
         a.layers = std::max<int64_t>(min_layers(base), std::min<int64_t>(base.num_layers, a0.layers + dl));
-        a.experts = std::max<int64_t>(min_experts(base),
-                                      std::min<int64_t>(base.n_routed_experts,
-                                                        std::llround(a0.experts * (1.0 + 0.04 * de))));
+        a.experts = std::max<int64_t>(
+            min_experts(base), std::min<int64_t>(base.n_routed_experts, std::llround(a0.experts * (1.0 + 0.04 * de))));
         consider(a);
       }
     }

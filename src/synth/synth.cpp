@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "formats/gguf_writer.h"
-#include "synth/fill.h"
 #include "synth/output.h"
 #include "synth/shape.h"
 #include "synth/vocab.h"
@@ -126,10 +125,12 @@ GgufWriter gguf_writer(const Plan& p) {
   if (c.rope.type == "yarn") {
     w.set_string(k("rope.scaling.type"), "yarn");
     w.set_f32(k("rope.scaling.factor"), static_cast<float>(c.rope.factor));
-    w.set_u32(k("rope.scaling.original_context_length"), static_cast<uint32_t>(c.rope.original_max_position_embeddings));
+    w.set_u32(k("rope.scaling.original_context_length"),
+              static_cast<uint32_t>(c.rope.original_max_position_embeddings));
     w.set_f32(k("rope.scaling.yarn_beta_fast"), static_cast<float>(c.rope.beta_fast));
     w.set_f32(k("rope.scaling.yarn_beta_slow"), static_cast<float>(c.rope.beta_slow));
-    if (c.rope.attention_factor) w.set_f32(k("rope.scaling.yarn_attn_factor"), static_cast<float>(*c.rope.attention_factor));
+    if (c.rope.attention_factor)
+      w.set_f32(k("rope.scaling.yarn_attn_factor"), static_cast<float>(*c.rope.attention_factor));
   }
   switch (c.arch) {
     case Arch::DeepseekV3: {
@@ -177,15 +178,19 @@ GgufWriter gguf_writer(const Plan& p) {
 
 std::string gb(uint64_t bytes) {
   char buf[32];
-  if (bytes >= 100'000'000) std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
-  else std::snprintf(buf, sizeof buf, "%.2f MB", bytes / 1e6);
+  if (bytes >= 100'000'000)
+    std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f MB", bytes / 1e6);
   return buf;
 }
 
 std::string billions(uint64_t n) {
   char buf[32];
-  if (n >= 1'000'000'000) std::snprintf(buf, sizeof buf, "%.2f B", n / 1e9);
-  else std::snprintf(buf, sizeof buf, "%.1f M", n / 1e6);
+  if (n >= 1'000'000'000)
+    std::snprintf(buf, sizeof buf, "%.2f B", n / 1e9);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f M", n / 1e6);
   return buf;
 }
 
@@ -271,13 +276,15 @@ Plan make_plan(const Request& r) {
     if (c.arch == Arch::Qwen3Moe)
       for (int64_t l = 0; l < c.num_layers; ++l)
         if (!c.layer_is_moe(l)) {
-          p.notes.push_back("llama.cpp's qwen3moe has no dense layers (mlp_only_layers / decoder_sparse_step): "
-                            "only strata loads this GGUF");
+          p.notes.push_back(
+              "llama.cpp's qwen3moe has no dense layers (mlp_only_layers / decoder_sparse_step): "
+              "only strata loads this GGUF");
           break;
         }
     if (c.arch == Arch::DeepseekV3 && !c.q_lora_rank && c.num_layers != 26 && c.num_layers != 27)
-      p.notes.push_back("llama.cpp reads a deepseek2 GGUF without q_lora_rank only at V2-Lite's 26/27 layers: "
-                        "only strata loads this GGUF");
+      p.notes.push_back(
+          "llama.cpp reads a deepseek2 GGUF without q_lora_rank only at V2-Lite's 26/27 layers: "
+          "only strata loads this GGUF");
     p.files = {"model.gguf"};
     for (TensorSpec& t : p.tensors) t.file = 0;
     p.file_bytes = {gguf_writer(p).file_size()};
@@ -286,8 +293,8 @@ Plan make_plan(const Request& r) {
   if (r.size_gb) {
     const double err = (static_cast<double>(p.total_bytes) - *r.size_gb * 1e9) / (*r.size_gb * 1e9);
     if (std::fabs(err) > 0.10)
-      p.notes.push_back("the closest shape is " + gb(p.total_bytes) + ", " + std::to_string(int(std::lround(err * 100))) +
-                        "% off the requested size");
+      p.notes.push_back("the closest shape is " + gb(p.total_bytes) + ", " +
+                        std::to_string(int(std::lround(err * 100))) + "% off the requested size");
   }
   return p;
 }
@@ -302,7 +309,8 @@ std::string describe(const Plan& p) {
   o << "  layers " << c.num_layers;
   if (moe_layers != c.num_layers) o << " (" << c.num_layers - moe_layers << " dense + " << moe_layers << " MoE)";
   o << ", hidden " << c.hidden_size << ", vocab " << c.vocab_size
-    << (p.tokenizer.synthetic ? " (synthetic byte-level BPE)" : " (tokenizer " + p.tokenizer.tokenizer_json.string() + ")")
+    << (p.tokenizer.synthetic ? " (synthetic byte-level BPE)"
+                              : " (tokenizer " + p.tokenizer.tokenizer_json.string() + ")")
     << "\n";
   if (c.arch == Arch::DeepseekV3) {
     o << "  attention: MLA, " << c.num_heads << " heads, q_lora "
@@ -361,7 +369,8 @@ json summary_json(const Plan& p) {
             {"params_active", p.params_active},
             {"tensors", p.tensors.size()},
             {"notes", p.notes}};
-  j["target_bytes"] = p.request.size_gb ? json(static_cast<uint64_t>(std::llround(*p.request.size_gb * 1e9))) : json(nullptr);
+  j["target_bytes"] =
+      p.request.size_gb ? json(static_cast<uint64_t>(std::llround(*p.request.size_gb * 1e9))) : json(nullptr);
   return j;
 }
 
@@ -378,7 +387,8 @@ WriteStats write(const Plan& p, const fs::path& out, const WriteOptions& o) {
     if (fs::is_directory(out, ec)) throw Error(out.string() + ": is a directory; --format gguf writes one file");
     if (!fs::is_directory(dir, ec)) throw Error(dir.string() + ": no such directory");
   } else {
-    if (fs::exists(out, ec) && !fs::is_directory(out, ec)) throw Error(out.string() + ": exists and is not a directory");
+    if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+      throw Error(out.string() + ": exists and is not a directory");
     if (fs::exists(out / "config.json", ec) && !o.force)
       throw Error(out.string() + ": already holds a model (use --force to overwrite)");
     fs::create_directories(out, ec);
@@ -387,8 +397,7 @@ WriteStats write(const Plan& p, const fs::path& out, const WriteOptions& o) {
       // Shards of an earlier, differently sharded model would be picked up by readers.
       for (const auto& e : fs::directory_iterator(out, ec)) {
         const std::string name = e.path().filename().string();
-        if (e.path().extension() == ".safetensors" &&
-            std::find(p.files.begin(), p.files.end(), name) == p.files.end())
+        if (e.path().extension() == ".safetensors" && std::find(p.files.begin(), p.files.end(), name) == p.files.end())
           fs::remove(e.path(), ec);
       }
     }
@@ -431,7 +440,8 @@ WriteStats write(const Plan& p, const fs::path& out, const WriteOptions& o) {
     if (p.files.size() > 1) {
       uint64_t data = 0;
       for (const TensorSpec& t : p.tensors) data += t.nbytes;
-      write_json(out / "model.safetensors.index.json", {{"metadata", {{"total_size", data}}}, {"weight_map", weight_map}});
+      write_json(out / "model.safetensors.index.json",
+                 {{"metadata", {{"total_size", data}}}, {"weight_map", weight_map}});
     } else {
       fs::remove(out / "model.safetensors.index.json", ec);
     }

@@ -65,12 +65,12 @@ const std::vector<Preset>& presets();
 const Preset* find_preset(std::string_view name);
 
 struct Request {
-  std::optional<Arch> arch;  // required with config_file; must match a preset's
-  std::string preset;        // exactly one of preset / config_file
-  std::string config_file;   // a config.json to take the full-size shape from
+  std::optional<Arch> arch;       // required with config_file; must match a preset's
+  std::string preset;             // exactly one of preset / config_file
+  std::string config_file;        // a config.json to take the full-size shape from
   std::optional<double> size_gb;  // target size of the weight file(s), 1 GB = 1e9 bytes
   Format format = Format::Safetensors;
-  std::string quant;      // "" → default_quant(format)
+  std::string quant;  // "" → default_quant(format)
   uint64_t seed = 0;
   std::string tokenizer;  // tokenizer.json (or a directory with one); "" → synthetic vocabulary
   // Pin an axis at this value; --size then scales only the others.
@@ -119,19 +119,19 @@ struct TokenizerInfo {
 
 struct Plan {
   Request request;
-  std::string source;      // preset name or config file
+  std::string source;  // preset name or config file
   Format format = Format::Safetensors;
-  ModelConfig config;      // the synthesized model, as strata will read it back
+  ModelConfig config;        // the synthesized model, as strata will read it back
   nlohmann::json hf_config;  // its config.json
   Quant quant;
   TokenizerInfo tokenizer;
-  std::vector<TensorSpec> tensors;  // in file order
-  std::vector<std::string> files;   // safetensors shard names, or the .gguf's file name
-  std::vector<uint64_t> file_bytes; // exact size of each file
-  uint64_t total_bytes = 0;         // their sum
-  uint64_t full_bytes = 0;          // the unscaled shape in the same format (estimate)
+  std::vector<TensorSpec> tensors;   // in file order
+  std::vector<std::string> files;    // safetensors shard names, or the .gguf's file name
+  std::vector<uint64_t> file_bytes;  // exact size of each file
+  uint64_t total_bytes = 0;          // their sum
+  uint64_t full_bytes = 0;           // the unscaled shape in the same format (estimate)
   uint64_t params_total = 0, params_active = 0;
-  std::vector<std::string> notes;   // type fallbacks, size warnings
+  std::vector<std::string> notes;  // type fallbacks, size warnings
 };
 
 // Throws strata::Error with a one-line message for bad requests.

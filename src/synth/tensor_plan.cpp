@@ -29,8 +29,9 @@ uint64_t tensor_bytes(DType t, const std::vector<int64_t>& shape) {
   uint64_t rows = 1;
   for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= static_cast<uint64_t>(shape[i]);
   auto row = dtype_row_bytes(t, static_cast<uint64_t>(shape.back()));
-  if (!row) throw Error(std::string("internal: rows of ") + std::to_string(shape.back()) + " are not whole " +
-                        dtype_name(t) + " blocks");
+  if (!row)
+    throw Error(std::string("internal: rows of ") + std::to_string(shape.back()) + " are not whole " + dtype_name(t) +
+                " blocks");
   return rows * *row;
 }
 
@@ -128,15 +129,19 @@ class Builder {
     const int64_t H = c_.hidden_size;
     const std::string ls = std::to_string(l);
     const std::string p = gguf() ? "blk." + ls + "." : "model.layers." + ls + ".";
-    if (gguf()) norm(p + "attn_norm.weight", H);
-    else norm(p + "input_layernorm.weight", H);
+    if (gguf())
+      norm(p + "attn_norm.weight", H);
+    else
+      norm(p + "input_layernorm.weight", H);
     switch (c_.arch) {
       case Arch::DeepseekV3: mla(p); break;
       case Arch::Qwen3Moe:
       case Arch::GptOss: gqa(p); break;
     }
-    if (gguf()) norm(p + (c_.arch == Arch::GptOss ? "post_attention_norm.weight" : "ffn_norm.weight"), H);
-    else norm(p + "post_attention_layernorm.weight", H);
+    if (gguf())
+      norm(p + (c_.arch == Arch::GptOss ? "post_attention_norm.weight" : "ffn_norm.weight"), H);
+    else
+      norm(p + "post_attention_layernorm.weight", H);
     if (!c_.layer_is_moe(l)) {
       dense(p, c_.intermediate_size);
       return;

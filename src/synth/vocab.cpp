@@ -142,8 +142,8 @@ TokenizerInfo read_tokenizer(const std::string& path) {
   t.bos = tok->bos_id();
   t.eos = tok->eos_ids();
   t.tokenizer_json = t.dir / (fs::exists(t.dir / "tokenizer.json") ? "tokenizer.json" : "tiktoken.model");
-  for (const char* name : {"tokenizer.json", "tiktoken.model", "tokenizer_config.json", "special_tokens_map.json",
-                           "chat_template.jinja"})
+  for (const char* name :
+       {"tokenizer.json", "tiktoken.model", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"})
     if (fs::is_regular_file(t.dir / name, ec)) t.files.push_back(t.dir / name);
   if (std::ifstream f(t.dir / "tokenizer_config.json"); f) {
     json c = json::parse(f, nullptr, /*allow_exceptions=*/false);
