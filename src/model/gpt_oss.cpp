@@ -53,7 +53,7 @@ class GptOssExperts {
   GptOssExperts(const TensorSource& src, const ModelConfig& c) : src_(src), c_(c), binder_(src, c) {}
 
   ExpertWeights bind(int64_t l, int64_t e) {
-    const int64_t E = c_.n_routed_experts, H = c_.hidden_size, I = c_.moe_intermediate_size;
+    const int64_t H = c_.hidden_size, I = c_.moe_intermediate_size;
     const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
     ExpertWeights w;
     const std::string one = p + std::to_string(e) + ".";
@@ -65,33 +65,15 @@ class GptOssExperts {
       w.down = binder_.linear(one + "down_proj", H, I, true);
       return w;
     }
-    w.gate_up = c_.mxfp4_experts ? mxfp4(p + "gate_up_proj", e, 2 * I, H) : transposed(p + "gate_up_proj", e, H, 2 * I);
-    w.down = c_.mxfp4_experts ? mxfp4(p + "down_proj", e, H, I) : transposed(p + "down_proj", e, I, H);
+    w.gate_up = c_.mxfp4_experts ? binder_.mxfp4(p + "gate_up_proj", e, 2 * I, H)
+                                 : transposed(p + "gate_up_proj", e, H, 2 * I);
+    w.down = c_.mxfp4_experts ? binder_.mxfp4(p + "down_proj", e, H, I) : transposed(p + "down_proj", e, I, H);
     w.gate_up.bias = bias(p + "gate_up_proj_bias", e, 2 * I);
     w.down.bias = bias(p + "down_proj_bias", e, H);
-    (void)E;
     return w;
   }
 
  private:
-  // `<name>_blocks` [E, out, in/32, 16] and `<name>_scales` [E, out, in/32].
-  kernels::WeightMatrix mxfp4(const std::string& name, int64_t e, int64_t out, int64_t in) {
-    if (in % 32 != 0) throw Error(src_.describe() + ": MXFP4 tensor '" + name + "' has an input width not a multiple of 32");
-    const int64_t E = c_.n_routed_experts, groups = in / 32;
-    const TensorView& b = expect(src_, name + "_blocks", {E, out, groups, 16}, {DType::U8});
-    const TensorView& s = expect(src_, name + "_scales", {E, out, groups}, {DType::U8});
-    kernels::WeightMatrix w;
-    w.dtype = DType::U8;
-    w.packing = kernels::Packing::Mxfp4Split;
-    w.out = out;
-    w.in = in;
-    w.data = b.data + static_cast<size_t>(e * out * groups * 16);
-    w.scales = s.data + static_cast<size_t>(e * out * groups);
-    w.scale_dtype = DType::F8_E8M0;
-    w.scale_group = 32;
-    return w;
-  }
-
   // `<name>` [E, in, out] in BF16/F16/F32: copied once into [out, in] rows,
   // the layout the kernels read (no change of precision).
   kernels::WeightMatrix transposed(const std::string& name, int64_t e, int64_t in, int64_t out) {
