@@ -19,7 +19,8 @@
 //   layers x2+xxh3  both
 //   pread layers as layers on the pread thread pool
 //   fio          (when fio is installed) fio --ioengine=io_uring --direct=1 --rw=randread
-//                --bs=16M --iodepth=D on the same file: an independent ceiling
+//                --bs=16M --iodepth=D on the same file: an independent reference
+//   fio fixedbufs  the same with --fixedbufs --registerfiles
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -166,10 +167,10 @@ double run_storage(const Setup& s, const std::string& backend, unsigned depth, u
 
 bool have_fio() { return std::system("fio --version >/dev/null 2>&1") == 0; }
 
-double run_fio(const std::string& file, unsigned depth, double seconds) {
+double run_fio(const std::string& file, unsigned depth, double seconds, bool fixedbufs) {
   drop_cache(file);
   const std::string cmd = "fio --name=probe --filename=" + file +
-                          " --readonly --direct=1 --rw=randread --bs=16M --ioengine=io_uring --iodepth=" +
+                          " --readonly --direct=1 --rw=randread --bs=16M --ioengine=io_uring" + (fixedbufs ? " --fixedbufs --registerfiles" : "") + " --iodepth=" +
                           std::to_string(depth) + " --time_based --runtime=" + std::to_string(seconds) +
                           "s --output-format=json 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
@@ -257,7 +258,10 @@ int main(int argc, char** argv) {
 
     std::vector<std::string> names = {"probe",     "stream",         "layers",      "layers+xxh3",
                                       "layers x2", "layers x2+xxh3", "pread layers"};
-    if (have_fio()) names.push_back("fio");
+    if (have_fio()) {
+      names.push_back("fio");
+      names.push_back("fio fixedbufs");
+    }
     std::map<std::string, std::vector<double>> r;
     uint64_t seed = 1;
     for (int round = 0; round < a.rounds; ++round) {
@@ -283,7 +287,9 @@ int main(int argc, char** argv) {
         } else if (n == "pread layers") {
           g = run_storage(s, "pread", a.depth, a.experts, 1, false, a.seconds, seed++);
         } else if (n == "fio") {
-          g = run_fio(s.file, a.depth, a.seconds);
+          g = run_fio(s.file, a.depth, a.seconds, false);
+        } else if (n == "fio fixedbufs") {
+          g = run_fio(s.file, a.depth, a.seconds, true);
         }
         r[n].push_back(g);
         std::fprintf(stderr, "round %d %-13s %.2f GB/s\n", round + 1, n.c_str(), g);

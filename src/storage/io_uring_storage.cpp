@@ -169,8 +169,10 @@ class IoUringStorage::Ring {
     std::vector<RawRead*> batch;
     std::vector<std::shared_ptr<std::packaged_task<int(io_uring*)>>> control;
     std::vector<std::pair<uint64_t, int>> landed;
-    for (;;) {
-      bool stop;
+    std::vector<RawRead*> finished;
+    bool stop = false;
+    // Takes the inbox (and control tasks) and turns it into SQEs.
+    auto take_inbox = [&] {
       signalled_.store(false);
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -183,6 +185,9 @@ class IoUringStorage::Ring {
       for (RawRead* raw : batch) prep(&ring, raw);
       in_flight += static_cast<unsigned>(batch.size());
       batch.clear();
+    };
+    for (;;) {
+      take_inbox();
       if (stop && in_flight == 0) break;
       if (!armed) {
         io_uring_sqe* sqe = io_uring_get_sqe(&ring);
@@ -213,9 +218,15 @@ class IoUringStorage::Ring {
         auto* raw = reinterpret_cast<RawRead*>(data);
         --in_flight;
         int64_t result = raw->inject_errno ? -static_cast<int64_t>(raw->inject_errno) : res;
-        owner_.complete(raw, result);  // may push follow-up reads to our inbox
+        owner_.complete(raw, result, &finished);  // may push follow-up reads to our inbox
       }
       landed.clear();
+      if (!finished.empty()) {
+        // Give the drive its next reads before the copies and checksums.
+        take_inbox();
+        io_uring_submit(&ring);
+        owner_.finish_deferred(finished);
+      }
     }
     io_uring_queue_exit(&ring);
   }

@@ -55,6 +55,8 @@ struct StorageEngine::Request : RawRead {
   uint64_t land_end = 0;    // file offset where the landing read ends
   uint64_t need_end = 0;    // ext.offset + ext.length
   int retries = 0;
+  int error = 0;            // set when the I/O is over
+  std::string problem;
 
   void set_piece(uint64_t from) {
     offset = from;
@@ -292,7 +294,7 @@ void StorageEngine::pump(uint32_t drive) {
   issue(drive, batch);
 }
 
-void StorageEngine::complete(RawRead* raw, int64_t res) {
+void StorageEngine::complete(RawRead* raw, int64_t res, std::vector<RawRead*>* deferred) {
   auto* r = static_cast<Request*>(raw);
   if (FaultHook* hook = hook_.load()) hook->after_complete(*raw, r->ext, res);
   bool done = false, requeue = false;
@@ -340,14 +342,25 @@ void StorageEngine::complete(RawRead* raw, int64_t res) {
     if (requeue) dr->queue.push_front(r);
   }
   pump(drive);  // refill the drive before spending time on copies and hashes
-  if (done) finish(r, err, std::move(problem));
+  if (!done) return;
+  r->error = err;
+  r->problem = std::move(problem);
+  if (deferred)
+    deferred->push_back(r);
+  else
+    finish(r);
 }
 
-void StorageEngine::finish(Request* r, int error, std::string problem) {
+void StorageEngine::finish_deferred(std::vector<RawRead*>& deferred) {
+  for (RawRead* raw : deferred) finish(static_cast<Request*>(raw));
+  deferred.clear();
+}
+
+void StorageEngine::finish(Request* r) {
   std::unique_ptr<Request> owned(r);
   const Extent& ext = r->ext;
-  Completion c{ext.tag, 0, error, {}};
-  if (error == 0) {
+  Completion c{ext.tag, 0, r->error, {}};
+  if (r->error == 0) {
     if (!r->bounce.empty()) std::memcpy(ext.dest, r->land + (ext.offset - r->land_offset), ext.length);
     if (ext.verify) {
       uint64_t got = xxh3_64(ext.dest, ext.length);
@@ -358,7 +371,7 @@ void StorageEngine::finish(Request* r, int error, std::string problem) {
     }
     if (c.error == 0) c.bytes = ext.length;
   } else {
-    c.message = where(r->fe->info, ext) + ": " + problem;
+    c.message = where(r->fe->info, ext) + ": " + r->problem;
   }
   owned.reset();
   {

@@ -78,7 +78,13 @@ class StorageEngine : public Storage {
   // Execute these reads; call complete() for each exactly once, from any thread.
   virtual void issue(uint32_t drive, std::span<RawRead* const> reads) = 0;
 
-  void complete(RawRead* raw, int64_t res);
+  // Accounts for a finished raw read: resubmits the rest of a short read,
+  // refills the drive, and, when the extent is done, finishes it (bounce copy,
+  // checksum, completion). With `deferred`, that last step is queued there
+  // instead, so a backend can hand the drive its next reads first and then
+  // call finish_deferred().
+  void complete(RawRead* raw, int64_t res, std::vector<RawRead*>* deferred = nullptr);
+  void finish_deferred(std::vector<RawRead*>& deferred);
   // Blocks until every submitted extent has finished its I/O (delivered or not).
   void drain();
   size_t live_requests() const { return live_.load(); }
@@ -92,7 +98,7 @@ class StorageEngine : public Storage {
   };
 
   void pump(uint32_t drive);
-  void finish(Request* r, int error, std::string problem);
+  void finish(Request* r);
   void deliver(Completion c);
   const FileEntry* entry(FileId id) const;
   Drive* drive_ptr(uint32_t drive);
