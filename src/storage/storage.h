@@ -110,9 +110,14 @@ class Storage {
   // Extents submitted whose completion has not been handed out yet.
   virtual size_t pending() const = 0;
 
-  // Registers memory with the kernel (io_uring fixed buffers). Returns false
-  // where the backend has no use for it or the kernel refused; reads into the
-  // memory work either way. Call only while nothing is in flight.
+  // Registers memory with the kernel (io_uring fixed buffers; BufferPool::
+  // regions() gives one per buffer). Returns false where the backend has no use
+  // for it (pread) or the kernel refused; reads into the memory work either
+  // way. Drives first seen later get the same registration (a refusal there
+  // becomes a note). Replaces any earlier registration. Call only while nothing
+  // is in flight (throws strata::Error otherwise).
+  // Measured here: what matters more than registration is that the memory is
+  // huge-page backed (AlignedBuffer >= 2 MiB and BufferPool are).
   virtual bool register_buffers(std::span<const BufferRegion> regions) = 0;
 
   virtual std::string_view backend() const = 0;  // "io_uring" or "pread"
