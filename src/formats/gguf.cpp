@@ -1,5 +1,7 @@
 #include "formats/gguf.h"
 
+#include "formats/error_text.h"
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -68,25 +70,6 @@ std::string describe_value(const GgufValue& v) {
   };
   if (v.type == GgufType::ARRAY) return std::string("an array of ") + gguf_type_name(v.elem_type);
   return with_article(gguf_type_name(v.type));
-}
-
-std::string shape_str(const std::vector<int64_t>& ne) {
-  std::string s = "[";
-  for (size_t i = 0; i < ne.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(ne[i]);
-  }
-  s += ']';
-  return s;
-}
-
-std::string range_str(uint64_t begin, uint64_t end) {
-  std::string s = "[";
-  s += std::to_string(begin);
-  s += ',';
-  s += std::to_string(end);
-  s += ')';
-  return s;
 }
 
 template <class T>

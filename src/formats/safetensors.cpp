@@ -1,5 +1,7 @@
 #include "formats/safetensors.h"
 
+#include "formats/error_text.h"
+
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -38,26 +40,6 @@ std::string brief(const json& v) {
   auto primitive = [](const json& e) { return e.is_primitive(); };
   if (v.is_primitive() || (v.size() <= 16 && std::all_of(v.begin(), v.end(), primitive))) return clip(v.dump());
   return std::string("a nested JSON ") + v.type_name();
-}
-
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  // Appends rather than operator+ chains: GCC 12 warns falsely (-Wrestrict) on those.
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(shape[i]);
-  }
-  s += ']';
-  return s;
-}
-
-std::string range_str(uint64_t begin, uint64_t end) {
-  std::string s = "[";
-  s += std::to_string(begin);
-  s += ',';
-  s += std::to_string(end);
-  s += ')';
-  return s;
 }
 
 // The 8-byte little-endian prefix; checked against the file before use.
