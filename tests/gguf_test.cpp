@@ -819,7 +819,7 @@ TEST_F(GgufTest, DeepseekViewBindsWithTheArchitecture) {
     binder.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
     binder.vector("model.norm.weight", c.hidden_size);
     if (!tied) binder.linear("lm_head", c.vocab_size, c.hidden_size);
-    InMemoryExpertProvider experts(binder, c);
+    InMemoryExpertProvider experts(c, per_expert_tensors(binder, c));
     for (int64_t l = 0; l < c.num_layers; ++l) EXPECT_NO_THROW(bind_deepseek_v3_layer(binder, c, l, experts));
   }
 }
@@ -934,7 +934,7 @@ TEST_F(GgufTest, QwenViewSplitsFusedTensorsLikeSeparateOnes) {
     WeightBinder binder(*v, c);
     binder.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
     binder.linear("lm_head", c.vocab_size, c.hidden_size);
-    InMemoryExpertProvider experts(binder, c);
+    InMemoryExpertProvider experts(c, per_expert_tensors(binder, c));
     for (int64_t l = 0; l < c.num_layers; ++l) EXPECT_NO_THROW(bind_qwen3_moe_layer(binder, c, l, experts));
   }
 }

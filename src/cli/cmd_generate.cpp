@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "model/model.h"
+#include "runtime/expert_stats.h"
 #include "runtime/generator.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -24,7 +26,7 @@ struct GenerateArgs {
   int n = 16;
   float temperature = 0.0f;
   uint64_t seed = 0;
-  int threads = 0;
+  ModelFlags model_flags;
   bool json = false;
   bool logits = false;
   bool ignore_eos = false;
@@ -59,7 +61,7 @@ std::vector<int32_t> parse_ids(const std::string& s) {
 // first, then config.json.
 std::vector<int32_t> stop_tokens(const Model& model) {
   std::vector<int32_t> ids = model.config().eos_token_ids;
-  std::ifstream f(model.dir() / "generation_config.json");
+  std::ifstream f(model.trunk_path() / "generation_config.json");
   if (!f) return ids;
   nlohmann::json g = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
   if (!g.is_object() || !g.contains("eos_token_id")) return ids;
@@ -84,7 +86,7 @@ std::string decode_known(const Tokenizer& tok, const std::vector<int32_t>& ids) 
 int run_generate(const GenerateArgs& a) {
   if (a.prompt.has_value() == a.prompt_ids.has_value()) throw Error("give exactly one of --prompt and --prompt-ids");
   if (a.n < 0) throw Error("-n must not be negative");
-  auto model = Model::load(a.model, LoadOptions{a.threads});
+  auto model = Model::load(a.model, load_options(a.model_flags));
   const std::unique_ptr<Tokenizer> tok = Tokenizer::for_model(a.model);
 
   std::vector<int32_t> prompt;
@@ -107,6 +109,7 @@ int run_generate(const GenerateArgs& a) {
   opt.keep_logits = a.logits;
   if (!a.ignore_eos) opt.stop_tokens = stop_tokens(*model);
   GenerateResult r = generate(*model, prompt, opt);
+  model->save_heat();
   std::string text = tok ? decode_known(*tok, r.tokens) : "";
 
   if (!a.json) {
@@ -119,6 +122,12 @@ int run_generate(const GenerateArgs& a) {
     const double tps = r.tokens.size() > 1 ? (r.tokens.size() - 1) / r.decode_s : 0.0;
     std::fprintf(stderr, "prompt %lld tokens in %.3f s; %zu tokens generated, %.2f tok/s decode\n",
                  static_cast<long long>(r.prompt_tokens), r.prefill_s, r.tokens.size(), tps);
+    if (model->streaming()) {
+      const ExpertStats& d = r.decode_experts;
+      std::fprintf(stderr, "experts (decode): %.2f GB read, %.1f%% cache hits, %.1f%% of the time waiting on reads\n",
+                   d.bytes_read / 1e9, d.requests ? 100.0 * d.hits / d.requests : 0.0,
+                   r.decode_s > 0 ? 100.0 * d.io_wait_s / r.decode_s : 0.0);
+    }
     return 0;
   }
   nlohmann::json out;
@@ -131,6 +140,13 @@ int run_generate(const GenerateArgs& a) {
                   {"prefill_s", r.prefill_s},
                   {"decode_tok_s", decode_tok_s},
                   {"peak_rss_bytes", peak_rss_bytes()}};
+  if (model->streaming()) {
+    const MemoryPlan& m = model->memory_plan();
+    out["stats"]["memory"] = {{"budget", m.budget}, {"trunk", m.trunk}, {"kv", m.kv},
+                              {"overhead", m.overhead}, {"expert_cache", m.cache}};
+    out["stats"]["experts"] = {{"prefill", expert_stats_json(r.prefill_experts, r.prefill_s)},
+                               {"decode", expert_stats_json(r.decode_experts, r.decode_s)}};
+  }
   if (a.logits) out["logits"] = r.logits;
   std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return 0;
@@ -147,7 +163,7 @@ void register_generate(CLI::App& app, Action& run) {
   cmd->add_option("-n,--max-tokens", args->n, "Number of tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", args->temperature, "0 for greedy")->capture_default_str();
   cmd->add_option("--seed", args->seed, "Sampling seed")->capture_default_str();
-  cmd->add_option("--threads", args->threads, "Worker threads (default: all cores)");
+  add_model_flags(cmd, args->model_flags);
   cmd->add_flag("--json", args->json, "Print one JSON object with tokens, text and stats");
   cmd->add_flag("--logits", args->logits, "With --json: add each generated token's full logits row");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at end-of-sequence tokens");

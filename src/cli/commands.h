@@ -13,5 +13,7 @@ void register_tokenize(CLI::App& app, Action& run);
 void register_compare(CLI::App& app, Action& run);
 void register_synth(CLI::App& app, Action& run);
 void register_probe(CLI::App& app, Action& run);
+void register_pack(CLI::App& app, Action& run);
+void register_demo(CLI::App& app, Action& run);
 
 }  // namespace strata::cli

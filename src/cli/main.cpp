@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   strata::cli::register_compare(app, run);
   strata::cli::register_synth(app, run);
   strata::cli::register_probe(app, run);
+  strata::cli::register_pack(app, run);
+  strata::cli::register_demo(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -110,6 +110,34 @@ GgufMeta GgufMeta::array_of_arrays(std::vector<GgufMeta> items) {
   return m;
 }
 
+GgufMeta GgufMeta::copy_of(const GgufValue& v) {
+  GgufMeta m;
+  m.type = v.type;
+  switch (v.type) {
+    case GgufType::STRING: m.bytes.assign(v.str); return m;
+    case GgufType::F32: {
+      const float f = static_cast<float>(v.f);  // stored f32, widened exactly: narrowing is exact
+      m.bytes.assign(reinterpret_cast<const char*>(&f), sizeof f);
+      return m;
+    }
+    case GgufType::F64: m.bytes.assign(reinterpret_cast<const char*>(&v.f), sizeof v.f); return m;
+    case GgufType::ARRAY:
+      m.elem_type = v.elem_type;
+      m.count = v.count;
+      if (v.elem_type == GgufType::STRING) {
+        for (auto sv : v.strings) m.strings.emplace_back(sv);
+      } else if (v.elem_type == GgufType::ARRAY) {
+        for (const auto& item : v.items) m.items.push_back(copy_of(item));
+      } else {
+        m.bytes.assign(reinterpret_cast<const char*>(v.raw), v.count * gguf_type_size(v.elem_type));
+      }
+      return m;
+    default:  // integers and bool: the low bytes of the value, little-endian
+      m.bytes.assign(reinterpret_cast<const char*>(&v.u), gguf_type_size(v.type));
+      return m;
+  }
+}
+
 GgufWriter::GgufWriter(uint32_t alignment) : alignment_(alignment) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
     misuse("alignment " + std::to_string(alignment) + " is not a power of two");

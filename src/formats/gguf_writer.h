@@ -68,6 +68,8 @@ struct GgufMeta {
   static GgufMeta string_array(std::vector<std::string> values);
   // An array whose elements are arrays (each item must be an ARRAY value).
   static GgufMeta array_of_arrays(std::vector<GgufMeta> items);
+  // A value read from a GgufFile, copied so it can be written again.
+  static GgufMeta copy_of(const GgufValue& v);
 
  private:
   template <class T>

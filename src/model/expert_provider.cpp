@@ -26,11 +26,17 @@ InMemoryExpertProvider::InMemoryExpertProvider(const ModelConfig& c, const Exper
   }
 }
 
-std::vector<const ExpertWeights*> InMemoryExpertProvider::acquire(int64_t layer, std::span<const int32_t> experts) {
+std::unique_ptr<ExpertFetch> InMemoryExpertProvider::fetch(int64_t layer, std::span<const int32_t> experts) {
   std::vector<const ExpertWeights*> out;
   out.reserve(experts.size());
   for (int32_t e : experts) out.push_back(&experts_.at(layer).at(e));
-  return out;
+  return std::make_unique<ReadyFetch>(std::move(out));
+}
+
+int ReadyFetch::next(const ExpertWeights*& weights) {
+  if (next_ >= weights_.size()) return -1;
+  weights = weights_[next_];
+  return static_cast<int>(next_++);
 }
 
 }  // namespace strata

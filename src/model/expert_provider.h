@@ -1,12 +1,14 @@
 #pragma once
 // Where routed experts' weights come from. The model asks for the experts a
 // batch selected in a layer and never opens a file itself: the in-memory
-// provider below serves them from the mapped checkpoint; streaming providers
-// (cache + drives, HTTP) implement the same interface.
+// provider below serves them from the mapped checkpoint; the streaming
+// provider (runtime/streaming_experts.h: cache + drives) implements the same
+// interface.
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kernels/linear.h"
@@ -24,12 +26,54 @@ struct ExpertWeights {
   kernels::WeightMatrix gate_up;
 };
 
+// One layer's request. Experts are handed out as they become ready (cached
+// ones first, the rest as their reads land), so the caller computes while the
+// drives work; the caller makes the result independent of that order.
+class ExpertFetch {
+ public:
+  virtual ~ExpertFetch() = default;  // releases every expert of the request
+  // Sets `weights` to an expert of the request that is ready and not yet
+  // handed out and returns its position in the request; blocks while none is
+  // ready; returns -1 once all have been handed out. An expert handed out
+  // stays valid until the next call (or the end of the fetch).
+  virtual int next(const ExpertWeights*& weights) = 0;
+};
+
+// What a provider has done so far (all zero for the in-memory one).
+struct ExpertStats {
+  uint64_t requests = 0;        // (layer, expert) pairs asked for
+  uint64_t hits = 0;            // of those, already in memory (or in flight from a prefetch)
+  uint64_t misses = 0;          // read from a drive on demand
+  uint64_t bytes_needed = 0;    // payload bytes of the experts asked for
+  uint64_t bytes_read = 0;      // bytes read from drives (demand + prefetch)
+  uint64_t prefetch_issued = 0; // experts read ahead of their layer
+  uint64_t prefetch_used = 0;   // of those, later asked for
+  uint64_t predicted = 0;       // experts predicted for a layer
+  uint64_t predicted_right = 0; // of those, selected by that layer's router
+  double io_wait_s = 0;         // time the caller blocked waiting for reads
+  uint64_t cache_slots = 0;
+  uint64_t cache_slot_bytes = 0;
+  uint64_t pinned = 0;          // slots held by heat-pinned experts
+  struct Drive {
+    std::string name;
+    uint64_t bytes = 0;
+    double busy_s = 0;          // wall time with at least one read of this drive in flight
+  };
+  std::vector<Drive> drives;
+};
+
 class ExpertProvider {
  public:
   virtual ~ExpertProvider() = default;
-  // Weights for `experts` of `layer`, in the same order; valid until release.
-  virtual std::vector<const ExpertWeights*> acquire(int64_t layer, std::span<const int32_t> experts) = 0;
-  virtual void release(int64_t layer, std::span<const int32_t> experts) {}
+  // Starts making `experts` of `layer` available (reads of the missing ones
+  // are all submitted at once) and returns at once.
+  virtual std::unique_ptr<ExpertFetch> fetch(int64_t layer, std::span<const int32_t> experts) = 0;
+  // A guess that `experts` of `layer` come next: a streaming provider may
+  // start reading them. Never changes results.
+  virtual void prefetch(int64_t layer, std::span<const int32_t> experts) {}
+  // Whether prefetch() does anything (the model skips predicting if not).
+  virtual bool wants_prefetch() const { return false; }
+  virtual ExpertStats stats() const { return {}; }
 };
 
 // Binds one expert's weights from the checkpoint; each architecture knows
@@ -44,13 +88,22 @@ ExpertBindFn per_expert_tensors(WeightBinder& w, const ModelConfig& c);
 class InMemoryExpertProvider : public ExpertProvider {
  public:
   InMemoryExpertProvider(const ModelConfig& c, const ExpertBindFn& bind);
-  // Per-expert tensor names (DeepSeek-V3, Qwen3-MoE, GGUF through its HF view).
-  InMemoryExpertProvider(WeightBinder& w, const ModelConfig& c) : InMemoryExpertProvider(c, per_expert_tensors(w, c)) {}
-  std::vector<const ExpertWeights*> acquire(int64_t layer, std::span<const int32_t> experts) override;
+  std::unique_ptr<ExpertFetch> fetch(int64_t layer, std::span<const int32_t> experts) override;
 
  private:
   ExpertBindFn bind_;  // kept: it may own converted weights the handles point into
   std::vector<std::vector<ExpertWeights>> experts_;  // [layer][expert]; empty for dense layers
+};
+
+// A fetch whose experts are all ready: hands them out in request order.
+class ReadyFetch : public ExpertFetch {
+ public:
+  explicit ReadyFetch(std::vector<const ExpertWeights*> weights) : weights_(std::move(weights)) {}
+  int next(const ExpertWeights*& weights) override;
+
+ private:
+  std::vector<const ExpertWeights*> weights_;
+  size_t next_ = 0;
 };
 
 }  // namespace strata

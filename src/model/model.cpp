@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "formats/gguf.h"
-#include "formats/hf_checkpoint.h"
-#include "model/gguf_model.h"
+#include "model/checkpoint.h"
+#include "pack/manifest.h"
 #include "kernels/ops.h"
+#include "runtime/streaming_experts.h"
 #include "util/error.h"
 
 namespace strata {
@@ -20,33 +20,119 @@ Model::Model(std::filesystem::path dir, ModelConfig config, std::unique_ptr<Tens
 Model::~Model() = default;
 
 std::unique_ptr<Model> Model::load(const std::filesystem::path& path, const LoadOptions& options) {
-  std::unique_ptr<Model> m;
-  if (std::filesystem::is_regular_file(path)) {
-    // A GGUF file: its metadata is the config, and a view renames its
-    // tensors to the Hugging Face names the architectures bind.
-    auto file = std::make_unique<GgufFile>(path);
-    ModelConfig config = config_from_gguf(*file);
-    auto view = hf_view_of_gguf(std::move(file), config);
-    m.reset(new Model(path, std::move(config), std::move(view), options.threads));
-  } else if (std::filesystem::is_directory(path)) {
-    ModelConfig config = ModelConfig::from_file((path / "config.json").string());
-    auto source = std::make_unique<HfCheckpoint>(path);
-    m.reset(new Model(path, std::move(config), std::move(source), options.threads));
-  } else {
-    throw Error(path.string() + ": no such model directory or GGUF file");
-  }
-  m->bind_weights();
+  Checkpoint ck = open_checkpoint(path);
+  std::unique_ptr<Model> m(new Model(path, std::move(ck.config), std::move(ck.source), options.threads));
+  m->kind_ = ck.kind;
+  m->trunk_path_ = ck.trunk_path;
+  m->bind_weights(options);
   return m;
 }
 
-void Model::bind_weights() {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+std::string gib(uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+  return b;
+}
+
+}  // namespace
+
+std::unique_ptr<ExpertProvider> Model::make_streaming(const ExpertBindFn& bind, const LoadOptions& options) {
+  const ModelConfig& c = config_;
+  StorageOptions so;
+  so.backend = options.io_backend;
+  auto storage = make_storage(so);
+  ExpertCatalog catalog;
+  if (kind_ == Checkpoint::Kind::Pack) {
+    const Manifest manifest = Manifest::load(dir_);
+    if (static_cast<int64_t>(manifest.experts.size()) != c.num_layers)
+      throw Error((dir_ / "manifest.json").string() + ": lists " + std::to_string(manifest.experts.size()) +
+                  " layers, the trunk's config " + std::to_string(c.num_layers));
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const size_t want = c.layer_is_moe(l) ? static_cast<size_t>(c.n_routed_experts) : 0;
+      if (manifest.experts[l].size() != want)
+        throw Error((dir_ / "manifest.json").string() + ": layer " + std::to_string(l) + " lists " +
+                    std::to_string(manifest.experts[l].size()) + " experts, the config wants " + std::to_string(want));
+    }
+    catalog = catalog_from_manifest(manifest, dir_, *storage);
+  } else {
+    catalog = catalog_from_bound_experts(c, bind, *storage);
+  }
+
+  uint64_t streamed = 0, total = 0;
+  int64_t experts = 0;
+  for (const auto& layer : catalog.layers)
+    for (const auto& e : layer) {
+      streamed += e.payload_bytes;
+      ++experts;
+    }
+  streamed -= catalog.resident_bytes;
+  for (const auto& name : source_->names()) total += source_->get(name).nbytes;
+  if (kind_ == Checkpoint::Kind::Pack) streamed = 0;  // the trunk holds no experts
+
+  // The budget: what stays resident, the KV cache for the context, working
+  // buffers, and whatever is left for the expert cache.
+  const CacheWidths w = cache_widths(c);
+  int64_t positions = 64;
+  while (positions < options.context) positions *= 2;  // KvCache grows by doubling
+  plan_.budget = options.ram_bytes;
+  plan_.trunk = total > streamed ? total - streamed : 0;
+  plan_.kv = static_cast<uint64_t>(c.num_layers * positions * (w.key + w.value)) * sizeof(float);
+  plan_.overhead = 192 * kMiB + static_cast<uint64_t>(c.vocab_size) * sizeof(float) * 16;
+  size_t slots = options.cache_slots;
+  const uint64_t slot_bytes = std::max<uint64_t>(catalog.max_slot_bytes, kIoAlign);
+  if (slots == 0 && options.ram_bytes > 0) {
+    const uint64_t fixed = plan_.trunk + plan_.kv + plan_.overhead;
+    const uint64_t min_cache = slot_bytes * static_cast<uint64_t>(2 * c.num_experts_per_tok);
+    if (options.ram_bytes < fixed + min_cache)
+      throw Error("--ram " + gib(options.ram_bytes) + " is too small for " + dir_.string() + ": the trunk takes " +
+                  gib(plan_.trunk) + ", the KV cache for " + std::to_string(options.context) + " positions " +
+                  gib(plan_.kv) + ", buffers " + gib(plan_.overhead) + ", and the expert cache needs at least " +
+                  gib(min_cache) + " (two tokens' worth of experts); the least that works is " +
+                  gib(fixed + min_cache));
+    slots = static_cast<size_t>((options.ram_bytes - fixed) / slot_bytes);
+  }
+  if (slots == 0) slots = static_cast<size_t>(std::max<int64_t>(experts, 1));
+  slots = std::min<size_t>(slots, static_cast<size_t>(std::max<int64_t>(experts, 1)));
+  plan_.cache = slots * slot_bytes;
+
+  StreamingOptions opt;
+  opt.slots = slots;
+  opt.verify = options.verify;
+  if (options.heat != "none") {
+    heat_path_ = options.heat.empty() ? default_heat_path(dir_) : std::filesystem::path(options.heat);
+    opt.prior = ExpertHeat::load(heat_path_, std::filesystem::weakly_canonical(dir_).string(), c.num_layers,
+                                 c.n_routed_experts);
+  }
+  return std::make_unique<StreamingExpertProvider>(c, std::move(catalog), std::move(storage), std::move(opt));
+}
+
+void Model::save_heat() const {
+  if (!streaming_ || heat_path_.empty()) return;
+  const auto* p = dynamic_cast<const StreamingExpertProvider*>(experts_.get());
+  if (p) p->heat().save(heat_path_, std::filesystem::weakly_canonical(dir_).string());
+}
+
+void Model::bind_weights(const LoadOptions& options) {
   const ModelConfig& c = config_;
   embed_ = binder_.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
   final_norm_ = binder_.vector("model.norm.weight", c.hidden_size);
   // Tied embeddings reuse the token table as the output head.
   lm_head_ = c.tie_word_embeddings ? embed_ : binder_.linear("lm_head", c.vocab_size, c.hidden_size);
-  experts_ = std::make_unique<InMemoryExpertProvider>(
-      c, c.arch == Arch::GptOss ? gpt_oss_experts(*source_, c) : per_expert_tensors(binder_, c));
+  // A pack's experts are not in its trunk: they are only ever streamed.
+  streaming_ = kind_ == Checkpoint::Kind::Pack || options.stream || options.ram_bytes > 0 || options.cache_slots > 0;
+  ExpertBindFn bind;
+  if (kind_ != Checkpoint::Kind::Pack)
+    bind = c.arch == Arch::GptOss ? gpt_oss_experts(*source_, c) : per_expert_tensors(binder_, c);
+  if (streaming_) {
+    experts_ = make_streaming(bind, options);
+    prefetch_ = options.prefetch != LoadOptions::Prefetch::Off && experts_->wants_prefetch();
+  } else {
+    experts_ = std::make_unique<InMemoryExpertProvider>(c, bind);
+  }
   layers_.reserve(c.num_layers);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     switch (c.arch) {
@@ -55,6 +141,20 @@ void Model::bind_weights() {
       case Arch::GptOss: layers_.push_back(bind_gpt_oss_layer(binder_, c, l, *experts_)); break;
     }
   }
+}
+
+void Model::prefetch_for(size_t next, const float* h, size_t n) {
+  if (!prefetch_ || next >= layers_.size() || !layers_[next].moe) return;
+  // The next layer's router on this layer's residual: the residual changes
+  // little from one layer to the next, so its picks are a good guess.
+  const ModelConfig& c = config_;
+  const size_t hidden = static_cast<size_t>(c.hidden_size);
+  std::vector<float> normed(n * hidden);
+  for (size_t i = 0; i < n; ++i)
+    kernels::rms_norm(h + i * hidden, layers_[next].mlp_norm, hidden, static_cast<float>(c.rms_norm_eps),
+                      &normed[i * hidden]);
+  auto guess = layers_[next].moe->predict(normed.data(), n, pool_);
+  experts_->prefetch(static_cast<int64_t>(next), guess);
 }
 
 std::unique_ptr<KvCache> Model::new_cache() const {
@@ -86,7 +186,8 @@ void Model::forward(std::span<const Row> rows, float* logits) {
 
     for (size_t i = 0; i < n; ++i) kernels::rms_norm(&h[i * hidden], layer.mlp_norm, hidden, eps, &normed[i * hidden]);
     if (layer.moe)
-      layer.moe->forward(normed.data(), n, delta.data(), pool_);
+      layer.moe->forward(normed.data(), n, delta.data(), pool_,
+                         [&] { prefetch_for(static_cast<size_t>(l) + 1, h.data(), n); });
     else
       layer.dense->forward(normed.data(), n, delta.data(), pool_);
     for (size_t i = 0; i < n * hidden; ++i) h[i] += delta[i];

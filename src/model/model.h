@@ -4,6 +4,7 @@
 // norm → attention (KV) → norm → dense MLP or router + experts.
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <optional>
 #include <span>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "formats/tensor.h"
 #include "kernels/linear.h"
 #include "model/attention.h"
+#include "model/checkpoint.h"
 #include "model/expert_provider.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
@@ -22,6 +24,26 @@ namespace strata {
 
 struct LoadOptions {
   int threads = 0;  // 0: all hardware threads
+  // Read routed experts from the drives into a RAM cache instead of serving
+  // them from the mapped checkpoint. Implied by ram_bytes and by packed models.
+  bool stream = false;
+  // The whole process's budget (trunk + KV + buffers + expert cache); 0 = none.
+  uint64_t ram_bytes = 0;
+  // Cache size in experts, overriding what the budget allows (tests, tuning);
+  // 0 = from the budget, or every expert when there is no budget.
+  size_t cache_slots = 0;
+  int64_t context = 4096;  // positions the KV cache is budgeted for
+  enum class Prefetch { Auto, On, Off } prefetch = Prefetch::Auto;
+  bool verify = true;      // expert checksums and blob headers (packed models)
+  std::string io_backend;  // "" = $STRATA_IO or io_uring, "pread"
+  // Expert heat between runs: "" = the default place (see expert_heat.h),
+  // "none" = neither read nor written.
+  std::string heat;
+};
+
+// How the RAM budget was split (all bytes; zero without a budget).
+struct MemoryPlan {
+  uint64_t budget = 0, trunk = 0, kv = 0, overhead = 0, cache = 0;
 };
 
 struct Layer {
@@ -40,7 +62,15 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const std::filesystem::path& dir() const { return dir_; }
+  // Where config.json, generation_config.json and the tokenizer are (the
+  // model directory, or a pack's trunk).
+  const std::filesystem::path& trunk_path() const { return trunk_path_; }
   std::unique_ptr<KvCache> new_cache() const;
+  bool streaming() const { return streaming_; }
+  ExpertStats expert_stats() const { return experts_->stats(); }
+  const MemoryPlan& memory_plan() const { return plan_; }
+  // Writes this run's expert heat for the next run (streaming models only).
+  void save_heat() const;
 
   // Runs one step over `rows`; writes vocab_size logits for each row with
   // want_logits, in row order, into `logits`. Advances each cache's length.
@@ -48,7 +78,11 @@ class Model {
 
  private:
   Model(std::filesystem::path dir, ModelConfig config, std::unique_ptr<TensorSource> source, int threads);
-  void bind_weights();
+  void bind_weights(const LoadOptions& options);
+  // The experts of a checkpoint or pack as a streaming provider within the budget.
+  std::unique_ptr<ExpertProvider> make_streaming(const ExpertBindFn& bind, const LoadOptions& options);
+  // Starts reading the experts layer `next` will probably pick for `h`.
+  void prefetch_for(size_t next, const float* h, size_t n);
 
   std::filesystem::path dir_;
   ModelConfig config_;
@@ -59,6 +93,12 @@ class Model {
   const float* final_norm_ = nullptr;
   std::unique_ptr<ExpertProvider> experts_;
   std::vector<Layer> layers_;
+  Checkpoint::Kind kind_ = Checkpoint::Kind::HuggingFace;
+  std::filesystem::path trunk_path_;
+  bool streaming_ = false;
+  bool prefetch_ = false;
+  MemoryPlan plan_;
+  std::filesystem::path heat_path_;
 };
 
 // Per-architecture binding of one decoder layer (deepseek_v3.cpp, qwen3_moe.cpp).

@@ -202,7 +202,18 @@ MoeBlock::MoeBlock(int64_t layer, const ModelConfig& c, std::unique_ptr<Router> 
       experts_(experts),
       activation_(activation) {}
 
-void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool) const {
+std::vector<int32_t> MoeBlock::predict(const float* x, size_t n, ThreadPool& pool) const {
+  const int64_t K = c_.num_experts_per_tok;
+  std::vector<int32_t> ids(n * K);
+  std::vector<float> weights(n * K);
+  router_->route(x, n, ids.data(), weights.data(), pool);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool,
+                       const std::function<void()>& while_reading) const {
   const int64_t K = c_.num_experts_per_tok;
   const size_t hidden = static_cast<size_t>(c_.hidden_size);
   std::vector<int32_t> ids(n * K);
@@ -214,19 +225,28 @@ void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool) c
   for (size_t s = 0; s < n * K; ++s) by_expert[ids[s]].push_back(s);
   std::vector<int32_t> unique;
   for (const auto& [e, slots] : by_expert) unique.push_back(e);
-  auto handles = experts_.acquire(layer_, unique);
+  auto fetch = experts_.fetch(layer_, unique);
+  if (while_reading) while_reading();
+
+  // The shared expert needs no reads: compute it while the drives work.
+  std::vector<float> shared_out;
+  if (shared_) {
+    shared_out.resize(n * hidden);
+    shared_->forward(x, n, shared_out.data(), pool);
+  }
 
   std::vector<float> slot_out(n * K * hidden);
   std::vector<float> xs, ys;
-  for (size_t u = 0; u < unique.size(); ++u) {
+  const ExpertWeights* w = nullptr;
+  for (int u; (u = fetch->next(w)) >= 0;) {
     const auto& slots = by_expert[unique[u]];
     xs.resize(slots.size() * hidden);
     ys.resize(slots.size() * hidden);
     for (size_t j = 0; j < slots.size(); ++j) std::copy_n(x + (slots[j] / K) * hidden, hidden, &xs[j * hidden]);
-    expert_forward(*handles[u], activation_, xs.data(), slots.size(), ys.data(), pool);
+    expert_forward(*w, activation_, xs.data(), slots.size(), ys.data(), pool);
     for (size_t j = 0; j < slots.size(); ++j) std::copy_n(&ys[j * hidden], hidden, &slot_out[slots[j] * hidden]);
   }
-  experts_.release(layer_, unique);
+  fetch.reset();
 
   // Combine in ascending expert order per row (as transformers does), never
   // in arrival order, so the sum is the same however experts were fetched.
@@ -242,11 +262,8 @@ void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool) c
       for (size_t i = 0; i < hidden; ++i) o[i] += y[i] * w;
     }
   }
-  if (shared_) {
-    std::vector<float> s(n * hidden);
-    shared_->forward(x, n, s.data(), pool);
-    for (size_t i = 0; i < n * hidden; ++i) out[i] += s[i];
-  }
+  if (shared_)
+    for (size_t i = 0; i < n * hidden; ++i) out[i] += shared_out[i];
 }
 
 }  // namespace strata

@@ -3,6 +3,7 @@
 // the mixture-of-experts block that groups rows by expert so that each
 // selected expert's weights are fetched once per batch.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,7 +58,14 @@ class MoeBlock {
  public:
   MoeBlock(int64_t layer, const ModelConfig& c, std::unique_ptr<Router> router, std::optional<SwiGlu> shared,
            ExpertProvider& experts, ExpertActivation activation = {});
-  void forward(const float* x, size_t n, float* out, ThreadPool& pool) const;
+  // `while_reading` runs once the reads of missing experts are submitted
+  // (the model starts next-layer prefetch there, behind this layer's reads).
+  void forward(const float* x, size_t n, float* out, ThreadPool& pool,
+               const std::function<void()>& while_reading = {}) const;
+  // The experts this block's router picks for `x` (ascending, distinct): run
+  // on the previous layer's residual, a guess at what forward() will need.
+  std::vector<int32_t> predict(const float* x, size_t n, ThreadPool& pool) const;
+  int64_t layer() const { return layer_; }
 
  private:
   int64_t layer_;

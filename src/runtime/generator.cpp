@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "model/model.h"
+#include "runtime/expert_stats.h"
 #include "util/error.h"
 
 namespace strata {
@@ -27,12 +28,15 @@ GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const 
   Sampler sampler(options.sampling);
   std::vector<float> logits(vocab);
 
+  const ExpertStats at_start = model.expert_stats();
   auto t0 = std::chrono::steady_clock::now();
   std::vector<Row> rows(prompt.size());
   for (size_t i = 0; i < prompt.size(); ++i) rows[i] = Row{prompt[i], static_cast<int64_t>(i), cache.get(), false};
   rows.back().want_logits = true;
   model.forward(rows, logits.data());
   result.prefill_s = seconds_since(t0);
+  const ExpertStats after_prefill = model.expert_stats();
+  result.prefill_experts = stats_delta(after_prefill, at_start);
 
   auto t1 = std::chrono::steady_clock::now();
   int64_t pos = static_cast<int64_t>(prompt.size());
@@ -48,6 +52,7 @@ GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const 
     model.forward(std::span<const Row>(&row, 1), logits.data());
   }
   result.decode_s = seconds_since(t1);
+  result.decode_experts = stats_delta(model.expert_stats(), after_prefill);
   return result;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/expert_provider.h"
 #include "runtime/sampler.h"
 
 namespace strata {
@@ -23,6 +24,8 @@ struct GenerateResult {
   int64_t prompt_tokens = 0;
   double prefill_s = 0.0;
   double decode_s = 0.0;  // time for tokens after the first
+  // Expert streaming during prefill (+ first token) and during decode.
+  ExpertStats prefill_experts, decode_experts;
 };
 
 GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options);

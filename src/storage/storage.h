@@ -78,6 +78,9 @@ struct Completion {
   uint64_t bytes = 0;      // == length on success
   int error = 0;           // 0 on success, else an errno (EBADMSG: checksum mismatch)
   std::string message;     // "<file> offset <N> length <L>: <problem>" when error != 0
+  // When the bytes had landed (set by the I/O side, so it does not depend on
+  // when the caller polls): per-drive busy time and GB/s are measured with it.
+  std::chrono::steady_clock::time_point landed{};
   bool ok() const { return error == 0; }
 };
 

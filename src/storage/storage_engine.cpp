@@ -202,6 +202,7 @@ std::vector<std::string> StorageEngine::notes() const {
 }
 
 void StorageEngine::deliver(Completion c) {
+  c.landed = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(cq_mutex_);
     ready_.push_back(std::move(c));
@@ -360,6 +361,7 @@ void StorageEngine::finish(Request* r) {
   std::unique_ptr<Request> owned(r);
   const Extent& ext = r->ext;
   Completion c{ext.tag, 0, r->error, {}};
+  c.landed = std::chrono::steady_clock::now();
   if (r->error == 0) {
     if (!r->bounce.empty()) std::memcpy(ext.dest, r->land + (ext.offset - r->land_offset), ext.length);
     if (ext.verify) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "synth/synth.h"
+#include "util/progress.h"
 
 namespace strata::synth {
 
@@ -33,18 +34,7 @@ struct FileLayout {
   void add_tensor(size_t index, uint64_t nbytes);
 };
 
-class Progress {
- public:
-  Progress(uint64_t total, bool enabled);
-  void add(uint64_t bytes);
-  void finish();
-
- private:
-  void draw(bool final);
-  uint64_t total_, done_ = 0;
-  bool enabled_, tty_;
-  std::chrono::steady_clock::time_point start_, last_;
-};
+using strata::Progress;
 
 // Writes `layout` to <path>.partial, syncs it and renames it to `path`; on
 // failure the partial file is removed and a strata::Error names the path.

@@ -407,7 +407,7 @@ WriteStats write(const Plan& p, const fs::path& out, const WriteOptions& o) {
     throw Error(dir.string() + ": not enough free space (" + gb(p.total_bytes) + " needed, " + gb(space.available) +
                 " available)");
 
-  Progress progress(p.total_bytes, o.progress);
+  Progress progress("synth", p.total_bytes, o.progress);
   if (p.format == Format::Gguf) {
     // GgufWriter lays the file out (header, aligned tensor offsets, padding);
     // the data is generated straight into the output buffers.

@@ -40,6 +40,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
 
 std::unique_ptr<Tokenizer> Tokenizer::for_model(const fs::path& path) {
   std::error_code ec;
+  if (fs::is_directory(path, ec) && fs::exists(path / "manifest.json")) {
+    // A pack (strata pack): the tokenizer travels with its trunk.
+    return fs::exists(path / "trunk.gguf") ? for_model(path / "trunk.gguf") : for_model(path / "trunk");
+  }
   if (fs::is_directory(path, ec)) return dir_has_tokenizer(path) ? from_dir(path) : nullptr;
   if (fs::is_regular_file(path, ec)) {
     const GgufFile file(path);

@@ -7,10 +7,42 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "util/error.h"
 
 namespace strata {
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<const uint8_t*, const MappedFile*> by_base;  // mapping start -> file
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+std::optional<FileLocation> locate_mapped(const void* p) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.by_base.upper_bound(b);
+  if (it == r.by_base.begin()) return std::nullopt;
+  --it;
+  const MappedFile* f = it->second;
+  if (b >= f->data() + f->size()) return std::nullopt;
+  return FileLocation{f->path(), static_cast<uint64_t>(b - f->data())};
+}
+
+void MappedFile::advise_random() const {
+  if (data_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_RANDOM);
+}
 
 MappedFile::MappedFile(const std::filesystem::path& path) : path_(path.string()) {
   int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
@@ -34,12 +66,21 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path.string())
       throw Error(path_ + ": cannot map: " + std::strerror(e));
     }
     data_ = static_cast<const uint8_t*>(p);
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    r.by_base[data_] = this;
   }
   ::close(fd);
 }
 
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (!data_) return;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    r.by_base.erase(data_);
+  }
+  ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 }  // namespace strata

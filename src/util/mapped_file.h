@@ -5,9 +5,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace strata {
+
+// Where a byte of a mapped file lives on disk.
+struct FileLocation {
+  std::string path;
+  uint64_t offset = 0;
+};
 
 class MappedFile {
  public:
@@ -19,11 +26,19 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Tells the kernel not to read ahead around faults: weights touched here
+  // are a scattered subset (the trunk), and read-ahead would pull the
+  // neighbouring experts into the page cache.
+  void advise_random() const;
 
  private:
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// The file and offset of `p` if it points into a live MappedFile; lets the
+// expert streamer turn a bound weight back into the bytes to read from disk.
+std::optional<FileLocation> locate_mapped(const void* p);
 
 }  // namespace strata

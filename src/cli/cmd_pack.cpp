@@ -1,0 +1,78 @@
+// strata pack: an HF directory or GGUF file -> trunk + per-drive expert blobs
+// + manifest (see pack/packer.h).
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "pack/packer.h"
+#include "util/error.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct PackArgs {
+  std::string source, out, trunk = "keep", experts = "keep", trace, probe;
+  std::vector<std::string> drives;
+  bool json = false, quiet = false;
+};
+
+int run_pack(const PackArgs& a) {
+  PackOptions o;
+  o.source = a.source;
+  o.out = a.out;
+  for (const auto& d : a.drives) o.drives.emplace_back(d);
+  o.trunk = a.trunk;
+  o.experts = a.experts;
+  o.trace = a.trace;
+  o.probe = a.probe;
+  o.progress = !a.quiet && !a.json;
+  const PackReport r = pack_model(o);
+  if (a.json) {
+    std::cout << nlohmann::json{{"out", a.out},
+                                {"already_packed", r.already_packed},
+                                {"trunk_bytes", r.trunk_bytes},
+                                {"expert_bytes", r.expert_bytes},
+                                {"layers_resumed", r.layers_resumed},
+                                {"drive_weights", r.drive_weights},
+                                {"seconds", r.seconds}}
+                     .dump()
+              << "\n";
+    return 0;
+  }
+  if (r.already_packed) {
+    std::fprintf(stderr, "%s is already packed from %s with these options\n", a.out.c_str(), a.source.c_str());
+    return 0;
+  }
+  std::fprintf(stderr, "packed %s -> %s: trunk %.2f GB, experts %.2f GB on %zu drive(s)%s in %.1f s\n",
+               a.source.c_str(), a.out.c_str(), r.trunk_bytes / 1e9, r.expert_bytes / 1e9, r.drive_weights.size(),
+               r.layers_resumed ? (" (resumed after " + std::to_string(r.layers_resumed) + " layers)").c_str() : "",
+               r.seconds);
+  return 0;
+}
+
+}  // namespace
+
+void register_pack(CLI::App& app, Action& run) {
+  auto a = std::make_shared<PackArgs>();
+  CLI::App* cmd = app.add_subcommand("pack", "Pack a model for streaming: trunk + per-drive expert blobs + manifest");
+  cmd->add_option("source", a->source, "HF model directory or GGUF file")->required();
+  cmd->add_option("--out", a->out, "Pack directory (trunk and manifest; expert files too without --drive)")->required();
+  cmd->add_option("--drive", a->drives, "Directory on a drive to hold expert blobs (repeat for several drives)");
+  cmd->add_option("--trunk", a->trunk, "keep, or int8 (int8 matrices with per-row scales; Q8_0 for GGUF)")
+      ->check(CLI::IsMember({"keep", "int8"}))
+      ->capture_default_str();
+  cmd->add_option("--experts", a->experts, "keep, or re-quantize to q8, int4 or mxfp4")
+      ->check(CLI::IsMember({"keep", "q8", "int4", "mxfp4"}))
+      ->capture_default_str();
+  cmd->add_option("--trace", a->trace, "Expert heat (JSON, e.g. from a run's heat file) to place hot experts");
+  cmd->add_option("--probe", a->probe, "Drive speeds from `strata probe` (default: the saved probe)");
+  cmd->add_flag("--json", a->json, "Print one JSON object with what was written");
+  cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
+  cmd->callback([&run, a] { run = [a] { return run_pack(*a); }; });
+}
+
+}  // namespace strata::cli

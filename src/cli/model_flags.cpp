@@ -1,0 +1,42 @@
+#include "cli/model_flags.h"
+
+#include "util/error.h"
+
+namespace strata::cli {
+
+void add_model_flags(CLI::App* cmd, ModelFlags& f) {
+  cmd->add_option("--threads", f.threads, "Worker threads (default: all cores)");
+  cmd->add_option("--ram", f.ram_gib,
+                  "RAM budget in GiB for the whole process (trunk + KV + buffers + expert cache); "
+                  "experts beyond it are streamed from the drives");
+  cmd->add_flag("--stream", f.stream, "Stream routed experts from the drives even without --ram");
+  cmd->add_option("--cache-experts", f.cache_experts, "Expert cache size in experts (overrides what --ram allows)");
+  cmd->add_option("--ctx", f.ctx, "Context length the KV cache is budgeted for")->capture_default_str();
+  cmd->add_option("--prefetch", f.prefetch, "Next-layer expert prefetch: auto, on or off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  cmd->add_flag("--no-verify", f.no_verify, "Skip expert checksum and header checks (packed models)");
+  cmd->add_option("--heat", f.heat, "Expert heat file kept between runs (default: ~/.cache/strata/heat/...; none)");
+  cmd->add_option("--io", f.io, "Read backend: io_uring or pread (default: $STRATA_IO or io_uring)")
+      ->check(CLI::IsMember({"io_uring", "pread"}));
+}
+
+LoadOptions load_options(const ModelFlags& f) {
+  if (f.ram_gib < 0) throw Error("--ram must not be negative");
+  if (f.ctx < 1) throw Error("--ctx must be at least 1");
+  LoadOptions o;
+  o.threads = f.threads;
+  o.stream = f.stream;
+  o.ram_bytes = static_cast<uint64_t>(f.ram_gib * 1024.0 * 1024.0 * 1024.0);
+  o.cache_slots = f.cache_experts;
+  o.context = f.ctx;
+  o.prefetch = f.prefetch == "on"    ? LoadOptions::Prefetch::On
+               : f.prefetch == "off" ? LoadOptions::Prefetch::Off
+                                     : LoadOptions::Prefetch::Auto;
+  o.verify = !f.no_verify;
+  o.heat = f.heat;
+  o.io_backend = f.io;
+  return o;
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,27 @@
+#pragma once
+// The flags every command that loads a model shares: threads, the RAM
+// budget and the expert-streaming knobs.
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "model/model.h"
+
+namespace strata::cli {
+
+struct ModelFlags {
+  int threads = 0;
+  double ram_gib = 0;
+  bool stream = false;
+  size_t cache_experts = 0;
+  int64_t ctx = 4096;
+  std::string prefetch = "auto";
+  bool no_verify = false;
+  std::string heat;
+  std::string io;
+};
+
+void add_model_flags(CLI::App* cmd, ModelFlags& f);
+// Throws strata::Error for values out of range.
+LoadOptions load_options(const ModelFlags& f);
+
+}  // namespace strata::cli

@@ -1,0 +1,61 @@
+#include "model/checkpoint.h"
+
+#include "formats/gguf.h"
+#include "formats/hf_checkpoint.h"
+#include "model/gguf_model.h"
+#include "model/model.h"
+#include "model/weights.h"
+#include "util/error.h"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Checkpoint open_gguf(const fs::path& path, const fs::path& shown) {
+  Checkpoint ck;
+  ck.kind = Checkpoint::Kind::Gguf;
+  ck.path = shown;
+  ck.trunk_path = path;
+  auto file = std::make_unique<GgufFile>(path);
+  ck.gguf = file.get();
+  ck.config = config_from_gguf(*file);
+  ck.source = hf_view_of_gguf(std::move(file), ck.config);
+  return ck;
+}
+
+Checkpoint open_hf(const fs::path& dir, const fs::path& shown) {
+  Checkpoint ck;
+  ck.path = shown;
+  ck.trunk_path = dir;
+  ck.config = ModelConfig::from_file((dir / "config.json").string());
+  ck.source = std::make_unique<HfCheckpoint>(dir);
+  return ck;
+}
+
+}  // namespace
+
+Checkpoint open_checkpoint(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return open_gguf(path, path);
+  if (!fs::is_directory(path, ec)) throw Error(path.string() + ": no such model directory or GGUF file");
+  if (fs::exists(path / "manifest.json")) {
+    // A pack: its trunk is an HF directory or a GGUF file inside it.
+    Checkpoint ck = fs::exists(path / "trunk.gguf") ? open_gguf(path / "trunk.gguf", path) : open_hf(path / "trunk", path);
+    ck.kind = Checkpoint::Kind::Pack;
+    return ck;
+  }
+  return open_hf(path, path);
+}
+
+ExpertBindFn expert_binder(const Checkpoint& ck, WeightBinder& binder) {
+  return ck.config.arch == Arch::GptOss ? gpt_oss_experts(*ck.source, ck.config) : per_expert_tensors(binder, ck.config);
+}
+
+bool is_routed_expert_tensor(const std::string& name) {
+  return name.find(".mlp.experts.") != std::string::npos ||  // HF (and GGUF through its HF view)
+         name.find("_exps.") != std::string::npos;           // raw GGUF: blk.N.ffn_{gate,up,down}_exps.*
+}
+
+}  // namespace strata

@@ -1,0 +1,74 @@
+#pragma once
+// The pack manifest (DIR/manifest.json): what `strata pack` wrote and where.
+//
+// {
+//   "format": "strata-pack", "version": 1,
+//   "source": "/models/Kimi-K2", "trunk": "trunk" | "trunk.gguf",
+//   "options": {"trunk": "keep", "experts": "keep", "trace": ""},
+//   "config": {"arch": "deepseek_v3", "layers": 61, ...},      // summary
+//   "hf_config": {...},                                         // config.json (HF sources)
+//   "tensors": {"<trunk tensor>": {"dtype": "BF16", "shape": [..]}, ...},
+//   "drives": [{"path": "/mnt/nvme1", "file": "strata-experts-0.bin",
+//               "weight": 3.1, "bytes": 123}],
+//   "layouts": [{"gate": {"dtype": "Q8_0", "out": 2048, "in": 7168,
+//                          "packing": "plain", "data": 64, ...}, ...}],
+//   "experts": [[], [[drive, offset, length, "xxh3 hex", layout], ...], ...]
+// }
+// Every blob starts on 4 KiB; `length` is the blob's bytes (the read rounds
+// up to 4 KiB); the checksum covers `length` bytes. A drive path that is
+// relative is relative to DIR.
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/expert_provider.h"
+#include "runtime/expert_catalog.h"
+
+namespace strata {
+
+struct PackedExpert {
+  uint32_t drive = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t xxh3 = 0;
+  uint32_t layout = 0;
+};
+
+struct PackDrive {
+  std::string path;  // directory (relative = inside the pack)
+  std::string file;  // expert file name in it
+  double weight = 1;  // share of reads it should get (measured GB/s)
+  uint64_t bytes = 0;
+};
+
+struct Manifest {
+  static constexpr int kVersion = 1;
+  std::string source;
+  std::string trunk;  // "trunk" (HF directory) or "trunk.gguf"
+  nlohmann::json options = nlohmann::json::object();
+  nlohmann::json config = nlohmann::json::object();
+  nlohmann::json hf_config;  // null for GGUF sources
+  nlohmann::json tensors = nlohmann::json::object();
+  std::vector<PackDrive> drives;
+  std::vector<ExpertWeights> layouts;              // pointers hold blob offsets
+  std::vector<std::vector<PackedExpert>> experts;  // [layer][expert]
+
+  // Index of `layout` in layouts, adding it if new.
+  uint32_t add_layout(const ExpertWeights& layout);
+  std::filesystem::path drive_file(const std::filesystem::path& dir, uint32_t drive) const;
+
+  nlohmann::json to_json() const;
+  // Throws strata::Error "<where>: ..." for anything malformed.
+  static Manifest from_json(const nlohmann::json& j, const std::string& where);
+  static Manifest load(const std::filesystem::path& dir);
+  // Atomic: written to <path>.tmp, synced, renamed.
+  void save(const std::filesystem::path& path) const;
+};
+
+// The manifest's experts as reads of its drive files (checksummed, with the
+// blob header checked on arrival).
+ExpertCatalog catalog_from_manifest(const Manifest& m, const std::filesystem::path& dir, Storage& storage);
+
+}  // namespace strata

@@ -1,0 +1,43 @@
+#pragma once
+// `strata pack`: turns an HF directory or a GGUF file into a pack - the
+// resident trunk in its own file(s), and per drive one file of expert blobs
+// (each expert's gate, up, down and their scales as one contiguous 4 KiB-
+// aligned blob with a header and an xxh3 checksum), plus manifest.json.
+//
+// Crash safety: the trunk appears by rename; expert files are written layer
+// by layer and, after each layer is synced, DIR/pack.progress.json records
+// it. A re-run with the same source and options resumes after the last
+// recorded layer; manifest.json is written last, atomically, so a pack
+// either has a complete manifest or none.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct PackOptions {
+  std::filesystem::path source;
+  std::filesystem::path out;
+  std::vector<std::filesystem::path> drives;  // empty: the pack directory itself
+  std::string trunk = "keep";                 // keep | int8
+  std::string experts = "keep";               // keep | q8 | int4 | mxfp4
+  std::filesystem::path trace;                // router heat (ExpertHeat JSON) for placement
+  std::filesystem::path probe;                // drive speeds; "" = the default probe file if any
+  bool progress = false;
+  // Tests: stop (as a crash would) once this many layers are recorded; -1 = never.
+  int64_t stop_after_layers = -1;
+};
+
+struct PackReport {
+  uint64_t trunk_bytes = 0;
+  uint64_t expert_bytes = 0;   // blob bytes written (this run and resumed)
+  int64_t layers_resumed = 0;  // layers found done by an earlier run
+  bool already_packed = false;
+  std::vector<double> drive_weights;
+  double seconds = 0;
+};
+
+PackReport pack_model(const PackOptions& options);
+
+}  // namespace strata

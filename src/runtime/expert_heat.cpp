@@ -1,0 +1,111 @@
+#include "runtime/expert_heat.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "storage/checksum.h"
+#include "util/error.h"
+
+namespace strata {
+
+void ExpertHeat::merge(const ExpertHeat& other) {
+  if (other.counts_.size() != counts_.size()) throw Error("expert heat: layer counts differ");
+  for (size_t l = 0; l < counts_.size(); ++l) {
+    if (other.counts_[l].size() != counts_[l].size()) throw Error("expert heat: expert counts differ");
+    for (size_t e = 0; e < counts_[l].size(); ++e) counts_[l][e] += other.counts_[l][e];
+  }
+}
+
+double ExpertHeat::total() const {
+  double t = 0;
+  for (const auto& l : counts_)
+    for (double c : l) t += c;
+  return t;
+}
+
+std::vector<std::pair<int64_t, int64_t>> ExpertHeat::hottest(size_t n) const {
+  std::vector<std::pair<int64_t, int64_t>> all;
+  for (size_t l = 0; l < counts_.size(); ++l)
+    for (size_t e = 0; e < counts_[l].size(); ++e)
+      if (counts_[l][e] > 0) all.emplace_back(l, e);
+  std::stable_sort(all.begin(), all.end(),
+                   [&](const auto& a, const auto& b) { return count(a.first, a.second) > count(b.first, b.second); });
+  if (all.size() > n) all.resize(n);
+  return all;
+}
+
+ExpertHeat ExpertHeat::load(const std::filesystem::path& path, const std::string& model, int64_t layers,
+                            int64_t experts, bool strict) {
+  ExpertHeat empty(layers, experts);
+  std::ifstream in(path);
+  if (!in) {
+    if (strict) throw Error(path.string() + ": cannot open router trace");
+    return empty;
+  }
+  auto reject = [&](const std::string& why) -> ExpertHeat {
+    if (strict) throw Error(path.string() + ": " + why);
+    return empty;
+  };
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return reject("not a JSON object");
+  if (j.value("version", 0) != 1) return reject("unsupported heat version");
+  if (!strict && j.value("model", std::string()) != model) return empty;
+  const auto& ls = j["layers"];
+  if (!ls.is_array() || static_cast<int64_t>(ls.size()) != layers) return reject("layer count does not match the model");
+  ExpertHeat h(layers, experts);
+  for (int64_t l = 0; l < layers; ++l) {
+    const auto& row = ls[l];
+    if (!row.is_array()) return reject("layer " + std::to_string(l) + " is not an array");
+    if (row.empty()) continue;
+    if (static_cast<int64_t>(row.size()) != experts)
+      return reject("layer " + std::to_string(l) + " has " + std::to_string(row.size()) + " experts, the model " +
+                    std::to_string(experts));
+    for (int64_t e = 0; e < experts; ++e) {
+      if (!row[e].is_number() || row[e].get<double>() < 0) return reject("counts must be non-negative numbers");
+      h.counts_[l][e] = row[e].get<double>();
+    }
+  }
+  return h;
+}
+
+void ExpertHeat::save(const std::filesystem::path& path, const std::string& model) const {
+  nlohmann::json j;
+  j["version"] = 1;
+  j["model"] = model;
+  j["layers"] = nlohmann::json::array();
+  for (const auto& l : counts_) {
+    bool any = std::any_of(l.begin(), l.end(), [](double c) { return c > 0; });
+    j["layers"].push_back(any ? nlohmann::json(l) : nlohmann::json::array());
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  const auto tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump() << "\n";
+    if (!out) throw Error(tmp + ": cannot write expert heat");
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error(path.string() + ": cannot write expert heat: " + ec.message());
+}
+
+std::filesystem::path default_heat_path(const std::filesystem::path& model) {
+  std::filesystem::path base;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    base = x;
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    base = std::filesystem::path(h) / ".cache";
+  else
+    base = "/tmp";
+  std::error_code ec;
+  auto canonical = std::filesystem::weakly_canonical(model, ec).string();
+  if (ec) canonical = model.string();
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx.json",
+                static_cast<unsigned long long>(xxh3_64(canonical.data(), canonical.size())));
+  return base / "strata" / "heat" / name;
+}
+
+}  // namespace strata

@@ -1,0 +1,46 @@
+#pragma once
+// How often each routed expert has been selected: the cache's frequency
+// score, the list of experts worth pinning in RAM, and what `pack --trace`
+// uses to place hot experts. Persisted between runs as JSON:
+//   {"version": 1, "model": "<id>", "layers": [[count, ...], ...]}
+// (one array per layer, empty for dense layers; counts are selections).
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace strata {
+
+class ExpertHeat {
+ public:
+  ExpertHeat() = default;
+  ExpertHeat(int64_t layers, int64_t experts) : counts_(layers, std::vector<double>(experts, 0.0)) {}
+
+  int64_t layers() const { return static_cast<int64_t>(counts_.size()); }
+  double count(int64_t layer, int64_t expert) const { return counts_[layer][expert]; }
+  void add(int64_t layer, int64_t expert, double n = 1) { counts_[layer][expert] += n; }
+  // Adds another run's counts (shapes must match; throws strata::Error).
+  void merge(const ExpertHeat& other);
+  double total() const;
+  // The `n` hottest (layer, expert) pairs with a count above zero, hottest
+  // first; ties by (layer, expert) so the choice is reproducible.
+  std::vector<std::pair<int64_t, int64_t>> hottest(size_t n) const;
+
+  // Loads `path`; a missing file gives an empty heat of the given shape. A
+  // file for another model or shape is ignored (returns empty) - it is a
+  // hint, never a reason to fail - unless `strict` (pack --trace).
+  static ExpertHeat load(const std::filesystem::path& path, const std::string& model, int64_t layers,
+                         int64_t experts, bool strict = false);
+  // Writes atomically (temp file + rename).
+  void save(const std::filesystem::path& path, const std::string& model) const;
+
+ private:
+  std::vector<std::vector<double>> counts_;
+};
+
+// Where a model's heat lives between runs: $XDG_CACHE_HOME or ~/.cache,
+// strata/heat/<hash of the model's path>.json.
+std::filesystem::path default_heat_path(const std::filesystem::path& model);
+
+}  // namespace strata

@@ -1,0 +1,53 @@
+#include "runtime/expert_stats.h"
+
+namespace strata {
+
+ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier) {
+  ExpertStats d = later;
+  d.requests -= earlier.requests;
+  d.hits -= earlier.hits;
+  d.misses -= earlier.misses;
+  d.bytes_needed -= earlier.bytes_needed;
+  d.bytes_read -= earlier.bytes_read;
+  d.prefetch_issued -= earlier.prefetch_issued;
+  d.prefetch_used -= earlier.prefetch_used;
+  d.predicted -= earlier.predicted;
+  d.predicted_right -= earlier.predicted_right;
+  d.io_wait_s -= earlier.io_wait_s;
+  for (size_t i = 0; i < d.drives.size() && i < earlier.drives.size(); ++i) {
+    d.drives[i].bytes -= earlier.drives[i].bytes;
+    d.drives[i].busy_s -= earlier.drives[i].busy_s;
+  }
+  return d;
+}
+
+nlohmann::json expert_stats_json(const ExpertStats& s, double wall_s) {
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  nlohmann::json drives = nlohmann::json::array();
+  for (const auto& d : s.drives)
+    drives.push_back({{"name", d.name},
+                      {"bytes", d.bytes},
+                      {"busy_s", d.busy_s},
+                      {"gbps", ratio(static_cast<double>(d.bytes) / 1e9, d.busy_s)}});
+  return {{"requests", s.requests},
+          {"hits", s.hits},
+          {"misses", s.misses},
+          {"hit_rate", ratio(static_cast<double>(s.hits), static_cast<double>(s.requests))},
+          {"bytes_needed", s.bytes_needed},
+          {"bytes_read", s.bytes_read},
+          {"gbps", ratio(static_cast<double>(s.bytes_read) / 1e9, wall_s)},
+          {"io_wait_s", s.io_wait_s},
+          {"io_wait_share", ratio(s.io_wait_s, wall_s)},
+          {"drives", drives},
+          {"prefetch",
+           {{"issued", s.prefetch_issued},
+            {"used", s.prefetch_used},
+            {"predicted", s.predicted},
+            {"predicted_right", s.predicted_right},
+            {"accuracy", ratio(static_cast<double>(s.predicted_right), static_cast<double>(s.predicted))}}},
+          {"cache_slots", s.cache_slots},
+          {"cache_slot_bytes", s.cache_slot_bytes},
+          {"pinned", s.pinned}};
+}
+
+}  // namespace strata

@@ -1,0 +1,19 @@
+#pragma once
+// Expert-streaming statistics as the CLI reports them (--json "experts").
+#include <nlohmann/json.hpp>
+
+#include "model/expert_provider.h"
+
+namespace strata {
+
+// What happened between two snapshots of the same provider.
+ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier);
+
+// {"bytes_read", "bytes_needed", "hits", "misses", "hit_rate", "io_wait_s",
+//  "io_wait_share", "gbps" (bytes_read / wall), "drives": [{"name", "bytes",
+//  "busy_s", "gbps"}], "prefetch": {"issued", "used", "predicted",
+//  "predicted_right", "accuracy"}, "cache_slots", "cache_slot_bytes", "pinned"}
+// `wall_s` is the time the snapshot covers.
+nlohmann::json expert_stats_json(const ExpertStats& s, double wall_s);
+
+}  // namespace strata

@@ -1,0 +1,327 @@
+#include "runtime/streaming_experts.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "model/expert_layout.h"
+#include "util/error.h"
+
+namespace strata {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kReadsPerSlot = 256;  // tag = slot * kReadsPerSlot + read
+
+}  // namespace
+
+// One layer's request: positions ready to hand out, positions whose reads are
+// in flight, and positions still waiting for a free slot.
+class StreamingExpertProvider::Fetch : public ExpertFetch {
+ public:
+  Fetch(StreamingExpertProvider& p, int64_t layer) : p_(p), layer_(layer) {}
+  ~Fetch() override {
+    for (int s : held_) --p_.slots_[s].users;
+  }
+
+  int next(const ExpertWeights*& weights) override {
+    if (current_ >= 0) {  // the caller is done with the previous expert
+      release(current_);
+      current_ = -1;
+    }
+    while (true) {
+      top_up();
+      for (size_t i = 0; i < loading_.size(); ++i) {
+        const auto [pos, slot] = loading_[i];
+        if (p_.slots_[slot].state != State::Ready) continue;
+        loading_.erase(loading_.begin() + static_cast<long>(i));
+        current_ = slot;
+        weights = &p_.slots_[slot].weights;
+        return pos;
+      }
+      if (loading_.empty() && waiting_.empty()) return -1;
+      if (loading_.empty())
+        throw Error("expert cache: no slot can be freed for layer " + std::to_string(layer_) +
+                    " (every slot is in use); give --ram more room");
+      p_.wait_for_reads();
+    }
+  }
+
+  void hold(int pos, int slot) {
+    ++p_.slots_[slot].users;
+    held_.push_back(slot);
+    loading_.emplace_back(pos, slot);
+  }
+  void defer(int pos, int32_t expert) { waiting_.emplace_back(pos, expert); }
+
+ private:
+  void release(int slot) {
+    auto it = std::find(held_.begin(), held_.end(), slot);
+    if (it != held_.end()) {
+      held_.erase(it);
+      --p_.slots_[slot].users;
+    }
+  }
+  // Starts reads for deferred experts as slots become free.
+  void top_up() {
+    if (waiting_.empty()) return;
+    std::vector<Extent> batch;
+    while (!waiting_.empty()) {
+      const auto [pos, expert] = waiting_.front();
+      int slot = -1;
+      auto it = p_.where_.find(key(layer_, expert));
+      if (it != p_.where_.end()) slot = it->second;  // a prefetch got there meanwhile
+      else slot = p_.start_read(layer_, expert, false, batch);
+      if (slot < 0) break;
+      waiting_.erase(waiting_.begin());
+      hold(pos, slot);
+    }
+    p_.submit(batch);
+  }
+
+  StreamingExpertProvider& p_;
+  int64_t layer_;
+  std::vector<std::pair<int, int>> loading_;      // (position, slot), ready or in flight
+  std::vector<std::pair<int, int32_t>> waiting_;  // (position, expert) without a slot yet
+  std::vector<int> held_;
+  int current_ = -1;
+};
+
+StreamingExpertProvider::StreamingExpertProvider(const ModelConfig& c, ExpertCatalog catalog,
+                                                 std::unique_ptr<Storage> storage, StreamingOptions options)
+    : c_(c), catalog_(std::move(catalog)), storage_(std::move(storage)), options_(std::move(options)) {
+  if (options_.slots < 1) throw Error("expert cache: needs at least one slot");
+  pool_ = std::make_unique<BufferPool>(std::max<uint64_t>(catalog_.max_slot_bytes, kIoAlign), options_.slots);
+  storage_->register_buffers(pool_->regions());
+  slots_.resize(options_.slots);
+  for (size_t i = 0; i < slots_.size(); ++i) slots_[i].mem = pool_->buffer(i);
+  freq_.assign(c.num_layers, std::vector<double>(c.n_routed_experts, 0.0));
+  pin_.assign(c.num_layers, std::vector<uint8_t>(c.n_routed_experts, 0));
+  heat_ = ExpertHeat(c.num_layers, c.n_routed_experts);
+  if (options_.prior.layers() == c.num_layers) {
+    heat_.merge(options_.prior);
+    max_pinned_ = static_cast<size_t>(options_.pin_fraction * static_cast<double>(slots_.size()));
+    for (auto [l, e] : options_.prior.hottest(max_pinned_)) pin_[l][e] = 1;
+    // Earlier runs' counts seed the frequencies, scaled to "a few uses".
+    const double total = options_.prior.total();
+    if (total > 0)
+      for (int64_t l = 0; l < c.num_layers; ++l)
+        for (int64_t e = 0; e < c.n_routed_experts; ++e)
+          freq_[l][e] = 8.0 * options_.prior.count(l, e) * static_cast<double>(c.n_routed_experts) / total;
+  }
+  stats_.cache_slots = slots_.size();
+  stats_.cache_slot_bytes = pool_->buffer_bytes();
+  drive_clock_.resize(storage_->drives().size() + 8);
+}
+
+StreamingExpertProvider::~StreamingExpertProvider() {
+  // Reads may still be landing in the slots (prefetches): let them finish
+  // before the buffers go away.
+  std::vector<Completion> done;
+  while (storage_->pending() > 0) storage_->wait(done, storage_->pending());
+}
+
+void StreamingExpertProvider::note_use(int64_t layer, int64_t expert) {
+  freq_[layer][expert] += 1.0;
+  heat_.add(layer, expert);
+  // Halve every count after a few turnovers of the cache: frequency that is
+  // not renewed fades, so the cache follows what the text is doing now.
+  if (++since_decay_ >= 4 * slots_.size()) {
+    since_decay_ = 0;
+    for (auto& l : freq_)
+      for (double& f : l) f *= 0.5;
+  }
+}
+
+int StreamingExpertProvider::choose_victim(bool for_prefetch, double guess_score) const {
+  int best = -1;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    if (s.state == State::Free) return static_cast<int>(i);
+    if (s.state != State::Ready || s.users > 0 || s.pinned || s.prefetched) continue;
+    if (best < 0) {
+      best = static_cast<int>(i);
+      continue;
+    }
+    const Slot& b = slots_[best];
+    const double fs = score(s.layer, s.expert), fb = score(b.layer, b.expert);
+    if (fs < fb || (fs == fb && s.last_use < b.last_use)) best = static_cast<int>(i);
+  }
+  if (best >= 0 && for_prefetch && score(slots_[best].layer, slots_[best].expert) > guess_score) return -1;
+  return best;
+}
+
+int StreamingExpertProvider::start_read(int64_t layer, int64_t expert, bool for_prefetch, std::vector<Extent>& batch) {
+  const StreamedExpert& se = catalog_.at(layer, expert);
+  const int s = choose_victim(for_prefetch, score(layer, expert));
+  if (s < 0) return -1;
+  Slot& slot = slots_[s];
+  if (slot.state != State::Free) where_.erase(key(slot.layer, slot.expert));
+  if (se.reads.size() > kReadsPerSlot) throw Error("internal: expert has too many reads");
+  slot.layer = static_cast<int32_t>(layer);
+  slot.expert = static_cast<int32_t>(expert);
+  slot.state = State::Loading;
+  slot.pending_reads = static_cast<int>(se.reads.size());
+  slot.prefetched = for_prefetch;
+  if (slot.pinned) {
+    slot.pinned = false;
+    --pinned_;
+  }
+  if (pin_[layer][expert] && pinned_ < max_pinned_) {
+    slot.pinned = true;
+    ++pinned_;
+  }
+  slot.last_use = ++clock_;
+  slot.weights = rebase(se.layout, slot.mem, se.relative_mask);
+  where_[key(layer, expert)] = s;
+  for (size_t r = 0; r < se.reads.size(); ++r) {
+    const ExpertRead& rd = se.reads[r];
+    Extent x;
+    x.file = rd.file;
+    x.offset = rd.offset;
+    x.length = rd.length;
+    x.dest = slot.mem + rd.slot_offset;
+    x.capacity = pool_->buffer_bytes() - rd.slot_offset;
+    x.tag = static_cast<uint64_t>(s) * kReadsPerSlot + r;
+    x.verify = options_.verify && rd.verify;
+    x.xxh3 = rd.xxh3;
+    batch.push_back(x);
+  }
+  if (se.reads.empty()) slot.state = State::Ready;
+  return s;
+}
+
+void StreamingExpertProvider::submit(std::vector<Extent>& batch) {
+  if (batch.empty()) return;
+  const auto now = Clock::now();
+  for (const Extent& x : batch) {
+    const uint32_t d = storage_->file(x.file).drive;
+    if (d >= drive_clock_.size()) drive_clock_.resize(d + 1);
+    if (drive_clock_[d].in_flight++ == 0) drive_clock_[d].since = now;
+  }
+  storage_->submit(batch);
+  batch.clear();
+}
+
+void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
+  std::string failure;
+  for (const Completion& c : done) {
+    const size_t s = c.tag / kReadsPerSlot, r = c.tag % kReadsPerSlot;
+    Slot& slot = slots_[s];
+    const StreamedExpert& se = catalog_.at(slot.layer, slot.expert);
+    const uint32_t d = storage_->file(se.reads[r].file).drive;
+    if (d >= stats_.drives.size()) stats_.drives.resize(d + 1);
+    stats_.drives[d].bytes += c.bytes;
+    stats_.bytes_read += c.bytes;
+    if (--drive_clock_[d].in_flight == 0)
+      stats_.drives[d].busy_s += std::chrono::duration<double>(c.landed - drive_clock_[d].since).count();
+    if (!c.ok()) {
+      if (failure.empty()) failure = c.message;
+      slot.failed = true;
+    }
+    if (--slot.pending_reads > 0) continue;
+    if (!slot.failed && se.blob_header && options_.verify) {
+      try {
+        check_blob_header(slot.mem, slot.layer, slot.expert, se.reads[0].length,
+                          storage_->file(se.reads[0].file).path + " offset " + std::to_string(se.reads[0].offset));
+      } catch (const Error& e) {
+        if (failure.empty()) failure = e.what();
+        slot.failed = true;
+      }
+    }
+    if (slot.failed) {  // forget it: a later request reads it again
+      where_.erase(key(slot.layer, slot.expert));
+      slot.state = State::Free;
+      slot.failed = false;
+      if (slot.pinned) --pinned_;
+      slot.pinned = slot.prefetched = false;
+      continue;
+    }
+    slot.state = State::Ready;
+  }
+  done.clear();
+  if (!failure.empty()) throw Error("expert read failed: " + failure);
+}
+
+void StreamingExpertProvider::wait_for_reads() {
+  std::vector<Completion> done;
+  if (storage_->pending() == 0) throw Error("internal: waiting for an expert read that was never submitted");
+  const auto t0 = Clock::now();
+  storage_->wait(done, 1);
+  stats_.io_wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  absorb(done);
+}
+
+std::unique_ptr<ExpertFetch> StreamingExpertProvider::fetch(int64_t layer, std::span<const int32_t> experts) {
+  {
+    std::vector<Completion> done;
+    storage_->poll(done);
+    absorb(done);
+  }
+  if (predicted_for_ == layer) {
+    for (int32_t e : experts)
+      stats_.predicted_right += std::binary_search(predicted_layer_.begin(), predicted_layer_.end(), e);
+    predicted_for_ = -1;
+  }
+  auto f = std::make_unique<Fetch>(*this, layer);
+  std::vector<Extent> batch;
+  // Slots of this request are marked in use first, so that starting the
+  // reads of its misses never evicts one of its hits.
+  std::vector<int> hit(experts.size(), -1);
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const int32_t e = experts[i];
+    ++stats_.requests;
+    stats_.bytes_needed += catalog_.at(layer, e).payload_bytes;
+    note_use(layer, e);
+    auto it = where_.find(key(layer, e));
+    if (it == where_.end()) continue;
+    Slot& s = slots_[it->second];
+    ++stats_.hits;
+    if (s.prefetched) {
+      ++stats_.prefetch_used;
+      s.prefetched = false;
+    }
+    s.last_use = ++clock_;
+    hit[i] = it->second;
+    f->hold(static_cast<int>(i), it->second);
+  }
+  for (size_t i = 0; i < experts.size(); ++i) {
+    if (hit[i] >= 0) continue;
+    ++stats_.misses;
+    const int s = start_read(layer, experts[i], false, batch);
+    if (s >= 0)
+      f->hold(static_cast<int>(i), s);
+    else
+      f->defer(static_cast<int>(i), experts[i]);
+  }
+  submit(batch);
+  // Guesses for this layer that it did not ask for become ordinary entries.
+  for (Slot& s : slots_)
+    if (s.prefetched && s.layer == layer) s.prefetched = false;
+  return f;
+}
+
+void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> experts) {
+  predicted_layer_.assign(experts.begin(), experts.end());
+  std::sort(predicted_layer_.begin(), predicted_layer_.end());
+  predicted_for_ = layer;
+  stats_.predicted += experts.size();
+  std::vector<Extent> batch;
+  for (int32_t e : experts) {
+    if (where_.count(key(layer, e))) continue;
+    if (start_read(layer, e, true, batch) < 0) break;
+    ++stats_.prefetch_issued;
+  }
+  submit(batch);
+}
+
+ExpertStats StreamingExpertProvider::stats() const {
+  ExpertStats s = stats_;
+  s.pinned = pinned_;
+  const auto drives = storage_->drives();
+  if (s.drives.size() < drives.size()) s.drives.resize(drives.size());
+  for (size_t d = 0; d < drives.size(); ++d) s.drives[d].name = drives[d].name;
+  return s;
+}
+
+}  // namespace strata

@@ -1,0 +1,105 @@
+#pragma once
+// Routed experts streamed from drives into a fixed RAM cache.
+//
+// The cache is `slots` equal buffers (huge-page backed, registered with the
+// storage). A layer's request hands out cached experts at once and submits
+// the reads of all missing ones in one go; they are handed out as they land,
+// so the model computes while the drives work. When every slot is busy, the
+// remaining misses wait for the caller to finish an expert (a big prefill
+// batch still runs in a small cache, just in waves).
+//
+// Eviction: least frequently used, with the counts halved every few cache
+// turnovers so that old habits fade; ties go to the least recently used.
+// Experts that were hottest in earlier runs (ExpertHeat) are pinned: once
+// read they stay for the rest of the run, up to `pin_fraction` of the slots.
+// Prefetched reads take a slot only from an expert colder than the guess.
+//
+// Nothing here changes what the kernels compute: a slot holds the very bytes
+// of the checkpoint (or pack blob), and the layout re-points the same weights.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "model/expert_provider.h"
+#include "runtime/expert_catalog.h"
+#include "runtime/expert_heat.h"
+#include "storage/aligned_buffer.h"
+#include "storage/storage.h"
+
+namespace strata {
+
+struct StreamingOptions {
+  size_t slots = 0;            // cache size in experts (>= 1)
+  double pin_fraction = 0.5;   // share of slots heat may pin
+  bool verify = true;          // check blob headers and checksums where the catalog has them
+  ExpertHeat prior;            // heat of earlier runs (may be empty)
+};
+
+class StreamingExpertProvider : public ExpertProvider {
+ public:
+  StreamingExpertProvider(const ModelConfig& c, ExpertCatalog catalog, std::unique_ptr<Storage> storage,
+                          StreamingOptions options);
+  ~StreamingExpertProvider() override;
+
+  std::unique_ptr<ExpertFetch> fetch(int64_t layer, std::span<const int32_t> experts) override;
+  void prefetch(int64_t layer, std::span<const int32_t> experts) override;
+  bool wants_prefetch() const override { return true; }
+  ExpertStats stats() const override;
+
+  // This run's selections added to the prior heat (what to persist).
+  const ExpertHeat& heat() const { return heat_; }
+  Storage& storage() { return *storage_; }
+
+ private:
+  class Fetch;
+  enum class State : uint8_t { Free, Loading, Ready };
+  struct Slot {
+    uint8_t* mem = nullptr;
+    int32_t layer = -1, expert = -1;
+    State state = State::Free;
+    int pending_reads = 0;
+    int users = 0;            // fetches holding it
+    bool pinned = false;
+    bool prefetched = false;  // read ahead and not yet asked for
+    bool failed = false;      // a read of it failed (until its last read lands)
+    uint64_t last_use = 0;
+    ExpertWeights weights;    // valid when Ready
+  };
+  static uint64_t key(int64_t layer, int64_t expert) { return static_cast<uint64_t>(layer) << 32 | uint32_t(expert); }
+
+  // A slot for (layer, expert) with its reads submitted; -1 if none can be freed.
+  int start_read(int64_t layer, int64_t expert, bool for_prefetch, std::vector<Extent>& batch);
+  int choose_victim(bool for_prefetch, double guess_score) const;
+  double score(int64_t layer, int64_t expert) const { return freq_[layer][expert]; }
+  void note_use(int64_t layer, int64_t expert);
+  // Applies landed completions (throws strata::Error on a failed read).
+  void absorb(std::vector<Completion>& done);
+  // Blocks until at least one read lands; counts the time as I/O wait.
+  void wait_for_reads();
+  void submit(std::vector<Extent>& batch);
+
+  const ModelConfig& c_;
+  ExpertCatalog catalog_;
+  std::unique_ptr<Storage> storage_;
+  StreamingOptions options_;
+  std::unique_ptr<BufferPool> pool_;
+  std::vector<Slot> slots_;
+  std::unordered_map<uint64_t, int> where_;  // (layer, expert) -> slot
+  std::vector<std::vector<double>> freq_;    // decayed selection counts
+  std::vector<std::vector<uint8_t>> pin_;    // hot in earlier runs
+  size_t pinned_ = 0, max_pinned_ = 0;
+  ExpertHeat heat_;
+  uint64_t clock_ = 0, since_decay_ = 0;
+  std::vector<int32_t> predicted_layer_;     // last prediction, for accuracy
+  int64_t predicted_for_ = -1;
+  ExpertStats stats_;
+  struct DriveClock {
+    unsigned in_flight = 0;
+    std::chrono::steady_clock::time_point since{};
+  };
+  std::vector<DriveClock> drive_clock_;
+};
+
+}  // namespace strata

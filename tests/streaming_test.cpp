@@ -1,0 +1,280 @@
+// Streaming experts from drives (issue 4): whatever the cache size, drive
+// count, placement, read backend or prefetch setting, tokens and logits are
+// bit-identical to the in-RAM run; damaged or missing packs are clear errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "model/model.h"
+#include "pack/manifest.h"
+#include "pack/packer.h"
+#include "pack/placement.h"
+#include "runtime/expert_heat.h"
+#include "runtime/generator.h"
+#include "safetensors_writer.h"
+#include "synth/synth.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kModels = fs::path(STRATA_FIXTURES_DIR) / "models";
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;
+  ExpertStats stats;
+};
+
+// Sampling (temperature 1, fixed seed) so that routing varies from token to
+// token, as in real text, rather than settling into a greedy loop.
+Outcome run(const fs::path& model, LoadOptions o, int n = 6) {
+  o.threads = 2;
+  if (o.heat.empty()) o.heat = "none";
+  auto m = Model::load(model, o);
+  GenerateOptions g;
+  g.max_new_tokens = n;
+  g.keep_logits = true;
+  g.sampling = {1.0f, 11};
+  GenerateResult r = generate(*m, {5, 17, 3, 42, 9}, g);
+  m->save_heat();
+  return {r.tokens, r.logits, m->expert_stats()};
+}
+
+void expect_identical(const Outcome& want, const Outcome& got, const std::string& what) {
+  SCOPED_TRACE(what);
+  ASSERT_EQ(want.tokens, got.tokens);
+  ASSERT_EQ(want.logits.size(), got.logits.size());
+  for (size_t k = 0; k < want.logits.size(); ++k)
+    ASSERT_EQ(0, std::memcmp(want.logits[k].data(), got.logits[k].data(), want.logits[k].size() * sizeof(float)))
+        << "token " << k;
+}
+
+LoadOptions streamed(size_t slots, LoadOptions::Prefetch p = LoadOptions::Prefetch::On, const char* io = "") {
+  LoadOptions o;
+  o.stream = true;
+  o.cache_slots = slots;
+  o.prefetch = p;
+  o.io_backend = io;
+  return o;
+}
+
+std::vector<fs::path> fixtures() {
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(kModels))
+    if (fs::exists(e.path() / "config.json")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+class Streaming : public ::testing::TestWithParam<fs::path> {};
+
+TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
+  const fs::path dir = GetParam();
+  const Outcome ram = run(dir, {});
+  expect_identical(ram, run(dir, streamed(1)), "one slot, prefetch on");
+  expect_identical(ram, run(dir, streamed(3, LoadOptions::Prefetch::Off, "pread")), "three slots, pread");
+  const Outcome big = run(dir, streamed(0));
+  expect_identical(ram, big, "every expert fits");
+  EXPECT_GT(big.stats.misses, 0u);
+  EXPECT_EQ(big.stats.requests, big.stats.hits + big.stats.misses);
+}
+
+TEST_P(Streaming, PackedOnTwoDrivesIsBitIdentical) {
+  const fs::path dir = GetParam();
+  testfiles::TempDir tmp("strata-pack");
+  fs::create_directories(tmp / "a");
+  fs::create_directories(tmp / "b");
+  PackOptions p;
+  p.source = dir;
+  p.out = tmp / "pack";
+  p.drives = {tmp / "a", tmp / "b"};
+  pack_model(p);
+  const Outcome ram = run(dir, {});
+  expect_identical(ram, run(p.out, {}), "packed, all cached");
+  const Outcome small = run(p.out, streamed(2));
+  expect_identical(ram, small, "packed, two slots");
+  // Both drives served reads.
+  ASSERT_EQ(small.stats.drives.size(), 1u);  // one device here, but two files
+  EXPECT_GT(small.stats.bytes_read, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Streaming, ::testing::ValuesIn(fixtures()),
+                         [](const ::testing::TestParamInfo<fs::path>& i) { return i.param.filename().string(); });
+
+TEST(Pack, GgufSourceStreamsBitIdentical) {
+  testfiles::TempDir tmp("strata-pack");
+  synth::Request r;
+  r.preset = "deepseek-v3";
+  r.format = synth::Format::Gguf;
+  r.size_gb = 0.02;
+  r.quant = "q8_0+mxfp4";
+  r.seed = 3;
+  const fs::path gguf = tmp / "m.gguf";
+  synth::WriteOptions wo;
+  wo.threads = 2;
+  synth::write(synth::make_plan(r), gguf, wo);
+  PackOptions p;
+  p.source = gguf;
+  p.out = tmp / "pack";
+  pack_model(p);
+  EXPECT_TRUE(fs::exists(p.out / "trunk.gguf"));
+  const Outcome ram = run(gguf, {}, 4);
+  expect_identical(ram, run(gguf, streamed(2), 4), "GGUF streamed in place");
+  expect_identical(ram, run(p.out, streamed(2), 4), "GGUF packed");
+}
+
+TEST(Pack, InterruptedPackResumesToTheSameBytes) {
+  const fs::path src = kModels / "ds_noqlora_dense2";
+  testfiles::TempDir tmp("strata-pack");
+  PackOptions p;
+  p.source = src;
+  p.out = tmp / "straight";
+  pack_model(p);
+
+  PackOptions q = p;
+  q.out = tmp / "resumed";
+  q.stop_after_layers = 3;
+  EXPECT_THROW(pack_model(q), Error);
+  EXPECT_FALSE(fs::exists(q.out / "manifest.json"));  // never a half-written manifest
+  EXPECT_TRUE(fs::exists(q.out / "pack.progress.json"));
+  q.stop_after_layers = -1;
+  const PackReport r = pack_model(q);
+  EXPECT_EQ(r.layers_resumed, 3);
+  EXPECT_FALSE(fs::exists(q.out / "pack.progress.json"));
+
+  const Manifest a = Manifest::load(p.out), b = Manifest::load(q.out);
+  EXPECT_EQ(a.to_json()["experts"], b.to_json()["experts"]);
+  expect_identical(run(p.out, {}), run(q.out, {}), "resumed pack");
+  // Packing again with the same options is a no-op.
+  EXPECT_TRUE(pack_model(q).already_packed);
+}
+
+TEST(Pack, CorruptBlobIsAClearErrorNamingFileAndOffset) {
+  testfiles::TempDir tmp("strata-pack");
+  PackOptions p;
+  p.source = kModels / "qwen_gqa";
+  p.out = tmp / "pack";
+  pack_model(p);
+  const Manifest m = Manifest::load(p.out);
+  const fs::path file = m.drive_file(p.out, 0);
+  // Flip one byte inside some expert's weights.
+  size_t layer = 0;
+  while (m.experts.at(layer).empty()) ++layer;
+  const PackedExpert& victim = m.experts[layer].at(1);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(victim.offset + 100));
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 0x5a;
+    f.seekp(static_cast<std::streamoff>(victim.offset + 100));
+    f.write(&c, 1);
+  }
+  LoadOptions o = streamed(0);
+  try {
+    // Every expert of every layer is asked for sooner or later with a long enough run.
+    auto model = Model::load(p.out, o);
+    for (int32_t t = 0; t < 40; ++t) {
+      GenerateOptions g;
+      g.max_new_tokens = 2;
+      g.sampling = {1.0f, static_cast<uint64_t>(t)};
+      generate(*model, {t, t + 1, t + 2}, g);
+    }
+    FAIL() << "the corrupt blob was never detected";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(file.filename().string()), std::string::npos) << msg;
+    EXPECT_NE(msg.find("offset " + std::to_string(victim.offset)), std::string::npos) << msg;
+  }
+}
+
+TEST(Pack, MissingDriveIsAClearError) {
+  testfiles::TempDir tmp("strata-pack");
+  fs::create_directories(tmp / "drive");
+  PackOptions p;
+  p.source = kModels / "qwen_gqa";
+  p.out = tmp / "pack";
+  p.drives = {tmp / "drive"};
+  pack_model(p);
+  fs::remove_all(tmp / "drive");
+  try {
+    Model::load(p.out, {});
+    FAIL() << "loaded without its drive";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pack drive 0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Pack, DamagedManifestIsAClearError) {
+  testfiles::TempDir tmp("strata-pack");
+  PackOptions p;
+  p.source = kModels / "qwen_gqa";
+  p.out = tmp / "pack";
+  pack_model(p);
+  const std::string text = [&] {
+    std::ifstream f(p.out / "manifest.json");
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }();
+  for (size_t cut : {size_t{10}, text.size() / 2, text.size() - 3}) {
+    std::ofstream(p.out / "manifest.json") << text.substr(0, cut);
+    EXPECT_THROW(Model::load(p.out, {}), Error) << "cut at " << cut;
+  }
+}
+
+TEST(Budget, TooSmallARamBudgetSaysWhatItNeeds) {
+  LoadOptions o;
+  o.ram_bytes = 1 << 20;
+  try {
+    Model::load(kModels / "qwen_gqa", o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the least that works is"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Placement, SplitsEachLayerByDriveBandwidth) {
+  const std::vector<uint32_t> even = place_layer({1, 1}, std::vector<double>(64, 1.0));
+  EXPECT_EQ(std::count(even.begin(), even.end(), 0u), 32);
+  const std::vector<uint32_t> fast_slow = place_layer({3, 1}, std::vector<double>(64, 1.0));
+  EXPECT_EQ(std::count(fast_slow.begin(), fast_slow.end(), 0u), 48);
+  // With heat, the expected reads (not the expert counts) split evenly.
+  std::vector<double> heat(64, 0.0);
+  heat[0] = 100;
+  heat[1] = 100;
+  const std::vector<uint32_t> hot = place_layer({1, 1}, heat);
+  EXPECT_NE(hot[0], hot[1]);
+}
+
+TEST(Heat, PersistsAndPinsTheHottest) {
+  testfiles::TempDir tmp("strata-heat");
+  ExpertHeat h(3, 8);
+  h.add(1, 5, 10);
+  h.add(2, 0, 3);
+  h.save(tmp / "h.json", "m");
+  const ExpertHeat back = ExpertHeat::load(tmp / "h.json", "m", 3, 8);
+  EXPECT_EQ(back.count(1, 5), 10);
+  EXPECT_EQ(back.hottest(1), (std::vector<std::pair<int64_t, int64_t>>{{1, 5}}));
+  // Heat of another model is ignored, not an error.
+  EXPECT_EQ(ExpertHeat::load(tmp / "h.json", "other", 3, 8).total(), 0);
+  EXPECT_THROW(ExpertHeat::load(tmp / "missing.json", "", 3, 8, /*strict=*/true), Error);
+}
+
+TEST(Heat, PinnedRunsStayBitIdentical) {
+  testfiles::TempDir tmp("strata-heat");
+  const fs::path dir = kModels / "ds_yarn_grouped";
+  LoadOptions o = streamed(4);
+  o.heat = (tmp / "heat.json").string();
+  const Outcome first = run(dir, o);
+  ASSERT_TRUE(fs::exists(tmp / "heat.json")) ;
+  const Outcome second = run(dir, o);  // starts with pinned hot experts
+  expect_identical(first, second, "second run with heat");
+  EXPECT_GT(second.stats.pinned, 0u);
+}
+
+}  // namespace
+}  // namespace strata
