@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -222,6 +224,43 @@ TEST_F(GgufTest, MapsGgmlTypeIdsAsGgmlDoes) {
   EXPECT_STREQ(ggml_type_name(16), "IQ2_XXS");
   EXPECT_EQ(ggml_type_name(4), nullptr);  // Q4_2, removed from ggml
   EXPECT_EQ(ggml_type_of(DType::F8_E4M3), std::nullopt);
+}
+
+// Every GGUF block type the kernels decode loads from a file and binds as a
+// linear layer and as a table, giving gguf-py's values for the same blocks
+// (tests/fixtures/quants, made by tools/make_quant_fixtures.py).
+TEST_F(GgufTest, BlockTypesLoadAndDecodeAsGgufPyDoes) {
+  const std::vector<DType> types = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                                    DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  auto slurp = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    EXPECT_TRUE(in.good()) << p;
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::filesystem::path dir = std::filesystem::path(STRATA_FIXTURES_DIR) / "quants";
+  GgufWriter w;
+  w.set_string("general.architecture", "test");
+  std::vector<std::string> blocks, values;
+  for (DType t : types) {
+    blocks.push_back(slurp(dir / (std::string(dtype_name(t)) + ".blocks")));
+    values.push_back(slurp(dir / (std::string(dtype_name(t)) + ".f32")));
+    ASSERT_EQ(w.add_tensor(std::string(dtype_name(t)) + ".weight", t, {4, 256}), blocks.back().size());
+  }
+  std::vector<std::string_view> views(blocks.begin(), blocks.end());
+  GgufFile f(write(w.to_bytes(views)));
+  ModelConfig c;
+  WeightBinder binder(f, c);
+  for (size_t k = 0; k < types.size(); ++k) {
+    const std::string name = dtype_name(types[k]);
+    EXPECT_EQ(f.get(name + ".weight").dtype, types[k]);
+    for (const kernels::WeightMatrix& m : {binder.linear(name, 4, 256), binder.table(name + ".weight", 4, 256)}) {
+      std::vector<float> row(256);
+      for (int64_t o = 0; o < 4; ++o) {
+        kernels::dequantize_row(m, o, row.data());
+        EXPECT_EQ(0, std::memcmp(row.data(), values[k].data() + o * 256 * 4, 256 * 4)) << name << " row " << o;
+      }
+    }
+  }
 }
 
 TEST_F(GgufTest, ReadsVersion2) {

@@ -152,7 +152,7 @@ TEST(BinderFormats, GgufBlockTypesAndStackedExperts) {
   src.add("exps", DType::Q8_0, {E, out, in}, bytes);
   src.add("l.weight", DType::Q8_0, {out, in}, std::vector<uint8_t>(bytes.begin(), bytes.begin() + out * 2 * 34));
   src.add("short.weight", DType::Q8_0, {out, in}, std::vector<uint8_t>(10));
-  src.add("q5.weight", DType::Q5_K, {1, 256}, std::vector<uint8_t>(176));
+  src.add("q8_1.weight", DType::Q8_1, {1, 256}, std::vector<uint8_t>(8 * 36));  // no kernel: activations only
   ModelConfig c;
   WeightBinder b(src, c);
   const std::vector<float> e1 = dequant(b.stacked("exps", 1, out, in));
@@ -163,7 +163,7 @@ TEST(BinderFormats, GgufBlockTypesAndStackedExperts) {
   const std::vector<float> l = dequant(b.linear("l", out, in));
   EXPECT_EQ(l[33], -15.0f * 0.5f);  // block 1 (d = 0.5), q = 1 - 16
   EXPECT_NE(error_of([&] { b.linear("short", out, in); }).find("short.weight"), std::string::npos);
-  EXPECT_NE(error_of([&] { b.linear("q5", 1, 256); }).find("q5.weight"), std::string::npos);
+  EXPECT_NE(error_of([&] { b.linear("q8_1", 1, 256); }).find("q8_1.weight"), std::string::npos);
   EXPECT_NE(error_of([&] { b.stacked("exps", 2, out, in); }).find("exps"), std::string::npos);
 }
 

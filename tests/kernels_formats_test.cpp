@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
@@ -47,7 +49,10 @@ std::vector<Isa> supported_isas() {
 
 // ---- random matrices of every format -------------------------------------------
 
-enum class Fmt { F32, BF16, F16, F8, F8Odd, I8, I4, I4G128, Mxfp4Split, Q8_0, Q4_K, Q6_K, Mxfp4 };
+enum class Fmt {
+  F32, BF16, F16, F8, F8Odd, I8, I4, I4G128, Mxfp4Split, Q8_0, Q4_K, Q6_K, Mxfp4,
+  Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K,
+};
 
 struct FmtCase {
   const char* name;
@@ -62,6 +67,23 @@ const FmtCase kCases[] = {
     {"MXFP4_hf", Fmt::Mxfp4Split, 320},
     {"Q8_0", Fmt::Q8_0, 320},     {"Q4_K", Fmt::Q4_K, 768},      {"Q6_K", Fmt::Q6_K, 768},
     {"MXFP4_gguf", Fmt::Mxfp4, 320},
+    {"Q4_0", Fmt::Q4_0, 320},     {"Q4_1", Fmt::Q4_1, 320},      {"Q5_0", Fmt::Q5_0, 320},
+    {"Q5_1", Fmt::Q5_1, 320},     {"Q2_K", Fmt::Q2_K, 768},      {"Q3_K", Fmt::Q3_K, 768},
+    {"Q5_K", Fmt::Q5_K, 768},
+};
+
+// The GGUF block types whose random blocks are random bytes with their f16
+// scales (d, and m / dmin where the type has one) replaced: the DType and the
+// byte offsets of those scales in a block (ggml-common.h).
+struct GgufBlockCase {
+  Fmt fmt;
+  DType dtype;
+  std::vector<size_t> f16_fields;
+};
+const GgufBlockCase kGgufBlockCases[] = {
+    {Fmt::Q4_0, DType::Q4_0, {0}},     {Fmt::Q4_1, DType::Q4_1, {0, 2}}, {Fmt::Q5_0, DType::Q5_0, {0}},
+    {Fmt::Q5_1, DType::Q5_1, {0, 2}},  {Fmt::Q2_K, DType::Q2_K, {80, 82}}, {Fmt::Q3_K, DType::Q3_K, {108}},
+    {Fmt::Q5_K, DType::Q5_K, {0, 2}},
 };
 
 struct Mat {
@@ -182,6 +204,26 @@ Mat random_matrix(Fmt f, int64_t out, int64_t in, uint64_t seed) {
           put_u16(&m.data[b * bb + 208], to_f16(ud(rng) * 0.001f));
         }
       }
+      break;
+    }
+    case Fmt::Q4_0:
+    case Fmt::Q4_1:
+    case Fmt::Q5_0:
+    case Fmt::Q5_1:
+    case Fmt::Q2_K:
+    case Fmt::Q3_K:
+    case Fmt::Q5_K: {
+      const GgufBlockCase* c = nullptr;
+      for (const auto& k : kGgufBlockCases)
+        if (k.fmt == f) c = &k;
+      w.dtype = c->dtype;
+      const size_t be = dtype_block_elems(w.dtype), bb = dtype_block_bytes(w.dtype);
+      m.data.resize(n / be * bb);
+      for (auto& b : m.data) b = byte();
+      // Scales of either sign (ggml's Q4_0 / Q5_0 quantizers write d < 0).
+      for (size_t b = 0; b < n / be; ++b)
+        for (size_t off : c->f16_fields)
+          put_u16(&m.data[b * bb + off], to_f16((rng() & 1 ? -0.001f : 0.001f) * ud(rng)));
       break;
     }
   }
@@ -338,14 +380,18 @@ TEST(KernelDispatch, RejectsWhatNoKernelHandles) {
   w.data = bytes.data();
   w.out = 1;
   w.in = 64;
-  w.dtype = DType::Q5_K;
+  w.dtype = DType::Q8_1;  // a GGUF type for activations, never weights
   EXPECT_THROW(kernels::check_supported(w), std::exception);
-  w.dtype = DType::Q4_K;  // 64 is not a whole 256-value super-block
-  EXPECT_THROW(kernels::check_supported(w), std::exception);
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    w.dtype = t;  // 64 is not a whole 256-value super-block
+    EXPECT_THROW(kernels::check_supported(w), std::exception) << dtype_name(t);
+  }
   w.dtype = DType::I8;  // int8 without scales
   EXPECT_THROW(kernels::check_supported(w), std::exception);
-  w.dtype = DType::Q8_0;
-  EXPECT_NO_THROW(kernels::check_supported(w));
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
+    w.dtype = t;
+    EXPECT_NO_THROW(kernels::check_supported(w)) << dtype_name(t);
+  }
 }
 
 // ---- dequantization against independently built blocks ---------------------------
@@ -591,6 +637,65 @@ TEST(FormatValues, Fp8E4M3EveryByteWithBlockScale) {
     }
   }
 }
+
+// ---- dequantization against gguf-py -----------------------------------------------
+//
+// tests/fixtures/quants/<TYPE>.blocks holds random blocks (random bytes,
+// finite f16 scales of either sign, some d = ±0) and
+// <TYPE>.f32 the values llama.cpp's gguf-py gives for them
+// (gguf.quants.dequantize: an independent numpy implementation of ggml's
+// dequantize_row_*), both made by tools/make_quant_fixtures.py. Every ISA
+// must give exactly those bits.
+
+std::vector<uint8_t> read_bytes(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) ADD_FAILURE() << "cannot open " << p;
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+struct QuantCase {
+  DType dtype;
+};
+void PrintTo(const QuantCase& c, std::ostream* os) { *os << dtype_name(c.dtype); }
+
+class QuantFixtures : public ::testing::TestWithParam<QuantCase> {};
+
+TEST_P(QuantFixtures, DequantizeMatchesGgufPy) {
+  const DType t = GetParam().dtype;
+  const std::filesystem::path dir = std::filesystem::path(STRATA_FIXTURES_DIR) / "quants";
+  const std::vector<uint8_t> blocks = read_bytes(dir / (std::string(dtype_name(t)) + ".blocks"));
+  const std::vector<uint8_t> values = read_bytes(dir / (std::string(dtype_name(t)) + ".f32"));
+  // 1024 values, dequantized as 4 rows of 256 (whole blocks of every type).
+  kernels::WeightMatrix w;
+  w.dtype = t;
+  w.out = 4;
+  w.in = 256;
+  w.data = blocks.data();
+  ASSERT_EQ(values.size(), 4u * 1024);
+  ASSERT_EQ(blocks.size(), 4 * w.row_bytes());
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    kernels::set_isa(isa);
+    std::vector<float> row(256);
+    for (int64_t o = 0; o < w.out; ++o) {
+      kernels::dequantize_row(w, o, row.data());
+      for (size_t i = 0; i < row.size(); ++i) {
+        uint32_t want;
+        std::memcpy(&want, &values[4 * (static_cast<size_t>(o) * 256 + i)], 4);
+        ASSERT_EQ(std::bit_cast<uint32_t>(row[i]), want)
+            << kernels::isa_name(isa) << " row " << o << " element " << i << ": " << row[i] << " vs "
+            << std::bit_cast<float>(want);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GgufPy, QuantFixtures,
+                         ::testing::Values(QuantCase{DType::Q4_0}, QuantCase{DType::Q4_1}, QuantCase{DType::Q5_0},
+                                           QuantCase{DType::Q5_1}, QuantCase{DType::Q8_0}, QuantCase{DType::Q2_K},
+                                           QuantCase{DType::Q3_K}, QuantCase{DType::Q4_K}, QuantCase{DType::Q5_K},
+                                           QuantCase{DType::Q6_K}),
+                         [](const auto& info) { return std::string(dtype_name(info.param.dtype)); });
 
 }  // namespace
 }  // namespace strata

@@ -25,7 +25,14 @@ enum class Fmt : uint8_t {
   I4_GROUP,     // compressed-tensors pack-quantized int4, symmetric, groups of 32·k values
   MXFP4_SPLIT,  // gpt-oss HF: 16 bytes of E2M1 pairs per 32 (low nibble = even element) + E8M0 byte per 32
   Q8_0,         // GGUF blocks (ggml-common.h layouts)
+  Q4_0,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  Q2_K,
+  Q3_K,
   Q4_K,
+  Q5_K,
   Q6_K,
   MXFP4,
 };

@@ -38,6 +38,11 @@ inline V16 vmul(V16 a, V16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps
 inline V16 vfma(V16 w, V16 x, V16 acc) {
   return {_mm256_fmadd_ps(w.lo, x.lo, acc.lo), _mm256_fmadd_ps(w.hi, x.hi, acc.hi)};
 }
+// a·b - c with one rounding: where a·b is exact, the scalar product-then-
+// subtract (and product-then-add, vfma) give the same bits.
+inline V16 vfmsub(V16 a, V16 b, V16 c) {
+  return {_mm256_fmsub_ps(a.lo, b.lo, c.lo), _mm256_fmsub_ps(a.hi, b.hi, c.hi)};
+}
 inline V16 vfma_partial(V16 w, V16 x, V16 acc, int n) {
   const V16 r = vfma(w, x, acc);
   return {_mm256_blendv_ps(acc.lo, r.lo, _mm256_castsi256_ps(lanes_below8(n))),
@@ -282,6 +287,172 @@ struct DecQ8_0 {
   }
 };
 
+// 0x10 in each byte of `bytes` whose bit `bit` is set, else 0: the fifth bit
+// of a Q5 value, in place.
+inline __m128i bit_as_16(__m128i bytes, int bit) {
+  const __m128i m = _mm_set1_epi8(static_cast<char>(1 << bit));
+  return _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(bytes, m), m), _mm_set1_epi8(0x10));
+}
+// Q5_0 / Q5_1: bits 0..15 of `bits` as 16 bytes (byte i from bit i), then
+// bit_as_16.
+inline __m128i fifth_bits(uint32_t bits) {
+  const __m128i spread = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(bits)),
+                                          _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+  const __m128i m = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+  return _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(spread, m), m), _mm_set1_epi8(0x10));
+}
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Q4_0 / Q4_1 / Q5_0 / Q5_1: one 32-value block per chunk; the low nibbles
+// of qs[16] are elements 0..15, the high nibbles 16..31. Values q · d (exact)
+// or q · d + m (vfma, one rounding, as the scalar).
+struct DecQ4_0 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const uint8_t* b = row + c * 18;
+    const V16 d = vset1(f16_scale(b));
+    const __m128i v = load128(b + 2), k8 = _mm_set1_epi8(8);
+    sink(0, vmul(from_i8(_mm_sub_epi8(low_nibbles(v), k8)), d));
+    sink(1, vmul(from_i8(_mm_sub_epi8(high_nibbles(v), k8)), d));
+  }
+};
+
+struct DecQ4_1 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const uint8_t* b = row + c * 20;
+    const V16 d = vset1(f16_scale(b)), mn = vset1(f16_scale(b + 2));
+    const __m128i v = load128(b + 4);
+    sink(0, vfma(from_i8(low_nibbles(v)), d, mn));
+    sink(1, vfma(from_i8(high_nibbles(v)), d, mn));
+  }
+};
+
+struct DecQ5_0 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const uint8_t* b = row + c * 22;
+    const V16 d = vset1(f16_scale(b));
+    const uint32_t qh = load_u32(b + 2);
+    const __m128i v = load128(b + 6), k16 = _mm_set1_epi8(16);
+    sink(0, vmul(from_i8(_mm_sub_epi8(_mm_or_si128(low_nibbles(v), fifth_bits(qh)), k16)), d));
+    sink(1, vmul(from_i8(_mm_sub_epi8(_mm_or_si128(high_nibbles(v), fifth_bits(qh >> 16)), k16)), d));
+  }
+};
+
+struct DecQ5_1 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const uint8_t* b = row + c * 24;
+    const V16 d = vset1(f16_scale(b)), mn = vset1(f16_scale(b + 2));
+    const uint32_t qh = load_u32(b + 4);
+    const __m128i v = load128(b + 8);
+    sink(0, vfma(from_i8(_mm_or_si128(low_nibbles(v), fifth_bits(qh))), d, mn));
+    sink(1, vfma(from_i8(_mm_or_si128(high_nibbles(v), fifth_bits(qh >> 16))), d, mn));
+  }
+};
+
+// Q2_K / Q3_K, 128 values (half a super-block) per chunk: the half's 32
+// bytes of qs, shifted right by 2k, give sub-blocks 2k (bytes 0..15) and
+// 2k+1 (bytes 16..31) in their low two bits. A super-block's 16 sub-block
+// scales are decoded (exactly) when the row enters it.
+inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m256i two_bits(__m256i q, int k) {
+  return _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * k)), _mm256_set1_epi8(3));
+}
+
+// W = (d·sc) · q - dmin·m: vfmsub rounds once, as the scalar.
+struct DecQ2K {
+  static constexpr int kChunk = 128;
+  const uint8_t* row = nullptr;
+  int64_t sb = -1;
+  alignas(32) float dl[16], ml[16];
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    sb = -1;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    const uint8_t* b = row + (c >> 1) * 84;
+    if ((c >> 1) != sb) {
+      sb = c >> 1;
+      const __m128i sc = load128(b);
+      vstore(dl, vmul(from_i8(low_nibbles(sc)), vset1(f16_scale(b + 80))));   // d·sc: exact
+      vstore(ml, vmul(from_i8(high_nibbles(sc)), vset1(f16_scale(b + 82))));  // dmin·m: exact
+    }
+    const int half = static_cast<int>(c & 1);
+    const __m256i q = load256(b + 16 + 32 * half);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = two_bits(q, k);
+      const int s = 8 * half + 2 * k;
+      sink(2 * k, vfmsub(vset1(dl[s]), from_i8(_mm256_castsi256_si128(v)), vset1(ml[s])));
+      sink(2 * k + 1, vfmsub(vset1(dl[s + 1]), from_i8(_mm256_extracti128_si256(v, 1)), vset1(ml[s + 1])));
+    }
+  }
+};
+
+// W = (d·(scale - 32)) · q, q = low two bits - (hmask bit clear ? 4 : 0):
+// both factors and the product are exact.
+struct DecQ3K {
+  static constexpr int kChunk = 128;
+  const uint8_t* row = nullptr;
+  int64_t sb = -1;
+  alignas(32) float ds[16];
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    sb = -1;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    const uint8_t* b = row + (c >> 1) * 110;
+    if ((c >> 1) != sb) {
+      sb = c >> 1;
+      uint64_t lo, hi;
+      scales_k3(b + 96, lo, hi);
+      const __m128i sc = _mm_sub_epi8(_mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo)),
+                                      _mm_set1_epi8(32));
+      vstore(ds, vmul(from_i8(sc), vset1(f16_scale(b + 108))));  // d·(scale - 32): exact
+    }
+    const int half = static_cast<int>(c & 1);
+    const __m256i q = load256(b + 32 + 32 * half), hm = load256(b);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (4 * half + k)));
+      const __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), _mm256_setzero_si256());
+      const __m256i v = _mm256_sub_epi8(two_bits(q, k), _mm256_and_si256(clear, _mm256_set1_epi8(4)));
+      const int s = 8 * half + 2 * k;
+      sink(2 * k, vmul(from_i8(_mm256_castsi256_si128(v)), vset1(ds[s])));
+      sink(2 * k + 1, vmul(from_i8(_mm256_extracti128_si256(v, 1)), vset1(ds[s + 1])));
+    }
+  }
+};
+
+// The 8 (d·sc, dmin·m) pairs of a Q4_K / Q5_K super-block (both start with
+// f16 d, dmin and the same 12 bytes of 6-bit scales and mins): all exact.
+inline void k4_scales(const uint8_t* b, float* d1, float* m1) {
+  uint64_t sc, mn;
+  scales_mins_k4(b + 4, sc, mn);
+  const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+  const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn))));
+  _mm256_storeu_ps(d1, _mm256_mul_ps(_mm256_set1_ps(f16_scale(b)), scf));
+  _mm256_storeu_ps(m1, _mm256_mul_ps(_mm256_set1_ps(f16_scale(b + 2)), mnf));
+}
+
 // See kernels_avx512.cpp DecQ4K.
 struct DecQ4K {
   static constexpr int kChunk = 64;
@@ -297,12 +468,7 @@ struct DecQ4K {
     const uint8_t* b = row + (c >> 2) * 144;
     if ((c >> 2) != sb) {
       sb = c >> 2;
-      uint64_t sc, mn;
-      scales_mins_k4(b + 4, sc, mn);
-      const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc))));
-      const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn))));
-      _mm256_store_ps(d1, _mm256_mul_ps(_mm256_set1_ps(f16_scale(b)), scf));      // d·sc: exact
-      _mm256_store_ps(m1, _mm256_mul_ps(_mm256_set1_ps(f16_scale(b + 2)), mnf));  // dmin·m: exact
+      k4_scales(b, d1, m1);
     }
     const int j = static_cast<int>(c & 3) * 2;
     const uint8_t* q = b + 16 + 32 * (c & 3);
@@ -313,6 +479,37 @@ struct DecQ4K {
         const V16 qf = from_i8(h ? high_nibbles(raw) : low_nibbles(raw));
         // d1·q is exact, so the fused form rounds once, like product-then-subtract.
         sink(2 * h + v, V16{_mm256_fmsub_ps(dv, qf.lo, mv), _mm256_fmsub_ps(dv, qf.hi, mv)});
+      }
+    }
+  }
+};
+
+// Q5_K: DecQ4K plus the fifth bit, bit j of qh[l] for element l of
+// sub-block j.
+struct DecQ5K {
+  static constexpr int kChunk = 64;
+  const uint8_t* row = nullptr;
+  int64_t sb = -1;
+  alignas(32) float d1[8], m1[8];
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    sb = -1;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    const uint8_t* b = row + (c >> 2) * 176;
+    if ((c >> 2) != sb) {
+      sb = c >> 2;
+      k4_scales(b, d1, m1);
+    }
+    const int j = static_cast<int>(c & 3) * 2;
+    const uint8_t* q = b + 48 + 32 * (c & 3);
+    for (int h = 0; h < 2; ++h) {  // low nibbles: sub-block j; high: j + 1
+      const V16 dv = vset1(d1[j + h]), mv = vset1(m1[j + h]);
+      for (int v = 0; v < 2; ++v) {
+        const __m128i raw = load128(q + 16 * v);
+        const __m128i hi = bit_as_16(load128(b + 16 + 16 * v), j + h);
+        sink(2 * h + v, vfmsub(dv, from_i8(_mm_or_si128(h ? high_nibbles(raw) : low_nibbles(raw), hi)), mv));
       }
     }
   }

@@ -35,6 +35,9 @@ inline V16 vload_partial(const float* p, int n) { return {_mm512_maskz_loadu_ps(
 inline void vstore(float* p, V16 a) { _mm512_storeu_ps(p, a.v); }
 inline V16 vmul(V16 a, V16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
 inline V16 vfma(V16 w, V16 x, V16 acc) { return {_mm512_fmadd_ps(w.v, x.v, acc.v)}; }
+// a·b - c with one rounding: where a·b is exact, the scalar product-then-
+// subtract gives the same bits.
+inline V16 vfmsub(V16 a, V16 b, V16 c) { return {_mm512_fmsub_ps(a.v, b.v, c.v)}; }
 inline V16 vfma_partial(V16 w, V16 x, V16 acc, int n) {
   return {_mm512_mask3_fmadd_ps(w.v, x.v, acc.v, lanes_below(n))};
 }
@@ -295,6 +298,171 @@ struct DecQ8_0 {
   }
 };
 
+// Q4_0 / Q4_1 / Q5_0 / Q5_1: one 32-value block per chunk; the low nibbles
+// of qs[16] are elements 0..15, the high nibbles 16..31. A 16-entry table
+// per block as for MXFP4, entry q holding the scalar's value: (q - 8)·d, or
+// q·d + m as one fma (q·d is exact, so one rounding either way). Q5's fifth
+// bit of element i is bit i of the u32 qh: a lane mask that picks a second
+// table, of the values for q + 16.
+inline __m512 iota16() { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+// Lanes whose bit in `hi` is set look up `lut_hi`, the others `lut_lo`.
+inline V16 lookup2(__m512i idx, __m512 lut_lo, __m512 lut_hi, __mmask16 hi) {
+  return {_mm512_mask_permutexvar_ps(_mm512_permutexvar_ps(idx, lut_lo), hi, idx, lut_hi)};
+}
+
+struct DecQ4_0 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const uint8_t* b = row + c * 18;
+    const __m512 lut = _mm512_mul_ps(_mm512_sub_ps(iota16(), _mm512_set1_ps(8)), _mm512_set1_ps(f16_scale(b)));
+    const __m512i idx = _mm512_cvtepu8_epi32(load128(b + 2));
+    sink(0, lookup(idx, lut));
+    sink(1, lookup(_mm512_srli_epi32(idx, 4), lut));
+  }
+};
+
+struct DecQ4_1 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const uint8_t* b = row + c * 20;
+    const __m512 lut = _mm512_fmadd_ps(iota16(), _mm512_set1_ps(f16_scale(b)), _mm512_set1_ps(f16_scale(b + 2)));
+    const __m512i idx = _mm512_cvtepu8_epi32(load128(b + 4));
+    sink(0, lookup(idx, lut));
+    sink(1, lookup(_mm512_srli_epi32(idx, 4), lut));
+  }
+};
+
+struct DecQ5_0 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const uint8_t* b = row + c * 22;
+    const __m512 d = _mm512_set1_ps(f16_scale(b));
+    const __m512 lut_lo = _mm512_mul_ps(_mm512_sub_ps(iota16(), _mm512_set1_ps(16)), d);
+    const __m512 lut_hi = _mm512_mul_ps(iota16(), d);
+    const uint32_t qh = load_u32(b + 2);
+    const __m512i idx = _mm512_cvtepu8_epi32(load128(b + 6));
+    sink(0, lookup2(idx, lut_lo, lut_hi, static_cast<__mmask16>(qh)));
+    sink(1, lookup2(_mm512_srli_epi32(idx, 4), lut_lo, lut_hi, static_cast<__mmask16>(qh >> 16)));
+  }
+};
+
+struct DecQ5_1 {
+  static constexpr int kChunk = 32;
+  const uint8_t* row = nullptr;
+  void init(const MatDesc& m, int64_t o) { row = row_ptr(m, o); }
+  template <class S>
+  void chunk(int64_t c, S&& sink) const {
+    const uint8_t* b = row + c * 24;
+    const __m512 d = _mm512_set1_ps(f16_scale(b)), mn = _mm512_set1_ps(f16_scale(b + 2));
+    const __m512 lut_lo = _mm512_fmadd_ps(iota16(), d, mn);
+    const __m512 lut_hi = _mm512_fmadd_ps(_mm512_add_ps(iota16(), _mm512_set1_ps(16)), d, mn);
+    const uint32_t qh = load_u32(b + 4);
+    const __m512i idx = _mm512_cvtepu8_epi32(load128(b + 8));
+    sink(0, lookup2(idx, lut_lo, lut_hi, static_cast<__mmask16>(qh)));
+    sink(1, lookup2(_mm512_srli_epi32(idx, 4), lut_lo, lut_hi, static_cast<__mmask16>(qh >> 16)));
+  }
+};
+
+// Q2_K / Q3_K, 128 values (half a super-block) per chunk: the half's 32
+// bytes of qs, shifted right by 2k, give sub-blocks 2k (bytes 0..15) and
+// 2k+1 (bytes 16..31) in their low two bits. A super-block's 16 sub-block
+// scales are decoded (exactly) when the row enters it.
+inline __m256i two_bits(__m256i q, int k) {
+  return _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * k)), _mm256_set1_epi8(3));
+}
+
+// W = (d·sc) · q - dmin·m: vfmsub rounds once, as the scalar.
+struct DecQ2K {
+  static constexpr int kChunk = 128;
+  const uint8_t* row = nullptr;
+  int64_t sb = -1;
+  alignas(64) float dl[16], ml[16];
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    sb = -1;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    const uint8_t* b = row + (c >> 1) * 84;
+    if ((c >> 1) != sb) {
+      sb = c >> 1;
+      const __m512i sc = _mm512_cvtepu8_epi32(load128(b));
+      const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(0xF)));
+      const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4));
+      _mm512_store_ps(dl, _mm512_mul_ps(_mm512_set1_ps(f16_scale(b + 80)), lo));  // d·sc: exact
+      _mm512_store_ps(ml, _mm512_mul_ps(_mm512_set1_ps(f16_scale(b + 82)), hi));  // dmin·m: exact
+    }
+    const int half = static_cast<int>(c & 1);
+    const __m256i q = load256(b + 16 + 32 * half);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = two_bits(q, k);
+      const int s = 8 * half + 2 * k;
+      sink(2 * k, vfmsub(vset1(dl[s]), from_i8(_mm256_castsi256_si128(v)), vset1(ml[s])));
+      sink(2 * k + 1, vfmsub(vset1(dl[s + 1]), from_i8(_mm256_extracti128_si256(v, 1)), vset1(ml[s + 1])));
+    }
+  }
+};
+
+// W = (d·(scale - 32)) · q, q = low two bits - (hmask bit clear ? 4 : 0):
+// both factors and the product are exact.
+struct DecQ3K {
+  static constexpr int kChunk = 128;
+  const uint8_t* row = nullptr;
+  int64_t sb = -1;
+  alignas(64) float ds[16];
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    sb = -1;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    const uint8_t* b = row + (c >> 1) * 110;
+    if ((c >> 1) != sb) {
+      sb = c >> 1;
+      uint64_t lo, hi;
+      scales_k3(b + 96, lo, hi);
+      const __m128i sc = _mm_sub_epi8(_mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo)),
+                                      _mm_set1_epi8(32));
+      _mm512_store_ps(ds, vmul(from_i8(sc), vset1(f16_scale(b + 108))).v);  // d·(scale - 32): exact
+    }
+    const int half = static_cast<int>(c & 1);
+    const __m256i q = load256(b + 32 + 32 * half), hm = load256(b);
+    for (int k = 0; k < 4; ++k) {
+      const __mmask32 clear = _mm256_testn_epi8_mask(hm, _mm256_set1_epi8(static_cast<char>(1 << (4 * half + k))));
+      const __m256i l2 = two_bits(q, k);
+      const __m256i v = _mm256_mask_sub_epi8(l2, clear, l2, _mm256_set1_epi8(4));
+      const int s = 8 * half + 2 * k;
+      sink(2 * k, vmul(from_i8(_mm256_castsi256_si128(v)), vset1(ds[s])));
+      sink(2 * k + 1, vmul(from_i8(_mm256_extracti128_si256(v, 1)), vset1(ds[s + 1])));
+    }
+  }
+};
+
+// The 8 (d·sc, dmin·m) pairs of a Q4_K / Q5_K super-block (both start with
+// f16 d, dmin and the same 12 bytes of 6-bit scales and mins): all exact.
+inline void k4_scales(const uint8_t* b, float* d1, float* m1) {
+  uint64_t sc, mn;
+  scales_mins_k4(b + 4, sc, mn);
+  const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+  const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn))));
+  _mm256_storeu_ps(d1, _mm256_mul_ps(_mm256_set1_ps(f16_scale(b)), scf));
+  _mm256_storeu_ps(m1, _mm256_mul_ps(_mm256_set1_ps(f16_scale(b + 2)), mnf));
+}
+
 // Q4_K, 64 values per chunk: 32 bytes of qs give sub-block 2k (low nibbles)
 // and 2k+1 (high nibbles). A super-block's 8 (d·sc, dmin·m) pairs are
 // decoded once, when the row enters it.
@@ -312,12 +480,7 @@ struct DecQ4K {
     const uint8_t* b = row + (c >> 2) * 144;
     if ((c >> 2) != sb) {
       sb = c >> 2;
-      uint64_t sc, mn;
-      scales_mins_k4(b + 4, sc, mn);
-      const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc))));
-      const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn))));
-      _mm256_store_ps(d1, _mm256_mul_ps(_mm256_set1_ps(f16_scale(b)), scf));      // d·sc: exact
-      _mm256_store_ps(m1, _mm256_mul_ps(_mm256_set1_ps(f16_scale(b + 2)), mnf));  // dmin·m: exact
+      k4_scales(b, d1, m1);
     }
     const int j = static_cast<int>(c & 3) * 2;
     // table[q] = d1·q - m1; d1·q is exact, so the fused form rounds once, as
@@ -333,6 +496,42 @@ struct DecQ4K {
     sink(1, lookup(_mm512_cvtepu8_epi32(load128(q + 16)), lut0));
     sink(2, lookup(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(hi)), lut1));
     sink(3, lookup(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(hi, 1)), lut1));
+  }
+};
+
+// Q5_K: DecQ4K with two tables per sub-block (q and q + 16), picked per
+// lane by bit j of qh[l] for element l of sub-block j.
+struct DecQ5K {
+  static constexpr int kChunk = 64;
+  const uint8_t* row = nullptr;
+  int64_t sb = -1;
+  alignas(32) float d1[8], m1[8];
+  void init(const MatDesc& m, int64_t o) {
+    row = row_ptr(m, o);
+    sb = -1;
+  }
+  template <class S>
+  void chunk(int64_t c, S&& sink) {
+    const uint8_t* b = row + (c >> 2) * 176;
+    if ((c >> 2) != sb) {
+      sb = c >> 2;
+      k4_scales(b, d1, m1);
+    }
+    const int j = static_cast<int>(c & 3) * 2;
+    const __m512 iota = iota16(), iota_hi = _mm512_add_ps(iota16(), _mm512_set1_ps(16));
+    const __m256i qh = load256(b + 16);
+    const uint8_t* q = b + 48 + 32 * (c & 3);
+    const __m256i hi = _mm256_srli_epi16(load256(q), 4);
+    const __m512i idx[4] = {_mm512_cvtepu8_epi32(load128(q)), _mm512_cvtepu8_epi32(load128(q + 16)),
+                            _mm512_cvtepu8_epi32(_mm256_castsi256_si128(hi)),
+                            _mm512_cvtepu8_epi32(_mm256_extracti128_si256(hi, 1))};
+    for (int h = 0; h < 2; ++h) {  // low nibbles: sub-block j; high: j + 1
+      const __m512 dv = _mm512_set1_ps(d1[j + h]), mv = _mm512_set1_ps(m1[j + h]);
+      const __m512 lut_lo = _mm512_fmsub_ps(dv, iota, mv), lut_hi = _mm512_fmsub_ps(dv, iota_hi, mv);
+      const __mmask32 bit = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << (j + h))));
+      sink(2 * h, lookup2(idx[2 * h], lut_lo, lut_hi, static_cast<__mmask16>(bit)));
+      sink(2 * h + 1, lookup2(idx[2 * h + 1], lut_lo, lut_hi, static_cast<__mmask16>(bit >> 16)));
+    }
   }
 };
 

@@ -66,6 +66,131 @@ inline void scale_min_k4(int j, const uint8_t* q, uint8_t& d, uint8_t& m) {
   }
 }
 
+// Q3_K's 6-bit scale of 16-value sub-block j (0..15), as ggml's
+// dequantize_row_q3_K unpacks scales[12]: the low 4 bits are the low (j < 8)
+// or high (j >= 8) nibble of byte j % 8, the high 2 bits are bits
+// 2·(j / 4) .. 2·(j / 4) + 1 of byte 8 + j % 4.
+inline int scale_k3(int j, const uint8_t* s) {
+  const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+  const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return lo | (hi << 4);
+}
+
+// The GGUF block formats added after Q8_0/Q4_K/Q6_K, one function each,
+// written from ggml-quants.c dequantize_row_* (block layouts in
+// ggml-common.h). `row` holds in / (block size) whole blocks. Every product
+// of a block scale and a small integer is exact in f32; the formats with a
+// min (Q4_1, Q5_1, Q2_K, Q5_K) then round once when it is added.
+
+// block_q4_0 {f16 d; qs[16]}: element j is the low nibble of qs[j], element
+// j + 16 the high nibble; W = (q - 8) · d.
+void dequant_q4_0(const uint8_t* row, size_t in, float* dst) {
+  for (size_t b = 0; b < in / 32; ++b, row += 18, dst += 32) {
+    const float d = f16_to_f32(load_u16(row));
+    for (int j = 0; j < 16; ++j) {
+      dst[j] = static_cast<float>((row[2 + j] & 0xF) - 8) * d;
+      dst[j + 16] = static_cast<float>((row[2 + j] >> 4) - 8) * d;
+    }
+  }
+}
+
+// block_q4_1 {f16 d, m; qs[16]}: nibbles as Q4_0, unsigned; W = q · d + m.
+void dequant_q4_1(const uint8_t* row, size_t in, float* dst) {
+  for (size_t b = 0; b < in / 32; ++b, row += 20, dst += 32) {
+    const float d = f16_to_f32(load_u16(row)), m = f16_to_f32(load_u16(row + 2));
+    for (int j = 0; j < 16; ++j) {
+      dst[j] = static_cast<float>(row[4 + j] & 0xF) * d + m;
+      dst[j + 16] = static_cast<float>(row[4 + j] >> 4) * d + m;
+    }
+  }
+}
+
+// Q5_0 / Q5_1: the Q4 nibbles plus a fifth bit, bit j of the little-endian
+// u32 qh for element j (0..31).
+inline int q5_value(const uint8_t* qs, uint32_t qh, int i) {
+  const int nib = i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4;
+  return nib | static_cast<int>(((qh >> i) & 1) << 4);
+}
+
+// block_q5_0 {f16 d; qh[4]; qs[16]}: W = (q - 16) · d.
+void dequant_q5_0(const uint8_t* row, size_t in, float* dst) {
+  for (size_t b = 0; b < in / 32; ++b, row += 22, dst += 32) {
+    const float d = f16_to_f32(load_u16(row));
+    const uint32_t qh = load_u32(row + 2);
+    for (int i = 0; i < 32; ++i) dst[i] = static_cast<float>(q5_value(row + 6, qh, i) - 16) * d;
+  }
+}
+
+// block_q5_1 {f16 d, m; qh[4]; qs[16]}: W = q · d + m.
+void dequant_q5_1(const uint8_t* row, size_t in, float* dst) {
+  for (size_t b = 0; b < in / 32; ++b, row += 24, dst += 32) {
+    const float d = f16_to_f32(load_u16(row)), m = f16_to_f32(load_u16(row + 2));
+    const uint32_t qh = load_u32(row + 4);
+    for (int i = 0; i < 32; ++i) dst[i] = static_cast<float>(q5_value(row + 8, qh, i)) * d + m;
+  }
+}
+
+// block_q2_K {scales[16]; qs[64]; f16 d, dmin}: 16 sub-blocks of 16, scale
+// byte s of sub-block k holds sc (low nibble) and m (high nibble);
+// W = (d·sc) · q - dmin·m. Each 128-value half reads 32 bytes of qs: sub-
+// blocks 2j and 2j+1 take bits 2j..2j+1 of bytes 0..15 and 16..31.
+void dequant_q2_k(const uint8_t* row, size_t in, float* dst) {
+  for (size_t b = 0; b < in / 256; ++b, row += 84) {
+    const uint8_t* sc = row;
+    const uint8_t* q = row + 16;
+    const float d = f16_to_f32(load_u16(row + 80)), dmin = f16_to_f32(load_u16(row + 82));
+    for (int half = 0; half < 2; ++half, q += 32)
+      for (int k = 0; k < 8; ++k) {  // sub-block 8·half + k
+        const uint8_t s = *sc++;
+        const float dl = d * static_cast<float>(s & 0xF), ml = dmin * static_cast<float>(s >> 4);
+        const uint8_t* qk = q + 16 * (k & 1);
+        for (int l = 0; l < 16; ++l) *dst++ = dl * static_cast<float>((qk[l] >> (2 * (k / 2))) & 3) - ml;
+      }
+  }
+}
+
+// block_q3_K {hmask[32]; qs[64]; scales[12]; f16 d}: 16 sub-blocks of 16,
+// low two bits laid out as Q2_K's; the third bit of sub-block 8·half + k is
+// bit 4·half + k / 2 of hmask (bytes 0..15 or 16..31 as for qs), and a clear
+// bit subtracts 4: q in -4..3; W = (d · (scale - 32)) · q.
+void dequant_q3_k(const uint8_t* row, size_t in, float* dst) {
+  for (size_t b = 0; b < in / 256; ++b, row += 110) {
+    const uint8_t* hm = row;
+    const uint8_t* q = row + 32;
+    const float d = f16_to_f32(load_u16(row + 108));
+    for (int half = 0; half < 2; ++half, q += 32)
+      for (int k = 0; k < 8; ++k) {
+        const float dl = d * static_cast<float>(scale_k3(8 * half + k, row + 96) - 32);
+        const int shift = 2 * (k / 2), bit = 4 * half + k / 2, off = 16 * (k & 1);
+        for (int l = 0; l < 16; ++l) {
+          const int v = ((q[off + l] >> shift) & 3) - ((hm[off + l] >> bit) & 1 ? 0 : 4);
+          *dst++ = dl * static_cast<float>(v);
+        }
+      }
+  }
+}
+
+// block_q5_K {f16 d, dmin; scales[12]; qh[32]; qs[128]}: Q4_K with a fifth
+// bit: sub-block j (0..7) takes bit j of qh[l] for its element l;
+// W = (d·sc) · q - dmin·m with q in 0..31.
+void dequant_q5_k(const uint8_t* row, size_t in, float* dst) {
+  for (size_t b = 0; b < in / 256; ++b, row += 176) {
+    const float d = f16_to_f32(load_u16(row)), dmin = f16_to_f32(load_u16(row + 2));
+    const uint8_t* qh = row + 16;
+    const uint8_t* q = row + 48;
+    for (int j = 0; j < 8; ++j) {
+      uint8_t s, m;
+      scale_min_k4(j, row + 4, s, m);
+      const float d1 = d * s, m1 = dmin * m;
+      const uint8_t* qj = q + 32 * (j / 2);
+      for (int l = 0; l < 32; ++l) {
+        const int nib = j % 2 ? qj[l] >> 4 : qj[l] & 0xF;
+        *dst++ = d1 * static_cast<float>(nib | (((qh[l] >> j) & 1) << 4)) - m1;
+      }
+    }
+  }
+}
+
 void dequant_row(const MatDesc& w, int64_t o, float* dst) {
   const size_t in = static_cast<size_t>(w.in);
   const uint8_t* row = w.data + static_cast<size_t>(o) * w.row_bytes;
@@ -135,6 +260,13 @@ void dequant_row(const MatDesc& w, int64_t o, float* dst) {
         for (size_t j = 0; j < 32; ++j) dst[b * 32 + j] = static_cast<float>(static_cast<int8_t>(blk[2 + j])) * d;
       }
       break;
+    case Fmt::Q4_0: dequant_q4_0(row, in, dst); break;
+    case Fmt::Q4_1: dequant_q4_1(row, in, dst); break;
+    case Fmt::Q5_0: dequant_q5_0(row, in, dst); break;
+    case Fmt::Q5_1: dequant_q5_1(row, in, dst); break;
+    case Fmt::Q2_K: dequant_q2_k(row, in, dst); break;
+    case Fmt::Q3_K: dequant_q3_k(row, in, dst); break;
+    case Fmt::Q5_K: dequant_q5_k(row, in, dst); break;
     case Fmt::Q4_K:
       // block_q4_K {f16 d, dmin; scales[12]; qs[128]}: 8 sub-blocks of 32,
       // W = d·sc · q - dmin·m; sub-blocks 2k, 2k+1 share qs[32k..32k+31]

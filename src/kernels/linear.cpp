@@ -72,7 +72,14 @@ MatDesc resolve(const WeightMatrix& w) {
           d.scale_type = float_scale_type(w);
           break;
         case DType::Q8_0: d.fmt = Fmt::Q8_0; break;
+        case DType::Q4_0: d.fmt = Fmt::Q4_0; break;
+        case DType::Q4_1: d.fmt = Fmt::Q4_1; break;
+        case DType::Q5_0: d.fmt = Fmt::Q5_0; break;
+        case DType::Q5_1: d.fmt = Fmt::Q5_1; break;
+        case DType::Q2_K: d.fmt = Fmt::Q2_K; break;
+        case DType::Q3_K: d.fmt = Fmt::Q3_K; break;
         case DType::Q4_K: d.fmt = Fmt::Q4_K; break;
+        case DType::Q5_K: d.fmt = Fmt::Q5_K; break;
         case DType::Q6_K: d.fmt = Fmt::Q6_K; break;
         case DType::MXFP4: d.fmt = Fmt::MXFP4; break;
         default: unsupported(w, "no kernel for this type");

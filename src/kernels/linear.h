@@ -25,8 +25,9 @@ namespace strata::kernels {
 // How the bytes of a row encode the weights, beyond `dtype`.
 enum class Packing : uint8_t {
   // One `dtype` element per weight: F32, BF16, F16, F8_E4M3 (optional
-  // block_scale), I8 (with `scales`, one per row); or GGUF blocks: Q8_0, Q4_K,
-  // Q6_K, MXFP4 (ggml's block layouts, ggml-common.h).
+  // block_scale), I8 (with `scales`, one per row); or GGUF blocks: Q8_0, Q4_0,
+  // Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4 (ggml's block
+  // layouts, ggml-common.h).
   Plain,
   // compressed-tensors "pack-quantized" int4 (Kimi-K2 `weight_packed`): dtype
   // I32, word k of a row holds weights 8k..8k+7, weight 8k+j in bits 4j..4j+3

@@ -129,7 +129,9 @@ void Model::bind_weights(const LoadOptions& options) {
     bind = c.arch == Arch::GptOss ? gpt_oss_experts(*source_, c) : per_expert_tensors(binder_, c);
   if (streaming_) {
     experts_ = make_streaming(bind, options);
-    prefetch_ = options.prefetch != LoadOptions::Prefetch::Off && experts_->wants_prefetch();
+    // Auto is off: measured on the demo model (docs/PERFORMANCE.md), the
+    // wrong guesses cost more drive time than the right ones save.
+    prefetch_ = options.prefetch == LoadOptions::Prefetch::On && experts_->wants_prefetch();
   } else {
     experts_ = std::make_unique<InMemoryExpertProvider>(c, bind);
   }

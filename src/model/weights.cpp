@@ -17,7 +17,20 @@ std::string shape_str(const std::vector<int64_t>& s) {
 bool is_float_type(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
 bool is_gguf_block_type(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K || t == DType::MXFP4;
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::MXFP4: return true;
+    default: return false;
+  }
 }
 
 std::string where(const TensorView& t) { return t.file + ": tensor '" + t.name + "'"; }
@@ -90,7 +103,8 @@ kernels::WeightMatrix WeightBinder::table(const std::string& name, int64_t rows,
   const TensorView& t = expect(name, {rows, cols});
   if (!is_float_type(t.dtype) && !is_gguf_block_type(t.dtype))
     throw Error(t.file + ": tensor '" + name + "' has type " + dtype_name(t.dtype) +
-                "; expected F32, BF16, F16 or a GGUF block type (Q8_0, Q4_K, Q6_K, MXFP4)");
+                "; expected F32, BF16, F16 or a GGUF block type (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, "
+                "Q5_K, Q6_K, MXFP4)");
   kernels::WeightMatrix w;
   w.dtype = t.dtype;
   w.out = rows;

@@ -147,7 +147,8 @@ int StreamingExpertProvider::choose_victim(bool for_prefetch, double guess_score
     const double fs = score(s.layer, s.expert), fb = score(b.layer, b.expert);
     if (fs < fb || (fs == fb && s.last_use < b.last_use)) best = static_cast<int>(i);
   }
-  if (best >= 0 && for_prefetch && score(slots_[best].layer, slots_[best].expert) > guess_score) return -1;
+  // A guess may not push out an expert that is much hotter than itself.
+  if (best >= 0 && for_prefetch && score(slots_[best].layer, slots_[best].expert) > 4.0 * guess_score + 4.0) return -1;
   return best;
 }
 
