@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# A new machine, one command: install dependencies, build, run the main job.
+# A new machine, one command: install dependencies, build, run the main job -
+# `strata demo`: on first use it synthesizes a ~3 GB DeepSeek-V3-shaped model
+# into ~/.cache/strata/demo and packs it (about 10 GB of free disk at peak),
+# then runs it under a RAM budget well below its size with the experts
+# streamed cold from the drive.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
 bash tools/build.sh
-model=tests/fixtures/models/ds_yarn_grouped
-echo "== strata generate on a tiny DeepSeek-V3-shaped checkpoint ($model)"
-./build/strata generate --model "$model" --prompt-ids 1,2,3,4,5 -n 16 --json
+echo "== strata demo"
+./build/strata demo

@@ -7,6 +7,7 @@
 #include "kernels/ops.h"
 #include "runtime/streaming_experts.h"
 #include "util/error.h"
+#include "util/mapped_file.h"
 
 namespace strata {
 
@@ -60,6 +61,15 @@ std::unique_ptr<ExpertProvider> Model::make_streaming(const ExpertBindFn& bind, 
     catalog = catalog_from_manifest(manifest, dir_, *storage);
   } else {
     catalog = catalog_from_bound_experts(c, bind, *storage);
+    // The experts sit between trunk tensors in the same files: fault in only
+    // the trunk, so the page cache holds no expert bytes (they are read with
+    // O_DIRECT into the cache, within the budget).
+    advise_random_all_mapped();
+    for (const auto& name : source_->names())
+      if (!is_routed_expert_tensor(name)) {
+        const TensorView& t = source_->get(name);
+        advise_willneed(t.data, t.nbytes);
+      }
   }
 
   uint64_t streamed = 0, total = 0;

@@ -40,6 +40,18 @@ std::optional<FileLocation> locate_mapped(const void* p) {
   return FileLocation{f->path(), static_cast<uint64_t>(b - f->data())};
 }
 
+void advise_random_all_mapped() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  for (const auto& [base, file] : r.by_base) file->advise_random();
+}
+
+void advise_willneed(const void* p, size_t n) {
+  const auto a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
+  const auto e = reinterpret_cast<uintptr_t>(p) + n;
+  ::madvise(reinterpret_cast<void*>(a), e - a, MADV_WILLNEED);
+}
+
 void MappedFile::advise_random() const {
   if (data_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_RANDOM);
 }

@@ -41,4 +41,10 @@ class MappedFile {
 // expert streamer turn a bound weight back into the bytes to read from disk.
 std::optional<FileLocation> locate_mapped(const void* p);
 
+// Streaming from a checkpoint in place: no read-ahead on any mapping (the
+// experts between trunk tensors must not be pulled into the page cache)...
+void advise_random_all_mapped();
+// ...and the trunk's own ranges read ahead explicitly.
+void advise_willneed(const void* p, size_t n);
+
 }  // namespace strata
