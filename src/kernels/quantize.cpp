@@ -20,21 +20,22 @@ float amax_of(const float* x, int64_t n) {
   return m;
 }
 
-// E2M1 magnitudes ×2, as the MXFP4 decoder's table (kvalues_mxfp4).
-constexpr int kE2M1x2[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+// E2M1 values ×2, as the MXFP4 decoder's table (ggml kvalues_mxfp4).
+constexpr int8_t kE2M1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-uint8_t nearest_e2m1(float v) {  // v already divided by the (halved) block scale
-  const float a = std::fabs(v);
-  int best = 0;
-  float err = a;
-  for (int k = 1; k < 8; ++k) {
-    const float e = std::fabs(a - static_cast<float>(kE2M1x2[k]));
-    if (e < err) {
-      err = e;
-      best = k;
+// The code whose value (× the halved block scale) is nearest to x; the first
+// such code on a tie, compared as ggml's best_index_mxfp4 does.
+uint8_t nearest_e2m1(float x, float d) {
+  uint8_t best = 0;
+  float best_err = std::fabs(kE2M1x2[0] * d - x);
+  for (uint8_t i = 1; i < 16; ++i) {
+    const float err = std::fabs(kE2M1x2[i] * d - x);
+    if (err < best_err) {
+      best = i;
+      best_err = err;
     }
   }
-  return static_cast<uint8_t>(best | (v < 0 && best != 0 ? 8 : 0));
+  return best;
 }
 
 }  // namespace
@@ -56,12 +57,10 @@ void quantize_row_mxfp4(const float* x, int64_t n, uint8_t* out) {
     const int e = amax > 0 ? static_cast<int>(std::floor(std::log2(amax))) - 2 + 127 : 0;
     const uint8_t eb = static_cast<uint8_t>(std::clamp(e, 0, 254));
     // Half the scale, because the table is doubled (same as the decoder).
-    const float d = std::ldexp(1.0f, eb - 128);
+    const float d = eb < 2 ? std::ldexp(1.0f, -128 + eb) : std::ldexp(1.0f, eb - 128);
     out[0] = eb;
-    for (int j = 0; j < 16; ++j) {
-      const uint8_t lo = nearest_e2m1(x[j] / d), hi = nearest_e2m1(x[j + 16] / d);
-      out[1 + j] = static_cast<uint8_t>(lo | hi << 4);
-    }
+    for (int j = 0; j < 16; ++j)
+      out[1 + j] = static_cast<uint8_t>(nearest_e2m1(x[j], d) | nearest_e2m1(x[j + 16], d) << 4);
   }
 }
 
