@@ -23,6 +23,7 @@
 #include "storage/probe.h"
 #include "synth/synth.h"
 #include "tokenizer/tokenizer.h"
+#include "util/cache_dir.h"
 #include "util/error.h"
 
 namespace strata::cli {
@@ -41,11 +42,7 @@ struct DemoArgs {
   std::string prompt = "The drives are the only limit:";
 };
 
-fs::path default_demo_dir() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "strata" / "demo";
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "strata" / "demo";
-  return fs::temp_directory_path() / "strata-demo";
-}
+fs::path default_demo_dir() { return strata_cache_dir() / "demo"; }
 
 void say(bool quiet, const std::string& line) {
   if (!quiet) std::fprintf(stderr, "%s\n", line.c_str());
@@ -220,7 +217,7 @@ void register_demo(CLI::App& app, Action& run) {
   auto a = std::make_shared<DemoArgs>();
   CLI::App* cmd = app.add_subcommand(
       "demo", "Synthesize (once) a DeepSeek-V3-shaped model, pack it, and run it with experts streamed under a RAM budget");
-  cmd->add_option("--dir", a->dir, "Where the demo model lives (default ~/.cache/strata/demo)");
+  cmd->add_option("--dir", a->dir, "Where the demo model lives (default ~/.cache/strata/demo, or $STRATA_HOME/demo)");
   cmd->add_option("--size", a->size_gb, "Model size in GB")->capture_default_str();
   cmd->add_option("--ram", a->ram_gib, "RAM budget in GiB (default: trunk + a fifth of the experts)");
   cmd->add_option("--tokens", a->tokens, "Tokens to generate")->capture_default_str();

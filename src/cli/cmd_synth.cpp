@@ -27,7 +27,7 @@ struct SynthArgs {
 int run_synth(const SynthArgs& a) {
   if (a.list) {
     for (const synth::Preset& p : synth::presets())
-      std::printf("%-16s %-12s %s\n", p.name.c_str(), synth::arch_name(p.arch), p.description.c_str());
+      std::printf("%-16s %-12s %s\n", p.name.c_str(), arch_name(p.arch), p.description.c_str());
     return 0;
   }
   synth::Request r;

@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "model/checkpoint.h"
@@ -105,7 +107,14 @@ std::unique_ptr<ExpertProvider> Model::make_streaming(const ExpertBindFn& bind, 
                   gib(fixed + min_cache));
     slots = static_cast<size_t>((options.ram_bytes - fixed) / slot_bytes);
   }
-  if (slots == 0) slots = static_cast<size_t>(std::max<int64_t>(experts, 1));
+  if (slots == 0) {
+    // No budget: every expert may stay once read, but never more than most
+    // of the machine's memory (a terabyte model streamed without --ram).
+    const uint64_t phys = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t fixed = plan_.trunk + plan_.kv + plan_.overhead;
+    const uint64_t room = phys * 17 / 20 > fixed ? phys * 17 / 20 - fixed : slot_bytes * 2 * c.num_experts_per_tok;
+    slots = static_cast<size_t>(std::max<uint64_t>(room / slot_bytes, 2 * c.num_experts_per_tok));
+  }
   slots = std::min<size_t>(slots, static_cast<size_t>(std::max<int64_t>(experts, 1)));
   plan_.cache = slots * slot_bytes;
 

@@ -205,6 +205,15 @@ std::optional<int64_t> ModelConfig::layer_window(int64_t layer) const {
   return sliding_window;
 }
 
+const char* arch_name(Arch a) {
+  switch (a) {
+    case Arch::DeepseekV3: return "deepseek_v3";
+    case Arch::Qwen3Moe: return "qwen3_moe";
+    case Arch::GptOss: return "gpt_oss";
+  }
+  return "?";
+}
+
 bool ModelConfig::layer_is_moe(int64_t layer) const {
   if (arch == Arch::GptOss) return true;
   if (arch == Arch::DeepseekV3) return layer >= first_k_dense_replace && layer % moe_layer_freq == 0;

@@ -13,6 +13,8 @@
 namespace strata {
 
 enum class Arch { DeepseekV3, Qwen3Moe, GptOss };
+// "deepseek_v3", "qwen3_moe", "gpt_oss" (the config.json model_type).
+const char* arch_name(Arch a);
 
 struct RopeConfig {
   std::string type = "default";  // "default" or "yarn"

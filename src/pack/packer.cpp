@@ -32,15 +32,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* arch_name(Arch a) {
-  switch (a) {
-    case Arch::DeepseekV3: return "deepseek_v3";
-    case Arch::Qwen3Moe: return "qwen3_moe";
-    case Arch::GptOss: return "gpt_oss";
-  }
-  return "?";
-}
-
 nlohmann::json config_summary(const ModelConfig& c) {
   int64_t moe_layers = 0;
   for (int64_t l = 0; l < c.num_layers; ++l) moe_layers += c.layer_is_moe(l);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "storage/checksum.h"
+#include "util/cache_dir.h"
 #include "util/error.h"
 
 namespace strata {
@@ -92,20 +93,13 @@ void ExpertHeat::save(const std::filesystem::path& path, const std::string& mode
 }
 
 std::filesystem::path default_heat_path(const std::filesystem::path& model) {
-  std::filesystem::path base;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
-    base = x;
-  else if (const char* h = std::getenv("HOME"); h && *h)
-    base = std::filesystem::path(h) / ".cache";
-  else
-    base = "/tmp";
   std::error_code ec;
   auto canonical = std::filesystem::weakly_canonical(model, ec).string();
   if (ec) canonical = model.string();
   char name[32];
   std::snprintf(name, sizeof name, "%016llx.json",
                 static_cast<unsigned long long>(xxh3_64(canonical.data(), canonical.size())));
-  return base / "strata" / "heat" / name;
+  return strata_cache_dir() / "heat" / name;
 }
 
 }  // namespace strata

@@ -39,8 +39,8 @@ class ExpertHeat {
   std::vector<std::vector<double>> counts_;
 };
 
-// Where a model's heat lives between runs: $XDG_CACHE_HOME or ~/.cache,
-// strata/heat/<hash of the model's path>.json.
+// Where a model's heat lives between runs: <strata_cache_dir()>/heat/<hash of
+// the model's path>.json.
 std::filesystem::path default_heat_path(const std::filesystem::path& model);
 
 }  // namespace strata

@@ -1,4 +1,5 @@
 #include "storage/probe.h"
+#include "util/cache_dir.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -390,11 +391,7 @@ ProbeResult run_probe(const ProbeOptions& o) {
   return r;  // temp files go with `targets`
 }
 
-fs::path default_probe_path() {
-  if (const char* home = std::getenv("STRATA_HOME"); home && *home) return fs::path(home) / "probe.json";
-  const char* h = std::getenv("HOME");
-  return fs::path(h && *h ? h : "/tmp") / ".cache" / "strata" / "probe.json";
-}
+fs::path default_probe_path() { return strata_cache_dir() / "probe.json"; }
 
 std::string probe_to_json(const ProbeResult& r) {
   nlohmann::json drives = nlohmann::json::array();

@@ -154,14 +154,6 @@ std::vector<Preset> make_presets() {
 
 }  // namespace
 
-const char* arch_name(Arch a) {
-  switch (a) {
-    case Arch::DeepseekV3: return "deepseek_v3";
-    case Arch::Qwen3Moe: return "qwen3_moe";
-    case Arch::GptOss: return "gpt_oss";
-  }
-  return "?";
-}
 
 std::optional<Arch> arch_from_name(std::string_view name) {
   if (name == "deepseek_v3" || name == "deepseek2" || name == "kimi_k2") return Arch::DeepseekV3;

@@ -34,7 +34,6 @@ namespace strata::synth {
 
 enum class Format { Safetensors, Gguf };
 
-const char* arch_name(Arch a);  // "deepseek_v3", "qwen3_moe", "gpt_oss"
 std::optional<Arch> arch_from_name(std::string_view name);
 
 // What --quant picked: the stored type of the big trunk matrices (embedding,
