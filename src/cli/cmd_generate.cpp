@@ -138,6 +138,8 @@ int run_generate(const GenerateArgs& a) {
   out["stats"] = {{"prompt_tokens", r.prompt_tokens},
                   {"generated_tokens", r.tokens.size()},
                   {"prefill_s", r.prefill_s},
+                  {"ttft_s", r.prefill_s},
+                  {"finish_reason", r.context_full ? "context" : (r.tokens.size() < static_cast<size_t>(a.n) ? "stop" : "length")},
                   {"decode_tok_s", decode_tok_s},
                   {"peak_rss_bytes", peak_rss_bytes()}};
   if (model->streaming()) {

@@ -46,6 +46,7 @@ struct ExpertStats {
   uint64_t misses = 0;          // read from a drive on demand
   uint64_t bytes_needed = 0;    // payload bytes of the experts asked for
   uint64_t bytes_read = 0;      // bytes read from drives (demand + prefetch)
+  uint64_t unique_bytes = 0;    // payload of the distinct experts asked for since the epoch began
   uint64_t prefetch_issued = 0; // experts read ahead of their layer
   uint64_t prefetch_used = 0;   // of those, later asked for
   uint64_t predicted = 0;       // experts predicted for a layer
@@ -74,6 +75,9 @@ class ExpertProvider {
   // Whether prefetch() does anything (the model skips predicting if not).
   virtual bool wants_prefetch() const { return false; }
   virtual ExpertStats stats() const { return {}; }
+  // Starts counting distinct experts afresh (ExpertStats::unique_bytes): the
+  // generator marks prefill and decode, so read amplification is per phase.
+  virtual void begin_epoch() {}
 };
 
 // Binds one expert's weights from the checkpoint; each architecture knows

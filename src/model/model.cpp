@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 
 #include "model/checkpoint.h"
 #include "pack/manifest.h"
@@ -27,6 +28,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& path, const Load
   std::unique_ptr<Model> m(new Model(path, std::move(ck.config), std::move(ck.source), options.threads));
   m->kind_ = ck.kind;
   m->trunk_path_ = ck.trunk_path;
+  m->set_limits(options);
   m->bind_weights(options);
   return m;
 }
@@ -88,11 +90,9 @@ std::unique_ptr<ExpertProvider> Model::make_streaming(const ExpertBindFn& bind, 
   // The budget: what stays resident, the KV cache for the context, working
   // buffers, and whatever is left for the expert cache.
   const CacheWidths w = cache_widths(c);
-  int64_t positions = 64;
-  while (positions < options.context) positions *= 2;  // KvCache grows by doubling
   plan_.budget = options.ram_bytes;
   plan_.trunk = total > streamed ? total - streamed : 0;
-  plan_.kv = static_cast<uint64_t>(c.num_layers * positions * (w.key + w.value)) * sizeof(float);
+  plan_.kv = KvCache::bytes_at(c.num_layers, w.key, w.value, context_, windows_, max_batch_);
   plan_.overhead = 192 * kMiB + static_cast<uint64_t>(c.vocab_size) * sizeof(float) * 16;
   size_t slots = options.cache_slots;
   const uint64_t slot_bytes = std::max<uint64_t>(catalog.max_slot_bytes, kIoAlign);
@@ -178,9 +178,27 @@ void Model::prefetch_for(size_t next, const float* h, size_t n) {
   experts_->prefetch(static_cast<int64_t>(next), guess);
 }
 
+void Model::set_limits(const LoadOptions& options) {
+  const ModelConfig& c = config_;
+  if (options.context < 1) throw Error("the context (--ctx) must be at least 1");
+  context_ = options.context;
+  windows_.assign(c.num_layers, 0);
+  for (int64_t l = 0; l < c.num_layers; ++l) windows_[l] = c.layer_window(l).value_or(0);
+  // Rows one step may carry for a sequence: a prompt longer than this is
+  // prefilled in chunks. Under a budget the activations of a chunk (residual,
+  // norms, per-slot expert outputs, attention rows) get 128 MiB of the
+  // buffers' share; without one, chunks are large.
+  max_batch_ = 4096;
+  if (options.ram_bytes > 0) {
+    const int64_t per_row = (c.hidden_size * (4 + c.num_experts_per_tok) + c.num_heads * 256) * 4;
+    max_batch_ = std::clamp<int64_t>((int64_t{128} << 20) / per_row, 16, 4096);
+  }
+  if (options.max_batch > 0) max_batch_ = options.max_batch;
+}
+
 std::unique_ptr<KvCache> Model::new_cache() const {
   CacheWidths w = cache_widths(config_);
-  return std::make_unique<KvCache>(config_.num_layers, w.key, w.value);
+  return std::make_unique<KvCache>(config_.num_layers, w.key, w.value, context_, windows_, max_batch_);
 }
 
 void Model::forward(std::span<const Row> rows, float* logits) {
@@ -188,6 +206,13 @@ void Model::forward(std::span<const Row> rows, float* logits) {
   const size_t n = rows.size(), hidden = static_cast<size_t>(c.hidden_size);
   const float eps = static_cast<float>(c.rms_norm_eps);
   if (n == 0) return;
+  {
+    // A sequence's rows in one step must fit a sliding-window ring (see kv_cache.h).
+    std::map<const KvCache*, int64_t> per_cache;
+    for (const Row& r : rows)
+      if (++per_cache[r.cache] > max_batch_)
+        throw Error("internal: more than " + std::to_string(max_batch_) + " rows of one sequence in a step");
+  }
   for (const Row& r : rows) {
     if (r.token < 0 || r.token >= c.vocab_size)
       throw Error("token id " + std::to_string(r.token) + " is out of range for this model (vocabulary of " +

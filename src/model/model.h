@@ -32,7 +32,8 @@ struct LoadOptions {
   // Cache size in experts, overriding what the budget allows (tests, tuning);
   // 0 = from the budget, or every expert when there is no budget.
   size_t cache_slots = 0;
-  int64_t context = 4096;  // positions the KV cache is budgeted for
+  int64_t context = 4096;  // positions a sequence may reach (--ctx); the KV cache is budgeted for it
+  int64_t max_batch = 0;   // rows of one sequence per step (prefill chunk); 0 = from the budget
   enum class Prefetch { Auto, On, Off } prefetch = Prefetch::Auto;
   bool verify = true;      // expert checksums and blob headers (packed models)
   std::string io_backend;  // "" = $STRATA_IO or io_uring, "pread"
@@ -66,8 +67,14 @@ class Model {
   // model directory, or a pack's trunk).
   const std::filesystem::path& trunk_path() const { return trunk_path_; }
   std::unique_ptr<KvCache> new_cache() const;
+  // Positions a sequence may reach (--ctx).
+  int64_t context() const { return context_; }
+  // Rows of one sequence a forward step may take (prompts longer than this
+  // are prefilled in chunks of it).
+  int64_t max_batch_rows() const { return max_batch_; }
   bool streaming() const { return streaming_; }
   ExpertStats expert_stats() const { return experts_->stats(); }
+  void begin_expert_epoch() { experts_->begin_epoch(); }
   const MemoryPlan& memory_plan() const { return plan_; }
   // Writes this run's expert heat for the next run (streaming models only).
   void save_heat() const;
@@ -79,6 +86,7 @@ class Model {
  private:
   Model(std::filesystem::path dir, ModelConfig config, std::unique_ptr<TensorSource> source, int threads);
   void bind_weights(const LoadOptions& options);
+  void set_limits(const LoadOptions& options);
   // The experts of a checkpoint or pack as a streaming provider within the budget.
   std::unique_ptr<ExpertProvider> make_streaming(const ExpertBindFn& bind, const LoadOptions& options);
   // Starts reading the experts layer `next` will probably pick for `h`.
@@ -98,6 +106,9 @@ class Model {
   bool streaming_ = false;
   bool prefetch_ = false;
   MemoryPlan plan_;
+  int64_t context_ = 4096;
+  int64_t max_batch_ = 4096;
+  std::vector<int64_t> windows_;  // per layer: sliding window, 0 = full attention
   std::filesystem::path heat_path_;
 };
 

@@ -35,6 +35,9 @@ nlohmann::json expert_stats_json(const ExpertStats& s, double wall_s) {
           {"hit_rate", ratio(static_cast<double>(s.hits), static_cast<double>(s.requests))},
           {"bytes_needed", s.bytes_needed},
           {"bytes_read", s.bytes_read},
+          {"unique_bytes", s.unique_bytes},
+          // Bytes read per byte of distinct experts needed: 1.00 = each read once.
+          {"read_amplification", ratio(static_cast<double>(s.bytes_read), static_cast<double>(s.unique_bytes))},
           {"gbps", ratio(static_cast<double>(s.bytes_read) / 1e9, wall_s)},
           {"io_wait_s", s.io_wait_s},
           {"io_wait_share", ratio(s.io_wait_s, wall_s)},

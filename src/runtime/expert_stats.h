@@ -9,7 +9,7 @@ namespace strata {
 // What happened between two snapshots of the same provider.
 ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier);
 
-// {"bytes_read", "bytes_needed", "hits", "misses", "hit_rate", "io_wait_s",
+// {"bytes_read", "bytes_needed", "unique_bytes", "read_amplification", "hits", "misses", "hit_rate", "io_wait_s",
 //  "io_wait_share", "gbps" (bytes_read / wall), "drives": [{"name", "bytes",
 //  "busy_s", "gbps"}], "prefetch": {"issued", "used", "predicted",
 //  "predicted_right", "accuracy"}, "cache_slots", "cache_slot_bytes", "pinned"}

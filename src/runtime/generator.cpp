@@ -28,15 +28,26 @@ GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const 
   Sampler sampler(options.sampling);
   std::vector<float> logits(vocab);
 
+  model.begin_expert_epoch();
   const ExpertStats at_start = model.expert_stats();
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<Row> rows(prompt.size());
-  for (size_t i = 0; i < prompt.size(); ++i) rows[i] = Row{prompt[i], static_cast<int64_t>(i), cache.get(), false};
-  rows.back().want_logits = true;
-  model.forward(rows, logits.data());
+  if (static_cast<int64_t>(prompt.size()) > model.context())
+    throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens but the context is " +
+                std::to_string(model.context()) + " (raise --ctx)");
+  // Prefill in chunks of what one step may carry: the same bits as one big
+  // batch (kernels are batch-invariant), less activation memory.
+  const size_t chunk = static_cast<size_t>(model.max_batch_rows());
+  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
+    const size_t end = std::min(prompt.size(), begin + chunk);
+    std::vector<Row> rows(end - begin);
+    for (size_t i = begin; i < end; ++i) rows[i - begin] = Row{prompt[i], static_cast<int64_t>(i), cache.get(), false};
+    rows.back().want_logits = end == prompt.size();
+    model.forward(rows, logits.data());
+  }
   result.prefill_s = seconds_since(t0);
   const ExpertStats after_prefill = model.expert_stats();
   result.prefill_experts = stats_delta(after_prefill, at_start);
+  model.begin_expert_epoch();
 
   auto t1 = std::chrono::steady_clock::now();
   int64_t pos = static_cast<int64_t>(prompt.size());
@@ -48,6 +59,10 @@ GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const 
     const bool stop = std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) !=
                       options.stop_tokens.end();
     if (stop || static_cast<int>(result.tokens.size()) >= options.max_new_tokens) break;
+    if (pos >= model.context()) {  // the context is full: stop as at max_new_tokens
+      result.context_full = true;
+      break;
+    }
     Row row{token, pos++, cache.get(), true};
     model.forward(std::span<const Row>(&row, 1), logits.data());
   }

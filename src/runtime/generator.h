@@ -24,6 +24,7 @@ struct GenerateResult {
   int64_t prompt_tokens = 0;
   double prefill_s = 0.0;
   double decode_s = 0.0;  // time for tokens after the first
+  bool context_full = false;  // stopped because the context (--ctx) was reached
   // Expert streaming during prefill (+ first token) and during decode.
   ExpertStats prefill_experts, decode_experts;
 };

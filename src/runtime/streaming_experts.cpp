@@ -97,6 +97,7 @@ StreamingExpertProvider::StreamingExpertProvider(const ModelConfig& c, ExpertCat
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i].mem = pool_->buffer(i);
   freq_.assign(c.num_layers, std::vector<double>(c.n_routed_experts, 0.0));
   pin_.assign(c.num_layers, std::vector<uint8_t>(c.n_routed_experts, 0));
+  seen_.assign(c.num_layers, std::vector<uint8_t>(c.n_routed_experts, 0));
   heat_ = ExpertHeat(c.num_layers, c.n_routed_experts);
   if (options_.prior.layers() == c.num_layers) {
     heat_.merge(options_.prior);
@@ -273,6 +274,10 @@ std::unique_ptr<ExpertFetch> StreamingExpertProvider::fetch(int64_t layer, std::
     const int32_t e = experts[i];
     ++stats_.requests;
     stats_.bytes_needed += catalog_.at(layer, e).payload_bytes;
+    if (!seen_[layer][e]) {
+      seen_[layer][e] = 1;
+      stats_.unique_bytes += catalog_.at(layer, e).payload_bytes;
+    }
     note_use(layer, e);
     auto it = where_.find(key(layer, e));
     if (it == where_.end()) continue;
@@ -314,6 +319,11 @@ void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> e
     ++stats_.prefetch_issued;
   }
   submit(batch);
+}
+
+void StreamingExpertProvider::begin_epoch() {
+  for (auto& l : seen_) std::fill(l.begin(), l.end(), 0);
+  stats_.unique_bytes = 0;
 }
 
 ExpertStats StreamingExpertProvider::stats() const {

@@ -47,6 +47,7 @@ class StreamingExpertProvider : public ExpertProvider {
   void prefetch(int64_t layer, std::span<const int32_t> experts) override;
   bool wants_prefetch() const override { return true; }
   ExpertStats stats() const override;
+  void begin_epoch() override;
 
   // This run's selections added to the prior heat (what to persist).
   const ExpertHeat& heat() const { return heat_; }
@@ -89,6 +90,7 @@ class StreamingExpertProvider : public ExpertProvider {
   std::unordered_map<uint64_t, int> where_;  // (layer, expert) -> slot
   std::vector<std::vector<double>> freq_;    // decayed selection counts
   std::vector<std::vector<uint8_t>> pin_;    // hot in earlier runs
+  std::vector<std::vector<uint8_t>> seen_;   // asked for since the epoch began
   size_t pinned_ = 0, max_pinned_ = 0;
   ExpertHeat heat_;
   uint64_t clock_ = 0, since_decay_ = 0;
