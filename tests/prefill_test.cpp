@@ -6,9 +6,12 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "model/model.h"
 #include "runtime/generator.h"
+#include "runtime/session.h"
+#include "safetensors_writer.h"
 #include "util/error.h"
 
 namespace strata {
@@ -102,6 +105,61 @@ TEST(Context, APromptLongerThanTheContextIsAClearError) {
   const GenerateResult r = generate(*m, {1, 2, 3}, g);
   EXPECT_EQ(r.tokens.size(), 2u);
   EXPECT_TRUE(r.context_full);
+}
+
+// A prompt that extends the previous sequence reuses its KV, in memory and
+// through a session file, with the same bits as computing it afresh.
+TEST_P(BatchInvariance, PrefixReuseGivesTheSameBits) {
+  testfiles::TempDir tmp("strata-session");
+  const fs::path file = tmp / "s.bin";
+  auto m = Model::load(GetParam(), opts(2));
+  GenerateOptions g;
+  g.max_new_tokens = 4;
+  g.keep_logits = true;
+  g.sampling = {1.0f, 5};
+  const std::vector<int32_t> first = {4, 8, 15, 16, 23};
+  Session s;
+  const GenerateResult r1 = generate(*m, first, g, s);
+  EXPECT_EQ(r1.reused_tokens, 0);
+  save_session(file, *m, s);
+
+  std::vector<int32_t> second = first;
+  second.insert(second.end(), r1.tokens.begin(), r1.tokens.end());
+  second.push_back(42);
+  Session loaded = load_session(file, *m);
+  const GenerateResult again = generate(*m, second, g, loaded);
+  EXPECT_EQ(again.reused_tokens, static_cast<int64_t>(first.size() + r1.tokens.size() - 1));
+  Session fresh;
+  const GenerateResult cold = generate(*Model::load(GetParam(), opts(1)), second, g, fresh);
+  EXPECT_EQ(cold.reused_tokens, 0);
+  ASSERT_EQ(again.tokens, cold.tokens);
+  for (size_t k = 0; k < cold.logits.size(); ++k) ASSERT_TRUE(same_bits(again.logits[k], cold.logits[k])) << k;
+  // A prompt that diverges early reuses only the common part.
+  Session after = std::move(loaded);
+  const GenerateResult other = generate(*m, {4, 8, 99, 1}, g, after);
+  EXPECT_EQ(other.reused_tokens, 2);
+}
+
+TEST(Session, DamagedOrForeignFilesAreHandled) {
+  testfiles::TempDir tmp("strata-session");
+  auto m = Model::load(fs::path(STRATA_FIXTURES_DIR) / "models" / "qwen_gqa", opts(2));
+  std::ofstream(tmp / "junk.bin") << "not a session";
+  EXPECT_THROW(load_session(tmp / "junk.bin", *m), Error);
+  EXPECT_FALSE(load_session(tmp / "absent.bin", *m).cache);
+  // Another model's session is ignored with a note, not an error.
+  auto other = Model::load(fs::path(STRATA_FIXTURES_DIR) / "models" / "ds_yarn_grouped", opts(2));
+  Session s;
+  GenerateOptions g;
+  g.max_new_tokens = 2;
+  generate(*other, {1, 2, 3}, g, s);
+  save_session(tmp / "other.bin", *other, s);
+  std::string why;
+  EXPECT_FALSE(load_session(tmp / "other.bin", *m, &why).cache);
+  EXPECT_FALSE(why.empty());
+  // Truncated files are errors.
+  const auto bytes = fs::file_size(tmp / "other.bin");
+  fs::resize_file(tmp / "other.bin", bytes / 2);
+  EXPECT_THROW(load_session(tmp / "other.bin", *other), Error);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ struct GenerateArgs {
   bool json = false;
   bool logits = false;
   bool ignore_eos = false;
+  std::string session;
 };
 
 std::vector<int32_t> parse_ids(const std::string& s) {
@@ -108,7 +109,14 @@ int run_generate(const GenerateArgs& a) {
   opt.sampling = {a.temperature, a.seed};
   opt.keep_logits = a.logits;
   if (!a.ignore_eos) opt.stop_tokens = stop_tokens(*model);
-  GenerateResult r = generate(*model, prompt, opt);
+  Session session;
+  if (!a.session.empty()) {
+    std::string why;
+    session = load_session(a.session, *model, &why);
+    if (!why.empty()) std::fprintf(stderr, "note: %s\n", why.c_str());
+  }
+  GenerateResult r = generate(*model, prompt, opt, session);
+  if (!a.session.empty()) save_session(a.session, *model, session);
   model->save_heat();
   std::string text = tok ? decode_known(*tok, r.tokens) : "";
 
@@ -139,6 +147,7 @@ int run_generate(const GenerateArgs& a) {
                   {"generated_tokens", r.tokens.size()},
                   {"prefill_s", r.prefill_s},
                   {"ttft_s", r.prefill_s},
+                  {"reused_prompt_tokens", r.reused_tokens},
                   {"finish_reason", r.context_full ? "context" : (r.tokens.size() < static_cast<size_t>(a.n) ? "stop" : "length")},
                   {"decode_tok_s", decode_tok_s},
                   {"peak_rss_bytes", peak_rss_bytes()}};
@@ -169,6 +178,8 @@ void register_generate(CLI::App& app, Action& run) {
   cmd->add_flag("--json", args->json, "Print one JSON object with tokens, text and stats");
   cmd->add_flag("--logits", args->logits, "With --json: add each generated token's full logits row");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at end-of-sequence tokens");
+  cmd->add_option("--session", args->session,
+                  "Session file: a prompt that extends the previous one reuses its KV cache (created if absent)");
   cmd->callback([&run, args] { run = [args] { return run_generate(*args); }; });
 }
 

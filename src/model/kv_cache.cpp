@@ -1,6 +1,8 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <istream>
+#include <ostream>
 #include <string>
 
 #include "util/error.h"
@@ -21,9 +23,11 @@ KvCache::KvCache(int64_t layers, int64_t key_width, int64_t value_width, int64_t
       value_width_(value_width),
       max_positions_(max_positions),
       ring_(layers, 0),
+      window_(layers, 0),
       keys_(layers),
       values_(layers) {
   for (int64_t l = 0; l < layers && l < static_cast<int64_t>(windows.size()); ++l) {
+    window_[l] = windows[l];
     ring_[l] = ring_size(windows[l], max_batch, max_positions);
     if (ring_[l] == max_positions) ring_[l] = 0;  // the window covers the context: no ring needed
   }
@@ -48,6 +52,55 @@ void KvCache::ensure(int64_t n) {
     values_[l].resize(static_cast<size_t>(cap * value_width_));
   }
   capacity_ = cap;
+}
+
+bool KvCache::can_rewind_to(int64_t n) const {
+  if (n > length_) return false;
+  for (size_t l = 0; l < ring_.size(); ++l)
+    if (ring_[l] && length_ - ring_[l] > n - window_[l]) return false;  // rows n-window .. n-1 must remain
+  return true;
+}
+
+namespace {
+
+void put(std::ostream& out, int64_t v) { out.write(reinterpret_cast<const char*>(&v), sizeof v); }
+int64_t get(std::istream& in) {
+  int64_t v = 0;
+  in.read(reinterpret_cast<char*>(&v), sizeof v);
+  if (!in) throw Error("KV cache data is truncated");
+  return v;
+}
+
+}  // namespace
+
+void KvCache::save(std::ostream& out) const {
+  put(out, static_cast<int64_t>(keys_.size()));
+  put(out, key_width_);
+  put(out, value_width_);
+  put(out, length_);
+  for (size_t l = 0; l < keys_.size(); ++l) {
+    const int64_t rows = ring_[l] ? ring_[l] : length_;
+    put(out, ring_[l]);
+    out.write(reinterpret_cast<const char*>(keys_[l].data()), static_cast<std::streamsize>(rows * key_width_ * sizeof(float)));
+    out.write(reinterpret_cast<const char*>(values_[l].data()),
+              static_cast<std::streamsize>(rows * value_width_ * sizeof(float)));
+  }
+}
+
+void KvCache::load(std::istream& in) {
+  if (get(in) != static_cast<int64_t>(keys_.size()) || get(in) != key_width_ || get(in) != value_width_)
+    throw Error("KV cache data is for another model shape");
+  const int64_t length = get(in);
+  if (length < 0 || length > max_positions_) throw Error("KV cache data holds more positions than the context");
+  ensure(length);
+  for (size_t l = 0; l < keys_.size(); ++l) {
+    if (get(in) != ring_[l]) throw Error("KV cache data was made with another sliding-window ring size");
+    const int64_t rows = ring_[l] ? ring_[l] : length;
+    in.read(reinterpret_cast<char*>(keys_[l].data()), static_cast<std::streamsize>(rows * key_width_ * sizeof(float)));
+    in.read(reinterpret_cast<char*>(values_[l].data()), static_cast<std::streamsize>(rows * value_width_ * sizeof(float)));
+    if (!in) throw Error("KV cache data is truncated");
+  }
+  length_ = length;
 }
 
 uint64_t KvCache::bytes() const {

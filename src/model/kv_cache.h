@@ -8,6 +8,7 @@
 // of the batch still needs positions a window back from it). Other layers
 // grow by doubling up to `max_positions` (the context, --ctx).
 #include <cstdint>
+#include <iosfwd>
 #include <vector>
 
 namespace strata {
@@ -33,6 +34,13 @@ class KvCache {
   int64_t length() const { return length_; }
   void set_length(int64_t n) { length_ = n; }
   int64_t max_positions() const { return max_positions_; }
+  // Whether positions [0, n) are still all available after length() went
+  // past n (a ring may have dropped what the next position would attend to).
+  bool can_rewind_to(int64_t n) const;
+  // The cache as bytes (for a session file) and back; load() throws
+  // strata::Error when the shape differs from this cache's.
+  void save(std::ostream& out) const;
+  void load(std::istream& in);
   // Bytes the cache holds now.
   uint64_t bytes() const;
   // Bytes it would hold at max_positions (for the RAM budget).
@@ -44,7 +52,8 @@ class KvCache {
 
   int64_t key_width_, value_width_;
   int64_t max_positions_;
-  std::vector<int64_t> ring_;  // per layer: ring size, 0 = grows
+  std::vector<int64_t> ring_;    // per layer: ring size, 0 = grows
+  std::vector<int64_t> window_;  // per layer: sliding window, 0 = none
   int64_t capacity_ = 0;       // of the growing layers
   int64_t length_ = 0;
   std::vector<std::vector<float>> keys_, values_;

@@ -18,13 +18,25 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options) {
+  Session none;
+  return generate(model, prompt, options, none);
+}
+
+GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                        Session& session) {
   if (prompt.empty()) throw Error("the prompt is empty");
   const int64_t vocab = model.config().vocab_size;
   GenerateResult result;
   result.prompt_tokens = static_cast<int64_t>(prompt.size());
   if (options.max_new_tokens <= 0) return result;
 
-  auto cache = model.new_cache();
+  // Reuse the session's cache for the prompt's leading tokens it already holds.
+  const size_t reused = session.reusable(prompt);
+  std::unique_ptr<KvCache> cache = reused > 0 ? std::move(session.cache) : model.new_cache();
+  cache->set_length(static_cast<int64_t>(reused));
+  result.reused_tokens = static_cast<int64_t>(reused);
+  session.cache.reset();
+  session.tokens.clear();
   Sampler sampler(options.sampling);
   std::vector<float> logits(vocab);
 
@@ -37,7 +49,7 @@ GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const 
   // Prefill in chunks of what one step may carry: the same bits as one big
   // batch (kernels are batch-invariant), less activation memory.
   const size_t chunk = static_cast<size_t>(model.max_batch_rows());
-  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
+  for (size_t begin = reused; begin < prompt.size(); begin += chunk) {
     const size_t end = std::min(prompt.size(), begin + chunk);
     std::vector<Row> rows(end - begin);
     for (size_t i = begin; i < end; ++i) rows[i - begin] = Row{prompt[i], static_cast<int64_t>(i), cache.get(), false};
@@ -67,6 +79,11 @@ GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const 
     model.forward(std::span<const Row>(&row, 1), logits.data());
   }
   result.decode_s = seconds_since(t1);
+  // The tokens whose KV is now cached: the prompt and every generated token
+  // but the last (it was sampled, never fed back).
+  session.tokens = prompt;
+  session.tokens.insert(session.tokens.end(), result.tokens.begin(), result.tokens.end() - 1);
+  session.cache = std::move(cache);
   result.decode_experts = stats_delta(model.expert_stats(), after_prefill);
   return result;
 }

@@ -6,6 +6,7 @@
 
 #include "model/expert_provider.h"
 #include "runtime/sampler.h"
+#include "runtime/session.h"
 
 namespace strata {
 
@@ -24,12 +25,17 @@ struct GenerateResult {
   int64_t prompt_tokens = 0;
   double prefill_s = 0.0;
   double decode_s = 0.0;  // time for tokens after the first
-  bool context_full = false;  // stopped because the context (--ctx) was reached
+  bool context_full = false;
+  int64_t reused_tokens = 0;  // prompt tokens taken from the session's cache  // stopped because the context (--ctx) was reached
   // Expert streaming during prefill (+ first token) and during decode.
   ExpertStats prefill_experts, decode_experts;
 };
 
 GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options);
+// The same, reusing `session`'s cache for the prompt's leading tokens it
+// holds; afterwards `session` holds this sequence (prompt + generated).
+GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                        Session& session);
 
 // The process's peak resident set size in bytes.
 int64_t peak_rss_bytes();
