@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
+#include "synth/synth.h"
 #include "safetensors_writer.h"
 #include "util/error.h"
 
@@ -138,6 +139,20 @@ TEST_P(BatchInvariance, PrefixReuseGivesTheSameBits) {
   Session after = std::move(loaded);
   const GenerateResult other = generate(*m, {4, 8, 99, 1}, g, after);
   EXPECT_EQ(other.reused_tokens, 2);
+}
+
+// The MLA latent cache (kv_lora_rank + rope dims per token and layer, f32)
+// of the full-size Kimi-K2 shape holds 32k tokens within 8 GiB.
+TEST(Context, KimiK2Reaches32kTokensIn8GiB) {
+  synth::Request r;
+  r.preset = "kimi-k2";
+  const ModelConfig c = synth::base_config(r, nullptr);
+  const CacheWidths w = cache_widths(c);
+  EXPECT_EQ(w.key, c.kv_lora_rank + c.qk_rope_head_dim);
+  EXPECT_EQ(w.value, 0);
+  const uint64_t bytes = KvCache::bytes_at(c.num_layers, w.key, w.value, 32768, {}, 4096);
+  EXPECT_LE(bytes, 8ull << 30);
+  std::printf("Kimi-K2 KV for 32768 tokens: %.2f GiB\n", bytes / double(1ull << 30));
 }
 
 TEST(Session, DamagedOrForeignFilesAreHandled) {

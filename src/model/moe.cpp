@@ -223,8 +223,13 @@ void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool,
   // Rows grouped by expert, experts in ascending id: one fetch per expert.
   std::map<int32_t, std::vector<size_t>> by_expert;  // expert -> slots (row * K + k)
   for (size_t s = 0; s < n * K; ++s) by_expert[ids[s]].push_back(s);
+  // Largest token groups first: their reads are submitted first and they
+  // are computed first, which keeps the cores busiest while the rest land.
+  // (The combine below does not depend on this order.)
   std::vector<int32_t> unique;
   for (const auto& [e, slots] : by_expert) unique.push_back(e);
+  std::stable_sort(unique.begin(), unique.end(),
+                   [&](int32_t a, int32_t b) { return by_expert[a].size() > by_expert[b].size(); });
   auto fetch = experts_.fetch(layer_, unique);
   if (while_reading) while_reading();
 
