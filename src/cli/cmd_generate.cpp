@@ -24,8 +24,7 @@ struct GenerateArgs {
   std::optional<std::string> prompt;
   std::optional<std::string> prompt_ids;
   int n = 16;
-  float temperature = 0.0f;
-  uint64_t seed = 0;
+  SamplingParams sampling;
   ModelFlags model_flags;
   bool json = false;
   bool logits = false;
@@ -106,7 +105,7 @@ int run_generate(const GenerateArgs& a) {
 
   GenerateOptions opt;
   opt.max_new_tokens = a.n;
-  opt.sampling = {a.temperature, a.seed};
+  opt.sampling = a.sampling;
   opt.keep_logits = a.logits;
   if (!a.ignore_eos) opt.stop_tokens = stop_tokens(*model);
   Session session;
@@ -172,8 +171,16 @@ void register_generate(CLI::App& app, Action& run) {
   cmd->add_option("--prompt", args->prompt, "Prompt text, tokenized as the checkpoint's tokenizer says");
   cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, comma-separated, used verbatim");
   cmd->add_option("-n,--max-tokens", args->n, "Number of tokens to generate")->capture_default_str();
-  cmd->add_option("--temperature", args->temperature, "0 for greedy")->capture_default_str();
-  cmd->add_option("--seed", args->seed, "Sampling seed")->capture_default_str();
+  SamplingParams& sp = args->sampling;
+  cmd->add_option("--temperature", sp.temperature, "0 for greedy")->capture_default_str();
+  cmd->add_option("--seed", sp.seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("--top-k", sp.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();
+  cmd->add_option("--top-p", sp.top_p, "Keep the most likely tokens up to this mass (1: off)")->capture_default_str();
+  cmd->add_option("--min-p", sp.min_p, "Drop tokens below min-p x the top probability (0: off)")->capture_default_str();
+  cmd->add_option("--repetition-penalty", sp.repetition_penalty, "Penalty for prompt and output tokens (1: off)")
+      ->capture_default_str();
+  cmd->add_option("--presence-penalty", sp.presence_penalty, "OpenAI presence penalty")->capture_default_str();
+  cmd->add_option("--frequency-penalty", sp.frequency_penalty, "OpenAI frequency penalty")->capture_default_str();
   add_model_flags(cmd, args->model_flags);
   cmd->add_flag("--json", args->json, "Print one JSON object with tokens, text and stats");
   cmd->add_flag("--logits", args->logits, "With --json: add each generated token's full logits row");

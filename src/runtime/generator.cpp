@@ -37,7 +37,9 @@ GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const 
   result.reused_tokens = static_cast<int64_t>(reused);
   session.cache.reset();
   session.tokens.clear();
+  validate(options.sampling);
   Sampler sampler(options.sampling);
+  sampler.set_prompt(prompt);
   std::vector<float> logits(vocab);
 
   model.begin_expert_epoch();

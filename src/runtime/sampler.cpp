@@ -1,7 +1,11 @@
 #include "runtime/sampler.h"
 
+#include <algorithm>
 #include <cmath>
-#include <vector>
+#include <numeric>
+#include <string>
+
+#include "util/error.h"
 
 namespace strata {
 
@@ -12,22 +16,104 @@ int32_t argmax(std::span<const float> logits) {
   return best;
 }
 
-int32_t Sampler::next(std::span<const float> logits) {
-  if (params_.temperature <= 0.0f) return argmax(logits);
-  const float m = logits[argmax(logits)];
-  std::vector<double> p(logits.size());
-  double sum = 0.0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    p[i] = std::exp(static_cast<double>(logits[i] - m) / params_.temperature);
-    sum += p[i];
+void validate(const SamplingParams& p) {
+  auto bad = [](const std::string& what) { throw Error(what); };
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) bad("temperature must be a number >= 0");
+  if (p.top_k < 0) bad("top_k must be >= 0");
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) bad("top_p must be in (0, 1]");
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) bad("min_p must be in [0, 1]");
+  if (!(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty)) bad("repetition_penalty must be > 0");
+  if (!(std::fabs(p.presence_penalty) <= 2.0f)) bad("presence_penalty must be in [-2, 2]");
+  if (!(std::fabs(p.frequency_penalty) <= 2.0f)) bad("frequency_penalty must be in [-2, 2]");
+}
+
+void Sampler::set_prompt(std::span<const int32_t> prompt) {
+  for (int32_t t : prompt) {
+    if (t < 0) continue;
+    if (static_cast<size_t>(t) >= in_prompt_.size()) in_prompt_.resize(static_cast<size_t>(t) + 1, 0);
+    in_prompt_[static_cast<size_t>(t)] = 1;
   }
-  // Inverse-CDF draw in a fixed order: reproducible for a given seed.
-  double u = std::uniform_real_distribution<double>(0.0, sum)(rng_);
-  for (size_t i = 0; i < p.size(); ++i) {
-    u -= p[i];
-    if (u < 0.0) return static_cast<int32_t>(i);
+}
+
+std::vector<float> Sampler::penalized(std::span<const float> logits) const {
+  std::vector<float> l(logits.begin(), logits.end());
+  const float rp = params_.repetition_penalty;
+  if (rp != 1.0f) {
+    auto apply = [&](size_t t) {
+      if (t < l.size()) l[t] = l[t] > 0 ? l[t] / rp : l[t] * rp;
+    };
+    std::vector<uint8_t> done(l.size(), 0);
+    for (size_t t = 0; t < in_prompt_.size() && t < l.size(); ++t)
+      if (in_prompt_[t]) {
+        apply(t);
+        done[t] = 1;
+      }
+    for (const auto& [t, n] : output_counts_)
+      if (static_cast<size_t>(t) < l.size() && !done[t]) apply(static_cast<size_t>(t));
   }
-  return static_cast<int32_t>(p.size() - 1);
+  if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f)
+    for (const auto& [t, n] : output_counts_)
+      if (static_cast<size_t>(t) < l.size())
+        l[t] -= params_.presence_penalty + params_.frequency_penalty * static_cast<float>(n);
+  return l;
+}
+
+int32_t Sampler::next(std::span<const float> raw) {
+  const std::vector<float> logits = penalized(raw);
+  int32_t token;
+  if (params_.temperature <= 0.0f || params_.top_k == 1) {
+    token = argmax(logits);
+  } else {
+    const float m = logits[argmax(logits)];
+    const size_t V = logits.size();
+    std::vector<double> p(V);
+    for (size_t i = 0; i < V; ++i) p[i] = std::exp(static_cast<double>(logits[i] - m) / params_.temperature);
+    // Candidates by probability (descending, ties by id) when a filter needs the order.
+    const bool filter = params_.top_k > 0 || params_.top_p < 1.0f || params_.min_p > 0.0f;
+    if (filter) {
+      std::vector<int32_t> order(V);
+      std::iota(order.begin(), order.end(), 0);
+      size_t keep = V;
+      if (params_.top_k > 0) keep = std::min(keep, static_cast<size_t>(params_.top_k));
+      std::partial_sort(order.begin(), order.begin() + static_cast<long>(keep), order.end(),
+                        [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+      double total = 0;
+      for (size_t i = 0; i < keep; ++i) total += p[order[i]];
+      if (params_.top_p < 1.0f) {
+        double mass = 0;
+        size_t n = 0;
+        while (n < keep) {
+          mass += p[order[n++]] / total;
+          if (mass >= params_.top_p) break;
+        }
+        keep = std::max<size_t>(n, 1);
+      }
+      if (params_.min_p > 0.0f) {
+        const double floor = params_.min_p * p[order[0]];
+        size_t n = 1;
+        while (n < keep && p[order[n]] >= floor) ++n;
+        keep = n;
+      }
+      std::vector<double> q(V, 0.0);
+      for (size_t i = 0; i < keep; ++i) q[order[i]] = p[order[i]];
+      p.swap(q);
+    }
+    const double sum = std::accumulate(p.begin(), p.end(), 0.0);
+    // Inverse-CDF draw in id order: reproducible for a given seed.
+    double u = std::uniform_real_distribution<double>(0.0, sum)(rng_);
+    token = static_cast<int32_t>(V - 1);
+    for (size_t i = 0; i < V; ++i) {
+      if (p[i] == 0.0) continue;
+      u -= p[i];
+      if (u < 0.0) {
+        token = static_cast<int32_t>(i);
+        break;
+      }
+    }
+    while (p[token] == 0.0 && token > 0) --token;  // rounding at the very end lands on a kept token
+  }
+  ++output_counts_[token];
+  return token;
 }
 
 }  // namespace strata
