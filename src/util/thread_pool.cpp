@@ -23,62 +23,84 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+namespace {
+
+// About 20-50 µs of polling before a thread sleeps: long enough to bridge the
+// gap between two kernel calls of one step, short enough not to starve the
+// I/O threads on a small machine.
+constexpr int kSpin = 2000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+void ThreadPool::work(uint64_t gen, const std::function<void(size_t, size_t)>& fn, size_t n, size_t chunks) {
+  for (;;) {
+    uint64_t v = next_chunk_.load(std::memory_order_acquire);
+    size_t c;
+    do {
+      c = static_cast<size_t>(v & 0xffffffffu);
+      if ((v >> 32) != (gen & 0xffffffffu) || c >= chunks) return;
+    } while (!next_chunk_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel));
+    const size_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+    if (begin < end) fn(begin, end);
+    if (finished_chunks_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_.notify_all();
+    }
+  }
+}
+
 void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_chunk) {
   if (n == 0) return;
   min_chunk = std::max<size_t>(min_chunk, 1);
   // A few chunks per thread balances uneven work without much overhead.
-  size_t chunks = std::min(n / min_chunk, static_cast<size_t>(size()) * 4);
+  const size_t chunks = std::min(n / min_chunk, static_cast<size_t>(size()) * 4);
   if (chunks <= 1 || workers_.empty()) {
     fn(0, n);
     return;
   }
-  auto run_chunk = [&](size_t c) {
-    size_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-    if (begin < end) fn(begin, end);
-  };
   {
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = &fn;
     job_n_ = n;
     job_chunks_ = chunks;
-    next_chunk_ = 0;
-    finished_chunks_ = 0;
-    ++generation_;
+    const uint64_t gen = generation_.load(std::memory_order_relaxed) + 1;
+    finished_chunks_.store(0, std::memory_order_relaxed);
+    next_chunk_.store((gen & 0xffffffffu) << 32, std::memory_order_release);
+    generation_.store(gen, std::memory_order_release);
   }
   wake_.notify_all();
-  for (;;) {
-    size_t c;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (next_chunk_ >= job_chunks_) break;
-      c = next_chunk_++;
-    }
-    run_chunk(c);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (++finished_chunks_ == job_chunks_) done_.notify_all();
+  work(generation_.load(std::memory_order_relaxed), fn, n, chunks);
+  for (int i = 0; i < kSpin && finished_chunks_.load(std::memory_order_acquire) < chunks; ++i) cpu_relax();
+  if (finished_chunks_.load(std::memory_order_acquire) < chunks) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return finished_chunks_.load(std::memory_order_acquire) >= chunks; });
   }
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return finished_chunks_ == job_chunks_; });
+  std::lock_guard<std::mutex> lock(mutex_);
   job_ = nullptr;
 }
 
 void ThreadPool::worker_loop(int) {
   uint64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ && next_chunk_ < job_chunks_); });
-    if (stop_) return;
-    seen = generation_;
-    while (job_ && next_chunk_ < job_chunks_) {
-      size_t c = next_chunk_++;
-      const auto* fn = job_;
-      size_t n = job_n_, chunks = job_chunks_;
-      lock.unlock();
-      size_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-      if (begin < end) (*fn)(begin, end);
-      lock.lock();
-      if (++finished_chunks_ == job_chunks_) done_.notify_all();
+    for (int i = 0; i < kSpin && generation_.load(std::memory_order_acquire) == seen; ++i) cpu_relax();
+    const std::function<void(size_t, size_t)>* fn;
+    size_t n, chunks;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
+      if (stop_) return;
+      seen = generation_.load(std::memory_order_acquire);
+      fn = job_;
+      n = job_n_;
+      chunks = job_chunks_;
     }
+    if (fn) work(seen, *fn, n, chunks);
   }
 }
 

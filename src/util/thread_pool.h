@@ -3,6 +3,7 @@
 // [0, n) into contiguous chunks; callers must make each index's result
 // independent of which thread computes it (that is what keeps kernels
 // deterministic at any thread count).
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -28,16 +29,26 @@ class ThreadPool {
  private:
   void worker_loop(int index);
 
+  // Runs chunks of job `gen` until none is left (or another job began).
+  void work(uint64_t gen, const std::function<void(size_t, size_t)>& fn, size_t n, size_t chunks);
+
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
+  // The job: written under mutex_ before generation_ moves on; chunks are
+  // claimed and counted with atomics so that a step that makes thousands of
+  // small calls (an MoE decode step) does not pay a lock and a wake-up each:
+  // workers and the caller spin briefly before sleeping.
   const std::function<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0;
   size_t job_chunks_ = 0;
-  size_t next_chunk_ = 0;
-  size_t finished_chunks_ = 0;
-  uint64_t generation_ = 0;
+  // (generation << 32) | next chunk: a claim is a compare-and-swap that also
+  // checks the generation, so a worker that wakes late can never take a chunk
+  // of a newer job with the older job's function.
+  std::atomic<uint64_t> next_chunk_{0};
+  std::atomic<size_t> finished_chunks_{0};
+  std::atomic<uint64_t> generation_{0};
   bool stop_ = false;
 };
 
