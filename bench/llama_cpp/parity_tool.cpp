@@ -1,18 +1,21 @@
 // parity_tool: the llama.cpp half of strata's parity check.
 //
 // Loads a GGUF through libllama's C API, evaluates the given prompt token ids
-// verbatim (no BOS, no tokenizer), then greedy-decodes N tokens and prints one
-// JSON object on stdout:
+// verbatim (no BOS, no tokenizer), then decodes N tokens (greedy, or sampled with
+// --temp T --seed S) and prints one JSON object on stdout:
 //
 //   {"model": "...", "n_vocab": V, "prompt_ids": [...],
-//    "tokens": [...],          // greedy ids (lowest id wins a tie)
-//    "top1_prob": [...],       // softmax prob of the chosen id, T=1, full vocab
+//    "tokens": [...],          // greedy ids (lowest id wins a tie), or the sampled ids
+//    "top1_prob": [...],       // softmax prob of the most likely id (the chosen one when greedy), T=1, full vocab
 //    "top1_logit": [...],
-//    "stats": {"prompt_tokens", "generated_tokens", "prefill_s", "decode_tok_s"},
+//    "stats": {"prompt_tokens", "generated_tokens", "prefill_s", "decode_tok_s", ...},
 //    "logits": [[...], ...]}   // only with --logits; row i = the row token i was chosen from
 //
 // Row 0 is the logits of the last prompt position, as in `strata generate --json --logits`.
 // EOS is ignored: exactly N tokens are generated.
+// Timing, as in strata's stats: prefill_s = prompt evaluation up to the first token's
+// logits; decode_tok_s = (N - 1) / wall time from the first token chosen to the last.
+// --temp T > 0 samples each token with libllama's sampler chain temp(T) -> dist(S).
 //
 // Built by bench/llama_cpp/build.sh against /work/llama.cpp; not part of strata's build.
 
@@ -37,17 +40,23 @@ struct Args {
   int threads = 0;
   bool logits = false;
   bool verbose = false;
+  bool progress = false;
   bool mmap = true;
+  bool repack = true;  // llama.cpp's default: CPU weight repacking (extra buffer types)
   int n_ctx = 0;
   std::string kv_type = "f16";
   std::string flash_attn = "auto";
+  float temp = 0.0f;  // 0: greedy (argmax)
+  uint32_t seed = 0;
 };
 
 void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s -m MODEL.gguf --prompt-ids 1,2,3 [-n 32] [-t THREADS] [--logits]\n"
                "          [--kv-type f16|f32|bf16] [--flash-attn auto|on|off] [--ctx N]\n"
-               "          [--no-mmap] [--verbose]\n",
+               "          [--no-mmap] [--no-repack] [--temp T --seed S] [--progress] [--verbose]\n"
+               "  --temp 0 (default) decodes greedily; T > 0 samples with temp(T) -> dist(seed S)\n"
+               "  --progress prints 'token I ID T' (T = seconds since the prompt started) to stderr per token\n",
                argv0);
 }
 
@@ -88,17 +97,21 @@ bool parse_args(int argc, char** argv, Args& a) {
     else if (k == "-t" || k == "--threads") a.threads = std::atoi(next("--threads"));
     else if (k == "--logits") a.logits = true;
     else if (k == "--verbose" || k == "-v") a.verbose = true;
+    else if (k == "--progress") a.progress = true;
     else if (k == "--no-mmap") a.mmap = false;
+    else if (k == "--no-repack" || k == "-nr") a.repack = false;
     else if (k == "--ctx") a.n_ctx = std::atoi(next("--ctx"));
     else if (k == "--kv-type") a.kv_type = next("--kv-type");
     else if (k == "--flash-attn" || k == "-fa") a.flash_attn = next("--flash-attn");
+    else if (k == "--temp" || k == "--temperature") a.temp = static_cast<float>(std::atof(next("--temp")));
+    else if (k == "--seed") a.seed = static_cast<uint32_t>(std::strtoul(next("--seed"), nullptr, 10));
     else if (k == "-h" || k == "--help") return false;
     else {
       std::fprintf(stderr, "parity_tool: unknown argument %s\n", k.c_str());
       return false;
     }
   }
-  if (a.model.empty() || a.prompt.empty() || a.n_predict < 1) return false;
+  if (a.model.empty() || a.prompt.empty() || a.n_predict < 1 || !(a.temp >= 0)) return false;
   return true;
 }
 
@@ -159,6 +172,10 @@ int main(int argc, char** argv) {
   llama_model_params mp = llama_model_default_params();
   mp.n_gpu_layers = 0;
   mp.load_mode = a.mmap ? LLAMA_LOAD_MODE_MMAP : LLAMA_LOAD_MODE_NONE;
+  // Repacking (on by default, as in llama-cli's --repack) copies the weights it can
+  // repack (e.g. MXFP4 experts on AVX-512) out of the mapping into anonymous memory;
+  // --no-repack keeps every weight in the mmap'd file.
+  mp.use_extra_bufts = a.repack;
   llama_model* model = llama_model_load_from_file(a.model.c_str(), mp);
   if (!model) {
     std::fprintf(stderr, "parity_tool: %s: llama.cpp could not load the model (rerun with --verbose)\n", a.model.c_str());
@@ -193,13 +210,25 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // Sampling (--temp > 0): libllama's own sampler chain. Greedy keeps the argmax below.
+  llama_sampler* smpl = nullptr;
+  if (a.temp > 0) {
+    llama_sampler_chain_params sp = llama_sampler_chain_default_params();
+    sp.no_perf = true;
+    smpl = llama_sampler_chain_init(sp);
+    llama_sampler_chain_add(smpl, llama_sampler_init_temp(a.temp));
+    llama_sampler_chain_add(smpl, llama_sampler_init_dist(a.seed));
+  }
+
   std::vector<llama_token> tokens;
   std::vector<double> top1_prob, top1_logit;
   std::vector<std::vector<float>> rows;
 
   using clk = std::chrono::steady_clock;
   double prefill_s = 0, decode_s = 0;
+  clk::time_point t_first{};
 
+  const clk::time_point t_start = clk::now();
   std::vector<llama_token> buf(a.prompt);
   llama_batch batch = llama_batch_get_one(buf.data(), n_prompt);
   llama_token cur = 0;
@@ -207,8 +236,7 @@ int main(int argc, char** argv) {
     auto t0 = clk::now();
     int rc = llama_decode(ctx, batch);
     const float* lg = rc == 0 ? llama_get_logits_ith(ctx, -1) : nullptr;
-    double dt = std::chrono::duration<double>(clk::now() - t0).count();
-    if (step == 0) prefill_s = dt; else decode_s += dt;
+    if (step == 0) prefill_s = std::chrono::duration<double>(clk::now() - t0).count();
     if (rc != 0 || !lg) {
       std::fprintf(stderr, "parity_tool: llama_decode failed at step %d (rc=%d)\n", step, rc);
       return 1;
@@ -220,13 +248,23 @@ int main(int argc, char** argv) {
     const double mx = lg[best];
     double z = 0;
     for (int i = 0; i < n_vocab; ++i) z += std::exp(static_cast<double>(lg[i]) - mx);
-    tokens.push_back(best);
+    // llama_sampler_sample reads the same logits row (idx -1 = the last output) and
+    // accepts the token into the chain.
+    const llama_token chosen = smpl ? llama_sampler_sample(smpl, ctx, -1) : best;
+    tokens.push_back(chosen);
     top1_prob.push_back(1.0 / z);
     top1_logit.push_back(mx);
     if (a.logits) rows.emplace_back(lg, lg + n_vocab);
-    cur = best;
+    cur = chosen;
     batch = llama_batch_get_one(&cur, 1);
+    if (step == 0) t_first = clk::now();
+    if (a.progress) {
+      std::fprintf(stderr, "token %d %d %.6f\n", step, chosen,
+                   std::chrono::duration<double>(clk::now() - t_start).count());
+      std::fflush(stderr);
+    }
   }
+  if (a.n_predict > 1) decode_s = std::chrono::duration<double>(clk::now() - t_first).count();
 
   char desc[256] = {0};
   llama_model_desc(model, desc, sizeof desc);
@@ -248,6 +286,11 @@ int main(int argc, char** argv) {
   out += ",\"prefill_s\":"; put_float(out, prefill_s);
   out += ",\"decode_tok_s\":"; put_float(out, tokens.size() > 1 && decode_s > 0 ? (tokens.size() - 1) / decode_s : 0.0);
   out += ",\"threads\":" + std::to_string(llama_n_threads(ctx));
+  out += ",\"decode_s\":"; put_float(out, decode_s);
+  out += ",\"temp\":"; put_float(out, a.temp);
+  out += ",\"seed\":" + std::to_string(a.seed);
+  out += ",\"mmap\":"; out += a.mmap ? "true" : "false";
+  out += ",\"repack\":"; out += a.repack ? "true" : "false";
   out += ",\"kv_type\":\"" + a.kv_type + "\",\"flash_attn\":\"" + a.flash_attn + "\"}";
   if (a.logits) {
     out += ",\"logits\":[";
@@ -261,6 +304,7 @@ int main(int argc, char** argv) {
   out += "}\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
 
+  if (smpl) llama_sampler_free(smpl);
   llama_free(ctx);
   llama_model_free(model);
   llama_backend_free();
