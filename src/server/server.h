@@ -1,0 +1,34 @@
+#pragma once
+// `strata serve`: an OpenAI-compatible HTTP server over the engine.
+//   GET  /v1/models, /health (503 while loading), /metrics (Prometheus text)
+//   POST /v1/completions, /v1/chat/completions (streamed as SSE or not)
+// Errors use OpenAI's JSON shape {"error": {"message", "type", "param", "code"}}
+// with 400/401/404/413/429/500/503.
+#include <cstdint>
+#include <string>
+
+namespace strata {
+
+struct ServeOptions {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;           // "" = no authentication
+  int max_running = 8;           // sequences decoded together
+  int max_queue = 64;            // waiting beyond those; more get 429
+  size_t max_body_bytes = 8u << 20;
+  int max_tokens_limit = 32768;  // largest max_tokens accepted
+  std::string served_name;       // the "model" id reported; default: the path's last part
+  double ram_gib = 0;
+  int64_t ctx = 8192;
+  int threads = 0;
+  // Called once the socket listens (tests use it to learn the port).
+  void (*on_listen)(int port, void* arg) = nullptr;
+  void* on_listen_arg = nullptr;
+};
+
+// Blocks until the server is stopped (SIGINT/SIGTERM). Throws strata::Error
+// when it cannot listen.
+int serve(const ServeOptions& options);
+
+}  // namespace strata
