@@ -282,7 +282,7 @@ TEST(ChatTemplateRobustness, TruncatedAndMutatedTemplates) {
   for (const auto& entry : fs::directory_iterator(fixtures())) {
     if (entry.path().extension() != ".jinja") continue;
     const std::string src = read_file(entry.path());
-    for (int k = 0; k < 60; ++k) {
+    for (int k = 0; k < 150; ++k) {
       const std::size_t cut = std::uniform_int_distribution<std::size_t>(0, src.size())(rng);
       must_not_crash(src.substr(0, cut), context, limits);
       std::string mutated = src;
@@ -306,7 +306,7 @@ TEST(ChatTemplateRobustness, TruncatedAndMutatedTemplates) {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "[chat templates] " << runs << " truncated / mutated templates in " << secs << " s, none crashed\n";
-  EXPECT_GT(runs, 1000);
+  EXPECT_GE(runs, 3000);
 }
 
 TEST(ChatTemplateRobustness, NestingAndRunawayWorkAreBounded) {

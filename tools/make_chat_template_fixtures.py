@@ -319,8 +319,14 @@ def extra_cases(name):
                 True,
             ),
         ]
+    convs = {c: (m, x) for (c, m, x) in conversations()}
     if name.startswith("deepseek-ai-DeepSeek-V3"):
+        tool_msgs, tool_extra = convs["tool_call_dict_args"]
+        pending_msgs, pending_extra = convs["tool_call_pending_dict_args"]
         return [
+            ("tool_call_thinking", tool_msgs, dict(tool_extra, thinking=True), True),
+            ("tool_call_pending_thinking", pending_msgs, dict(pending_extra, thinking=True), True),
+            ("reasoning_thinking_multi", convs["reasoning"][0], {"thinking": True}, False),
             ("thinking_true", [sys_msg, user], {"thinking": True}, True),
             ("enable_thinking_true", [user], {"enable_thinking": True}, True),
             (

@@ -126,7 +126,13 @@ class Server {
       tok_ = Tokenizer::for_model(o_.model);
       if (tok_ && tok_->chat_template()) {
         template_source_ = *tok_->chat_template();
-        template_ = std::make_unique<ChatTemplate>(template_source_);
+        try {
+          template_ = std::make_unique<ChatTemplate>(template_source_);
+        } catch (const ChatTemplateError& e) {
+          // Completions still work; chat requests will say why they cannot.
+          template_error_ = e.what();
+          std::fprintf(stderr, "strata serve: the chat template does not compile: %s\n", e.what());
+        }
       }
       eos_ = model_->config().eos_token_ids;
       if (tok_)
@@ -231,18 +237,23 @@ class Server {
     if (!tok_ && (chat || !p.prompt_text.empty()))
       throw ApiError{400, "this model has no tokenizer; send the prompt as token ids", "invalid_request_error", "prompt"};
     if (chat) {
-      if (!template_) throw ApiError{400, "this model has no chat template; use /v1/completions", "invalid_request_error"};
+      if (!template_)
+        throw ApiError{400,
+                       template_error_.empty() ? "this model has no chat template; use /v1/completions"
+                                               : "this model's chat template does not compile (" + template_error_ + ")",
+                       "invalid_request_error"};
       nlohmann::ordered_json ctx = p.template_kwargs.is_object() ? p.template_kwargs : nlohmann::ordered_json::object();
       ctx["messages"] = p.messages;
-      if (!p.tools.is_null()) ctx["tools"] = p.tools;
+      ctx["tools"] = p.tools;  // null when absent, as transformers passes tools=None
       ctx["add_generation_prompt"] = true;
       if (auto b = tok_->bos_id()) ctx["bos_token"] = tok_->token_text(*b);
       if (!tok_->eos_ids().empty()) ctx["eos_token"] = tok_->token_text(tok_->eos_ids().front());
       try {
         p.rendered = template_->render(ctx);
       } catch (const ChatTemplateError& e) {
-        throw ApiError{400, std::string("the chat template rejected the messages: ") + e.what(), "invalid_request_error",
-                       "messages"};
+        // raise_exception(...) texts are meant for the client as they are.
+        const std::string why = e.kind() == tmpl::TemplateError::Kind::Raised ? e.message() : e.what();
+        throw ApiError{400, "the chat template rejected the messages: " + why, "invalid_request_error", "messages"};
       }
       p.prompt_ids = tok_->encode(p.rendered);
     } else if (!p.prompt_text.empty()) {
@@ -452,7 +463,7 @@ class Server {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<ChatTemplate> template_;
-  std::string template_source_;
+  std::string template_source_, template_error_;
   std::vector<int32_t> eos_;
   std::unique_ptr<Engine> engine_;
 };

@@ -93,7 +93,7 @@ enum class StmtKind : uint8_t {
   CallBlock,    // call(params) expr: body
   FilterBlock,  // filter expr: body
   With,         // with targets = values: body
-  Scope,        // body rendered in place: {% generation %} / {% block %}
+  Scope,        // body rendered in place: {% generation %}, or {% block %} (text == "block": sees only the top level)
   Break,
   Continue,
 };
