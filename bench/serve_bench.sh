@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Aggregate decode rate of concurrent streams vs one stream on `strata serve`
+# (issue 6: concurrent sequences decoded in one batch share expert reads).
+# Not run by CI.
+#
+#   bash bench/serve_bench.sh MODEL [--ram GIB] [--tokens N] [--streams K] [--runs R]
+#
+# Starts `strata serve MODEL --ram GIB`, then R times (alternating): one
+# request of N tokens alone, and K requests of N tokens at once
+# (temperature 1, different seeds, ignore_eos). Prints per-run aggregate tok/s
+# (tokens generated / wall time from first request sent to last response) and
+# the medians' ratio K-streams / 1-stream.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+STRATA=${STRATA:-$repo/build/strata}
+[ $# -ge 1 ] || { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+model=$1; shift
+ram=0; tokens=32; streams=4; runs=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ram) ram=$2; shift 2 ;;
+    --tokens) tokens=$2; shift 2 ;;
+    --streams) streams=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    *) echo "serve_bench.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+log=$(mktemp)
+args=(serve "$model" --port 0 --max-running "$streams")
+[ "$ram" != 0 ] && args+=(--ram "$ram")
+"$STRATA" "${args[@]}" 2> "$log" &
+pid=$!
+trap 'kill $pid 2>/dev/null; rm -f "$log"' EXIT
+url=
+for _ in $(seq 600); do
+  url=$(grep -o 'http://[^ ]*' "$log" | head -1 || true)
+  kill -0 $pid 2>/dev/null || { cat "$log"; exit 1; }
+  [ -n "$url" ] && curl -sf "$url/health" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+[ -n "$url" ] || { cat "$log"; exit 1; }
+echo "serving $model at $url (ram ${ram} GiB); $tokens tokens per request"
+one() {  # seed -> completion tokens
+  curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
+    -d "{\"prompt\": \"Once upon a time\", \"max_tokens\": $tokens, \"temperature\": 1, \"seed\": $1, \"ignore_eos\": true}" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["usage"]["completion_tokens"])'
+}
+now() { date +%s.%N; }
+singles=(); multis=()
+for r in $(seq "$runs"); do
+  t0=$(now); n=$(one $((r * 100))); t1=$(now)
+  s=$(python3 -c "print($n / ($t1 - $t0))"); singles+=("$s")
+  t0=$(now)
+  total=0
+  for k in $(seq "$streams"); do one $((r * 100 + k)) > "$log.$k" & done
+  wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true
+  for k in $(seq "$streams"); do total=$((total + $(cat "$log.$k"))); rm -f "$log.$k"; done
+  t1=$(now)
+  m=$(python3 -c "print($total / ($t1 - $t0))"); multis+=("$m")
+  echo "run $r: 1 stream $s tok/s; $streams streams $m tok/s aggregate"
+done
+curl -s "$url/metrics" | grep -E '^strata_(expert|generated)' || true
+python3 - "${singles[*]}" "${multis[*]}" "$streams" <<'PY'
+import statistics, sys
+a = [float(x) for x in sys.argv[1].split()]; b = [float(x) for x in sys.argv[2].split()]
+print(f"median: 1 stream {statistics.median(a):.2f} tok/s, {sys.argv[3]} streams {statistics.median(b):.2f} tok/s, ratio {statistics.median(b)/statistics.median(a):.2f}x")
+PY
