@@ -196,6 +196,21 @@ void Model::set_limits(const LoadOptions& options) {
   if (options.max_batch > 0) max_batch_ = options.max_batch;
 }
 
+bool Model::prefill(std::span<const int32_t> tokens, size_t from, KvCache& cache, float* logits,
+                    const std::function<bool()>& cancelled) {
+  const size_t chunk = static_cast<size_t>(max_batch_);
+  std::vector<Row> rows;
+  for (size_t begin = from; begin < tokens.size(); begin += chunk) {
+    if (cancelled && cancelled()) return false;
+    const size_t end = std::min(tokens.size(), begin + chunk);
+    rows.clear();
+    for (size_t i = begin; i < end; ++i)
+      rows.push_back(Row{tokens[i], static_cast<int64_t>(i), &cache, i + 1 == tokens.size()});
+    forward(rows, logits);
+  }
+  return true;
+}
+
 std::unique_ptr<KvCache> Model::new_cache() const {
   CacheWidths w = cache_widths(config_);
   return std::make_unique<KvCache>(config_.num_layers, w.key, w.value, context_, windows_, max_batch_);

@@ -3,6 +3,7 @@
 // and the forward pass over a batch of rows, layer by layer:
 // norm → attention (KV) → norm → dense MLP or router + experts.
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <optional>
@@ -80,6 +81,13 @@ class Model {
   const MemoryPlan& memory_plan() const { return plan_; }
   // Writes this run's expert heat for the next run (streaming models only).
   void save_heat() const;
+
+  // Feeds tokens[from..] of one sequence at positions from.. into `cache`, in
+  // chunks of max_batch_rows() (the same bits as one big batch: the kernels
+  // are batch-invariant), and writes the last token's logits. Stops early,
+  // returning false, when `cancelled` says so between chunks.
+  bool prefill(std::span<const int32_t> tokens, size_t from, KvCache& cache, float* logits,
+               const std::function<bool()>& cancelled = {});
 
   // Runs one step over `rows`; writes vocab_size logits for each row with
   // want_logits, in row order, into `logits`. Advances each cache's length.

@@ -48,16 +48,7 @@ GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const 
   if (static_cast<int64_t>(prompt.size()) > model.context())
     throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens but the context is " +
                 std::to_string(model.context()) + " (raise --ctx)");
-  // Prefill in chunks of what one step may carry: the same bits as one big
-  // batch (kernels are batch-invariant), less activation memory.
-  const size_t chunk = static_cast<size_t>(model.max_batch_rows());
-  for (size_t begin = reused; begin < prompt.size(); begin += chunk) {
-    const size_t end = std::min(prompt.size(), begin + chunk);
-    std::vector<Row> rows(end - begin);
-    for (size_t i = begin; i < end; ++i) rows[i - begin] = Row{prompt[i], static_cast<int64_t>(i), cache.get(), false};
-    rows.back().want_logits = end == prompt.size();
-    model.forward(rows, logits.data());
-  }
+  model.prefill(prompt, reused, *cache, logits.data());
   result.prefill_s = seconds_since(t0);
   const ExpertStats after_prefill = model.expert_stats();
   result.prefill_experts = stats_delta(after_prefill, at_start);

@@ -59,7 +59,12 @@ std::vector<float> Sampler::penalized(std::span<const float> logits) const {
 }
 
 int32_t Sampler::next(std::span<const float> raw) {
-  const std::vector<float> logits = penalized(raw);
+  // Copy the row only when a penalty will change it (a vocabulary-sized copy per token otherwise).
+  const bool penalize = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                        params_.frequency_penalty != 0.0f;
+  std::vector<float> adjusted;
+  if (penalize) adjusted = penalized(raw);
+  const std::span<const float> logits = penalize ? std::span<const float>(adjusted) : raw;
   int32_t token;
   if (params_.temperature <= 0.0f || params_.top_k == 1) {
     token = argmax(logits);

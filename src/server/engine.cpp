@@ -176,14 +176,7 @@ void Engine::prefill(Sequence& s) {
   s.sampler = std::make_unique<Sampler>(s.req.sampling);
   s.sampler->set_prompt(p);
   std::vector<float> logits(static_cast<size_t>(model_.config().vocab_size));
-  const size_t chunk = static_cast<size_t>(model_.max_batch_rows());
-  for (size_t b = 0; b < p.size(); b += chunk) {
-    if (s.job->cancelled()) return;
-    const size_t e = std::min(p.size(), b + chunk);
-    std::vector<Row> rows;
-    for (size_t i = b; i < e; ++i) rows.push_back(Row{p[i], static_cast<int64_t>(i), s.cache.get(), i + 1 == p.size()});
-    model_.forward(rows, logits.data());
-  }
+  if (!model_.prefill(p, 0, *s.cache, logits.data(), [&] { return s.job->cancelled(); })) return;
   s.pos = static_cast<int64_t>(p.size());
   s.prefilled = true;
   {
