@@ -24,6 +24,7 @@
 
 #include "formats/dtype.h"
 #include "kernels/dispatch.h"
+#include "kernels/interleave.h"
 #include "kernels/linear.h"
 #include "util/thread_pool.h"
 
@@ -34,7 +35,17 @@ using strata::kernels::Isa;
 using strata::kernels::Packing;
 using strata::kernels::WeightMatrix;
 
-enum class Fmt { F32, BF16, F16, F8, I8, I4, Mxfp4Hf, Q8_0, Q4_K, Q6_K, Mxfp4 };
+// *_il: the same bytes after kernels::interleave (Packing::Interleaved16).
+enum class Fmt { F32, BF16, F16, F8, I8, I4, Mxfp4Hf, Q8_0, Q4_K, Q6_K, Mxfp4, Q8_0_il, Q4_K_il, Mxfp4_il };
+
+Fmt base_format(Fmt f) {
+  switch (f) {
+    case Fmt::Q8_0_il: return Fmt::Q8_0;
+    case Fmt::Q4_K_il: return Fmt::Q4_K;
+    case Fmt::Mxfp4_il: return Fmt::Mxfp4;
+    default: return f;
+  }
+}
 
 struct FormatInfo {
   Fmt fmt;
@@ -42,6 +53,7 @@ struct FormatInfo {
 };
 
 const FormatInfo kFormats[] = {
+    {Fmt::Q8_0_il, "Q8_0_il"}, {Fmt::Q4_K_il, "Q4_K_il"}, {Fmt::Mxfp4_il, "MXFP4_il"},
     {Fmt::Q8_0, "Q8_0"},     {Fmt::Q4_K, "Q4_K"}, {Fmt::Q6_K, "Q6_K"}, {Fmt::Mxfp4, "MXFP4"},
     {Fmt::Mxfp4Hf, "MXFP4_hf"}, {Fmt::I4, "I4_g32"}, {Fmt::I8, "I8_row"}, {Fmt::F8, "F8_E4M3_b128"},
     {Fmt::BF16, "BF16"},     {Fmt::F16, "F16"},   {Fmt::F32, "F32"},
@@ -62,6 +74,7 @@ struct Layout {
 };
 
 Layout layout_of(Fmt f, int64_t out, int64_t in) {
+  f = base_format(f);
   const size_t n = static_cast<size_t>(out * in);
   Layout l;
   switch (f) {
@@ -87,6 +100,7 @@ Layout layout_of(Fmt f, int64_t out, int64_t in) {
 // Sane random contents (finite scales of ordinary size, so no denormal or
 // NaN arithmetic skews timings).
 void fill(Fmt f, const Layout& l, int64_t out, int64_t in, uint8_t* w, uint8_t* s, float* fs, uint64_t seed) {
+  f = base_format(f);
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::uniform_real_distribution<float> ud(0.5f, 2.0f);
@@ -202,6 +216,7 @@ MatrixSet& matrices(Fmt f, int64_t out, int64_t in) {
       w.block_out = 128;
       w.block_in = 128;
     }
+    if (base_format(f) != f) w = strata::kernels::interleave_in_place(w);
     m->copies.push_back(w);
   }
   cur = std::move(m);

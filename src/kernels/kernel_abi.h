@@ -35,7 +35,19 @@ enum class Fmt : uint8_t {
   Q5_K,
   Q6_K,
   MXFP4,
+  // The interleaved layouts of Packing::Interleaved16 (linear.h): groups of
+  // 16 rows stored column by column, one block scale vector per 32 columns.
+  IL_Q8_0,
+  IL_MXFP4,
+  IL_Q4_K,
 };
+
+// Bytes of one 16-row group per block of each interleaved format (the same as
+// the 16 rows' blocks in ggml's layout, so a matrix can be rewritten in place).
+constexpr int64_t kIlRows = 16;
+constexpr size_t kIlQ8_0Bytes = 16 * 34;   // per 32 columns: f16 d[16], int8 q[32][16]
+constexpr size_t kIlMxfp4Bytes = 16 * 17;  // per 32 columns: u8 e[16], u8 nibble pairs[16][16]
+constexpr size_t kIlQ4_KBytes = 16 * 144;  // per 256 columns: f16 d[16], dmin[16], u8 sc[12][16], pairs[8][16][16]
 
 // Scale element types for I8_ROW / I4_GROUP.
 enum class ScaleType : uint8_t { F32, BF16, F16 };
@@ -45,7 +57,7 @@ struct MatDesc {
   int64_t out = 0;
   int64_t in = 0;
   const uint8_t* data = nullptr;
-  size_t row_bytes = 0;  // bytes between consecutive rows of `data`
+  size_t row_bytes = 0;  // bytes between consecutive rows of `data` (interleaved: a 16-row group is 16·row_bytes)
   // Per-row scale vectors in their stored type: row o's scales start at
   // scales + o * scale_row_bytes (I8_ROW: 1 scale; I4_GROUP: in/group;
   // MXFP4_SPLIT: in/32).
@@ -61,6 +73,9 @@ struct MatDesc {
   int64_t block_cols = 0;
   int64_t row_offset = 0;
   const float* bias = nullptr;
+  // IL_Q4_K: Σ x over each 32-column block of each batch row ([n][in/32],
+  // summed in order from 0), filled by linear() for the kernels.
+  const float* block_sums = nullptr;
 };
 
 // One implementation of every kernel. All tables compute the same function
@@ -77,6 +92,10 @@ struct KernelTable {
 };
 
 extern const KernelTable kScalarTable;
+// Row o of an interleaved matrix as f32 (scalar; the SIMD tables use it too,
+// nothing hot needs it).
+void il_dequant_row(const MatDesc& w, int64_t o, float* dst);
+
 // Null when the build has no such implementation.
 const KernelTable* avx2_table();
 const KernelTable* avx512_table();

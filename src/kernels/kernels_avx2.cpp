@@ -35,6 +35,11 @@ inline void vstore(float* p, V16 a) {
   _mm256_storeu_ps(p + 8, a.hi);
 }
 inline V16 vmul(V16 a, V16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline V16 vadd(V16 a, V16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+// acc - a·b with one rounding (= fma(-a, b, acc)).
+inline V16 vfnma(V16 a, V16 b, V16 acc) {
+  return {_mm256_fnmadd_ps(a.lo, b.lo, acc.lo), _mm256_fnmadd_ps(a.hi, b.hi, acc.hi)};
+}
 inline V16 vfma(V16 w, V16 x, V16 acc) {
   return {_mm256_fmadd_ps(w.lo, x.lo, acc.lo), _mm256_fmadd_ps(w.hi, x.hi, acc.hi)};
 }
@@ -71,6 +76,8 @@ inline float f16_scale(const uint8_t* p) {
 constexpr int kMatvecRows = 4;
 constexpr int kTileRows = 3;
 constexpr int kTileBatch = 2;
+constexpr int kIlMatvecGroups = 2;
+constexpr int kIlBatchRows = 4;
 
 #include "kernels/simd_helpers.inc"
 
@@ -554,6 +561,71 @@ struct DecQ6K {
     for (int v = 0; v < 8; ++v) sink(v, vmul(from_i8(_mm_load_si128(reinterpret_cast<const __m128i*>(q + 16 * v))), vset1(s[v])));
   }
 };
+
+// ---- interleaved formats (simd_interleaved.inc) -------------------------------
+
+inline V16 from_u8(__m128i q) {
+  return {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8)))};
+}
+inline V16 from_f16x16(const uint8_t* p) { return {_mm256_cvtph_ps(load128(p)), _mm256_cvtph_ps(load128(p + 16))}; }
+
+struct IlDecQ8_0 {
+  static constexpr bool kHasMin = false;
+  const uint8_t* blk = nullptr;
+  void begin(const uint8_t* group, int64_t b) { blk = group + static_cast<size_t>(b) * kIlQ8_0Bytes; }
+  V16 scale() const { return from_f16x16(blk); }
+  V16 min() const { return vzero(); }
+  template <class S>
+  void pair(int p, S&& sink) const {
+    sink(from_i8(load128(blk + 32 + 32 * p)), from_i8(load128(blk + 48 + 32 * p)));
+  }
+};
+
+// e8m0_half of 8 exponents.
+inline __m256 e8m0_half8(__m256i e) {
+  const __m256i small = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+  const __m256i big = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i lt2 = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(big, small, lt2));
+}
+
+struct IlDecMxfp4 {
+  static constexpr bool kHasMin = false;
+  const uint8_t* blk = nullptr;
+  void begin(const uint8_t* group, int64_t b) { blk = group + static_cast<size_t>(b) * kIlMxfp4Bytes; }
+  V16 scale() const {
+    const __m128i e = load128(blk);
+    return {e8m0_half8(_mm256_cvtepu8_epi32(e)), e8m0_half8(_mm256_cvtepu8_epi32(_mm_srli_si128(e, 8)))};
+  }
+  V16 min() const { return vzero(); }
+  template <class S>
+  void pair(int p, S&& sink) const {
+    const __m128i v = load128(blk + 16 + 16 * p);
+    sink(from_i8(e2m1x2(low_nibbles(v))), from_i8(e2m1x2(high_nibbles(v))));
+  }
+};
+
+struct IlDecQ4K {
+  static constexpr bool kHasMin = true;
+  const uint8_t* sb = nullptr;
+  int j = 0;
+  void begin(const uint8_t* group, int64_t b) {
+    sb = group + static_cast<size_t>(b / 8) * kIlQ4_KBytes;
+    j = static_cast<int>(b % 8);
+  }
+  V16 scale() const;
+  V16 min() const;
+  template <class S>
+  void pair(int p, S&& sink) const {
+    const __m128i v = load128(sb + 256 + 256 * j + 16 * p);
+    sink(from_u8(low_nibbles(v)), from_u8(high_nibbles(v)));
+  }
+};
+
+#include "kernels/simd_interleaved.inc"
+
+V16 IlDecQ4K::scale() const { return vmul(from_f16x16(sb), from_u8(il_k4_scales(sb + 64, j))); }
+V16 IlDecQ4K::min() const { return vmul(from_f16x16(sb + 32), from_u8(il_k4_mins(sb + 64, j))); }
 
 #include "kernels/simd_driver.inc"
 

@@ -34,6 +34,9 @@ inline V16 vload(const float* p) { return {_mm512_loadu_ps(p)}; }
 inline V16 vload_partial(const float* p, int n) { return {_mm512_maskz_loadu_ps(lanes_below(n), p)}; }
 inline void vstore(float* p, V16 a) { _mm512_storeu_ps(p, a.v); }
 inline V16 vmul(V16 a, V16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline V16 vadd(V16 a, V16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+// acc - a·b with one rounding (= fma(-a, b, acc)).
+inline V16 vfnma(V16 a, V16 b, V16 acc) { return {_mm512_fnmadd_ps(a.v, b.v, acc.v)}; }
 inline V16 vfma(V16 w, V16 x, V16 acc) { return {_mm512_fmadd_ps(w.v, x.v, acc.v)}; }
 // a·b - c with one rounding: where a·b is exact, the scalar product-then-
 // subtract gives the same bits.
@@ -64,6 +67,8 @@ inline float f16_scale(const uint8_t* p) {
 constexpr int kMatvecRows = 4;
 constexpr int kTileRows = 4;
 constexpr int kTileBatch = 6;
+constexpr int kIlMatvecGroups = 4;
+constexpr int kIlBatchRows = 8;
 
 #include "kernels/simd_helpers.inc"
 
@@ -577,6 +582,68 @@ struct DecQ6K {
     for (int v = 0; v < 8; ++v) sink(v, vmul(from_i8(_mm_load_si128(reinterpret_cast<const __m128i*>(q + 16 * v))), vset1(s[v])));
   }
 };
+
+// ---- interleaved formats (simd_interleaved.inc) -------------------------------
+
+inline V16 from_u8(__m128i q) { return {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q))}; }
+
+struct IlDecQ8_0 {
+  static constexpr bool kHasMin = false;
+  const uint8_t* blk = nullptr;
+  void begin(const uint8_t* group, int64_t b) { blk = group + static_cast<size_t>(b) * kIlQ8_0Bytes; }
+  V16 scale() const { return {_mm512_cvtph_ps(load256(blk))}; }
+  V16 min() const { return vzero(); }
+  template <class S>
+  void pair(int p, S&& sink) const {
+    sink(from_i8(load128(blk + 32 + 32 * p)), from_i8(load128(blk + 48 + 32 * p)));
+  }
+};
+
+// The nibble pairs of a block: byte r of pair p holds row r's columns 2p (low)
+// and 2p + 1 (high); vpermps reads only the low 4 bits of an index.
+template <class S>
+inline void il_nibble_pair(const uint8_t* pairs, int p, __m512 lut, S&& sink) {
+  const __m512i idx = _mm512_cvtepu8_epi32(load128(pairs + 16 * p));
+  sink(lookup(idx, lut), lookup(_mm512_srli_epi32(idx, 4), lut));
+}
+
+struct IlDecMxfp4 {
+  static constexpr bool kHasMin = false;
+  const uint8_t* blk = nullptr;
+  void begin(const uint8_t* group, int64_t b) { blk = group + static_cast<size_t>(b) * kIlMxfp4Bytes; }
+  V16 scale() const {  // e8m0_half per lane
+    const __m512i e = _mm512_cvtepu8_epi32(load128(blk));
+    const __m512i small = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    const __m512i big = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    return {_mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), big, small))};
+  }
+  V16 min() const { return vzero(); }
+  template <class S>
+  void pair(int p, S&& sink) const {
+    il_nibble_pair(blk + 16, p, e2m1_table(1.0f), sink);
+  }
+};
+
+struct IlDecQ4K {
+  static constexpr bool kHasMin = true;
+  const uint8_t* sb = nullptr;
+  int j = 0;
+  void begin(const uint8_t* group, int64_t b) {
+    sb = group + static_cast<size_t>(b / 8) * kIlQ4_KBytes;
+    j = static_cast<int>(b % 8);
+  }
+  V16 scale() const;
+  V16 min() const;
+  template <class S>
+  void pair(int p, S&& sink) const {
+    il_nibble_pair(sb + 256 + 256 * j, p, iota16(), sink);
+  }
+};
+
+#include "kernels/simd_interleaved.inc"
+
+V16 IlDecQ4K::scale() const { return vmul({_mm512_cvtph_ps(load256(sb))}, from_u8(il_k4_scales(sb + 64, j))); }
+V16 IlDecQ4K::min() const { return vmul({_mm512_cvtph_ps(load256(sb + 32))}, from_u8(il_k4_mins(sb + 64, j))); }
 
 #include "kernels/simd_driver.inc"
 

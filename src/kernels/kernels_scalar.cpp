@@ -192,6 +192,7 @@ void dequant_q5_k(const uint8_t* row, size_t in, float* dst) {
 }
 
 void dequant_row(const MatDesc& w, int64_t o, float* dst) {
+  if (w.fmt == Fmt::IL_Q8_0 || w.fmt == Fmt::IL_MXFP4 || w.fmt == Fmt::IL_Q4_K) return il_dequant_row(w, o, dst);
   const size_t in = static_cast<size_t>(w.in);
   const uint8_t* row = w.data + static_cast<size_t>(o) * w.row_bytes;
   const uint8_t* srow = w.scales ? w.scales + static_cast<size_t>(o) * w.scale_row_bytes : nullptr;
@@ -319,6 +320,9 @@ void dequant_row(const MatDesc& w, int64_t o, float* dst) {
         }
       }
       break;
+    case Fmt::IL_Q8_0:
+    case Fmt::IL_MXFP4:
+    case Fmt::IL_Q4_K: break;  // handled above
   }
 }
 
@@ -337,7 +341,87 @@ void axpy(float a, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
 }
 
+// ---- interleaved layouts (Packing::Interleaved16) --------------------------
+
+// Block b (32 columns) of row o: W[o][32b + i] = q[i] · scale - min, q[i] the
+// block's exact levels.
+struct IlBlock {
+  float q[32];
+  float scale = 0.0f, min = 0.0f;
+};
+
+void il_block(const MatDesc& w, int64_t o, int64_t b, IlBlock& out) {
+  const uint8_t* group = w.data + static_cast<size_t>(o / kIlRows) * kIlRows * w.row_bytes;
+  const int64_t r = o % kIlRows;
+  switch (w.fmt) {
+    case Fmt::IL_Q8_0: {
+      const uint8_t* blk = group + static_cast<size_t>(b) * kIlQ8_0Bytes;
+      out.scale = f16_to_f32(load_u16(blk + 2 * r));
+      for (int i = 0; i < 32; ++i) out.q[i] = static_cast<float>(static_cast<int8_t>(blk[32 + 16 * i + r]));
+      break;
+    }
+    case Fmt::IL_MXFP4: {
+      const uint8_t* blk = group + static_cast<size_t>(b) * kIlMxfp4Bytes;
+      out.scale = e8m0_half(blk[r]);
+      for (int p = 0; p < 16; ++p) {
+        const uint8_t v = blk[16 + 16 * p + r];
+        out.q[2 * p] = static_cast<float>(kE2M1x2[v & 0xF]);
+        out.q[2 * p + 1] = static_cast<float>(kE2M1x2[v >> 4]);
+      }
+      break;
+    }
+    case Fmt::IL_Q4_K: {
+      const uint8_t* sb = group + static_cast<size_t>(b / 8) * kIlQ4_KBytes;
+      uint8_t packed[12];
+      for (int k = 0; k < 12; ++k) packed[k] = sb[64 + 16 * k + r];
+      uint8_t sc, m;
+      scale_min_k4(static_cast<int>(b % 8), packed, sc, m);
+      out.scale = f16_to_f32(load_u16(sb + 2 * r)) * static_cast<float>(sc);
+      out.min = f16_to_f32(load_u16(sb + 32 + 2 * r)) * static_cast<float>(m);
+      const uint8_t* pairs = sb + 256 + 256 * (b % 8);
+      for (int p = 0; p < 16; ++p) {
+        const uint8_t v = pairs[16 * p + r];
+        out.q[2 * p] = static_cast<float>(v & 0xF);
+        out.q[2 * p + 1] = static_cast<float>(v >> 4);
+      }
+      break;
+    }
+    default: break;
+  }
+}
+
+// The order linear.h defines for interleaved formats: per block a fused chain
+// over its 32 columns, then one fused multiply by the row's block scale (and,
+// Q4_K, one by its min and the block's plain sum of x).
+void il_matmul(const MatDesc& w, const float* x, size_t n, float* y, size_t ldy, int64_t o0, int64_t o1) {
+  const size_t in = static_cast<size_t>(w.in);
+  const int64_t blocks = w.in / 32;
+  IlBlock blk;
+  for (int64_t o = o0; o < o1; ++o) {
+    for (size_t r = 0; r < n; ++r) {
+      const float* xr = x + r * in;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        il_block(w, o, b, blk);
+        const float* xb = xr + 32 * b;
+        float s = 0.0f;
+        for (int i = 0; i < 32; ++i) s = std::fma(blk.q[i], xb[i], s);
+        acc = std::fma(s, blk.scale, acc);
+        if (w.fmt == Fmt::IL_Q4_K) {
+          float xs = 0.0f;
+          for (int i = 0; i < 32; ++i) xs += xb[i];
+          acc = std::fma(-blk.min, xs, acc);
+        }
+      }
+      y[r * ldy + static_cast<size_t>(o)] = w.bias ? acc + w.bias[o] : acc;
+    }
+  }
+}
+
+bool is_interleaved(Fmt f) { return f == Fmt::IL_Q8_0 || f == Fmt::IL_MXFP4 || f == Fmt::IL_Q4_K; }
+
 void matmul(const MatDesc& w, const float* x, size_t n, float* y, size_t ldy, int64_t o0, int64_t o1) {
+  if (is_interleaved(w.fmt)) return il_matmul(w, x, n, y, ldy, o0, o1);
   const size_t in = static_cast<size_t>(w.in);
   thread_local std::vector<float> row;
   row.resize(in);
@@ -351,6 +435,17 @@ void matmul(const MatDesc& w, const float* x, size_t n, float* y, size_t ldy, in
 }
 
 }  // namespace
+
+void il_dequant_row(const MatDesc& w, int64_t o, float* dst) {
+  IlBlock blk;
+  for (int64_t b = 0; b < w.in / 32; ++b) {
+    il_block(w, o, b, blk);
+    for (int i = 0; i < 32; ++i) {
+      const float v = blk.q[i] * blk.scale;
+      dst[32 * b + i] = w.fmt == Fmt::IL_Q4_K ? v - blk.min : v;
+    }
+  }
+}
 
 const KernelTable kScalarTable = {"scalar", matmul, dequant_row, dot, axpy};
 

@@ -102,6 +102,16 @@ MatDesc resolve(const WeightMatrix& w) {
         unsupported(w, "MXFP4 needs one E8M0 scale byte per 32 values");
       d.fmt = Fmt::MXFP4_SPLIT;
       break;
+    case Packing::Interleaved16:
+      switch (w.dtype) {
+        case DType::Q8_0: d.fmt = Fmt::IL_Q8_0; break;
+        case DType::MXFP4: d.fmt = Fmt::IL_MXFP4; break;
+        case DType::Q4_K: d.fmt = Fmt::IL_Q4_K; break;
+        default: unsupported(w, "no interleaved layout for this type");
+      }
+      if (w.out % detail::kIlRows != 0 || w.in % static_cast<int64_t>(dtype_block_elems(w.dtype)) != 0)
+        unsupported(w, "an interleaved matrix has whole groups of 16 rows and whole blocks");
+      break;
   }
   if (w.scales) {
     d.scales = w.scales;
@@ -116,13 +126,16 @@ size_t WeightMatrix::row_bytes() const {
   switch (packing) {
     case Packing::Int4x8:
     case Packing::Mxfp4Split: return static_cast<size_t>(in / 2);
-    case Packing::Plain: break;
+    case Packing::Plain:
+    case Packing::Interleaved16: break;
   }
   if (dtype_is_block(dtype)) return dtype_row_bytes(dtype, static_cast<uint64_t>(in)).value_or(0);
   return static_cast<size_t>(in) * dtype_size(dtype);
 }
 
 WeightMatrix WeightMatrix::row_slice(int64_t row0, int64_t rows) const {
+  if (packing == Packing::Interleaved16 && (row0 % detail::kIlRows != 0 || rows % detail::kIlRows != 0))
+    throw Error("internal: a slice of an interleaved matrix must cover whole groups of 16 rows");
   WeightMatrix s = *this;
   s.out = rows;
   s.data = data + static_cast<size_t>(row0) * row_bytes();
@@ -149,17 +162,27 @@ float dot(const float* a, const float* b, size_t n) { return detail::active_tabl
 void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool) {
   if (n == 0 || w.out <= 0) return;
   const detail::KernelTable& t = detail::active_table();
-  const MatDesc d = resolve(w);
+  MatDesc d = resolve(w);
   const size_t out = static_cast<size_t>(w.out), in = static_cast<size_t>(std::max<int64_t>(w.in, 1));
+  thread_local std::vector<float> block_sums;
+  if (d.fmt == Fmt::IL_Q4_K) {  // once per call, in the order linear.h gives
+    block_sums.resize(n * (in / 32));
+    for (size_t i = 0; i < block_sums.size(); ++i) {
+      float s = 0.0f;
+      for (size_t k = 0; k < 32; ++k) s += x[32 * i + k];
+      block_sums[i] = s;
+    }
+    d.block_sums = block_sums.data();
+  }
   // Work is split in groups of whole row tiles; which thread computes a row
   // never changes its bits.
-  constexpr size_t kGroup = 8;
-  const size_t groups = (out + kGroup - 1) / kGroup;
+  const size_t group = w.packing == Packing::Interleaved16 ? detail::kIlRows : 8;
+  const size_t groups = (out + group - 1) / group;
   auto body = [&](size_t g0, size_t g1) {
-    t.matmul(d, x, n, y, out, static_cast<int64_t>(g0 * kGroup), static_cast<int64_t>(std::min(g1 * kGroup, out)));
+    t.matmul(d, x, n, y, out, static_cast<int64_t>(g0 * group), static_cast<int64_t>(std::min(g1 * group, out)));
   };
   // Keep chunks big enough that scheduling stays cheap relative to the work.
-  const size_t min_chunk = std::max<size_t>(1, (size_t{1} << 16) / (kGroup * in * n));
+  const size_t min_chunk = std::max<size_t>(1, (size_t{1} << 16) / (group * in * n));
   if (pool)
     pool->parallel_for(groups, body, min_chunk);
   else

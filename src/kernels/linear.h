@@ -38,6 +38,20 @@ enum class Packing : uint8_t {
   // U8, 16 bytes per 32 weights, byte k holds weight 2k (low nibble) and 2k+1
   // (high nibble) as E2M1; `scales` holds one E8M0 byte (bias 127) per 32.
   Mxfp4Split,
+  // A GGUF block type (Q8_0, MXFP4, Q4_K) rewritten by interleave() so that
+  // the kernels read 16 rows at once: rows in groups of 16, each group
+  // holding per block of columns the 16 rows' scales and then, column by
+  // column, the 16 rows' quantized levels (layouts in kernel_abi.h). Same
+  // size as the source. Its accumulation order differs from the one above:
+  // for output (r, o), acc = 0 and for each 32-column block b in order:
+  //   s = 0; for i in the block in order: s = fma(q[o][i], x[r][i], s)
+  //     (q the exact level: Q8_0 int8, MXFP4 ggml's doubled E2M1 value,
+  //     Q4_K 0..15);
+  //   acc = fma(s, scale[o][b], acc)  (Q8_0 d; MXFP4 2^(e-128); Q4_K d·sc);
+  //   Q4_K only: acc = fma(-(dmin·m)[o][b], xs, acc), xs = the block's x
+  //     summed in order from 0;
+  // y = acc (+ bias[o]). Every ISA computes exactly this.
+  Interleaved16,
 };
 
 // A [out × in] row-major weight matrix as stored in a checkpoint.

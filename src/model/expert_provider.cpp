@@ -23,6 +23,11 @@ InMemoryExpertProvider::InMemoryExpertProvider(const ModelConfig& c, const Exper
     auto& layer = experts_[l];
     layer.reserve(c.n_routed_experts);
     for (int64_t e = 0; e < c.n_routed_experts; ++e) layer.push_back(bind_(l, e));
+    // A layer at a time, so at most one layer's source pages are held twice.
+    std::vector<kernels::WeightMatrix*> mats;
+    for (ExpertWeights& x : layer)
+      for (kernels::WeightMatrix* m : {&x.gate, &x.up, &x.down, &x.gate_up}) mats.push_back(m);
+    interleaved_.adopt(mats);
   }
 }
 

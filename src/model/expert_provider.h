@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/linear.h"
+#include "model/interleaved_weights.h"
 #include "model/model_config.h"
 
 namespace strata {
@@ -97,6 +98,7 @@ class InMemoryExpertProvider : public ExpertProvider {
  private:
   ExpertBindFn bind_;  // kept: it may own converted weights the handles point into
   std::vector<std::vector<ExpertWeights>> experts_;  // [layer][expert]; empty for dense layers
+  InterleavedWeights interleaved_;  // the experts' matrices that have an interleaved layout
 };
 
 // A fetch whose experts are all ready: hands them out in request order.

@@ -21,10 +21,10 @@ class GqaAttention : public Attention {
         scale_(static_cast<float>(c.attention_scale())),
         window_(c.layer_window(layer)) {
     const int64_t H = c.num_heads, KV = c.num_kv_heads, d = c.head_dim;
-    q_ = w.linear(p + ".q_proj", H * d, c.hidden_size, c.attention_bias);
-    k_ = w.linear(p + ".k_proj", KV * d, c.hidden_size, c.attention_bias);
-    v_ = w.linear(p + ".v_proj", KV * d, c.hidden_size, c.attention_bias);
-    o_ = w.linear(p + ".o_proj", c.hidden_size, H * d, c.attention_bias);
+    q_ = w.resident(w.linear(p + ".q_proj", H * d, c.hidden_size, c.attention_bias));
+    k_ = w.resident(w.linear(p + ".k_proj", KV * d, c.hidden_size, c.attention_bias));
+    v_ = w.resident(w.linear(p + ".v_proj", KV * d, c.hidden_size, c.attention_bias));
+    o_ = w.resident(w.linear(p + ".o_proj", c.hidden_size, H * d, c.attention_bias));
     if (c.arch == Arch::Qwen3Moe) {
       q_norm_ = w.vector(p + ".q_norm.weight", d);
       k_norm_ = w.vector(p + ".k_norm.weight", d);

@@ -18,13 +18,13 @@ class MlaAttention : public Attention {
       : c_(c), rope_(c.rope, c.qk_rope_head_dim, c.rope_interleave), scale_(static_cast<float>(c.attention_scale())) {
     const int64_t H = c.num_heads, qk = c.qk_head_dim();
     if (c.q_lora_rank) {
-      q_a_ = w.linear(p + ".q_a_proj", *c.q_lora_rank, c.hidden_size, c.attention_bias);
+      q_a_ = w.resident(w.linear(p + ".q_a_proj", *c.q_lora_rank, c.hidden_size, c.attention_bias));
       q_a_norm_ = w.vector(p + ".q_a_layernorm.weight", *c.q_lora_rank);
-      q_b_ = w.linear(p + ".q_b_proj", H * qk, *c.q_lora_rank);
+      q_b_ = w.resident(w.linear(p + ".q_b_proj", H * qk, *c.q_lora_rank));
     } else {
-      q_ = w.linear(p + ".q_proj", H * qk, c.hidden_size);
+      q_ = w.resident(w.linear(p + ".q_proj", H * qk, c.hidden_size));
     }
-    kv_a_ = w.linear(p + ".kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, c.hidden_size, c.attention_bias);
+    kv_a_ = w.resident(w.linear(p + ".kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, c.hidden_size, c.attention_bias));
     kv_a_norm_ = w.vector(p + ".kv_a_layernorm.weight", c.kv_lora_rank);
     if (w.has(p + ".kv_b_proj.weight")) {
       kv_b_ = w.linear(p + ".kv_b_proj", H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
@@ -37,7 +37,7 @@ class MlaAttention : public Attention {
         v_b_.push_back(w.stacked(p + ".v_b_proj.weight", h, c.v_head_dim, c.kv_lora_rank));
       }
     }
-    o_ = w.linear(p + ".o_proj", c.hidden_size, H * c.v_head_dim, c.attention_bias);
+    o_ = w.resident(w.linear(p + ".o_proj", c.hidden_size, H * c.v_head_dim, c.attention_bias));
   }
 
   void forward(int64_t layer, const float* x, std::span<const Row> rows, float* out, ThreadPool& pool) const override {

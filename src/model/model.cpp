@@ -140,7 +140,7 @@ void Model::bind_weights(const LoadOptions& options) {
   embed_ = binder_.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
   final_norm_ = binder_.vector("model.norm.weight", c.hidden_size);
   // Tied embeddings reuse the token table as the output head.
-  lm_head_ = c.tie_word_embeddings ? embed_ : binder_.linear("lm_head", c.vocab_size, c.hidden_size);
+  lm_head_ = c.tie_word_embeddings ? embed_ : binder_.resident(binder_.linear("lm_head", c.vocab_size, c.hidden_size));
   // A pack's experts are not in its trunk: they are only ever streamed.
   streaming_ = kind_ == Checkpoint::Kind::Pack || options.stream || options.ram_bytes > 0 || options.cache_slots > 0;
   ExpertBindFn bind;

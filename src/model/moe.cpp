@@ -22,8 +22,8 @@ void SwiGlu::forward(const float* x, size_t n, float* out, ThreadPool& pool) con
 }
 
 SwiGlu SwiGlu::bind(WeightBinder& w, const std::string& p, int64_t hidden, int64_t width) {
-  return {w.linear(p + ".gate_proj", width, hidden), w.linear(p + ".up_proj", width, hidden),
-          w.linear(p + ".down_proj", hidden, width)};
+  return {w.resident(w.linear(p + ".gate_proj", width, hidden)), w.resident(w.linear(p + ".up_proj", width, hidden)),
+          w.resident(w.linear(p + ".down_proj", hidden, width))};
 }
 
 void expert_forward(const ExpertWeights& e, const ExpertActivation& act, const float* x, size_t n, float* out,

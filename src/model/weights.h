@@ -10,6 +10,7 @@
 
 #include "formats/tensor.h"
 #include "kernels/linear.h"
+#include "model/interleaved_weights.h"
 #include "model/model_config.h"
 
 namespace strata {
@@ -41,6 +42,10 @@ class WeightBinder {
   // 127), expert `expert`; without `expert` the tensors are [out, in/32, 16]
   // and [out, in/32].
   kernels::WeightMatrix mxfp4(const std::string& prefix, std::optional<int64_t> expert, int64_t out, int64_t in);
+  // A matrix used only through kernels::linear() for the whole run (the
+  // trunk's projections): repointed at an interleaved copy owned here when
+  // its format has that faster layout (kernels/interleave.h).
+  kernels::WeightMatrix resident(const kernels::WeightMatrix& m) { return interleaved_.adopt(m); }
   // A 2-D table such as the token embedding, read row by row.
   kernels::WeightMatrix table(const std::string& name, int64_t rows, int64_t cols);
   // A 1-D tensor of `n` elements as f32 (norm weights, biases).
@@ -57,6 +62,7 @@ class WeightBinder {
   const TensorSource& source_;
   const ModelConfig& config_;
   std::deque<std::vector<float>> owned_;
+  InterleavedWeights interleaved_;
 };
 
 }  // namespace strata

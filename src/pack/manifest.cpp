@@ -22,6 +22,7 @@ const char* packing_name(kernels::Packing p) {
     case kernels::Packing::Plain: return "plain";
     case kernels::Packing::Int4x8: return "int4x8";
     case kernels::Packing::Mxfp4Split: return "mxfp4_split";
+    case kernels::Packing::Interleaved16: return "interleaved16";
   }
   return "plain";
 }
@@ -63,6 +64,7 @@ kernels::WeightMatrix matrix_from_json(const nlohmann::json& j, const std::strin
   if (packing == "plain") m.packing = kernels::Packing::Plain;
   else if (packing == "int4x8") m.packing = kernels::Packing::Int4x8;
   else if (packing == "mxfp4_split") m.packing = kernels::Packing::Mxfp4Split;
+  else if (packing == "interleaved16") m.packing = kernels::Packing::Interleaved16;
   else throw Error(where + ": unknown packing '" + packing + "'");
   auto ptr = [](int64_t v) { return reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(v)); };
   m.data = ptr(num("data"));

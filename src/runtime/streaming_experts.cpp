@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "kernels/interleave.h"
 #include "model/expert_layout.h"
 #include "util/error.h"
 
@@ -12,6 +13,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kReadsPerSlot = 256;  // tag = slot * kReadsPerSlot + read
+
+// The matrices read into a slot take the interleaved layout where their
+// format has one, exactly as the in-memory provider gives them, so a token's
+// bits never depend on where its experts came from.
+void interleave_in_slot(ExpertWeights& w, const uint8_t* mem, size_t bytes) {
+  for (kernels::WeightMatrix* m : {&w.gate, &w.up, &w.down, &w.gate_up}) {
+    if (!kernels::interleavable(*m)) continue;
+    if (m->data < mem || m->data >= mem + bytes)
+      throw Error("internal: an expert matrix with an interleaved layout is not in its cache slot");
+    *m = kernels::interleave_in_place(*m);
+  }
+}
 
 }  // namespace
 
@@ -239,6 +252,7 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
       slot.pinned = slot.prefetched = false;
       continue;
     }
+    interleave_in_slot(slot.weights, slot.mem, pool_->buffer_bytes());
     slot.state = State::Ready;
   }
   done.clear();

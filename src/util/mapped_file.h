@@ -46,5 +46,10 @@ std::optional<FileLocation> locate_mapped(const void* p);
 void advise_random_all_mapped();
 // ...and the trunk's own ranges read ahead explicitly.
 void advise_willneed(const void* p, size_t n);
+// Drops this process's hold on the whole pages of [p, p + n) when they belong
+// to a mapped checkpoint file (no-op otherwise): after a weight was copied
+// into another layout, its file pages stay in the page cache but no longer
+// count in our resident set. A later access simply faults them back in.
+void release_mapped_pages(const void* p, size_t n);
 
 }  // namespace strata

@@ -1,0 +1,24 @@
+#pragma once
+// Rewriting a quantized matrix into the interleaved layout its fastest
+// kernels read (Packing::Interleaved16, linear.h). A matrix is interleaved or
+// not by its type and shape alone, never by where its bytes came from, so a
+// weight gives the same bits whether it was loaded, cached or streamed.
+#include <cstdint>
+
+#include "kernels/linear.h"
+
+namespace strata::kernels {
+
+// Whether `w` has an interleaved form: a plain Q8_0, MXFP4 or Q4_K matrix
+// with a multiple of 16 rows.
+bool interleavable(const WeightMatrix& w);
+
+// Writes w's rows, interleaved, to `dst` (w.out · w.row_bytes() bytes, not
+// overlapping w.data) and returns the matrix reading them.
+WeightMatrix interleave(const WeightMatrix& w, uint8_t* dst);
+
+// Interleaves w's own bytes (they must be writable) and returns the matrix
+// reading them.
+WeightMatrix interleave_in_place(const WeightMatrix& w);
+
+}  // namespace strata::kernels

@@ -1,0 +1,258 @@
+// The interleaved layout (Packing::Interleaved16) of Q8_0, MXFP4 and Q4_K:
+// interleaving keeps every weight's value; the product follows linear.h's
+// interleaved order, checked against that order computed here straight from
+// ggml's block layout; every ISA gives the scalar bits; a row's result does
+// not depend on batch size, thread count or slicing.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "formats/dtype.h"
+#include "kernels/dispatch.h"
+#include "kernels/interleave.h"
+#include "kernels/linear.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+namespace {
+
+using kernels::Isa;
+
+struct IsaGuard {
+  Isa saved = kernels::active_isa();
+  ~IsaGuard() { kernels::set_isa(saved); }
+};
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (kernels::isa_supported(i)) v.push_back(i);
+  return v;
+}
+
+uint16_t f16_bits(float v) { return std::bit_cast<uint16_t>(static_cast<_Float16>(v)); }
+float f16_value(const uint8_t* p) {
+  _Float16 h;
+  std::memcpy(&h, p, 2);
+  return static_cast<float>(h);
+}
+
+struct Source {
+  std::vector<uint8_t> bytes;
+  kernels::WeightMatrix w;
+};
+
+// Random blocks with sane f16 scales, in ggml's layout (ggml-common.h).
+Source random_source(DType t, int64_t out, int64_t in, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> ud(0.5f, 2.0f);
+  Source s;
+  s.w.dtype = t;
+  s.w.out = out;
+  s.w.in = in;
+  const size_t be = dtype_block_elems(t), bb = dtype_block_bytes(t), blocks = static_cast<size_t>(out * in) / be;
+  s.bytes.resize(blocks * bb);
+  for (auto& b : s.bytes) b = static_cast<uint8_t>(rng());
+  for (size_t k = 0; k < blocks; ++k) {
+    uint8_t* blk = &s.bytes[k * bb];
+    const uint16_t d = f16_bits((rng() & 1 ? -0.01f : 0.01f) * ud(rng));
+    if (t == DType::Q8_0) std::memcpy(blk, &d, 2);
+    if (t == DType::MXFP4) blk[0] = static_cast<uint8_t>(110 + rng() % 30);
+    if (t == DType::Q4_K) {
+      const uint16_t d4 = f16_bits(0.001f * ud(rng)), m4 = f16_bits(0.001f * ud(rng));
+      std::memcpy(blk, &d4, 2);
+      std::memcpy(blk + 2, &m4, 2);
+    }
+  }
+  s.w.data = s.bytes.data();
+  return s;
+}
+
+// linear.h's interleaved order for output (o) of one x row, from ggml's own
+// block layout: per 32-column block, a fused chain of level·x, then one fused
+// multiply by the block scale (Q4_K: and one by -dmin·m with the block's sum).
+float contract(const Source& s, int64_t o, const float* x) {
+  static const int8_t kE2M1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  const size_t row_bytes = s.w.row_bytes();
+  const uint8_t* row = s.bytes.data() + static_cast<size_t>(o) * row_bytes;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < s.w.in / 32; ++b) {
+    float q[32], scale = 0.0f, mn = 0.0f;
+    if (s.w.dtype == DType::Q8_0) {
+      const uint8_t* blk = row + 34 * b;
+      scale = f16_value(blk);
+      for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(blk[2 + i]);
+    } else if (s.w.dtype == DType::MXFP4) {
+      const uint8_t* blk = row + 17 * b;
+      scale = std::ldexp(1.0f, blk[0] - 128);
+      for (int i = 0; i < 32; ++i) q[i] = kE2M1x2[i < 16 ? blk[1 + i] & 0xF : blk[1 + i - 16] >> 4];
+    } else {
+      const uint8_t* blk = row + 144 * (b / 8);
+      const int j = static_cast<int>(b % 8);
+      const uint8_t* sc = blk + 4;
+      int scv, mv;
+      if (j < 4) {
+        scv = sc[j] & 63;
+        mv = sc[j + 4] & 63;
+      } else {
+        scv = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+        mv = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+      }
+      scale = f16_value(blk) * static_cast<float>(scv);
+      mn = f16_value(blk + 2) * static_cast<float>(mv);
+      const uint8_t* qs = blk + 16 + 32 * (j / 2);
+      for (int i = 0; i < 32; ++i) q[i] = j % 2 ? qs[i] >> 4 : qs[i] & 0xF;
+    }
+    const float* xb = x + 32 * b;
+    float sum = 0.0f;
+    for (int i = 0; i < 32; ++i) sum = std::fma(q[i], xb[i], sum);
+    acc = std::fma(sum, scale, acc);
+    if (s.w.dtype == DType::Q4_K) {
+      float xs = 0.0f;
+      for (int i = 0; i < 32; ++i) xs += xb[i];
+      acc = std::fma(-mn, xs, acc);
+    }
+  }
+  return acc;
+}
+
+std::vector<float> random_vector(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+struct Case {
+  const char* name;
+  DType dtype;
+  int64_t in;
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+const Case kCases[] = {{"Q8_0", DType::Q8_0, 320}, {"MXFP4", DType::MXFP4, 320}, {"Q4_K", DType::Q4_K, 768}};
+
+class Interleaved : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Interleaved, KeepsEveryWeightAndFollowsTheContract) {
+  IsaGuard guard;
+  const int64_t out = 48, in = GetParam().in;
+  Source s = random_source(GetParam().dtype, out, in, 1);
+  ASSERT_TRUE(kernels::interleavable(s.w));
+  std::vector<uint8_t> buf(s.bytes.size());
+  const kernels::WeightMatrix il = kernels::interleave(s.w, buf.data());
+  EXPECT_EQ(il.packing, kernels::Packing::Interleaved16);
+  // In place gives the same bytes.
+  std::vector<uint8_t> copy = s.bytes;
+  kernels::WeightMatrix cw = s.w;
+  cw.data = copy.data();
+  kernels::interleave_in_place(cw);
+  EXPECT_EQ(copy, buf);
+
+  std::vector<float> x = random_vector(static_cast<size_t>(in), 2), a(in), b(in);
+  for (Isa isa : supported_isas()) {
+    kernels::set_isa(isa);
+    for (int64_t o = 0; o < out; ++o) {
+      kernels::dequantize_row(s.w, o, a.data());
+      kernels::dequantize_row(il, o, b.data());
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << kernels::isa_name(isa) << " row " << o;
+    }
+    std::vector<float> y(out);
+    kernels::linear(il, x.data(), 1, y.data(), nullptr);
+    for (int64_t o = 0; o < out; ++o) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(y[o]), std::bit_cast<uint32_t>(contract(s, o, x.data())))
+          << kernels::isa_name(isa) << " row " << o;
+      kernels::dequantize_row(s.w, o, a.data());
+      double ref = 0.0, mag = 0.0;
+      for (int64_t i = 0; i < in; ++i) {
+        ref += static_cast<double>(a[i]) * x[i];
+        mag += std::fabs(static_cast<double>(a[i]) * x[i]);
+      }
+      EXPECT_NEAR(y[o], ref, 1e-5 * mag + 1e-7);
+    }
+  }
+}
+
+// Every ISA gives the scalar bits for the n = 1 tiles and their remainder
+// (5 groups), the batched path and its remainders, with a bias.
+TEST_P(Interleaved, EveryIsaGivesScalarBits) {
+  IsaGuard guard;
+  const int64_t out = 80, in = GetParam().in;
+  Source s = random_source(GetParam().dtype, out, in, 3);
+  std::vector<float> bias = random_vector(out, 4);
+  kernels::WeightMatrix il = kernels::interleave_in_place(s.w);
+  ThreadPool pool(2);
+  for (bool with_bias : {false, true}) {
+    il.bias = with_bias ? bias.data() : nullptr;
+    for (size_t n : {1, 2, 3, 4, 7, 8, 9, 17, 67}) {
+      std::vector<float> x = random_vector(n * in, 10 + n);
+      kernels::set_isa(Isa::Scalar);
+      std::vector<float> ref(n * out);
+      kernels::linear(il, x.data(), n, ref.data(), nullptr);
+      for (Isa isa : supported_isas()) {
+        kernels::set_isa(isa);
+        std::vector<float> y(n * out, -1.0f);
+        kernels::linear(il, x.data(), n, y.data(), &pool);
+        for (size_t k = 0; k < y.size(); ++k)
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[k]), std::bit_cast<uint32_t>(ref[k]))
+              << kernels::isa_name(isa) << " n=" << n << " row " << k / out << " out " << k % out;
+      }
+    }
+  }
+}
+
+TEST_P(Interleaved, RowIndependentOfBatchThreadsAndSlices) {
+  IsaGuard guard;
+  const int64_t out = 96, in = GetParam().in;
+  Source s = random_source(GetParam().dtype, out, in, 5);
+  const kernels::WeightMatrix il = kernels::interleave_in_place(s.w);
+  const size_t n = 11;
+  std::vector<float> x = random_vector(n * in, 6);
+  ThreadPool p1(1), p2(2), p3(3);
+  for (Isa isa : supported_isas()) {
+    kernels::set_isa(isa);
+    std::vector<float> batched(n * out);
+    kernels::linear(il, x.data(), n, batched.data(), &p3);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p1, &p2}) {
+      std::vector<float> again(n * out);
+      kernels::linear(il, x.data(), n, again.data(), pool);
+      ASSERT_EQ(0, std::memcmp(again.data(), batched.data(), again.size() * sizeof(float))) << kernels::isa_name(isa);
+      for (size_t r = 0; r < n; ++r) {
+        std::vector<float> alone(out);
+        kernels::linear(il, &x[r * in], 1, alone.data(), pool);
+        ASSERT_EQ(0, std::memcmp(alone.data(), &batched[r * out], out * sizeof(float))) << kernels::isa_name(isa) << " row " << r;
+      }
+    }
+    const kernels::WeightMatrix sl = il.row_slice(32, 48);
+    std::vector<float> sliced(n * 48);
+    kernels::linear(sl, x.data(), n, sliced.data(), &p2);
+    for (size_t r = 0; r < n; ++r)
+      ASSERT_EQ(0, std::memcmp(&sliced[r * 48], &batched[r * out + 32], 48 * sizeof(float))) << kernels::isa_name(isa);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Interleaved, ::testing::ValuesIn(kCases), [](const auto& info) { return info.param.name; });
+
+TEST(Interleave, OnlyWholeGroupsOfKnownTypes) {
+  Source q8 = random_source(DType::Q8_0, 40, 64, 1);  // 40 rows: not whole groups of 16
+  EXPECT_FALSE(kernels::interleavable(q8.w));
+  Source q8b = random_source(DType::Q8_0, 32, 64, 1);
+  EXPECT_TRUE(kernels::interleavable(q8b.w));
+  kernels::WeightMatrix f32;
+  std::vector<float> data(16 * 32);
+  f32.dtype = DType::F32;
+  f32.out = 16;
+  f32.in = 32;
+  f32.data = reinterpret_cast<const uint8_t*>(data.data());
+  EXPECT_FALSE(kernels::interleavable(f32));
+  const kernels::WeightMatrix il = kernels::interleave_in_place(q8b.w);
+  EXPECT_THROW(il.row_slice(8, 16), Error);
+}
+
+}  // namespace
+}  // namespace strata
