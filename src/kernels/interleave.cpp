@@ -1,5 +1,7 @@
 #include "kernels/interleave.h"
 
+#include <emmintrin.h>
+
 #include <cstring>
 #include <vector>
 
@@ -12,32 +14,73 @@ namespace {
 
 constexpr int64_t kRows = detail::kIlRows;
 
-// GGUF MXFP4 / Q4_K nibble of element k of a 32-value run whose bytes hold
-// elements j (low nibble) and j + 16 (high nibble).
-inline uint8_t split_nibble(const uint8_t* qs, int k) { return k < 16 ? qs[k] & 0xF : qs[k - 16] >> 4; }
+// 16 byte vectors (row r = in[r]) transposed: out[c] holds byte c of every
+// row. SSE2 is part of x86-64, so this needs no run-time dispatch.
+void transpose16x16(const __m128i in[16], __m128i out[16]) {
+  __m128i t[16], u[16], v[8], w[8];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm_unpacklo_epi8(in[2 * i], in[2 * i + 1]);
+    t[2 * i + 1] = _mm_unpackhi_epi8(in[2 * i], in[2 * i + 1]);
+  }
+  for (int q = 0; q < 4; ++q) {  // rows 4q .. 4q + 3
+    const __m128i* a = t + 4 * q;
+    u[4 * q] = _mm_unpacklo_epi16(a[0], a[2]);
+    u[4 * q + 1] = _mm_unpackhi_epi16(a[0], a[2]);
+    u[4 * q + 2] = _mm_unpacklo_epi16(a[1], a[3]);
+    u[4 * q + 3] = _mm_unpackhi_epi16(a[1], a[3]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    v[2 * k] = _mm_unpacklo_epi32(u[k], u[k + 4]);
+    v[2 * k + 1] = _mm_unpackhi_epi32(u[k], u[k + 4]);
+    w[2 * k] = _mm_unpacklo_epi32(u[k + 8], u[k + 12]);
+    w[2 * k + 1] = _mm_unpackhi_epi32(u[k + 8], u[k + 12]);
+  }
+  for (int k = 0; k < 8; ++k) {
+    out[2 * k] = _mm_unpacklo_epi64(v[k], w[k]);
+    out[2 * k + 1] = _mm_unpackhi_epi64(v[k], w[k]);
+  }
+}
+
+inline __m128i load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline void store16(uint8_t* p, __m128i v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
+
+// Nibble pairs: `a` and `b` hold 32 values 0..15 in order, one per byte
+// (values 0..15 in a, 16..31 in b); returns byte p = v[2p] | v[2p + 1] << 4.
+inline __m128i pair_nibbles(__m128i even_odd_a, __m128i even_odd_b) {
+  const __m128i lo = _mm_set1_epi16(0x000F), hi = _mm_set1_epi16(0x00F0);
+  const __m128i a = _mm_or_si128(_mm_and_si128(even_odd_a, lo), _mm_and_si128(_mm_srli_epi16(even_odd_a, 4), hi));
+  const __m128i b = _mm_or_si128(_mm_and_si128(even_odd_b, lo), _mm_and_si128(_mm_srli_epi16(even_odd_b, 4), hi));
+  return _mm_packus_epi16(a, b);
+}
 
 // One group of 16 rows (`src`, row r at src + r · row_bytes) to `dst`.
 void interleave_group(DType t, const uint8_t* src, size_t row_bytes, int64_t in, uint8_t* dst) {
   const uint8_t* rows[kRows];
   for (int64_t r = 0; r < kRows; ++r) rows[r] = src + static_cast<size_t>(r) * row_bytes;
+  __m128i v[16], o[16];
+  const __m128i nib = _mm_set1_epi8(0x0F);
   switch (t) {
     case DType::Q8_0:  // block_q8_0 {f16 d; int8 qs[32]}
       for (int64_t b = 0; b < in / 32; ++b, dst += detail::kIlQ8_0Bytes) {
         const size_t off = static_cast<size_t>(b) * 34;
         for (int64_t r = 0; r < kRows; ++r) std::memcpy(dst + 2 * r, rows[r] + off, 2);
-        for (int c = 0; c < 32; ++c)
-          for (int64_t r = 0; r < kRows; ++r) dst[32 + 16 * c + r] = rows[r][off + 2 + c];
+        for (int half = 0; half < 2; ++half) {
+          for (int r = 0; r < 16; ++r) v[r] = load16(rows[r] + off + 2 + 16 * half);
+          transpose16x16(v, o);
+          for (int c = 0; c < 16; ++c) store16(dst + 32 + 16 * (16 * half + c), o[c]);
+        }
       }
       break;
-    case DType::MXFP4:  // block_mxfp4 {u8 e; u8 qs[16]}
+    case DType::MXFP4:  // block_mxfp4 {u8 e; u8 qs[16]}: qs[k] = e[k] | e[k + 16] << 4
       for (int64_t b = 0; b < in / 32; ++b, dst += detail::kIlMxfp4Bytes) {
         const size_t off = static_cast<size_t>(b) * 17;
-        for (int64_t r = 0; r < kRows; ++r) dst[r] = rows[r][off];
-        for (int p = 0; p < 16; ++p)
-          for (int64_t r = 0; r < kRows; ++r) {
-            const uint8_t* qs = rows[r] + off + 1;
-            dst[16 + 16 * p + r] = static_cast<uint8_t>(split_nibble(qs, 2 * p) | split_nibble(qs, 2 * p + 1) << 4);
-          }
+        for (int64_t r = 0; r < kRows; ++r) {
+          dst[r] = rows[r][off];
+          const __m128i q = load16(rows[r] + off + 1);
+          v[r] = pair_nibbles(_mm_and_si128(q, nib), _mm_and_si128(_mm_srli_epi16(q, 4), nib));
+        }
+        transpose16x16(v, o);
+        for (int p = 0; p < 16; ++p) store16(dst + 16 + 16 * p, o[p]);
       }
       break;
     case DType::Q4_K:  // block_q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]}
@@ -48,16 +91,19 @@ void interleave_group(DType t, const uint8_t* src, size_t row_bytes, int64_t in,
           std::memcpy(dst + 32 + 2 * r, rows[r] + off + 2, 2);
           for (int k = 0; k < 12; ++k) dst[64 + 16 * k + r] = rows[r][off + 4 + k];
         }
-        // Sub-block j's 32 values sit in qs[32·(j/2) ..] (low nibbles for
-        // even j, high for odd), as in ggml's dequantize_row_q4_K.
-        for (int j = 0; j < 8; ++j)
-          for (int p = 0; p < 16; ++p)
-            for (int64_t r = 0; r < kRows; ++r) {
-              const uint8_t* qs = rows[r] + off + 16 + 32 * (j / 2);
-              const int shift = 4 * (j % 2);
-              const uint8_t lo = (qs[2 * p] >> shift) & 0xF, hi = (qs[2 * p + 1] >> shift) & 0xF;
-              dst[256 + 256 * j + 16 * p + r] = static_cast<uint8_t>(lo | hi << 4);
-            }
+        // Sub-blocks 2k and 2k + 1 are the low and high nibbles of
+        // qs[32k .. 32k + 31] (ggml's dequantize_row_q4_K).
+        for (int j = 0; j < 8; ++j) {
+          const int shift = 4 * (j % 2);
+          for (int64_t r = 0; r < kRows; ++r) {
+            const uint8_t* qs = rows[r] + off + 16 + 32 * (j / 2);
+            const __m128i a = _mm_and_si128(_mm_srli_epi16(load16(qs), shift), nib);
+            const __m128i c = _mm_and_si128(_mm_srli_epi16(load16(qs + 16), shift), nib);
+            v[r] = pair_nibbles(a, c);
+          }
+          transpose16x16(v, o);
+          for (int p = 0; p < 16; ++p) store16(dst + 256 + 256 * j + 16 * p, o[p]);
+        }
       }
       break;
     default: break;
