@@ -159,6 +159,8 @@ void dequantize_row(const WeightMatrix& w, int64_t o, float* dst) {
 
 float dot(const float* a, const float* b, size_t n) { return detail::active_table().dot(a, b, n); }
 
+void axpy(float a, const float* x, float* y, size_t n) { detail::active_table().axpy(a, x, y, n); }
+
 void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool) {
   if (n == 0 || w.out <= 0) return;
   const detail::KernelTable& t = detail::active_table();
@@ -176,7 +178,9 @@ void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPoo
   }
   // Work is split in groups of whole row tiles; which thread computes a row
   // never changes its bits.
-  const size_t group = w.packing == Packing::Interleaved16 ? detail::kIlRows : 8;
+  // Interleaved: 4 groups of 16 rows, the widest n = 1 tile (remainders
+  // of a chunk run narrower, slower tiles).
+  const size_t group = w.packing == Packing::Interleaved16 ? 4 * detail::kIlRows : 8;
   const size_t groups = (out + group - 1) / group;
   auto body = [&](size_t g0, size_t g1) {
     t.matmul(d, x, n, y, out, static_cast<int64_t>(g0 * group), static_cast<int64_t>(std::min(g1 * group, out)));

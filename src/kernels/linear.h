@@ -103,4 +103,7 @@ void dequantize_row(const WeightMatrix& w, int64_t o, float* dst);
 // Dot product in the order described above (16 fused lanes, fixed tree).
 float dot(const float* a, const float* b, size_t n);
 
+// y[i] = fma(a, x[i], y[i]) for i < n.
+void axpy(float a, const float* x, float* y, size_t n);
+
 }  // namespace strata::kernels

@@ -38,6 +38,10 @@ class ExpertFetch {
   // ready; returns -1 once all have been handed out. An expert handed out
   // stays valid until the next call (or the end of the fetch).
   virtual int next(const ExpertWeights*& weights) = 0;
+  // True when every expert of the request is in memory already and each one
+  // handed out stays valid until the fetch ends (so several can be computed
+  // at once).
+  virtual bool all_ready() const { return false; }
 };
 
 // What a provider has done so far (all zero for the in-memory one).
@@ -106,6 +110,7 @@ class ReadyFetch : public ExpertFetch {
  public:
   explicit ReadyFetch(std::vector<const ExpertWeights*> weights) : weights_(std::move(weights)) {}
   int next(const ExpertWeights*& weights) override;
+  bool all_ready() const override { return true; }
 
  private:
   std::vector<const ExpertWeights*> weights_;

@@ -84,7 +84,7 @@ class GqaAttention : public Attention {
         for (int64_t s = 0; s < len; ++s) {
           const float* vv = row.cache->value(layer, first + s) + kvh * d;
           const float p = scores[s];
-          for (int64_t j = 0; j < d; ++j) o[j] += p * vv[j];
+          kernels::axpy(p, vv, o, static_cast<size_t>(d));
         }
       }
     });

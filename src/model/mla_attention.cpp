@@ -98,7 +98,7 @@ class MlaAttention : public Attention {
         for (int64_t s = 0; s < len; ++s) {
           const float* k = row.cache->key(layer, s);
           const float p = scores[s];
-          for (int64_t j = 0; j < lora; ++j) latent[j] += p * k[j];
+          kernels::axpy(p, k, latent.data(), static_cast<size_t>(lora));
         }
         // Expand the attended latent through W_UV[h].
         kernels::linear(v_b_.empty() ? kv_b_.row_slice(h * (nope + vdim) + nope, vdim) : v_b_[h], latent.data(), 1,

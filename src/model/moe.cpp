@@ -27,7 +27,7 @@ SwiGlu SwiGlu::bind(WeightBinder& w, const std::string& p, int64_t hidden, int64
 }
 
 void expert_forward(const ExpertWeights& e, const ExpertActivation& act, const float* x, size_t n, float* out,
-                    ThreadPool& pool) {
+                    ThreadPool* pool) {
   // gate and up for every row: from one fused matrix whose rows alternate
   // gate/up (gpt-oss as HF ships it), or from two matrices.
   const bool fused = e.gate_up.valid();
@@ -37,14 +37,14 @@ void expert_forward(const ExpertWeights& e, const ExpertActivation& act, const f
   float* up = a.data() + n * width;
   if (fused) {
     std::vector<float> gu(n * 2 * width);
-    kernels::linear(e.gate_up, x, n, gu.data(), &pool);
+    kernels::linear(e.gate_up, x, n, gu.data(), pool);
     for (size_t i = 0; i < n * width; ++i) {
       gate[i] = gu[2 * i];
       up[i] = gu[2 * i + 1];
     }
   } else {
-    kernels::linear(e.gate, x, n, gate, &pool);
-    kernels::linear(e.up, x, n, up, &pool);
+    kernels::linear(e.gate, x, n, gate, pool);
+    kernels::linear(e.up, x, n, up, pool);
   }
   if (act.kind == ExpertActivation::Kind::ClampedSwiGlu) {
     for (size_t i = 0; i < n * width; ++i) {
@@ -55,7 +55,7 @@ void expert_forward(const ExpertWeights& e, const ExpertActivation& act, const f
   } else {
     for (size_t i = 0; i < n * width; ++i) h[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
   }
-  kernels::linear(e.down, h.data(), n, out, &pool);
+  kernels::linear(e.down, h.data(), n, out, pool);
 }
 
 namespace {
@@ -212,6 +212,9 @@ std::vector<int32_t> MoeBlock::predict(const float* x, size_t n, ThreadPool& poo
   return ids;
 }
 
+// Token groups up to this size are computed an expert per thread.
+constexpr size_t kExpertsInParallelRows = 4;
+
 void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool,
                        const std::function<void()>& while_reading) const {
   const int64_t K = c_.num_experts_per_tok;
@@ -241,15 +244,31 @@ void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool,
   }
 
   std::vector<float> slot_out(n * K * hidden);
-  std::vector<float> xs, ys;
-  const ExpertWeights* w = nullptr;
-  for (int u; (u = fetch->next(w)) >= 0;) {
+  // One expert's token group through the expert, results to slot_out.
+  auto run = [&](int u, const ExpertWeights& w, ThreadPool* p, std::vector<float>& xs, std::vector<float>& ys) {
     const auto& slots = by_expert[unique[u]];
     xs.resize(slots.size() * hidden);
     ys.resize(slots.size() * hidden);
     for (size_t j = 0; j < slots.size(); ++j) std::copy_n(x + (slots[j] / K) * hidden, hidden, &xs[j * hidden]);
-    expert_forward(*w, activation_, xs.data(), slots.size(), ys.data(), pool);
+    expert_forward(w, activation_, xs.data(), slots.size(), ys.data(), p);
     for (size_t j = 0; j < slots.size(); ++j) std::copy_n(&ys[j * hidden], hidden, &slot_out[slots[j] * hidden]);
+  };
+  size_t largest = 0;
+  for (const auto& [e, slots] : by_expert) largest = std::max(largest, slots.size());
+  const ExpertWeights* w = nullptr;
+  if (fetch->all_ready() && largest <= kExpertsInParallelRows) {
+    // Decode-sized groups: a thread per expert rather than every expert's
+    // three small products split over the threads (one barrier per layer
+    // instead of three per expert).
+    std::vector<std::pair<int, const ExpertWeights*>> ready;
+    for (int u; (u = fetch->next(w)) >= 0;) ready.emplace_back(u, w);
+    pool.parallel_for(ready.size(), [&](size_t i0, size_t i1) {
+      thread_local std::vector<float> xs, ys;
+      for (size_t i = i0; i < i1; ++i) run(ready[i].first, *ready[i].second, nullptr, xs, ys);
+    });
+  } else {
+    std::vector<float> xs, ys;
+    for (int u; (u = fetch->next(w)) >= 0;) run(u, *w, &pool, xs, ys);
   }
   fetch.reset();
 

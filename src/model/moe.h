@@ -34,9 +34,10 @@ struct ExpertActivation {
   float alpha = 1.702f;
 };
 
-// out = down(act(gate(x), up(x))) for n rows of one expert.
+// out = down(act(gate(x), up(x))) for n rows of one expert; `pool` null
+// computes it on the calling thread (same bits either way).
 void expert_forward(const ExpertWeights& e, const ExpertActivation& act, const float* x, size_t n, float* out,
-                    ThreadPool& pool);
+                    ThreadPool* pool);
 
 // Chooses, for each row, k experts and their weights.
 class Router {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 
+#include "kernels/interleave.h"
 #include "kernels/quantize.h"
 #include "model/checkpoint.h"
 #include "model/expert_layout.h"
@@ -31,6 +32,19 @@ namespace strata {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Matrices with an interleaved layout are stored interleaved (the checksum
+// covers those bytes), so streaming them needs no rewriting at run time.
+void interleave_blob(ExpertWeights& layout, uint8_t* blob) {
+  const ExpertWeights placed = rebase(layout, blob);
+  const kernels::WeightMatrix* src[] = {&placed.gate, &placed.up, &placed.down, &placed.gate_up};
+  kernels::WeightMatrix* dst[] = {&layout.gate, &layout.up, &layout.down, &layout.gate_up};
+  for (int i = 0; i < 4; ++i) {
+    if (!kernels::interleavable(*src[i])) continue;
+    kernels::interleave_in_place(*src[i]);
+    dst[i]->packing = kernels::Packing::Interleaved16;
+  }
+}
 
 nlohmann::json config_summary(const ModelConfig& c) {
   int64_t moe_layers = 0;
@@ -263,11 +277,12 @@ PackReport pack_model(const PackOptions& o) {
         ExpertWeights w = bind(l, x);
         const uint64_t source_bytes = expert_payload_bytes(w);
         if (target) w = requantize(w, *target, keep);
-        const BlobPlan plan = plan_blob(w);
+        BlobPlan plan = plan_blob(w);
         const uint64_t padded = align_up(plan.bytes);
         if (blob.size() < padded) blob = AlignedBuffer(padded);
         std::memset(blob.data(), 0, padded);
         fill_blob(plan, l, x, blob.data());
+        interleave_blob(plan.layout, blob.data());
         PackedExpert pe;
         pe.drive = drive[x];
         pe.offset = cursor[pe.drive];
