@@ -123,6 +123,9 @@ TEST(Pack, GgufSourceStreamsBitIdentical) {
   p.out = tmp / "pack";
   pack_model(p);
   EXPECT_TRUE(fs::exists(p.out / "trunk.gguf"));
+  // Its Q8_0 / MXFP4 experts are stored interleaved, while in place they are
+  // interleaved as they land, and in RAM at load: all three give the same bits.
+  EXPECT_NE(Manifest::load(p.out).to_json().dump().find("\"interleaved16\""), std::string::npos);
   const Outcome ram = run(gguf, {}, 4);
   expect_identical(ram, run(gguf, streamed(2), 4), "GGUF streamed in place");
   expect_identical(ram, run(p.out, streamed(2), 4), "GGUF packed");
