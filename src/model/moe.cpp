@@ -234,7 +234,15 @@ void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool,
   std::stable_sort(unique.begin(), unique.end(),
                    [&](int32_t a, int32_t b) { return by_expert[a].size() > by_expert[b].size(); });
   auto fetch = experts_.fetch(layer_, unique);
-  if (while_reading) while_reading();
+  // `while_reading` (the next layer's prefetch) starts once this layer's own
+  // reads have all landed, so its reads never delay the ones computed now:
+  // they overlap the last expert, the combine and the next attention.
+  bool prefetched = false;
+  auto start_prefetch = [&] {
+    if (!prefetched && while_reading) while_reading();
+    prefetched = true;
+  };
+  if (fetch->all_ready()) start_prefetch();
 
   // The shared expert needs no reads: compute it while the drives work.
   std::vector<float> shared_out;
@@ -268,8 +276,13 @@ void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool,
     });
   } else {
     std::vector<float> xs, ys;
-    for (int u; (u = fetch->next(w)) >= 0;) run(u, *w, &pool, xs, ys);
+    size_t handed = 0;
+    for (int u; (u = fetch->next(w)) >= 0;) {
+      if (++handed == unique.size()) start_prefetch();
+      run(u, *w, &pool, xs, ys);
+    }
   }
+  start_prefetch();
   fetch.reset();
 
   // Combine in ascending expert order per row (as transformers does), never
