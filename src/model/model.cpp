@@ -92,6 +92,14 @@ std::unique_ptr<ExpertProvider> Model::make_streaming(const ExpertBindFn& bind, 
   const CacheWidths w = cache_widths(c);
   plan_.budget = options.ram_bytes;
   plan_.trunk = total > streamed ? total - streamed : 0;
+  // An untied token table is read a few rows per step, straight from the
+  // mapped file, and those pages are let go again (forward()): it is not
+  // held, so it is not in the budget.
+  const uint64_t table = static_cast<uint64_t>(embed_.out) * embed_.row_bytes();
+  if (!c.tie_word_embeddings && locate_mapped(embed_.data) && plan_.trunk >= table) {
+    embed_rows_only_ = true;
+    plan_.trunk -= table;
+  }
   plan_.kv = KvCache::bytes_at(c.num_layers, w.key, w.value, context_, windows_, max_batch_);
   plan_.overhead = 192 * kMiB + static_cast<uint64_t>(c.vocab_size) * sizeof(float) * 16;
   size_t slots = options.cache_slots;
@@ -237,7 +245,11 @@ void Model::forward(std::span<const Row> rows, float* logits) {
   }
 
   std::vector<float> h(n * hidden), normed(n * hidden), delta(n * hidden);
-  for (size_t i = 0; i < n; ++i) kernels::dequantize_row(embed_, rows[i].token, &h[i * hidden]);
+  for (size_t i = 0; i < n; ++i) {
+    kernels::dequantize_row(embed_, rows[i].token, &h[i * hidden]);
+    if (embed_rows_only_)
+      release_mapped_pages_touched(embed_.data + static_cast<size_t>(rows[i].token) * embed_.row_bytes(), embed_.row_bytes());
+  }
 
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const Layer& layer = layers_[l];

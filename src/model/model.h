@@ -108,6 +108,7 @@ class Model {
   WeightBinder binder_;
   ThreadPool pool_;
   kernels::WeightMatrix embed_, lm_head_;
+  bool embed_rows_only_ = false;  // streaming: the token table's pages are dropped after each lookup
   const float* final_norm_ = nullptr;
   std::unique_ptr<ExpertProvider> experts_;
   std::vector<Layer> layers_;

@@ -59,6 +59,13 @@ void release_mapped_pages(const void* p, size_t n) {
   if (e > a) ::madvise(reinterpret_cast<void*>(a), e - a, MADV_DONTNEED);
 }
 
+void release_mapped_pages_touched(const void* p, size_t n) {
+  if (n == 0 || !locate_mapped(p) || !locate_mapped(static_cast<const uint8_t*>(p) + n - 1)) return;
+  const auto a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
+  const auto e = (reinterpret_cast<uintptr_t>(p) + n + 4095) & ~uintptr_t{4095};
+  ::madvise(reinterpret_cast<void*>(a), e - a, MADV_DONTNEED);
+}
+
 void MappedFile::advise_random() const {
   if (data_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_RANDOM);
 }

@@ -51,5 +51,8 @@ void advise_willneed(const void* p, size_t n);
 // into another layout, its file pages stay in the page cache but no longer
 // count in our resident set. A later access simply faults them back in.
 void release_mapped_pages(const void* p, size_t n);
+// The same for every page [p, p + n) touches, partial ones included: for
+// bytes read once and not needed again soon (a few rows of a large table).
+void release_mapped_pages_touched(const void* p, size_t n);
 
 }  // namespace strata
