@@ -83,8 +83,9 @@ import json, os, sys
 m = sys.argv[1]
 if os.path.isdir(m):
     man = json.load(open(os.path.join(m, "manifest.json")))
-    lens = [e["length"] for layer in man["experts"] for e in layer]
-    print(round(sum(lens) / len(lens) / 2**20, 3) if lens else 4)
+    lens = [e[2] for layer in man["experts"] for e in layer]  # [drive, offset, length, xxh3, layout]
+    avg = sum(lens) / len(lens) if lens else 4 << 20
+    print((int(avg) + 4095) // 4096 * 4096 / 2**20)  # whole 4 KiB pages, in MiB
 else:
     print(4)
 EOF

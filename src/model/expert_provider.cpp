@@ -38,6 +38,23 @@ std::unique_ptr<ExpertFetch> InMemoryExpertProvider::fetch(int64_t layer, std::s
   return std::make_unique<ReadyFetch>(std::move(out));
 }
 
+size_t ExpertFetch::next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) {
+  out.clear();
+  const ExpertWeights* w = nullptr;
+  const int u = max > 0 ? next(w) : -1;
+  if (u >= 0) out.emplace_back(u, w);
+  return out.size();
+}
+
+size_t ReadyFetch::next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) {
+  out.clear();
+  while (out.size() < max && next_ < weights_.size()) {
+    out.emplace_back(static_cast<int>(next_), weights_[next_]);
+    ++next_;
+  }
+  return out.size();
+}
+
 int ReadyFetch::next(const ExpertWeights*& weights) {
   if (next_ >= weights_.size()) return -1;
   weights = weights_[next_];

@@ -38,9 +38,13 @@ class ExpertFetch {
   // ready; returns -1 once all have been handed out. An expert handed out
   // stays valid until the next call (or the end of the fetch).
   virtual int next(const ExpertWeights*& weights) = 0;
+  // Hands out up to `max` experts at once: at least one (blocking while none
+  // is ready), more where they are ready too; all of them stay valid until
+  // the next call. Returns how many (0 once all have been handed out).
+  // Mixing it with next() in one fetch is not supported.
+  virtual size_t next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max);
   // True when every expert of the request is in memory already and each one
-  // handed out stays valid until the fetch ends (so several can be computed
-  // at once).
+  // handed out stays valid until the fetch ends.
   virtual bool all_ready() const { return false; }
 };
 
@@ -110,6 +114,7 @@ class ReadyFetch : public ExpertFetch {
  public:
   explicit ReadyFetch(std::vector<const ExpertWeights*> weights) : weights_(std::move(weights)) {}
   int next(const ExpertWeights*& weights) override;
+  size_t next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) override;
   bool all_ready() const override { return true; }
 
  private:

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <utility>
 
 #include "kernels/ops.h"
 #include "model/weights.h"
@@ -254,7 +255,7 @@ void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool,
   std::vector<float> slot_out(n * K * hidden);
   // One expert's token group through the expert, results to slot_out.
   auto run = [&](int u, const ExpertWeights& w, ThreadPool* p, std::vector<float>& xs, std::vector<float>& ys) {
-    const auto& slots = by_expert[unique[u]];
+    const auto& slots = std::as_const(by_expert).at(unique[u]);  // read-only: runs on several threads
     xs.resize(slots.size() * hidden);
     ys.resize(slots.size() * hidden);
     for (size_t j = 0; j < slots.size(); ++j) std::copy_n(x + (slots[j] / K) * hidden, hidden, &xs[j * hidden]);
@@ -263,24 +264,26 @@ void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool,
   };
   size_t largest = 0;
   for (const auto& [e, slots] : by_expert) largest = std::max(largest, slots.size());
-  const ExpertWeights* w = nullptr;
-  if (fetch->all_ready() && largest <= kExpertsInParallelRows) {
-    // Decode-sized groups: a thread per expert rather than every expert's
-    // three small products split over the threads (one barrier per layer
-    // instead of three per expert).
-    std::vector<std::pair<int, const ExpertWeights*>> ready;
-    for (int u; (u = fetch->next(w)) >= 0;) ready.emplace_back(u, w);
-    pool.parallel_for(ready.size(), [&](size_t i0, size_t i1) {
-      thread_local std::vector<float> xs, ys;
-      for (size_t i = i0; i < i1; ++i) run(ready[i].first, *ready[i].second, nullptr, xs, ys);
-    });
-  } else {
-    std::vector<float> xs, ys;
-    size_t handed = 0;
-    for (int u; (u = fetch->next(w)) >= 0;) {
-      if (++handed == unique.size()) start_prefetch();
-      run(u, *w, &pool, xs, ys);
+  // Experts with small token groups (decode, and prefill over many experts)
+  // run one per thread, each on its own: no barrier per product. Otherwise
+  // each product is split over the threads.
+  const size_t threads = static_cast<size_t>(pool.size());
+  const bool per_thread = threads > 1 && (largest <= kExpertsInParallelRows || unique.size() >= 4 * threads);
+  std::vector<std::pair<int, const ExpertWeights*>> batch;
+  std::vector<float> xs, ys;
+  size_t handed = 0;
+  const size_t most = !per_thread ? 1 : fetch->all_ready() ? unique.size() : 4 * threads;
+  while (fetch->next_batch(batch, most) > 0) {
+    handed += batch.size();
+    if (handed == unique.size()) start_prefetch();
+    if (batch.size() == 1) {
+      run(batch[0].first, *batch[0].second, &pool, xs, ys);
+      continue;
     }
+    pool.parallel_for(batch.size(), [&](size_t i0, size_t i1) {
+      thread_local std::vector<float> txs, tys;
+      for (size_t i = i0; i < i1; ++i) run(batch[i].first, *batch[i].second, nullptr, txs, tys);
+    });
   }
   start_prefetch();
   fetch.reset();

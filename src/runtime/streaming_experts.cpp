@@ -60,6 +60,32 @@ class StreamingExpertProvider::Fetch : public ExpertFetch {
     }
   }
 
+  size_t next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) override {
+    out.clear();
+    for (int s : handed_) release(s);  // the caller is done with the last batch
+    handed_.clear();
+    while (max > 0) {
+      top_up();
+      for (size_t i = 0; i < loading_.size() && out.size() < max;) {
+        const auto [pos, slot] = loading_[i];
+        if (p_.slots_[slot].state != State::Ready) {
+          ++i;
+          continue;
+        }
+        loading_.erase(loading_.begin() + static_cast<long>(i));
+        handed_.push_back(slot);
+        out.emplace_back(pos, &p_.slots_[slot].weights);
+      }
+      if (!out.empty() || (loading_.empty() && waiting_.empty())) break;
+      if (loading_.empty())
+        throw Error("expert cache: no slot can be freed for layer " + std::to_string(layer_) +
+                    " (every slot is in use); give --ram more room");
+      p_.wait_for_reads();
+      p_.poll_reads();  // whatever else landed meanwhile joins the batch
+    }
+    return out.size();
+  }
+
   void hold(int pos, int slot) {
     ++p_.slots_[slot].users;
     held_.push_back(slot);
@@ -98,6 +124,7 @@ class StreamingExpertProvider::Fetch : public ExpertFetch {
   std::vector<std::pair<int, int32_t>> waiting_;  // (position, expert) without a slot yet
   std::vector<int> held_;
   int current_ = -1;
+  std::vector<int> handed_;  // slots of the last next_batch()
 };
 
 StreamingExpertProvider::StreamingExpertProvider(const ModelConfig& c, ExpertCatalog catalog,
@@ -257,6 +284,12 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
   }
   done.clear();
   if (!failure.empty()) throw Error("expert read failed: " + failure);
+}
+
+void StreamingExpertProvider::poll_reads() {
+  std::vector<Completion> done;
+  storage_->poll(done);
+  absorb(done);
 }
 
 void StreamingExpertProvider::wait_for_reads() {

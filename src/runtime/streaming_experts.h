@@ -79,6 +79,8 @@ class StreamingExpertProvider : public ExpertProvider {
   void absorb(std::vector<Completion>& done);
   // Blocks until at least one read lands; counts the time as I/O wait.
   void wait_for_reads();
+  // Applies whatever reads have landed, without waiting.
+  void poll_reads();
   void submit(std::vector<Extent>& batch);
 
   const ModelConfig& c_;
