@@ -13,6 +13,9 @@ namespace strata {
 
 namespace {
 
+// Rows of one sequence attending together (see forward()).
+constexpr size_t kRowsPerBlock = 32;
+
 class GqaAttention : public Attention {
  public:
   GqaAttention(WeightBinder& w, const ModelConfig& c, const std::string& p, int64_t layer)
@@ -57,34 +60,62 @@ class GqaAttention : public Attention {
       std::copy_n(&v[i * KV * d], KV * d, rows[i].cache->value(layer, pos));
     }
 
+    // Consecutive rows of one sequence attend in blocks: each cached key and
+    // value row is read once per block and head rather than once per row,
+    // while every row runs exactly the dots, softmax and axpys it would run
+    // alone (same order, same bits).
+    std::vector<std::pair<size_t, size_t>> blocks;  // [begin, end) of rows
+    for (size_t i = 0; i < n;) {
+      size_t j = i + 1;
+      while (j < n && j - i < kRowsPerBlock && rows[j].cache == rows[i].cache) ++j;
+      blocks.emplace_back(i, j);
+      i = j;
+    }
     std::vector<float> heads(n * H * d);
     const int64_t group = H / KV;
-    pool.parallel_for(n * H, [&](size_t t0, size_t t1) {
+    pool.parallel_for(blocks.size() * static_cast<size_t>(H), [&](size_t t0, size_t t1) {
       thread_local std::vector<float> scores;
+      thread_local std::vector<int64_t> first, len;
       for (size_t t = t0; t < t1; ++t) {
-        const size_t i = t / H;
-        const int64_t h = static_cast<int64_t>(t % H), kvh = h / group;
-        const Row& row = rows[i];
-        const float* qh = &q[(i * H + h) * d];
-        // A sliding-window layer sees only the last `window` positions.
-        const int64_t first = window_ ? std::max<int64_t>(0, row.pos - *window_ + 1) : 0;
-        const int64_t len = row.pos + 1 - first;
-        scores.resize(len + 1);
-        for (int64_t s = 0; s < len; ++s)
-          scores[s] = kernels::dot(qh, row.cache->key(layer, first + s) + kvh * d, d) * scale_;
-        // A sink is one more logit in the softmax's denominator with no value.
-        if (sinks_) {
-          scores[len] = sinks_[h];
-          kernels::softmax(scores.data(), len + 1);
-        } else {
-          kernels::softmax(scores.data(), len);
+        const auto [b0, b1] = blocks[t / static_cast<size_t>(H)];
+        const int64_t h = static_cast<int64_t>(t % static_cast<size_t>(H)), kvh = h / group;
+        const size_t m = b1 - b0;
+        const KvCache& cache = *rows[b0].cache;
+        first.resize(m);
+        len.resize(m);
+        int64_t lo = rows[b0].pos, hi = 0, widest = 0;
+        for (size_t r = 0; r < m; ++r) {
+          const int64_t pos = rows[b0 + r].pos;
+          // A sliding-window layer sees only the last `window` positions.
+          first[r] = window_ ? std::max<int64_t>(0, pos - *window_ + 1) : 0;
+          len[r] = pos + 1 - first[r];
+          lo = std::min(lo, first[r]);
+          hi = std::max(hi, pos + 1);
+          widest = std::max(widest, len[r] + 1);
         }
-        float* o = &heads[(i * H + h) * d];
-        std::fill_n(o, d, 0.0f);
-        for (int64_t s = 0; s < len; ++s) {
-          const float* vv = row.cache->value(layer, first + s) + kvh * d;
-          const float p = scores[s];
-          kernels::axpy(p, vv, o, static_cast<size_t>(d));
+        scores.resize(m * static_cast<size_t>(widest));
+        for (int64_t s = lo; s < hi; ++s) {
+          const float* k = cache.key(layer, s) + kvh * d;
+          for (size_t r = 0; r < m; ++r)
+            if (s >= first[r] && s < first[r] + len[r])
+              scores[r * widest + (s - first[r])] = kernels::dot(&q[((b0 + r) * H + h) * d], k, d) * scale_;
+        }
+        for (size_t r = 0; r < m; ++r) {
+          float* sr = &scores[r * widest];
+          // A sink is one more logit in the softmax's denominator with no value.
+          if (sinks_) {
+            sr[len[r]] = sinks_[h];
+            kernels::softmax(sr, len[r] + 1);
+          } else {
+            kernels::softmax(sr, len[r]);
+          }
+          std::fill_n(&heads[((b0 + r) * H + h) * d], d, 0.0f);
+        }
+        for (int64_t s = lo; s < hi; ++s) {
+          const float* vv = cache.value(layer, s) + kvh * d;
+          for (size_t r = 0; r < m; ++r)
+            if (s >= first[r] && s < first[r] + len[r])
+              kernels::axpy(scores[r * widest + (s - first[r])], vv, &heads[((b0 + r) * H + h) * d], static_cast<size_t>(d));
         }
       }
     });

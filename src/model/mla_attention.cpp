@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -11,6 +12,9 @@
 namespace strata {
 
 namespace {
+
+// Rows of one sequence attending together (see forward()).
+constexpr size_t kRowsPerBlock = 32;
 
 class MlaAttention : public Attention {
  public:
@@ -68,41 +72,59 @@ class MlaAttention : public Attention {
       rope_.apply(dst + lora, rows[i].pos);
     }
 
+    // Consecutive rows of one sequence attend in blocks: each cached key row
+    // is then read once per block and head rather than once per row, while
+    // every row still runs exactly the dots, softmax and axpys it would run
+    // alone (same order, same bits).
+    std::vector<std::pair<size_t, size_t>> blocks;  // [begin, end) of rows
+    for (size_t i = 0; i < n;) {
+      size_t j = i + 1;
+      while (j < n && j - i < kRowsPerBlock && rows[j].cache == rows[i].cache) ++j;
+      blocks.emplace_back(i, j);
+      i = j;
+    }
     std::vector<float> heads(n * H * vdim);
-    pool.parallel_for(n * H, [&](size_t t0, size_t t1) {
+    pool.parallel_for(blocks.size() * static_cast<size_t>(H), [&](size_t t0, size_t t1) {
       thread_local std::vector<float> q_abs, q_rot, scores, latent;
-      q_abs.resize(lora);
-      q_rot.resize(rope);
-      latent.resize(lora);
       for (size_t t = t0; t < t1; ++t) {
-        const size_t i = t / H;
-        const int64_t h = static_cast<int64_t>(t % H);
-        const Row& row = rows[i];
-        const float* qh = &q[(i * H + h) * qk];
-        // q_nope · W_UK[h]: the query in latent space.
-        if (k_b_.empty())
-          kernels::linear_transposed(kv_b_.row_slice(h * (nope + vdim), nope), qh, q_abs.data());
-        else
-          kernels::linear(k_b_[h], qh, 1, q_abs.data(), nullptr);
-        std::copy_n(qh + nope, rope, q_rot.data());
-        rope_.apply(q_rot.data(), row.pos);
-
-        const int64_t len = row.pos + 1;
-        scores.resize(len);
-        for (int64_t s = 0; s < len; ++s) {
-          const float* k = row.cache->key(layer, s);
-          scores[s] = (kernels::dot(q_abs.data(), k, lora) + kernels::dot(q_rot.data(), k + lora, rope)) * scale_;
+        const auto [b0, b1] = blocks[t / static_cast<size_t>(H)];
+        const int64_t h = static_cast<int64_t>(t % static_cast<size_t>(H));
+        const size_t m = b1 - b0;
+        const KvCache& cache = *rows[b0].cache;
+        int64_t longest = 0;
+        for (size_t i = b0; i < b1; ++i) longest = std::max(longest, rows[i].pos + 1);
+        q_abs.resize(m * lora);
+        q_rot.resize(m * rope);
+        latent.assign(m * lora, 0.0f);
+        scores.resize(m * static_cast<size_t>(longest));
+        for (size_t r = 0; r < m; ++r) {
+          const float* qh = &q[((b0 + r) * H + h) * qk];
+          // q_nope · W_UK[h]: the query in latent space.
+          if (k_b_.empty())
+            kernels::linear_transposed(kv_b_.row_slice(h * (nope + vdim), nope), qh, &q_abs[r * lora]);
+          else
+            kernels::linear(k_b_[h], qh, 1, &q_abs[r * lora], nullptr);
+          std::copy_n(qh + nope, rope, &q_rot[r * rope]);
+          rope_.apply(&q_rot[r * rope], rows[b0 + r].pos);
         }
-        kernels::softmax(scores.data(), len);
-        std::fill(latent.begin(), latent.end(), 0.0f);
-        for (int64_t s = 0; s < len; ++s) {
-          const float* k = row.cache->key(layer, s);
-          const float p = scores[s];
-          kernels::axpy(p, k, latent.data(), static_cast<size_t>(lora));
+        auto len = [&](size_t r) { return rows[b0 + r].pos + 1; };
+        for (int64_t s = 0; s < longest; ++s) {
+          const float* k = cache.key(layer, s);
+          for (size_t r = 0; r < m; ++r)
+            if (s < len(r))
+              scores[r * longest + s] =
+                  (kernels::dot(&q_abs[r * lora], k, lora) + kernels::dot(&q_rot[r * rope], k + lora, rope)) * scale_;
+        }
+        for (size_t r = 0; r < m; ++r) kernels::softmax(&scores[r * longest], len(r));
+        for (int64_t s = 0; s < longest; ++s) {
+          const float* k = cache.key(layer, s);
+          for (size_t r = 0; r < m; ++r)
+            if (s < len(r)) kernels::axpy(scores[r * longest + s], k, &latent[r * lora], static_cast<size_t>(lora));
         }
         // Expand the attended latent through W_UV[h].
-        kernels::linear(v_b_.empty() ? kv_b_.row_slice(h * (nope + vdim) + nope, vdim) : v_b_[h], latent.data(), 1,
-                        &heads[(i * H + h) * vdim], nullptr);
+        for (size_t r = 0; r < m; ++r)
+          kernels::linear(v_b_.empty() ? kv_b_.row_slice(h * (nope + vdim) + nope, vdim) : v_b_[h], &latent[r * lora], 1,
+                          &heads[((b0 + r) * H + h) * vdim], nullptr);
       }
     });
     kernels::linear(o_, heads.data(), n, out, &pool);
