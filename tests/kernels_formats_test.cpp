@@ -18,34 +18,19 @@
 #include "formats/dtype.h"
 #include "kernels/dispatch.h"
 #include "kernels/linear.h"
+#include "kernels_test_support.h"
 #include "util/thread_pool.h"
 
 namespace strata {
 namespace {
 
 using kernels::Isa;
-
-uint16_t to_f16(float v) {
-  _Float16 h = static_cast<_Float16>(v);
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
-}
+using kernel_tests::IsaGuard;
+using kernel_tests::random_vector;
+using kernel_tests::supported_isas;
+using kernel_tests::to_f16;
 
 void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
-
-// Restores the process-wide ISA when a test is done with it.
-struct IsaGuard {
-  Isa saved = kernels::active_isa();
-  ~IsaGuard() { kernels::set_isa(saved); }
-};
-
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> v;
-  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
-    if (kernels::isa_supported(i)) v.push_back(i);
-  return v;
-}
 
 // ---- random matrices of every format -------------------------------------------
 
@@ -231,14 +216,6 @@ Mat random_matrix(Fmt f, int64_t out, int64_t in, uint64_t seed) {
   return m;
 }
 
-std::vector<float> random_vector(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
-
 void PrintTo(const FmtCase& c, std::ostream* os) { *os << c.name; }
 
 class Formats : public ::testing::TestWithParam<FmtCase> {};
@@ -308,34 +285,8 @@ TEST_P(Formats, EveryIsaGivesScalarBits) {
 // A row's result alone equals its result inside a batch of 9, at 1, 2 and 3
 // threads, on every ISA (row slices included, as attention uses them).
 TEST_P(Formats, RowIndependentOfBatchAndThreads) {
-  IsaGuard guard;
-  const int64_t out = 45, in = GetParam().in;
-  Mat m = random_matrix(GetParam().fmt, out, in, 5);
-  const size_t n = 9;
-  std::vector<float> x = random_vector(n * in, 6);
-  ThreadPool p1(1), p2(2), p3(3);
-  for (Isa isa : supported_isas()) {
-    kernels::set_isa(isa);
-    std::vector<float> batched(n * out);
-    kernels::linear(m.w, x.data(), n, batched.data(), &p3);
-    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p1, &p2, &p3}) {
-      std::vector<float> again(n * out);
-      kernels::linear(m.w, x.data(), n, again.data(), pool);
-      ASSERT_EQ(0, std::memcmp(again.data(), batched.data(), again.size() * sizeof(float))) << kernels::isa_name(isa);
-      for (size_t r = 0; r < n; ++r) {
-        std::vector<float> alone(out);
-        kernels::linear(m.w, &x[r * in], 1, alone.data(), pool);
-        ASSERT_EQ(0, std::memcmp(alone.data(), &batched[r * out], out * sizeof(float)))
-            << kernels::isa_name(isa) << " row " << r;
-      }
-    }
-    // A slice of rows gives the parent's bits for those rows.
-    const kernels::WeightMatrix s = m.w.row_slice(13, 20);
-    std::vector<float> sliced(n * 20);
-    kernels::linear(s, x.data(), n, sliced.data(), &p2);
-    for (size_t r = 0; r < n; ++r)
-      ASSERT_EQ(0, std::memcmp(&sliced[r * 20], &batched[r * out + 13], 20 * sizeof(float))) << kernels::isa_name(isa);
-  }
+  Mat m = random_matrix(GetParam().fmt, 45, GetParam().in, 5);
+  kernel_tests::expect_rows_independent(m.w, 9, 13, 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Formats, ::testing::ValuesIn(kCases), [](const auto& info) { return info.param.name; });

@@ -15,6 +15,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/interleave.h"
 #include "kernels/linear.h"
+#include "kernels_test_support.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -22,20 +23,10 @@ namespace strata {
 namespace {
 
 using kernels::Isa;
+using kernel_tests::IsaGuard;
+using kernel_tests::random_vector;
+using kernel_tests::supported_isas;
 
-struct IsaGuard {
-  Isa saved = kernels::active_isa();
-  ~IsaGuard() { kernels::set_isa(saved); }
-};
-
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> v;
-  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
-    if (kernels::isa_supported(i)) v.push_back(i);
-  return v;
-}
-
-uint16_t f16_bits(float v) { return std::bit_cast<uint16_t>(static_cast<_Float16>(v)); }
 float f16_value(const uint8_t* p) {
   _Float16 h;
   std::memcpy(&h, p, 2);
@@ -60,11 +51,11 @@ Source random_source(DType t, int64_t out, int64_t in, uint64_t seed) {
   for (auto& b : s.bytes) b = static_cast<uint8_t>(rng());
   for (size_t k = 0; k < blocks; ++k) {
     uint8_t* blk = &s.bytes[k * bb];
-    const uint16_t d = f16_bits((rng() & 1 ? -0.01f : 0.01f) * ud(rng));
+    const uint16_t d = kernel_tests::to_f16((rng() & 1 ? -0.01f : 0.01f) * ud(rng));
     if (t == DType::Q8_0) std::memcpy(blk, &d, 2);
     if (t == DType::MXFP4) blk[0] = static_cast<uint8_t>(110 + rng() % 30);
     if (t == DType::Q4_K) {
-      const uint16_t d4 = f16_bits(0.001f * ud(rng)), m4 = f16_bits(0.001f * ud(rng));
+      const uint16_t d4 = kernel_tests::to_f16(0.001f * ud(rng)), m4 = kernel_tests::to_f16(0.001f * ud(rng));
       std::memcpy(blk, &d4, 2);
       std::memcpy(blk + 2, &m4, 2);
     }
@@ -119,14 +110,6 @@ float contract(const Source& s, int64_t o, const float* x) {
     }
   }
   return acc;
-}
-
-std::vector<float> random_vector(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
 }
 
 struct Case {
@@ -207,33 +190,8 @@ TEST_P(Interleaved, EveryIsaGivesScalarBits) {
 }
 
 TEST_P(Interleaved, RowIndependentOfBatchThreadsAndSlices) {
-  IsaGuard guard;
-  const int64_t out = 96, in = GetParam().in;
-  Source s = random_source(GetParam().dtype, out, in, 5);
-  const kernels::WeightMatrix il = kernels::interleave_in_place(s.w);
-  const size_t n = 11;
-  std::vector<float> x = random_vector(n * in, 6);
-  ThreadPool p1(1), p2(2), p3(3);
-  for (Isa isa : supported_isas()) {
-    kernels::set_isa(isa);
-    std::vector<float> batched(n * out);
-    kernels::linear(il, x.data(), n, batched.data(), &p3);
-    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p1, &p2}) {
-      std::vector<float> again(n * out);
-      kernels::linear(il, x.data(), n, again.data(), pool);
-      ASSERT_EQ(0, std::memcmp(again.data(), batched.data(), again.size() * sizeof(float))) << kernels::isa_name(isa);
-      for (size_t r = 0; r < n; ++r) {
-        std::vector<float> alone(out);
-        kernels::linear(il, &x[r * in], 1, alone.data(), pool);
-        ASSERT_EQ(0, std::memcmp(alone.data(), &batched[r * out], out * sizeof(float))) << kernels::isa_name(isa) << " row " << r;
-      }
-    }
-    const kernels::WeightMatrix sl = il.row_slice(32, 48);
-    std::vector<float> sliced(n * 48);
-    kernels::linear(sl, x.data(), n, sliced.data(), &p2);
-    for (size_t r = 0; r < n; ++r)
-      ASSERT_EQ(0, std::memcmp(&sliced[r * 48], &batched[r * out + 32], 48 * sizeof(float))) << kernels::isa_name(isa);
-  }
+  Source s = random_source(GetParam().dtype, 96, GetParam().in, 5);
+  kernel_tests::expect_rows_independent(kernels::interleave_in_place(s.w), 11, 32, 48);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Interleaved, ::testing::ValuesIn(kCases), [](const auto& info) { return info.param.name; });

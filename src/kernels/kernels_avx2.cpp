@@ -569,18 +569,6 @@ inline V16 from_u8(__m128i q) {
 }
 inline V16 from_f16x16(const uint8_t* p) { return {_mm256_cvtph_ps(load128(p)), _mm256_cvtph_ps(load128(p + 16))}; }
 
-struct IlDecQ8_0 {
-  static constexpr bool kHasMin = false;
-  const uint8_t* blk = nullptr;
-  void begin(const uint8_t* group, int64_t b) { blk = group + static_cast<size_t>(b) * kIlQ8_0Bytes; }
-  V16 scale() const { return from_f16x16(blk); }
-  V16 min() const { return vzero(); }
-  template <class S>
-  void pair(int p, S&& sink) const {
-    sink(from_i8(load128(blk + 32 + 32 * p)), from_i8(load128(blk + 48 + 32 * p)));
-  }
-};
-
 // e8m0_half of 8 exponents.
 inline __m256 e8m0_half8(__m256i e) {
   const __m256i small = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
@@ -588,44 +576,25 @@ inline __m256 e8m0_half8(__m256i e) {
   const __m256i lt2 = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
   return _mm256_castsi256_ps(_mm256_blendv_epi8(big, small, lt2));
 }
+inline V16 e8m0_half16(const uint8_t* p) {
+  const __m128i e = load128(p);
+  return {e8m0_half8(_mm256_cvtepu8_epi32(e)), e8m0_half8(_mm256_cvtepu8_epi32(_mm_srli_si128(e, 8)))};
+}
 
-struct IlDecMxfp4 {
-  static constexpr bool kHasMin = false;
-  const uint8_t* blk = nullptr;
-  void begin(const uint8_t* group, int64_t b) { blk = group + static_cast<size_t>(b) * kIlMxfp4Bytes; }
-  V16 scale() const {
-    const __m128i e = load128(blk);
-    return {e8m0_half8(_mm256_cvtepu8_epi32(e)), e8m0_half8(_mm256_cvtepu8_epi32(_mm_srli_si128(e, 8)))};
-  }
-  V16 min() const { return vzero(); }
-  template <class S>
-  void pair(int p, S&& sink) const {
-    const __m128i v = load128(blk + 16 + 16 * p);
-    sink(from_i8(e2m1x2(low_nibbles(v))), from_i8(e2m1x2(high_nibbles(v))));
-  }
-};
-
-struct IlDecQ4K {
-  static constexpr bool kHasMin = true;
-  const uint8_t* sb = nullptr;
-  int j = 0;
-  void begin(const uint8_t* group, int64_t b) {
-    sb = group + static_cast<size_t>(b / 8) * kIlQ4_KBytes;
-    j = static_cast<int>(b % 8);
-  }
-  V16 scale() const;
-  V16 min() const;
-  template <class S>
-  void pair(int p, S&& sink) const {
-    const __m128i v = load128(sb + 256 + 256 * j + 16 * p);
-    sink(from_u8(low_nibbles(v)), from_u8(high_nibbles(v)));
-  }
-};
+// The nibble pairs of a block: byte r of pair p holds row r's columns 2p (low)
+// and 2p + 1 (high).
+template <class S>
+inline void il_levels_e2m1(const uint8_t* pairs, int p, S&& sink) {
+  const __m128i v = load128(pairs + 16 * p);
+  sink(from_i8(e2m1x2(low_nibbles(v))), from_i8(e2m1x2(high_nibbles(v))));
+}
+template <class S>
+inline void il_levels_u4(const uint8_t* pairs, int p, S&& sink) {
+  const __m128i v = load128(pairs + 16 * p);
+  sink(from_u8(low_nibbles(v)), from_u8(high_nibbles(v)));
+}
 
 #include "kernels/simd_interleaved.inc"
-
-V16 IlDecQ4K::scale() const { return vmul(from_f16x16(sb), from_u8(il_k4_scales(sb + 64, j))); }
-V16 IlDecQ4K::min() const { return vmul(from_f16x16(sb + 32), from_u8(il_k4_mins(sb + 64, j))); }
 
 #include "kernels/simd_driver.inc"
 

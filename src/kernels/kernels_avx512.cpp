@@ -586,64 +586,34 @@ struct DecQ6K {
 // ---- interleaved formats (simd_interleaved.inc) -------------------------------
 
 inline V16 from_u8(__m128i q) { return {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q))}; }
+inline V16 from_f16x16(const uint8_t* p) { return {_mm512_cvtph_ps(load256(p))}; }
 
-struct IlDecQ8_0 {
-  static constexpr bool kHasMin = false;
-  const uint8_t* blk = nullptr;
-  void begin(const uint8_t* group, int64_t b) { blk = group + static_cast<size_t>(b) * kIlQ8_0Bytes; }
-  V16 scale() const { return {_mm512_cvtph_ps(load256(blk))}; }
-  V16 min() const { return vzero(); }
-  template <class S>
-  void pair(int p, S&& sink) const {
-    sink(from_i8(load128(blk + 32 + 32 * p)), from_i8(load128(blk + 48 + 32 * p)));
-  }
-};
+// e8m0_half of 16 exponent bytes.
+inline V16 e8m0_half16(const uint8_t* p) {
+  const __m512i e = _mm512_cvtepu8_epi32(load128(p));
+  const __m512i small = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+  const __m512i big = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  return {_mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), big, small))};
+}
 
 // The nibble pairs of a block: byte r of pair p holds row r's columns 2p (low)
-// and 2p + 1 (high); vpermps reads only the low 4 bits of an index.
+// and 2p + 1 (high), looked up in `lut` (vpermps reads only the low 4 bits of
+// an index).
 template <class S>
 inline void il_nibble_pair(const uint8_t* pairs, int p, __m512 lut, S&& sink) {
   const __m512i idx = _mm512_cvtepu8_epi32(load128(pairs + 16 * p));
   sink(lookup(idx, lut), lookup(_mm512_srli_epi32(idx, 4), lut));
 }
-
-struct IlDecMxfp4 {
-  static constexpr bool kHasMin = false;
-  const uint8_t* blk = nullptr;
-  void begin(const uint8_t* group, int64_t b) { blk = group + static_cast<size_t>(b) * kIlMxfp4Bytes; }
-  V16 scale() const {  // e8m0_half per lane
-    const __m512i e = _mm512_cvtepu8_epi32(load128(blk));
-    const __m512i small = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-    const __m512i big = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-    return {_mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), big, small))};
-  }
-  V16 min() const { return vzero(); }
-  template <class S>
-  void pair(int p, S&& sink) const {
-    il_nibble_pair(blk + 16, p, e2m1_table(1.0f), sink);
-  }
-};
-
-struct IlDecQ4K {
-  static constexpr bool kHasMin = true;
-  const uint8_t* sb = nullptr;
-  int j = 0;
-  void begin(const uint8_t* group, int64_t b) {
-    sb = group + static_cast<size_t>(b / 8) * kIlQ4_KBytes;
-    j = static_cast<int>(b % 8);
-  }
-  V16 scale() const;
-  V16 min() const;
-  template <class S>
-  void pair(int p, S&& sink) const {
-    il_nibble_pair(sb + 256 + 256 * j, p, iota16(), sink);
-  }
-};
+template <class S>
+inline void il_levels_e2m1(const uint8_t* pairs, int p, S&& sink) {
+  il_nibble_pair(pairs, p, e2m1_table(1.0f), sink);
+}
+template <class S>
+inline void il_levels_u4(const uint8_t* pairs, int p, S&& sink) {
+  il_nibble_pair(pairs, p, iota16(), sink);
+}
 
 #include "kernels/simd_interleaved.inc"
-
-V16 IlDecQ4K::scale() const { return vmul({_mm512_cvtph_ps(load256(sb))}, from_u8(il_k4_scales(sb + 64, j))); }
-V16 IlDecQ4K::min() const { return vmul({_mm512_cvtph_ps(load256(sb + 32))}, from_u8(il_k4_mins(sb + 64, j))); }
 
 #include "kernels/simd_driver.inc"
 

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "kernels/linear.h"
 #include "model/batch.h"
@@ -24,6 +26,11 @@ class Attention {
   virtual void forward(int64_t layer, const float* x, std::span<const Row> rows, float* out,
                        ThreadPool& pool) const = 0;
 };
+
+// The rows split into runs of consecutive rows of one sequence (same cache),
+// each at most `max_rows` long, as [begin, end) pairs: attention takes such
+// a run together so that each cached row it reads serves all of them.
+std::vector<std::pair<size_t, size_t>> sequence_runs(std::span<const Row> rows, size_t max_rows);
 
 // Widths of one cache row for this architecture: {key, value}.
 struct CacheWidths {

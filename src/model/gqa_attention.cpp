@@ -64,13 +64,7 @@ class GqaAttention : public Attention {
     // value row is read once per block and head rather than once per row,
     // while every row runs exactly the dots, softmax and axpys it would run
     // alone (same order, same bits).
-    std::vector<std::pair<size_t, size_t>> blocks;  // [begin, end) of rows
-    for (size_t i = 0; i < n;) {
-      size_t j = i + 1;
-      while (j < n && j - i < kRowsPerBlock && rows[j].cache == rows[i].cache) ++j;
-      blocks.emplace_back(i, j);
-      i = j;
-    }
+    const std::vector<std::pair<size_t, size_t>> blocks = sequence_runs(rows, kRowsPerBlock);
     std::vector<float> heads(n * H * d);
     const int64_t group = H / KV;
     pool.parallel_for(blocks.size() * static_cast<size_t>(H), [&](size_t t0, size_t t1) {
@@ -138,6 +132,17 @@ class GqaAttention : public Attention {
 std::unique_ptr<Attention> make_gqa_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix,
                                               int64_t layer) {
   return std::make_unique<GqaAttention>(w, c, prefix, layer);
+}
+
+std::vector<std::pair<size_t, size_t>> sequence_runs(std::span<const Row> rows, size_t max_rows) {
+  std::vector<std::pair<size_t, size_t>> runs;
+  for (size_t i = 0; i < rows.size();) {
+    size_t j = i + 1;
+    while (j < rows.size() && j - i < max_rows && rows[j].cache == rows[i].cache) ++j;
+    runs.emplace_back(i, j);
+    i = j;
+  }
+  return runs;
 }
 
 CacheWidths cache_widths(const ModelConfig& c) {

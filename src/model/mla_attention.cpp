@@ -76,13 +76,7 @@ class MlaAttention : public Attention {
     // is then read once per block and head rather than once per row, while
     // every row still runs exactly the dots, softmax and axpys it would run
     // alone (same order, same bits).
-    std::vector<std::pair<size_t, size_t>> blocks;  // [begin, end) of rows
-    for (size_t i = 0; i < n;) {
-      size_t j = i + 1;
-      while (j < n && j - i < kRowsPerBlock && rows[j].cache == rows[i].cache) ++j;
-      blocks.emplace_back(i, j);
-      i = j;
-    }
+    const std::vector<std::pair<size_t, size_t>> blocks = sequence_runs(rows, kRowsPerBlock);
     std::vector<float> heads(n * H * vdim);
     pool.parallel_for(blocks.size() * static_cast<size_t>(H), [&](size_t t0, size_t t1) {
       thread_local std::vector<float> q_abs, q_rot, scores, latent;
