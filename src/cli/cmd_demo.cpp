@@ -123,7 +123,7 @@ double drive_ceiling(const fs::path& dir, uint64_t blob_bytes, bool quiet, std::
   ProbeOptions o;
   o.paths = {dir.string()};
   o.file_bytes = 1ull << 30;
-  o.blocks = {std::max<uint64_t>(blob_bytes, 1u << 20)};
+  o.blocks = {std::max<uint64_t>((blob_bytes + 4095) / 4096 * 4096, 1u << 20)};  // O_DIRECT: whole 4 KiB pages
   o.depths = {4, 16, 32};
   o.seconds = 1.0;
   ProbeResult r = run_probe(o);

@@ -78,6 +78,8 @@ constexpr int kTileRows = 3;
 constexpr int kTileBatch = 2;
 constexpr int kIlMatvecGroups = 2;
 constexpr int kIlBatchRows = 4;
+constexpr int kIlSmallGroups = 1;
+constexpr int kIlSmallRows = 2;
 
 #include "kernels/simd_helpers.inc"
 

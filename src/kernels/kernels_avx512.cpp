@@ -69,6 +69,8 @@ constexpr int kTileRows = 4;
 constexpr int kTileBatch = 6;
 constexpr int kIlMatvecGroups = 4;
 constexpr int kIlBatchRows = 8;
+constexpr int kIlSmallGroups = 2;
+constexpr int kIlSmallRows = 4;
 
 #include "kernels/simd_helpers.inc"
 
