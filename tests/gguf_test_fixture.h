@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "formats/gguf.h"
+#include "error_message.h"
 #include "gguf_writer.h"
 #include "util/error.h"
 
@@ -33,25 +34,14 @@ class GgufTest : public ::testing::Test {
 
   std::filesystem::path write(const std::string& bytes, const char* name = "x.gguf") { return dir_.write(name, bytes); }
 
-  // The message of the strata::Error that opening `bytes` throws, checked to
-  // be one line starting with the file path; "" (and a failure) if none.
+  // The one-line message opening `bytes` gets, which names the file.
   std::string error_for(const std::string& bytes) {
     auto path = write(bytes, "bad.gguf");
-    try {
-      GgufFile f(path);
-    } catch (const Error& e) {
-      std::string msg = e.what();
-      EXPECT_EQ(msg.rfind(path.string() + ": ", 0), 0u) << msg;
-      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-      return msg;
-    }
-    ADD_FAILURE() << "no error for a corrupt file";
-    return "";
+    return testfiles::error_message([&] { GgufFile f(path); }, path.string() + ": ");
   }
 
   void expect_rejected(const std::string& bytes, const std::string& phrase) {
-    std::string msg = error_for(bytes);
-    EXPECT_NE(msg.find(phrase), std::string::npos) << "message: " << msg << "\nexpected phrase: " << phrase;
+    testfiles::expect_phrase(error_for(bytes), phrase);
   }
 
   // One F32 tensor "t" of `ne`, at `offset`, after one string key.

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "error_message.h"
 #include "safetensors_writer.h"
 #include "util/error.h"
 
@@ -37,15 +38,7 @@ class HfCheckpointTest : public ::testing::Test {
 
   // The strata::Error message that opening the directory throws, checked to be one line.
   std::string error_for() {
-    try {
-      HfCheckpoint ckpt(dir_.path());
-    } catch (const Error& e) {
-      std::string msg = e.what();
-      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-      return msg;
-    }
-    ADD_FAILURE() << "no error";
-    return "";
+    return testfiles::error_message([&] { HfCheckpoint ckpt(dir_.path()); });
   }
 
   void expect_error(const std::vector<std::string>& phrases) {

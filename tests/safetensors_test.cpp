@@ -7,6 +7,7 @@
 #include <random>
 
 #include "formats/dtype.h"
+#include "error_message.h"
 #include "safetensors_writer.h"
 #include "util/error.h"
 
@@ -29,25 +30,14 @@ class SafetensorsTest : public ::testing::Test {
  protected:
   testfiles::TempDir dir_{"strata-safetensors"};
 
-  // The message of the strata::Error that opening `bytes` throws, checked to
-  // be one line starting with the file path; "" (and a failure) if none.
+  // The one-line message opening `bytes` gets, which names the file.
   std::string error_for(const std::string& bytes) {
     auto path = dir_.write("bad.safetensors", bytes);
-    try {
-      SafetensorsFile f(path);
-    } catch (const Error& e) {
-      std::string msg = e.what();
-      EXPECT_EQ(msg.rfind(path.string() + ": ", 0), 0u) << msg;
-      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-      return msg;
-    }
-    ADD_FAILURE() << "no error for a corrupt file";
-    return "";
+    return testfiles::error_message([&] { SafetensorsFile f(path); }, path.string() + ": ");
   }
 
   void expect_rejected(const std::string& bytes, const std::string& phrase) {
-    std::string msg = error_for(bytes);
-    EXPECT_NE(msg.find(phrase), std::string::npos) << "message: " << msg << "\nexpected phrase: " << phrase;
+    testfiles::expect_phrase(error_for(bytes), phrase);
   }
 
   // A file with one header entry `entry` for tensor "x", and `data_bytes` of data.

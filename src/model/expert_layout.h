@@ -27,7 +27,7 @@ size_t weight_bias_bytes(const kernels::WeightMatrix& m);
 template <class E, class F>
 void visit_expert_ranges(E& e, F&& f) {
   static_assert(std::is_same_v<std::remove_const_t<E>, ExpertWeights>);
-  for (auto* m : {&e.gate, &e.up, &e.down, &e.gate_up}) {
+  for (auto* m : e.matrices()) {
     if (!m->valid()) continue;
     f(m->data, weight_data_bytes(*m));
     if (m->scales) f(m->scales, weight_scales_bytes(*m));

@@ -26,7 +26,7 @@ InMemoryExpertProvider::InMemoryExpertProvider(const ModelConfig& c, const Exper
     // A layer at a time, so at most one layer's source pages are held twice.
     std::vector<kernels::WeightMatrix*> mats;
     for (ExpertWeights& x : layer)
-      for (kernels::WeightMatrix* m : {&x.gate, &x.up, &x.down, &x.gate_up}) mats.push_back(m);
+      for (kernels::WeightMatrix* m : x.matrices()) mats.push_back(m);
     interleaved_.adopt(mats);
   }
 }
@@ -38,14 +38,6 @@ std::unique_ptr<ExpertFetch> InMemoryExpertProvider::fetch(int64_t layer, std::s
   return std::make_unique<ReadyFetch>(std::move(out));
 }
 
-size_t ExpertFetch::next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) {
-  out.clear();
-  const ExpertWeights* w = nullptr;
-  const int u = max > 0 ? next(w) : -1;
-  if (u >= 0) out.emplace_back(u, w);
-  return out.size();
-}
-
 size_t ReadyFetch::next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) {
   out.clear();
   while (out.size() < max && next_ < weights_.size()) {
@@ -55,10 +47,5 @@ size_t ReadyFetch::next_batch(std::vector<std::pair<int, const ExpertWeights*>>&
   return out.size();
 }
 
-int ReadyFetch::next(const ExpertWeights*& weights) {
-  if (next_ >= weights_.size()) return -1;
-  weights = weights_[next_];
-  return static_cast<int>(next_++);
-}
 
 }  // namespace strata

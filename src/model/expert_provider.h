@@ -4,6 +4,7 @@
 // provider below serves them from the mapped checkpoint; the streaming
 // provider (runtime/streaming_experts.h: cache + drives) implements the same
 // interface.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -25,6 +26,9 @@ class WeightBinder;
 struct ExpertWeights {
   kernels::WeightMatrix gate, up, down;
   kernels::WeightMatrix gate_up;
+  // All four, for code that treats each matrix alike (unused ones invalid).
+  std::array<kernels::WeightMatrix*, 4> matrices() { return {&gate, &up, &down, &gate_up}; }
+  std::array<const kernels::WeightMatrix*, 4> matrices() const { return {&gate, &up, &down, &gate_up}; }
 };
 
 // One layer's request. Experts are handed out as they become ready (cached
@@ -33,16 +37,11 @@ struct ExpertWeights {
 class ExpertFetch {
  public:
   virtual ~ExpertFetch() = default;  // releases every expert of the request
-  // Sets `weights` to an expert of the request that is ready and not yet
-  // handed out and returns its position in the request; blocks while none is
-  // ready; returns -1 once all have been handed out. An expert handed out
-  // stays valid until the next call (or the end of the fetch).
-  virtual int next(const ExpertWeights*& weights) = 0;
-  // Hands out up to `max` experts at once: at least one (blocking while none
-  // is ready), more where they are ready too; all of them stay valid until
-  // the next call. Returns how many (0 once all have been handed out).
-  // Mixing it with next() in one fetch is not supported.
-  virtual size_t next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max);
+  // Hands out up to `max` (>= 1) experts of the request that are ready and
+  // not yet handed out, as (position in the request, weights): at least one,
+  // blocking while none is ready. They stay valid until the next call (or the
+  // end of the fetch). Returns how many; 0 once all have been handed out.
+  virtual size_t next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) = 0;
   // True when every expert of the request is in memory already and each one
   // handed out stays valid until the fetch ends.
   virtual bool all_ready() const { return false; }
@@ -113,7 +112,6 @@ class InMemoryExpertProvider : public ExpertProvider {
 class ReadyFetch : public ExpertFetch {
  public:
   explicit ReadyFetch(std::vector<const ExpertWeights*> weights) : weights_(std::move(weights)) {}
-  int next(const ExpertWeights*& weights) override;
   size_t next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) override;
   bool all_ready() const override { return true; }
 

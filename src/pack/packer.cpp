@@ -37,9 +37,9 @@ namespace {
 // covers those bytes), so streaming them needs no rewriting at run time.
 void interleave_blob(ExpertWeights& layout, uint8_t* blob) {
   const ExpertWeights placed = rebase(layout, blob);
-  const kernels::WeightMatrix* src[] = {&placed.gate, &placed.up, &placed.down, &placed.gate_up};
-  kernels::WeightMatrix* dst[] = {&layout.gate, &layout.up, &layout.down, &layout.gate_up};
-  for (int i = 0; i < 4; ++i) {
+  const auto src = placed.matrices();
+  const auto dst = layout.matrices();
+  for (size_t i = 0; i < src.size(); ++i) {
     if (!kernels::interleavable(*src[i])) continue;
     kernels::interleave_in_place(*src[i]);
     dst[i]->packing = kernels::Packing::Interleaved16;

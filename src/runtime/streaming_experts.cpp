@@ -18,7 +18,7 @@ constexpr uint64_t kReadsPerSlot = 256;  // tag = slot * kReadsPerSlot + read
 // format has one, exactly as the in-memory provider gives them, so a token's
 // bits never depend on where its experts came from.
 void interleave_in_slot(ExpertWeights& w, const uint8_t* mem, size_t bytes) {
-  for (kernels::WeightMatrix* m : {&w.gate, &w.up, &w.down, &w.gate_up}) {
+  for (kernels::WeightMatrix* m : w.matrices()) {
     if (!kernels::interleavable(*m)) continue;
     if (m->data < mem || m->data >= mem + bytes)
       throw Error("internal: an expert matrix with an interleaved layout is not in its cache slot");
@@ -35,29 +35,6 @@ class StreamingExpertProvider::Fetch : public ExpertFetch {
   Fetch(StreamingExpertProvider& p, int64_t layer) : p_(p), layer_(layer) {}
   ~Fetch() override {
     for (int s : held_) --p_.slots_[s].users;
-  }
-
-  int next(const ExpertWeights*& weights) override {
-    if (current_ >= 0) {  // the caller is done with the previous expert
-      release(current_);
-      current_ = -1;
-    }
-    while (true) {
-      top_up();
-      for (size_t i = 0; i < loading_.size(); ++i) {
-        const auto [pos, slot] = loading_[i];
-        if (p_.slots_[slot].state != State::Ready) continue;
-        loading_.erase(loading_.begin() + static_cast<long>(i));
-        current_ = slot;
-        weights = &p_.slots_[slot].weights;
-        return pos;
-      }
-      if (loading_.empty() && waiting_.empty()) return -1;
-      if (loading_.empty())
-        throw Error("expert cache: no slot can be freed for layer " + std::to_string(layer_) +
-                    " (every slot is in use); give --ram more room");
-      p_.wait_for_reads();
-    }
   }
 
   size_t next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) override {
@@ -123,7 +100,6 @@ class StreamingExpertProvider::Fetch : public ExpertFetch {
   std::vector<std::pair<int, int>> loading_;      // (position, slot), ready or in flight
   std::vector<std::pair<int, int32_t>> waiting_;  // (position, expert) without a slot yet
   std::vector<int> held_;
-  int current_ = -1;
   std::vector<int> handed_;  // slots of the last next_batch()
 };
 
