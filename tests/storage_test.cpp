@@ -78,20 +78,23 @@ std::vector<uint8_t> pread_bytes(const fs::path& p, uint64_t offset, uint64_t le
   return out;
 }
 
-std::unique_ptr<Storage> make(const std::string& backend, unsigned qd = 8) {
+std::unique_ptr<Storage> make(const std::string& backend, unsigned qd = 8, uint64_t piece_bytes = kDefaultPieceBytes) {
   StorageOptions o;
   o.backend = backend;
   o.queue_depth = qd;
+  o.piece_bytes = piece_bytes;
   return make_storage(o);
 }
 
 struct Case {
   std::string backend;
   OpenMode mode;
+  uint64_t piece_bytes = kDefaultPieceBytes;  // small pieces: one extent becomes many reads in flight
 };
 
 std::string case_name(const testing::TestParamInfo<Case>& i) {
-  return i.param.backend + (i.param.mode == OpenMode::Buffered ? "_buffered" : "_direct");
+  return i.param.backend + (i.param.mode == OpenMode::Buffered ? "_buffered" : "_direct") +
+         (i.param.piece_bytes == kDefaultPieceBytes ? "" : "_pieces" + std::to_string(i.param.piece_bytes / 1024) + "k");
 }
 
 class StorageCase : public testing::TestWithParam<Case> {
@@ -101,7 +104,7 @@ class StorageCase : public testing::TestWithParam<Case> {
     file_size_ = 3 * 1024 * 1024 + 1234;
     path_ = make_file(dir_.path(), "blob.bin", file_size_, 42);
   }
-  std::unique_ptr<Storage> storage(unsigned qd = 8) { return make(GetParam().backend, qd); }
+  std::unique_ptr<Storage> storage(unsigned qd = 8) { return make(GetParam().backend, qd, GetParam().piece_bytes); }
   FileId open(Storage& s) { return s.open(path_, GetParam().mode); }
 
   TempDir dir_;
@@ -263,7 +266,9 @@ TEST_P(StorageCase, InjectedEioNamesFileAndOffset) {
       EXPECT_TRUE(c.ok()) << c.message;
     }
   }
-  EXPECT_EQ(s.stats().errors, 1u);
+  // Every piece of extent 7 was failed.
+  const uint64_t piece = std::min<uint64_t>(GetParam().piece_bytes, 65536);
+  EXPECT_EQ(s.stats().errors, (65536 + piece - 1) / piece);
   // read_all turns it into a strata::Error with the same line.
   s.fail_range(f, 100000, 1, EIO);
   Extent e{f, 99000, 5000, bufs[0].data(), 1};
@@ -336,6 +341,96 @@ TEST_P(StorageCase, SlowDriveStillDeliversEverything) {
   s.slow_drive(s.file(f).drive, std::chrono::microseconds(2000));
   check_random_extents(s, f, path_, file_size_, true, 12, 5);
   EXPECT_GE(s.stats().delays, 12u);
+}
+
+// Completions until `count` have landed, in landing order.
+std::vector<Completion> wait_for(Storage& s, size_t count) {
+  std::vector<Completion> done;
+  while (done.size() < count) s.wait(done, count - done.size());
+  return done;
+}
+
+size_t landed_at(const std::vector<Completion>& done, uint64_t tag) {
+  for (size_t i = 0; i < done.size(); ++i)
+    if (done[i].tag == tag) return i;
+  ADD_FAILURE() << "tag " << tag << " never landed";
+  return done.size();
+}
+
+TEST_P(StorageCase, BackgroundReadsWaitForOrdinaryOnes) {
+  FaultInjectingStorage s(storage(2));
+  FileId f = open(s);
+  s.slow_drive(s.file(f).drive, std::chrono::microseconds(20000));
+  BufferPool pool(65536, 8);
+  std::vector<Extent> bg, fg;
+  for (uint64_t i = 0; i < 4; ++i) bg.push_back({f, i * 65536, 65536, pool.buffer(i), 100 + i});
+  for (uint64_t i = 0; i < 2; ++i) fg.push_back({f, (8 + i) * 65536, 65536, pool.buffer(4 + i), i});
+  for (auto& e : bg) e.background = true;
+  std::vector<Extent> all = bg;  // background first in the same call: order of submission does not matter
+  all.insert(all.end(), fg.begin(), fg.end());
+  s.submit(all);
+  auto done = wait_for(s, 6);
+  for (const auto& c : done) EXPECT_TRUE(c.ok()) << c.message;
+  for (uint64_t b = 100; b < 104; ++b)
+    for (uint64_t o : {0u, 1u}) EXPECT_GT(landed_at(done, b), landed_at(done, o)) << b << " vs " << o;
+  const auto drives = s.drives();
+  ASSERT_EQ(drives.size(), 1u);
+  EXPECT_EQ(drives[0].bytes_read, 6u * 65536);
+  EXPECT_GT(drives[0].busy_s, 0.055);  // six reads of 20 ms, at most two at a time
+}
+
+TEST_P(StorageCase, CancelledBackgroundReadsNeverReachTheDrive) {
+  FaultInjectingStorage s(storage(1));
+  FileId f = open(s);
+  s.slow_drive(s.file(f).drive, std::chrono::microseconds(20000));
+  BufferPool pool(65536, 8);
+  // Three ordinary reads keep the drive busy for 60 ms, so the background ones queue.
+  std::vector<Extent> all;
+  for (uint64_t i = 0; i < 3; ++i) all.push_back({f, i * 65536, 65536, pool.buffer(i), i});
+  for (uint64_t i = 0; i < 4; ++i) {
+    all.push_back({f, (3 + i) * 65536, 65536, pool.buffer(3 + i), 20 + i});
+    all.back().background = true;
+  }
+  s.submit(all);
+  const std::vector<uint64_t> drop = {21, 22, 99};
+  EXPECT_EQ(s.cancel(drop), 2u);
+  auto done = wait_for(s, 7);
+  for (const auto& c : done) {
+    if (c.tag == 21 || c.tag == 22) {
+      EXPECT_EQ(c.error, ECANCELED);
+      EXPECT_EQ(c.bytes, 0u);
+      EXPECT_NE(c.message.find(path_.string() + " offset " + std::to_string((c.tag - 17) * 65536) + " length 65536: cancelled"),
+                std::string::npos)
+          << c.message;
+    } else {
+      EXPECT_TRUE(c.ok()) << c.message;
+    }
+  }
+  EXPECT_EQ(s.drives()[0].bytes_read, 5u * 65536);
+  const uint64_t piece = std::min<uint64_t>(GetParam().piece_bytes, 65536);
+  EXPECT_EQ(s.stats().reads, 5 * ((65536 + piece - 1) / piece));  // the cancelled ones were never issued
+  EXPECT_EQ(s.pending(), 0u);
+}
+
+TEST_P(StorageCase, PromotedBackgroundReadGoesFirst) {
+  FaultInjectingStorage s(storage(1));
+  FileId f = open(s);
+  s.slow_drive(s.file(f).drive, std::chrono::microseconds(50000));
+  BufferPool pool(65536, 8);
+  std::vector<Extent> all = {{f, 0, 65536, pool.buffer(0), 1},
+                             {f, 65536, 65536, pool.buffer(1), 2},
+                             {f, 2 * 65536, 65536, pool.buffer(2), 31},
+                             {f, 3 * 65536, 65536, pool.buffer(3), 32}};
+  all[2].background = all[3].background = true;
+  s.submit(all);  // 1 goes out; 2 waits for it; 31 and 32 wait for both
+  const std::vector<uint64_t> up = {32};
+  s.promote(up);
+  auto done = wait_for(s, 4);
+  for (const auto& c : done) EXPECT_TRUE(c.ok()) << c.message;
+  EXPECT_LT(landed_at(done, 32), landed_at(done, 31));
+  EXPECT_LT(landed_at(done, 2), landed_at(done, 32));  // behind the ordinary read already waiting
+  for (uint64_t i = 0; i < 4; ++i)
+    EXPECT_EQ(std::memcmp(pool.buffer(i), pread_bytes(path_, i * 65536, 65536).data(), 65536), 0) << i;
 }
 
 TEST_P(StorageCase, PastEndOfFileIsAnError) {
@@ -412,7 +507,10 @@ TEST_P(StorageCase, DestroyWithReadsInFlight) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, StorageCase,
                          testing::Values(Case{"io_uring", OpenMode::Auto}, Case{"io_uring", OpenMode::Buffered},
-                                         Case{"pread", OpenMode::Auto}, Case{"pread", OpenMode::Buffered}),
+                                         Case{"pread", OpenMode::Auto}, Case{"pread", OpenMode::Buffered},
+                                         Case{"io_uring", OpenMode::Auto, 16384},
+                                         Case{"io_uring", OpenMode::Buffered, 12288},
+                                         Case{"pread", OpenMode::Auto, 16384}),
                          case_name);
 
 TEST(Storage, BackendChoice) {

@@ -78,6 +78,11 @@ TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
   const Outcome ram = run(dir, {});
   expect_identical(ram, run(dir, streamed(1)), "one slot, prefetch on");
   expect_identical(ram, run(dir, streamed(3, LoadOptions::Prefetch::Off, "pread")), "three slots, pread");
+  // Room for guesses (a quarter of the cache): some land, some are cancelled.
+  const Outcome guessing = run(dir, streamed(12));
+  expect_identical(ram, guessing, "twelve slots, prefetch on");
+  EXPECT_GT(guessing.stats.prefetch_issued, 0u);
+  EXPECT_LE(guessing.stats.prefetch_used + guessing.stats.prefetch_cancelled, guessing.stats.prefetch_issued);
   const Outcome big = run(dir, streamed(0));
   expect_identical(ram, big, "every expert fits");
   EXPECT_GT(big.stats.misses, 0u);

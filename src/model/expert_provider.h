@@ -57,6 +57,7 @@ struct ExpertStats {
   uint64_t unique_bytes = 0;    // payload of the distinct experts asked for since the epoch began
   uint64_t prefetch_issued = 0; // experts read ahead of their layer
   uint64_t prefetch_used = 0;   // of those, later asked for
+  uint64_t prefetch_cancelled = 0;  // of those, not asked for and cancelled while still queued or in flight
   uint64_t predicted = 0;       // experts predicted for a layer
   uint64_t predicted_right = 0; // of those, selected by that layer's router
   double io_wait_s = 0;         // time the caller blocked waiting for reads

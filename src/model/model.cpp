@@ -35,6 +35,10 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& path, const Load
 
 namespace {
 
+// Steps of up to this many rows (decode, a few streams decoded together)
+// start next-layer prefetch.
+constexpr size_t kPrefetchRows = 8;
+
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
 std::string gib(uint64_t bytes) {
@@ -156,9 +160,10 @@ void Model::bind_weights(const LoadOptions& options) {
     bind = c.arch == Arch::GptOss ? gpt_oss_experts(*source_, c) : per_expert_tensors(binder_, c);
   if (streaming_) {
     experts_ = make_streaming(bind, options);
-    // Auto is off: measured on the demo model (docs/PERFORMANCE.md), the
-    // wrong guesses cost more drive time than the right ones save.
-    prefetch_ = options.prefetch == LoadOptions::Prefetch::On && experts_->wants_prefetch();
+    // Auto is on: guesses are background reads that only use an idle drive
+    // and are cancelled when their layer does not ask for them; measured
+    // (docs/PERFORMANCE.md, issue 4) they shorten a cold decode step.
+    prefetch_ = options.prefetch != LoadOptions::Prefetch::Off && experts_->wants_prefetch();
   } else {
     experts_ = std::make_unique<InMemoryExpertProvider>(c, bind);
   }
@@ -173,7 +178,11 @@ void Model::bind_weights(const LoadOptions& options) {
 }
 
 void Model::prefetch_for(size_t next, const float* h, size_t n) {
-  if (!prefetch_ || next >= layers_.size() || !layers_[next].moe) return;
+  while (next < layers_.size() && !layers_[next].moe) ++next;  // dense layers read nothing
+  if (!prefetch_ || next >= layers_.size()) return;
+  // Only decode-sized steps guess: a prefill step needs most of the next
+  // layer's experts anyway, keeps the drives busy, and reads each one once.
+  if (n > kPrefetchRows) return;
   // The next layer's router on this layer's residual: the residual changes
   // little from one layer to the next, so its picks are a good guess.
   const ModelConfig& c = config_;

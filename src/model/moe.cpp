@@ -208,9 +208,17 @@ std::vector<int32_t> MoeBlock::predict(const float* x, size_t n, ThreadPool& poo
   std::vector<int32_t> ids(n * K);
   std::vector<float> weights(n * K);
   router_->route(x, n, ids.data(), weights.data(), pool);
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  return ids;
+  // Most likely first: picked by more rows, then by a larger routing weight.
+  std::map<int32_t, std::pair<int, float>> votes;  // expert -> (rows, best weight)
+  for (size_t s = 0; s < ids.size(); ++s) {
+    auto& v = votes[ids[s]];
+    ++v.first;
+    v.second = std::max(v.second, weights[s]);
+  }
+  std::vector<int32_t> out;
+  for (const auto& [e, v] : votes) out.push_back(e);
+  std::stable_sort(out.begin(), out.end(), [&](int32_t a, int32_t b) { return votes[a] > votes[b]; });
+  return out;
 }
 
 // Token groups up to this size are computed an expert per thread.
@@ -235,15 +243,10 @@ void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool,
   std::stable_sort(unique.begin(), unique.end(),
                    [&](int32_t a, int32_t b) { return by_expert[a].size() > by_expert[b].size(); });
   auto fetch = experts_.fetch(layer_, unique);
-  // `while_reading` (the next layer's prefetch) starts once this layer's own
-  // reads have all landed, so its reads never delay the ones computed now:
-  // they overlap the last expert, the combine and the next attention.
-  bool prefetched = false;
-  auto start_prefetch = [&] {
-    if (!prefetched && while_reading) while_reading();
-    prefetched = true;
-  };
-  if (fetch->all_ready()) start_prefetch();
+  // The next layer's prefetch: its reads go out as background reads, which a
+  // drive takes only once this layer's own reads are done, so they fill the
+  // time of the last expert, the combine and the next attention.
+  if (while_reading) while_reading();
 
   // The shared expert needs no reads: compute it while the drives work.
   std::vector<float> shared_out;
@@ -271,11 +274,8 @@ void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool,
   const bool per_thread = threads > 1 && (largest <= kExpertsInParallelRows || unique.size() >= 4 * threads);
   std::vector<std::pair<int, const ExpertWeights*>> batch;
   std::vector<float> xs, ys;
-  size_t handed = 0;
   const size_t most = !per_thread ? 1 : fetch->all_ready() ? unique.size() : 4 * threads;
   while (fetch->next_batch(batch, most) > 0) {
-    handed += batch.size();
-    if (handed == unique.size()) start_prefetch();
     if (batch.size() == 1) {
       run(batch[0].first, *batch[0].second, &pool, xs, ys);
       continue;
@@ -285,7 +285,6 @@ void MoeBlock::forward(const float* x, size_t n, float* out, ThreadPool& pool,
       for (size_t i = i0; i < i1; ++i) run(batch[i].first, *batch[i].second, nullptr, txs, tys);
     });
   }
-  start_prefetch();
   fetch.reset();
 
   // Combine in ascending expert order per row (as transformers does), never

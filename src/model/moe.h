@@ -60,11 +60,12 @@ class MoeBlock {
   MoeBlock(int64_t layer, const ModelConfig& c, std::unique_ptr<Router> router, std::optional<SwiGlu> shared,
            ExpertProvider& experts, ExpertActivation activation = {});
   // `while_reading` runs once the reads of missing experts are submitted
-  // (the model starts next-layer prefetch there, behind this layer's reads).
+  // (the model starts next-layer prefetch there, as background reads).
   void forward(const float* x, size_t n, float* out, ThreadPool& pool,
                const std::function<void()>& while_reading = {}) const;
-  // The experts this block's router picks for `x` (ascending, distinct): run
-  // on the previous layer's residual, a guess at what forward() will need.
+  // The experts this block's router picks for `x` (distinct, the likeliest
+  // first): run on the previous layer's residual, a guess at what forward()
+  // will need.
   std::vector<int32_t> predict(const float* x, size_t n, ThreadPool& pool) const;
   int64_t layer() const { return layer_; }
 

@@ -11,6 +11,7 @@ ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier) {
   d.bytes_read -= earlier.bytes_read;
   d.prefetch_issued -= earlier.prefetch_issued;
   d.prefetch_used -= earlier.prefetch_used;
+  d.prefetch_cancelled -= earlier.prefetch_cancelled;
   d.predicted -= earlier.predicted;
   d.predicted_right -= earlier.predicted_right;
   d.io_wait_s -= earlier.io_wait_s;
@@ -45,6 +46,7 @@ nlohmann::json expert_stats_json(const ExpertStats& s, double wall_s) {
           {"prefetch",
            {{"issued", s.prefetch_issued},
             {"used", s.prefetch_used},
+            {"cancelled", s.prefetch_cancelled},
             {"predicted", s.predicted},
             {"predicted_right", s.predicted_right},
             {"accuracy", ratio(static_cast<double>(s.predicted_right), static_cast<double>(s.predicted))}}},

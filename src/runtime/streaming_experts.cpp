@@ -1,6 +1,7 @@
 #include "runtime/streaming_experts.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <limits>
 
 #include "kernels/interleave.h"
@@ -35,6 +36,7 @@ class StreamingExpertProvider::Fetch : public ExpertFetch {
   Fetch(StreamingExpertProvider& p, int64_t layer) : p_(p), layer_(layer) {}
   ~Fetch() override {
     for (int s : held_) --p_.slots_[s].users;
+    p_.waiting_ -= waiting_.size();
   }
 
   size_t next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) override {
@@ -68,7 +70,10 @@ class StreamingExpertProvider::Fetch : public ExpertFetch {
     held_.push_back(slot);
     loading_.emplace_back(pos, slot);
   }
-  void defer(int pos, int32_t expert) { waiting_.emplace_back(pos, expert); }
+  void defer(int pos, int32_t expert) {
+    waiting_.emplace_back(pos, expert);
+    ++p_.waiting_;
+  }
 
  private:
   void release(int slot) {
@@ -90,6 +95,7 @@ class StreamingExpertProvider::Fetch : public ExpertFetch {
       else slot = p_.start_read(layer_, expert, false, batch);
       if (slot < 0) break;
       waiting_.erase(waiting_.begin());
+      --p_.waiting_;
       hold(pos, slot);
     }
     p_.submit(batch);
@@ -128,7 +134,6 @@ StreamingExpertProvider::StreamingExpertProvider(const ModelConfig& c, ExpertCat
   }
   stats_.cache_slots = slots_.size();
   stats_.cache_slot_bytes = pool_->buffer_bytes();
-  drive_clock_.resize(storage_->drives().size() + 8);
 }
 
 StreamingExpertProvider::~StreamingExpertProvider() {
@@ -203,6 +208,7 @@ int StreamingExpertProvider::start_read(int64_t layer, int64_t expert, bool for_
     x.tag = static_cast<uint64_t>(s) * kReadsPerSlot + r;
     x.verify = options_.verify && rd.verify;
     x.xxh3 = rd.xxh3;
+    x.background = for_prefetch;
     batch.push_back(x);
   }
   if (se.reads.empty()) slot.state = State::Ready;
@@ -211,33 +217,54 @@ int StreamingExpertProvider::start_read(int64_t layer, int64_t expert, bool for_
 
 void StreamingExpertProvider::submit(std::vector<Extent>& batch) {
   if (batch.empty()) return;
-  const auto now = Clock::now();
-  for (const Extent& x : batch) {
-    const uint32_t d = storage_->file(x.file).drive;
-    if (d >= drive_clock_.size()) drive_clock_.resize(d + 1);
-    if (drive_clock_[d].in_flight++ == 0) drive_clock_[d].since = now;
-  }
   storage_->submit(batch);
   batch.clear();
+}
+
+std::vector<uint64_t> StreamingExpertProvider::slot_tags(int s) const {
+  std::vector<uint64_t> tags;
+  const size_t reads = catalog_.at(slots_[s].layer, slots_[s].expert).reads.size();
+  for (size_t r = 0; r < reads; ++r) tags.push_back(static_cast<uint64_t>(s) * kReadsPerSlot + r);
+  return tags;
+}
+
+void StreamingExpertProvider::cancel_guess(int s) {
+  Slot& slot = slots_[s];
+  slot.prefetched = false;
+  if (slot.state != State::Loading) return;  // landed: an ordinary cache entry now
+  // Its slot is no longer where this expert lives; a request for it from now
+  // on reads it afresh into another slot.
+  where_.erase(key(slot.layer, slot.expert));
+  slot.cancelled = true;
+  storage_->cancel(slot_tags(s));
+  ++stats_.prefetch_cancelled;
 }
 
 void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
   std::string failure;
   for (const Completion& c : done) {
-    const size_t s = c.tag / kReadsPerSlot, r = c.tag % kReadsPerSlot;
+    const size_t s = c.tag / kReadsPerSlot;
     Slot& slot = slots_[s];
     const StreamedExpert& se = catalog_.at(slot.layer, slot.expert);
-    const uint32_t d = storage_->file(se.reads[r].file).drive;
-    if (d >= stats_.drives.size()) stats_.drives.resize(d + 1);
-    stats_.drives[d].bytes += c.bytes;
-    stats_.bytes_read += c.bytes;
-    if (--drive_clock_[d].in_flight == 0)
-      stats_.drives[d].busy_s += std::chrono::duration<double>(c.landed - drive_clock_[d].since).count();
-    if (!c.ok()) {
+    if (!c.ok() && c.error != ECANCELED) {
       if (failure.empty()) failure = c.message;
       slot.failed = true;
     }
+    if (c.error == ECANCELED) slot.failed = true;  // incomplete, but nothing went wrong
     if (--slot.pending_reads > 0) continue;
+    if (slot.cancelled) {
+      // A guess given up on. If every read had gone out before the cancel it
+      // still landed whole: keep it, unless the expert was read elsewhere since.
+      slot.cancelled = false;
+      if (slot.failed || where_.count(key(slot.layer, slot.expert))) {
+        slot.state = State::Free;
+        slot.failed = false;
+        if (slot.pinned) --pinned_;
+        slot.pinned = slot.prefetched = false;
+        continue;
+      }
+      where_[key(slot.layer, slot.expert)] = static_cast<int>(s);
+    }
     if (!slot.failed && se.blob_header && options_.verify) {
       try {
         check_blob_header(slot.mem, slot.layer, slot.expert, se.reads[0].length,
@@ -309,6 +336,7 @@ std::unique_ptr<ExpertFetch> StreamingExpertProvider::fetch(int64_t layer, std::
     if (s.prefetched) {
       ++stats_.prefetch_used;
       s.prefetched = false;
+      if (s.state == State::Loading) storage_->promote(slot_tags(it->second));  // needed now
     }
     s.last_use = ++clock_;
     hit[i] = it->second;
@@ -324,9 +352,11 @@ std::unique_ptr<ExpertFetch> StreamingExpertProvider::fetch(int64_t layer, std::
       f->defer(static_cast<int>(i), experts[i]);
   }
   submit(batch);
-  // Guesses for this layer that it did not ask for become ordinary entries.
-  for (Slot& s : slots_)
-    if (s.prefetched && s.layer == layer) s.prefetched = false;
+  // Guesses for this layer that it did not ask for: those still being read
+  // are cancelled (their queued pieces never reach the drive), those that
+  // landed become ordinary entries.
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (slots_[s].prefetched && slots_[s].layer == layer) cancel_guess(static_cast<int>(s));
   return f;
 }
 
@@ -335,9 +365,15 @@ void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> e
   std::sort(predicted_layer_.begin(), predicted_layer_.end());
   predicted_for_ = layer;
   stats_.predicted += experts.size();
+  // Guesses never take a slot that a request is waiting for, nor more than a
+  // quarter of the cache.
+  if (waiting_ > 0) return;
+  size_t guessing = 0;
+  for (const Slot& s : slots_) guessing += s.prefetched;
   std::vector<Extent> batch;
   for (int32_t e : experts) {
     if (where_.count(key(layer, e))) continue;
+    if (++guessing > slots_.size() / 4) break;
     if (start_read(layer, e, true, batch) < 0) break;
     ++stats_.prefetch_issued;
   }
@@ -353,8 +389,12 @@ ExpertStats StreamingExpertProvider::stats() const {
   ExpertStats s = stats_;
   s.pinned = pinned_;
   const auto drives = storage_->drives();
-  if (s.drives.size() < drives.size()) s.drives.resize(drives.size());
-  for (size_t d = 0; d < drives.size(); ++d) s.drives[d].name = drives[d].name;
+  s.drives.resize(drives.size());
+  s.bytes_read = 0;
+  for (size_t d = 0; d < drives.size(); ++d) {
+    s.drives[d] = {drives[d].name, drives[d].bytes_read, drives[d].busy_s};
+    s.bytes_read += drives[d].bytes_read;
+  }
   return s;
 }
 

@@ -12,7 +12,10 @@
 // turnovers so that old habits fade; ties go to the least recently used.
 // Experts that were hottest in earlier runs (ExpertHeat) are pinned: once
 // read they stay for the rest of the run, up to `pin_fraction` of the slots.
-// Prefetched reads take a slot only from an expert colder than the guess.
+// Prefetched reads take a slot only from an expert colder than the guess;
+// they go to the drives as background reads (only when a drive is otherwise
+// idle), are promoted when their layer asks for them and cancelled when it
+// does not.
 //
 // Nothing here changes what the kernels compute: a slot holds the very bytes
 // of the checkpoint (or pack blob), and the layout re-points the same weights.
@@ -64,7 +67,8 @@ class StreamingExpertProvider : public ExpertProvider {
     int users = 0;            // fetches holding it
     bool pinned = false;
     bool prefetched = false;  // read ahead and not yet asked for
-    bool failed = false;      // a read of it failed (until its last read lands)
+    bool failed = false;      // a read of it failed or was cancelled (until its last read lands)
+    bool cancelled = false;   // a guess given up on while loading; no longer in where_
     uint64_t last_use = 0;
     ExpertWeights weights;    // valid when Ready
   };
@@ -82,6 +86,9 @@ class StreamingExpertProvider : public ExpertProvider {
   // Applies whatever reads have landed, without waiting.
   void poll_reads();
   void submit(std::vector<Extent>& batch);
+  std::vector<uint64_t> slot_tags(int slot) const;
+  // A guess its layer did not ask for: cancel its reads if they are still queued.
+  void cancel_guess(int slot);
 
   const ModelConfig& c_;
   ExpertCatalog catalog_;
@@ -96,14 +103,10 @@ class StreamingExpertProvider : public ExpertProvider {
   size_t pinned_ = 0, max_pinned_ = 0;
   ExpertHeat heat_;
   uint64_t clock_ = 0, since_decay_ = 0;
+  size_t waiting_ = 0;                       // experts of live fetches without a slot yet
   std::vector<int32_t> predicted_layer_;     // last prediction, for accuracy
   int64_t predicted_for_ = -1;
   ExpertStats stats_;
-  struct DriveClock {
-    unsigned in_flight = 0;
-    std::chrono::steady_clock::time_point since{};
-  };
-  std::vector<DriveClock> drive_clock_;
 };
 
 }  // namespace strata

@@ -58,6 +58,8 @@ class FaultInjectingStorage final : public Storage, private detail::FaultHook {
     return inner_->wait(out, min_count, timeout);
   }
   size_t pending() const override { return inner_->pending(); }
+  size_t cancel(std::span<const uint64_t> tags) override { return inner_->cancel(tags); }
+  void promote(std::span<const uint64_t> tags) override { inner_->promote(tags); }
   bool register_buffers(std::span<const BufferRegion> regions) override { return inner_->register_buffers(regions); }
   std::string_view backend() const override { return inner_->backend(); }
   unsigned queue_depth() const override { return inner_->queue_depth(); }

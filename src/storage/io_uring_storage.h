@@ -29,7 +29,8 @@ namespace strata {
 class IoUringStorage final : public detail::StorageEngine {
  public:
   // Throws strata::Error when the kernel refuses io_uring (seccomp, sysctl, old kernel).
-  explicit IoUringStorage(unsigned queue_depth = 16);
+  explicit IoUringStorage(unsigned queue_depth = 16, uint64_t piece_bytes = kDefaultPieceBytes,
+                  unsigned background_depth = 2);
   ~IoUringStorage() override;
 
   bool register_buffers(std::span<const BufferRegion> regions) override;

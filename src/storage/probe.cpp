@@ -163,6 +163,7 @@ double measure(std::vector<Target*> targets, uint64_t block, unsigned depth, dou
                const std::string& backend, std::string* used_backend, bool* all_direct, uint64_t seed) {
   StorageOptions so;
   so.queue_depth = depth;
+  so.piece_bytes = 0;  // the drive sees exactly `block`-sized reads
   so.backend = backend;
   auto storage = make_storage(so);
   if (used_backend) *used_backend = std::string(storage->backend());

@@ -46,7 +46,23 @@ std::string sysfs_block_name(uint64_t dev) {
 
 }  // namespace
 
-struct StorageEngine::Request : RawRead {
+// One raw read of a request: [start, end) of its landing range. A short read
+// re-issues the rest of the piece from where it stopped.
+struct StorageEngine::Piece : RawRead {
+  Request* req = nullptr;
+  bool issued_background = false;  // counted in the drive's background_in_flight
+  uint64_t end = 0;         // landing end of this piece
+  uint64_t need_end = 0;    // bytes up to here must arrive (min(end, request's need_end))
+  int retries = 0;
+
+  void set(uint64_t from);  // the read that starts at file byte `from`
+};
+
+// One extent as the engine tracks it: where its bytes land, and the pieces
+// (raw reads) it was split into. The pieces are issued together so that a
+// drive sees several reads in flight even for one large extent; some virtual
+// and networked disks only reach their rate that way.
+struct StorageEngine::Request {
   Extent ext;
   const FileEntry* fe = nullptr;
   AlignedBuffer bounce;     // empty unless the alignment rule needs one
@@ -54,19 +70,26 @@ struct StorageEngine::Request : RawRead {
   uint64_t land_offset = 0;
   uint64_t land_end = 0;    // file offset where the landing read ends
   uint64_t need_end = 0;    // ext.offset + ext.length
-  int retries = 0;
-  int error = 0;            // set when the I/O is over
+  std::vector<Piece> pieces;
+  size_t pieces_left = 0;   // pieces whose I/O is not over (queued or in flight)
+  bool background = false;  // its queued pieces wait in the drive's background queue
+  bool cancelled = false;   // queued pieces were dropped: completes with ECANCELED
+  int error = 0;            // errno of the failed piece nearest the start
+  uint64_t error_at = 0;    // where that piece was reading
   std::string problem;
-
-  void set_piece(uint64_t from) {
-    offset = from;
-    buf = land + (from - land_offset);
-    len = std::min(land_end - from, kMaxRawRead);
-    inject_errno = 0;
-  }
 };
 
-StorageEngine::StorageEngine(unsigned queue_depth) : queue_depth_(std::max(queue_depth, 1u)) {}
+void StorageEngine::Piece::set(uint64_t from) {
+  offset = from;
+  buf = req->land + (from - req->land_offset);
+  len = std::min(end - from, kMaxRawRead);
+  inject_errno = 0;
+}
+
+StorageEngine::StorageEngine(unsigned queue_depth, uint64_t piece_bytes, unsigned background_depth)
+    : queue_depth_(std::max(queue_depth, 1u)),
+      background_depth_(std::max(background_depth, 1u)),
+      piece_bytes_(piece_bytes == 0 ? kMaxRawRead : std::min(std::max(align_up(piece_bytes), kIoAlign), kMaxRawRead)) {}
 
 StorageEngine::~StorageEngine() {
   for (auto& f : files_)
@@ -184,13 +207,6 @@ FileInfo StorageEngine::file(FileId id) const {
   return fe->info;
 }
 
-std::vector<DriveInfo> StorageEngine::drives() const {
-  std::lock_guard<std::mutex> lock(files_mutex_);
-  std::vector<DriveInfo> out;
-  for (const auto& d : drives_) out.push_back(d->info);
-  return out;
-}
-
 void StorageEngine::add_note(std::string note) {
   std::lock_guard<std::mutex> lock(notes_mutex_);
   if (std::find(notes_.begin(), notes_.end(), note) == notes_.end()) notes_.push_back(std::move(note));
@@ -240,10 +256,6 @@ void StorageEngine::submit(std::span<const Extent> extents) {
     auto r = std::make_unique<Request>();
     r->ext = ext;
     r->fe = fe;
-    r->fd = fe->fd;
-    r->file = ext.file;
-    r->drive = fi.drive;
-    r->direct = fi.direct;
     r->need_end = ext.offset + ext.length;
     if (!fi.direct) {
       r->land = static_cast<uint8_t*>(ext.dest);
@@ -266,12 +278,29 @@ void StorageEngine::submit(std::span<const Extent> extents) {
       r->land_offset = a0;
       r->land_end = a1;
     }
-    r->set_piece(r->land_offset);
+    const uint64_t span = r->land_end - r->land_offset;
+    r->pieces.resize(std::max<uint64_t>(1, (span + piece_bytes_ - 1) / piece_bytes_));
+    for (size_t i = 0; i < r->pieces.size(); ++i) {
+      Piece& p = r->pieces[i];
+      p.req = r.get();
+      p.fd = fe->fd;
+      p.file = ext.file;
+      p.drive = fi.drive;
+      p.direct = fi.direct;
+      const uint64_t start = r->land_offset + i * piece_bytes_;
+      p.end = std::min(start + piece_bytes_, r->land_end);
+      p.need_end = std::min(p.end, r->need_end);
+      p.set(start);
+    }
+    r->pieces_left = r->pieces.size();
+    r->background = ext.background;
     live_.fetch_add(1);
     Drive* dr = drive_ptr(fi.drive);
+    Request* owned = r.release();
     {
       std::lock_guard<std::mutex> lock(sched_mutex_);
-      dr->queue.push_back(r.release());
+      auto& q = owned->background ? dr->background : dr->queue;
+      for (Piece& p : owned->pieces) q.push_back(&p);
     }
     if (std::find(touched.begin(), touched.end(), fi.drive) == touched.end()) touched.push_back(fi.drive);
   }
@@ -283,39 +312,53 @@ void StorageEngine::pump(uint32_t drive) {
   std::vector<RawRead*> batch;
   {
     std::lock_guard<std::mutex> lock(sched_mutex_);
+    const unsigned before = dr->in_flight;
     while (dr->in_flight < queue_depth_ && !dr->queue.empty()) {
       batch.push_back(dr->queue.front());
       dr->queue.pop_front();
       ++dr->in_flight;
     }
+    // Background reads only use a drive that has nothing else to do, and only
+    // a few at a time, so a demand read that comes next waits for little.
+    while (dr->queue.empty() && dr->in_flight == dr->background_in_flight &&
+           dr->background_in_flight < background_depth_ && !dr->background.empty()) {
+      Piece* p = dr->background.front();
+      dr->background.pop_front();
+      p->issued_background = true;
+      ++dr->background_in_flight;
+      ++dr->in_flight;
+      batch.push_back(p);
+    }
+    if (before == 0 && dr->in_flight > 0) dr->busy_since = std::chrono::steady_clock::now();
   }
   if (batch.empty()) return;
   if (FaultHook* hook = hook_.load())
-    for (RawRead* raw : batch) hook->before_issue(*raw, static_cast<Request*>(raw)->ext);
+    for (RawRead* raw : batch) hook->before_issue(*raw, static_cast<Piece*>(raw)->req->ext);
   issue(drive, batch);
 }
 
 void StorageEngine::complete(RawRead* raw, int64_t res, std::vector<RawRead*>* deferred) {
-  auto* r = static_cast<Request*>(raw);
+  auto* p = static_cast<Piece*>(raw);
+  Request* r = p->req;
   if (FaultHook* hook = hook_.load()) hook->after_complete(*raw, r->ext, res);
   bool done = false, requeue = false;
   int err = 0;
   std::string problem;
   if (res < 0) {
     const int e = static_cast<int>(-res);
-    if ((e == EINTR || e == EAGAIN) && ++r->retries < kMaxRetries) {
-      r->set_piece(r->offset);
+    if ((e == EINTR || e == EAGAIN) && ++p->retries < kMaxRetries) {
+      p->set(p->offset);
       requeue = true;
     } else {
       err = e;
-      problem = "read failed at byte " + std::to_string(r->offset) + ": " + errno_text(e);
+      problem = "read failed at byte " + std::to_string(p->offset) + ": " + errno_text(e);
       done = true;
     }
   } else {
-    const uint64_t got_to = r->offset + static_cast<uint64_t>(res);
+    const uint64_t got_to = p->offset + static_cast<uint64_t>(res);
     // O_DIRECT returns a count that is not a block multiple only at end of file.
-    const bool at_eof = res == 0 || (r->direct && (res % kIoAlign) != 0);
-    if (got_to >= r->need_end) {
+    const bool at_eof = res == 0 || (p->direct && (res % kIoAlign) != 0);
+    if (got_to >= p->need_end) {
       done = true;
     } else if (at_eof) {
       err = ENODATA;
@@ -323,37 +366,110 @@ void StorageEngine::complete(RawRead* raw, int64_t res, std::vector<RawRead*>* d
                 std::to_string(r->fe->info.size) + " bytes when opened)";
       done = true;
     } else {
-      const uint64_t next = r->direct ? align_down(got_to) : got_to;
-      if (next <= r->offset && ++r->retries >= kMaxRetries) {
+      const uint64_t next = p->direct ? align_down(got_to) : got_to;
+      if (next <= p->offset && ++p->retries >= kMaxRetries) {
         err = EIO;
-        problem = "reads at byte " + std::to_string(r->offset) + " make no progress";
+        problem = "reads at byte " + std::to_string(p->offset) + " make no progress";
         done = true;
       } else {
-        r->set_piece(next);
+        p->set(next);
         requeue = true;
       }
     }
   }
-  // Once requeued, r belongs to whichever thread issues it next: no touching.
-  const uint32_t drive = r->drive;
+  // Once requeued, p belongs to whichever thread issues it next: no touching.
+  const uint32_t drive = p->drive;
   Drive* dr = drive_ptr(drive);
+  bool request_over = false;
   {
     std::lock_guard<std::mutex> lock(sched_mutex_);
-    --dr->in_flight;
-    if (requeue) dr->queue.push_front(r);
+    if (res > 0) dr->info.bytes_read += static_cast<uint64_t>(res);
+    if (p->issued_background) --dr->background_in_flight;
+    p->issued_background = false;
+    if (--dr->in_flight == 0)
+      dr->info.busy_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - dr->busy_since).count();
+    if (requeue) (r->background ? dr->background : dr->queue).push_front(p);
+    if (done) {
+      // Of several failed pieces, the one nearest the start of the extent
+      // speaks for it, whatever order they finished in.
+      if (err != 0 && (r->error == 0 || p->offset < r->error_at)) {
+        r->error = err;
+        r->error_at = p->offset;
+        r->problem = std::move(problem);
+      }
+      request_over = --r->pieces_left == 0;
+    }
   }
   pump(drive);  // refill the drive before spending time on copies and hashes
-  if (!done) return;
-  r->error = err;
-  r->problem = std::move(problem);
+  if (!request_over) return;
   if (deferred)
-    deferred->push_back(r);
+    deferred->push_back(raw);
   else
     finish(r);
 }
 
+size_t StorageEngine::cancel(std::span<const uint64_t> tags) {
+  std::vector<Request*> over;
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(sched_mutex_);
+    std::lock_guard<std::mutex> files_lock(files_mutex_);
+    for (auto& dr : drives_) {
+      std::deque<Piece*> keep;
+      for (Piece* p : dr->background) {
+        Request* r = p->req;
+        if (std::find(tags.begin(), tags.end(), r->ext.tag) == tags.end()) {
+          keep.push_back(p);
+          continue;
+        }
+        if (!r->cancelled) ++n;
+        r->cancelled = true;
+        if (--r->pieces_left == 0) over.push_back(r);
+      }
+      dr->background.swap(keep);
+    }
+  }
+  for (Request* r : over) finish(r);
+  return n;
+}
+
+void StorageEngine::promote(std::span<const uint64_t> tags) {
+  std::vector<uint32_t> touched;
+  {
+    std::lock_guard<std::mutex> lock(sched_mutex_);
+    std::lock_guard<std::mutex> files_lock(files_mutex_);
+    for (uint32_t d = 0; d < drives_.size(); ++d) {
+      Drive& dr = *drives_[d];
+      std::deque<Piece*> keep;
+      for (Piece* p : dr.background) {
+        if (std::find(tags.begin(), tags.end(), p->req->ext.tag) == tags.end()) {
+          keep.push_back(p);
+          continue;
+        }
+        p->req->background = false;
+        dr.queue.push_back(p);
+        if (std::find(touched.begin(), touched.end(), d) == touched.end()) touched.push_back(d);
+      }
+      dr.background.swap(keep);
+    }
+  }
+  for (uint32_t d : touched) pump(d);
+}
+
+std::vector<DriveInfo> StorageEngine::drives() const {
+  std::lock_guard<std::mutex> lock(sched_mutex_);
+  std::lock_guard<std::mutex> files_lock(files_mutex_);
+  std::vector<DriveInfo> out;
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& d : drives_) {
+    out.push_back(d->info);
+    if (d->in_flight > 0) out.back().busy_s += std::chrono::duration<double>(now - d->busy_since).count();
+  }
+  return out;
+}
+
 void StorageEngine::finish_deferred(std::vector<RawRead*>& deferred) {
-  for (RawRead* raw : deferred) finish(static_cast<Request*>(raw));
+  for (RawRead* raw : deferred) finish(static_cast<Piece*>(raw)->req);
   deferred.clear();
 }
 
@@ -362,7 +478,10 @@ void StorageEngine::finish(Request* r) {
   const Extent& ext = r->ext;
   Completion c{ext.tag, 0, r->error, {}};
   c.landed = std::chrono::steady_clock::now();
-  if (r->error == 0) {
+  if (r->error == 0 && r->cancelled) {
+    c.error = ECANCELED;
+    c.message = where(r->fe->info, ext) + ": cancelled";
+  } else if (r->error == 0) {
     if (!r->bounce.empty()) std::memcpy(ext.dest, r->land + (ext.offset - r->land_offset), ext.length);
     if (ext.verify) {
       uint64_t got = xxh3_64(ext.dest, ext.length);

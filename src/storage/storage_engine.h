@@ -52,7 +52,9 @@ struct FileEntry {
 
 class StorageEngine : public Storage {
  public:
-  explicit StorageEngine(unsigned queue_depth);
+  // Extents longer than piece_bytes are read as several pieces in flight at
+  // once (0: one piece each, as the probe wants).
+  StorageEngine(unsigned queue_depth, uint64_t piece_bytes, unsigned background_depth);
   ~StorageEngine() override;  // backends call drain_and_stop() in their destructors first
 
   FileId open(const std::filesystem::path& path, OpenMode mode = OpenMode::Auto) override;
@@ -62,6 +64,8 @@ class StorageEngine : public Storage {
   size_t poll(std::vector<Completion>& out) override;
   size_t wait(std::vector<Completion>& out, size_t min_count, std::chrono::milliseconds timeout) override;
   size_t pending() const override;
+  size_t cancel(std::span<const uint64_t> tags) override;
+  void promote(std::span<const uint64_t> tags) override;
   bool register_buffers(std::span<const BufferRegion>) override { return false; }
   unsigned queue_depth() const override { return queue_depth_; }
   std::vector<std::string> notes() const override;
@@ -79,7 +83,7 @@ class StorageEngine : public Storage {
   virtual void issue(uint32_t drive, std::span<RawRead* const> reads) = 0;
 
   // Accounts for a finished raw read: resubmits the rest of a short read,
-  // refills the drive, and, when the extent is done, finishes it (bounce copy,
+  // refills the drive, and, when the extent's last piece is done, finishes it (bounce copy,
   // checksum, completion). With `deferred`, that last step is queued there
   // instead, so a backend can hand the drive its next reads first and then
   // call finish_deferred().
@@ -91,10 +95,14 @@ class StorageEngine : public Storage {
 
  private:
   struct Request;
+  struct Piece;
   struct Drive {
     DriveInfo info;
-    std::deque<Request*> queue;
-    unsigned in_flight = 0;
+    std::deque<Piece*> queue;       // pieces not yet issued
+    std::deque<Piece*> background;  // background pieces not yet issued
+    unsigned in_flight = 0;         // all pieces issued
+    unsigned background_in_flight = 0;
+    std::chrono::steady_clock::time_point busy_since{};  // when in_flight last left 0
   };
 
   void pump(uint32_t drive);
@@ -105,13 +113,15 @@ class StorageEngine : public Storage {
   uint32_t drive_for(uint64_t dev);
 
   const unsigned queue_depth_;
+  const uint64_t piece_bytes_;
+  const unsigned background_depth_;
   std::atomic<FaultHook*> hook_{nullptr};
 
   mutable std::mutex open_mutex_;   // serialises open()
   mutable std::mutex files_mutex_;  // files_, drives_ (the vectors, not queues)
   std::vector<std::unique_ptr<FileEntry>> files_;
   std::vector<std::unique_ptr<Drive>> drives_;
-  std::mutex sched_mutex_;          // drive queues and in_flight counts
+  mutable std::mutex sched_mutex_;  // drive queues, in_flight counts, busy time and bytes (taken before files_mutex_)
 
   mutable std::mutex cq_mutex_;
   std::condition_variable cq_cv_;
