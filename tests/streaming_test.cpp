@@ -201,6 +201,30 @@ TEST(Pack, CorruptBlobIsAClearErrorNamingFileAndOffset) {
   }
 }
 
+TEST(Pack, ChecksumsOnFirstReadOrEveryRead) {
+  testfiles::TempDir tmp("strata-pack");
+  PackOptions p;
+  p.source = kModels / "qwen_gqa";
+  p.out = tmp / "pack";
+  pack_model(p);
+  LoadOptions o = streamed(2, LoadOptions::Prefetch::Off);
+  const Outcome always = run(p.out, [&] { auto a = o; a.verify = LoadOptions::Verify::Always; return a; }(), 12);
+  const Outcome first = run(p.out, o, 12);
+  const Outcome off = run(p.out, [&] { auto a = o; a.verify = LoadOptions::Verify::Off; return a; }(), 12);
+  expect_identical(always, first, "verify first");
+  expect_identical(always, off, "verify off");
+  EXPECT_EQ(always.stats.bytes_verified, always.stats.bytes_read);
+  EXPECT_EQ(off.stats.bytes_verified, 0u);
+  // Two slots: experts are read again and again, but each blob is hashed once.
+  EXPECT_GT(first.stats.bytes_read, first.stats.bytes_verified);
+  EXPECT_GT(first.stats.bytes_verified, 0u);
+  const Manifest m = Manifest::load(p.out);
+  uint64_t all_blobs = 0;
+  for (const auto& layer : m.experts)
+    for (const auto& e : layer) all_blobs += e.length;
+  EXPECT_LE(first.stats.bytes_verified, all_blobs);
+}
+
 TEST(Pack, MissingDriveIsAClearError) {
   testfiles::TempDir tmp("strata-pack");
   fs::create_directories(tmp / "drive");

@@ -15,7 +15,11 @@ void add_model_flags(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("--prefetch", f.prefetch, "Next-layer expert prefetch: auto, on or off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
-  cmd->add_flag("--no-verify", f.no_verify, "Skip expert checksum and header checks (packed models)");
+  cmd->add_option("--verify", f.verify,
+                  "Expert checksums (packed models): first (each blob's first read in a run), always, or off")
+      ->check(CLI::IsMember({"first", "always", "off"}))
+      ->capture_default_str();
+  cmd->add_flag("--no-verify", f.no_verify, "Same as --verify off: no checksums (blob headers are still checked)");
   cmd->add_option("--heat", f.heat, "Expert heat file kept between runs (default: ~/.cache/strata/heat/...; none)");
   cmd->add_option("--io", f.io, "Read backend: io_uring or pread (default: $STRATA_IO or io_uring)")
       ->check(CLI::IsMember({"io_uring", "pread"}));
@@ -33,7 +37,9 @@ LoadOptions load_options(const ModelFlags& f) {
   o.prefetch = f.prefetch == "on"    ? LoadOptions::Prefetch::On
                : f.prefetch == "off" ? LoadOptions::Prefetch::Off
                                      : LoadOptions::Prefetch::Auto;
-  o.verify = !f.no_verify;
+  o.verify = f.no_verify || f.verify == "off" ? LoadOptions::Verify::Off
+             : f.verify == "always"           ? LoadOptions::Verify::Always
+                                              : LoadOptions::Verify::First;
   o.heat = f.heat;
   o.io_backend = f.io;
   return o;

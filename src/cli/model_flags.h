@@ -15,7 +15,8 @@ struct ModelFlags {
   size_t cache_experts = 0;
   int64_t ctx = 4096;
   std::string prefetch = "auto";
-  bool no_verify = false;
+  std::string verify = "first";
+  bool no_verify = false;  // = --verify off
   std::string heat;
   std::string io;
 };

@@ -54,6 +54,7 @@ struct ExpertStats {
   uint64_t misses = 0;          // read from a drive on demand
   uint64_t bytes_needed = 0;    // payload bytes of the experts asked for
   uint64_t bytes_read = 0;      // bytes read from drives (demand + prefetch)
+  uint64_t bytes_verified = 0;  // of those, checked against their checksum as they landed
   uint64_t unique_bytes = 0;    // payload of the distinct experts asked for since the epoch began
   uint64_t prefetch_issued = 0; // experts read ahead of their layer
   uint64_t prefetch_used = 0;   // of those, later asked for

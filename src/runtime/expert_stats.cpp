@@ -9,6 +9,7 @@ ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier) {
   d.misses -= earlier.misses;
   d.bytes_needed -= earlier.bytes_needed;
   d.bytes_read -= earlier.bytes_read;
+  d.bytes_verified -= earlier.bytes_verified;
   d.prefetch_issued -= earlier.prefetch_issued;
   d.prefetch_used -= earlier.prefetch_used;
   d.prefetch_cancelled -= earlier.prefetch_cancelled;
@@ -36,6 +37,7 @@ nlohmann::json expert_stats_json(const ExpertStats& s, double wall_s) {
           {"hit_rate", ratio(static_cast<double>(s.hits), static_cast<double>(s.requests))},
           {"bytes_needed", s.bytes_needed},
           {"bytes_read", s.bytes_read},
+          {"bytes_verified", s.bytes_verified},
           {"unique_bytes", s.unique_bytes},
           // Bytes read per byte of distinct experts needed: 1.00 = each read once.
           {"read_amplification", ratio(static_cast<double>(s.bytes_read), static_cast<double>(s.unique_bytes))},

@@ -120,6 +120,7 @@ StreamingExpertProvider::StreamingExpertProvider(const ModelConfig& c, ExpertCat
   freq_.assign(c.num_layers, std::vector<double>(c.n_routed_experts, 0.0));
   pin_.assign(c.num_layers, std::vector<uint8_t>(c.n_routed_experts, 0));
   seen_.assign(c.num_layers, std::vector<uint8_t>(c.n_routed_experts, 0));
+  verified_.assign(c.num_layers, std::vector<uint8_t>(c.n_routed_experts, 0));
   heat_ = ExpertHeat(c.num_layers, c.n_routed_experts);
   if (options_.prior.layers() == c.num_layers) {
     heat_.merge(options_.prior);
@@ -196,6 +197,8 @@ int StreamingExpertProvider::start_read(int64_t layer, int64_t expert, bool for_
   }
   slot.last_use = ++clock_;
   slot.weights = rebase(se.layout, slot.mem, se.relative_mask);
+  slot.verifying = options_.verify == StreamingOptions::Verify::Always ||
+                   (options_.verify == StreamingOptions::Verify::First && !verified_[layer][expert]);
   where_[key(layer, expert)] = s;
   for (size_t r = 0; r < se.reads.size(); ++r) {
     const ExpertRead& rd = se.reads[r];
@@ -206,7 +209,7 @@ int StreamingExpertProvider::start_read(int64_t layer, int64_t expert, bool for_
     x.dest = slot.mem + rd.slot_offset;
     x.capacity = pool_->buffer_bytes() - rd.slot_offset;
     x.tag = static_cast<uint64_t>(s) * kReadsPerSlot + r;
-    x.verify = options_.verify && rd.verify;
+    x.verify = slot.verifying && rd.verify;
     x.xxh3 = rd.xxh3;
     x.background = for_prefetch;
     batch.push_back(x);
@@ -251,6 +254,8 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
       slot.failed = true;
     }
     if (c.error == ECANCELED) slot.failed = true;  // incomplete, but nothing went wrong
+    stats_.bytes_read += c.bytes;
+    if (c.ok() && slot.verifying && se.reads[c.tag % kReadsPerSlot].verify) stats_.bytes_verified += c.bytes;
     if (--slot.pending_reads > 0) continue;
     if (slot.cancelled) {
       // A guess given up on. If every read had gone out before the cancel it
@@ -265,7 +270,7 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
       }
       where_[key(slot.layer, slot.expert)] = static_cast<int>(s);
     }
-    if (!slot.failed && se.blob_header && options_.verify) {
+    if (!slot.failed && se.blob_header) {  // 64 bytes: checked even with checksums off
       try {
         check_blob_header(slot.mem, slot.layer, slot.expert, se.reads[0].length,
                           storage_->file(se.reads[0].file).path + " offset " + std::to_string(se.reads[0].offset));
@@ -283,6 +288,7 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
       continue;
     }
     interleave_in_slot(slot.weights, slot.mem, pool_->buffer_bytes());
+    if (slot.verifying) verified_[slot.layer][slot.expert] = 1;
     slot.state = State::Ready;
   }
   done.clear();
@@ -389,12 +395,10 @@ ExpertStats StreamingExpertProvider::stats() const {
   ExpertStats s = stats_;
   s.pinned = pinned_;
   const auto drives = storage_->drives();
+  // Per drive: what the drive transferred (whole 4 KiB pages, cancelled
+  // guesses' pieces too); bytes_read above: the extents that landed.
   s.drives.resize(drives.size());
-  s.bytes_read = 0;
-  for (size_t d = 0; d < drives.size(); ++d) {
-    s.drives[d] = {drives[d].name, drives[d].bytes_read, drives[d].busy_s};
-    s.bytes_read += drives[d].bytes_read;
-  }
+  for (size_t d = 0; d < drives.size(); ++d) s.drives[d] = {drives[d].name, drives[d].bytes_read, drives[d].busy_s};
   return s;
 }
 
