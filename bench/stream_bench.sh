@@ -31,7 +31,7 @@
 #   strata gguf          strata generate --model M.gguf --prompt-ids IDS -n N --temperature 1
 #                          --seed S --ignore-eos --ram CAP-0.3 --heat none --threads T --json
 #   strata pack          the same on `strata pack M.gguf` (packed once, outside the cgroup)
-#   strata pack+prefetch the same with --prefetch on
+#   strata pack, no prefetch  the same with --prefetch off (prefetch is on by default)
 #   llama.cpp            parity_tool -m M.gguf --prompt-ids IDS -n M --temp 1 --seed S -t T
 #                          --no-repack --progress   (mmap; otherwise llama.cpp's defaults)
 # llama.cpp's default weight repacking copies the MXFP4 experts (AVX-512: mxfp4_8x8) into
@@ -181,10 +181,10 @@ run_one() {  # ra config run
   local ra=$1 cfg=$2 r=$3 tag="ra$1_$2_r$3" limit=0
   local -a cmd
   case "$cfg" in
-    strata-gguf|strata-pack|strata-pack-prefetch)
+    strata-gguf|strata-pack|strata-pack-noprefetch)
       local m=$model extra=()
       [ "$cfg" != strata-gguf ] && m=$pack
-      [ "$cfg" = strata-pack-prefetch ] && extra=(--prefetch on)
+      [ "$cfg" = strata-pack-noprefetch ] && extra=(--prefetch off)
       cmd=("$strata" generate --model "$m" --prompt-ids "$ids" -n "$tokens" --temperature 1 --seed "$seed"
            --ignore-eos --ram "$ram" --heat none --threads "$threads" "${extra[@]}" --json) ;;
     llama|llama-repack)
@@ -231,7 +231,7 @@ run_one() {  # ra config run
 # Rounds: each read-ahead once per round (which one goes first alternates), engines in
 # balanced order within each block (ABCD, DCBA, ...), so slow drifts in the machine's
 # load fall on all rows alike.
-configs=(strata-gguf strata-pack strata-pack-prefetch llama)
+configs=(strata-gguf strata-pack strata-pack-noprefetch llama)
 read -r -a ras <<< "$ra_list"
 block=0
 for r in $(seq 1 "$runs"); do
@@ -246,7 +246,7 @@ for r in $(seq 1 "$runs"); do
       run_one "$ra" llama-repack 1
     fi
     order=("${configs[@]}")
-    if [ $(( block % 2 )) = 1 ]; then order=(llama strata-pack-prefetch strata-pack strata-gguf); fi
+    if [ $(( block % 2 )) = 1 ]; then order=(llama strata-pack-noprefetch strata-pack strata-gguf); fi
     for cfg in "${order[@]}"; do run_one "$ra" "$cfg" "$r"; done
     block=$(( block + 1 ))
   done
@@ -261,7 +261,7 @@ runs = [json.loads(l) for l in open(os.path.join(out, "runs.jsonl"))]
 probe = json.load(open(os.path.join(out, "probe.json")))
 probe_gbps = probe["combined"]["best_gbps"]
 names = {"strata-gguf": "strata (GGUF)", "strata-pack": "strata (pack)",
-         "strata-pack-prefetch": "strata (pack, --prefetch on)", "llama": "llama.cpp (mmap, --no-repack)",
+         "strata-pack-noprefetch": "strata (pack, --prefetch off)", "llama": "llama.cpp (mmap, --no-repack)",
          "llama-repack": "llama.cpp (mmap, defaults: repack on)"}
 
 def load(r):
@@ -335,7 +335,7 @@ for ra in sorted({r["ra"] for r in runs}, reverse=True):
           "| cgroup peak GiB | disk read GB/run | other load (cores) |")
     print("|---" * 15 + "|")
     meds = {}
-    for cfg in ["strata-gguf", "strata-pack", "strata-pack-prefetch", "llama", "llama-repack"]:
+    for cfg in ["strata-gguf", "strata-pack", "strata-pack-noprefetch", "llama", "llama-repack"]:
         c = [r for r in rr if r["config"] == cfg]
         if not c:
             continue
@@ -368,15 +368,15 @@ for ra in sorted({r["ra"] for r in runs}, reverse=True):
               f"{med([r.get('prefill_s') for r in c], '{:.1f}')} | " + " | ".join(row) + " |")
     print()
     for r in rr:
-        if r["config"] == "strata-pack-prefetch" and r["ok"]:
+        if r["config"] == "strata-pack" and r["ok"]:
             print(f"- prefetch run {r['run']}: {r['pf_issued']} issued, {r['pf_used']} used, accuracy {r['pf_acc']:.2f}")
     if meds.get("llama"):
-        for cfg in ["strata-gguf", "strata-pack", "strata-pack-prefetch"]:
+        for cfg in ["strata-gguf", "strata-pack", "strata-pack-noprefetch"]:
             if meds.get(cfg):
                 print(f"- {names[cfg]} / llama.cpp decode: {meds[cfg] / meds['llama']:.1f}x")
         # the same on the runs the rest of the machine left alone
         quiet = {}
-        for cfg in ["strata-gguf", "strata-pack", "strata-pack-prefetch", "llama"]:
+        for cfg in ["strata-gguf", "strata-pack", "strata-pack-noprefetch", "llama"]:
             v = [r["tok_s"] for r in rr if r["config"] == cfg and r.get("tok_s")
                  and r.get("other_cores") is not None and r["other_cores"] < QUIET]
             if v:
