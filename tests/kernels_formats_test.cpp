@@ -311,6 +311,33 @@ TEST(KernelDot, EveryIsaGivesScalarBitsAtEveryLength) {
   }
 }
 
+// Many keys at once (attention scores): each result is dot()'s bits, for any
+// count (whole groups of four and the rest) and length.
+TEST(KernelDot, ManyKeysGiveEachDotsBits) {
+  IsaGuard guard;
+  for (size_t n : {1, 15, 16, 64, 100, 512}) {
+    const std::vector<float> a = random_vector(n, 3 * n);
+    std::vector<std::vector<float>> keys;
+    std::vector<const float*> ptrs;
+    for (size_t j = 0; j < 11; ++j) keys.push_back(random_vector(n, 3 * n + 1 + j));
+    for (const auto& k : keys) ptrs.push_back(k.data());
+    kernels::set_isa(Isa::Scalar);
+    std::vector<float> ref;
+    for (const float* k : ptrs) ref.push_back(kernels::dot(a.data(), k, n));
+    for (Isa isa : supported_isas()) {
+      kernels::set_isa(isa);
+      for (size_t count : {0, 1, 4, 7, 11}) {
+        std::vector<float> out(count + 1, -1.0f);
+        kernels::dots(a.data(), ptrs.data(), count, n, out.data());
+        for (size_t j = 0; j < count; ++j)
+          EXPECT_EQ(std::bit_cast<uint32_t>(out[j]), std::bit_cast<uint32_t>(ref[j]))
+              << kernels::isa_name(isa) << " n=" << n << " count=" << count << " j=" << j;
+        EXPECT_EQ(out[count], -1.0f) << "wrote past count";
+      }
+    }
+  }
+}
+
 TEST(KernelDispatch, ReportsAndForcesIsas) {
   IsaGuard guard;
   EXPECT_TRUE(kernels::isa_supported(Isa::Scalar));

@@ -87,6 +87,8 @@ struct KernelTable {
   // dst[i] = W[o][i] for i < in.
   void (*dequant_row)(const MatDesc& w, int64_t o, float* dst);
   float (*dot)(const float* a, const float* b, size_t n);
+  // out[j] = dot(a, b[j], n) for j < count, each bit for bit as dot() gives it.
+  void (*dots)(const float* a, const float* const* b, size_t count, size_t n, float* out);
   // y[i] = fma(a, x[i], y[i]).
   void (*axpy)(float a, const float* x, float* y, size_t n);
 };

@@ -629,7 +629,7 @@ void simd_axpy(float a, const float* x, float* y, size_t n) {
   }
 }
 
-const KernelTable kTable = {"avx512", simd_matmul, simd_dequant_row, simd_dot, simd_axpy};
+const KernelTable kTable = {"avx512", simd_matmul, simd_dequant_row, simd_dot, simd_dots, simd_axpy};
 
 }  // namespace
 

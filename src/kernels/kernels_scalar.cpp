@@ -337,6 +337,10 @@ float dot(const float* a, const float* b, size_t n) {
   return acc[0];
 }
 
+void dots(const float* a, const float* const* b, size_t count, size_t n, float* out) {
+  for (size_t j = 0; j < count; ++j) out[j] = dot(a, b[j], n);
+}
+
 void axpy(float a, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
 }
@@ -447,6 +451,6 @@ void il_dequant_row(const MatDesc& w, int64_t o, float* dst) {
   }
 }
 
-const KernelTable kScalarTable = {"scalar", matmul, dequant_row, dot, axpy};
+const KernelTable kScalarTable = {"scalar", matmul, dequant_row, dot, dots, axpy};
 
 }  // namespace strata::kernels::detail

@@ -159,6 +159,10 @@ void dequantize_row(const WeightMatrix& w, int64_t o, float* dst) {
 
 float dot(const float* a, const float* b, size_t n) { return detail::active_table().dot(a, b, n); }
 
+void dots(const float* a, const float* const* b, size_t count, size_t n, float* out) {
+  detail::active_table().dots(a, b, count, n, out);
+}
+
 void axpy(float a, const float* x, float* y, size_t n) { detail::active_table().axpy(a, x, y, n); }
 
 void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool) {

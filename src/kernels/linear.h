@@ -103,6 +103,12 @@ void dequantize_row(const WeightMatrix& w, int64_t o, float* dst);
 // Dot product in the order described above (16 fused lanes, fixed tree).
 float dot(const float* a, const float* b, size_t n);
 
+// out[j] = dot(a, b[j], n) for j < count, bit for bit. Several dots run side
+// by side (one accumulator chain each), which hides the latency that a single
+// chain of fused multiply-adds waits on: attention scores one query against
+// many cached keys this way.
+void dots(const float* a, const float* const* b, size_t count, size_t n, float* out);
+
 // y[i] = fma(a, x[i], y[i]) for i < n.
 void axpy(float a, const float* x, float* y, size_t n);
 

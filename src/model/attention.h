@@ -32,6 +32,12 @@ class Attention {
 // a run together so that each cached row it reads serves all of them.
 std::vector<std::pair<size_t, size_t>> sequence_runs(std::span<const Row> rows, size_t max_rows);
 
+// Rows of one sequence that attend together, and cached keys scored per call
+// of kernels::dots (a chunk's keys stay in L1 while each row of the run
+// scores them).
+inline constexpr size_t kRowsPerBlock = 32;
+inline constexpr int64_t kKeysPerChunk = 16;
+
 // Widths of one cache row for this architecture: {key, value}.
 struct CacheWidths {
   int64_t key = 0;

@@ -13,8 +13,6 @@ namespace strata {
 
 namespace {
 
-// Rows of one sequence attending together (see forward()).
-constexpr size_t kRowsPerBlock = 32;
 
 class GqaAttention : public Attention {
  public:
@@ -70,6 +68,8 @@ class GqaAttention : public Attention {
     pool.parallel_for(blocks.size() * static_cast<size_t>(H), [&](size_t t0, size_t t1) {
       thread_local std::vector<float> scores;
       thread_local std::vector<int64_t> first, len;
+      thread_local std::vector<const float*> keys;
+      float dotted[kKeysPerChunk];
       for (size_t t = t0; t < t1; ++t) {
         const auto [b0, b1] = blocks[t / static_cast<size_t>(H)];
         const int64_t h = static_cast<int64_t>(t % static_cast<size_t>(H)), kvh = h / group;
@@ -88,11 +88,20 @@ class GqaAttention : public Attention {
           widest = std::max(widest, len[r] + 1);
         }
         scores.resize(m * static_cast<size_t>(widest));
-        for (int64_t s = lo; s < hi; ++s) {
-          const float* k = cache.key(layer, s) + kvh * d;
-          for (size_t r = 0; r < m; ++r)
-            if (s >= first[r] && s < first[r] + len[r])
-              scores[r * widest + (s - first[r])] = kernels::dot(&q[((b0 + r) * H + h) * d], k, d) * scale_;
+        // A chunk of keys at a time: each row's dots against them run side
+        // by side (kernels::dots), each with the bits of a lone dot.
+        for (int64_t s0 = lo; s0 < hi; s0 += kKeysPerChunk) {
+          const int64_t s1 = std::min<int64_t>(hi, s0 + kKeysPerChunk);
+          keys.clear();
+          for (int64_t s = s0; s < s1; ++s) keys.push_back(cache.key(layer, s) + kvh * d);
+          for (size_t r = 0; r < m; ++r) {
+            const int64_t from = std::max(s0, first[r]), upto = std::min(s1, first[r] + len[r]);
+            if (upto <= from) continue;
+            const size_t count = static_cast<size_t>(upto - from);
+            kernels::dots(&q[((b0 + r) * H + h) * d], keys.data() + (from - s0), count, static_cast<size_t>(d), dotted);
+            for (size_t j = 0; j < count; ++j)
+              scores[r * widest + (from - first[r]) + static_cast<int64_t>(j)] = dotted[j] * scale_;
+          }
         }
         for (size_t r = 0; r < m; ++r) {
           float* sr = &scores[r * widest];

@@ -13,8 +13,6 @@ namespace strata {
 
 namespace {
 
-// Rows of one sequence attending together (see forward()).
-constexpr size_t kRowsPerBlock = 32;
 
 class MlaAttention : public Attention {
  public:
@@ -80,6 +78,8 @@ class MlaAttention : public Attention {
     std::vector<float> heads(n * H * vdim);
     pool.parallel_for(blocks.size() * static_cast<size_t>(H), [&](size_t t0, size_t t1) {
       thread_local std::vector<float> q_abs, q_rot, scores, latent;
+      thread_local std::vector<const float*> k_lat, k_rot;
+      float d_lat[kKeysPerChunk], d_rot[kKeysPerChunk];
       for (size_t t = t0; t < t1; ++t) {
         const auto [b0, b1] = blocks[t / static_cast<size_t>(H)];
         const int64_t h = static_cast<int64_t>(t % static_cast<size_t>(H));
@@ -102,12 +102,24 @@ class MlaAttention : public Attention {
           rope_.apply(&q_rot[r * rope], rows[b0 + r].pos);
         }
         auto len = [&](size_t r) { return rows[b0 + r].pos + 1; };
-        for (int64_t s = 0; s < longest; ++s) {
-          const float* k = cache.key(layer, s);
-          for (size_t r = 0; r < m; ++r)
-            if (s < len(r))
-              scores[r * longest + s] =
-                  (kernels::dot(&q_abs[r * lora], k, lora) + kernels::dot(&q_rot[r * rope], k + lora, rope)) * scale_;
+        // Scores a chunk of keys at a time: each row's dots against them run
+        // side by side (kernels::dots), each with the bits of a lone dot.
+        for (int64_t s0 = 0; s0 < longest; s0 += kKeysPerChunk) {
+          const int64_t s1 = std::min<int64_t>(longest, s0 + kKeysPerChunk);
+          k_lat.clear();
+          k_rot.clear();
+          for (int64_t s = s0; s < s1; ++s) {
+            k_lat.push_back(cache.key(layer, s));
+            k_rot.push_back(k_lat.back() + lora);
+          }
+          for (size_t r = 0; r < m; ++r) {
+            const int64_t upto = std::min<int64_t>(s1, len(r));
+            if (upto <= s0) continue;
+            const size_t count = static_cast<size_t>(upto - s0);
+            kernels::dots(&q_abs[r * lora], k_lat.data(), count, static_cast<size_t>(lora), d_lat);
+            kernels::dots(&q_rot[r * rope], k_rot.data(), count, static_cast<size_t>(rope), d_rot);
+            for (size_t j = 0; j < count; ++j) scores[r * longest + s0 + static_cast<int64_t>(j)] = (d_lat[j] + d_rot[j]) * scale_;
+          }
         }
         for (size_t r = 0; r < m; ++r) kernels::softmax(&scores[r * longest], len(r));
         for (int64_t s = 0; s < longest; ++s) {
