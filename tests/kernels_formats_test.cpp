@@ -338,6 +338,32 @@ TEST(KernelDot, ManyKeysGiveEachDotsBits) {
   }
 }
 
+// Many rows added at once (attention's weighted sum): the bits of one axpy
+// after another, on every ISA, for lengths with and without a tail.
+TEST(KernelAxpy, ManyRowsGiveSuccessiveAxpysBits) {
+  IsaGuard guard;
+  for (size_t n : {1, 15, 16, 64, 100, 512}) {
+    std::vector<std::vector<float>> rows;
+    std::vector<const float*> ptrs;
+    for (size_t j = 0; j < 11; ++j) rows.push_back(random_vector(n, 5 * n + j));
+    for (const auto& r : rows) ptrs.push_back(r.data());
+    const std::vector<float> w = random_vector(11, 7 * n), start = random_vector(n + 1, 9 * n);
+    for (Isa isa : supported_isas()) {
+      kernels::set_isa(isa);
+      for (size_t count : {0, 1, 4, 11}) {
+        std::vector<float> want = start, got = start;
+        kernels::set_isa(Isa::Scalar);
+        for (size_t j = 0; j < count; ++j) kernels::axpy(w[j], ptrs[j], want.data(), n);
+        kernels::set_isa(isa);
+        kernels::axpys(w.data(), ptrs.data(), count, got.data(), n);
+        for (size_t i = 0; i <= n; ++i)  // element n is past the end: untouched
+          EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << kernels::isa_name(isa) << " n=" << n << " count=" << count << " i=" << i;
+      }
+    }
+  }
+}
+
 TEST(KernelDispatch, ReportsAndForcesIsas) {
   IsaGuard guard;
   EXPECT_TRUE(kernels::isa_supported(Isa::Scalar));

@@ -91,6 +91,8 @@ struct KernelTable {
   void (*dots)(const float* a, const float* const* b, size_t count, size_t n, float* out);
   // y[i] = fma(a, x[i], y[i]).
   void (*axpy)(float a, const float* x, float* y, size_t n);
+  // axpy(w[j], x[j], y, n) for j = 0, 1, ..., count - 1, bit for bit.
+  void (*axpys)(const float* w, const float* const* x, size_t count, float* y, size_t n);
 };
 
 extern const KernelTable kScalarTable;

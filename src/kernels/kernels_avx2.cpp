@@ -5,6 +5,7 @@
 
 #if defined(STRATA_X86_SIMD)
 
+#include <cmath>
 #include <immintrin.h>
 
 #include <cstddef>
@@ -610,7 +611,7 @@ void simd_axpy(float a, const float* x, float* y, size_t n) {
   }
 }
 
-const KernelTable kTable = {"avx2", simd_matmul, simd_dequant_row, simd_dot, simd_dots, simd_axpy};
+const KernelTable kTable = {"avx2", simd_matmul, simd_dequant_row, simd_dot, simd_dots, simd_axpy, simd_axpys};
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include <cmath>
 #include <immintrin.h>
 
 #include <cstddef>
@@ -629,7 +630,7 @@ void simd_axpy(float a, const float* x, float* y, size_t n) {
   }
 }
 
-const KernelTable kTable = {"avx512", simd_matmul, simd_dequant_row, simd_dot, simd_dots, simd_axpy};
+const KernelTable kTable = {"avx512", simd_matmul, simd_dequant_row, simd_dot, simd_dots, simd_axpy, simd_axpys};
 
 }  // namespace
 

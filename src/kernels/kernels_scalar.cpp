@@ -345,6 +345,10 @@ void axpy(float a, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
 }
 
+void axpys(const float* w, const float* const* x, size_t count, float* y, size_t n) {
+  for (size_t j = 0; j < count; ++j) axpy(w[j], x[j], y, n);
+}
+
 // ---- interleaved layouts (Packing::Interleaved16) --------------------------
 
 // Block b (32 columns) of row o: W[o][32b + i] = q[i] · scale - min, q[i] the
@@ -451,6 +455,6 @@ void il_dequant_row(const MatDesc& w, int64_t o, float* dst) {
   }
 }
 
-const KernelTable kScalarTable = {"scalar", matmul, dequant_row, dot, dots, axpy};
+const KernelTable kScalarTable = {"scalar", matmul, dequant_row, dot, dots, axpy, axpys};
 
 }  // namespace strata::kernels::detail

@@ -165,6 +165,10 @@ void dots(const float* a, const float* const* b, size_t count, size_t n, float* 
 
 void axpy(float a, const float* x, float* y, size_t n) { detail::active_table().axpy(a, x, y, n); }
 
+void axpys(const float* w, const float* const* x, size_t count, float* y, size_t n) {
+  detail::active_table().axpys(w, x, count, y, n);
+}
+
 void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool) {
   if (n == 0 || w.out <= 0) return;
   const detail::KernelTable& t = detail::active_table();

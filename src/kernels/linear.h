@@ -112,4 +112,9 @@ void dots(const float* a, const float* const* b, size_t count, size_t n, float* 
 // y[i] = fma(a, x[i], y[i]) for i < n.
 void axpy(float a, const float* x, float* y, size_t n);
 
+// axpy(w[j], x[j], y, n) for j = 0, 1, ..., count - 1, bit for bit: each y[i]
+// is the same chain of fused multiply-adds in the same order, but kept in a
+// register across the j (attention's weighted sum of many cached rows).
+void axpys(const float* w, const float* const* x, size_t count, float* y, size_t n);
+
 }  // namespace strata::kernels

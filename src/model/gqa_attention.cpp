@@ -114,11 +114,18 @@ class GqaAttention : public Attention {
           }
           std::fill_n(&heads[((b0 + r) * H + h) * d], d, 0.0f);
         }
-        for (int64_t s = lo; s < hi; ++s) {
-          const float* vv = cache.value(layer, s) + kvh * d;
-          for (size_t r = 0; r < m; ++r)
-            if (s >= first[r] && s < first[r] + len[r])
-              kernels::axpy(scores[r * widest + (s - first[r])], vv, &heads[((b0 + r) * H + h) * d], static_cast<size_t>(d));
+        // The weighted sum of values, a chunk per call (kernels::axpys: the
+        // axpys of one position after another, with their bits).
+        for (int64_t s0 = lo; s0 < hi; s0 += kKeysPerChunk) {
+          const int64_t s1 = std::min<int64_t>(hi, s0 + kKeysPerChunk);
+          keys.clear();
+          for (int64_t s = s0; s < s1; ++s) keys.push_back(cache.value(layer, s) + kvh * d);
+          for (size_t r = 0; r < m; ++r) {
+            const int64_t from = std::max(s0, first[r]), upto = std::min(s1, first[r] + len[r]);
+            if (upto <= from) continue;
+            kernels::axpys(&scores[r * widest + (from - first[r])], keys.data() + (from - s0),
+                           static_cast<size_t>(upto - from), &heads[((b0 + r) * H + h) * d], static_cast<size_t>(d));
+          }
         }
       }
     });

@@ -122,10 +122,18 @@ class MlaAttention : public Attention {
           }
         }
         for (size_t r = 0; r < m; ++r) kernels::softmax(&scores[r * longest], len(r));
-        for (int64_t s = 0; s < longest; ++s) {
-          const float* k = cache.key(layer, s);
-          for (size_t r = 0; r < m; ++r)
-            if (s < len(r)) kernels::axpy(scores[r * longest + s], k, &latent[r * lora], static_cast<size_t>(lora));
+        // The weighted sum, a chunk of keys per call (kernels::axpys: the
+        // axpys of one key after another, with their bits).
+        for (int64_t s0 = 0; s0 < longest; s0 += kKeysPerChunk) {
+          const int64_t s1 = std::min<int64_t>(longest, s0 + kKeysPerChunk);
+          k_lat.clear();
+          for (int64_t s = s0; s < s1; ++s) k_lat.push_back(cache.key(layer, s));
+          for (size_t r = 0; r < m; ++r) {
+            const int64_t upto = std::min<int64_t>(s1, len(r));
+            if (upto <= s0) continue;
+            kernels::axpys(&scores[r * longest + s0], k_lat.data(), static_cast<size_t>(upto - s0), &latent[r * lora],
+                           static_cast<size_t>(lora));
+          }
         }
         // Expand the attended latent through W_UV[h].
         for (size_t r = 0; r < m; ++r)
