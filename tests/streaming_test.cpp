@@ -63,6 +63,15 @@ LoadOptions streamed(size_t slots, LoadOptions::Prefetch p = LoadOptions::Prefet
   return o;
 }
 
+// The qwen_gqa fixture packed into tmp/pack (one drive: the pack directory).
+PackOptions pack_qwen_gqa(const fs::path& tmp) {
+  PackOptions p;
+  p.source = kModels / "qwen_gqa";
+  p.out = tmp / "pack";
+  pack_model(p);
+  return p;
+}
+
 std::vector<fs::path> fixtures() {
   std::vector<fs::path> dirs;
   for (const auto& e : fs::directory_iterator(kModels))
@@ -78,6 +87,8 @@ TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
   const Outcome ram = run(dir, {});
   expect_identical(ram, run(dir, streamed(1)), "one slot, prefetch on");
   expect_identical(ram, run(dir, streamed(3, LoadOptions::Prefetch::Off, "pread")), "three slots, pread");
+  // A cache so small that a guess holds a slot the next layer may wait for.
+  expect_identical(ram, run(dir, streamed(5)), "five slots, prefetch on");
   // Room for guesses (a quarter of the cache): some land, some are cancelled.
   const Outcome guessing = run(dir, streamed(12));
   expect_identical(ram, guessing, "twelve slots, prefetch on");
@@ -164,10 +175,7 @@ TEST(Pack, InterruptedPackResumesToTheSameBytes) {
 
 TEST(Pack, CorruptBlobIsAClearErrorNamingFileAndOffset) {
   testfiles::TempDir tmp("strata-pack");
-  PackOptions p;
-  p.source = kModels / "qwen_gqa";
-  p.out = tmp / "pack";
-  pack_model(p);
+  const PackOptions p = pack_qwen_gqa(tmp.path());
   const Manifest m = Manifest::load(p.out);
   const fs::path file = m.drive_file(p.out, 0);
   // Flip one byte inside some expert's weights.
@@ -203,10 +211,7 @@ TEST(Pack, CorruptBlobIsAClearErrorNamingFileAndOffset) {
 
 TEST(Pack, ChecksumsOnFirstReadOrEveryRead) {
   testfiles::TempDir tmp("strata-pack");
-  PackOptions p;
-  p.source = kModels / "qwen_gqa";
-  p.out = tmp / "pack";
-  pack_model(p);
+  const PackOptions p = pack_qwen_gqa(tmp.path());
   LoadOptions o = streamed(2, LoadOptions::Prefetch::Off);
   const Outcome always = run(p.out, [&] { auto a = o; a.verify = LoadOptions::Verify::Always; return a; }(), 12);
   const Outcome first = run(p.out, o, 12);
@@ -244,10 +249,7 @@ TEST(Pack, MissingDriveIsAClearError) {
 
 TEST(Pack, DamagedManifestIsAClearError) {
   testfiles::TempDir tmp("strata-pack");
-  PackOptions p;
-  p.source = kModels / "qwen_gqa";
-  p.out = tmp / "pack";
-  pack_model(p);
+  const PackOptions p = pack_qwen_gqa(tmp.path());
   const std::string text = [&] {
     std::ifstream f(p.out / "manifest.json");
     return std::string(std::istreambuf_iterator<char>(f), {});

@@ -56,7 +56,9 @@ class StreamingExpertProvider::Fetch : public ExpertFetch {
         out.emplace_back(pos, &p_.slots_[slot].weights);
       }
       if (!out.empty() || (loading_.empty() && waiting_.empty())) break;
-      if (loading_.empty())
+      // Nothing of ours in flight: only reads still landing (cancelled
+      // guesses) can free a slot for the experts still waiting.
+      if (loading_.empty() && p_.storage_->pending() == 0)
         throw Error("expert cache: no slot can be freed for layer " + std::to_string(layer_) +
                     " (every slot is in use); give --ram more room");
       p_.wait_for_reads();
@@ -138,8 +140,10 @@ StreamingExpertProvider::StreamingExpertProvider(const ModelConfig& c, ExpertCat
 }
 
 StreamingExpertProvider::~StreamingExpertProvider() {
-  // Reads may still be landing in the slots (prefetches): let them finish
-  // before the buffers go away.
+  // Guesses still queued need not be read; reads already issued may still be
+  // landing in the slots: let them finish before the buffers go away.
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (slots_[s].prefetched && slots_[s].state == State::Loading) storage_->cancel(slot_tags(static_cast<int>(s)));
   std::vector<Completion> done;
   while (storage_->pending() > 0) storage_->wait(done, storage_->pending());
 }
@@ -239,8 +243,7 @@ void StreamingExpertProvider::cancel_guess(int s) {
   // on reads it afresh into another slot.
   where_.erase(key(slot.layer, slot.expert));
   slot.cancelled = true;
-  storage_->cancel(slot_tags(s));
-  ++stats_.prefetch_cancelled;
+  if (storage_->cancel(slot_tags(s)) > 0) ++stats_.prefetch_cancelled;
 }
 
 void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
@@ -249,7 +252,7 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
     const size_t s = c.tag / kReadsPerSlot;
     Slot& slot = slots_[s];
     const StreamedExpert& se = catalog_.at(slot.layer, slot.expert);
-    if (!c.ok() && c.error != ECANCELED) {
+    if (!c.ok() && c.error != ECANCELED && !slot.cancelled) {  // a guess given up on may fail quietly
       if (failure.empty()) failure = c.message;
       slot.failed = true;
     }

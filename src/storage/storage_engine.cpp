@@ -88,8 +88,8 @@ void StorageEngine::Piece::set(uint64_t from) {
 
 StorageEngine::StorageEngine(unsigned queue_depth, uint64_t piece_bytes, unsigned background_depth)
     : queue_depth_(std::max(queue_depth, 1u)),
-      background_depth_(std::max(background_depth, 1u)),
-      piece_bytes_(piece_bytes == 0 ? kMaxRawRead : std::min(std::max(align_up(piece_bytes), kIoAlign), kMaxRawRead)) {}
+      piece_bytes_(piece_bytes == 0 ? kMaxRawRead : std::min(std::max(align_up(piece_bytes), kIoAlign), kMaxRawRead)),
+      background_depth_(std::max(background_depth, 1u)) {}
 
 StorageEngine::~StorageEngine() {
   for (auto& f : files_)
@@ -320,7 +320,7 @@ void StorageEngine::pump(uint32_t drive) {
     }
     // Background reads only use a drive that has nothing else to do, and only
     // a few at a time, so a demand read that comes next waits for little.
-    while (dr->queue.empty() && dr->in_flight == dr->background_in_flight &&
+    while (dr->queue.empty() && dr->in_flight == dr->background_in_flight && dr->in_flight < queue_depth_ &&
            dr->background_in_flight < background_depth_ && !dr->background.empty()) {
       Piece* p = dr->background.front();
       dr->background.pop_front();
@@ -388,6 +388,10 @@ void StorageEngine::complete(RawRead* raw, int64_t res, std::vector<RawRead*>* d
     p->issued_background = false;
     if (--dr->in_flight == 0)
       dr->info.busy_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - dr->busy_since).count();
+    if (requeue && r->cancelled) {  // the rest of a cancelled extent is not wanted
+      requeue = false;
+      done = true;
+    }
     if (requeue) (r->background ? dr->background : dr->queue).push_front(p);
     if (done) {
       // Of several failed pieces, the one nearest the start of the extent
