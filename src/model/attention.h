@@ -3,6 +3,7 @@
 // key/value entry into its cache, then let each row attend to positions
 // [0, pos] of its own sequence, so rows of one sequence in the same batch see
 // each other causally exactly as they would one at a time.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,6 +38,21 @@ std::vector<std::pair<size_t, size_t>> sequence_runs(std::span<const Row> rows, 
 // scores them).
 inline constexpr size_t kRowsPerBlock = 32;
 inline constexpr int64_t kKeysPerChunk = 16;
+
+// Walks cached positions [lo, hi) a chunk of kKeysPerChunk at a time; for each
+// chunk, each row r < rows of a run, which sees positions [first(r), end(r)),
+// gets visit(r, from, count) for the part of the chunk it sees. A row meets
+// its positions in ascending order, so its dots and axpys keep their order.
+template <class First, class End, class Visit>
+void by_key_chunks(int64_t lo, int64_t hi, size_t rows, First first, End end, Visit visit) {
+  for (int64_t s0 = lo; s0 < hi; s0 += kKeysPerChunk) {
+    const int64_t s1 = std::min(hi, s0 + kKeysPerChunk);
+    for (size_t r = 0; r < rows; ++r) {
+      const int64_t from = std::max(s0, first(r)), upto = std::min(s1, end(r));
+      if (upto > from) visit(r, from, static_cast<size_t>(upto - from));
+    }
+  }
+}
 
 // Widths of one cache row for this architecture: {key, value}.
 struct CacheWidths {

@@ -47,6 +47,13 @@ class ExpertFetch {
   virtual bool all_ready() const { return false; }
 };
 
+// Checksums of streamed experts where the catalog has them. First: each blob
+// the first time it is read in a run (a damaged file is caught the first time
+// its blob is needed; hashing every re-read took ~13% of the CPU samples of a
+// cold decode on 2 cores). Always: every read. Off: none (blob headers, which
+// name their layer and expert, are still checked).
+enum class ExpertVerify { First, Always, Off };
+
 // What a provider has done so far (all zero for the in-memory one).
 struct ExpertStats {
   uint64_t requests = 0;        // (layer, expert) pairs asked for

@@ -68,7 +68,7 @@ class GqaAttention : public Attention {
     pool.parallel_for(blocks.size() * static_cast<size_t>(H), [&](size_t t0, size_t t1) {
       thread_local std::vector<float> scores;
       thread_local std::vector<int64_t> first, len;
-      thread_local std::vector<const float*> keys;
+      thread_local std::vector<const float*> keys, values;  // per position from lo
       float dotted[kKeysPerChunk];
       for (size_t t = t0; t < t1; ++t) {
         const auto [b0, b1] = blocks[t / static_cast<size_t>(H)];
@@ -88,28 +88,21 @@ class GqaAttention : public Attention {
           widest = std::max(widest, len[r] + 1);
         }
         scores.resize(m * static_cast<size_t>(widest));
-        // Cached rows [lo, hi) a chunk at a time: row_at(s) is position s's
-        // row; each block row r gets the part of the chunk it sees, from
-        // position `from`, as `count` row pointers.
-        auto by_chunk = [&](auto row_at, auto per_row) {
-          for (int64_t s0 = lo; s0 < hi; s0 += kKeysPerChunk) {
-            const int64_t s1 = std::min<int64_t>(hi, s0 + kKeysPerChunk);
-            keys.clear();
-            for (int64_t s = s0; s < s1; ++s) keys.push_back(row_at(s));
-            for (size_t r = 0; r < m; ++r) {
-              const int64_t from = std::max(s0, first[r]), upto = std::min(s1, first[r] + len[r]);
-              if (upto > from) per_row(r, from, keys.data() + (from - s0), static_cast<size_t>(upto - from));
-            }
-          }
-        };
+        keys.resize(static_cast<size_t>(hi - lo));
+        values.resize(static_cast<size_t>(hi - lo));
+        for (int64_t s = lo; s < hi; ++s) {
+          keys[s - lo] = cache.key(layer, s) + kvh * d;
+          values[s - lo] = cache.value(layer, s) + kvh * d;
+        }
+        auto start = [&](size_t r) { return first[r]; };
+        auto end = [&](size_t r) { return first[r] + len[r]; };
         // Each row's dots against a chunk of keys run side by side
         // (kernels::dots), each with the bits of a lone dot.
-        by_chunk([&](int64_t s) { return cache.key(layer, s) + kvh * d; },
-                 [&](size_t r, int64_t from, const float* const* k, size_t count) {
-                   kernels::dots(&q[((b0 + r) * H + h) * d], k, count, static_cast<size_t>(d), dotted);
-                   for (size_t j = 0; j < count; ++j)
-                     scores[r * widest + (from - first[r]) + static_cast<int64_t>(j)] = dotted[j] * scale_;
-                 });
+        by_key_chunks(lo, hi, m, start, end, [&](size_t r, int64_t from, size_t count) {
+          kernels::dots(&q[((b0 + r) * H + h) * d], &keys[from - lo], count, static_cast<size_t>(d), dotted);
+          for (size_t j = 0; j < count; ++j)
+            scores[r * widest + (from - first[r]) + static_cast<int64_t>(j)] = dotted[j] * scale_;
+        });
         for (size_t r = 0; r < m; ++r) {
           float* sr = &scores[r * widest];
           // A sink is one more logit in the softmax's denominator with no value.
@@ -123,11 +116,10 @@ class GqaAttention : public Attention {
         }
         // The weighted sum of values, a chunk per call (kernels::axpys: the
         // axpys of one position after another, with their bits).
-        by_chunk([&](int64_t s) { return cache.value(layer, s) + kvh * d; },
-                 [&](size_t r, int64_t from, const float* const* v, size_t count) {
-                   kernels::axpys(&scores[r * widest + (from - first[r])], v, count, &heads[((b0 + r) * H + h) * d],
-                                  static_cast<size_t>(d));
-                 });
+        by_key_chunks(lo, hi, m, start, end, [&](size_t r, int64_t from, size_t count) {
+          kernels::axpys(&scores[r * widest + (from - first[r])], &values[from - lo], count,
+                         &heads[((b0 + r) * H + h) * d], static_cast<size_t>(d));
+        });
       }
     });
     kernels::linear(o_, heads.data(), n, out, &pool);

@@ -78,7 +78,7 @@ class MlaAttention : public Attention {
     std::vector<float> heads(n * H * vdim);
     pool.parallel_for(blocks.size() * static_cast<size_t>(H), [&](size_t t0, size_t t1) {
       thread_local std::vector<float> q_abs, q_rot, scores, latent;
-      thread_local std::vector<const float*> k_lat, k_rot;
+      thread_local std::vector<const float*> k_lat, k_rot;  // per cached position: latent, rotated key
       float d_lat[kKeysPerChunk], d_rot[kKeysPerChunk];
       for (size_t t = t0; t < t1; ++t) {
         const auto [b0, b1] = blocks[t / static_cast<size_t>(H)];
@@ -101,40 +101,27 @@ class MlaAttention : public Attention {
           std::copy_n(qh + nope, rope, &q_rot[r * rope]);
           rope_.apply(&q_rot[r * rope], rows[b0 + r].pos);
         }
+        auto start = [](size_t) { return int64_t{0}; };
         auto len = [&](size_t r) { return rows[b0 + r].pos + 1; };
-        // Scores a chunk of keys at a time: each row's dots against them run
-        // side by side (kernels::dots), each with the bits of a lone dot.
-        for (int64_t s0 = 0; s0 < longest; s0 += kKeysPerChunk) {
-          const int64_t s1 = std::min<int64_t>(longest, s0 + kKeysPerChunk);
-          k_lat.clear();
-          k_rot.clear();
-          for (int64_t s = s0; s < s1; ++s) {
-            k_lat.push_back(cache.key(layer, s));
-            k_rot.push_back(k_lat.back() + lora);
-          }
-          for (size_t r = 0; r < m; ++r) {
-            const int64_t upto = std::min<int64_t>(s1, len(r));
-            if (upto <= s0) continue;
-            const size_t count = static_cast<size_t>(upto - s0);
-            kernels::dots(&q_abs[r * lora], k_lat.data(), count, static_cast<size_t>(lora), d_lat);
-            kernels::dots(&q_rot[r * rope], k_rot.data(), count, static_cast<size_t>(rope), d_rot);
-            for (size_t j = 0; j < count; ++j) scores[r * longest + s0 + static_cast<int64_t>(j)] = (d_lat[j] + d_rot[j]) * scale_;
-          }
+        k_lat.resize(static_cast<size_t>(longest));
+        k_rot.resize(static_cast<size_t>(longest));
+        for (int64_t s = 0; s < longest; ++s) {
+          k_lat[s] = cache.key(layer, s);
+          k_rot[s] = k_lat[s] + lora;
         }
+        // Each row's dots against a chunk of keys run side by side
+        // (kernels::dots), each with the bits of a lone dot.
+        by_key_chunks(0, longest, m, start, len, [&](size_t r, int64_t from, size_t count) {
+          kernels::dots(&q_abs[r * lora], &k_lat[from], count, static_cast<size_t>(lora), d_lat);
+          kernels::dots(&q_rot[r * rope], &k_rot[from], count, static_cast<size_t>(rope), d_rot);
+          for (size_t j = 0; j < count; ++j) scores[r * longest + from + static_cast<int64_t>(j)] = (d_lat[j] + d_rot[j]) * scale_;
+        });
         for (size_t r = 0; r < m; ++r) kernels::softmax(&scores[r * longest], len(r));
         // The weighted sum, a chunk of keys per call (kernels::axpys: the
         // axpys of one key after another, with their bits).
-        for (int64_t s0 = 0; s0 < longest; s0 += kKeysPerChunk) {
-          const int64_t s1 = std::min<int64_t>(longest, s0 + kKeysPerChunk);
-          k_lat.clear();
-          for (int64_t s = s0; s < s1; ++s) k_lat.push_back(cache.key(layer, s));
-          for (size_t r = 0; r < m; ++r) {
-            const int64_t upto = std::min<int64_t>(s1, len(r));
-            if (upto <= s0) continue;
-            kernels::axpys(&scores[r * longest + s0], k_lat.data(), static_cast<size_t>(upto - s0), &latent[r * lora],
-                           static_cast<size_t>(lora));
-          }
-        }
+        by_key_chunks(0, longest, m, start, len, [&](size_t r, int64_t from, size_t count) {
+          kernels::axpys(&scores[r * longest + from], &k_lat[from], count, &latent[r * lora], static_cast<size_t>(lora));
+        });
         // Expand the attended latent through W_UV[h].
         for (size_t r = 0; r < m; ++r)
           kernels::linear(v_b_.empty() ? kv_b_.row_slice(h * (nope + vdim) + nope, vdim) : v_b_[h], &latent[r * lora], 1,

@@ -132,9 +132,7 @@ std::unique_ptr<ExpertProvider> Model::make_streaming(const ExpertBindFn& bind, 
 
   StreamingOptions opt;
   opt.slots = slots;
-  opt.verify = options.verify == LoadOptions::Verify::Always ? StreamingOptions::Verify::Always
-               : options.verify == LoadOptions::Verify::Off  ? StreamingOptions::Verify::Off
-                                                               : StreamingOptions::Verify::First;
+  opt.verify = options.verify;
   if (options.heat != "none") {
     heat_path_ = options.heat.empty() ? default_heat_path(dir_) : std::filesystem::path(options.heat);
     opt.prior = ExpertHeat::load(heat_path_, std::filesystem::weakly_canonical(dir_).string(), c.num_layers,

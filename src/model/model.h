@@ -38,9 +38,9 @@ struct LoadOptions {
   int64_t context = 4096;  // positions a sequence may reach (--ctx); the KV cache is budgeted for it
   int64_t max_batch = 0;   // rows of one sequence per step (prefill chunk); 0 = from the budget
   enum class Prefetch { Auto, On, Off } prefetch = Prefetch::Auto;
-  // Expert checksums (packed models): each blob's first read in a run, every
-  // read, or none. See StreamingOptions.
-  enum class Verify { First, Always, Off } verify = Verify::First;
+  // Expert checksums (packed models), see ExpertVerify.
+  using Verify = ExpertVerify;
+  Verify verify = Verify::First;
   std::string io_backend;  // "" = $STRATA_IO or io_uring, "pread"
   // Expert heat between runs: "" = the default place (see expert_heat.h),
   // "none" = neither read nor written.

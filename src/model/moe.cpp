@@ -208,16 +208,18 @@ std::vector<int32_t> MoeBlock::predict(const float* x, size_t n, ThreadPool& poo
   std::vector<int32_t> ids(n * K);
   std::vector<float> weights(n * K);
   router_->route(x, n, ids.data(), weights.data(), pool);
-  // Most likely first: picked by more rows, then by a larger routing weight.
+  // Most likely first: picked by more rows, then by a larger routing weight
+  // (ties: the lower id, as the map orders them).
   std::map<int32_t, std::pair<int, float>> votes;  // expert -> (rows, best weight)
   for (size_t s = 0; s < ids.size(); ++s) {
     auto& v = votes[ids[s]];
     ++v.first;
     v.second = std::max(v.second, weights[s]);
   }
+  std::vector<std::pair<int32_t, std::pair<int, float>>> ranked(votes.begin(), votes.end());
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   std::vector<int32_t> out;
-  for (const auto& [e, v] : votes) out.push_back(e);
-  std::stable_sort(out.begin(), out.end(), [&](int32_t a, int32_t b) { return votes[a] > votes[b]; });
+  for (const auto& [e, v] : ranked) out.push_back(e);
   return out;
 }
 

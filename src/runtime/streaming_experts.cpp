@@ -265,10 +265,7 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
       // still landed whole: keep it, unless the expert was read elsewhere since.
       slot.cancelled = false;
       if (slot.failed || where_.count(key(slot.layer, slot.expert))) {
-        slot.state = State::Free;
-        slot.failed = false;
-        if (slot.pinned) --pinned_;
-        slot.pinned = slot.prefetched = false;
+        free_slot(slot);
         continue;
       }
       where_[key(slot.layer, slot.expert)] = static_cast<int>(s);
@@ -284,10 +281,7 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
     }
     if (slot.failed) {  // forget it: a later request reads it again
       where_.erase(key(slot.layer, slot.expert));
-      slot.state = State::Free;
-      slot.failed = false;
-      if (slot.pinned) --pinned_;
-      slot.pinned = slot.prefetched = false;
+      free_slot(slot);
       continue;
     }
     interleave_in_slot(slot.weights, slot.mem, pool_->buffer_bytes());
@@ -296,6 +290,13 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
   }
   done.clear();
   if (!failure.empty()) throw Error("expert read failed: " + failure);
+}
+
+void StreamingExpertProvider::free_slot(Slot& slot) {
+  slot.state = State::Free;
+  slot.failed = false;
+  if (slot.pinned) --pinned_;
+  slot.pinned = slot.prefetched = false;
 }
 
 void StreamingExpertProvider::poll_reads() {
@@ -314,11 +315,7 @@ void StreamingExpertProvider::wait_for_reads() {
 }
 
 std::unique_ptr<ExpertFetch> StreamingExpertProvider::fetch(int64_t layer, std::span<const int32_t> experts) {
-  {
-    std::vector<Completion> done;
-    storage_->poll(done);
-    absorb(done);
-  }
+  poll_reads();
   if (predicted_for_ == layer) {
     for (int32_t e : experts)
       stats_.predicted_right += std::binary_search(predicted_layer_.begin(), predicted_layer_.end(), e);

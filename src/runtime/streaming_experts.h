@@ -36,12 +36,8 @@ namespace strata {
 struct StreamingOptions {
   size_t slots = 0;            // cache size in experts (>= 1)
   double pin_fraction = 0.5;   // share of slots heat may pin
-  // Checksums where the catalog has them. First: each blob the first time it
-  // is read in this run (a file that is damaged is caught the first time its
-  // blob is needed; hashing every re-read costs a core ~8% of a decode step
-  // on a 2-core machine). Always: every read. Off: none (blob headers, which
-  // name their layer and expert, are still checked).
-  enum class Verify { First, Always, Off } verify = Verify::First;
+  using Verify = ExpertVerify;
+  Verify verify = Verify::First;
   ExpertHeat prior;            // heat of earlier runs (may be empty)
 };
 
@@ -85,6 +81,8 @@ class StreamingExpertProvider : public ExpertProvider {
   int choose_victim(bool for_prefetch, double guess_score) const;
   double score(int64_t layer, int64_t expert) const { return freq_[layer][expert]; }
   void note_use(int64_t layer, int64_t expert);
+  // Empties a slot that where_ no longer names.
+  void free_slot(Slot& slot);
   // Applies landed completions (throws strata::Error on a failed read).
   void absorb(std::vector<Completion>& done);
   // Blocks until at least one read lands; counts the time as I/O wait.

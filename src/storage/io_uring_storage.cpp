@@ -255,8 +255,7 @@ bool IoUringStorage::available(std::string* why) {
   return true;
 }
 
-IoUringStorage::IoUringStorage(unsigned queue_depth, uint64_t piece_bytes, unsigned background_depth)
-    : StorageEngine(queue_depth, piece_bytes, background_depth) {
+IoUringStorage::IoUringStorage(const StorageOptions& options) : StorageEngine(options) {
   std::string why;
   if (!available(&why)) throw Error("io_uring is not available: " + why);
 }

@@ -29,8 +29,7 @@ namespace strata {
 class IoUringStorage final : public detail::StorageEngine {
  public:
   // Throws strata::Error when the kernel refuses io_uring (seccomp, sysctl, old kernel).
-  explicit IoUringStorage(unsigned queue_depth = 16, uint64_t piece_bytes = kDefaultPieceBytes,
-                  unsigned background_depth = 2);
+  explicit IoUringStorage(const StorageOptions& options = {});
   ~IoUringStorage() override;
 
   bool register_buffers(std::span<const BufferRegion> regions) override;

@@ -67,8 +67,7 @@ class PreadPoolStorage::Workers {
   std::vector<std::thread> threads_;
 };
 
-PreadPoolStorage::PreadPoolStorage(unsigned queue_depth, uint64_t piece_bytes, unsigned background_depth)
-    : StorageEngine(queue_depth, piece_bytes, background_depth) {}
+PreadPoolStorage::PreadPoolStorage(const StorageOptions& options) : StorageEngine(options) {}
 
 PreadPoolStorage::~PreadPoolStorage() {
   drain();

@@ -13,8 +13,7 @@ namespace strata {
 
 class PreadPoolStorage final : public detail::StorageEngine {
  public:
-  explicit PreadPoolStorage(unsigned queue_depth = 16, uint64_t piece_bytes = kDefaultPieceBytes,
-                  unsigned background_depth = 2);
+  explicit PreadPoolStorage(const StorageOptions& options = {});
   ~PreadPoolStorage() override;
 
   std::string_view backend() const override { return "pread"; }

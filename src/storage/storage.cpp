@@ -28,13 +28,13 @@ std::unique_ptr<Storage> make_storage(const StorageOptions& options) {
     const char* env = std::getenv("STRATA_IO");
     if (env && *env) choice = env;
   }
-  if (choice == "pread") return std::make_unique<PreadPoolStorage>(options.queue_depth, options.piece_bytes, options.background_depth);
-  if (choice == "io_uring") return std::make_unique<IoUringStorage>(options.queue_depth, options.piece_bytes, options.background_depth);
+  if (choice == "pread") return std::make_unique<PreadPoolStorage>(options);
+  if (choice == "io_uring") return std::make_unique<IoUringStorage>(options);
   if (!choice.empty() && choice != "auto")
     throw Error("STRATA_IO=" + choice + ": expected io_uring, pread or auto");
   std::string why;
-  if (IoUringStorage::available(&why)) return std::make_unique<IoUringStorage>(options.queue_depth, options.piece_bytes, options.background_depth);
-  auto s = std::make_unique<PreadPoolStorage>(options.queue_depth, options.piece_bytes, options.background_depth);
+  if (IoUringStorage::available(&why)) return std::make_unique<IoUringStorage>(options);
+  auto s = std::make_unique<PreadPoolStorage>(options);
   s->add_note("io_uring is not available (" + why + "); reading with a pread thread pool");
   return s;
 }

@@ -86,10 +86,10 @@ void StorageEngine::Piece::set(uint64_t from) {
   inject_errno = 0;
 }
 
-StorageEngine::StorageEngine(unsigned queue_depth, uint64_t piece_bytes, unsigned background_depth)
-    : queue_depth_(std::max(queue_depth, 1u)),
-      piece_bytes_(piece_bytes == 0 ? kMaxRawRead : std::min(std::max(align_up(piece_bytes), kIoAlign), kMaxRawRead)),
-      background_depth_(std::max(background_depth, 1u)) {}
+StorageEngine::StorageEngine(const StorageOptions& o)
+    : queue_depth_(std::max(o.queue_depth, 1u)),
+      piece_bytes_(o.piece_bytes == 0 ? kMaxRawRead : std::min(std::max(align_up(o.piece_bytes), kIoAlign), kMaxRawRead)),
+      background_depth_(std::max(o.background_depth, 1u)) {}
 
 StorageEngine::~StorageEngine() {
   for (auto& f : files_)
@@ -412,25 +412,32 @@ void StorageEngine::complete(RawRead* raw, int64_t res, std::vector<RawRead*>* d
     finish(r);
 }
 
+std::vector<std::pair<uint32_t, StorageEngine::Piece*>> StorageEngine::take_background(std::span<const uint64_t> tags) {
+  std::lock_guard<std::mutex> files_lock(files_mutex_);
+  std::vector<std::pair<uint32_t, Piece*>> taken;
+  for (uint32_t d = 0; d < drives_.size(); ++d) {
+    std::deque<Piece*> keep;
+    for (Piece* p : drives_[d]->background) {
+      if (std::find(tags.begin(), tags.end(), p->req->ext.tag) == tags.end())
+        keep.push_back(p);
+      else
+        taken.emplace_back(d, p);
+    }
+    drives_[d]->background.swap(keep);
+  }
+  return taken;
+}
+
 size_t StorageEngine::cancel(std::span<const uint64_t> tags) {
   std::vector<Request*> over;
   size_t n = 0;
   {
     std::lock_guard<std::mutex> lock(sched_mutex_);
-    std::lock_guard<std::mutex> files_lock(files_mutex_);
-    for (auto& dr : drives_) {
-      std::deque<Piece*> keep;
-      for (Piece* p : dr->background) {
-        Request* r = p->req;
-        if (std::find(tags.begin(), tags.end(), r->ext.tag) == tags.end()) {
-          keep.push_back(p);
-          continue;
-        }
-        if (!r->cancelled) ++n;
-        r->cancelled = true;
-        if (--r->pieces_left == 0) over.push_back(r);
-      }
-      dr->background.swap(keep);
+    for (auto [d, p] : take_background(tags)) {
+      Request* r = p->req;
+      if (!r->cancelled) ++n;
+      r->cancelled = true;
+      if (--r->pieces_left == 0) over.push_back(r);
     }
   }
   for (Request* r : over) finish(r);
@@ -441,20 +448,10 @@ void StorageEngine::promote(std::span<const uint64_t> tags) {
   std::vector<uint32_t> touched;
   {
     std::lock_guard<std::mutex> lock(sched_mutex_);
-    std::lock_guard<std::mutex> files_lock(files_mutex_);
-    for (uint32_t d = 0; d < drives_.size(); ++d) {
-      Drive& dr = *drives_[d];
-      std::deque<Piece*> keep;
-      for (Piece* p : dr.background) {
-        if (std::find(tags.begin(), tags.end(), p->req->ext.tag) == tags.end()) {
-          keep.push_back(p);
-          continue;
-        }
-        p->req->background = false;
-        dr.queue.push_back(p);
-        if (std::find(touched.begin(), touched.end(), d) == touched.end()) touched.push_back(d);
-      }
-      dr.background.swap(keep);
+    for (auto [d, p] : take_background(tags)) {
+      p->req->background = false;
+      drive_ptr(d)->queue.push_back(p);
+      if (std::find(touched.begin(), touched.end(), d) == touched.end()) touched.push_back(d);
     }
   }
   for (uint32_t d : touched) pump(d);

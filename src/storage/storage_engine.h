@@ -14,6 +14,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "storage/storage.h"
@@ -52,9 +53,9 @@ struct FileEntry {
 
 class StorageEngine : public Storage {
  public:
-  // Extents longer than piece_bytes are read as several pieces in flight at
-  // once (0: one piece each, as the probe wants).
-  StorageEngine(unsigned queue_depth, uint64_t piece_bytes, unsigned background_depth);
+  // Queue depth, piece size and background depth from `options` (its
+  // backend field is make_storage's business).
+  explicit StorageEngine(const StorageOptions& options);
   ~StorageEngine() override;  // backends call drain_and_stop() in their destructors first
 
   FileId open(const std::filesystem::path& path, OpenMode mode = OpenMode::Auto) override;
@@ -106,6 +107,9 @@ class StorageEngine : public Storage {
   };
 
   void pump(uint32_t drive);
+  // Removes the queued background pieces of extents with these tags from
+  // every drive, as (drive, piece) in queue order. Call with sched_mutex_ held.
+  std::vector<std::pair<uint32_t, Piece*>> take_background(std::span<const uint64_t> tags);
   void finish(Request* r);
   void deliver(Completion c);
   const FileEntry* entry(FileId id) const;
