@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cold-expert streaming benchmark: strata vs llama.cpp under a memory cap (not run by CI).
 #
-#   bash bench/stream_bench.sh [--model M.gguf | --size GB] [--cap GiB] [--runs R]
+#   bash bench/stream_bench.sh [--model M.gguf | --size GB [--vocab V]] [--cap GiB] [--runs R]
 #        [--tokens N] [--llama-tokens M] [--ra "8192 128"] [--seed S] [--out DIR]
 #
 # A synthesized model at least 2x the memory the process may use, decoded with cold
@@ -10,8 +10,14 @@
 #
 #   --model M.gguf   the GGUF to use (default: synthesize one, see --size)
 #   --size GB        size of the synthesized model (default 7.5): strata synth --preset
-#                    kimi-k2 --hidden 2560 --size GB --format gguf --quant q8_0+mxfp4
-#                    --seed 1, kept in $MODELS (default /work/bench-models)
+#                    kimi-k2 --hidden 2560 --size GB --vocab V --format gguf --quant
+#                    q8_0+mxfp4 --seed 1, kept in $MODELS (default /work/bench-models)
+#   --vocab V        its vocabulary (default 16384). Scaled down to 7.5 GB, Kimi-K2 keeps
+#                    17 MoE layers of 704-wide experts; with its full 163840-token vocabulary
+#                    the output head would hold 54% as many weights as the experts a token
+#                    uses (Kimi-K2 itself: 5.6%), and a decode step would spend 12% of its
+#                    time in the head with no read to overlap. 16384 keeps Kimi-K2's ratio
+#                    (163840 x 17*8*3*704 / (60*8*3*2048) = 16.8k).
 #   --cap GiB        memory.limit_in_bytes of the cgroup every decode runs in (default 3);
 #                    page cache counts against it; strata gets --ram CAP-0.3
 #   --runs R         rounds (default 3); a round runs every row at each read-ahead (which
@@ -51,15 +57,16 @@ PY=${PYTHON:-python3}
 MODELS=${MODELS:-/work/bench-models}
 PARITY_TOOL=${PARITY_TOOL:-/work/llama.cpp/build-parity/parity_tool}
 
-usage() { sed -n '2,46p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,52p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 orig_args="$*"
-model=; size=7.5; cap=3; runs=3; tokens=32; llama_tokens=32; llama_timeout=300
+model=; size=7.5; vocab=16384; cap=3; runs=3; tokens=32; llama_tokens=32; llama_timeout=300
 ra_list="8192 128"; seed=1; prompt_len=16; out=; repack_check=1; ram_margin=0.3
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
+    --vocab) vocab=$2; shift 2 ;;
     --cap) cap=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --tokens) tokens=$2; shift 2 ;;
@@ -96,12 +103,13 @@ threads=$(nproc)
 
 # ---- model and pack (outside the cgroup) ----
 if [ -z "$model" ]; then
-  model=$MODELS/stream-kimi-k2-h2560-${size}g.gguf
+  model=$MODELS/stream-kimi-k2-h2560-v$((vocab / 1024))k-${size}g.gguf
   if [ ! -f "$model" ]; then
     mkdir -p "$MODELS"
-    show "$strata" synth --preset kimi-k2 --hidden 2560 --size "$size" --format gguf --quant q8_0+mxfp4 --seed 1 --out "$model"
-    "$strata" synth --preset kimi-k2 --hidden 2560 --size "$size" --format gguf --quant q8_0+mxfp4 --seed 1 --out "$model" \
-      > "$out/logs/synth.log" 2>&1
+    synth=("$strata" synth --preset kimi-k2 --hidden 2560 --size "$size" --vocab "$vocab" --format gguf
+           --quant q8_0+mxfp4 --seed 1 --out "$model")
+    show "${synth[@]}"
+    "${synth[@]}" > "$out/logs/synth.log" 2>&1
   fi
 fi
 [ -f "$model" ] || { echo "stream_bench.sh: $model: not found" >&2; exit 2; }

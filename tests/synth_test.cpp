@@ -206,6 +206,19 @@ TEST(Synth, PinnedAxesStayPut) {
   EXPECT_EQ(p.config.num_layers, 12);
   EXPECT_EQ(p.config.hidden_size, 1024);
   EXPECT_NEAR(p.total_bytes / 2e9, 1.0, 0.10);
+
+  // A pinned vocabulary: the tokenizer and the tables follow it, and the
+  // bytes it frees go to the rest of the shape.
+  r = request("kimi-k2", Format::Gguf, 7.5, "q8_0+mxfp4");
+  r.hidden = 2560;
+  const synth::Plan full = synth::make_plan(r);
+  r.vocab = 16384;
+  p = synth::make_plan(r);
+  EXPECT_EQ(full.config.vocab_size, 163840);
+  EXPECT_EQ(p.config.vocab_size, 16384);
+  EXPECT_EQ(p.tokenizer.vocab, 16384);
+  EXPECT_NEAR(p.total_bytes / 7.5e9, 1.0, 0.10);
+  EXPECT_GT(p.config.num_layers * p.config.n_routed_experts, full.config.num_layers * full.config.n_routed_experts);
 }
 
 TEST(Synth, BadRequestsAreOneClearError) {
@@ -223,6 +236,9 @@ TEST(Synth, BadRequestsAreOneClearError) {
   fails(wrong, "is a gpt_oss model");
   fails(request("gpt-oss-20b", Format::Gguf, 1e6), "larger than the full-size shape");
   fails(request("deepseek-v3", Format::Gguf, 1e-5), "smaller than the smallest shape");
+  synth::Request tiny_vocab = request("kimi-k2", Format::Gguf, 7.5);
+  tiny_vocab.vocab = 100;
+  fails(tiny_vocab, "below the synthetic vocabulary's minimum");
   fails(request("qwen3-30b-a3b", Format::Gguf, 1, "q3_k"), "not a GGUF spec");
   fails(request("gpt-oss-20b", Format::Safetensors, 1, "fp8"), "not FP8");
   fails(request("qwen3-30b-a3b", Format::Safetensors, 1, "mxfp4"), "only gpt-oss");

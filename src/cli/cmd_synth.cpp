@@ -18,7 +18,7 @@ namespace {
 struct SynthArgs {
   std::string arch, preset, config, format, out, quant, tokenizer;
   std::optional<double> size;
-  std::optional<int64_t> layers, experts, hidden;
+  std::optional<int64_t> layers, experts, hidden, vocab;
   uint64_t seed = 0;
   int threads = 0;
   bool progress = false, dry_run = false, json = false, force = false, legacy_mla = false, list = false;
@@ -53,6 +53,7 @@ int run_synth(const SynthArgs& a) {
   r.layers = a.layers;
   r.experts = a.experts;
   r.hidden = a.hidden;
+  r.vocab = a.vocab;
   r.legacy_mla = a.legacy_mla;
   if (a.out.empty() && !a.dry_run) throw Error("--out is required (or use --dry-run)");
 
@@ -103,6 +104,8 @@ void register_synth(CLI::App& app, Action& run) {
   cmd->add_option("--layers", a->layers, "Pin the number of layers (--size scales the rest)");
   cmd->add_option("--experts", a->experts, "Pin the number of routed experts per layer");
   cmd->add_option("--hidden", a->hidden, "Pin the hidden size (widths, ranks and heads follow it)");
+  cmd->add_option("--vocab", a->vocab,
+                  "Pin the synthetic vocabulary's size (default: the base model's, shrunk only for very small sizes)");
   cmd->add_option("--threads", a->threads, "Generator threads (default: all cores)");
   cmd->add_flag("--progress", a->progress, "Show the progress bar even when stderr is not a terminal");
   cmd->add_flag("--dry-run", a->dry_run, "Print the resulting config and sizes; write nothing");

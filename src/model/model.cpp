@@ -103,6 +103,10 @@ std::unique_ptr<ExpertProvider> Model::make_streaming(const ExpertBindFn& bind, 
   if (!c.tie_word_embeddings && locate_mapped(embed_.data) && plan_.trunk >= table) {
     embed_rows_only_ = true;
     plan_.trunk -= table;
+    // Each step faults in one row: a page or two from the drive, not a
+    // read-around of read_ahead_kb (up to 8 MiB) that idles the drive's
+    // expert reads meanwhile.
+    advise_random(embed_.data, table);
   }
   plan_.kv = KvCache::bytes_at(c.num_layers, w.key, w.value, context_, windows_, max_batch_);
   plan_.overhead = 192 * kMiB + static_cast<uint64_t>(c.vocab_size) * sizeof(float) * 16;

@@ -78,6 +78,7 @@ int64_t embed_row_bytes(const ModelConfig& c, const ShapeRequest& r) {
 // than a fifth of the budget (a synthetic vocabulary can shrink); never
 // smaller than a real tokenizer's.
 int64_t pick_vocab(const ModelConfig& c, const ModelConfig& b, const ShapeRequest& r) {
+  if (r.vocab) return *r.vocab;  // checked by fit_shape
   int64_t v = b.vocab_size;
   if (r.target_bytes) {
     const double budget = 0.2 * *r.target_bytes / static_cast<double>(embed_row_bytes(c, r));
@@ -184,6 +185,11 @@ ShapeResult fit_shape(const ModelConfig& base, const ShapeRequest& r) {
     throw Error("--experts " + std::to_string(*r.experts) + " is fewer than the " +
                 std::to_string(base.num_experts_per_tok) + " experts each token uses");
   if (r.hidden && (*r.hidden < 32 || *r.hidden % 32 != 0)) throw Error("--hidden must be a positive multiple of 32");
+  if (r.vocab && r.tokenizer_vocab > 0)
+    throw Error("--vocab sizes the synthetic vocabulary; with --tokenizer the vocabulary is the tokenizer's");
+  if (r.vocab && *r.vocab < r.min_vocab)
+    throw Error("--vocab " + std::to_string(*r.vocab) + " is below the synthetic vocabulary's minimum of " +
+                std::to_string(r.min_vocab) + " tokens");
 
   const bool wfree = !r.hidden, lfree = !r.layers, efree = !r.experts;
   const int free_axes = int(wfree) + int(lfree) + int(efree);

@@ -14,6 +14,7 @@ struct ShapeRequest {
   bool legacy_mla = false;
   std::optional<double> target_bytes;
   std::optional<int64_t> layers, experts, hidden;  // pinned axes
+  std::optional<int64_t> vocab;                    // a pinned synthetic vocabulary
   int64_t min_vocab = 512;                         // the synthetic vocabulary's minimum
   int64_t tokenizer_vocab = 0;                     // a real tokenizer's size (0: synthetic vocabulary)
 };

@@ -247,6 +247,7 @@ Plan make_plan(const Request& r) {
   sr.layers = r.layers;
   sr.experts = r.experts;
   sr.hidden = r.hidden;
+  sr.vocab = r.vocab;
   sr.min_vocab = kMinSyntheticVocab;
   sr.tokenizer_vocab = p.tokenizer.synthetic ? 0 : p.tokenizer.vocab;
   ShapeResult s = fit_shape(base, sr);

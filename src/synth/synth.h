@@ -74,6 +74,11 @@ struct Request {
   std::string tokenizer;  // tokenizer.json (or a directory with one); "" → synthetic vocabulary
   // Pin an axis at this value; --size then scales only the others.
   std::optional<int64_t> layers, experts, hidden;
+  // The synthetic vocabulary's size (no --tokenizer): otherwise the base
+  // model's, shrunk only when embeddings would take a fifth of the size. A
+  // scaled-down model keeping a full 160k vocabulary has an output head far
+  // larger, next to its experts, than the real model's.
+  std::optional<int64_t> vocab;
   // GGUF deepseek2: write attn_kv_b as older converters did instead of
   // attn_k_b + attn_v_b (what convert_hf_to_gguf.py writes today).
   bool legacy_mla = false;

@@ -52,6 +52,12 @@ void advise_willneed(const void* p, size_t n) {
   ::madvise(reinterpret_cast<void*>(a), e - a, MADV_WILLNEED);
 }
 
+void advise_random(const void* p, size_t n) {
+  const auto a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
+  const auto e = reinterpret_cast<uintptr_t>(p) + n;
+  ::madvise(reinterpret_cast<void*>(a), e - a, MADV_RANDOM);
+}
+
 void release_mapped_pages(const void* p, size_t n) {
   if (n == 0 || !locate_mapped(p) || !locate_mapped(static_cast<const uint8_t*>(p) + n - 1)) return;
   const auto a = (reinterpret_cast<uintptr_t>(p) + 4095) & ~uintptr_t{4095};

@@ -46,6 +46,10 @@ std::optional<FileLocation> locate_mapped(const void* p);
 void advise_random_all_mapped();
 // ...and the trunk's own ranges read ahead explicitly.
 void advise_willneed(const void* p, size_t n);
+// No read-ahead around faults in [p, p + n): for a table read a row at a time
+// (a token's embedding), where the kernel's read-around would otherwise pull
+// read_ahead_kb (8 MiB on some machines) from the drive for each row.
+void advise_random(const void* p, size_t n);
 // Drops this process's hold on the whole pages of [p, p + n) when they belong
 // to a mapped checkpoint file (no-op otherwise): after a weight was copied
 // into another layout, its file pages stay in the page cache but no longer
