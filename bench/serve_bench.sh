@@ -3,25 +3,29 @@
 # (issue 6: concurrent sequences decoded in one batch share expert reads).
 # Not run by CI.
 #
-#   bash bench/serve_bench.sh MODEL [--ram GIB] [--tokens N] [--streams K] [--runs R]
+#   bash bench/serve_bench.sh MODEL [--ram GIB] [--tokens N] [--streams K] [--runs R] [--same-seed]
 #
 # Starts `strata serve MODEL --ram GIB`, then R times (alternating): one
 # request of N tokens alone, and K requests of N tokens at once
 # (temperature 1, different seeds, ignore_eos). Prints per-run aggregate tok/s
 # (tokens generated / wall time from first request sent to last response) and
 # the medians' ratio K-streams / 1-stream.
+# --same-seed: the K requests share one seed, so they generate the same tokens and
+# pick the same experts at every step: the most that sharing reads can give, which
+# separates what routing costs from what the batched compute costs.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STRATA=${STRATA:-$repo/build/strata}
-[ $# -ge 1 ] || { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 model=$1; shift
-ram=0; tokens=32; streams=4; runs=3
+ram=0; tokens=32; streams=4; runs=3; same_seed=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --ram) ram=$2; shift 2 ;;
     --tokens) tokens=$2; shift 2 ;;
     --streams) streams=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
+    --same-seed) same_seed=1; shift ;;
     *) echo "serve_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -52,7 +56,7 @@ for r in $(seq "$runs"); do
   s=$(python3 -c "print($n / ($t1 - $t0))"); singles+=("$s")
   t0=$(now)
   total=0
-  for k in $(seq "$streams"); do one $((r * 100 + k)) > "$log.$k" & done
+  for k in $(seq "$streams"); do one $((r * 100 + (same_seed ? 1 : k))) > "$log.$k" & done
   wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true
   for k in $(seq "$streams"); do total=$((total + $(cat "$log.$k"))); rm -f "$log.$k"; done
   t1=$(now)

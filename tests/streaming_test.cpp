@@ -100,6 +100,24 @@ TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
   EXPECT_EQ(big.stats.requests, big.stats.hits + big.stats.misses);
 }
 
+// The first MoE layer after dense ones gets a guess too (made by the last
+// dense layer), so a decode step's reads start before its first MoE layer.
+TEST(StreamingPrefetch, EveryMoeLayerIsGuessedForAfterDenseLayers) {
+  LoadOptions o = streamed(12);
+  o.threads = 2;
+  o.heat = "none";
+  auto m = Model::load(kModels / "ds_noqlora_dense2", o);  // layers 0-1 dense, 2-3 MoE, top-2
+  ASSERT_EQ(m->config().first_k_dense_replace, 2);
+  ASSERT_EQ(m->config().num_layers, 4);
+  GenerateOptions g;
+  g.max_new_tokens = 4;
+  g.sampling = {1.0f, 11};
+  generate(*m, {5}, g);
+  // Four steps of one row (the prompt's token and three generated ones), each
+  // guessing top-2 for both MoE layers.
+  EXPECT_EQ(m->expert_stats().predicted, 4u * 2 * 2);
+}
+
 TEST_P(Streaming, PackedOnTwoDrivesIsBitIdentical) {
   const fs::path dir = GetParam();
   testfiles::TempDir tmp("strata-pack");

@@ -271,11 +271,16 @@ void Model::forward(std::span<const Row> rows, float* logits) {
     for (size_t i = 0; i < n * hidden; ++i) h[i] += delta[i];
 
     for (size_t i = 0; i < n; ++i) kernels::rms_norm(&h[i * hidden], layer.mlp_norm, hidden, eps, &normed[i * hidden]);
-    if (layer.moe)
+    if (layer.moe) {
       layer.moe->forward(normed.data(), n, delta.data(), pool_,
                          [&] { prefetch_for(static_cast<size_t>(l) + 1, h.data(), n); });
-    else
+    } else {
+      // The last dense layer before the first MoE layer guesses for it too,
+      // so the drive works through this MLP and the next attention instead
+      // of idling from the step's start to the first MoE layer's reads.
+      if (l + 1 < c.num_layers && layers_[l + 1].moe) prefetch_for(static_cast<size_t>(l) + 1, h.data(), n);
       layer.dense->forward(normed.data(), n, delta.data(), pool_);
+    }
     for (size_t i = 0; i < n * hidden; ++i) h[i] += delta[i];
   }
 
