@@ -38,6 +38,8 @@
 #                          --seed S --ignore-eos --ram CAP-0.3 --heat none --threads T --json
 #   strata pack          the same on `strata pack M.gguf` (packed once, outside the cgroup)
 #   strata pack, no prefetch  the same with --prefetch off (prefetch is on by default)
+#   (after the rounds)   strata generate on M.gguf unconstrained (no cgroup, no --ram): every
+#                        capped strata run must give exactly its tokens (summary says so)
 #   llama.cpp            parity_tool -m M.gguf --prompt-ids IDS -n M --temp 1 --seed S -t T
 #                          --no-repack --progress   (mmap; otherwise llama.cpp's defaults)
 # llama.cpp's default weight repacking copies the MXFP4 experts (AVX-512: mxfp4_8x8) into
@@ -45,7 +47,7 @@
 # `strata probe` runs first on the directory of the expert blobs with expert-sized reads.
 # Output: setup.txt, commands.txt, runs.jsonl (per run: rc, wall, cgroup peak, disk bytes
 # read, cores busy with other processes), logs/, summary.md (medians, ranges, ratios,
-# and the ratios over the runs with < 0.25 cores of other load). ~21 min with the defaults.
+# and the ratios over the runs with < 0.25 cores of other load). ~25 min with the defaults.
 #
 # Environment: STRATA (default build/strata or /work/build/strata; copied into the
 # results dir so a rebuild during the run does not mix binaries), PARITY_TOOL (default
@@ -57,7 +59,7 @@ PY=${PYTHON:-python3}
 MODELS=${MODELS:-/work/bench-models}
 PARITY_TOOL=${PARITY_TOOL:-/work/llama.cpp/build-parity/parity_tool}
 
-usage() { sed -n '2,52p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; }
 
 orig_args="$*"
 model=; size=7.5; vocab=16384; cap=3; runs=3; tokens=32; llama_tokens=32; llama_timeout=300
@@ -261,6 +263,13 @@ for r in $(seq 1 "$runs"); do
 done
 echo "$ra_orig" > "$ra_file"
 
+# ---- the same decode unconstrained: no cgroup, no --ram (every expert in memory) ----
+# Every capped strata run must produce exactly these tokens.
+free_cmd=("$strata" generate --model "$model" --prompt-ids "$ids" -n "$tokens" --temperature 1 --seed "$seed"
+          --ignore-eos --heat none --threads "$threads" --json)
+show "[unconstrained] ${free_cmd[*]}"
+"${free_cmd[@]}" > "$out/logs/unconstrained.json" 2> "$out/logs/unconstrained.err" || say "unconstrained run failed"
+
 # ---- summary ----
 "$PY" - "$out" "$cap_bytes" "$tokens" "$llama_tokens" <<'EOF' | tee "$out/summary.md"
 import json, os, statistics, sys
@@ -397,6 +406,15 @@ for ra in sorted({r["ra"] for r in runs}, reverse=True):
         print()
 over = [r for r in runs if r["config"].startswith("strata") and r.get("rss", 0) > cap]
 print(f"strata peak RSS above the cap ({cap / 2**30:.2f} GiB): {len(over)} run(s)")
+try:
+    free = json.load(open(os.path.join(out, "logs", "unconstrained.json")))["tokens"]
+    capped = [r for r in runs if r["config"].startswith("strata") and r["ok"]]
+    same = [r for r in capped if json.load(open(os.path.join(out, r["log"] + ".json")))["tokens"] == free]
+    print(f"strata runs whose tokens equal the unconstrained run's: {len(same)}/{len(capped)}"
+          + ("" if len(same) == len(capped) else
+             " — differ: " + ", ".join(r["log"] for r in capped if r not in same)))
+except (OSError, ValueError, KeyError) as e:
+    print(f"no unconstrained run to compare tokens with ({e})")
 strata_fail = [r for r in runs if r["config"].startswith("strata") and not r["ok"]]
 if strata_fail:
     print("strata runs that failed: " + ", ".join(f"{r['log']} (rc {r['rc']}, oom {r['oom_kills']})" for r in strata_fail))
