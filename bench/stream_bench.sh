@@ -44,7 +44,8 @@
 #                          --no-repack --progress   (mmap; otherwise llama.cpp's defaults)
 # llama.cpp's default weight repacking copies the MXFP4 experts (AVX-512: mxfp4_8x8) into
 # anonymous memory, more than the cap; one run with it on is made to show what happens.
-# `strata probe` runs first on the directory of the expert blobs with expert-sized reads.
+# `strata probe` runs first on the directory of the expert blobs with expert-sized reads
+# (--seconds 6: three rounds of 2 s per depth, each depth rated by its median).
 # Output: setup.txt, commands.txt, runs.jsonl (per run: rc, wall, cgroup peak, disk bytes
 # read, cores busy with other processes), logs/, summary.md (medians, ranges, ratios,
 # and the ratios over the runs with < 0.25 cores of other load). ~25 min with the defaults.
@@ -181,8 +182,8 @@ drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 # expert-sized reads: the blob length rounded up to 4 KiB (O_DIRECT), in MiB (exact in binary)
 block_mib=$("$PY" -c "print((($expert_len + 4095) // 4096 * 4096) / 2**20)")
 drop
-show "$strata" probe "$expert_dir" --block "$block_mib" --out "$out/probe.json"
-"$strata" probe "$expert_dir" --block "$block_mib" --out "$out/probe.json" 2>&1 | tee "$out/logs/probe.log"
+show "$strata" probe "$expert_dir" --block "$block_mib" --seconds 6 --out "$out/probe.json"
+"$strata" probe "$expert_dir" --block "$block_mib" --seconds 6 --out "$out/probe.json" 2>&1 | tee "$out/logs/probe.log"
 
 # ---- one decode run in the cgroup ----
 runs_file=$out/runs.jsonl

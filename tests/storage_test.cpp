@@ -600,7 +600,8 @@ TEST(Probe, RunsOnASmallDirectoryAndRemovesItsFile) {
   o.file_bytes = 4ull << 20;
   o.blocks = {1ull << 20};
   o.depths = {1, 4};
-  o.seconds = 0.05;
+  o.seconds = 0.06;
+  o.rounds = 3;
   std::vector<std::string> lines;
   o.progress = [&](const std::string& l) { lines.push_back(l); };
   ProbeResult r = run_probe(o);
@@ -610,7 +611,15 @@ TEST(Probe, RunsOnASmallDirectoryAndRemovesItsFile) {
   EXPECT_TRUE(d.created_file);
   EXPECT_EQ(d.file_bytes, 4ull << 20);
   ASSERT_EQ(d.results.size(), 2u);
-  for (const auto& m : d.results) EXPECT_GT(m.gbps, 0);
+  for (const auto& m : d.results) {
+    EXPECT_GT(m.gbps, 0);
+    // Three rounds, rated by their median.
+    ASSERT_EQ(m.samples.size(), 3u);
+    std::vector<double> s = m.samples;
+    std::sort(s.begin(), s.end());
+    EXPECT_DOUBLE_EQ(m.gbps, s[1]);
+  }
+  EXPECT_EQ(lines.size(), 1 + 2u * 3);  // the test file, then each point in each round
   EXPECT_GT(d.best_gbps, 0);
   EXPECT_EQ(d.best_block, 1ull << 20);
   EXPECT_EQ(r.combined.path, "all");
@@ -628,6 +637,7 @@ TEST(Probe, RunsOnASmallDirectoryAndRemovesItsFile) {
   EXPECT_EQ(back->drives[0].device, d.device);
   EXPECT_DOUBLE_EQ(back->drives[0].best_gbps, d.best_gbps);
   EXPECT_EQ(back->drives[0].results.size(), 2u);
+  EXPECT_EQ(back->drives[0].results[0].samples, d.results[0].samples);
   EXPECT_DOUBLE_EQ(back->drives[0].best_gbps_for(1ull << 20), d.best_gbps);
   EXPECT_EQ(back->drives[0].best_gbps_for(123), 0);
 }
@@ -678,6 +688,14 @@ TEST(Probe, ClearErrors) {
     EXPECT_NE(std::string(e.what()).find("not a directory, regular file or block device"), std::string::npos);
   }
   EXPECT_EQ(fs::directory_iterator(dir.path()) == fs::directory_iterator(), false);  // only small.bin
+  o.paths = {dir.path().string()};
+  o.rounds = 0;
+  try {
+    run_probe(o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--rounds must be between 1 and 100"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Probe, LoadMissingAndMalformed) {

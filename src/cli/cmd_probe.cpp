@@ -19,6 +19,7 @@ struct ProbeArgs {
   double block_mb = 0;    // MiB; 0 = 16 and 4
   std::string depths = "1,4,8,16,32";
   double seconds = 2.0;
+  unsigned rounds = 3;
   std::string out;
   bool json = false;
 };
@@ -52,6 +53,8 @@ int run_probe_cmd(const ProbeArgs& a) {
   o.depths = parse_depths(a.depths);
   if (!(a.seconds > 0)) throw Error("--seconds must be positive");
   o.seconds = a.seconds;
+  if (a.rounds < 1 || a.rounds > 100) throw Error("--rounds must be between 1 and 100");
+  o.rounds = a.rounds;
   o.progress = [](const std::string& line) { std::fprintf(stderr, "probe: %s\n", line.c_str()); };
   ProbeResult r = run_probe(o);
   const std::filesystem::path out = a.out.empty() ? default_probe_path() : std::filesystem::path(a.out);
@@ -75,7 +78,11 @@ void register_probe(CLI::App& app, Action& run) {
   cmd->add_option("--size", args->size_gb, "Test file size in GiB")->capture_default_str();
   cmd->add_option("--block", args->block_mb, "Read size in MiB (default: 16 and 4)");
   cmd->add_option("--depths", args->depths, "Queue depths to try, comma-separated")->capture_default_str();
-  cmd->add_option("--seconds", args->seconds, "Seconds per (read size, depth) point")->capture_default_str();
+  cmd->add_option("--seconds", args->seconds, "Seconds per (read size, depth) point, split over the rounds")
+      ->capture_default_str();
+  cmd->add_option("--rounds", args->rounds,
+                  "Measure every point this many times, round after round; a point's rate is the median")
+      ->capture_default_str();
   cmd->add_option("--out", args->out, "Where to save the JSON (default $STRATA_HOME/probe.json or ~/.cache/strata/probe.json)");
   cmd->add_flag("--json", args->json, "Print the JSON instead of a table");
   cmd->callback([&run, args] { run = [args] { return run_probe_cmd(*args); }; });

@@ -211,6 +211,12 @@ double measure(std::vector<Target*> targets, uint64_t block, unsigned depth, dou
   return elapsed > 0 ? static_cast<double>(bytes) / elapsed / 1e9 : 0.0;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 void pick_best(ProbeDrive& d) {
   d.best_gbps = 0;
   for (const auto& m : d.results)
@@ -240,7 +246,8 @@ std::string block_device_name(uint64_t dev) {
 
 nlohmann::json drive_json(const ProbeDrive& d) {
   nlohmann::json results = nlohmann::json::array();
-  for (const auto& m : d.results) results.push_back({{"block", m.block}, {"depth", m.depth}, {"gbps", m.gbps}});
+  for (const auto& m : d.results)
+    results.push_back({{"block", m.block}, {"depth", m.depth}, {"gbps", m.gbps}, {"samples", m.samples}});
   return {{"path", d.path},
           {"device", d.device},
           {"name", d.name},
@@ -265,7 +272,8 @@ ProbeDrive drive_from_json(const nlohmann::json& j) {
   d.best_block = j.at("best_block").get<uint64_t>();
   d.best_depth = j.at("best_depth").get<unsigned>();
   for (const auto& m : j.at("results"))
-    d.results.push_back({m.at("block").get<uint64_t>(), m.at("depth").get<unsigned>(), m.at("gbps").get<double>()});
+    d.results.push_back({m.at("block").get<uint64_t>(), m.at("depth").get<unsigned>(), m.at("gbps").get<double>(),
+                         m.value("samples", std::vector<double>{})});
   return d;
 }
 
@@ -296,6 +304,7 @@ ProbeResult run_probe(const ProbeOptions& o) {
   for (unsigned d : o.depths)
     if (d == 0 || d > 1024) throw Error("probe: queue depths must be between 1 and 1024");
   if (!(o.seconds > 0)) throw Error("probe: --seconds must be positive");
+  if (o.rounds == 0 || o.rounds > 100) throw Error("probe: --rounds must be between 1 and 100");
   auto say = [&](const std::string& line) {
     if (o.progress) o.progress(line);
   };
@@ -354,14 +363,19 @@ ProbeResult run_probe(const ProbeOptions& o) {
   uint64_t seed = 1;
   auto sweep = [&](std::vector<Target*> ts, ProbeDrive& d, const std::string& label) {
     for (uint64_t block : o.blocks)
-      for (unsigned depth : o.depths) {
-        double g = measure(ts, block, depth, o.seconds, o.backend, &r.backend, &d.direct, seed++);
-        d.results.push_back({block, depth, g});
-        char line[160];
-        std::snprintf(line, sizeof line, "%s: %s reads, depth %u: %.2f GB/s", label.c_str(),
-                      size_label(block).c_str(), depth, g);
+      for (unsigned depth : o.depths) d.results.push_back({block, depth, 0.0, {}});
+    // Round after round over every point, so a slow spell of the drive falls
+    // on all of them alike rather than on one.
+    for (unsigned round = 1; round <= o.rounds; ++round)
+      for (auto& m : d.results) {
+        const double g = measure(ts, m.block, m.depth, o.seconds / o.rounds, o.backend, &r.backend, &d.direct, seed++);
+        m.samples.push_back(g);
+        char line[192];
+        std::snprintf(line, sizeof line, "%s: %s reads, depth %u, round %u/%u: %.2f GB/s", label.c_str(),
+                      size_label(m.block).c_str(), m.depth, round, o.rounds, g);
         say(line);
       }
+    for (auto& m : d.results) m.gbps = median(m.samples);
     pick_best(d);
   };
   for (Target& t : targets) {

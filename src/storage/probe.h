@@ -10,10 +10,12 @@
 //   "drives": [ { "path": "/mnt/a", "device": "259:1", "name": "nvme0n1p1",
 //                 "file_bytes": 2147483648, "created_file": true, "direct": true,
 //                 "best_gbps": 3.1, "best_block": 16777216, "best_depth": 16,
-//                 "results": [ {"block": 16777216, "depth": 1, "gbps": 1.2}, ... ] } ],
+//                 "results": [ {"block": 16777216, "depth": 1, "gbps": 1.2,
+//                               "samples": [1.1, 1.2, 1.3]}, ... ] } ],
 //   "combined": { same fields; "path": "all", "device": "" }
 // }
-// GB/s is 10^9 bytes per second.
+// GB/s is 10^9 bytes per second. A point's "gbps" is the median of its
+// "samples" (one per round; files of older probes may have none).
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -26,7 +28,8 @@ namespace strata {
 struct ProbeMeasurement {
   uint64_t block = 0;   // bytes per read
   unsigned depth = 0;   // reads in flight per drive
-  double gbps = 0;
+  double gbps = 0;      // the median of the samples
+  std::vector<double> samples;  // GB/s of each round, in round order
 };
 
 struct ProbeDrive {
@@ -62,7 +65,12 @@ struct ProbeOptions {
   uint64_t file_bytes = 2ull << 30; // test file size
   std::vector<uint64_t> blocks = {16ull << 20, 4ull << 20};
   std::vector<unsigned> depths = {1, 4, 8, 16, 32};
-  double seconds = 2.0;             // per (block, depth) point
+  double seconds = 2.0;             // per (block, depth) point, split over the rounds
+  // Each point is measured this many times, the rounds going over all points
+  // in turn, and rated by the median: a shared or virtual drive varies from
+  // second to second, and the best of single samples would overstate the
+  // ceiling that later reads are compared against.
+  unsigned rounds = 3;
   std::string backend;              // as StorageOptions::backend
   std::function<void(const std::string&)> progress;  // one line per step, optional
 };
