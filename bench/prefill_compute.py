@@ -2,13 +2,14 @@
 """The arithmetic a DeepSeek-V3-family (MLA) prefill must do, next to the time the drives need.
 
     PYTHONPATH=/path/to/llama.cpp/gguf-py python3 bench/prefill_compute.py MODEL.gguf \
-        [--prompts 512 4096] [--gflops 104] [--drive-s 1.67]
+        [--prompts 512 4096] [--gflops 115] [--drive-s 1.67]
 
 Counts the multiply-adds of a prompt of P tokens from the GGUF's own metadata (read with
 llama.cpp's gguf-py): per token, every projection of every layer (MLA q/kv low-rank and
 up-projections, output), the router, the dense MLPs, the shared experts and the top-k routed
-experts; per pair of positions, the causal attention scores and weighted sums. The output head
-runs for the last token only. Prints GFLOP (2 per multiply-add) and, with --gflops (a rate the
+experts; per pair of positions, the causal attention scores and weighted sums in the absorbed
+form strata computes (against the kv_lora latent plus the rope key). The output head runs for
+the last token only. Prints GFLOP (2 per multiply-add) and, with --gflops (a rate the
 machine sustains, e.g. kernels_bench's batched matmul), the seconds the compute alone takes;
 with --drive-s (the drive bound of bench/ttft_bench.sh), how that compares with 1.3x the bound.
 Element-wise work (norms, RoPE, softmax, SiLU) is left out, so the figures are a floor.
@@ -32,6 +33,8 @@ def metadata(path):
             if len(v) == 1:
                 out[name[len(arch) + 1:]] = v[0].item()
     out["arch"] = arch
+    if "vocab_size" not in out and "tokenizer.ggml.tokens" in r.fields:
+        out["vocab_size"] = len(r.fields["tokenizer.ggml.tokens"].data)
     return out
 
 
@@ -44,8 +47,10 @@ def macs(m, prompt):
     heads = m["attention.head_count"]
     q_lora = m.get("attention.q_lora_rank", 0)
     kv_lora = m["attention.kv_lora_rank"]
-    qk = m["attention.key_length"]          # nope + rope per head
-    v = m["attention.value_length"]
+    # Per-head dims: llama.cpp's converter stores them as key_length_mla / value_length_mla and
+    # the latent sizes as key_length / value_length; legacy files have only the per-head ones.
+    qk = m.get("attention.key_length_mla", m["attention.key_length"])  # nope + rope
+    v = m.get("attention.value_length_mla", m["attention.value_length"])
     rope = m["rope.dimension_count"]
     nope = qk - rope
     E, k = m["expert_count"], m["expert_used_count"]
@@ -58,10 +63,12 @@ def macs(m, prompt):
     per_token = L * (q + kv + o)
     per_token += dense * 3 * H * I_dense
     per_token += (L - dense) * (H * E + k * 3 * H * I_moe + shared * 3 * H * I_moe)
-    # Causal attention: position p attends to p + 1 keys, scores (qk) and sums (v) per head.
+    # Causal attention: position p attends to p + 1 keys. Absorbed MLA, per head and pair: a score
+    # against the latent and the rope key (kv_lora + rope), a sum over the latent (kv_lora). The
+    # absorption (q_nope into the latent, the latent out to v) is the per-token kv term above.
     pairs = prompt * (prompt + 1) // 2
-    attention = L * heads * (qk + v) * pairs
-    head = H * m.get("vocab_size", 0)
+    attention = L * heads * (2 * kv_lora + rope) * pairs
+    head = H * m["vocab_size"]
     return per_token * prompt, attention, head
 
 

@@ -7,7 +7,7 @@
 #
 # Starts `strata serve MODEL --ram GIB`, then R times (alternating): one
 # request of N tokens alone, and K requests of N tokens at once
-# (temperature 1, different seeds, ignore_eos). Prints per-run aggregate tok/s
+# (temperature 1, different seeds unless --same-seed, ignore_eos). Prints per-run aggregate tok/s
 # (tokens generated / wall time from first request sent to last response) and
 # the medians' ratio K-streams / 1-stream.
 # --same-seed: the K requests share one seed, so they generate the same tokens and

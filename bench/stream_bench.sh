@@ -12,12 +12,13 @@
 #   --size GB        size of the synthesized model (default 7.5): strata synth --preset
 #                    kimi-k2 --hidden 2560 --size GB --vocab V --format gguf --quant
 #                    q8_0+mxfp4 --seed 1, kept in $MODELS (default /work/bench-models)
-#   --vocab V        its vocabulary (default 16384). Scaled down to 7.5 GB, Kimi-K2 keeps
-#                    17 MoE layers of 704-wide experts; with its full 163840-token vocabulary
-#                    the output head would hold 54% as many weights as the experts a token
-#                    uses (Kimi-K2 itself: 5.6%), and a decode step would spend 12% of its
-#                    time in the head with no read to overlap. 16384 keeps Kimi-K2's ratio
-#                    (163840 x 17*8*3*704 / (60*8*3*2048) = 16.8k).
+#   --vocab V        its vocabulary (default 16384). Scaled down to 7.5 GB with its full
+#                    163840-token vocabulary, Kimi-K2 keeps 18 MoE layers of 704-wide experts
+#                    and its output head holds 54% as many weights as the experts a token
+#                    uses (Kimi-K2 itself: 5.6%); a decode step then spends 12% of its time
+#                    in the head with no read to overlap. 16384 keeps Kimi-K2's ratio:
+#                    163840 x L*8*3*704 / (60*8*3*2048) is 16.9k for L = 18 MoE layers and
+#                    16.0k for the 17 that the 16384-token shape has.
 #   --cap GiB        memory.limit_in_bytes of the cgroup every decode runs in (default 3);
 #                    page cache counts against it; strata gets --ram CAP-0.3
 #   --runs R         rounds (default 3); a round runs every row at each read-ahead (which
@@ -106,7 +107,9 @@ threads=$(nproc)
 
 # ---- model and pack (outside the cgroup) ----
 if [ -z "$model" ]; then
-  model=$MODELS/stream-kimi-k2-h2560-v$((vocab / 1024))k-${size}g.gguf
+  [[ "$vocab" =~ ^[0-9]+$ ]] || { echo "stream_bench.sh: --vocab $vocab: expected a number of tokens" >&2; exit 2; }
+  vtag=v$vocab; [ $((vocab % 1024)) = 0 ] && vtag=v$((vocab / 1024))k
+  model=$MODELS/stream-kimi-k2-h2560-$vtag-${size}g.gguf
   if [ ! -f "$model" ]; then
     mkdir -p "$MODELS"
     synth=("$strata" synth --preset kimi-k2 --hidden 2560 --size "$size" --vocab "$vocab" --format gguf
@@ -410,7 +413,12 @@ print(f"strata peak RSS above the cap ({cap / 2**30:.2f} GiB): {len(over)} run(s
 try:
     free = json.load(open(os.path.join(out, "logs", "unconstrained.json")))["tokens"]
     capped = [r for r in runs if r["config"].startswith("strata") and r["ok"]]
-    same = [r for r in capped if json.load(open(os.path.join(out, r["log"] + ".json")))["tokens"] == free]
+    def tokens_of(r):
+        try:
+            return json.load(open(os.path.join(out, r["log"] + ".json"))).get("tokens")
+        except (OSError, ValueError):
+            return None
+    same = [r for r in capped if tokens_of(r) == free]
     print(f"strata runs whose tokens equal the unconstrained run's: {len(same)}/{len(capped)}"
           + ("" if len(same) == len(capped) else
              " — differ: " + ", ".join(r["log"] for r in capped if r not in same)))

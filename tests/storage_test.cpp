@@ -638,6 +638,7 @@ TEST(Probe, RunsOnASmallDirectoryAndRemovesItsFile) {
   EXPECT_DOUBLE_EQ(back->drives[0].best_gbps, d.best_gbps);
   EXPECT_EQ(back->drives[0].results.size(), 2u);
   EXPECT_EQ(back->drives[0].results[0].samples, d.results[0].samples);
+  EXPECT_EQ(back->rounds, 3u);
   EXPECT_DOUBLE_EQ(back->drives[0].best_gbps_for(1ull << 20), d.best_gbps);
   EXPECT_EQ(back->drives[0].best_gbps_for(123), 0);
 }

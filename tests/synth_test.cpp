@@ -239,6 +239,8 @@ TEST(Synth, BadRequestsAreOneClearError) {
   synth::Request tiny_vocab = request("kimi-k2", Format::Gguf, 7.5);
   tiny_vocab.vocab = 100;
   fails(tiny_vocab, "below the synthetic vocabulary's minimum");
+  tiny_vocab.vocab = int64_t{1} << 31;
+  fails(tiny_vocab, "above the largest supported vocabulary");
   fails(request("qwen3-30b-a3b", Format::Gguf, 1, "q3_k"), "not a GGUF spec");
   fails(request("gpt-oss-20b", Format::Safetensors, 1, "fp8"), "not FP8");
   fails(request("qwen3-30b-a3b", Format::Safetensors, 1, "mxfp4"), "only gpt-oss");

@@ -76,6 +76,8 @@ std::unique_ptr<ExpertProvider> Model::make_streaming(const ExpertBindFn& bind, 
     for (const auto& name : source_->names())
       if (!is_routed_expert_tensor(name)) {
         const TensorView& t = source_->get(name);
+        // An untied token table is read a row per step (below), not ahead.
+        if (!c.tie_word_embeddings && t.data == embed_.data) continue;
         advise_willneed(t.data, t.nbytes);
       }
   }
@@ -104,8 +106,9 @@ std::unique_ptr<ExpertProvider> Model::make_streaming(const ExpertBindFn& bind, 
     embed_rows_only_ = true;
     plan_.trunk -= table;
     // Each step faults in one row: a page or two from the drive, not a
-    // read-around of read_ahead_kb (up to 8 MiB) that idles the drive's
-    // expert reads meanwhile.
+    // read-around of read_ahead_kb (up to 8 MiB) that holds up the expert
+    // reads meanwhile. (A checkpoint streamed in place is advised so whole,
+    // above; a pack's trunk file is not.)
     advise_random(embed_.data, table);
   }
   plan_.kv = KvCache::bytes_at(c.num_layers, w.key, w.value, context_, windows_, max_batch_);
@@ -275,9 +278,9 @@ void Model::forward(std::span<const Row> rows, float* logits) {
       layer.moe->forward(normed.data(), n, delta.data(), pool_,
                          [&] { prefetch_for(static_cast<size_t>(l) + 1, h.data(), n); });
     } else {
-      // The last dense layer before the first MoE layer guesses for it too,
-      // so the drive works through this MLP and the next attention instead
-      // of idling from the step's start to the first MoE layer's reads.
+      // A dense layer right before a MoE layer guesses for it too, so the
+      // drive works through this MLP and the next attention instead of
+      // idling until that MoE layer's own reads (DeepSeek-V3's first layers).
       if (l + 1 < c.num_layers && layers_[l + 1].moe) prefetch_for(static_cast<size_t>(l) + 1, h.data(), n);
       layer.dense->forward(normed.data(), n, delta.data(), pool_);
     }

@@ -360,6 +360,7 @@ ProbeResult run_probe(const ProbeOptions& o) {
   ProbeResult r;
   r.created = utc_now();
   r.seconds_per_point = o.seconds;
+  r.rounds = o.rounds;
   uint64_t seed = 1;
   auto sweep = [&](std::vector<Target*> ts, ProbeDrive& d, const std::string& label) {
     for (uint64_t block : o.blocks)
@@ -415,6 +416,7 @@ std::string probe_to_json(const ProbeResult& r) {
                       {"created", r.created},
                       {"backend", r.backend},
                       {"seconds_per_point", r.seconds_per_point},
+                      {"rounds", r.rounds},
                       {"drives", drives},
                       {"combined", drive_json(r.combined)}};
   return j.dump(2) + "\n";
@@ -453,6 +455,7 @@ std::optional<ProbeResult> load_probe(const fs::path& path) {
     r.created = j.value("created", std::string());
     r.backend = j.value("backend", std::string());
     r.seconds_per_point = j.value("seconds_per_point", 0.0);
+    r.rounds = j.value("rounds", 1u);
     for (const auto& d : j.at("drives")) r.drives.push_back(drive_from_json(d));
     r.combined = drive_from_json(j.at("combined"));
     return r;
@@ -480,8 +483,9 @@ std::string format_probe_table(const ProbeResult& r) {
   for (const auto& d : r.drives) w = std::max(w, d.name.size() + d.path.size() + 3);
   std::ostringstream out;
   char cell[64];
-  out << "O_DIRECT random reads through " << r.backend << ", " << r.seconds_per_point
-      << " s per point, GB/s (10^9 B/s)\n";
+  out << "O_DIRECT random reads through " << r.backend << ", " << r.seconds_per_point << " s per point";
+  if (r.rounds > 1) out << " in " << r.rounds << " rounds, the median of each";
+  out << ", GB/s (10^9 B/s)\n";
   out << std::string(w, ' ') << "   block";
   for (unsigned d : depths) {
     std::snprintf(cell, sizeof cell, "  %6s", ("qd " + std::to_string(d)).c_str());

@@ -6,7 +6,7 @@
 // File format (version 1):
 // {
 //   "version": 1, "created": "2026-01-01T00:00:00Z", "backend": "io_uring",
-//   "seconds_per_point": 2.0,
+//   "seconds_per_point": 2.0, "rounds": 3,
 //   "drives": [ { "path": "/mnt/a", "device": "259:1", "name": "nvme0n1p1",
 //                 "file_bytes": 2147483648, "created_file": true, "direct": true,
 //                 "best_gbps": 3.1, "best_block": 16777216, "best_depth": 16,
@@ -52,7 +52,8 @@ struct ProbeResult {
   int version = 1;
   std::string created;  // UTC, ISO 8601
   std::string backend;  // storage backend used
-  double seconds_per_point = 0;
+  double seconds_per_point = 0;  // split over the rounds
+  unsigned rounds = 1;           // samples per point (files of older probes: 1)
   std::vector<ProbeDrive> drives;
   ProbeDrive combined;  // every path read at once; a copy of drives[0] when there is one path
 

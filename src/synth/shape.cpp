@@ -187,6 +187,8 @@ ShapeResult fit_shape(const ModelConfig& base, const ShapeRequest& r) {
   if (r.hidden && (*r.hidden < 32 || *r.hidden % 32 != 0)) throw Error("--hidden must be a positive multiple of 32");
   if (r.vocab && r.tokenizer_vocab > 0)
     throw Error("--vocab sizes the synthetic vocabulary; with --tokenizer the vocabulary is the tokenizer's");
+  if (r.vocab && *r.vocab > (int64_t{1} << 30))
+    throw Error("--vocab " + std::to_string(*r.vocab) + " is above the largest supported vocabulary (2^30 tokens)");
   if (r.vocab && *r.vocab < r.min_vocab)
     throw Error("--vocab " + std::to_string(*r.vocab) + " is below the synthetic vocabulary's minimum of " +
                 std::to_string(r.min_vocab) + " tokens");
