@@ -192,8 +192,8 @@ ExprPtr Parser::parse_primary() {
         expect_op(")");
         return node;
       }
-      if (t.value == "[") return parse_list();
-      if (t.value == "{") return parse_dict();
+      if (t.value == "[") return parse_literal_items(ExprKind::List, "[", "]");
+      if (t.value == "{") return parse_literal_items(ExprKind::Dict, "{", "}");
       break;
     default: break;
   }
@@ -232,27 +232,20 @@ ExprPtr Parser::parse_tuple(bool simplified, bool with_condexpr, const EndTokens
   return finish(std::move(node));
 }
 
-ExprPtr Parser::parse_list() {
-  auto node = std::make_unique<Expr>(ExprKind::List, expect_op("[").line);
-  while (!cur_op("]")) {
+// `[a, b,]` or `{k: v, ...,}`: comma-separated entries up to the closing
+// bracket, a trailing comma allowed; a dict entry is a key and its value.
+ExprPtr Parser::parse_literal_items(ExprKind kind, std::string_view open, std::string_view close) {
+  auto node = std::make_unique<Expr>(kind, expect_op(open).line);
+  while (!cur_op(close)) {
     if (!node->items.empty()) expect_op(",");
-    if (cur_op("]")) break;
+    if (cur_op(close)) break;
     node->items.push_back(parse_expression(true));
+    if (kind == ExprKind::Dict) {
+      expect_op(":");
+      node->items.push_back(parse_expression(true));
+    }
   }
-  expect_op("]");
-  return finish(std::move(node));
-}
-
-ExprPtr Parser::parse_dict() {
-  auto node = std::make_unique<Expr>(ExprKind::Dict, expect_op("{").line);
-  while (!cur_op("}")) {
-    if (!node->items.empty()) expect_op(",");
-    if (cur_op("}")) break;
-    node->items.push_back(parse_expression(true));
-    expect_op(":");
-    node->items.push_back(parse_expression(true));
-  }
-  expect_op("}");
+  expect_op(close);
   return finish(std::move(node));
 }
 

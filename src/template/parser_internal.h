@@ -85,6 +85,7 @@ class Parser {
   StmtPtr parse_print();
   void parse_signature(MacroDef& def);
   StmtPtr parse_macro();
+  Body parse_macro_body(MacroDef& m, std::string_view end);
   StmtPtr parse_call_block();
   StmtPtr parse_filter_block();
   Target to_target(const Expr& e);
@@ -108,8 +109,7 @@ class Parser {
   ExprPtr parse_primary();
   bool is_tuple_end(const EndTokens& extra) const;
   ExprPtr parse_tuple(bool simplified, bool with_condexpr, const EndTokens& extra_end, bool explicit_parentheses);
-  ExprPtr parse_list();
-  ExprPtr parse_dict();
+  ExprPtr parse_literal_items(ExprKind kind, std::string_view open, std::string_view close);
 
   // ------------------------------------------------------------ postfix
   ExprPtr parse_postfix(ExprPtr node);

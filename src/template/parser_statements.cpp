@@ -186,12 +186,21 @@ StmtPtr Parser::parse_macro() {
   s->macro.name = expect(TokenType::Name).value;
   macro_stack_.push_back(&s->macro);
   parse_signature(s->macro);
+  macro_stack_.pop_back();
+  s->body = parse_macro_body(s->macro, "endmacro");
+  return s;
+}
+
+// A macro's (or call block's) body: inside the macro, outside any loop the
+// definition sits in (break/continue cannot reach through it).
+Body Parser::parse_macro_body(MacroDef& m, std::string_view end) {
+  macro_stack_.push_back(&m);
   const int saved = loop_depth_;
   loop_depth_ = 0;
-  s->body = parse_statements({"endmacro"}, true);
+  auto body = parse_statements({end}, true);
   loop_depth_ = saved;
   macro_stack_.pop_back();
-  return s;
+  return body;
 }
 
 StmtPtr Parser::parse_call_block() {
@@ -202,12 +211,7 @@ StmtPtr Parser::parse_call_block() {
   macro_stack_.pop_back();
   s->expr = parse_expression(true);
   if (s->expr->kind != ExprKind::Call) fail("expected call", s->line);
-  macro_stack_.push_back(&s->macro);
-  const int saved = loop_depth_;
-  loop_depth_ = 0;
-  s->body = parse_statements({"endcall"}, true);
-  loop_depth_ = saved;
-  macro_stack_.pop_back();
+  s->body = parse_macro_body(s->macro, "endcall");
   return s;
 }
 

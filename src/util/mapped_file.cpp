@@ -46,17 +46,20 @@ void advise_random_all_mapped() {
   for (const auto& [base, file] : r.by_base) file->advise_random();
 }
 
-void advise_willneed(const void* p, size_t n) {
+namespace {
+
+// madvise wants a page-aligned start: advise from the page holding p.
+void advise_range(const void* p, size_t n, int advice) {
   const auto a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
   const auto e = reinterpret_cast<uintptr_t>(p) + n;
-  ::madvise(reinterpret_cast<void*>(a), e - a, MADV_WILLNEED);
+  ::madvise(reinterpret_cast<void*>(a), e - a, advice);
 }
 
-void advise_random(const void* p, size_t n) {
-  const auto a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
-  const auto e = reinterpret_cast<uintptr_t>(p) + n;
-  ::madvise(reinterpret_cast<void*>(a), e - a, MADV_RANDOM);
-}
+}  // namespace
+
+void advise_willneed(const void* p, size_t n) { advise_range(p, n, MADV_WILLNEED); }
+
+void advise_random(const void* p, size_t n) { advise_range(p, n, MADV_RANDOM); }
 
 void release_mapped_pages(const void* p, size_t n) {
   if (n == 0 || !locate_mapped(p) || !locate_mapped(static_cast<const uint8_t*>(p) + n - 1)) return;
