@@ -59,7 +59,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr uint64_t kBlob = 16ull << 20;
+constexpr uint64_t kFileChunk = 16ull << 20;  // the test file is written in these
 
 struct Args {
   std::string path;
@@ -68,6 +68,8 @@ struct Args {
   double seconds = 3;
   unsigned depth = 8;
   unsigned experts = 8;
+  uint64_t blob = 16ull << 20;   // one expert blob (4 KiB multiple)
+  uint64_t piece = kDefaultPieceBytes;  // Storage's piece size for the storage variants
 };
 
 void drop_cache(const std::string& p) {
@@ -81,14 +83,14 @@ void drop_cache(const std::string& p) {
 void write_file(const std::string& path, uint64_t bytes) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0600);
   if (fd < 0) throw Error(path + ": cannot create: " + std::strerror(errno));
-  AlignedBuffer buf(kBlob, false);
+  AlignedBuffer buf(kFileChunk, false);
   std::mt19937_64 rng(7);
   auto* w = reinterpret_cast<uint64_t*>(buf.data());
-  for (uint64_t done = 0; done < bytes; done += kBlob) {
-    for (size_t i = 0; i < kBlob / 8; i += 512) w[i] = rng();  // every 4 KiB block differs
+  for (uint64_t done = 0; done < bytes; done += kFileChunk) {
+    for (size_t i = 0; i < kFileChunk / 8; i += 512) w[i] = rng();  // every 4 KiB block differs
     if (done == 0)
-      for (size_t i = 0; i < kBlob / 8; ++i) w[i] = rng();
-    if (::pwrite(fd, buf.data(), kBlob, static_cast<off_t>(done)) != static_cast<ssize_t>(kBlob))
+      for (size_t i = 0; i < kFileChunk / 8; ++i) w[i] = rng();
+    if (::pwrite(fd, buf.data(), kFileChunk, static_cast<off_t>(done)) != static_cast<ssize_t>(kFileChunk))
       throw Error(path + ": write failed: " + std::strerror(errno));
   }
   fsync(fd);
@@ -98,6 +100,7 @@ void write_file(const std::string& path, uint64_t bytes) {
 
 struct Setup {
   std::string file;
+  uint64_t blob = 0;
   uint64_t blobs = 0;
   std::vector<uint64_t> hashes;
 };
@@ -106,10 +109,12 @@ struct Setup {
 // submitted at once and waited for, `layers_in_flight` layers outstanding), or
 // as a stream that keeps `depth` reads in flight (layers_in_flight = 0).
 double run_storage(const Setup& s, const std::string& backend, unsigned depth, unsigned experts, int layers_in_flight,
-                   bool verify, double seconds, uint64_t seed) {
+                   bool verify, double seconds, uint64_t seed, uint64_t piece) {
   StorageOptions o;
   o.backend = backend;
   o.queue_depth = depth;
+  o.piece_bytes = piece;
+  const uint64_t kBlob = s.blob;
   auto st = make_storage(o);
   const unsigned slots = layers_in_flight == 0 ? depth : experts * static_cast<unsigned>(layers_in_flight);
   BufferPool pool(kBlob, slots);
@@ -218,18 +223,21 @@ int main(int argc, char** argv) {
       return std::string(argv[++i]);
     };
     if (k == "--size") a.size_gib = std::stod(val());
+    else if (k == "--blob") a.blob = static_cast<uint64_t>(std::stod(val()) * (1 << 20));
+    else if (k == "--piece") a.piece = static_cast<uint64_t>(std::stod(val()) * (1 << 20));
     else if (k == "--rounds") a.rounds = std::stoi(val());
     else if (k == "--seconds") a.seconds = std::stod(val());
     else if (k == "--depth") a.depth = static_cast<unsigned>(std::stoi(val()));
     else if (k == "--experts") a.experts = static_cast<unsigned>(std::stoi(val()));
     else if (a.path.empty() && k[0] != '-') a.path = k;
     else {
-      std::fprintf(stderr, "usage: storage_bench DIR_OR_FILE [--size GiB] [--rounds N] [--seconds S] [--depth D] [--experts K]\n");
+      std::fprintf(stderr, "usage: storage_bench DIR_OR_FILE [--size GiB] [--rounds N] [--seconds S] [--depth D] [--experts K] [--blob MiB] [--piece MiB]\n");
       return 2;
     }
   }
-  if (a.path.empty() || a.rounds < 1 || a.seconds <= 0 || a.depth < 1 || a.experts < 1) {
-    std::fprintf(stderr, "usage: storage_bench DIR_OR_FILE [--size GiB] [--rounds N] [--seconds S] [--depth D] [--experts K]\n");
+  if (a.path.empty() || a.rounds < 1 || a.seconds <= 0 || a.depth < 1 || a.experts < 1 || a.blob == 0 || a.blob % 4096 != 0 ||
+      a.piece % 4096 != 0) {
+    std::fprintf(stderr, "usage: storage_bench DIR_OR_FILE [--size GiB] [--rounds N] [--seconds S] [--depth D] [--experts K] [--blob MiB] [--piece MiB]\n");
     return 2;
   }
   try {
@@ -239,7 +247,7 @@ int main(int argc, char** argv) {
     if (::stat(a.path.c_str(), &st) != 0) throw Error(a.path + ": " + std::strerror(errno));
     if (S_ISDIR(st.st_mode)) {
       s.file = a.path + "/.storage-bench-" + std::to_string(getpid()) + ".bin";
-      uint64_t bytes = static_cast<uint64_t>(a.size_gib * (1ull << 30)) / kBlob * kBlob;
+      uint64_t bytes = static_cast<uint64_t>(a.size_gib * (1ull << 30)) / kFileChunk * kFileChunk;
       std::fprintf(stderr, "writing %.1f GiB to %s\n", static_cast<double>(bytes) / (1ull << 30), s.file.c_str());
       write_file(s.file, bytes);
       created = true;
@@ -254,11 +262,13 @@ int main(int argc, char** argv) {
       }
     } guard{s.file, created};
 
+    s.blob = a.blob;
+    const uint64_t kBlob = s.blob;
     {
       auto storage = make_storage();
       FileId f = storage->open(s.file, OpenMode::Direct);
       s.blobs = storage->file(f).size / kBlob;
-      if (s.blobs < 2) throw Error(s.file + ": need at least two 16 MiB blobs");
+      if (s.blobs < 2) throw Error(s.file + ": need at least two blobs");
       std::fprintf(stderr, "hashing %llu blobs\n", static_cast<unsigned long long>(s.blobs));
       BufferPool pool(kBlob, 8);
       for (uint64_t b = 0; b < s.blobs; b += 8) {
@@ -269,7 +279,7 @@ int main(int argc, char** argv) {
       }
     }
 
-    std::vector<std::string> names = {"probe",     "stream",         "layers",      "layers+xxh3",
+    std::vector<std::string> names = {"probe",     "probe pieces", "stream",         "layers",      "layers+xxh3",
                                       "layers x2", "layers x2+xxh3", "pread layers"};
     if (have_fio()) {
       names.push_back("fio");
@@ -287,18 +297,26 @@ int main(int argc, char** argv) {
           po.depths = {a.depth};
           po.seconds = a.seconds;
           g = run_probe(po).drives[0].results[0].gbps;
+        } else if (n == "probe pieces") {
+          // The drive's rate for reads of the piece size Storage splits blobs into.
+          ProbeOptions po;
+          po.paths = {s.file};
+          po.blocks = {a.piece ? a.piece : kBlob};
+          po.depths = {a.depth};
+          po.seconds = a.seconds;
+          g = run_probe(po).drives[0].results[0].gbps;
         } else if (n == "stream") {
-          g = run_storage(s, "io_uring", a.depth, a.experts, 0, false, a.seconds, seed++);
+          g = run_storage(s, "io_uring", a.depth, a.experts, 0, false, a.seconds, seed++, a.piece);
         } else if (n == "layers") {
-          g = run_storage(s, "io_uring", a.depth, a.experts, 1, false, a.seconds, seed++);
+          g = run_storage(s, "io_uring", a.depth, a.experts, 1, false, a.seconds, seed++, a.piece);
         } else if (n == "layers+xxh3") {
-          g = run_storage(s, "io_uring", a.depth, a.experts, 1, true, a.seconds, seed++);
+          g = run_storage(s, "io_uring", a.depth, a.experts, 1, true, a.seconds, seed++, a.piece);
         } else if (n == "layers x2") {
-          g = run_storage(s, "io_uring", a.depth, a.experts, 2, false, a.seconds, seed++);
+          g = run_storage(s, "io_uring", a.depth, a.experts, 2, false, a.seconds, seed++, a.piece);
         } else if (n == "layers x2+xxh3") {
-          g = run_storage(s, "io_uring", a.depth, a.experts, 2, true, a.seconds, seed++);
+          g = run_storage(s, "io_uring", a.depth, a.experts, 2, true, a.seconds, seed++, a.piece);
         } else if (n == "pread layers") {
-          g = run_storage(s, "pread", a.depth, a.experts, 1, false, a.seconds, seed++);
+          g = run_storage(s, "pread", a.depth, a.experts, 1, false, a.seconds, seed++, a.piece);
         } else if (n == "fio") {
           g = run_fio(s.file, a.depth, a.seconds, false);
         } else if (n == "fio fixedbufs") {
@@ -309,7 +327,8 @@ int main(int argc, char** argv) {
       }
     }
     const double ceiling = median(r["probe"]);
-    std::printf("16 MiB O_DIRECT reads, depth %u, %u experts per layer, %d rounds x %.1f s, file %.1f GiB\n", a.depth,
+    std::printf("%.2f MiB O_DIRECT blobs read as %.2f MiB pieces, depth %u, %u experts per layer, %d rounds x %.1f s, file %.1f GiB\n",
+                static_cast<double>(kBlob) / (1 << 20), static_cast<double>(a.piece ? a.piece : kBlob) / (1 << 20), a.depth,
                 a.experts, a.rounds, a.seconds, static_cast<double>(s.blobs * kBlob) / (1ull << 30));
     std::printf("%-14s %8s %8s %8s %9s   samples\n", "variant", "median", "min", "max", "vs probe");
     for (const auto& n : names) {

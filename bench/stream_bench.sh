@@ -23,7 +23,8 @@
 #                    page cache counts against it; strata gets --ram CAP-0.3
 #   --runs R         rounds (default 3); a round runs every row at each read-ahead (which
 #                    read-ahead goes first alternates), engines in ABCD / DCBA order
-#   --tokens N       tokens strata generates (default 32)
+#   --tokens N       tokens strata generates (default 96: a longer decode averages out the
+#                    drive's second-to-second swings)
 #   --llama-tokens M tokens llama.cpp generates (default 32; fewer if it is too slow)
 #   --llama-timeout S  kill a llama.cpp run after S seconds (default 300) and report
 #                    tok/s from the tokens it finished (parity_tool --progress)
@@ -46,10 +47,13 @@
 # llama.cpp's default weight repacking copies the MXFP4 experts (AVX-512: mxfp4_8x8) into
 # anonymous memory, more than the cap; one run with it on is made to show what happens.
 # `strata probe` runs first on the directory of the expert blobs with expert-sized reads
-# (--seconds 6: three rounds of 2 s per depth, each depth rated by its median).
+# (--seconds 6: three rounds of 2 s per depth, each depth rated by its median). These
+# virtual disks drift between ~1.0 and ~2.0 GB/s over minutes, so each strata run is
+# also bracketed by two short probes of the expert file (depths 1 and 4, 2 x 1 s each,
+# logs/<run>.probe-{before,after}.json) and rated against their mean ("÷ adjacent").
 # Output: setup.txt, commands.txt, runs.jsonl (per run: rc, wall, cgroup peak, disk bytes
 # read, cores busy with other processes), logs/, summary.md (medians, ranges, ratios,
-# and the ratios over the runs with < 0.25 cores of other load). ~25 min with the defaults.
+# and the ratios over the runs with < 0.25 cores of other load). ~30 min with the defaults.
 #
 # Environment: STRATA (default build/strata or /work/build/strata; copied into the
 # results dir so a rebuild during the run does not mix binaries), PARITY_TOOL (default
@@ -64,7 +68,7 @@ PARITY_TOOL=${PARITY_TOOL:-/work/llama.cpp/build-parity/parity_tool}
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; }
 
 orig_args="$*"
-model=; size=7.5; vocab=16384; cap=3; runs=3; tokens=32; llama_tokens=32; llama_timeout=300
+model=; size=7.5; vocab=16384; cap=3; runs=3; tokens=96; llama_tokens=32; llama_timeout=300
 ra_list="8192 128"; seed=1; prompt_len=16; out=; repack_check=1; ram_margin=0.3
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -188,6 +192,15 @@ drop
 show "$strata" probe "$expert_dir" --block "$block_mib" --seconds 6 --out "$out/probe.json"
 "$strata" probe "$expert_dir" --block "$block_mib" --seconds 6 --out "$out/probe.json" 2>&1 | tee "$out/logs/probe.log"
 
+# A short probe of the same drive right before and right after each strata run: these
+# virtual disks drift between ~1.0 and ~2.0 GB/s over minutes, so a run is rated
+# against the ceiling of its own minute as well as against the probe above.
+expert_files=("$expert_dir"/strata-experts-*.bin)
+probe_adjacent() {  # tag
+  "$strata" probe "${expert_files[@]}" --block "$block_mib" --depths 1,4 --seconds 2 --rounds 2 --json \
+    --out "$out/logs/$1.json" > /dev/null 2> "$out/logs/$1.err" || say "  probe $1 failed (see logs/$1.err)"
+}
+
 # ---- one decode run in the cgroup ----
 runs_file=$out/runs.jsonl
 : > "$runs_file"
@@ -219,6 +232,9 @@ run_one() {  # ra config run
   oom0=$(awk '/oom_kill /{print $2}' "$cg/memory.oom_control")
   rd0=$(awk '{print $3}' "/sys/block/$dev/stat")
   load=$(cut -d' ' -f1 /proc/loadavg)
+  local strata_run=0
+  [[ "$cfg" == strata-* ]] && strata_run=1
+  [ "$strata_run" = 1 ] && probe_adjacent "$tag.probe-before"
   show "[cgroup $cap GiB, read_ahead_kb $ra] ${cmd[*]}"
   t0=$(date +%s.%N)
   if [ "$limit" -gt 0 ]; then
@@ -230,6 +246,7 @@ run_one() {  # ra config run
   fi
   t1=$(date +%s.%N)
   rd1=$(awk '{print $3}' "/sys/block/$dev/stat")
+  [ "$strata_run" = 1 ] && probe_adjacent "$tag.probe-after"
   busy1=$(awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat)
   [ -n "$cpu_cg" ] && cpu1=$(cat "$cpu_cg/cpuacct.usage")
   local hz; hz=$(getconf CLK_TCK)
@@ -309,6 +326,16 @@ def load(r):
                  rest_ms=1e3 * (steps / s["decode_tok_s"] - d["io_wait_s"]) / steps if s["decode_tok_s"] else None,
                  pf_acc=d["prefetch"]["accuracy"], pf_issued=d["prefetch"]["issued"], pf_used=d["prefetch"]["used"],
                  tokens=s["generated_tokens"])
+        adj = []
+        for side in ("before", "after"):
+            try:
+                adj.append(json.load(open(f"{base}.probe-{side}.json"))["combined"]["best_gbps"])
+            except (OSError, ValueError, KeyError):
+                pass
+        if len(adj) == 2:
+            r["probe_adj"] = sum(adj) / 2
+            r["wall_adj"] = r["gbps_wall"] / r["probe_adj"]
+            r["busy_adj"] = r["gbps_busy"] / r["probe_adj"]
     else:
         if r["ok"]:
             s = j["stats"]
@@ -346,15 +373,19 @@ print(f"probe (O_DIRECT, {probe['combined']['best_block'] / 2**20:.2f} MiB reads
 print("Medians over runs (min–max). Expert GB/s: `wall` = bytes read / decode wall time "
       "(stats.experts.decode.gbps); `reading` = bytes / drive busy time (drives[].bytes / busy_s). "
       "Per token = per decode step (N-1 steps). ms/tok waiting / rest: decode time per step spent "
-      "waiting on expert reads (io_wait_s) and the rest (compute). Other load: cores busy with "
+      "waiting on expert reads (io_wait_s) and the rest (compute). Adjacent probes: the best of "
+      "`strata probe --depths 1,4 --seconds 2 --rounds 2` on the expert file right before and right "
+      "after each strata run, averaged; `÷ adjacent` = the run's GB/s over that, median of the runs' "
+      "ratios. Other load: cores busy with "
       "other processes during the run (/proc/stat minus the run's cpuacct).\n")
 for ra in sorted({r["ra"] for r in runs}, reverse=True):
     rr = [r for r in runs if r["ra"] == ra]
     print(f"## read_ahead_kb {ra}\n")
     print("| engine | runs ok | decode tok/s | prefill s | expert GB/s wall (÷probe) | GB/s reading (÷probe) "
+          "| adjacent probes GB/s | wall ÷ adjacent | reading ÷ adjacent "
           "| needed MB/tok | read MB/tok | hit rate | io_wait share | ms/tok waiting / rest | peak RSS GiB "
           "| cgroup peak GiB | disk read GB/run | other load (cores) |")
-    print("|---" * 15 + "|")
+    print("|---" * 18 + "|")
     meds = {}
     for cfg in ["strata-gguf", "strata-pack", "strata-pack-noprefetch", "llama", "llama-repack"]:
         c = [r for r in rr if r["config"] == cfg]
@@ -376,12 +407,13 @@ for ra in sorted({r["ra"] for r in runs}, reverse=True):
         if cfg.startswith("strata") and ok:
             row = [med(g("gbps_wall"), "{:.2f}") + f" ({statistics.median(g('gbps_wall')) / probe_gbps:.2f})",
                    med(g("gbps_busy"), "{:.2f}") + f" ({statistics.median(g('gbps_busy')) / probe_gbps:.2f})",
+                   med(g("probe_adj"), "{:.2f}"), med(g("wall_adj"), "{:.2f}"), med(g("busy_adj"), "{:.2f}"),
                    med([v / 1e6 for v in g("needed_tok")], "{:.0f}"), med([v / 1e6 for v in g("read_tok")], "{:.0f}"),
                    med(g("hit"), "{:.2f}"), med(g("io_wait"), "{:.2f}"),
                    f"{statistics.median(g('wait_ms')):.0f} / {statistics.median(g('rest_ms')):.0f}",
                    med([v / 2**30 for v in g("rss")], "{:.2f}")]
         else:
-            row = ["-"] * 8
+            row = ["-"] * 11
         row.append(med([r["cg_peak"] / 2**30 for r in c], "{:.2f}"))
         row.append(med([r["disk_read_bytes"] / gb for r in c], "{:.1f}"))
         row.append(med([r.get("other_cores") for r in c], "{:.2f}"))
