@@ -4,14 +4,20 @@
 // disks swing ~2x between runs). Not run in CI.
 //
 //   storage_bench DIR_OR_FILE [--size GiB] [--rounds N] [--seconds S] [--depth D] [--experts K]
+//                 [--blob MiB] [--piece MiB]
 //
 // DIR: a test file of --size GiB (default 4) is written there and removed at
-// the end. FILE: read as is. The file is cut into 16 MiB "expert blobs" (as
-// `pack` lays them out: 4 KiB-aligned, contiguous); every blob's xxh3 is
-// computed once up front so verification can be measured too.
+// the end. FILE: read as is (a pack's strata-experts-*.bin with --blob set to
+// its expert length rounded up to 4 KiB measures that pack's reads). The file
+// is cut into --blob MiB "expert blobs" (default 16; as `pack` lays them out:
+// 4 KiB-aligned, contiguous); every blob's xxh3 is computed once up front so
+// verification can be measured too. Storage splits each blob into --piece MiB
+// reads (default: Storage's own piece size; 0 = whole blobs).
 //
-// Variants (all O_DIRECT, 16 MiB reads):
+// Variants (all O_DIRECT, blob-sized reads unless said):
 //   probe        run_probe(): depth D kept full the whole time (the ceiling)
+//   probe pieces run_probe() with piece-sized reads at random offsets, depth D:
+//                what the drive gives to reads of that size that are not adjacent
 //   stream       Storage (io_uring), depth D kept full, random blobs, registered pool
 //   layers       Storage (io_uring): K blobs per "layer" submitted at once, wait for all, next layer
 //   layers+xxh3  as layers, each blob verified against its checksum on landing
@@ -19,11 +25,11 @@
 //   layers x2+xxh3  both
 //   pread layers as layers on the pread thread pool
 //   fio          (when fio is installed) fio --ioengine=io_uring --direct=1 --rw=randread
-//                --bs=16M --iodepth=D on the same file: an independent reference
+//                --bs=BLOB --iodepth=D on the same file: an independent reference
 //   fio fixedbufs  the same with --fixedbufs --registerfiles
 //
 // Measured on the 2-core dev VM (virtio disk, 4 GiB file that the host has
-// partly cached; load average ~3 from other builds), 5 rounds x 3 s, GB/s:
+// partly cached; load average ~3 from other builds), 16 MiB blobs, whole, 5 rounds x 3 s, GB/s:
 //   variant         median  min   max   vs probe
 //   probe            1.61   1.60  1.77   100%
 //   stream           1.60   1.59  1.84    99%
@@ -34,6 +40,14 @@
 //   pread layers     1.61   1.59  1.71   100%
 //   fio              1.00   0.94  1.41    62%   4 KiB-page buffers: pinning costs ~1/3
 //   fio fixedbufs    1.51   1.24  1.66    94%
+//
+// On the stream bench's pack (2.74 MiB experts, 1 MiB pieces, depth 4, 8 per layer,
+// 3 rounds x 2 s; 2026-11-29 sixth session; fio still read 16 MiB then):
+//   storage_bench <pack>/strata-experts-*.bin --blob 2.7421875 --piece 1 --depth 4 --rounds 3 --seconds 2
+//   probe 1.48, probe pieces 1.95 (131%), stream 1.85 (125%), layers 1.54 (104%),
+//   layers x2 1.47 (99%), pread layers 1.55 (105%). This virtual disk serves random
+//   1 MiB reads ~1.3x faster than contiguous 2.74 MiB blobs, read whole or as adjacent
+//   pieces; at depth 16 the gap closes (probe 1.43, probe pieces 1.55, stream 1.41).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -185,10 +199,10 @@ double run_storage(const Setup& s, const std::string& backend, unsigned depth, u
 
 bool have_fio() { return std::system("fio --version >/dev/null 2>&1") == 0; }
 
-double run_fio(const std::string& file, unsigned depth, double seconds, bool fixedbufs) {
+double run_fio(const std::string& file, uint64_t block, unsigned depth, double seconds, bool fixedbufs) {
   drop_cache(file);
   const std::string cmd = "fio --name=probe --filename=" + file +
-                          " --readonly --direct=1 --rw=randread --bs=16M --ioengine=io_uring" + (fixedbufs ? " --fixedbufs --registerfiles" : "") + " --iodepth=" +
+                          " --readonly --direct=1 --rw=randread --bs=" + std::to_string(block) + " --ioengine=io_uring" + (fixedbufs ? " --fixedbufs --registerfiles" : "") + " --iodepth=" +
                           std::to_string(depth) + " --time_based --runtime=" + std::to_string(seconds) +
                           "s --output-format=json 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
@@ -318,9 +332,9 @@ int main(int argc, char** argv) {
         } else if (n == "pread layers") {
           g = run_storage(s, "pread", a.depth, a.experts, 1, false, a.seconds, seed++, a.piece);
         } else if (n == "fio") {
-          g = run_fio(s.file, a.depth, a.seconds, false);
+          g = run_fio(s.file, kBlob, a.depth, a.seconds, false);
         } else if (n == "fio fixedbufs") {
-          g = run_fio(s.file, a.depth, a.seconds, true);
+          g = run_fio(s.file, kBlob, a.depth, a.seconds, true);
         }
         r[n].push_back(g);
         std::fprintf(stderr, "round %d %-13s %.2f GB/s\n", round + 1, n.c_str(), g);

@@ -222,6 +222,10 @@ run_one() {  # ra config run
            -t "$threads" "${extra[@]}" --progress) ;;
   esac
   drop
+  local strata_run=0
+  [[ "$cfg" == strata-* ]] && strata_run=1
+  # (before the counters below, so the run's disk bytes and other load leave it out)
+  [ "$strata_run" = 1 ] && probe_adjacent "$tag.probe-before"
   echo 0 > "$cg/memory.max_usage_in_bytes"
   local fail0 oom0 rd0 rd1 load t0 t1 rc=0 busy0 busy1 cpu0=0 cpu1=0
   local procs="$cg/cgroup.procs"
@@ -232,9 +236,6 @@ run_one() {  # ra config run
   oom0=$(awk '/oom_kill /{print $2}' "$cg/memory.oom_control")
   rd0=$(awk '{print $3}' "/sys/block/$dev/stat")
   load=$(cut -d' ' -f1 /proc/loadavg)
-  local strata_run=0
-  [[ "$cfg" == strata-* ]] && strata_run=1
-  [ "$strata_run" = 1 ] && probe_adjacent "$tag.probe-before"
   show "[cgroup $cap GiB, read_ahead_kb $ra] ${cmd[*]}"
   t0=$(date +%s.%N)
   if [ "$limit" -gt 0 ]; then
