@@ -43,7 +43,7 @@
 //
 // On the stream bench's pack (2.74 MiB experts, 1 MiB pieces, depth 4, 8 per layer,
 // 3 rounds x 2 s; 2026-11-29 sixth session; fio still read 16 MiB then):
-//   storage_bench <pack>/strata-experts-*.bin --blob 2.7421875 --piece 1 --depth 4 --rounds 3 --seconds 2
+//   storage_bench <pack>/strata-experts-<tag>-0.bin --blob 2.7421875 --piece 1 --depth 4 --rounds 3 --seconds 2
 //   probe 1.48, probe pieces 1.95 (131%), stream 1.85 (125%), layers 1.54 (104%),
 //   layers x2 1.47 (99%), pread layers 1.55 (105%). This virtual disk serves random
 //   1 MiB reads ~1.3x faster than contiguous 2.74 MiB blobs, read whole or as adjacent
@@ -237,8 +237,14 @@ int main(int argc, char** argv) {
       return std::string(argv[++i]);
     };
     if (k == "--size") a.size_gib = std::stod(val());
-    else if (k == "--blob") a.blob = static_cast<uint64_t>(std::stod(val()) * (1 << 20));
-    else if (k == "--piece") a.piece = static_cast<uint64_t>(std::stod(val()) * (1 << 20));
+    else if (k == "--blob" || k == "--piece") {
+      const double mib = std::stod(val());
+      if (!(mib >= 0 && mib <= 1024)) {
+        std::fprintf(stderr, "%s must be between 0 and 1024 MiB\n", k.c_str());
+        return 2;
+      }
+      (k == "--blob" ? a.blob : a.piece) = static_cast<uint64_t>(mib * (1 << 20));
+    }
     else if (k == "--rounds") a.rounds = std::stoi(val());
     else if (k == "--seconds") a.seconds = std::stod(val());
     else if (k == "--depth") a.depth = static_cast<unsigned>(std::stoi(val()));
@@ -250,7 +256,7 @@ int main(int argc, char** argv) {
     }
   }
   if (a.path.empty() || a.rounds < 1 || a.seconds <= 0 || a.depth < 1 || a.experts < 1 || a.blob == 0 || a.blob % 4096 != 0 ||
-      a.piece % 4096 != 0) {
+      a.piece % 4096 != 0 || a.piece > a.blob) {
     std::fprintf(stderr, "usage: storage_bench DIR_OR_FILE [--size GiB] [--rounds N] [--seconds S] [--depth D] [--experts K] [--blob MiB] [--piece MiB]\n");
     return 2;
   }

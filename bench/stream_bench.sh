@@ -48,12 +48,12 @@
 # anonymous memory, more than the cap; one run with it on is made to show what happens.
 # `strata probe` runs first on the directory of the expert blobs with expert-sized reads
 # (--seconds 6: three rounds of 2 s per depth, each depth rated by its median). These
-# virtual disks drift between ~1.0 and ~2.0 GB/s over minutes, so each strata run is
+# virtual disks drift between ~1.0 and ~2.9 GB/s over minutes, so each strata run is
 # also bracketed by two short probes of the expert file (depths 1 and 4, 2 x 1 s each,
 # logs/<run>.probe-{before,after}.json) and rated against their mean ("÷ adjacent").
 # Output: setup.txt, commands.txt, runs.jsonl (per run: rc, wall, cgroup peak, disk bytes
 # read, cores busy with other processes), logs/, summary.md (medians, ranges, ratios,
-# and the ratios over the runs with < 0.25 cores of other load). ~30 min with the defaults.
+# and the ratios over the runs with < 0.25 cores of other load). ~20 min with the defaults.
 #
 # Environment: STRATA (default build/strata or /work/build/strata; copied into the
 # results dir so a rebuild during the run does not mix binaries), PARITY_TOOL (default
@@ -193,9 +193,13 @@ show "$strata" probe "$expert_dir" --block "$block_mib" --seconds 6 --out "$out/
 "$strata" probe "$expert_dir" --block "$block_mib" --seconds 6 --out "$out/probe.json" 2>&1 | tee "$out/logs/probe.log"
 
 # A short probe of the same drive right before and right after each strata run: these
-# virtual disks drift between ~1.0 and ~2.0 GB/s over minutes, so a run is rated
+# virtual disks drift between ~1.0 and ~2.9 GB/s over minutes, so a run is rated
 # against the ceiling of its own minute as well as against the probe above.
-expert_files=("$expert_dir"/strata-experts-*.bin)
+mapfile -t expert_files < <("$PY" -c "
+import json, os, sys
+m = json.load(open(sys.argv[1]))
+for d in m['drives']:
+    print(os.path.normpath(os.path.join(os.path.dirname(sys.argv[1]), d['path'], d['file'])))" "$pack/manifest.json")
 probe_adjacent() {  # tag
   "$strata" probe "${expert_files[@]}" --block "$block_mib" --depths 1,4 --seconds 2 --rounds 2 --json \
     --out "$out/logs/$1.json" > /dev/null 2> "$out/logs/$1.err" || say "  probe $1 failed (see logs/$1.err)"
@@ -247,9 +251,9 @@ run_one() {  # ra config run
   fi
   t1=$(date +%s.%N)
   rd1=$(awk '{print $3}' "/sys/block/$dev/stat")
-  [ "$strata_run" = 1 ] && probe_adjacent "$tag.probe-after"
   busy1=$(awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat)
   [ -n "$cpu_cg" ] && cpu1=$(cat "$cpu_cg/cpuacct.usage")
+  [ "$strata_run" = 1 ] && probe_adjacent "$tag.probe-after"
   local hz; hz=$(getconf CLK_TCK)
   # cores busy with other work on average during the run (all CPU time minus the run's own)
   local other; other=$("$PY" -c "w = $t1 - $t0; print(round(max(0.0, ($busy1 - $busy0) / $hz - ($cpu1 - $cpu0) / 1e9) / w, 2) if $cpu1 > 0 else 'null')")
