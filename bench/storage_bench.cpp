@@ -67,6 +67,7 @@
 #include "storage/probe.h"
 #include "storage/storage.h"
 #include "util/error.h"
+#include "util/median.h"
 
 using namespace strata;
 using Clock = std::chrono::steady_clock;
@@ -128,17 +129,16 @@ double run_storage(const Setup& s, const std::string& backend, unsigned depth, u
   o.backend = backend;
   o.queue_depth = depth;
   o.piece_bytes = piece;
-  const uint64_t kBlob = s.blob;
   auto st = make_storage(o);
   const unsigned slots = layers_in_flight == 0 ? depth : experts * static_cast<unsigned>(layers_in_flight);
-  BufferPool pool(kBlob, slots);
+  BufferPool pool(s.blob, slots);
   st->register_buffers(pool.regions());
   drop_cache(s.file);
   FileId f = st->open(s.file, OpenMode::Direct);
   std::mt19937_64 rng(seed);
   auto extent = [&](uint64_t slot) {
     uint64_t b = rng() % s.blobs;
-    return Extent{f, b * kBlob, kBlob, pool.buffer(slot), slot, 0, verify, verify ? s.hashes[b] : 0};
+    return Extent{f, b * s.blob, s.blob, pool.buffer(slot), slot, 0, verify, verify ? s.hashes[b] : 0};
   };
   uint64_t bytes = 0;
   std::vector<Completion> done;
@@ -217,12 +217,6 @@ double run_fio(const std::string& file, uint64_t block, unsigned depth, double s
   return j["jobs"][0]["read"]["bw_bytes"].get<double>() / 1e9;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -283,19 +277,18 @@ int main(int argc, char** argv) {
     } guard{s.file, created};
 
     s.blob = a.blob;
-    const uint64_t kBlob = s.blob;
     {
       auto storage = make_storage();
       FileId f = storage->open(s.file, OpenMode::Direct);
-      s.blobs = storage->file(f).size / kBlob;
+      s.blobs = storage->file(f).size / s.blob;
       if (s.blobs < 2) throw Error(s.file + ": need at least two blobs");
       std::fprintf(stderr, "hashing %llu blobs\n", static_cast<unsigned long long>(s.blobs));
-      BufferPool pool(kBlob, 8);
+      BufferPool pool(s.blob, 8);
       for (uint64_t b = 0; b < s.blobs; b += 8) {
         std::vector<Extent> ext;
-        for (uint64_t i = b; i < std::min(s.blobs, b + 8); ++i) ext.push_back({f, i * kBlob, kBlob, pool.buffer(i - b), i});
+        for (uint64_t i = b; i < std::min(s.blobs, b + 8); ++i) ext.push_back({f, i * s.blob, s.blob, pool.buffer(i - b), i});
         storage->read_all(ext);
-        for (uint64_t i = b; i < std::min(s.blobs, b + 8); ++i) s.hashes.push_back(xxh3_64(pool.buffer(i - b), kBlob));
+        for (uint64_t i = b; i < std::min(s.blobs, b + 8); ++i) s.hashes.push_back(xxh3_64(pool.buffer(i - b), s.blob));
       }
     }
 
@@ -305,26 +298,24 @@ int main(int argc, char** argv) {
       names.push_back("fio");
       names.push_back("fio fixedbufs");
     }
+    // The drive alone, random reads of `block` bytes kept at depth D.
+    auto probe_at = [&](uint64_t block) {
+      ProbeOptions po;
+      po.paths = {s.file};
+      po.blocks = {block};
+      po.depths = {a.depth};
+      po.seconds = a.seconds;
+      return run_probe(po).drives[0].results[0].gbps;
+    };
     std::map<std::string, std::vector<double>> r;
     uint64_t seed = 1;
     for (int round = 0; round < a.rounds; ++round) {
       for (const auto& n : names) {
         double g = 0;
         if (n == "probe") {
-          ProbeOptions po;
-          po.paths = {s.file};
-          po.blocks = {kBlob};
-          po.depths = {a.depth};
-          po.seconds = a.seconds;
-          g = run_probe(po).drives[0].results[0].gbps;
+          g = probe_at(s.blob);
         } else if (n == "probe pieces") {
-          // The drive's rate for reads of the piece size Storage splits blobs into.
-          ProbeOptions po;
-          po.paths = {s.file};
-          po.blocks = {a.piece ? a.piece : kBlob};
-          po.depths = {a.depth};
-          po.seconds = a.seconds;
-          g = run_probe(po).drives[0].results[0].gbps;
+          g = probe_at(a.piece ? a.piece : s.blob);  // the size Storage splits blobs into
         } else if (n == "stream") {
           g = run_storage(s, "io_uring", a.depth, a.experts, 0, false, a.seconds, seed++, a.piece);
         } else if (n == "layers") {
@@ -338,9 +329,9 @@ int main(int argc, char** argv) {
         } else if (n == "pread layers") {
           g = run_storage(s, "pread", a.depth, a.experts, 1, false, a.seconds, seed++, a.piece);
         } else if (n == "fio") {
-          g = run_fio(s.file, kBlob, a.depth, a.seconds, false);
+          g = run_fio(s.file, s.blob, a.depth, a.seconds, false);
         } else if (n == "fio fixedbufs") {
-          g = run_fio(s.file, kBlob, a.depth, a.seconds, true);
+          g = run_fio(s.file, s.blob, a.depth, a.seconds, true);
         }
         r[n].push_back(g);
         std::fprintf(stderr, "round %d %-13s %.2f GB/s\n", round + 1, n.c_str(), g);
@@ -348,8 +339,8 @@ int main(int argc, char** argv) {
     }
     const double ceiling = median(r["probe"]);
     std::printf("%.2f MiB O_DIRECT blobs read as %.2f MiB pieces, depth %u, %u experts per layer, %d rounds x %.1f s, file %.1f GiB\n",
-                static_cast<double>(kBlob) / (1 << 20), static_cast<double>(a.piece ? a.piece : kBlob) / (1 << 20), a.depth,
-                a.experts, a.rounds, a.seconds, static_cast<double>(s.blobs * kBlob) / (1ull << 30));
+                static_cast<double>(s.blob) / (1 << 20), static_cast<double>(a.piece ? a.piece : s.blob) / (1 << 20), a.depth,
+                a.experts, a.rounds, a.seconds, static_cast<double>(s.blobs * s.blob) / (1ull << 30));
     std::printf("%-14s %8s %8s %8s %9s   samples\n", "variant", "median", "min", "max", "vs probe");
     for (const auto& n : names) {
       const auto& v = r[n];

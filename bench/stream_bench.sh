@@ -161,11 +161,13 @@ expert_len=$("$PY" -c "
 import json, sys
 m = json.load(open(sys.argv[1]))
 print(max(e[2] for layer in m['experts'] for e in layer))" "$pack/manifest.json")
-expert_dir=$("$PY" -c "
+# every drive's expert file; the first one's directory gets the probe's test file below
+mapfile -t expert_files < <("$PY" -c "
 import json, os, sys
 m = json.load(open(sys.argv[1]))
-d = m['drives'][0]
-print(os.path.normpath(os.path.join(os.path.dirname(sys.argv[1]), d['path'])))" "$pack/manifest.json")
+for d in m['drives']:
+    print(os.path.normpath(os.path.join(os.path.dirname(sys.argv[1]), d['path'], d['file'])))" "$pack/manifest.json")
+expert_dir=$(dirname "${expert_files[0]}")
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -195,11 +197,6 @@ show "$strata" probe "$expert_dir" --block "$block_mib" --seconds 6 --out "$out/
 # A short probe of the same drive right before and right after each strata run: these
 # virtual disks drift between ~1.0 and ~2.9 GB/s over minutes, so a run is rated
 # against the ceiling of its own minute as well as against the probe above.
-mapfile -t expert_files < <("$PY" -c "
-import json, os, sys
-m = json.load(open(sys.argv[1]))
-for d in m['drives']:
-    print(os.path.normpath(os.path.join(os.path.dirname(sys.argv[1]), d['path'], d['file'])))" "$pack/manifest.json")
 probe_adjacent() {  # tag
   "$strata" probe "${expert_files[@]}" --block "$block_mib" --depths 1,4 --seconds 2 --rounds 2 --json \
     --out "$out/logs/$1.json" > /dev/null 2> "$out/logs/$1.err" || say "  probe $1 failed (see logs/$1.err)"

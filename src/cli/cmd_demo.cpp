@@ -20,6 +20,7 @@
 #include "pack/packer.h"
 #include "runtime/expert_stats.h"
 #include "runtime/generator.h"
+#include "storage/aligned_buffer.h"
 #include "storage/probe.h"
 #include "synth/synth.h"
 #include "tokenizer/tokenizer.h"
@@ -124,7 +125,7 @@ struct Ceiling {
 Ceiling probe_ceiling(const Manifest& manifest, const fs::path& pack, uint64_t blob_bytes, bool save_if_new) {
   ProbeOptions o;
   for (uint32_t d = 0; d < manifest.drives.size(); ++d) o.paths.push_back(manifest.drive_file(pack, d).string());
-  o.blocks = {std::max<uint64_t>((blob_bytes + 4095) / 4096 * 4096, 1u << 20)};  // O_DIRECT: whole 4 KiB pages
+  o.blocks = {std::max<uint64_t>(align_up(blob_bytes), 1u << 20)};  // O_DIRECT: whole 4 KiB pages
   o.depths = {1, 4};
   o.seconds = 1.0;
   o.rounds = 2;

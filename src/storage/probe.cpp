@@ -23,6 +23,7 @@
 
 #include "storage/storage.h"
 #include "util/error.h"
+#include "util/median.h"
 
 namespace strata {
 
@@ -209,12 +210,6 @@ double measure(std::vector<Target*> targets, uint64_t block, unsigned depth, dou
   }
   const double elapsed = std::chrono::duration<double>(last - start).count();
   return elapsed > 0 ? static_cast<double>(bytes) / elapsed / 1e9 : 0.0;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 void pick_best(ProbeDrive& d) {
