@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "model/model.h"
+#include "runtime/loader.h"
 #include "runtime/expert_stats.h"
 #include "runtime/generator.h"
 #include "tokenizer/tokenizer.h"
@@ -86,7 +87,7 @@ std::string decode_known(const Tokenizer& tok, const std::vector<int32_t>& ids) 
 int run_generate(const GenerateArgs& a) {
   if (a.prompt.has_value() == a.prompt_ids.has_value()) throw Error("give exactly one of --prompt and --prompt-ids");
   if (a.n < 0) throw Error("-n must not be negative");
-  auto model = Model::load(a.model, load_options(a.model_flags));
+  auto model = load_model(a.model, load_options(a.model_flags));
   const std::unique_ptr<Tokenizer> tok = Tokenizer::for_model(a.model);
 
   std::vector<int32_t> prompt;

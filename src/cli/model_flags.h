@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "runtime/loader.h"
 
 namespace strata::cli {
 

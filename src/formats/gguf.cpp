@@ -394,6 +394,7 @@ GgufFile::GgufFile(const std::filesystem::path& path) : file_(std::make_unique<M
     v.data = file_->data() + data_offset_ + t.offset;
     v.nbytes = static_cast<size_t>(t.nbytes);
     v.file = file_->path();
+    v.offset = data_offset_ + t.offset;
     tensors_.push_back(std::move(v));
   }
 

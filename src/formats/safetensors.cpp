@@ -124,7 +124,7 @@ struct ByteRange {
 // Validates one header entry and returns its view; `range` gets its offsets
 // within the data section for the overlap check.
 TensorView parse_tensor(const std::string& path, const std::string& name, const json& entry,
-                        const uint8_t* data, uint64_t data_size, ByteRange& range) {
+                        const uint8_t* data, uint64_t data_start, uint64_t data_size, ByteRange& range) {
   if (!entry.is_object()) fail_tensor(path, name, "entry is not a JSON object");
   for (const char* key : {"dtype", "shape", "data_offsets"})
     if (!entry.contains(key)) fail_tensor(path, name, std::string("is missing '") + key + "'");
@@ -161,6 +161,7 @@ TensorView parse_tensor(const std::string& path, const std::string& name, const 
     fail_tensor(path, name, "has " + std::to_string(actual) + " bytes but " + dtype_str + " " +
                                 shape_str(t.shape) + " needs " + std::to_string(expected));
   t.data = data + range.begin;  // in bounds: begin <= end <= data_size
+  t.offset = data_start + range.begin;
   t.nbytes = static_cast<size_t>(actual);
   return t;
 }
@@ -216,7 +217,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
       continue;
     }
     ranges.emplace_back().tensor = tensors_.size();
-    tensors_.push_back(parse_tensor(p, name, entry, data, data_size, ranges.back()));
+    tensors_.push_back(parse_tensor(p, name, entry, data, 8 + header_len, data_size, ranges.back()));
   }
   check_no_overlap(p, ranges, tensors_);
 

@@ -16,7 +16,11 @@ struct TensorView {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // points into a mapped file
   size_t nbytes = 0;
-  std::string file;  // the file it came from, for error messages
+  // Where the bytes are, explicitly: `nbytes` bytes at byte `offset` of
+  // `file`. Whoever reads a tensor other than through `data` (the expert
+  // streamer: O_DIRECT reads into a cache slot) uses these, never the mapping.
+  std::string file;
+  uint64_t offset = 0;
 
   int64_t numel() const {
     int64_t n = 1;

@@ -49,8 +49,8 @@ Checkpoint open_checkpoint(const fs::path& path) {
   return open_hf(path, path);
 }
 
-ExpertBindFn expert_binder(const Checkpoint& ck, WeightBinder& binder) {
-  return ck.config.arch == Arch::GptOss ? gpt_oss_experts(*ck.source, ck.config) : per_expert_tensors(binder, ck.config);
+ExpertBindFn expert_binder(const ModelConfig& c, const TensorSource& source, WeightBinder& binder) {
+  return c.arch == Arch::GptOss ? gpt_oss_experts(source, c) : per_expert_tensors(binder, c);
 }
 
 bool is_routed_expert_tensor(const std::string& name) {

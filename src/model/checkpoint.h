@@ -29,8 +29,8 @@ struct Checkpoint {
 Checkpoint open_checkpoint(const std::filesystem::path& path);
 
 // How this architecture's routed experts are bound from the checkpoint's
-// tensors (the binder must outlive the returned function).
-ExpertBindFn expert_binder(const Checkpoint& ck, WeightBinder& binder);
+// tensors (`source` and the binder must outlive the returned function).
+ExpertBindFn expert_binder(const ModelConfig& c, const TensorSource& source, WeightBinder& binder);
 
 // Whether a checkpoint tensor (HF name, or GGUF name for raw GGUF files)
 // belongs to a routed expert, i.e. is streamed rather than resident.

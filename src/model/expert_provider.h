@@ -91,6 +91,11 @@ class ExpertProvider {
   virtual void prefetch(int64_t layer, std::span<const int32_t> experts) {}
   // Whether prefetch() does anything (the model skips predicting if not).
   virtual bool wants_prefetch() const { return false; }
+  // Whether experts come from drives through a cache (not held in RAM whole).
+  virtual bool streams() const { return false; }
+  // Persists what this run learned about which experts are hot, for the next
+  // run's cache (a streaming provider's heat file; nothing otherwise).
+  virtual void save_heat() const {}
   virtual ExpertStats stats() const { return {}; }
   // Starts counting distinct experts afresh (ExpertStats::unique_bytes): the
   // generator marks prefill and decode, so read amplification is per phase.

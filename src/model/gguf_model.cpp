@@ -338,6 +338,7 @@ TensorView slice(const TensorView& t, std::vector<int64_t> shape, uint64_t byte_
   v.dtype = t.dtype;
   v.shape = std::move(shape);
   v.file = t.file;
+  v.offset = t.offset + byte_offset;
   v.data = t.data + byte_offset;
   v.nbytes = static_cast<size_t>(nbytes);
   return v;

@@ -1,37 +1,35 @@
 #include "model/model.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <map>
 
 #include "model/checkpoint.h"
-#include "pack/manifest.h"
 #include "kernels/ops.h"
-#include "runtime/streaming_experts.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
 namespace strata {
 
-Model::Model(std::filesystem::path dir, ModelConfig config, std::unique_ptr<TensorSource> source, int threads)
-    : dir_(std::move(dir)),
-      config_(std::move(config)),
-      source_(std::move(source)),
+Model::Model(Checkpoint checkpoint, const ModelSetup& setup)
+    : dir_(std::move(checkpoint.path)),
+      config_(std::move(checkpoint.config)),
+      source_(std::move(checkpoint.source)),
       binder_(*source_, config_),
-      pool_(threads > 0 ? threads : default_thread_count()) {}
+      pool_(setup.threads > 0 ? setup.threads : default_thread_count()),
+      kind_(checkpoint.kind),
+      trunk_path_(std::move(checkpoint.trunk_path)),
+      context_(setup.context),
+      max_batch_(setup.max_batch) {
+  const ModelConfig& c = config_;
+  windows_.assign(c.num_layers, 0);
+  for (int64_t l = 0; l < c.num_layers; ++l) windows_[l] = c.layer_window(l).value_or(0);
+  embed_ = binder_.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
+  final_norm_ = binder_.vector("model.norm.weight", c.hidden_size);
+  // Tied embeddings reuse the token table as the output head.
+  lm_head_ = c.tie_word_embeddings ? embed_ : binder_.resident(binder_.linear("lm_head", c.vocab_size, c.hidden_size));
+}
 
 Model::~Model() = default;
-
-std::unique_ptr<Model> Model::load(const std::filesystem::path& path, const LoadOptions& options) {
-  Checkpoint ck = open_checkpoint(path);
-  std::unique_ptr<Model> m(new Model(path, std::move(ck.config), std::move(ck.source), options.threads));
-  m->kind_ = ck.kind;
-  m->trunk_path_ = ck.trunk_path;
-  m->set_limits(options);
-  m->bind_weights(options);
-  return m;
-}
 
 namespace {
 
@@ -39,141 +37,24 @@ namespace {
 // start next-layer prefetch.
 constexpr size_t kPrefetchRows = 8;
 
-constexpr uint64_t kMiB = uint64_t{1} << 20;
-
-std::string gib(uint64_t bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
-  return b;
-}
-
 }  // namespace
 
-std::unique_ptr<ExpertProvider> Model::make_streaming(const ExpertBindFn& bind, const LoadOptions& options) {
-  const ModelConfig& c = config_;
-  StorageOptions so;
-  so.backend = options.io_backend;
-  auto storage = make_storage(so);
-  ExpertCatalog catalog;
-  if (kind_ == Checkpoint::Kind::Pack) {
-    const Manifest manifest = Manifest::load(dir_);
-    if (static_cast<int64_t>(manifest.experts.size()) != c.num_layers)
-      throw Error((dir_ / "manifest.json").string() + ": lists " + std::to_string(manifest.experts.size()) +
-                  " layers, the trunk's config " + std::to_string(c.num_layers));
-    for (int64_t l = 0; l < c.num_layers; ++l) {
-      const size_t want = c.layer_is_moe(l) ? static_cast<size_t>(c.n_routed_experts) : 0;
-      if (manifest.experts[l].size() != want)
-        throw Error((dir_ / "manifest.json").string() + ": layer " + std::to_string(l) + " lists " +
-                    std::to_string(manifest.experts[l].size()) + " experts, the config wants " + std::to_string(want));
-    }
-    catalog = catalog_from_manifest(manifest, dir_, *storage);
-  } else {
-    catalog = catalog_from_bound_experts(c, bind, *storage);
-    // The experts sit between trunk tensors in the same files: fault in only
-    // the trunk, so the page cache holds no expert bytes (they are read with
-    // O_DIRECT into the cache, within the budget).
-    advise_random_all_mapped();
-    for (const auto& name : source_->names())
-      if (!is_routed_expert_tensor(name)) {
-        const TensorView& t = source_->get(name);
-        // An untied token table is read a row per step (below), not ahead.
-        if (!c.tie_word_embeddings && t.data == embed_.data) continue;
-        advise_willneed(t.data, t.nbytes);
-      }
-  }
-
-  uint64_t streamed = 0, total = 0;
-  int64_t experts = 0;
-  for (const auto& layer : catalog.layers)
-    for (const auto& e : layer) {
-      streamed += e.payload_bytes;
-      ++experts;
-    }
-  streamed -= catalog.resident_bytes;
-  for (const auto& name : source_->names()) total += source_->get(name).nbytes;
-  if (kind_ == Checkpoint::Kind::Pack) streamed = 0;  // the trunk holds no experts
-
-  // The budget: what stays resident, the KV cache for the context, working
-  // buffers, and whatever is left for the expert cache.
-  const CacheWidths w = cache_widths(c);
-  plan_.budget = options.ram_bytes;
-  plan_.trunk = total > streamed ? total - streamed : 0;
-  // An untied token table is read a few rows per step, straight from the
-  // mapped file, and those pages are let go again (forward()): it is not
-  // held, so it is not in the budget.
-  const uint64_t table = static_cast<uint64_t>(embed_.out) * embed_.row_bytes();
-  if (!c.tie_word_embeddings && locate_mapped(embed_.data) && plan_.trunk >= table) {
-    embed_rows_only_ = true;
-    plan_.trunk -= table;
-    // Each step faults in one row: a page or two from the drive, not a
-    // read-around of read_ahead_kb (up to 8 MiB) that holds up the expert
-    // reads meanwhile. (A checkpoint streamed in place is advised so whole,
-    // above; a pack's trunk file is not.)
-    advise_random(embed_.data, table);
-  }
-  plan_.kv = KvCache::bytes_at(c.num_layers, w.key, w.value, context_, windows_, max_batch_);
-  plan_.overhead = 192 * kMiB + static_cast<uint64_t>(c.vocab_size) * sizeof(float) * 16;
-  size_t slots = options.cache_slots;
-  const uint64_t slot_bytes = std::max<uint64_t>(catalog.max_slot_bytes, kIoAlign);
-  if (slots == 0 && options.ram_bytes > 0) {
-    const uint64_t fixed = plan_.trunk + plan_.kv + plan_.overhead;
-    const uint64_t min_cache = slot_bytes * static_cast<uint64_t>(2 * c.num_experts_per_tok);
-    if (options.ram_bytes < fixed + min_cache)
-      throw Error("--ram " + gib(options.ram_bytes) + " is too small for " + dir_.string() + ": the trunk takes " +
-                  gib(plan_.trunk) + ", the KV cache for " + std::to_string(options.context) + " positions " +
-                  gib(plan_.kv) + ", buffers " + gib(plan_.overhead) + ", and the expert cache needs at least " +
-                  gib(min_cache) + " (two tokens' worth of experts); the least that works is " +
-                  gib(fixed + min_cache));
-    slots = static_cast<size_t>((options.ram_bytes - fixed) / slot_bytes);
-  }
-  if (slots == 0) {
-    // No budget: every expert may stay once read, but never more than most
-    // of the machine's memory (a terabyte model streamed without --ram).
-    const uint64_t phys = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    const uint64_t fixed = plan_.trunk + plan_.kv + plan_.overhead;
-    const uint64_t room = phys * 17 / 20 > fixed ? phys * 17 / 20 - fixed : slot_bytes * 2 * c.num_experts_per_tok;
-    slots = static_cast<size_t>(std::max<uint64_t>(room / slot_bytes, 2 * c.num_experts_per_tok));
-  }
-  slots = std::min<size_t>(slots, static_cast<size_t>(std::max<int64_t>(experts, 1)));
-  plan_.cache = slots * slot_bytes;
-
-  StreamingOptions opt;
-  opt.slots = slots;
-  opt.verify = options.verify;
-  if (options.heat != "none") {
-    heat_path_ = options.heat.empty() ? default_heat_path(dir_) : std::filesystem::path(options.heat);
-    opt.prior = ExpertHeat::load(heat_path_, std::filesystem::weakly_canonical(dir_).string(), c.num_layers,
-                                 c.n_routed_experts);
-  }
-  return std::make_unique<StreamingExpertProvider>(c, std::move(catalog), std::move(storage), std::move(opt));
+bool Model::read_token_table_by_rows() {
+  if (config_.tie_word_embeddings || !locate_mapped(embed_.data)) return false;
+  embed_rows_only_ = true;
+  // Each step faults in one row: a page or two from the drive, not a
+  // read-around of read_ahead_kb (up to 8 MiB) that holds up the expert
+  // reads meanwhile.
+  advise_random(embed_.data, static_cast<uint64_t>(embed_.out) * embed_.row_bytes());
+  return true;
 }
 
-void Model::save_heat() const {
-  if (!streaming_ || heat_path_.empty()) return;
-  const auto* p = dynamic_cast<const StreamingExpertProvider*>(experts_.get());
-  if (p) p->heat().save(heat_path_, std::filesystem::weakly_canonical(dir_).string());
-}
-
-void Model::bind_weights(const LoadOptions& options) {
+void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetch, const MemoryPlan& plan) {
   const ModelConfig& c = config_;
-  embed_ = binder_.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
-  final_norm_ = binder_.vector("model.norm.weight", c.hidden_size);
-  // Tied embeddings reuse the token table as the output head.
-  lm_head_ = c.tie_word_embeddings ? embed_ : binder_.resident(binder_.linear("lm_head", c.vocab_size, c.hidden_size));
-  // A pack's experts are not in its trunk: they are only ever streamed.
-  streaming_ = kind_ == Checkpoint::Kind::Pack || options.stream || options.ram_bytes > 0 || options.cache_slots > 0;
-  ExpertBindFn bind;
-  if (kind_ != Checkpoint::Kind::Pack)
-    bind = c.arch == Arch::GptOss ? gpt_oss_experts(*source_, c) : per_expert_tensors(binder_, c);
-  if (streaming_) {
-    experts_ = make_streaming(bind, options);
-    // Auto is on: guesses are background reads that only use an idle drive
-    // and are cancelled when their layer does not ask for them; measured
-    // (docs/PERFORMANCE.md, issue 4) they shorten a cold decode step.
-    prefetch_ = options.prefetch != LoadOptions::Prefetch::Off && experts_->wants_prefetch();
-  } else {
-    experts_ = std::make_unique<InMemoryExpertProvider>(c, bind);
-  }
+  experts_ = std::move(experts);
+  prefetch_ = prefetch && experts_->wants_prefetch();
+  plan_ = plan;
+  layers_.clear();
   layers_.reserve(c.num_layers);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     switch (c.arch) {
@@ -200,24 +81,6 @@ void Model::prefetch_for(size_t next, const float* h, size_t n) {
                       &normed[i * hidden]);
   auto guess = layers_[next].moe->predict(normed.data(), n, pool_);
   experts_->prefetch(static_cast<int64_t>(next), guess);
-}
-
-void Model::set_limits(const LoadOptions& options) {
-  const ModelConfig& c = config_;
-  if (options.context < 1) throw Error("the context (--ctx) must be at least 1");
-  context_ = options.context;
-  windows_.assign(c.num_layers, 0);
-  for (int64_t l = 0; l < c.num_layers; ++l) windows_[l] = c.layer_window(l).value_or(0);
-  // Rows one step may carry for a sequence: a prompt longer than this is
-  // prefilled in chunks. Under a budget the activations of a chunk (residual,
-  // norms, per-slot expert outputs, attention rows) get 128 MiB of the
-  // buffers' share; without one, chunks are large.
-  max_batch_ = 4096;
-  if (options.ram_bytes > 0) {
-    const int64_t per_row = (c.hidden_size * (4 + c.num_experts_per_tok) + c.num_heads * 256) * 4;
-    max_batch_ = std::clamp<int64_t>((int64_t{128} << 20) / per_row, 16, 4096);
-  }
-  if (options.max_batch > 0) max_batch_ = options.max_batch;
 }
 
 bool Model::prefill(std::span<const int32_t> tokens, size_t from, KvCache& cache, float* logits,

@@ -23,28 +23,11 @@
 
 namespace strata {
 
-struct LoadOptions {
-  LoadOptions() = default;
-  explicit LoadOptions(int worker_threads) : threads(worker_threads) {}
-  int threads = 0;  // 0: all hardware threads
-  // Read routed experts from the drives into a RAM cache instead of serving
-  // them from the mapped checkpoint. Implied by ram_bytes and by packed models.
-  bool stream = false;
-  // The whole process's budget (trunk + KV + buffers + expert cache); 0 = none.
-  uint64_t ram_bytes = 0;
-  // Cache size in experts, overriding what the budget allows (tests, tuning);
-  // 0 = from the budget, or every expert when there is no budget.
-  size_t cache_slots = 0;
-  int64_t context = 4096;  // positions a sequence may reach (--ctx); the KV cache is budgeted for it
-  int64_t max_batch = 0;   // rows of one sequence per step (prefill chunk); 0 = from the budget
-  enum class Prefetch { Auto, On, Off } prefetch = Prefetch::Auto;
-  // Expert checksums (packed models), see ExpertVerify.
-  using Verify = ExpertVerify;
-  Verify verify = Verify::First;
-  std::string io_backend;  // "" = $STRATA_IO or io_uring, "pread"
-  // Expert heat between runs: "" = the default place (see expert_heat.h),
-  // "none" = neither read nor written.
-  std::string heat;
+// How a model runs, as runtime/loader.h planned it from the load options.
+struct ModelSetup {
+  int threads = 0;           // 0: all hardware threads
+  int64_t context = 4096;    // positions a sequence may reach (--ctx); >= 1
+  int64_t max_batch = 4096;  // rows of one sequence per step (prefill chunk); >= 1
 };
 
 // How the RAM budget was split (all bytes; zero without a budget).
@@ -60,11 +43,31 @@ struct Layer {
   std::unique_ptr<MoeBlock> moe;  // routed layers
 };
 
+// A model is built in two steps by runtime/loader.h: the constructor takes
+// the checkpoint and binds the trunk's token table, final norm and output
+// head; attach_experts() hands it the provider its MoE layers fetch routed
+// experts from, and binds the layers. Only then can it run.
 class Model {
  public:
-  // Reads config.json and the safetensors of a Hugging Face model directory.
-  static std::unique_ptr<Model> load(const std::filesystem::path& dir, const LoadOptions& options = {});
+  Model(Checkpoint checkpoint, const ModelSetup& setup);
   ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Binds every layer against `experts`. `prefetch`: steps of a few rows
+  // guess the next MoE layer's experts (ExpertProvider::prefetch). `plan`:
+  // how the budget was split, for the stats.
+  void attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetch, const MemoryPlan& plan);
+  // Streaming: the untied token table is read a row per step straight from
+  // its mapped file and those pages are let go again, so it is not held in
+  // RAM. False (and nothing changes) when the table is tied or was converted.
+  bool read_token_table_by_rows();
+
+  // What the loader needs to plan around the trunk.
+  Checkpoint::Kind kind() const { return kind_; }
+  const TensorSource& tensors() const { return *source_; }
+  WeightBinder& binder() { return binder_; }
+  const kernels::WeightMatrix& token_table() const { return embed_; }
 
   const ModelConfig& config() const { return config_; }
   const std::filesystem::path& dir() const { return dir_; }
@@ -77,12 +80,12 @@ class Model {
   // Rows of one sequence a forward step may take (prompts longer than this
   // are prefilled in chunks of it).
   int64_t max_batch_rows() const { return max_batch_; }
-  bool streaming() const { return streaming_; }
+  bool streaming() const { return experts_->streams(); }
   ExpertStats expert_stats() const { return experts_->stats(); }
   void begin_expert_epoch() { experts_->begin_epoch(); }
   const MemoryPlan& memory_plan() const { return plan_; }
   // Writes this run's expert heat for the next run (streaming models only).
-  void save_heat() const;
+  void save_heat() const { experts_->save_heat(); }
 
   // Feeds tokens[from..] of one sequence at positions from.. into `cache`, in
   // chunks of max_batch_rows() (the same bits as one big batch: the kernels
@@ -96,11 +99,6 @@ class Model {
   void forward(std::span<const Row> rows, float* logits);
 
  private:
-  Model(std::filesystem::path dir, ModelConfig config, std::unique_ptr<TensorSource> source, int threads);
-  void bind_weights(const LoadOptions& options);
-  void set_limits(const LoadOptions& options);
-  // The experts of a checkpoint or pack as a streaming provider within the budget.
-  std::unique_ptr<ExpertProvider> make_streaming(const ExpertBindFn& bind, const LoadOptions& options);
   // Starts reading the experts layer `next` will probably pick for `h`.
   void prefetch_for(size_t next, const float* h, size_t n);
 
@@ -116,13 +114,11 @@ class Model {
   std::vector<Layer> layers_;
   Checkpoint::Kind kind_ = Checkpoint::Kind::HuggingFace;
   std::filesystem::path trunk_path_;
-  bool streaming_ = false;
   bool prefetch_ = false;
   MemoryPlan plan_;
   int64_t context_ = 4096;
   int64_t max_batch_ = 4096;
   std::vector<int64_t> windows_;  // per layer: sliding window, 0 = full attention
-  std::filesystem::path heat_path_;
 };
 
 // Per-architecture binding of one decoder layer (deepseek_v3.cpp, qwen3_moe.cpp).

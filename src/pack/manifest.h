@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "model/expert_provider.h"
-#include "runtime/expert_catalog.h"
+#include "model/expert_catalog.h"
 
 namespace strata {
 

@@ -20,7 +20,7 @@
 #include "pack/manifest.h"
 #include "pack/placement.h"
 #include "pack/trunk_writer.h"
-#include "runtime/expert_heat.h"
+#include "model/expert_heat.h"
 #include "storage/aligned_buffer.h"
 #include "storage/checksum.h"
 #include "storage/probe.h"
@@ -267,7 +267,7 @@ PackReport pack_model(const PackOptions& o) {
     if (c.layer_is_moe(l)) {
       // A fresh binder per layer: whatever it converts is freed with it.
       WeightBinder binder(*ck.source, c);
-      ExpertBindFn bind = expert_binder(ck, binder);
+      ExpertBindFn bind = expert_binder(c, *ck.source, binder);
       std::vector<double> h(c.n_routed_experts, 1.0);
       if (heat.layers() == c.num_layers)
         for (int64_t e = 0; e < c.n_routed_experts; ++e) h[e] = heat.count(l, e);

@@ -148,6 +148,10 @@ StreamingExpertProvider::~StreamingExpertProvider() {
   while (storage_->pending() > 0) storage_->wait(done, storage_->pending());
 }
 
+void StreamingExpertProvider::save_heat() const {
+  if (!options_.heat_path.empty()) heat_.save(options_.heat_path, options_.heat_model);
+}
+
 void StreamingExpertProvider::note_use(int64_t layer, int64_t expert) {
   freq_[layer][expert] += 1.0;
   heat_.add(layer, expert);

@@ -21,13 +21,15 @@
 // of the checkpoint (or pack blob), and the layout re-points the same weights.
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <string>
 #include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "model/expert_provider.h"
-#include "runtime/expert_catalog.h"
-#include "runtime/expert_heat.h"
+#include "model/expert_catalog.h"
+#include "model/expert_heat.h"
 #include "storage/aligned_buffer.h"
 #include "storage/storage.h"
 
@@ -39,6 +41,10 @@ struct StreamingOptions {
   using Verify = ExpertVerify;
   Verify verify = Verify::First;
   ExpertHeat prior;            // heat of earlier runs (may be empty)
+  // Where save_heat() writes this run's heat added to the prior, and the
+  // model it names there; an empty path: nowhere.
+  std::filesystem::path heat_path;
+  std::string heat_model;
 };
 
 class StreamingExpertProvider : public ExpertProvider {
@@ -50,6 +56,8 @@ class StreamingExpertProvider : public ExpertProvider {
   std::unique_ptr<ExpertFetch> fetch(int64_t layer, std::span<const int32_t> experts) override;
   void prefetch(int64_t layer, std::span<const int32_t> experts) override;
   bool wants_prefetch() const override { return true; }
+  bool streams() const override { return true; }
+  void save_heat() const override;
   ExpertStats stats() const override;
   void begin_epoch() override;
 

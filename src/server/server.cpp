@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "model/model.h"
+#include "runtime/loader.h"
 #include "server/engine.h"
 #include "server/openai_request.h"
 #include "server/text_stream.h"
@@ -122,7 +123,7 @@ class Server {
       lo.threads = o_.threads;
       lo.ram_bytes = static_cast<uint64_t>(o_.ram_gib * (1ull << 30));
       lo.context = o_.ctx;
-      model_ = Model::load(o_.model, lo);
+      model_ = load_model(o_.model, lo);
       tok_ = Tokenizer::for_model(o_.model);
       if (tok_ && tok_->chat_template()) {
         template_source_ = *tok_->chat_template();

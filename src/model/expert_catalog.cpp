@@ -1,12 +1,12 @@
-#include "runtime/expert_catalog.h"
+#include "model/expert_catalog.h"
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "model/expert_layout.h"
 #include "storage/aligned_buffer.h"
-#include "util/mapped_file.h"
 
 namespace strata {
 
@@ -16,7 +16,51 @@ void finish_slot_size(StreamedExpert& e) {
   e.slot_bytes = align_up(end);
 }
 
-ExpertCatalog catalog_from_bound_experts(const ModelConfig& c, const ExpertBindFn& bind, Storage& storage) {
+namespace {
+
+// Which tensor of a source a bound pointer falls in, and so which file bytes
+// it stands for. The tensors' own (file, offset) say where their bytes are;
+// the pointer only picks the tensor.
+class TensorLocator {
+ public:
+  struct Location {
+    const std::string* file;
+    uint64_t offset;
+  };
+
+  explicit TensorLocator(const TensorSource& source) {
+    for (const auto& name : source.names()) {
+      const TensorView& t = source.get(name);
+      if (t.data && t.nbytes > 0) views_.push_back(&t);
+    }
+    std::sort(views_.begin(), views_.end(), [](const TensorView* a, const TensorView* b) { return a->data < b->data; });
+    // Views may nest (a GGUF slice inside its stacked tensor): the running
+    // maximum of their ends tells how far back a containing view can start.
+    max_end_.reserve(views_.size());
+    const uint8_t* end = nullptr;
+    for (const TensorView* v : views_) max_end_.push_back(end = std::max(end, v->data + v->nbytes));
+  }
+
+  std::optional<Location> locate(const void* ptr) const {
+    const auto* p = static_cast<const uint8_t*>(ptr);
+    auto it = std::upper_bound(views_.begin(), views_.end(), p, [](const uint8_t* q, const TensorView* v) { return q < v->data; });
+    for (size_t i = static_cast<size_t>(it - views_.begin()); i-- > 0 && max_end_[i] > p;) {
+      const TensorView* v = views_[i];
+      if (p < v->data + v->nbytes) return Location{&v->file, v->offset + static_cast<uint64_t>(p - v->data)};
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::vector<const TensorView*> views_;  // by start address
+  std::vector<const uint8_t*> max_end_;   // max end of views_[0..i]
+};
+
+}  // namespace
+
+ExpertCatalog catalog_from_bound_experts(const ModelConfig& c, const ExpertBindFn& bind, const TensorSource& source,
+                                         Storage& storage) {
+  const TensorLocator locator(source);
   ExpertCatalog cat;
   cat.layers.resize(c.num_layers);
   cat.keep_alive = std::make_shared<ExpertBindFn>(bind);
@@ -44,8 +88,8 @@ ExpertCatalog catalog_from_bound_experts(const ModelConfig& c, const ExpertBindF
       int i = 0;
       visit_expert_ranges(e.layout, [&](auto& ptr, size_t bytes) {
         e.payload_bytes += bytes;
-        if (auto loc = locate_mapped(ptr))
-          located.push_back({i, file_id(loc->path), loc->offset, bytes});
+        if (auto loc = locator.locate(ptr))
+          located.push_back({i, file_id(*loc->file), loc->offset, bytes});
         else
           cat.resident_bytes += bytes;
         ++i;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/tensor.h"
 #include "model/expert_provider.h"
 #include "storage/storage.h"
 
@@ -43,10 +44,12 @@ struct ExpertCatalog {
   const StreamedExpert& at(int64_t layer, int64_t expert) const { return layers[layer][expert]; }
 };
 
-// Every expert bound by `bind` (pointing into mapped checkpoint files), turned
-// into reads of those files through `storage`. Ranges that are not in a mapped
-// file (converted copies) stay resident and are counted in resident_bytes.
-ExpertCatalog catalog_from_bound_experts(const ModelConfig& c, const ExpertBindFn& bind, Storage& storage);
+// Every expert bound by `bind` from `source`'s tensors, turned into reads of
+// the files those tensors name (TensorView::file and ::offset) through
+// `storage`. Ranges that lie in no tensor of `source` (converted copies) stay
+// resident and are counted in resident_bytes.
+ExpertCatalog catalog_from_bound_experts(const ModelConfig& c, const ExpertBindFn& bind, const TensorSource& source,
+                                         Storage& storage);
 
 // Finishes an entry whose reads are set: slot size from the reads.
 void finish_slot_size(StreamedExpert& e);

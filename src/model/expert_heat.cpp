@@ -1,4 +1,4 @@
-#include "runtime/expert_heat.h"
+#include "model/expert_heat.h"
 
 #include <algorithm>
 #include <cstdlib>

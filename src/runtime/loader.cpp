@@ -1,0 +1,182 @@
+#include "runtime/loader.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "model/checkpoint.h"
+#include "model/expert_catalog.h"
+#include "model/expert_heat.h"
+#include "pack/manifest.h"
+#include "runtime/streaming_experts.h"
+#include "util/error.h"
+#include "util/mapped_file.h"
+
+namespace strata {
+
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+std::string gib(uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return b;
+}
+
+ModelSetup plan_setup(const ModelConfig& c, const LoadOptions& options) {
+  if (options.context < 1) throw Error("the context (--ctx) must be at least 1");
+  ModelSetup s;
+  s.threads = options.threads;
+  s.context = options.context;
+  // Rows one step may carry for a sequence: a prompt longer than this is
+  // prefilled in chunks. Under a budget the activations of a chunk (residual,
+  // norms, per-slot expert outputs, attention rows) get 128 MiB of the
+  // buffers' share; without one, chunks are large.
+  s.max_batch = 4096;
+  if (options.ram_bytes > 0) {
+    const int64_t per_row = (c.hidden_size * (4 + c.num_experts_per_tok) + c.num_heads * 256) * 4;
+    s.max_batch = std::clamp<int64_t>((int64_t{128} << 20) / per_row, 16, 4096);
+  }
+  if (options.max_batch > 0) s.max_batch = options.max_batch;
+  return s;
+}
+
+// Every routed expert of a pack, as its manifest places them on the drives.
+ExpertCatalog pack_catalog(const Model& model, Storage& storage) {
+  const ModelConfig& c = model.config();
+  const std::filesystem::path& dir = model.dir();
+  const Manifest manifest = Manifest::load(dir);
+  if (static_cast<int64_t>(manifest.experts.size()) != c.num_layers)
+    throw Error((dir / "manifest.json").string() + ": lists " + std::to_string(manifest.experts.size()) +
+                " layers, the trunk's config " + std::to_string(c.num_layers));
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const size_t want = c.layer_is_moe(l) ? static_cast<size_t>(c.n_routed_experts) : 0;
+    if (manifest.experts[l].size() != want)
+      throw Error((dir / "manifest.json").string() + ": layer " + std::to_string(l) + " lists " +
+                  std::to_string(manifest.experts[l].size()) + " experts, the config wants " + std::to_string(want));
+  }
+  return catalog_from_manifest(manifest, dir, storage);
+}
+
+// Every routed expert of a checkpoint streamed in place, as reads of the
+// files its tensors are in.
+ExpertCatalog checkpoint_catalog(Model& model, const ExpertBindFn& bind, Storage& storage) {
+  const ModelConfig& c = model.config();
+  const TensorSource& source = model.tensors();
+  ExpertCatalog catalog = catalog_from_bound_experts(c, bind, source, storage);
+  // The experts sit between trunk tensors in the same files: fault in only
+  // the trunk, so the page cache holds no expert bytes (they are read with
+  // O_DIRECT into the cache, within the budget).
+  advise_random_all_mapped();
+  for (const auto& name : source.names())
+    if (!is_routed_expert_tensor(name)) {
+      const TensorView& t = source.get(name);
+      // An untied token table is read a row per step, not ahead.
+      if (!c.tie_word_embeddings && t.data == model.token_table().data) continue;
+      advise_willneed(t.data, t.nbytes);
+    }
+  return catalog;
+}
+
+// The experts of a checkpoint or pack as a streaming provider within the
+// budget; `plan` gets the split.
+std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn& bind, const LoadOptions& options,
+                                               MemoryPlan& plan) {
+  const ModelConfig& c = model.config();
+  const bool packed = model.kind() == Checkpoint::Kind::Pack;
+  StorageOptions so;
+  so.backend = options.io_backend;
+  std::unique_ptr<Storage> storage = options.storage ? options.storage(so) : make_storage(so);
+  if (!storage) throw Error("internal: the storage factory returned no storage");
+  ExpertCatalog catalog = packed ? pack_catalog(model, *storage) : checkpoint_catalog(model, bind, *storage);
+
+  uint64_t streamed = 0, total = 0;
+  int64_t experts = 0;
+  for (const auto& layer : catalog.layers)
+    for (const auto& e : layer) {
+      streamed += e.payload_bytes;
+      ++experts;
+    }
+  streamed -= catalog.resident_bytes;
+  for (const auto& name : model.tensors().names()) total += model.tensors().get(name).nbytes;
+  if (packed) streamed = 0;  // the trunk holds no experts
+
+  // The budget: what stays resident, the KV cache for the context, working
+  // buffers, and whatever is left for the expert cache.
+  const CacheWidths w = cache_widths(c);
+  plan.budget = options.ram_bytes;
+  plan.trunk = total > streamed ? total - streamed : 0;
+  // An untied token table is read a few rows per step, straight from the
+  // mapped file, and those pages are let go again (Model::forward()): it is
+  // not held, so it is not in the budget. (A checkpoint streamed in place is
+  // advised so whole, above; a pack's trunk file is not.)
+  const kernels::WeightMatrix& embed = model.token_table();
+  const uint64_t table = static_cast<uint64_t>(embed.out) * embed.row_bytes();
+  if (plan.trunk >= table && model.read_token_table_by_rows()) plan.trunk -= table;
+  std::vector<int64_t> windows(c.num_layers, 0);
+  for (int64_t l = 0; l < c.num_layers; ++l) windows[l] = c.layer_window(l).value_or(0);
+  plan.kv = KvCache::bytes_at(c.num_layers, w.key, w.value, model.context(), windows, model.max_batch_rows());
+  plan.overhead = 192 * kMiB + static_cast<uint64_t>(c.vocab_size) * sizeof(float) * 16;
+  size_t slots = options.cache_slots;
+  const uint64_t slot_bytes = std::max<uint64_t>(catalog.max_slot_bytes, kIoAlign);
+  const std::filesystem::path& dir = model.dir();
+  if (slots == 0 && options.ram_bytes > 0) {
+    const uint64_t fixed = plan.trunk + plan.kv + plan.overhead;
+    const uint64_t min_cache = slot_bytes * static_cast<uint64_t>(2 * c.num_experts_per_tok);
+    if (options.ram_bytes < fixed + min_cache)
+      throw Error("--ram " + gib(options.ram_bytes) + " is too small for " + dir.string() + ": the trunk takes " +
+                  gib(plan.trunk) + ", the KV cache for " + std::to_string(options.context) + " positions " +
+                  gib(plan.kv) + ", buffers " + gib(plan.overhead) + ", and the expert cache needs at least " +
+                  gib(min_cache) + " (two tokens' worth of experts); the least that works is " +
+                  gib(fixed + min_cache));
+    slots = static_cast<size_t>((options.ram_bytes - fixed) / slot_bytes);
+  }
+  if (slots == 0) {
+    // No budget: every expert may stay once read, but never more than most
+    // of the machine's memory (a terabyte model streamed without --ram).
+    const uint64_t phys = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t fixed = plan.trunk + plan.kv + plan.overhead;
+    const uint64_t room = phys * 17 / 20 > fixed ? phys * 17 / 20 - fixed : slot_bytes * 2 * c.num_experts_per_tok;
+    slots = static_cast<size_t>(std::max<uint64_t>(room / slot_bytes, 2 * c.num_experts_per_tok));
+  }
+  slots = std::min<size_t>(slots, static_cast<size_t>(std::max<int64_t>(experts, 1)));
+  plan.cache = slots * slot_bytes;
+
+  StreamingOptions opt;
+  opt.slots = slots;
+  opt.verify = options.verify;
+  if (options.heat != "none") {
+    opt.heat_path = options.heat.empty() ? default_heat_path(dir) : std::filesystem::path(options.heat);
+    opt.heat_model = std::filesystem::weakly_canonical(dir).string();
+    opt.prior = ExpertHeat::load(opt.heat_path, opt.heat_model, c.num_layers, c.n_routed_experts);
+  }
+  return std::make_unique<StreamingExpertProvider>(c, std::move(catalog), std::move(storage), std::move(opt));
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const std::filesystem::path& path, const LoadOptions& options) {
+  Checkpoint ck = open_checkpoint(path);
+  const ModelSetup setup = plan_setup(ck.config, options);
+  auto model = std::make_unique<Model>(std::move(ck), setup);
+  const bool packed = model->kind() == Checkpoint::Kind::Pack;
+  // A pack's experts are not in its trunk: they are only ever streamed.
+  const bool streaming = packed || options.stream || options.ram_bytes > 0 || options.cache_slots > 0;
+  ExpertBindFn bind;
+  if (!packed) bind = expert_binder(model->config(), model->tensors(), model->binder());
+  if (!streaming) {
+    model->attach_experts(std::make_unique<InMemoryExpertProvider>(model->config(), bind), false, MemoryPlan{});
+    return model;
+  }
+  MemoryPlan plan;
+  auto experts = make_streaming(*model, bind, options, plan);
+  // Auto is on: guesses are background reads that only use an idle drive
+  // and are cancelled when their layer does not ask for them; measured
+  // (docs/PERFORMANCE.md, issue 4) they shorten a cold decode step.
+  model->attach_experts(std::move(experts), options.prefetch != LoadOptions::Prefetch::Off, plan);
+  return model;
+}
+
+}  // namespace strata
