@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
+#include "runtime/loader.h"
 #include "runtime/compare.h"
 #include "safetensors_writer.h"
 #include "util/error.h"
@@ -20,8 +21,8 @@ const std::vector<std::vector<int32_t>> kPrompts = {{5, 6, 7, 8, 9, 10}, {11, 12
 fs::path fixture(const std::string& name) { return fs::path(STRATA_FIXTURES_DIR) / "models" / name; }
 
 TEST(Compare, ModelAgainstItselfIsExact) {
-  auto a = Model::load(fixture("qwen_gqa"), LoadOptions{2});
-  auto b = Model::load(fixture("qwen_gqa"), LoadOptions{1});
+  auto a = load_model(fixture("qwen_gqa"), LoadOptions{2});
+  auto b = load_model(fixture("qwen_gqa"), LoadOptions{1});
   CompareReport r = compare_models(*a, *b, kPrompts);
   EXPECT_EQ(r.sequences, 2);
   EXPECT_EQ(r.positions, 10);
@@ -39,8 +40,8 @@ TEST(Compare, PerturbedModelDiverges) {
   nlohmann::json config = nlohmann::json::parse(in);
   config["rms_norm_eps"] = 0.5;  // a visible but bounded change
   testfiles::write_file(dir.path() / "config.json", config.dump());
-  auto a = Model::load(fixture("qwen_gqa"), LoadOptions{2});
-  auto b = Model::load(dir.path(), LoadOptions{2});
+  auto a = load_model(fixture("qwen_gqa"), LoadOptions{2});
+  auto b = load_model(dir.path(), LoadOptions{2});
   CompareReport r = compare_models(*a, *b, kPrompts);
   EXPECT_GT(r.mean_kl, 0.0);
   EXPECT_GE(r.max_kl, r.p99_kl);
@@ -48,8 +49,8 @@ TEST(Compare, PerturbedModelDiverges) {
 }
 
 TEST(Compare, RejectsDifferentVocabularies) {
-  auto a = Model::load(fixture("qwen_gqa"), LoadOptions{1});
-  auto b = Model::load(fixture("ds_yarn_grouped"), LoadOptions{1});
+  auto a = load_model(fixture("qwen_gqa"), LoadOptions{1});
+  auto b = load_model(fixture("ds_yarn_grouped"), LoadOptions{1});
   EXPECT_THROW(compare_models(*a, *b, kPrompts), Error);
 }
 

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "model/model.h"
+#include "runtime/loader.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
 #include "synth/synth.h"
@@ -46,7 +47,7 @@ class BatchInvariance : public ::testing::TestWithParam<fs::path> {};
 // and prefill in chunks of 3.
 TEST_P(BatchInvariance, GeneratedLogitsEqualOneStepRunsOnTheExtendedPrompt) {
   const std::vector<int32_t> prompt = {7, 1, 30, 12, 5, 9, 2};
-  auto a = Model::load(GetParam(), opts(2));
+  auto a = load_model(GetParam(), opts(2));
   GenerateOptions g;
   g.max_new_tokens = 8;
   g.keep_logits = true;
@@ -54,7 +55,7 @@ TEST_P(BatchInvariance, GeneratedLogitsEqualOneStepRunsOnTheExtendedPrompt) {
   const GenerateResult full = generate(*a, prompt, g);
   ASSERT_EQ(full.logits.size(), 8u);
 
-  auto b = Model::load(GetParam(), opts(1, 3));
+  auto b = load_model(GetParam(), opts(1, 3));
   GenerateOptions one;
   one.max_new_tokens = 1;
   one.keep_logits = true;
@@ -71,8 +72,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvariance, ::testing::ValuesIn(fixtures
 
 TEST(SlidingWindow, RingCacheGivesTheSameBitsAsAFullCache) {
   const fs::path dir = fs::path(STRATA_FIXTURES_DIR) / "models" / "gptoss_bf16";
-  auto full = Model::load(dir, opts(2));
-  auto ring = Model::load(dir, opts(2, 2));
+  auto full = load_model(dir, opts(2));
+  auto ring = load_model(dir, opts(2, 2));
   ASSERT_TRUE(full->config().sliding_window.has_value());
   GenerateOptions g;
   g.max_new_tokens = static_cast<int>(*full->config().sliding_window) * 3;  // well past the window
@@ -93,7 +94,7 @@ TEST(SlidingWindow, RingCacheGivesTheSameBitsAsAFullCache) {
 TEST(Context, APromptLongerThanTheContextIsAClearError) {
   LoadOptions o = opts(2);
   o.context = 4;
-  auto m = Model::load(fs::path(STRATA_FIXTURES_DIR) / "models" / "qwen_gqa", o);
+  auto m = load_model(fs::path(STRATA_FIXTURES_DIR) / "models" / "qwen_gqa", o);
   GenerateOptions g;
   g.max_new_tokens = 4;
   try {
@@ -113,7 +114,7 @@ TEST(Context, APromptLongerThanTheContextIsAClearError) {
 TEST_P(BatchInvariance, PrefixReuseGivesTheSameBits) {
   testfiles::TempDir tmp("strata-session");
   const fs::path file = tmp / "s.bin";
-  auto m = Model::load(GetParam(), opts(2));
+  auto m = load_model(GetParam(), opts(2));
   GenerateOptions g;
   g.max_new_tokens = 4;
   g.keep_logits = true;
@@ -131,7 +132,7 @@ TEST_P(BatchInvariance, PrefixReuseGivesTheSameBits) {
   const GenerateResult again = generate(*m, second, g, loaded);
   EXPECT_EQ(again.reused_tokens, static_cast<int64_t>(first.size() + r1.tokens.size() - 1));
   Session fresh;
-  const GenerateResult cold = generate(*Model::load(GetParam(), opts(1)), second, g, fresh);
+  const GenerateResult cold = generate(*load_model(GetParam(), opts(1)), second, g, fresh);
   EXPECT_EQ(cold.reused_tokens, 0);
   ASSERT_EQ(again.tokens, cold.tokens);
   for (size_t k = 0; k < cold.logits.size(); ++k) ASSERT_TRUE(same_bits(again.logits[k], cold.logits[k])) << k;
@@ -157,12 +158,12 @@ TEST(Context, KimiK2Reaches32kTokensIn8GiB) {
 
 TEST(Session, DamagedOrForeignFilesAreHandled) {
   testfiles::TempDir tmp("strata-session");
-  auto m = Model::load(fs::path(STRATA_FIXTURES_DIR) / "models" / "qwen_gqa", opts(2));
+  auto m = load_model(fs::path(STRATA_FIXTURES_DIR) / "models" / "qwen_gqa", opts(2));
   std::ofstream(tmp / "junk.bin") << "not a session";
   EXPECT_THROW(load_session(tmp / "junk.bin", *m), Error);
   EXPECT_FALSE(load_session(tmp / "absent.bin", *m).cache);
   // Another model's session is ignored with a note, not an error.
-  auto other = Model::load(fs::path(STRATA_FIXTURES_DIR) / "models" / "ds_yarn_grouped", opts(2));
+  auto other = load_model(fs::path(STRATA_FIXTURES_DIR) / "models" / "ds_yarn_grouped", opts(2));
   Session s;
   GenerateOptions g;
   g.max_new_tokens = 2;

@@ -13,6 +13,7 @@
 
 #include "kernels/quantize.h"
 #include "model/model.h"
+#include "runtime/loader.h"
 #include "pack/packer.h"
 #include "runtime/compare.h"
 #include "safetensors_writer.h"
@@ -78,7 +79,7 @@ TEST(Quantize, Int8RowAndInt4DecodeWithinHalfAStep) {
 TEST(Quantize, ConvertedPacksRunAndStayCloseToTheOriginal) {
   const fs::path src = fs::path(STRATA_FIXTURES_DIR) / "models" / "ds_yarn_grouped";
   testfiles::TempDir tmp("strata-quant");
-  auto original = Model::load(src, LoadOptions{2});
+  auto original = load_model(src, LoadOptions{2});
   const std::vector<std::vector<int32_t>> prompts = {{5, 17, 3, 42, 9, 100, 7, 8}, {1, 2, 3, 4, 5, 6, 7, 8}};
   std::map<std::string, CompareReport> r;
   for (const auto& [trunk, experts] : std::vector<std::pair<std::string, std::string>>{
@@ -92,7 +93,7 @@ TEST(Quantize, ConvertedPacksRunAndStayCloseToTheOriginal) {
     LoadOptions o;
     o.threads = 2;
     o.heat = "none";
-    auto packed = Model::load(p.out, o);
+    auto packed = load_model(p.out, o);
     r[trunk + "-" + experts] = compare_models(*original, *packed, prompts);
   }
   for (const auto& [name, rep] : r) {

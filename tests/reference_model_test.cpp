@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
+#include "runtime/loader.h"
 #include "runtime/generator.h"
 
 namespace strata {
@@ -71,7 +72,7 @@ class ReferenceModel : public ::testing::TestWithParam<fs::path> {};
 TEST_P(ReferenceModel, PromptLogitsMatchTransformers) {
   const fs::path dir = GetParam();
   Reference ref = load_reference(dir);
-  auto model = Model::load(dir, LoadOptions{2});
+  auto model = load_model(dir, LoadOptions{2});
   ASSERT_EQ(model->config().vocab_size, ref.vocab);
   auto cache = model->new_cache();
   std::vector<Row> rows;
@@ -86,7 +87,7 @@ TEST_P(ReferenceModel, PromptLogitsMatchTransformers) {
 TEST_P(ReferenceModel, GreedyContinuationMatchesTransformers) {
   const fs::path dir = GetParam();
   Reference ref = load_reference(dir);
-  auto model = Model::load(dir, LoadOptions{2});
+  auto model = load_model(dir, LoadOptions{2});
   GenerateOptions opt;
   opt.max_new_tokens = static_cast<int>(ref.greedy.size());
   opt.keep_logits = true;
@@ -103,8 +104,8 @@ TEST_P(ReferenceModel, GreedyContinuationMatchesTransformers) {
 TEST_P(ReferenceModel, PrefillAndStepwiseDecodeAreBitIdentical) {
   const fs::path dir = GetParam();
   Reference ref = load_reference(dir);
-  auto batched_model = Model::load(dir, LoadOptions{2});
-  auto single_model = Model::load(dir, LoadOptions{1});
+  auto batched_model = load_model(dir, LoadOptions{2});
+  auto single_model = load_model(dir, LoadOptions{1});
   const int64_t V = ref.vocab;
   std::vector<int32_t> tokens = ref.prompt;
   tokens.insert(tokens.end(), ref.greedy.begin(), ref.greedy.end() - 1);

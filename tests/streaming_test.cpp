@@ -8,10 +8,11 @@
 #include <fstream>
 
 #include "model/model.h"
+#include "runtime/loader.h"
 #include "pack/manifest.h"
 #include "pack/packer.h"
 #include "pack/placement.h"
-#include "runtime/expert_heat.h"
+#include "model/expert_heat.h"
 #include "runtime/generator.h"
 #include "safetensors_writer.h"
 #include "synth/synth.h"
@@ -35,7 +36,7 @@ struct Outcome {
 Outcome run(const fs::path& model, LoadOptions o, int n = 6) {
   o.threads = 2;
   if (o.heat.empty()) o.heat = "none";
-  auto m = Model::load(model, o);
+  auto m = load_model(model, o);
   GenerateOptions g;
   g.max_new_tokens = n;
   g.keep_logits = true;
@@ -106,7 +107,7 @@ TEST(StreamingPrefetch, EveryMoeLayerIsGuessedForAfterDenseLayers) {
   LoadOptions o = streamed(12);
   o.threads = 2;
   o.heat = "none";
-  auto m = Model::load(kModels / "ds_noqlora_dense2", o);  // layers 0-1 dense, 2-3 MoE, top-2
+  auto m = load_model(kModels / "ds_noqlora_dense2", o);  // layers 0-1 dense, 2-3 MoE, top-2
   ASSERT_EQ(m->config().first_k_dense_replace, 2);
   ASSERT_EQ(m->config().num_layers, 4);
   GenerateOptions g;
@@ -212,7 +213,7 @@ TEST(Pack, CorruptBlobIsAClearErrorNamingFileAndOffset) {
   LoadOptions o = streamed(0);
   try {
     // Every expert of every layer is asked for sooner or later with a long enough run.
-    auto model = Model::load(p.out, o);
+    auto model = load_model(p.out, o);
     for (int32_t t = 0; t < 40; ++t) {
       GenerateOptions g;
       g.max_new_tokens = 2;
@@ -258,7 +259,7 @@ TEST(Pack, MissingDriveIsAClearError) {
   pack_model(p);
   fs::remove_all(tmp / "drive");
   try {
-    Model::load(p.out, {});
+    load_model(p.out, {});
     FAIL() << "loaded without its drive";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("pack drive 0"), std::string::npos) << e.what();
@@ -274,7 +275,7 @@ TEST(Pack, DamagedManifestIsAClearError) {
   }();
   for (size_t cut : {size_t{10}, text.size() / 2, text.size() - 3}) {
     std::ofstream(p.out / "manifest.json") << text.substr(0, cut);
-    EXPECT_THROW(Model::load(p.out, {}), Error) << "cut at " << cut;
+    EXPECT_THROW(load_model(p.out, {}), Error) << "cut at " << cut;
   }
 }
 
@@ -282,7 +283,7 @@ TEST(Budget, TooSmallARamBudgetSaysWhatItNeeds) {
   LoadOptions o;
   o.ram_bytes = 1 << 20;
   try {
-    Model::load(kModels / "qwen_gqa", o);
+    load_model(kModels / "qwen_gqa", o);
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the least that works is"), std::string::npos) << e.what();

@@ -25,6 +25,7 @@
 #include "kernels/linear.h"
 #include "model/gguf_model.h"
 #include "model/model.h"
+#include "runtime/loader.h"
 #include "runtime/generator.h"
 #include "safetensors_writer.h"
 #include "synth/fill.h"
@@ -69,7 +70,7 @@ fs::path write_model(const synth::Request& r, const fs::path& dir, const std::st
 // logits spread (std of a row above 0.5), and not every step the same.
 void expect_runs(const fs::path& model_path) {
   SCOPED_TRACE(model_path.string());
-  auto m = Model::load(model_path, LoadOptions{2});
+  auto m = load_model(model_path, LoadOptions{2});
   GenerateOptions o;
   o.max_new_tokens = 4;
   o.keep_logits = true;

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Run HERE (Debian 12, with apt access): fetches the Debian 12 .debs of strata's
+# build dependencies into .deb/ and unpacks them into .deb/prefix, for a machine
+# that has a compiler, CMake and Ninja but no network and maybe none of these
+# packages (the Ubuntu 24.04 device machine). Nothing is installed here.
+# Then `run` with carry [".deb"] and, there, `bash tools/device_build.sh`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Explicit list rather than a dependency walk (which would pull libc6 etc.):
+# the -dev packages CMakeLists.txt asks for, the runtime libraries their .so
+# links point at, the .pc files cpp-httplib's Requires.private names (openssl,
+# zlib, brotli: pkg-config fails without them), and pkgconf itself, since the
+# device image may have no pkg-config. zlib1g's runtime is left out on purpose:
+# every Ubuntu has libz.so.1, and a Debian one on LD_LIBRARY_PATH would shadow it.
+packages=(
+  libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
+  nlohmann-json3-dev libcli11-dev
+  libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
+  libxxhash-dev libxxhash0 liburing-dev liburing2
+  libcpp-httplib-dev libcpp-httplib0.11 libbrotli-dev libbrotli1
+  libssl-dev libssl3 zlib1g-dev
+  pkgconf pkgconf-bin libpkgconf3
+)
+
+grep -qx '/.deb/' .git/info/exclude 2>/dev/null || echo '/.deb/' >> .git/info/exclude
+rm -rf .deb && mkdir -p .deb/prefix
+(cd .deb && apt-get download -q "${packages[@]}")
+for f in .deb/*.deb; do dpkg -x "$f" .deb/prefix; done
+
+# Trim to what a build needs (the carried tree is capped at 64 MiB): docs, man
+# pages, gtest/gmock sources, static archives other than gtest's/gmock's (the
+# only form Debian ships them in), OpenSSL's engines and provider modules.
+p=.deb/prefix
+rm -rf "$p"/usr/share/{doc,man,lintian,aclocal} "$p"/usr/src \
+       "$p"/usr/lib/x86_64-linux-gnu/{engines-3,ossl-modules}
+find "$p" -name '*.a' ! -name 'libgtest*' ! -name 'libgmock*' -delete
+
+# Relocatable .pc files: prefix relative to the file itself, and the absolute
+# /usr paths some carry (liburing's libdir/includedir) made relative to it.
+find "$p" -name '*.pc' | while read -r pc; do
+  d=$(dirname "${pc#"$p"/usr/}")   # e.g. lib/x86_64-linux-gnu/pkgconfig
+  up=$(echo "$d" | sed 's#[^/]\+#..#g')
+  sed -i -e "s#^prefix=/usr\$#prefix=\${pcfiledir}/$up#" \
+         -e 's#^\([a-z_]*dir\)=/usr/#\1=${prefix}/#' "$pc"
+done
+
+echo "== .deb: $(ls .deb/*.deb | wc -l) packages; $(du -sh .deb | cut -f1) in all, prefix $(du -sh $p | cut -f1)"
