@@ -110,11 +110,13 @@ TEST(PackOnFaultyStorage, ACorruptedByteInFlightIsCaughtByItsChecksum) {
   {
     FaultInjectingStorage* faults = nullptr;
     auto m = load_on_faults(p.out, faults, 2);
+    ASSERT_NE(faults, nullptr);
     faults->short_reads(8192);
     expect_identical(want, greedy(*m, kPrompt, 4));
   }
   FaultInjectingStorage* faults = nullptr;
   auto m = load_on_faults(p.out, faults, 2);
+  ASSERT_NE(faults, nullptr);
   // Every 4 KiB of the expert file gets one byte flipped as it lands: the
   // bytes on disk are intact, so only the checksum on arrival can catch it.
   for (uint64_t off = 4096 + 100; off < faults->file(0).size; off += 4096) faults->corrupt(0, off);

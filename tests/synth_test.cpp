@@ -1,7 +1,7 @@
 // strata synth: presets, --size scaling (dry runs, nothing written), the
 // statistics of the generated weights, and tiny models of every architecture
 // in both formats written to a temporary directory, loaded back with
-// Model::load and run. GGUF tensor names, shapes and metadata are checked
+// load_model and run. GGUF tensor names, shapes and metadata are checked
 // against what llama.cpp's loader creates (src/models/{deepseek2,qwen3moe,
 // openai-moe}.cpp load_arch_tensors / load_arch_hparams, transcribed below);
 // that llama.cpp itself loads and runs these files is checked by hand (see

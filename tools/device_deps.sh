@@ -3,7 +3,8 @@
 # build dependencies into .deb/ and unpacks them into .deb/prefix, for a machine
 # that has a compiler, CMake and Ninja but no network and maybe none of these
 # packages (the Ubuntu 24.04 device machine). Nothing is installed here.
-# Then `run` with carry [".deb"] and, there, `bash tools/device_build.sh`.
+# Then `run` with carry [".deb"] (plus the tokenizer models the tests read,
+# see tools/device_build.sh) and, there, `bash tools/device_build.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,20 +30,27 @@ rm -rf .deb && mkdir -p .deb/prefix
 for f in .deb/*.deb; do dpkg -x "$f" .deb/prefix; done
 
 # Trim to what a build needs (the carried tree is capped at 64 MiB): docs, man
-# pages, gtest/gmock sources, static archives other than gtest's/gmock's (the
-# only form Debian ships them in), OpenSSL's engines and provider modules.
+# pages, gtest/gmock sources, static archives other than those CMake configs
+# name (gtest, gmock: the only form Debian ships; benchmark_main; the
+# GTest/benchmark configs fail if a file they list is missing), OpenSSL's
+# engines and provider modules.
 p=.deb/prefix
 rm -rf "$p"/usr/share/{doc,man,lintian,aclocal} "$p"/usr/src \
        "$p"/usr/lib/x86_64-linux-gnu/{engines-3,ossl-modules}
-find "$p" -name '*.a' ! -name 'libgtest*' ! -name 'libgmock*' -delete
+find "$p" -name '*.a' ! -name 'libgtest*' ! -name 'libgmock*' ! -name 'libbenchmark*' -delete
 
-# Relocatable .pc files: prefix relative to the file itself, and the absolute
-# /usr paths some carry (liburing's libdir/includedir) made relative to it.
+# Relocatable .pc files: every variable that starts with /usr (prefix, but
+# also liburing's libdir, gtest's libdir with no prefix at all, brotli's
+# exec_prefix) now starts at the .pc file's own folder (${pcfiledir}/../../..
+# is prefix/usr), so the tree works wherever it is carried.
 find "$p" -name '*.pc' | while read -r pc; do
   d=$(dirname "${pc#"$p"/usr/}")   # e.g. lib/x86_64-linux-gnu/pkgconfig
   up=$(echo "$d" | sed 's#[^/]\+#..#g')
-  sed -i -e "s#^prefix=/usr\$#prefix=\${pcfiledir}/$up#" \
-         -e 's#^\([a-z_]*dir\)=/usr/#\1=${prefix}/#' "$pc"
+  sed -i -E -e "s#^([A-Za-z_]+)=/usr(/|\$)#\1=\${pcfiledir}/$up\2#" \
+            -e "s#-([IL])/usr/#-\1\${pcfiledir}/$up/#g" "$pc"   # nlohmann_json.pc
 done
+# zlib1g-dev's libz.so is an absolute link to Debian's libz.so.1.2.13: dangling
+# elsewhere, and nothing links it (only zlib.pc is needed, for cpp-httplib.pc).
+rm -f "$p"/usr/lib/x86_64-linux-gnu/libz.so
 
 echo "== .deb: $(ls .deb/*.deb | wc -l) packages; $(du -sh .deb | cut -f1) in all, prefix $(du -sh $p | cut -f1)"

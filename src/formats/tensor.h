@@ -16,9 +16,10 @@ struct TensorView {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // points into a mapped file
   size_t nbytes = 0;
-  // Where the bytes are, explicitly: `nbytes` bytes at byte `offset` of
-  // `file`. Whoever reads a tensor other than through `data` (the expert
-  // streamer: O_DIRECT reads into a cache slot) uses these, never the mapping.
+  // Where the bytes are, explicitly: `data` holds exactly the `nbytes` bytes
+  // at byte `offset` of `file` (empty when they are in no file). Whoever
+  // reads a tensor other than through `data` (the expert streamer: O_DIRECT
+  // reads into a cache slot) uses these, never the mapping.
   std::string file;
   uint64_t offset = 0;
 

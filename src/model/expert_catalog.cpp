@@ -31,7 +31,9 @@ class TensorLocator {
   explicit TensorLocator(const TensorSource& source) {
     for (const auto& name : source.names()) {
       const TensorView& t = source.get(name);
-      if (t.data && t.nbytes > 0) views_.push_back(&t);
+      // A view without a file holds memory of its own (a converted copy):
+      // what points into it stays resident.
+      if (t.data && t.nbytes > 0 && !t.file.empty()) views_.push_back(&t);
     }
     std::sort(views_.begin(), views_.end(), [](const TensorView* a, const TensorView* b) { return a->data < b->data; });
     // Views may nest (a GGUF slice inside its stacked tensor): the running

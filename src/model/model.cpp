@@ -21,6 +21,8 @@ Model::Model(Checkpoint checkpoint, const ModelSetup& setup)
       context_(setup.context),
       max_batch_(setup.max_batch) {
   const ModelConfig& c = config_;
+  if (context_ < 1 || max_batch_ < 1)
+    throw Error("internal: a model needs a context and a step of at least one position");
   windows_.assign(c.num_layers, 0);
   for (int64_t l = 0; l < c.num_layers; ++l) windows_[l] = c.layer_window(l).value_or(0);
   embed_ = binder_.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
@@ -51,10 +53,11 @@ bool Model::read_token_table_by_rows() {
 
 void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetch, const MemoryPlan& plan) {
   const ModelConfig& c = config_;
+  if (!experts) throw Error("internal: attach_experts() without a provider");
+  layers_.clear();  // they refer to the provider being replaced
   experts_ = std::move(experts);
   prefetch_ = prefetch && experts_->wants_prefetch();
   plan_ = plan;
-  layers_.clear();
   layers_.reserve(c.num_layers);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     switch (c.arch) {
@@ -108,6 +111,7 @@ void Model::forward(std::span<const Row> rows, float* logits) {
   const size_t n = rows.size(), hidden = static_cast<size_t>(c.hidden_size);
   const float eps = static_cast<float>(c.rms_norm_eps);
   if (n == 0) return;
+  if (!experts_) throw Error("internal: forward() before attach_experts()");
   {
     // A sequence's rows in one step must fit a sliding-window ring (see kv_cache.h).
     std::map<const KvCache*, int64_t> per_cache;

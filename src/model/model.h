@@ -80,12 +80,16 @@ class Model {
   // Rows of one sequence a forward step may take (prompts longer than this
   // are prefilled in chunks of it).
   int64_t max_batch_rows() const { return max_batch_; }
-  bool streaming() const { return experts_->streams(); }
-  ExpertStats expert_stats() const { return experts_->stats(); }
-  void begin_expert_epoch() { experts_->begin_epoch(); }
+  bool streaming() const { return experts_ && experts_->streams(); }
+  ExpertStats expert_stats() const { return experts_ ? experts_->stats() : ExpertStats{}; }
+  void begin_expert_epoch() {
+    if (experts_) experts_->begin_epoch();
+  }
   const MemoryPlan& memory_plan() const { return plan_; }
   // Writes this run's expert heat for the next run (streaming models only).
-  void save_heat() const { experts_->save_heat(); }
+  void save_heat() const {
+    if (experts_) experts_->save_heat();
+  }
 
   // Feeds tokens[from..] of one sequence at positions from.. into `cache`, in
   // chunks of max_batch_rows() (the same bits as one big batch: the kernels

@@ -44,7 +44,7 @@ class Tokenizer {
   // file and key for missing or malformed metadata.
   static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
 
-  // The tokenizer of a model path, as Model::load takes it: a directory ->
+  // The tokenizer of a model path, as load_model takes it: a directory ->
   // from_dir(), or nullptr if it has neither tokenizer.json nor
   // tiktoken.model; a file -> a GGUF, from_gguf(), or nullptr if it has no
   // tokenizer.ggml.model. Throws if the path does not exist.

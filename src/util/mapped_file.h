@@ -37,8 +37,8 @@ class MappedFile {
   size_t size_ = 0;
 };
 
-// The file and offset of `p` if it points into a live MappedFile; lets the
-// expert streamer turn a bound weight back into the bytes to read from disk.
+// The file and offset of `p` if it points into a live MappedFile (whether a
+// weight still sits in its file's pages, e.g. the token table read by rows).
 std::optional<FileLocation> locate_mapped(const void* p);
 
 // Streaming from a checkpoint in place: no read-ahead on any mapping (the
