@@ -12,9 +12,10 @@
 #include <thread>
 
 #include "model/model.h"
+#include "runtime/text_stream.h"
 #include "server/engine.h"
 #include "server/openai_request.h"
-#include "server/text_stream.h"
+#include "server/reasoning_splitter.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
