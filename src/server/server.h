@@ -1,5 +1,6 @@
 #pragma once
-// `strata serve`: an OpenAI-compatible HTTP server over the engine.
+// `strata serve`: an OpenAI-compatible HTTP server over the scheduler
+// (runtime/scheduler.h), which one step thread runs.
 //   GET  /v1/models, /health (503 while loading), /metrics (Prometheus text)
 //   POST /v1/completions, /v1/chat/completions (streamed as SSE or not)
 // Errors use OpenAI's JSON shape {"error": {"message", "type", "param", "code"}}
