@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "model/model.h"
 #include "runtime/compare.h"
 #include "tokenizer/tokenizer.h"
@@ -56,8 +57,8 @@ std::vector<std::vector<int32_t>> read_prompts(const std::string& path, const st
 }
 
 int run_compare(const CompareArgs& a) {
-  auto model_a = Model::load(a.model_a, LoadOptions{a.threads});
-  auto model_b = Model::load(a.model_b, LoadOptions{a.threads});
+  auto model_a = load_model(a.model_a, LoadOptions{a.threads});
+  auto model_b = load_model(a.model_b, LoadOptions{a.threads});
   auto prompts = read_prompts(a.prompts, a.model_a);
   CompareReport r = compare_models(*model_a, *model_b, prompts);
   if (a.json) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "model/model.h"
 #include "pack/manifest.h"
 #include "pack/packer.h"
@@ -171,7 +172,7 @@ int run_demo(const DemoArgs& a) {
   const uint64_t model_bytes = trunk_bytes + expert_bytes;
   lo.ram_bytes = a.ram_gib > 0 ? static_cast<uint64_t>(a.ram_gib * (1ull << 30))
                                : std::min<uint64_t>(trunk_bytes + (256ull << 20) + expert_bytes / 5, model_bytes * 3 / 5);
-  auto model = Model::load(pack, lo);
+  auto model = load_model(pack.string(), lo);
   auto tok = Tokenizer::for_model(pack);
   const std::vector<int32_t> prompt = tok ? tok->encode_prompt(a.prompt) : std::vector<int32_t>{1, 2, 3, 4};
   GenerateOptions g;

@@ -69,7 +69,7 @@ std::string decode_known(const Tokenizer& tok, const std::vector<int32_t>& ids) 
 int run_generate(const GenerateArgs& a) {
   if (a.prompt.has_value() == a.prompt_ids.has_value()) throw Error("give exactly one of --prompt and --prompt-ids");
   if (a.n < 0) throw Error("-n must not be negative");
-  auto model = Model::load(a.model, load_options(a.model_flags));
+  auto model = load_model(a.model, load_options(a.model_flags));
   const PromptBuilder prompts(*model, a.model);
   const Tokenizer* tok = prompts.tokenizer();
 

@@ -45,4 +45,8 @@ LoadOptions load_options(const ModelFlags& f) {
   return o;
 }
 
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options) {
+  return Model::load(path, options);
+}
+
 }  // namespace strata::cli

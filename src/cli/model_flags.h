@@ -1,7 +1,9 @@
 #pragma once
-// The flags every command that loads a model shares: threads, the RAM
-// budget and the expert-streaming knobs.
+// The flags every command that loads a model shares (`generate`, `serve`):
+// threads, the context, the RAM budget and the expert-streaming knobs; and
+// the one place the CLI loads a model.
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 
 #include "model/model.h"
@@ -24,5 +26,7 @@ struct ModelFlags {
 void add_model_flags(CLI::App* cmd, ModelFlags& f);
 // Throws strata::Error for values out of range.
 LoadOptions load_options(const ModelFlags& f);
+// Loads the model at `path` (HF directory, GGUF file or pack).
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options);
 
 }  // namespace strata::cli

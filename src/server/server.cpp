@@ -120,11 +120,7 @@ class Server {
  private:
   void load() {
     try {
-      LoadOptions lo;
-      lo.threads = o_.threads;
-      lo.ram_bytes = static_cast<uint64_t>(o_.ram_gib * (1ull << 30));
-      lo.context = o_.ctx;
-      model_ = Model::load(o_.model, lo);
+      model_ = o_.load_model();
       prompts_ = std::make_unique<PromptBuilder>(*model_, o_.model);
       tok_ = prompts_->tokenizer();
       // Completions still work; chat requests will say why they cannot.
@@ -141,12 +137,20 @@ class Server {
     }
   }
 
-  // Stops the step thread; what is left ends as cancelled.
+  // Stops the step thread (what is left ends as cancelled) and keeps this
+  // run's expert heat for the next, as `generate` does.
   void shutdown() {
-    if (!scheduler_) return;
-    scheduler_->stop();
-    step_thread_.join();
-    scheduler_.reset();
+    if (scheduler_) {
+      scheduler_->stop();
+      step_thread_.join();
+      scheduler_.reset();
+    }
+    if (!model_) return;
+    try {
+      model_->save_heat();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "strata serve: cannot save the expert heat: %s\n", e.what());
+    }
   }
 
   bool authorized(const httplib::Request& req, httplib::Response& res) {
