@@ -40,14 +40,16 @@ TextStream::TextStream(const Tokenizer& tok, std::vector<std::string> stops) : t
 
 std::string TextStream::add(int32_t token) {
   if (stopped_) return {};
-  ids_.push_back(token);
+  // Decoding is per-token bytes, concatenated: each token is decoded once, so
+  // a token costs the same at the end of a long output as at its start.
+  text_ += tok_.decode({token});
   return take(false);
 }
 
 std::string TextStream::flush() { return stopped_ ? std::string() : take(true); }
 
 std::string TextStream::take(bool final) {
-  const std::string text = tok_.decode(ids_);
+  const std::string& text = text_;
   // A stop string anywhere in the unsent part (it may start in held-back text).
   size_t cut = std::string::npos;
   for (const auto& s : stops_) {
@@ -64,7 +66,7 @@ std::string TextStream::take(bool final) {
   size_t end = text.size();
   if (!final) {
     end -= incomplete_utf8_tail(text);
-    end = std::max(sent_, end - std::min(end, partial_match_tail(text.substr(0, end), sent_, stops_)));
+    if (end > sent_) end -= partial_match_tail(text.substr(sent_, end - sent_), 0, stops_);
   }
   if (end <= sent_) return {};
   std::string out = text.substr(sent_, end - sent_);

@@ -25,8 +25,8 @@ class TextStream {
   std::string take(bool final);
   const Tokenizer& tok_;
   std::vector<std::string> stops_;
-  std::vector<int32_t> ids_;
-  size_t sent_ = 0;  // bytes of the decoded text already returned
+  std::string text_;  // the tokens' text so far
+  size_t sent_ = 0;   // bytes of it already returned
   bool stopped_ = false;
 };
 
