@@ -115,6 +115,33 @@ TEST(Cli, BadArgumentsAreCleanErrors) {
   expect_clean_error(run_strata("generate --model /nonexistent/dir --prompt-ids 1"), "/nonexistent/dir");
 }
 
+// `serve` loads models with the flags `generate` has (cli/model_flags.h),
+// with the same defaults, and refuses bad values before it listens.
+TEST(Cli, ServeTakesTheModelFlagsOfGenerate) {
+  const std::string generate = run_strata("generate --help").out, serve = run_strata("serve --help").out;
+  for (const std::string flag : {"--threads INT", "--ram FLOAT", "--stream", "--cache-experts UINT", "--ctx INT=4096",
+                                 "--prefetch TEXT", "--verify TEXT", "--no-verify", "--heat TEXT", "--io TEXT"}) {
+    EXPECT_NE(generate.find(flag), std::string::npos) << flag;
+    EXPECT_NE(serve.find(flag), std::string::npos) << flag;
+  }
+  expect_clean_error(run_strata("serve " + fixture("qwen_gqa").string() + " --port 0 --ctx 0"), "--ctx");
+}
+
+// Like `generate`, the server keeps its run's expert heat for the next run:
+// it writes the heat file when it stops (SIGTERM).
+TEST(Cli, ServeSavesExpertHeatAtShutdown) {
+  testfiles::TempDir tmp("strata-serve-heat");
+  const fs::path heat = tmp / "heat.json", err = tmp / "err";
+  const std::string script = std::string(STRATA_BINARY) + " serve " + fixture("qwen_gqa").string() +
+                             " --port 0 --threads 1 --stream --heat " + heat.string() + " 2>" + err.string() +
+                             " & pid=$!; for i in $(seq 200); do grep -q \"model loaded\" " + err.string() +
+                             " && break; sleep 0.05; done; kill -TERM $pid; wait $pid";
+  const int status = std::system(("bash -c '" + script + "'").c_str());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_all(err);
+  EXPECT_NE(read_all(err).find("model loaded"), std::string::npos) << read_all(err);
+  EXPECT_TRUE(fs::exists(heat));
+}
+
 // A damaged copy of a fixture checkpoint.
 class DamagedCheckpoint : public ::testing::Test {
  protected:

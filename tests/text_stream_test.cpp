@@ -5,7 +5,8 @@
 
 #include <filesystem>
 
-#include "server/text_stream.h"
+#include "runtime/text_stream.h"
+#include "server/reasoning_splitter.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata {

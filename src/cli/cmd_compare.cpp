@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "model/model.h"
 #include "runtime/loader.h"
 #include "runtime/compare.h"

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "model/model.h"
 #include "runtime/loader.h"
 #include "pack/manifest.h"

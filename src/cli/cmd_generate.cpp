@@ -1,6 +1,5 @@
 // strata generate: run a model on a prompt and print the continuation.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -13,6 +12,7 @@
 #include "runtime/loader.h"
 #include "runtime/expert_stats.h"
 #include "runtime/generator.h"
+#include "runtime/prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -58,23 +58,6 @@ std::vector<int32_t> parse_ids(const std::string& s) {
   return ids;
 }
 
-// Stop tokens as transformers' generate() would use them: generation_config
-// first, then config.json.
-std::vector<int32_t> stop_tokens(const Model& model) {
-  std::vector<int32_t> ids = model.config().eos_token_ids;
-  std::ifstream f(model.trunk_path() / "generation_config.json");
-  if (!f) return ids;
-  nlohmann::json g = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (!g.is_object() || !g.contains("eos_token_id")) return ids;
-  const auto& e = g["eos_token_id"];
-  ids.clear();
-  if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
-  if (e.is_array())
-    for (const auto& v : e)
-      if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
-  return ids;
-}
-
 // Models often have more embedding rows than the tokenizer has tokens; ids
 // past the tokenizer's vocabulary have no text.
 std::string decode_known(const Tokenizer& tok, const std::vector<int32_t>& ids) {
@@ -88,7 +71,8 @@ int run_generate(const GenerateArgs& a) {
   if (a.prompt.has_value() == a.prompt_ids.has_value()) throw Error("give exactly one of --prompt and --prompt-ids");
   if (a.n < 0) throw Error("-n must not be negative");
   auto model = load_model(a.model, load_options(a.model_flags));
-  const std::unique_ptr<Tokenizer> tok = Tokenizer::for_model(a.model);
+  const PromptBuilder prompts(*model, a.model);
+  const Tokenizer* tok = prompts.tokenizer();
 
   std::vector<int32_t> prompt;
   if (a.prompt_ids) {
@@ -96,7 +80,7 @@ int run_generate(const GenerateArgs& a) {
   } else {
     if (!tok)
       throw Error(a.model + ": no tokenizer (tokenizer.json, tiktoken.model or GGUF tokenizer metadata); use --prompt-ids");
-    prompt = tok->encode_prompt(*a.prompt);
+    prompt = prompts.encode(*a.prompt);
   }
   if (prompt.empty()) throw Error("the prompt is empty");
   for (int32_t id : prompt)
@@ -108,7 +92,7 @@ int run_generate(const GenerateArgs& a) {
   opt.max_new_tokens = a.n;
   opt.sampling = a.sampling;
   opt.keep_logits = a.logits;
-  if (!a.ignore_eos) opt.stop_tokens = stop_tokens(*model);
+  if (!a.ignore_eos) opt.stop_tokens = prompts.stop_ids();
   Session session;
   if (!a.session.empty()) {
     std::string why;

@@ -45,4 +45,5 @@ LoadOptions load_options(const ModelFlags& f) {
   return o;
 }
 
+
 }  // namespace strata::cli

@@ -1,7 +1,9 @@
 #pragma once
-// The flags every command that loads a model shares: threads, the RAM
-// budget and the expert-streaming knobs.
+// The flags every command that loads a model shares (`generate`, `serve`):
+// threads, the context, the RAM budget and the expert-streaming knobs, as
+// the load options of runtime/loader.h.
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 
 #include "model/model.h"

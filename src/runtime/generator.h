@@ -1,6 +1,9 @@
 #pragma once
-// The step loop for one sequence: prefill the prompt as one batch, then
-// decode token by token until max_new_tokens or a stop token.
+// One sequence through the scheduler (runtime/scheduler.h), as `strata
+// generate` and the tests run it: prefill the prompt (in chunks of
+// max_batch_rows), then decode token by token until max_new_tokens, a stop
+// token or the context; with timings and expert counters for prefill and
+// decode apart.
 #include <cstdint>
 #include <vector>
 
@@ -25,12 +28,14 @@ struct GenerateResult {
   int64_t prompt_tokens = 0;
   double prefill_s = 0.0;
   double decode_s = 0.0;  // time for tokens after the first
-  bool context_full = false;
-  int64_t reused_tokens = 0;  // prompt tokens taken from the session's cache  // stopped because the context (--ctx) was reached
+  bool context_full = false;   // stopped because the context (--ctx) was reached
+  int64_t reused_tokens = 0;   // prompt tokens taken from the session's cache
   // Expert streaming during prefill (+ first token) and during decode.
   ExpertStats prefill_experts, decode_experts;
 };
 
+// Throws what the scheduler's submit() throws for a bad request, and
+// rethrows whatever ended the sequence with an error.
 GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options);
 // The same, reusing `session`'s cache for the prompt's leading tokens it
 // holds; afterwards `session` holds this sequence (prompt + generated).

@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "model/model.h"
-#include "runtime/loader.h"
-#include "server/engine.h"
+#include "runtime/prompt.h"
+#include "runtime/scheduler.h"
 #include "server/openai_request.h"
-#include "server/text_stream.h"
+#include "server/reasoning_splitter.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -105,6 +105,7 @@ class Server {
     const int port = o_.port == 0 ? http_.bind_to_any_port(o_.host) : (http_.bind_to_port(o_.host, o_.port) ? o_.port : -1);
     if (port < 0) {
       loader_.join();
+      shutdown();
       throw Error("cannot listen on " + o_.host + ":" + std::to_string(o_.port));
     }
     std::fprintf(stderr, "strata serve: listening on http://%s:%d (model %s)\n", o_.host.c_str(), port, name_.c_str());
@@ -112,39 +113,43 @@ class Server {
     http_.listen_after_bind();
     g_server = nullptr;
     loader_.join();
-    engine_.reset();
+    shutdown();
     return 0;
   }
 
  private:
   void load() {
     try {
-      LoadOptions lo;
-      lo.threads = o_.threads;
-      lo.ram_bytes = static_cast<uint64_t>(o_.ram_gib * (1ull << 30));
-      lo.context = o_.ctx;
-      model_ = load_model(o_.model, lo);
-      tok_ = Tokenizer::for_model(o_.model);
-      if (tok_ && tok_->chat_template()) {
-        template_source_ = *tok_->chat_template();
-        try {
-          template_ = std::make_unique<ChatTemplate>(template_source_);
-        } catch (const ChatTemplateError& e) {
-          // Completions still work; chat requests will say why they cannot.
-          template_error_ = e.what();
-          std::fprintf(stderr, "strata serve: the chat template does not compile: %s\n", e.what());
-        }
-      }
-      eos_ = model_->config().eos_token_ids;
-      if (tok_)
-        for (int32_t id : tok_->eos_ids())
-          if (std::find(eos_.begin(), eos_.end(), id) == eos_.end()) eos_.push_back(id);
-      engine_ = std::make_unique<Engine>(*model_, o_.max_running, o_.max_queue);
+      model_ = o_.load_model();
+      prompts_ = std::make_unique<PromptBuilder>(*model_, o_.model);
+      tok_ = prompts_->tokenizer();
+      // Completions still work; chat requests will say why they cannot.
+      if (!prompts_->template_error().empty())
+        std::fprintf(stderr, "strata serve: the chat template does not compile: %s\n",
+                     prompts_->template_error().c_str());
+      scheduler_ = std::make_unique<Scheduler>(*model_, SchedulerOptions{o_.max_running, o_.max_queue});
+      step_thread_ = std::thread([this] { scheduler_->run(); });
       ready_ = true;
       std::fprintf(stderr, "strata serve: model loaded\n");
     } catch (const std::exception& e) {
       load_error_ = e.what();
       std::fprintf(stderr, "strata serve: cannot load the model: %s\n", e.what());
+    }
+  }
+
+  // Stops the step thread (what is left ends as cancelled) and keeps this
+  // run's expert heat for the next, as `generate` does.
+  void shutdown() {
+    if (scheduler_) {
+      scheduler_->stop();
+      step_thread_.join();
+      scheduler_.reset();
+    }
+    if (!model_) return;
+    try {
+      model_->save_heat();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "strata serve: cannot save the expert heat: %s\n", e.what());
     }
   }
 
@@ -163,8 +168,8 @@ class Server {
       std::snprintf(b, sizeof b, "# HELP %s %s\n# TYPE %s %s\n%s %.9g\n", name, help, name, type, name, v);
       out += b;
     };
-    EngineStats s;
-    if (engine_) s = engine_->stats();
+    SchedulerStats s;
+    if (ready_) s = scheduler_->stats();
     line("strata_up", "gauge", "1 once the model is loaded", ready_ ? 1 : 0);
     line("strata_requests_total", "counter", "Generation requests accepted", static_cast<double>(s.requests));
     line("strata_prompt_tokens_total", "counter", "Prompt tokens prefilled", static_cast<double>(s.prompt_tokens));
@@ -192,11 +197,15 @@ class Server {
     } catch (const ApiError& e) {
       return send_error(res, e);
     }
-    GenRequest g;
+    Request g;
     g.prompt = p.prompt_ids;
     g.sampling = p.sampling;
-    g.stop_ids = p.ignore_eos ? std::vector<int32_t>{} : eos_;
+    g.stop_ids = p.ignore_eos ? std::vector<int32_t>{} : prompts_->stop_ids();
+    g.tokenizer = tok_;
+    g.stop_strings = p.stop;
     g.top_logprobs = p.logprobs ? p.top_logprobs : -1;
+    if (!tok_ && !p.stop.empty())
+      return send_error(res, {400, "stop strings need a tokenizer; this model has none", "invalid_request_error", "stop"});
     const int room = static_cast<int>(model_->context() - static_cast<int64_t>(g.prompt.size()));
     if (room <= 0)
       return send_error(res, {400,
@@ -206,9 +215,11 @@ class Server {
     g.max_tokens = p.max_tokens > 0 ? std::min(p.max_tokens, room) : std::min(chat ? room : 16, room);
     std::shared_ptr<Job> job;
     try {
-      job = engine_->submit(g);
+      job = scheduler_->submit(std::move(g));
     } catch (const QueueFull&) {
       return send_error(res, {429, "too many requests are waiting; retry shortly", "rate_limit_error", "", "queue_full"});
+    } catch (const Error& e) {
+      return send_error(res, {400, e.what(), "invalid_request_error"});
     }
     auto gen = std::make_shared<Generation>(*this, p, job, chat);
     if (!p.stream) {
@@ -238,27 +249,24 @@ class Server {
     if (!tok_ && (chat || !p.prompt_text.empty()))
       throw ApiError{400, "this model has no tokenizer; send the prompt as token ids", "invalid_request_error", "prompt"};
     if (chat) {
-      if (!template_)
+      if (!prompts_->has_chat_template()) {
+        const std::string& why = prompts_->template_error();
         throw ApiError{400,
-                       template_error_.empty() ? "this model has no chat template; use /v1/completions"
-                                               : "this model's chat template does not compile (" + template_error_ + ")",
+                       why.empty() ? "this model has no chat template; use /v1/completions"
+                                   : "this model's chat template does not compile (" + why + ")",
                        "invalid_request_error"};
-      nlohmann::ordered_json ctx = p.template_kwargs.is_object() ? p.template_kwargs : nlohmann::ordered_json::object();
-      ctx["messages"] = p.messages;
-      ctx["tools"] = p.tools;  // null when absent, as transformers passes tools=None
-      ctx["add_generation_prompt"] = true;
-      if (auto b = tok_->bos_id()) ctx["bos_token"] = tok_->token_text(*b);
-      if (!tok_->eos_ids().empty()) ctx["eos_token"] = tok_->token_text(tok_->eos_ids().front());
+      }
       try {
-        p.rendered = template_->render(ctx);
+        ChatPrompt chat_prompt = prompts_->render_chat(p.messages, p.tools, p.template_kwargs);
+        p.rendered = std::move(chat_prompt.text);
+        p.prompt_ids = std::move(chat_prompt.ids);
       } catch (const ChatTemplateError& e) {
         // raise_exception(...) texts are meant for the client as they are.
         const std::string why = e.kind() == tmpl::TemplateError::Kind::Raised ? e.message() : e.what();
         throw ApiError{400, "the chat template rejected the messages: " + why, "invalid_request_error", "messages"};
       }
-      p.prompt_ids = tok_->encode(p.rendered);
     } else if (!p.prompt_text.empty()) {
-      p.prompt_ids = tok_->encode_prompt(p.prompt_text);
+      p.prompt_ids = prompts_->encode(p.prompt_text);
     }
     if (p.prompt_ids.empty()) throw ApiError{400, "the prompt is empty", "invalid_request_error", "prompt"};
     for (int32_t id : p.prompt_ids)
@@ -270,14 +278,14 @@ class Server {
   class Generation {
    public:
     Generation(Server& s, const ParsedRequest& p, std::shared_ptr<Job> job, bool chat)
-        : s_(s), p_(p), job_(std::move(job)), chat_(chat), text_(*s.tok_, p.stop),
-          split_(chat ? ReasoningSplitter::mode_for(s.template_source_) : ReasoningSplitter::Mode::None,
+        : s_(s), p_(p), job_(std::move(job)), chat_(chat),
+          split_(chat ? ReasoningSplitter::mode_for(s.prompts_->template_source()) : ReasoningSplitter::Mode::None,
                  opens_think(p.rendered)) {
       id_ = random_id(chat ? "chatcmpl" : "cmpl");
     }
 
     void cancel() { job_->cancel(); }
-    bool failed() const { return job_->finish_reason() == "error"; }
+    bool failed() const { return job_->finish() == Finish::Error; }
 
     void run_to_end() {
       std::vector<TokenEvent> ev;
@@ -324,12 +332,6 @@ class Server {
         ev.clear();
         if (!more) finish_text();
         if (!flush_deltas(event, lp_from)) return false;
-        if (text_.stopped()) {
-          job_->cancel();
-          more = false;
-          finish_text();
-          if (!flush_deltas(event, lp_.size())) return false;
-        }
       }
       if (failed()) {
         event({{"error", {{"message", job_->error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
@@ -354,10 +356,10 @@ class Server {
       return open != std::string::npos && (close == std::string::npos || close < open);
     }
 
+    // The scheduler cuts the text at stop strings (and ends the sequence there).
     void absorb(const TokenEvent& e) {
-      if (text_.stopped()) return;
       if (p_.logprobs) lp_.push_back(e);
-      add_text(text_.add(e.token));
+      add_text(e.text);
     }
     // Totals (content_, reasoning_) and what is not yet sent as a delta.
     void add_split(const SplitText& st) {
@@ -372,7 +374,6 @@ class Server {
     void finish_text() {
       if (finished_text_) return;
       finished_text_ = true;
-      add_text(text_.flush());
       add_split(split_.flush());
     }
 
@@ -404,9 +405,8 @@ class Server {
     }
 
     std::string finish_reason() const {
-      if (text_.stopped()) return "stop";
-      const std::string r = job_->finish_reason();
-      return r == "length" ? "length" : "stop";
+      const Finish f = job_->finish();
+      return f == Finish::Length || f == Finish::ContextFull ? "length" : "stop";
     }
 
     std::string piece(int32_t id) const { return s_.tok_->decode({id}); }
@@ -446,7 +446,6 @@ class Server {
     ParsedRequest p_;
     std::shared_ptr<Job> job_;
     bool chat_;
-    TextStream text_;
     ReasoningSplitter split_;
     std::string id_;
     std::string content_, reasoning_, pending_content_, pending_reasoning_;
@@ -462,11 +461,10 @@ class Server {
   std::atomic<bool> ready_{false};
   std::string load_error_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<Tokenizer> tok_;
-  std::unique_ptr<ChatTemplate> template_;
-  std::string template_source_, template_error_;
-  std::vector<int32_t> eos_;
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<PromptBuilder> prompts_;
+  const Tokenizer* tok_ = nullptr;  // prompts_'s; null when the model has none
+  std::unique_ptr<Scheduler> scheduler_;
+  std::thread step_thread_;
 };
 
 }  // namespace

@@ -1,16 +1,23 @@
 #pragma once
-// `strata serve`: an OpenAI-compatible HTTP server over the engine.
+// `strata serve`: an OpenAI-compatible HTTP server over the scheduler
+// (runtime/scheduler.h), which one step thread runs.
 //   GET  /v1/models, /health (503 while loading), /metrics (Prometheus text)
 //   POST /v1/completions, /v1/chat/completions (streamed as SSE or not)
 // Errors use OpenAI's JSON shape {"error": {"message", "type", "param", "code"}}
 // with 400/401/404/413/429/500/503.
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 namespace strata {
 
+class Model;
+
 struct ServeOptions {
-  std::string model;
+  std::string model;             // its path: the tokenizer and chat template are read from it
+  // Loads the model (on a thread of its own: /health says 503 meanwhile).
+  std::function<std::unique_ptr<Model>()> load_model;
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;           // "" = no authentication
@@ -19,16 +26,14 @@ struct ServeOptions {
   size_t max_body_bytes = 8u << 20;
   int max_tokens_limit = 32768;  // largest max_tokens accepted
   std::string served_name;       // the "model" id reported; default: the path's last part
-  double ram_gib = 0;
-  int64_t ctx = 8192;
-  int threads = 0;
   // Called once the socket listens (tests use it to learn the port).
   void (*on_listen)(int port, void* arg) = nullptr;
   void* on_listen_arg = nullptr;
 };
 
-// Blocks until the server is stopped (SIGINT/SIGTERM). Throws strata::Error
-// when it cannot listen.
+// Blocks until the server is stopped (SIGINT/SIGTERM), then saves the
+// model's expert heat as `generate` does. Throws strata::Error when it
+// cannot listen.
 int serve(const ServeOptions& options);
 
 }  // namespace strata

