@@ -2,8 +2,9 @@
 
 #include "formats/gguf.h"
 #include "formats/hf_checkpoint.h"
+#include "model/arch.h"
 #include "model/gguf_model.h"
-#include "model/model.h"
+#include "model/tensor_names.h"
 #include "model/weights.h"
 #include "util/error.h"
 
@@ -50,12 +51,14 @@ Checkpoint open_checkpoint(const fs::path& path) {
 }
 
 ExpertBindFn expert_binder(const Checkpoint& ck, WeightBinder& binder) {
-  return ck.config.arch == Arch::GptOss ? gpt_oss_experts(*ck.source, ck.config) : per_expert_tensors(binder, ck.config);
+  return arch_spec(ck.config.arch).bind_experts(*ck.source, binder, ck.config);
 }
 
 bool is_routed_expert_tensor(const std::string& name) {
-  return name.find(".mlp.experts.") != std::string::npos ||  // HF (and GGUF through its HF view)
-         name.find("_exps.") != std::string::npos;           // raw GGUF: blk.N.ffn_{gate,up,down}_exps.*
+  // HF names (and GGUF through its HF view), or raw GGUF names (stacked ffn_*_exps).
+  for (Naming naming : {Naming::Hf, Naming::Gguf})
+    if (auto id = parse_tensor_name(name, naming); id && tensor_name(id->kind).role == TensorRole::Expert) return true;
+  return false;
 }
 
 }  // namespace strata

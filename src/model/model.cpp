@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "model/arch.h"
 #include "model/checkpoint.h"
 #include "pack/manifest.h"
 #include "kernels/ops.h"
@@ -164,7 +165,7 @@ void Model::bind_weights(const LoadOptions& options) {
   streaming_ = kind_ == Checkpoint::Kind::Pack || options.stream || options.ram_bytes > 0 || options.cache_slots > 0;
   ExpertBindFn bind;
   if (kind_ != Checkpoint::Kind::Pack)
-    bind = c.arch == Arch::GptOss ? gpt_oss_experts(*source_, c) : per_expert_tensors(binder_, c);
+    bind = arch_spec(c.arch).bind_experts(*source_, binder_, c);
   if (streaming_) {
     experts_ = make_streaming(bind, options);
     // Auto is on: guesses are background reads that only use an idle drive
@@ -175,13 +176,7 @@ void Model::bind_weights(const LoadOptions& options) {
     experts_ = std::make_unique<InMemoryExpertProvider>(c, bind);
   }
   layers_.reserve(c.num_layers);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    switch (c.arch) {
-      case Arch::DeepseekV3: layers_.push_back(bind_deepseek_v3_layer(binder_, c, l, *experts_)); break;
-      case Arch::Qwen3Moe: layers_.push_back(bind_qwen3_moe_layer(binder_, c, l, *experts_)); break;
-      case Arch::GptOss: layers_.push_back(bind_gpt_oss_layer(binder_, c, l, *experts_)); break;
-    }
-  }
+  for (int64_t l = 0; l < c.num_layers; ++l) layers_.push_back(arch_spec(c.arch).bind_layer(binder_, c, l, *experts_));
 }
 
 void Model::prefetch_for(size_t next, const float* h, size_t n) {

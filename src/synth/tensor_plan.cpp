@@ -17,6 +17,8 @@
 #include <cmath>
 #include <map>
 
+#include "model/checkpoint.h"
+#include "model/tensor_names.h"
 #include "synth/shape.h"
 #include "synth/synth.h"
 #include "util/error.h"
@@ -24,6 +26,8 @@
 namespace strata::synth {
 
 namespace {
+
+using enum TensorKind;
 
 uint64_t tensor_bytes(DType t, const std::vector<int64_t>& shape) {
   uint64_t rows = 1;
@@ -42,19 +46,11 @@ class Builder {
 
   std::vector<TensorSpec> build() {
     const int64_t H = c_.hidden_size, V = c_.vocab_size;
-    if (gguf()) {
-      matrix("token_embd.weight", V, H, Role::Trunk, 1.0f);
-    } else {
-      matrix("model.embed_tokens.weight", V, H, Role::Embedding, 1.0f);
-    }
+    matrix(name(TokenEmbd, -1), V, H, gguf() ? Role::Trunk : Role::Embedding, 1.0f);
     for (int64_t l = 0; l < c_.num_layers; ++l) layer(l);
-    if (gguf()) {
-      norm("output_norm.weight", H);
-      if (!c_.tie_word_embeddings) matrix("output.weight", V, H, Role::Trunk, 3.0f / std::sqrt(float(H)));
-    } else {
-      norm("model.norm.weight", H);
-      if (!c_.tie_word_embeddings) matrix("lm_head.weight", V, H, Role::Embedding, 3.0f / std::sqrt(float(H)));
-    }
+    norm(name(OutputNorm, -1), H);
+    if (!c_.tie_word_embeddings)
+      matrix(name(Output, -1), V, H, gguf() ? Role::Trunk : Role::Embedding, 3.0f / std::sqrt(float(H)));
     if (notes_)
       for (const auto& [what, n] : fallbacks_)
         notes_->push_back(std::to_string(n.first) + " tensor(s) stored as " + what + " (rows not whole blocks; e.g. " +
@@ -66,6 +62,10 @@ class Builder {
   enum class Role { Trunk, Expert, Embedding, Router };
 
   bool gguf() const { return f_ == Format::Gguf; }
+  // A tensor's name in this format, from the one table (model/tensor_names.h).
+  std::string name(TensorKind k, int64_t l, std::string_view suffix = "weight", int64_t e = -1) const {
+    return tn(gguf() ? Naming::Gguf : Naming::Hf, k, suffix, l, e);
+  }
   float fan(int64_t in) const { return 1.0f / std::sqrt(static_cast<float>(in)); }
 
   void emit(std::string name, DType t, std::vector<int64_t> shape, Fill fill, float scale) {
@@ -127,184 +127,137 @@ class Builder {
 
   void layer(int64_t l) {
     const int64_t H = c_.hidden_size;
-    const std::string ls = std::to_string(l);
-    const std::string p = gguf() ? "blk." + ls + "." : "model.layers." + ls + ".";
-    if (gguf())
-      norm(p + "attn_norm.weight", H);
-    else
-      norm(p + "input_layernorm.weight", H);
+    norm(name(AttnNorm, l), H);
     switch (c_.arch) {
-      case Arch::DeepseekV3: mla(p); break;
+      case Arch::DeepseekV3: mla(l); break;
       case Arch::Qwen3Moe:
-      case Arch::GptOss: gqa(p); break;
+      case Arch::GptOss: gqa(l); break;
     }
-    if (gguf())
-      norm(p + (c_.arch == Arch::GptOss ? "post_attention_norm.weight" : "ffn_norm.weight"), H);
-    else
-      norm(p + "post_attention_layernorm.weight", H);
+    // gpt-oss's GGUF spells post_attention_layernorm post_attention_norm.
+    norm(name(gguf() && c_.arch == Arch::GptOss ? PostAttnNorm : FfnNorm, l), H);
     if (!c_.layer_is_moe(l)) {
-      dense(p, c_.intermediate_size);
+      dense(l, c_.intermediate_size);
       return;
     }
     switch (c_.arch) {
       case Arch::DeepseekV3:
-      case Arch::Qwen3Moe: moe(p); break;
-      case Arch::GptOss: gpt_oss_moe(p); break;
+      case Arch::Qwen3Moe: moe(l); break;
+      case Arch::GptOss: gpt_oss_moe(l); break;
     }
   }
 
-  void mla(const std::string& p) {
+  void mla(int64_t l) {
     const int64_t H = c_.hidden_size, nH = c_.num_heads, qk = c_.qk_head_dim(), lora = c_.kv_lora_rank;
     const int64_t rope = c_.qk_rope_head_dim, nope = c_.qk_nope_head_dim, v = c_.v_head_dim;
     const bool b = c_.attention_bias;
-    if (gguf()) {
-      if (c_.q_lora_rank) {
-        const int64_t ql = *c_.q_lora_rank;
-        matrix(p + "attn_q_a.weight", ql, H, Role::Trunk, fan(H));
-        if (b) bias(p + "attn_q_a.bias", {ql});
-        norm(p + "attn_q_a_norm.weight", ql);
-        matrix(p + "attn_q_b.weight", nH * qk, ql, Role::Trunk, fan(ql));
-      } else {
-        matrix(p + "attn_q.weight", nH * qk, H, Role::Trunk, fan(H));
-      }
-      matrix(p + "attn_kv_a_mqa.weight", lora + rope, H, Role::Trunk, fan(H));
-      if (b) bias(p + "attn_kv_a_mqa.bias", {lora + rope});
-      norm(p + "attn_kv_a_norm.weight", lora);
-      if (legacy_mla_) {
-        matrix(p + "attn_kv_b.weight", nH * (nope + v), lora, Role::Trunk, fan(lora));
-      } else {
-        // kv_b split per head: k_b transposed ({H, lora, nope}), v_b as is ({H, v, lora}).
-        emit(p + "attn_k_b.weight", pick(q_.trunk, nope, p + "attn_k_b.weight"), {nH, lora, nope}, Fill::Gaussian,
-             fan(lora));
-        emit(p + "attn_v_b.weight", pick(q_.trunk, lora, p + "attn_v_b.weight"), {nH, v, lora}, Fill::Gaussian,
-             fan(lora));
-      }
-      matrix(p + "attn_output.weight", H, nH * v, Role::Trunk, fan(nH * v));
-      if (b) bias(p + "attn_output.bias", {H});
-      return;
-    }
-    const std::string a = p + "self_attn.";
     if (c_.q_lora_rank) {
       const int64_t ql = *c_.q_lora_rank;
-      matrix(a + "q_a_proj.weight", ql, H, Role::Trunk, fan(H));
-      if (b) bias(a + "q_a_proj.bias", {ql});
-      norm(a + "q_a_layernorm.weight", ql);
-      matrix(a + "q_b_proj.weight", nH * qk, ql, Role::Trunk, fan(ql));
+      matrix(name(AttnQA, l), ql, H, Role::Trunk, fan(H));
+      if (b) bias(name(AttnQA, l, "bias"), {ql});
+      norm(name(AttnQANorm, l), ql);
+      matrix(name(AttnQB, l), nH * qk, ql, Role::Trunk, fan(ql));
     } else {
-      matrix(a + "q_proj.weight", nH * qk, H, Role::Trunk, fan(H));
+      matrix(name(AttnQ, l), nH * qk, H, Role::Trunk, fan(H));
     }
-    matrix(a + "kv_a_proj_with_mqa.weight", lora + rope, H, Role::Trunk, fan(H));
-    if (b) bias(a + "kv_a_proj_with_mqa.bias", {lora + rope});
-    norm(a + "kv_a_layernorm.weight", lora);
-    matrix(a + "kv_b_proj.weight", nH * (nope + v), lora, Role::Trunk, fan(lora));
-    matrix(a + "o_proj.weight", H, nH * v, Role::Trunk, fan(nH * v));
-    if (b) bias(a + "o_proj.bias", {H});
+    matrix(name(AttnKvAMqa, l), lora + rope, H, Role::Trunk, fan(H));
+    if (b) bias(name(AttnKvAMqa, l, "bias"), {lora + rope});
+    norm(name(AttnKvANorm, l), lora);
+    if (!gguf() || legacy_mla_) {
+      matrix(name(AttnKvB, l), nH * (nope + v), lora, Role::Trunk, fan(lora));
+    } else {
+      // kv_b split per head: k_b transposed ({H, lora, nope}), v_b as is ({H, v, lora}).
+      const std::string kb = name(AttnKB, l), vb = name(AttnVB, l);
+      emit(kb, pick(q_.trunk, nope, kb), {nH, lora, nope}, Fill::Gaussian, fan(lora));
+      emit(vb, pick(q_.trunk, lora, vb), {nH, v, lora}, Fill::Gaussian, fan(lora));
+    }
+    matrix(name(AttnOut, l), H, nH * v, Role::Trunk, fan(nH * v));
+    if (b) bias(name(AttnOut, l, "bias"), {H});
   }
 
-  void gqa(const std::string& p) {
+  void gqa(int64_t l) {
     const int64_t H = c_.hidden_size, nH = c_.num_heads, nKV = c_.num_kv_heads, d = c_.head_dim;
     const bool b = c_.attention_bias;
-    const bool qwen = c_.arch == Arch::Qwen3Moe;
-    const std::string a = gguf() ? p + "attn_" : p + "self_attn.";
-    auto proj = [&](const char* gguf_name, const char* hf_name, int64_t out, int64_t in, float scale) {
-      const std::string n = a + (gguf() ? gguf_name : hf_name);
-      matrix(n + ".weight", out, in, Role::Trunk, scale);
-      if (b) bias(n + ".bias", {out});
+    auto proj = [&](TensorKind k, int64_t out, int64_t in, float scale) {
+      matrix(name(k, l), out, in, Role::Trunk, scale);
+      if (b) bias(name(k, l, "bias"), {out});
     };
-    proj("q", "q_proj", nH * d, H, fan(H));
-    proj("k", "k_proj", nKV * d, H, fan(H));
-    proj("v", "v_proj", nKV * d, H, fan(H));
-    proj("output", "o_proj", H, nH * d, fan(nH * d));
-    if (qwen) {
-      norm(a + (gguf() ? "q_norm.weight" : "q_norm.weight"), d);
-      norm(a + (gguf() ? "k_norm.weight" : "k_norm.weight"), d);
+    proj(AttnQ, nH * d, H, fan(H));
+    proj(AttnK, nKV * d, H, fan(H));
+    proj(AttnV, nKV * d, H, fan(H));
+    proj(AttnOut, H, nH * d, fan(nH * d));
+    if (c_.arch == Arch::Qwen3Moe) {
+      norm(name(AttnQNorm, l), d);
+      norm(name(AttnKNorm, l), d);
     }
-    if (c_.attention_sinks) {
-      // A sink is one more logit in each head's softmax; O(1) values.
-      emit(gguf() ? a + "sinks.weight" : a + "sinks", vector_type(), {nH}, Fill::Gaussian, 0.5f);
-    }
+    // A sink is one more logit in each head's softmax; O(1) values.
+    if (c_.attention_sinks) emit(name(AttnSinks, l), vector_type(), {nH}, Fill::Gaussian, 0.5f);
   }
 
-  void dense(const std::string& p, int64_t I) {
+  void dense(int64_t l, int64_t I) {
     const int64_t H = c_.hidden_size;
-    if (gguf()) {
-      matrix(p + "ffn_gate.weight", I, H, Role::Trunk, fan(H));
-      matrix(p + "ffn_up.weight", I, H, Role::Trunk, fan(H));
-      matrix(p + "ffn_down.weight", H, I, Role::Trunk, fan(I));
-    } else {
-      matrix(p + "mlp.gate_proj.weight", I, H, Role::Trunk, fan(H));
-      matrix(p + "mlp.up_proj.weight", I, H, Role::Trunk, fan(H));
-      matrix(p + "mlp.down_proj.weight", H, I, Role::Trunk, fan(I));
-    }
+    matrix(name(FfnGate, l), I, H, Role::Trunk, fan(H));
+    matrix(name(FfnUp, l), I, H, Role::Trunk, fan(H));
+    matrix(name(FfnDown, l), H, I, Role::Trunk, fan(I));
+  }
+
+  void shared_experts(int64_t l) {
+    const int64_t H = c_.hidden_size, S = c_.moe_intermediate_size * c_.n_shared_experts;
+    matrix(name(FfnGateShexp, l), S, H, Role::Trunk, fan(H));
+    matrix(name(FfnUpShexp, l), S, H, Role::Trunk, fan(H));
+    matrix(name(FfnDownShexp, l), H, S, Role::Trunk, fan(S));
   }
 
   // DeepSeek-V3 and Qwen3-MoE routed experts (+ DeepSeek's shared experts).
-  void moe(const std::string& p) {
+  void moe(int64_t l) {
     const int64_t H = c_.hidden_size, E = c_.n_routed_experts, I = c_.moe_intermediate_size;
     const bool ds = c_.arch == Arch::DeepseekV3;
+    matrix(name(FfnGateInp, l), E, H, Role::Router, fan(H));
+    if (ds) emit(name(ExpProbsB, l, "bias"), DType::F32, {E}, Fill::Gaussian, 0.01f);
     if (gguf()) {
-      matrix(p + "ffn_gate_inp.weight", E, H, Role::Router, fan(H));
-      if (ds) emit(p + "exp_probs_b.bias", DType::F32, {E}, Fill::Gaussian, 0.01f);
-      stacked(p + "ffn_gate_exps.weight", E, I, H, fan(H));
-      stacked(p + "ffn_up_exps.weight", E, I, H, fan(H));
-      stacked(p + "ffn_down_exps.weight", E, H, I, fan(I));
-      if (ds && c_.n_shared_experts > 0) {
-        const int64_t S = I * c_.n_shared_experts;
-        matrix(p + "ffn_gate_shexp.weight", S, H, Role::Trunk, fan(H));
-        matrix(p + "ffn_up_shexp.weight", S, H, Role::Trunk, fan(H));
-        matrix(p + "ffn_down_shexp.weight", H, S, Role::Trunk, fan(S));
+      stacked(name(FfnGateExps, l), E, I, H, fan(H));
+      stacked(name(FfnUpExps, l), E, I, H, fan(H));
+      stacked(name(FfnDownExps, l), E, H, I, fan(I));
+    } else {
+      for (int64_t e = 0; e < E; ++e) {
+        matrix(name(FfnGateExps, l, "weight", e), I, H, Role::Expert, fan(H));
+        matrix(name(FfnUpExps, l, "weight", e), I, H, Role::Expert, fan(H));
+        matrix(name(FfnDownExps, l, "weight", e), H, I, Role::Expert, fan(I));
       }
-      return;
     }
-    matrix(p + "mlp.gate.weight", E, H, Role::Router, fan(H));
-    if (ds) emit(p + "mlp.gate.e_score_correction_bias", DType::F32, {E}, Fill::Gaussian, 0.01f);
-    for (int64_t e = 0; e < E; ++e) {
-      const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
-      matrix(x + "gate_proj.weight", I, H, Role::Expert, fan(H));
-      matrix(x + "up_proj.weight", I, H, Role::Expert, fan(H));
-      matrix(x + "down_proj.weight", H, I, Role::Expert, fan(I));
-    }
-    if (ds && c_.n_shared_experts > 0) {
-      const int64_t S = I * c_.n_shared_experts;
-      matrix(p + "mlp.shared_experts.gate_proj.weight", S, H, Role::Trunk, fan(H));
-      matrix(p + "mlp.shared_experts.up_proj.weight", S, H, Role::Trunk, fan(H));
-      matrix(p + "mlp.shared_experts.down_proj.weight", H, S, Role::Trunk, fan(S));
-    }
+    if (ds && c_.n_shared_experts > 0) shared_experts(l);
   }
 
-  void gpt_oss_moe(const std::string& p) {
+  void gpt_oss_moe(int64_t l) {
     const int64_t H = c_.hidden_size, E = c_.n_routed_experts, I = c_.moe_intermediate_size;
+    matrix(name(FfnRouter, l), E, H, Role::Router, fan(H));
+    bias(name(FfnRouter, l, "bias"), {E});
     if (gguf()) {
-      matrix(p + "ffn_gate_inp.weight", E, H, Role::Router, fan(H));
-      bias(p + "ffn_gate_inp.bias", {E});
-      stacked(p + "ffn_gate_exps.weight", E, I, H, fan(H));
-      bias(p + "ffn_gate_exps.bias", {E, I});
-      stacked(p + "ffn_up_exps.weight", E, I, H, fan(H));
-      bias(p + "ffn_up_exps.bias", {E, I});
-      stacked(p + "ffn_down_exps.weight", E, H, I, fan(I));
-      bias(p + "ffn_down_exps.bias", {E, H});
+      stacked(name(FfnGateExps, l), E, I, H, fan(H));
+      bias(name(FfnGateExps, l, "bias"), {E, I});
+      stacked(name(FfnUpExps, l), E, I, H, fan(H));
+      bias(name(FfnUpExps, l, "bias"), {E, I});
+      stacked(name(FfnDownExps, l), E, H, I, fan(I));
+      bias(name(FfnDownExps, l, "bias"), {E, H});
       return;
     }
-    matrix(p + "mlp.router.weight", E, H, Role::Router, fan(H));
-    bias(p + "mlp.router.bias", {E});
-    const std::string x = p + "mlp.experts.";
+    const std::string gate_up = name(FfnGateUpExpsFused, l, ""), down = name(FfnDownExpsFused, l, "");
     if (q_.experts == DType::U8) {
       // OpenAI's MXFP4: [E, out, in/32, 16] codes and [E, out, in/32] E8M0 scales.
       if (H % 32 != 0 || I % 32 != 0)
         throw Error("gpt-oss MXFP4 experts need hidden_size and intermediate_size divisible by 32");
-      emit(x + "gate_up_proj_blocks", DType::U8, {E, 2 * I, H / 32, 16}, Fill::Mxfp4Blocks, fan(H));
-      emit(x + "gate_up_proj_scales", DType::U8, {E, 2 * I, H / 32}, Fill::Mxfp4Scales, fan(H));
-      bias(x + "gate_up_proj_bias", {E, 2 * I});
-      emit(x + "down_proj_blocks", DType::U8, {E, H, I / 32, 16}, Fill::Mxfp4Blocks, fan(I));
-      emit(x + "down_proj_scales", DType::U8, {E, H, I / 32}, Fill::Mxfp4Scales, fan(I));
-      bias(x + "down_proj_bias", {E, H});
+      emit(gate_up + "_blocks", DType::U8, {E, 2 * I, H / 32, 16}, Fill::Mxfp4Blocks, fan(H));
+      emit(gate_up + "_scales", DType::U8, {E, 2 * I, H / 32}, Fill::Mxfp4Scales, fan(H));
+      bias(gate_up + "_bias", {E, 2 * I});
+      emit(down + "_blocks", DType::U8, {E, H, I / 32, 16}, Fill::Mxfp4Blocks, fan(I));
+      emit(down + "_scales", DType::U8, {E, H, I / 32}, Fill::Mxfp4Scales, fan(I));
+      bias(down + "_bias", {E, H});
       return;
     }
     // transformers' save_pretrained layout: [E, in, out], gate/up columns interleaved.
-    emit(x + "gate_up_proj", q_.experts, {E, H, 2 * I}, Fill::Gaussian, fan(H));
-    bias(x + "gate_up_proj_bias", {E, 2 * I});
-    emit(x + "down_proj", q_.experts, {E, I, H}, Fill::Gaussian, fan(I));
-    bias(x + "down_proj_bias", {E, H});
+    emit(gate_up, q_.experts, {E, H, 2 * I}, Fill::Gaussian, fan(H));
+    bias(gate_up + "_bias", {E, 2 * I});
+    emit(down, q_.experts, {E, I, H}, Fill::Gaussian, fan(I));
+    bias(down + "_bias", {E, H});
   }
 
   const ModelConfig& c_;
@@ -329,7 +282,7 @@ void count_params(const ModelConfig& c, uint64_t* total, uint64_t* active) {
   for_each_tensor_once(c, Format::Safetensors, q, false, [&](const TensorSpec& t, uint64_t copies) {
     const uint64_t n = t.nbytes / 2 * copies;
     all += n;
-    if (t.name.find(".mlp.experts.") != std::string::npos && t.name.find("bias") == std::string::npos) experts += n;
+    if (is_routed_expert_tensor(t.name) && t.name.find("bias") == std::string::npos) experts += n;
   });
   *total = all;
   const double share = static_cast<double>(c.num_experts_per_tok) / static_cast<double>(c.n_routed_experts);
