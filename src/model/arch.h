@@ -70,6 +70,9 @@ struct ArchSpec {
   double (*attention_scale)(const ModelConfig& c) = nullptr;
   CacheWidths (*cache_widths)(const ModelConfig& c) = nullptr;
 
+  // Its routed experts carry biases (gpt-oss): what synth writes.
+  bool expert_biases = false;
+
   // The tensor kinds its GGUF files may hold (the GGUF → HF view maps these
   // and lists any other tensor as unmapped).
   std::span<const TensorKind> gguf_tensors;

@@ -241,6 +241,7 @@ const ArchSpec& gpt_oss_arch() {
       .layer_is_moe = layer_is_moe,
       .attention_scale = gqa_attention_scale,
       .cache_widths = gqa_cache_widths,
+      .expert_biases = true,
       .gguf_tensors = kGgufTensors,
       .declare_layer = declare_layer,
       .bind_layer = bind_layer,

@@ -3,9 +3,12 @@
 // and FP8 weight_scale_inv; Qwen3-MoE; gpt-oss fused [E, in, out] experts or
 // MXFP4 _blocks/_scales) and GGUF as llama.cpp's convert_hf_to_gguf.py writes
 // deepseek2 / qwen3moe / gpt-oss (stacked ffn_*_exps, attn_k_b/attn_v_b,
-// exp_probs_b, sinks; norms, biases and routers F32). The names are checked
-// against llama.cpp's src/models/{deepseek2,qwen3moe,openai-moe}.cpp
-// load_arch_tensors and strata's model/*.cpp bindings (tests/synth_test.cpp).
+// exp_probs_b, sinks; norms, biases and routers F32). Which tensors a layer
+// has is its architecture's declaration (ArchSpec::declare_layer) and every
+// name comes from the one table (model/tensor_names.h); this file gives each
+// kind its shape, type and scale. The names are checked against llama.cpp's
+// src/models/{deepseek2,qwen3moe,openai-moe}.cpp load_arch_tensors
+// (tests/synth_test.cpp) and the declarations (tests/tensor_names_test.cpp).
 //
 // Scales keep a random model numerically tame through many layers: weights
 // ~ N(0, 1/fan_in), so every sublayer (attention, dense MLP, each expert)
@@ -17,6 +20,7 @@
 #include <cmath>
 #include <map>
 
+#include "model/arch.h"
 #include "model/checkpoint.h"
 #include "model/tensor_names.h"
 #include "synth/shape.h"
@@ -125,139 +129,133 @@ class Builder {
     emit(name, pick(q_.experts, in, name), {E, out, in}, Fill::Gaussian, scale);
   }
 
+  // A layer's tensors are the ones its architecture declares
+  // (ArchSpec::declare_layer), in that order; here they get shapes, types and
+  // scales. HF checkpoints hold routed experts one tensor each, expert by
+  // expert (gate, up, down of expert 0, then of expert 1, ...).
   void layer(int64_t l) {
-    const int64_t H = c_.hidden_size;
-    norm(name(AttnNorm, l), H);
-    switch (c_.arch) {
-      case Arch::DeepseekV3: mla(l); break;
-      case Arch::Qwen3Moe:
-      case Arch::GptOss: gqa(l); break;
-    }
-    // gpt-oss's GGUF spells post_attention_layernorm post_attention_norm.
-    norm(name(gguf() && c_.arch == Arch::GptOss ? PostAttnNorm : FfnNorm, l), H);
-    if (!c_.layer_is_moe(l)) {
-      dense(l, c_.intermediate_size);
-      return;
-    }
-    switch (c_.arch) {
-      case Arch::DeepseekV3:
-      case Arch::Qwen3Moe: moe(l); break;
-      case Arch::GptOss: gpt_oss_moe(l); break;
-    }
-  }
-
-  void mla(int64_t l) {
-    const int64_t H = c_.hidden_size, nH = c_.num_heads, qk = c_.qk_head_dim(), lora = c_.kv_lora_rank;
-    const int64_t rope = c_.qk_rope_head_dim, nope = c_.qk_nope_head_dim, v = c_.v_head_dim;
-    const bool b = c_.attention_bias;
-    if (c_.q_lora_rank) {
-      const int64_t ql = *c_.q_lora_rank;
-      matrix(name(AttnQA, l), ql, H, Role::Trunk, fan(H));
-      if (b) bias(name(AttnQA, l, "bias"), {ql});
-      norm(name(AttnQANorm, l), ql);
-      matrix(name(AttnQB, l), nH * qk, ql, Role::Trunk, fan(ql));
-    } else {
-      matrix(name(AttnQ, l), nH * qk, H, Role::Trunk, fan(H));
-    }
-    matrix(name(AttnKvAMqa, l), lora + rope, H, Role::Trunk, fan(H));
-    if (b) bias(name(AttnKvAMqa, l, "bias"), {lora + rope});
-    norm(name(AttnKvANorm, l), lora);
-    if (!gguf() || legacy_mla_) {
-      matrix(name(AttnKvB, l), nH * (nope + v), lora, Role::Trunk, fan(lora));
-    } else {
-      // kv_b split per head: k_b transposed ({H, lora, nope}), v_b as is ({H, v, lora}).
-      const std::string kb = name(AttnKB, l), vb = name(AttnVB, l);
-      emit(kb, pick(q_.trunk, nope, kb), {nH, lora, nope}, Fill::Gaussian, fan(lora));
-      emit(vb, pick(q_.trunk, lora, vb), {nH, v, lora}, Fill::Gaussian, fan(lora));
-    }
-    matrix(name(AttnOut, l), H, nH * v, Role::Trunk, fan(nH * v));
-    if (b) bias(name(AttnOut, l, "bias"), {H});
-  }
-
-  void gqa(int64_t l) {
-    const int64_t H = c_.hidden_size, nH = c_.num_heads, nKV = c_.num_kv_heads, d = c_.head_dim;
-    const bool b = c_.attention_bias;
-    auto proj = [&](TensorKind k, int64_t out, int64_t in, float scale) {
-      matrix(name(k, l), out, in, Role::Trunk, scale);
-      if (b) bias(name(k, l, "bias"), {out});
-    };
-    proj(AttnQ, nH * d, H, fan(H));
-    proj(AttnK, nKV * d, H, fan(H));
-    proj(AttnV, nKV * d, H, fan(H));
-    proj(AttnOut, H, nH * d, fan(nH * d));
-    if (c_.arch == Arch::Qwen3Moe) {
-      norm(name(AttnQNorm, l), d);
-      norm(name(AttnKNorm, l), d);
-    }
-    // A sink is one more logit in each head's softmax; O(1) values.
-    if (c_.attention_sinks) emit(name(AttnSinks, l), vector_type(), {nH}, Fill::Gaussian, 0.5f);
-  }
-
-  void dense(int64_t l, int64_t I) {
-    const int64_t H = c_.hidden_size;
-    matrix(name(FfnGate, l), I, H, Role::Trunk, fan(H));
-    matrix(name(FfnUp, l), I, H, Role::Trunk, fan(H));
-    matrix(name(FfnDown, l), H, I, Role::Trunk, fan(I));
-  }
-
-  void shared_experts(int64_t l) {
-    const int64_t H = c_.hidden_size, S = c_.moe_intermediate_size * c_.n_shared_experts;
-    matrix(name(FfnGateShexp, l), S, H, Role::Trunk, fan(H));
-    matrix(name(FfnUpShexp, l), S, H, Role::Trunk, fan(H));
-    matrix(name(FfnDownShexp, l), H, S, Role::Trunk, fan(S));
-  }
-
-  // DeepSeek-V3 and Qwen3-MoE routed experts (+ DeepSeek's shared experts).
-  void moe(int64_t l) {
-    const int64_t H = c_.hidden_size, E = c_.n_routed_experts, I = c_.moe_intermediate_size;
-    const bool ds = c_.arch == Arch::DeepseekV3;
-    matrix(name(FfnGateInp, l), E, H, Role::Router, fan(H));
-    if (ds) emit(name(ExpProbsB, l, "bias"), DType::F32, {E}, Fill::Gaussian, 0.01f);
-    if (gguf()) {
-      stacked(name(FfnGateExps, l), E, I, H, fan(H));
-      stacked(name(FfnUpExps, l), E, I, H, fan(H));
-      stacked(name(FfnDownExps, l), E, H, I, fan(I));
-    } else {
-      for (int64_t e = 0; e < E; ++e) {
-        matrix(name(FfnGateExps, l, "weight", e), I, H, Role::Expert, fan(H));
-        matrix(name(FfnUpExps, l, "weight", e), I, H, Role::Expert, fan(H));
-        matrix(name(FfnDownExps, l, "weight", e), H, I, Role::Expert, fan(I));
+    std::vector<TensorKind> kinds;
+    arch_spec(c_.arch).declare_layer(c_, l, gguf() ? Naming::Gguf : Naming::Hf, kinds);
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      if (!gguf() && tensor_name(kinds[i]).layout == Layout::StackedExperts) {
+        size_t j = i;
+        while (j < kinds.size() && tensor_name(kinds[j]).layout == Layout::StackedExperts) ++j;
+        for (int64_t e = 0; e < c_.n_routed_experts; ++e)
+          for (size_t k = i; k < j; ++k) expert(kinds[k], l, e);
+        i = j - 1;
+        continue;
       }
+      tensor(kinds[i], l);
     }
-    if (ds && c_.n_shared_experts > 0) shared_experts(l);
   }
 
-  void gpt_oss_moe(int64_t l) {
-    const int64_t H = c_.hidden_size, E = c_.n_routed_experts, I = c_.moe_intermediate_size;
-    matrix(name(FfnRouter, l), E, H, Role::Router, fan(H));
-    bias(name(FfnRouter, l, "bias"), {E});
-    if (gguf()) {
-      stacked(name(FfnGateExps, l), E, I, H, fan(H));
-      bias(name(FfnGateExps, l, "bias"), {E, I});
-      stacked(name(FfnUpExps, l), E, I, H, fan(H));
-      bias(name(FfnUpExps, l, "bias"), {E, I});
-      stacked(name(FfnDownExps, l), E, H, I, fan(I));
-      bias(name(FfnDownExps, l, "bias"), {E, H});
-      return;
+  // A [out, in] projection, with its bias when `with_bias`.
+  void proj(TensorKind k, int64_t l, int64_t out, int64_t in, bool with_bias) {
+    matrix(name(k, l), out, in, Role::Trunk, fan(in));
+    if (with_bias) bias(name(k, l, "bias"), {out});
+  }
+
+  // {out, in} of one routed expert's gate, up or down projection.
+  std::pair<int64_t, int64_t> expert_shape(TensorKind k) const {
+    const int64_t H = c_.hidden_size, I = c_.moe_intermediate_size;
+    return k == FfnDownExps ? std::pair{H, I} : std::pair{I, H};
+  }
+
+  void expert(TensorKind k, int64_t l, int64_t e) {
+    const auto [out, in] = expert_shape(k);
+    matrix(name(k, l, "weight", e), out, in, Role::Expert, fan(in));
+  }
+
+  void tensor(TensorKind k, int64_t l) {
+    const int64_t H = c_.hidden_size, nH = c_.num_heads, nKV = c_.num_kv_heads, d = c_.head_dim;
+    const int64_t E = c_.n_routed_experts, I = c_.moe_intermediate_size;
+    const int64_t lora = c_.kv_lora_rank, rope = c_.qk_rope_head_dim, nope = c_.qk_nope_head_dim, v = c_.v_head_dim;
+    const int64_t ql = c_.q_lora_rank.value_or(0), S = I * c_.n_shared_experts;
+    const bool b = c_.attention_bias;
+    const bool mla = lora > 0;  // latent attention: q and o are sized by the MLA head widths
+    switch (k) {
+      case AttnNorm:
+      case FfnNorm:
+      case PostAttnNorm: norm(name(k, l), H); break;
+      // Multi-head latent attention.
+      case AttnQA: proj(k, l, ql, H, b); break;
+      case AttnQANorm: norm(name(k, l), ql); break;
+      case AttnQB: proj(k, l, nH * c_.qk_head_dim(), ql, false); break;
+      case AttnKvAMqa: proj(k, l, lora + rope, H, b); break;
+      case AttnKvANorm: norm(name(k, l), lora); break;
+      case AttnKvB: proj(k, l, nH * (nope + v), lora, false); break;
+      case AttnKB:
+        // Older converters kept kv_b whole (legacy_mla).
+        if (legacy_mla_) {
+          proj(AttnKvB, l, nH * (nope + v), lora, false);
+        } else {
+          // kv_b split per head: k_b transposed ({H, lora, nope}).
+          const std::string kb = name(k, l);
+          emit(kb, pick(q_.trunk, nope, kb), {nH, lora, nope}, Fill::Gaussian, fan(lora));
+        }
+        break;
+      case AttnVB:
+        if (!legacy_mla_) {
+          const std::string vb = name(k, l);  // v_b as is ({H, v, lora})
+          emit(vb, pick(q_.trunk, lora, vb), {nH, v, lora}, Fill::Gaussian, fan(lora));
+        }
+        break;
+      // Query and output: MLA's or grouped-query attention's.
+      case AttnQ: mla ? proj(k, l, nH * c_.qk_head_dim(), H, false) : proj(k, l, nH * d, H, b); break;
+      case AttnOut: mla ? proj(k, l, H, nH * v, b) : proj(k, l, H, nH * d, b); break;
+      case AttnK:
+      case AttnV: proj(k, l, nKV * d, H, b); break;
+      case AttnQNorm:
+      case AttnKNorm: norm(name(k, l), d); break;
+      // A sink is one more logit in each head's softmax; O(1) values.
+      case AttnSinks: emit(name(k, l), vector_type(), {nH}, Fill::Gaussian, 0.5f); break;
+      // Dense MLP and shared experts.
+      case FfnGate:
+      case FfnUp: matrix(name(k, l), c_.intermediate_size, H, Role::Trunk, fan(H)); break;
+      case FfnDown: matrix(name(k, l), H, c_.intermediate_size, Role::Trunk, fan(c_.intermediate_size)); break;
+      case FfnGateShexp:
+      case FfnUpShexp: matrix(name(k, l), S, H, Role::Trunk, fan(H)); break;
+      case FfnDownShexp: matrix(name(k, l), H, S, Role::Trunk, fan(S)); break;
+      // Routers.
+      case FfnGateInp: matrix(name(k, l), E, H, Role::Router, fan(H)); break;
+      case FfnRouter:  // gpt-oss's router is a linear with bias
+        matrix(name(k, l), E, H, Role::Router, fan(H));
+        bias(name(k, l, "bias"), {E});
+        break;
+      case ExpProbsB: emit(name(k, l, "bias"), DType::F32, {E}, Fill::Gaussian, 0.01f); break;
+      // Routed experts: GGUF stacked {E, out, in} (+ {E, out} biases).
+      case FfnGateExps:
+      case FfnUpExps:
+      case FfnDownExps: {
+        const auto [out, in] = expert_shape(k);
+        stacked(name(k, l), E, out, in, fan(in));
+        if (arch_spec(c_.arch).expert_biases) bias(name(k, l, "bias"), {E, out});
+        break;
+      }
+      // gpt-oss HF experts: one tensor per layer for all experts.
+      case FfnGateUpExpsFused:
+      case FfnDownExpsFused: fused_experts(k, l); break;
+      default: throw Error("internal: synth has no layout for tensor " + name(k, l));
     }
-    const std::string gate_up = name(FfnGateUpExpsFused, l, ""), down = name(FfnDownExpsFused, l, "");
+  }
+
+  void fused_experts(TensorKind k, int64_t l) {
+    const int64_t H = c_.hidden_size, E = c_.n_routed_experts, I = c_.moe_intermediate_size;
+    const bool gate_up = k == FfnGateUpExpsFused;
+    const int64_t out = gate_up ? 2 * I : H, in = gate_up ? H : I;
+    const std::string x = name(k, l, "");
     if (q_.experts == DType::U8) {
       // OpenAI's MXFP4: [E, out, in/32, 16] codes and [E, out, in/32] E8M0 scales.
       if (H % 32 != 0 || I % 32 != 0)
         throw Error("gpt-oss MXFP4 experts need hidden_size and intermediate_size divisible by 32");
-      emit(gate_up + "_blocks", DType::U8, {E, 2 * I, H / 32, 16}, Fill::Mxfp4Blocks, fan(H));
-      emit(gate_up + "_scales", DType::U8, {E, 2 * I, H / 32}, Fill::Mxfp4Scales, fan(H));
-      bias(gate_up + "_bias", {E, 2 * I});
-      emit(down + "_blocks", DType::U8, {E, H, I / 32, 16}, Fill::Mxfp4Blocks, fan(I));
-      emit(down + "_scales", DType::U8, {E, H, I / 32}, Fill::Mxfp4Scales, fan(I));
-      bias(down + "_bias", {E, H});
+      emit(x + "_blocks", DType::U8, {E, out, in / 32, 16}, Fill::Mxfp4Blocks, fan(in));
+      emit(x + "_scales", DType::U8, {E, out, in / 32}, Fill::Mxfp4Scales, fan(in));
+      bias(x + "_bias", {E, out});
       return;
     }
     // transformers' save_pretrained layout: [E, in, out], gate/up columns interleaved.
-    emit(gate_up, q_.experts, {E, H, 2 * I}, Fill::Gaussian, fan(H));
-    bias(gate_up + "_bias", {E, 2 * I});
-    emit(down, q_.experts, {E, I, H}, Fill::Gaussian, fan(I));
-    bias(down + "_bias", {E, H});
+    emit(x, q_.experts, {E, in, out}, Fill::Gaussian, fan(in));
+    bias(x + "_bias", {E, out});
   }
 
   const ModelConfig& c_;
