@@ -83,10 +83,10 @@ TEST(TensorNames, SpellingsAreLlamaCppsAndTransformers) {
 }
 
 TEST(TensorNames, ParsingIsTheInverseOfNaming) {
-  for (int k = 0; k <= static_cast<int>(TensorKind::FfnDownExpsFused); ++k) {
-    const TensorKind kind = static_cast<TensorKind>(k);
+  for (const TensorName& row : tensor_names()) {
+    const TensorKind kind = row.kind;
+    EXPECT_EQ(&tensor_name(kind), &row);
     for (Naming naming : {Naming::Hf, Naming::Gguf}) {
-      const TensorName& row = tensor_name(kind);
       if (!(naming == Naming::Hf ? row.hf : row.gguf)) continue;
       for (const char* suffix : {"weight", "bias", "weight_scale_inv"}) {
         const std::string name = tn(naming, kind, suffix, 12, 34);

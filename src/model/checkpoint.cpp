@@ -55,9 +55,17 @@ ExpertBindFn expert_binder(const Checkpoint& ck, WeightBinder& binder) {
 }
 
 bool is_routed_expert_tensor(const std::string& name) {
+  // Only the expert rows need trying: no longer base of another kind matches
+  // a name an expert base does (checkpoints hold ~10^5 expert tensors).
+  static const std::vector<TensorKind> experts = [] {
+    std::vector<TensorKind> k;
+    for (const TensorName& t : tensor_names())
+      if (t.role == TensorRole::Expert) k.push_back(t.kind);
+    return k;
+  }();
   // HF names (and GGUF through its HF view), or raw GGUF names (stacked ffn_*_exps).
   for (Naming naming : {Naming::Hf, Naming::Gguf})
-    if (auto id = parse_tensor_name(name, naming); id && tensor_name(id->kind).role == TensorRole::Expert) return true;
+    if (parse_tensor_name(name, naming, experts)) return true;
   return false;
 }
 

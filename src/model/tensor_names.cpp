@@ -86,6 +86,8 @@ bool is_suffix(std::string_view rest) {
 
 }  // namespace
 
+std::span<const TensorName> tensor_names() { return kNames; }
+
 const TensorName& tensor_name(TensorKind kind) {
   for (const TensorName& t : kNames)
     if (t.kind == kind) return t;

@@ -65,7 +65,8 @@ struct TensorName {
   TensorRole role;
 };
 
-// The row of `kind`.
+// The table, and the row of `kind`.
+std::span<const TensorName> tensor_names();
 const TensorName& tensor_name(TensorKind kind);
 
 // The name of tensor `kind` of layer `layer` (and routed expert `expert`):
