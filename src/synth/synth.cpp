@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "formats/gguf_writer.h"
+#include "model/arch.h"
 #include "synth/output.h"
 #include "synth/shape.h"
 #include "synth/vocab.h"
@@ -73,15 +74,6 @@ void assign_shards(Plan& p) {
 
 // --- GGUF ----------------------------------------------------------------------
 
-const char* gguf_arch(Arch a) {
-  switch (a) {
-    case Arch::DeepseekV3: return "deepseek2";
-    case Arch::Qwen3Moe: return "qwen3moe";
-    case Arch::GptOss: return "gpt-oss";
-  }
-  return "?";
-}
-
 // llama_ftype of the file, as llama.cpp's tools report it.
 uint32_t gguf_file_type(const Quant& q) {
   if (q.experts == DType::MXFP4 && q.trunk != DType::MXFP4) return 38;  // MOSTLY_MXFP4_MOE
@@ -102,7 +94,7 @@ uint32_t gguf_file_type(const Quant& q) {
 // llama.cpp's load_hparams and strata's config_from_gguf.
 GgufWriter gguf_writer(const Plan& p) {
   const ModelConfig& c = p.config;
-  const std::string A = gguf_arch(c.arch);
+  const std::string A = arch_spec(c.arch).gguf_arch;
   auto k = [&](const char* suffix) { return A + "." + suffix; };
   GgufWriter w;
   w.set_string("general.architecture", A);
