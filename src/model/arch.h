@@ -8,7 +8,8 @@
 // A spec says
 //  - how its config is read: from config.json (hf: the architecture's own
 //    fields and checks after the common ones) and from GGUF metadata (gguf:
-//    its own keys, written into a config.json object that from_json reads);
+//    its own keys, written into a config.json object that from_json reads),
+//    and, next to each reader, the writer synth uses;
 //  - which tensors it has (kinds of model/tensor_names.h): declare_layer for
 //    what a layer of a checkpoint holds, gguf_tensors for the GGUF → HF view;
 //  - how a layer is bound (bind_layer) and how a routed expert is bound
@@ -34,6 +35,7 @@
 namespace strata {
 
 class ConfigReader;
+class GgufWriter;
 class WeightBinder;
 struct GgufConfigInput;
 struct Layer;
@@ -54,6 +56,10 @@ struct ArchSpec {
     void (*read)(const ConfigReader& r, ModelConfig& c) = nullptr;
     // The architecture's own checks, after the common ones.
     void (*validate)(const ConfigReader& r, const ModelConfig& c) = nullptr;
+    // The inverse of read: its own config.json fields as its released
+    // checkpoints spell them (synth writes the common ones and the
+    // quantization_config), and its own rope_scaling entries.
+    void (*write)(const ModelConfig& c, nlohmann::json& config) = nullptr;
   } hf;
 
   struct Gguf {
@@ -62,6 +68,9 @@ struct ArchSpec {
     std::optional<bool> norm_topk_prob_default;  // when expert_weights_norm is absent
     // The architecture's own keys, written as config.json spells them.
     void (*read)(const GgufConfigInput& in, nlohmann::json& config) = nullptr;
+    // The inverse of read: its own metadata keys as llama.cpp's converter
+    // writes them (`legacy_mla`: an older converter's whole attn_kv_b).
+    void (*write)(const ModelConfig& c, bool legacy_mla, GgufWriter& w) = nullptr;
   } gguf;
 
   // Which layers route to experts (the others have a dense MLP).

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "formats/gguf_writer.h"
 #include "formats/safetensors.h"  // quote_name
 #include "model/arch.h"
 #include "model/config_reader.h"
@@ -59,6 +60,65 @@ void validate_hf(const ConfigReader& r, const ModelConfig& c) {
   require(c.topk_method == "noaux_tc" || c.topk_method == "greedy" || c.topk_method == "group_limited_greedy", r,
           "topk_method '" + c.topk_method + "' is not supported");
   if (c.first_k_dense_replace > 0) positive(c.intermediate_size, "intermediate_size");
+}
+
+void write_hf(const ModelConfig& c, json& j) {
+  j["architectures"] = {"DeepseekV3ForCausalLM"};
+  j["model_type"] = "deepseek_v3";
+  j["intermediate_size"] = c.intermediate_size;
+  j["moe_intermediate_size"] = c.moe_intermediate_size;
+  j["n_routed_experts"] = c.n_routed_experts;
+  j["n_shared_experts"] = c.n_shared_experts;
+  j["num_experts_per_tok"] = c.num_experts_per_tok;
+  j["routed_scaling_factor"] = c.routed_scaling_factor;
+  j["n_group"] = c.n_group;
+  j["topk_group"] = c.topk_group;
+  j["topk_method"] = c.topk_method;
+  j["scoring_func"] = c.scoring_func;
+  j["norm_topk_prob"] = c.norm_topk_prob;
+  j["first_k_dense_replace"] = c.first_k_dense_replace;
+  j["moe_layer_freq"] = c.moe_layer_freq;
+  j["q_lora_rank"] = c.q_lora_rank ? json(*c.q_lora_rank) : json(nullptr);
+  j["kv_lora_rank"] = c.kv_lora_rank;
+  j["qk_rope_head_dim"] = c.qk_rope_head_dim;
+  j["qk_nope_head_dim"] = c.qk_nope_head_dim;
+  j["v_head_dim"] = c.v_head_dim;
+  j["rope_interleave"] = c.rope_interleave;
+  j["num_nextn_predict_layers"] = 0;  // no MTP layer is written
+  j["ep_size"] = 1;
+  j["pretraining_tp"] = 1;
+  j["aux_loss_alpha"] = 0.001;
+  j["seq_aux"] = true;
+  if (j["rope_scaling"].is_object()) {
+    j["rope_scaling"]["mscale"] = c.rope.mscale;
+    j["rope_scaling"]["mscale_all_dim"] = c.rope.mscale_all_dim;
+  }
+}
+
+void write_gguf(const ModelConfig& c, bool legacy, GgufWriter& w) {
+  auto k = [](const char* suffix) { return std::string(deepseek_v3_arch().gguf_arch) + "." + suffix; };
+  w.set_u32(k("attention.head_count_kv"), legacy ? static_cast<uint32_t>(c.num_heads) : 1u);
+  w.set_u32(k("leading_dense_block_count"), static_cast<uint32_t>(c.first_k_dense_replace));
+  if (c.q_lora_rank) w.set_u32(k("attention.q_lora_rank"), static_cast<uint32_t>(*c.q_lora_rank));
+  w.set_u32(k("attention.kv_lora_rank"), static_cast<uint32_t>(c.kv_lora_rank));
+  if (legacy) {
+    w.set_u32(k("attention.key_length"), static_cast<uint32_t>(c.qk_head_dim()));
+    w.set_u32(k("attention.value_length"), static_cast<uint32_t>(c.v_head_dim));
+  } else {
+    w.set_u32(k("attention.key_length"), static_cast<uint32_t>(c.kv_lora_rank + c.qk_rope_head_dim));
+    w.set_u32(k("attention.value_length"), static_cast<uint32_t>(c.kv_lora_rank));
+    w.set_u32(k("attention.key_length_mla"), static_cast<uint32_t>(c.qk_head_dim()));
+    w.set_u32(k("attention.value_length_mla"), static_cast<uint32_t>(c.v_head_dim));
+  }
+  w.set_u32(k("rope.dimension_count"), static_cast<uint32_t>(c.qk_rope_head_dim));
+  w.set_u32(k("expert_shared_count"), static_cast<uint32_t>(c.n_shared_experts));
+  w.set_f32(k("expert_weights_scale"), static_cast<float>(c.routed_scaling_factor));
+  if (c.norm_topk_prob) w.set_bool(k("expert_weights_norm"), true);
+  w.set_u32(k("expert_gating_func"), 2);  // sigmoid
+  w.set_u32(k("expert_group_count"), static_cast<uint32_t>(c.n_group));
+  w.set_u32(k("expert_group_used_count"), static_cast<uint32_t>(c.topk_group));
+  if (c.rope.type == "yarn" && c.rope.mscale_all_dim != 0.0)
+    w.set_f32(k("rope.scaling.yarn_log_multiplier"), static_cast<float>(0.1 * c.rope.mscale_all_dim));
 }
 
 void read_gguf(const GgufConfigInput& in, json& j) {
@@ -163,10 +223,13 @@ const ArchSpec& deepseek_v3_arch() {
       .name = "deepseek_v3",
       .hf_model_types = kModelTypes,
       .gguf_arch = "deepseek2",
-      .hf = {.norm_topk_prob_default = true, .read = read_hf, .validate = validate_hf},
+      .hf = {.norm_topk_prob_default = true, .read = read_hf, .validate = validate_hf, .write = write_hf},
       // The converter writes expert_weights_norm only when true; gating
       // absent means llama.cpp's DeepSeek-V2 default, softmax.
-      .gguf = {.yarn_log_multiplier_is_scaled = true, .norm_topk_prob_default = false, .read = read_gguf},
+      .gguf = {.yarn_log_multiplier_is_scaled = true,
+               .norm_topk_prob_default = false,
+               .read = read_gguf,
+               .write = write_gguf},
       .layer_is_moe = layer_is_moe,
       .attention_scale = mla_attention_scale,
       .cache_widths = mla_cache_widths,

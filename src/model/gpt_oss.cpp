@@ -9,6 +9,7 @@
 #include <deque>
 #include <nlohmann/json.hpp>
 
+#include "formats/gguf_writer.h"
 #include "formats/safetensors.h"  // quote_name
 #include "model/arch.h"
 #include "model/config_reader.h"
@@ -153,6 +154,36 @@ void default_rope(const ConfigReader& r, json& config) {
                             {"original_max_position_embeddings", 4096}, {"truncate", false}};
 }
 
+void write_hf(const ModelConfig& c, json& j) {
+  j["architectures"] = {"GptOssForCausalLM"};
+  j["model_type"] = "gpt_oss";
+  j["intermediate_size"] = c.moe_intermediate_size;
+  j["num_local_experts"] = c.n_routed_experts;
+  j["num_experts_per_tok"] = c.num_experts_per_tok;
+  j["experts_per_token"] = c.num_experts_per_tok;
+  j["head_dim"] = c.head_dim;
+  j["sliding_window"] = c.sliding_window.value_or(128);
+  json types = json::array();
+  for (int64_t l = 0; l < c.num_layers; ++l) types.push_back(c.layer_window(l) ? "sliding_attention" : "full_attention");
+  j["layer_types"] = types;
+  j["swiglu_limit"] = c.swiglu_limit;
+  j["initial_context_length"] = c.rope.original_max_position_embeddings;
+  j["output_router_logits"] = false;
+  j["router_aux_loss_coef"] = 0.9;
+  if (j["rope_scaling"].is_object()) {
+    j["rope_scaling"].erase("type");  // the release writes rope_type only
+    j["rope_scaling"]["truncate"] = c.rope.truncate;
+  }
+}
+
+void write_gguf(const ModelConfig& c, bool, GgufWriter& w) {
+  auto k = [](const char* suffix) { return std::string(gpt_oss_arch().gguf_arch) + "." + suffix; };
+  w.set_u32(k("attention.head_count_kv"), static_cast<uint32_t>(c.num_kv_heads));
+  w.set_u32(k("attention.key_length"), static_cast<uint32_t>(c.head_dim));
+  w.set_u32(k("attention.value_length"), static_cast<uint32_t>(c.head_dim));
+  w.set_u32(k("attention.sliding_window"), static_cast<uint32_t>(c.sliding_window.value_or(128)));
+}
+
 void read_gguf(const GgufConfigInput& in, json& j) {
   const GgufKeys& m = in.m;
   const GgufFile& f = in.file();
@@ -234,10 +265,11 @@ const ArchSpec& gpt_oss_arch() {
              .mxfp4_experts = true,
              .default_rope = default_rope,
              .read = read_hf,
-             .validate = validate_hf},
+             .validate = validate_hf,
+             .write = write_hf},
       // Its config.json says "truncate": false (not recorded in GGUF); no
       // expert_weights_norm: softmax over the chosen logits.
-      .gguf = {.rope_truncate = false, .norm_topk_prob_default = std::nullopt, .read = read_gguf},
+      .gguf = {.rope_truncate = false, .norm_topk_prob_default = std::nullopt, .read = read_gguf, .write = write_gguf},
       .layer_is_moe = layer_is_moe,
       .attention_scale = gqa_attention_scale,
       .cache_widths = gqa_cache_widths,

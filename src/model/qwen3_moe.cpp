@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "formats/gguf_writer.h"
 #include "formats/safetensors.h"  // quote_name
 #include "model/arch.h"
 #include "model/config_reader.h"
@@ -43,6 +44,31 @@ void read_hf(const ConfigReader& r, ModelConfig& c) {
 void validate_hf(const ConfigReader& r, const ModelConfig& c) {
   validate_gqa_config(r, c);
   require_positive(c.intermediate_size, r, "intermediate_size");
+}
+
+void write_hf(const ModelConfig& c, json& j) {
+  j["architectures"] = {"Qwen3MoeForCausalLM"};
+  j["model_type"] = "qwen3_moe";
+  j["intermediate_size"] = c.intermediate_size;
+  j["moe_intermediate_size"] = c.moe_intermediate_size;
+  j["num_experts"] = c.n_routed_experts;
+  j["num_experts_per_tok"] = c.num_experts_per_tok;
+  j["norm_topk_prob"] = c.norm_topk_prob;
+  j["decoder_sparse_step"] = c.decoder_sparse_step;
+  j["mlp_only_layers"] = c.mlp_only_layers;
+  j["head_dim"] = c.head_dim;
+  j["max_window_layers"] = c.num_layers;
+  j["use_sliding_window"] = c.sliding_window.has_value();
+  j["sliding_window"] = c.sliding_window ? json(*c.sliding_window) : json(nullptr);
+  j["output_router_logits"] = false;
+  j["router_aux_loss_coef"] = 0.001;
+}
+
+void write_gguf(const ModelConfig& c, bool, GgufWriter& w) {
+  auto k = [](const char* suffix) { return std::string(qwen3_moe_arch().gguf_arch) + "." + suffix; };
+  w.set_u32(k("attention.head_count_kv"), static_cast<uint32_t>(c.num_kv_heads));
+  w.set_u32(k("attention.key_length"), static_cast<uint32_t>(c.head_dim));
+  w.set_u32(k("attention.value_length"), static_cast<uint32_t>(c.head_dim));
 }
 
 void read_gguf(const GgufConfigInput& in, json& j) {
@@ -117,9 +143,9 @@ const ArchSpec& qwen3_moe_arch() {
       .name = "qwen3_moe",
       .hf_model_types = kModelTypes,
       .gguf_arch = "qwen3moe",
-      .hf = {.read = read_hf, .validate = validate_hf},
+      .hf = {.read = read_hf, .validate = validate_hf, .write = write_hf},
       // llama.cpp hard-codes normalised top-k for qwen3moe; released Qwen3-MoE use true.
-      .gguf = {.norm_topk_prob_default = true, .read = read_gguf},
+      .gguf = {.norm_topk_prob_default = true, .read = read_gguf, .write = write_gguf},
       .layer_is_moe = layer_is_moe,
       .attention_scale = gqa_attention_scale,
       .cache_widths = gqa_cache_widths,
