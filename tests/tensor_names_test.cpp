@@ -74,12 +74,36 @@ TEST(TensorNames, SpellingsAreLlamaCppsAndTransformers) {
   EXPECT_EQ(tn(Naming::Hf, FfnGateExps, "weight", 7, 3), "model.layers.7.mlp.experts.3.gate_proj.weight");
   EXPECT_EQ(tn(Naming::Gguf, TokenEmbd, "weight"), "token_embd.weight");
   EXPECT_EQ(tn(Naming::Hf, Output, "weight"), "lm_head.weight");
+  // As model.cpp binds the trunk's ends.
+  EXPECT_EQ(tn(Naming::Hf, TokenEmbd, "weight"), "model.embed_tokens.weight");
+  EXPECT_EQ(tn(Naming::Hf, OutputNorm, "weight"), "model.norm.weight");
+  EXPECT_EQ(hf_name(Output), "lm_head");
   // HF names with no ".weight"/".bias" of their own keep none.
   EXPECT_EQ(tn(Naming::Gguf, ExpProbsB, "bias", 2), "blk.2.exp_probs_b.bias");
   EXPECT_EQ(tn(Naming::Hf, ExpProbsB, "bias", 2), "model.layers.2.mlp.gate.e_score_correction_bias");
   EXPECT_EQ(tn(Naming::Hf, AttnSinks, "weight", 0), "model.layers.0.self_attn.sinks");
   EXPECT_EQ(hf_name(FfnGateUpExpsFused, 4), "model.layers.4.mlp.experts.gate_up_proj");
   EXPECT_THROW(tn(Naming::Hf, AttnQkv, "weight", 0), Error);  // GGUF only: cut into q, k, v
+}
+
+TEST(ArchSpecs, EveryArchitectureIsCompleteAndFoundByItsNames) {
+  std::set<std::string> gguf_names;
+  for (const ArchSpec* s : all_archs()) {
+    SCOPED_TRACE(s->name);
+    EXPECT_EQ(&arch_spec(s->arch), s);
+    EXPECT_EQ(std::string(arch_name(s->arch)), s->name);
+    EXPECT_EQ(arch_for_gguf(s->gguf_arch), s);
+    EXPECT_TRUE(gguf_names.insert(s->gguf_arch).second);
+    ASSERT_FALSE(s->hf_model_types.empty());
+    for (const char* t : s->hf_model_types) EXPECT_EQ(arch_for_model_type(t), s);
+    EXPECT_TRUE(s->hf.read && s->hf.validate && s->hf.write && s->gguf.read && s->gguf.write);
+    EXPECT_TRUE(s->layer_is_moe && s->attention_scale && s->cache_widths && s->declare_layer && s->bind_layer &&
+                s->bind_experts);
+    // Every kind a GGUF file of it may hold has a GGUF spelling.
+    for (TensorKind k : s->gguf_tensors) EXPECT_NE(tensor_name(k).gguf, nullptr);
+  }
+  EXPECT_EQ(arch_for_model_type("llama"), nullptr);
+  EXPECT_EQ(supported_gguf_archs(), "deepseek2, qwen3moe, gpt-oss");
 }
 
 TEST(TensorNames, ParsingIsTheInverseOfNaming) {
