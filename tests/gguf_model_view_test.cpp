@@ -16,6 +16,7 @@
 #include "formats/gguf_writer.h"
 #include "gguf_test_fixture.h"
 #include "gguf_writer.h"
+#include "model/arch.h"
 #include "model/gguf_model.h"
 #include "model/model.h"
 #include "model/rope.h"
@@ -352,7 +353,7 @@ TEST_F(GgufTest, DeepseekViewBindsWithTheArchitecture) {
     binder.vector("model.norm.weight", c.hidden_size);
     if (!tied) binder.linear("lm_head", c.vocab_size, c.hidden_size);
     InMemoryExpertProvider experts(c, per_expert_tensors(binder, c));
-    for (int64_t l = 0; l < c.num_layers; ++l) EXPECT_NO_THROW(bind_deepseek_v3_layer(binder, c, l, experts));
+    for (int64_t l = 0; l < c.num_layers; ++l) EXPECT_NO_THROW(deepseek_v3_arch().bind_layer(binder, c, l, experts));
   }
 }
 
@@ -467,7 +468,7 @@ TEST_F(GgufTest, QwenViewSplitsFusedTensorsLikeSeparateOnes) {
     binder.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
     binder.linear("lm_head", c.vocab_size, c.hidden_size);
     InMemoryExpertProvider experts(c, per_expert_tensors(binder, c));
-    for (int64_t l = 0; l < c.num_layers; ++l) EXPECT_NO_THROW(bind_qwen3_moe_layer(binder, c, l, experts));
+    for (int64_t l = 0; l < c.num_layers; ++l) EXPECT_NO_THROW(qwen3_moe_arch().bind_layer(binder, c, l, experts));
   }
 }
 

@@ -271,6 +271,9 @@ TEST(Scheduler, TheStatsSnapshotCanBeReadWhileAnotherThreadSteps) {
       ++reads;
     }
   });
+  // The reader is running before any work arrives, so its reads overlap the
+  // steps even on a loaded machine that schedules it late.
+  while (reads.load() == 0) std::this_thread::yield();
   std::vector<std::shared_ptr<Job>> jobs;
   for (int i = 0; i < 4; ++i) jobs.push_back(s.submit(sampled({1, 2, 3, i + 4}, 5, static_cast<uint64_t>(i))));
   int generated = 0;

@@ -59,16 +59,32 @@ struct CacheWidths {
   int64_t key = 0;
   int64_t value = 0;
 };
+// Through the architecture's spec (ArchSpec::cache_widths).
 CacheWidths cache_widths(const ModelConfig& config);
 
 // Multi-head latent attention (DeepSeek-V3 family), in the absorbed form: the
 // cache holds the compressed latent, and kv_b_proj is folded into the query
 // and the output instead of expanding keys and values for every position.
-std::unique_ptr<Attention> make_mla_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix);
+// Binds layer `layer`'s tensors by their table names (model/tensor_names.h).
+std::unique_ptr<Attention> make_mla_attention(WeightBinder& w, const ModelConfig& c, int64_t layer);
+// The latent and the rotary key: {kv_lora_rank + qk_rope_head_dim, 0}.
+CacheWidths mla_cache_widths(const ModelConfig& c);
+// 1/sqrt(qk head width), times DeepSeek YaRN's mscale² (softmax sharpening).
+double mla_attention_scale(const ModelConfig& c);
 
-// Grouped-query attention: with per-head q/k RMSNorm (Qwen3-MoE) or with
-// attention sinks and per-layer sliding windows (gpt-oss).
-std::unique_ptr<Attention> make_gqa_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix,
-                                              int64_t layer);
+// Grouped-query attention: optionally with per-head q/k RMSNorm (Qwen3-MoE),
+// attention sinks (config.attention_sinks) and per-layer sliding windows
+// (config.layer_window; gpt-oss). Binds layer `layer`'s tensors by their
+// table names.
+struct GqaParts {
+  bool qk_norm = false;  // self_attn.q_norm / k_norm before RoPE
+};
+std::unique_ptr<Attention> make_gqa_attention(WeightBinder& w, const ModelConfig& c, int64_t layer, GqaParts parts);
+CacheWidths gqa_cache_widths(const ModelConfig& c);   // kv heads × head_dim, keys and values
+double gqa_attention_scale(const ModelConfig& c);      // 1/sqrt(head_dim)
+
+// The config checks every GQA architecture shares (ArchSpec::hf.validate).
+class ConfigReader;
+void validate_gqa_config(const ConfigReader& r, const ModelConfig& c);
 
 }  // namespace strata

@@ -2,8 +2,9 @@
 
 #include "formats/gguf.h"
 #include "formats/hf_checkpoint.h"
+#include "model/arch.h"
 #include "model/gguf_model.h"
-#include "model/model.h"
+#include "model/tensor_names.h"
 #include "model/weights.h"
 #include "util/error.h"
 
@@ -50,12 +51,22 @@ Checkpoint open_checkpoint(const fs::path& path) {
 }
 
 ExpertBindFn expert_binder(const ModelConfig& c, const TensorSource& source, WeightBinder& binder) {
-  return c.arch == Arch::GptOss ? gpt_oss_experts(source, c) : per_expert_tensors(binder, c);
+  return arch_spec(c.arch).bind_experts(source, binder, c);
 }
 
 bool is_routed_expert_tensor(const std::string& name) {
-  return name.find(".mlp.experts.") != std::string::npos ||  // HF (and GGUF through its HF view)
-         name.find("_exps.") != std::string::npos;           // raw GGUF: blk.N.ffn_{gate,up,down}_exps.*
+  // Only the expert rows need trying: no longer base of another kind matches
+  // a name an expert base does (checkpoints hold ~10^5 expert tensors).
+  static const std::vector<TensorKind> experts = [] {
+    std::vector<TensorKind> k;
+    for (const TensorName& t : tensor_names())
+      if (t.role == TensorRole::Expert) k.push_back(t.kind);
+    return k;
+  }();
+  // HF names (and GGUF through its HF view), or raw GGUF names (stacked ffn_*_exps).
+  for (Naming naming : {Naming::Hf, Naming::Gguf})
+    if (parse_tensor_name(name, naming, experts)) return true;
+  return false;
 }
 
 }  // namespace strata

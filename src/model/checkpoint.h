@@ -29,11 +29,13 @@ struct Checkpoint {
 Checkpoint open_checkpoint(const std::filesystem::path& path);
 
 // How this architecture's routed experts are bound from the checkpoint's
-// tensors (`source` and the binder must outlive the returned function).
+// tensors (its ArchSpec::bind_experts; `source` and the binder must outlive
+// the returned function).
 ExpertBindFn expert_binder(const ModelConfig& c, const TensorSource& source, WeightBinder& binder);
 
 // Whether a checkpoint tensor (HF name, or GGUF name for raw GGUF files)
-// belongs to a routed expert, i.e. is streamed rather than resident.
+// belongs to a routed expert, i.e. is streamed rather than resident: a kind
+// of role Expert in the name table (model/tensor_names.h).
 bool is_routed_expert_tensor(const std::string& name);
 
 }  // namespace strata

@@ -1,5 +1,6 @@
 #include "model/expert_provider.h"
 
+#include "model/tensor_names.h"
 #include "model/weights.h"
 #include "util/error.h"
 
@@ -7,11 +8,10 @@ namespace strata {
 
 ExpertBindFn per_expert_tensors(WeightBinder& w, const ModelConfig& c) {
   return [&w, &c](int64_t l, int64_t e) {
-    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts." + std::to_string(e);
     ExpertWeights x;
-    x.gate = w.linear(p + ".gate_proj", c.moe_intermediate_size, c.hidden_size);
-    x.up = w.linear(p + ".up_proj", c.moe_intermediate_size, c.hidden_size);
-    x.down = w.linear(p + ".down_proj", c.hidden_size, c.moe_intermediate_size);
+    x.gate = w.linear(hf_name(TensorKind::FfnGateExps, l, e), c.moe_intermediate_size, c.hidden_size);
+    x.up = w.linear(hf_name(TensorKind::FfnUpExps, l, e), c.moe_intermediate_size, c.hidden_size);
+    x.down = w.linear(hf_name(TensorKind::FfnDownExps, l, e), c.hidden_size, c.moe_intermediate_size);
     return x;
   };
 }

@@ -11,7 +11,10 @@
 // metadata maps.
 //
 // ---------------------------------------------------------------------------
-// Tensor names (GGUF → HF, N = layer, E = expert; ".weight"/".bias" kept):
+// Tensor names (GGUF → HF, N = layer, E = expert; ".weight"/".bias" kept).
+// Derived from the one name table (model/tensor_names.h: each kind's two
+// spellings and Layout) restricted to the kinds the architecture's spec lists
+// (ArchSpec::gguf_tensors); for reference:
 //   token_embd               model.embed_tokens
 //   output_norm              model.norm
 //   output                   lm_head           (absent when tied: tie_word_embeddings)

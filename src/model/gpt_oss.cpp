@@ -3,15 +3,26 @@
 // fused (rows interleaved gate, up, gate, up...) and carry biases. Experts
 // come as MXFP4 (`*_blocks` + `*_scales`, as OpenAI ships them) or as BF16
 // tensors stored [in, out] (transformers' save_pretrained). See docs/gpt_oss.md.
+// Its whole description: config (config.json and GGUF "gpt-oss"), tensors,
+// binding.
 #include <cstring>
 #include <deque>
+#include <nlohmann/json.hpp>
 
+#include "formats/gguf_writer.h"
+#include "formats/safetensors.h"  // quote_name
+#include "model/arch.h"
+#include "model/config_reader.h"
+#include "model/gguf_config.h"
 #include "model/model.h"
 #include "util/error.h"
 
 namespace strata {
 
 namespace {
+
+using enum TensorKind;
+using nlohmann::json;
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
@@ -54,22 +65,20 @@ class GptOssExperts {
 
   ExpertWeights bind(int64_t l, int64_t e) {
     const int64_t H = c_.hidden_size, I = c_.moe_intermediate_size;
-    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
     ExpertWeights w;
-    const std::string one = p + std::to_string(e) + ".";
-    if (src_.find(one + "gate_proj.weight")) {
+    if (src_.find(tn(Naming::Hf, FfnGateExps, "weight", l, e))) {
       // GGUF (through its HF view): gate and up de-interleaved into separate
       // per-expert tensors, each with its bias.
-      w.gate = binder_.linear(one + "gate_proj", I, H, true);
-      w.up = binder_.linear(one + "up_proj", I, H, true);
-      w.down = binder_.linear(one + "down_proj", H, I, true);
+      w.gate = binder_.linear(hf_name(FfnGateExps, l, e), I, H, true);
+      w.up = binder_.linear(hf_name(FfnUpExps, l, e), I, H, true);
+      w.down = binder_.linear(hf_name(FfnDownExps, l, e), H, I, true);
       return w;
     }
-    w.gate_up = c_.mxfp4_experts ? binder_.mxfp4(p + "gate_up_proj", e, 2 * I, H)
-                                 : transposed(p + "gate_up_proj", e, H, 2 * I);
-    w.down = c_.mxfp4_experts ? binder_.mxfp4(p + "down_proj", e, H, I) : transposed(p + "down_proj", e, I, H);
-    w.gate_up.bias = bias(p + "gate_up_proj_bias", e, 2 * I);
-    w.down.bias = bias(p + "down_proj_bias", e, H);
+    const std::string gate_up = hf_name(FfnGateUpExpsFused, l), down = hf_name(FfnDownExpsFused, l);
+    w.gate_up = c_.mxfp4_experts ? binder_.mxfp4(gate_up, e, 2 * I, H) : transposed(gate_up, e, H, 2 * I);
+    w.down = c_.mxfp4_experts ? binder_.mxfp4(down, e, H, I) : transposed(down, e, I, H);
+    w.gate_up.bias = bias(gate_up + "_bias", e, 2 * I);
+    w.down.bias = bias(down + "_bias", e, H);
     return w;
   }
 
@@ -107,25 +116,170 @@ class GptOssExperts {
   std::deque<std::vector<float>> owned_floats_;
 };
 
-}  // namespace
+void read_hf(const ConfigReader& r, ModelConfig& c) {
+  const json& j = r.json();
+  c.n_routed_experts = r.has("num_local_experts") ? r.integer("num_local_experts") : r.integer("num_experts");
+  c.head_dim = r.has("head_dim") ? r.integer("head_dim") : c.hidden_size / c.num_heads;
+  c.scoring_func = "softmax_topk";
+  c.attention_sinks = true;
+  c.swiglu_limit = r.number("swiglu_limit", 7.0);
+  c.sliding_window = r.integer("sliding_window", 128);
+  c.sliding_layers.resize(c.num_layers > 0 && c.num_layers <= 4096 ? c.num_layers : 0);
+  if (r.has("layer_types")) {
+    const json& t = j["layer_types"];
+    if (!t.is_array()) r.fail("field 'layer_types' must be a list");
+    c.sliding_layers.assign(t.size(), false);
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (!t[i].is_string()) r.fail("field 'layer_types' must be a list of strings");
+      const std::string kind = t[i].get<std::string>();
+      if (kind != "sliding_attention" && kind != "full_attention")
+        r.fail("layer_types: unknown attention type '" + kind + "'");
+      c.sliding_layers[i] = kind == "sliding_attention";
+    }
+  } else {
+    // transformers' default: even layers slide, odd layers see everything.
+    for (size_t i = 0; i < c.sliding_layers.size(); ++i) c.sliding_layers[i] = i % 2 == 0;
+  }
+}
 
-ExpertBindFn gpt_oss_experts(const TensorSource& src, const ModelConfig& c) {
+void validate_hf(const ConfigReader& r, const ModelConfig& c) {
+  validate_gqa_config(r, c);
+  require_positive(c.intermediate_size, r, "intermediate_size");
+}
+
+// GptOssConfig's default when the config names no rope settings.
+void default_rope(const ConfigReader& r, json& config) {
+  config["rope_theta"] = r.number("rope_theta", 150000.0);
+  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
+                            {"original_max_position_embeddings", 4096}, {"truncate", false}};
+}
+
+void write_hf(const ModelConfig& c, json& j) {
+  j["architectures"] = {"GptOssForCausalLM"};
+  j["model_type"] = "gpt_oss";
+  j["intermediate_size"] = c.moe_intermediate_size;
+  j["num_local_experts"] = c.n_routed_experts;
+  j["num_experts_per_tok"] = c.num_experts_per_tok;
+  j["experts_per_token"] = c.num_experts_per_tok;
+  j["head_dim"] = c.head_dim;
+  j["sliding_window"] = c.sliding_window.value_or(128);
+  json types = json::array();
+  for (int64_t l = 0; l < c.num_layers; ++l) types.push_back(c.layer_window(l) ? "sliding_attention" : "full_attention");
+  j["layer_types"] = types;
+  j["swiglu_limit"] = c.swiglu_limit;
+  j["initial_context_length"] = c.rope.original_max_position_embeddings;
+  j["output_router_logits"] = false;
+  j["router_aux_loss_coef"] = 0.9;
+  if (j["rope_scaling"].is_object()) {
+    j["rope_scaling"].erase("type");  // the release writes rope_type only
+    j["rope_scaling"]["truncate"] = c.rope.truncate;
+  }
+}
+
+void write_gguf(const ModelConfig& c, bool, GgufWriter& w) {
+  auto k = [](const char* suffix) { return std::string(gpt_oss_arch().gguf_arch) + "." + suffix; };
+  w.set_u32(k("attention.head_count_kv"), static_cast<uint32_t>(c.num_kv_heads));
+  w.set_u32(k("attention.key_length"), static_cast<uint32_t>(c.head_dim));
+  w.set_u32(k("attention.value_length"), static_cast<uint32_t>(c.head_dim));
+  w.set_u32(k("attention.sliding_window"), static_cast<uint32_t>(c.sliding_window.value_or(128)));
+}
+
+void read_gguf(const GgufConfigInput& in, json& j) {
+  const GgufKeys& m = in.m;
+  const GgufFile& f = in.file();
+  // config.json's intermediate_size is the expert width (no dense layers).
+  j["intermediate_size"] = in.expert_ff;
+  j["num_local_experts"] = in.experts;
+  j["num_key_value_heads"] = m.integer(m.key("attention.head_count_kv"), in.heads);
+  if (auto k = m.integer(m.key("attention.key_length"))) j["head_dim"] = *k;
+  j["sliding_window"] = m.required(m.key("attention.sliding_window"));
+  // llama.cpp: attention.sliding_window_pattern as a per-layer bool array,
+  // or a period n (default 2) with layer l sliding when l % n < n − 1; so
+  // layers alternate sliding, full, ... as HF's layer_types do.
+  json types = json::array();
+  const std::string pk = m.key("attention.sliding_window_pattern");
+  const GgufValue* pv = f.find_value(pk);
+  if (pv && pv->type == GgufType::ARRAY) {
+    if (pv->elem_type != GgufType::BOOL || static_cast<int64_t>(pv->count) != in.layers)
+      f.fail("metadata " + quote_name(pk) + " must be one bool per layer");
+    for (uint64_t l = 0; l < pv->count; ++l) types.push_back(pv->element_int(l) ? "sliding_attention" : "full_attention");
+  } else {
+    const int64_t n = m.integer(pk, 2);
+    for (int64_t l = 0; l < in.layers && l < 4096; ++l)
+      types.push_back(n == 0 || l % n < n - 1 ? "sliding_attention" : "full_attention");
+  }
+  j["layer_types"] = types;
+  j["attention_bias"] = in.has_tensor(tn(Naming::Gguf, AttnQ, "bias", 0)) ||
+                        in.has_tensor(tn(Naming::Gguf, AttnQkv, "bias", 0));
+  j["swiglu_limit"] = 7.0;  // llama.cpp hard-codes gpt-oss's clamp (and alpha 1.702)
+}
+
+// gpt-oss's router is ffn_gate_inp in GGUF but mlp.router in HF (FfnRouter).
+constexpr TensorKind kGgufTensors[] = {
+    TokenEmbd, OutputNorm,  Output,    AttnNorm,    FfnNorm,       AttnOut, FfnRouter, FfnGate,
+    FfnUp,     FfnDown,     FfnGateExps, FfnUpExps, FfnDownExps, FfnGateUpExps, AttnQ, AttnK,
+    AttnV,     AttnQkv,     AttnSinks, PostAttnNorm,
+};
+
+void declare_layer(const ModelConfig&, int64_t, Naming naming, std::vector<TensorKind>& out) {
+  out.insert(out.end(), {AttnNorm, AttnQ, AttnK, AttnV, AttnOut, AttnSinks});
+  if (naming == Naming::Gguf)
+    out.insert(out.end(), {PostAttnNorm, FfnRouter, FfnGateExps, FfnUpExps, FfnDownExps});
+  else
+    out.insert(out.end(), {FfnNorm, FfnRouter, FfnGateUpExpsFused, FfnDownExpsFused});
+}
+
+Layer bind_layer(WeightBinder& w, const ModelConfig& c, int64_t l, ExpertProvider& experts) {
+  Layer layer;
+  layer.attn_norm = w.vector(tn(Naming::Hf, AttnNorm, "weight", l), c.hidden_size);
+  layer.mlp_norm = w.vector(tn(Naming::Hf, FfnNorm, "weight", l), c.hidden_size);
+  layer.attention = make_gqa_attention(w, c, l, {});
+  ExpertActivation act;
+  act.kind = ExpertActivation::Kind::ClampedSwiGlu;
+  act.limit = static_cast<float>(c.swiglu_limit);
+  layer.moe = std::make_unique<MoeBlock>(l, c, make_topk_softmax_router(w, c, hf_name(FfnRouter, l)), std::nullopt,
+                                         experts, act);
+  return layer;
+}
+
+// gpt-oss keeps its experts in fused 3-D tensors rather than one tensor each.
+ExpertBindFn bind_experts(const TensorSource& src, WeightBinder&, const ModelConfig& c) {
   auto experts = std::make_shared<GptOssExperts>(src, c);
   return [experts](int64_t l, int64_t e) { return experts->bind(l, e); };
 }
 
-Layer bind_gpt_oss_layer(WeightBinder& w, const ModelConfig& c, int64_t l, ExpertProvider& experts) {
-  const std::string p = "model.layers." + std::to_string(l);
-  Layer layer;
-  layer.attn_norm = w.vector(p + ".input_layernorm.weight", c.hidden_size);
-  layer.mlp_norm = w.vector(p + ".post_attention_layernorm.weight", c.hidden_size);
-  layer.attention = make_gqa_attention(w, c, p + ".self_attn", l);
-  ExpertActivation act;
-  act.kind = ExpertActivation::Kind::ClampedSwiGlu;
-  act.limit = static_cast<float>(c.swiglu_limit);
-  layer.moe = std::make_unique<MoeBlock>(l, c, make_topk_softmax_router(w, c, p + ".mlp.router"), std::nullopt,
-                                         experts, act);
-  return layer;
+// Every layer routes: gpt-oss has no dense layers.
+bool layer_is_moe(const ModelConfig&, int64_t) { return true; }
+
+constexpr const char* kModelTypes[] = {"gpt_oss"};
+
+}  // namespace
+
+const ArchSpec& gpt_oss_arch() {
+  static const ArchSpec spec{
+      .arch = Arch::GptOss,
+      .name = "gpt_oss",
+      .hf_model_types = kModelTypes,
+      .gguf_arch = "gpt-oss",
+      .hf = {.expert_width_is_intermediate = true,
+             .mxfp4_experts = true,
+             .default_rope = default_rope,
+             .read = read_hf,
+             .validate = validate_hf,
+             .write = write_hf},
+      // Its config.json says "truncate": false (not recorded in GGUF); no
+      // expert_weights_norm: softmax over the chosen logits.
+      .gguf = {.rope_truncate = false, .norm_topk_prob_default = std::nullopt, .read = read_gguf, .write = write_gguf},
+      .layer_is_moe = layer_is_moe,
+      .attention_scale = gqa_attention_scale,
+      .cache_widths = gqa_cache_widths,
+      .expert_biases = true,
+      .gguf_tensors = kGgufTensors,
+      .declare_layer = declare_layer,
+      .bind_layer = bind_layer,
+      .bind_experts = bind_experts,
+  };
+  return spec;
 }
 
 }  // namespace strata

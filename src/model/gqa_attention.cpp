@@ -1,11 +1,14 @@
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <vector>
 
 #include "kernels/ops.h"
 #include "model/attention.h"
+#include "model/config_reader.h"
 #include "model/kv_cache.h"
 #include "model/rope.h"
+#include "model/tensor_names.h"
 #include "model/weights.h"
 #include "util/thread_pool.h"
 
@@ -16,21 +19,22 @@ namespace {
 
 class GqaAttention : public Attention {
  public:
-  GqaAttention(WeightBinder& w, const ModelConfig& c, const std::string& p, int64_t layer)
+  GqaAttention(WeightBinder& w, const ModelConfig& c, int64_t layer, GqaParts parts)
       : c_(c),
         rope_(c.rope, c.head_dim, false),
         scale_(static_cast<float>(c.attention_scale())),
         window_(c.layer_window(layer)) {
     const int64_t H = c.num_heads, KV = c.num_kv_heads, d = c.head_dim;
-    q_ = w.resident(w.linear(p + ".q_proj", H * d, c.hidden_size, c.attention_bias));
-    k_ = w.resident(w.linear(p + ".k_proj", KV * d, c.hidden_size, c.attention_bias));
-    v_ = w.resident(w.linear(p + ".v_proj", KV * d, c.hidden_size, c.attention_bias));
-    o_ = w.resident(w.linear(p + ".o_proj", c.hidden_size, H * d, c.attention_bias));
-    if (c.arch == Arch::Qwen3Moe) {
-      q_norm_ = w.vector(p + ".q_norm.weight", d);
-      k_norm_ = w.vector(p + ".k_norm.weight", d);
+    using enum TensorKind;
+    q_ = w.resident(w.linear(hf_name(AttnQ, layer), H * d, c.hidden_size, c.attention_bias));
+    k_ = w.resident(w.linear(hf_name(AttnK, layer), KV * d, c.hidden_size, c.attention_bias));
+    v_ = w.resident(w.linear(hf_name(AttnV, layer), KV * d, c.hidden_size, c.attention_bias));
+    o_ = w.resident(w.linear(hf_name(AttnOut, layer), c.hidden_size, H * d, c.attention_bias));
+    if (parts.qk_norm) {
+      q_norm_ = w.vector(tn(Naming::Hf, AttnQNorm, "weight", layer), d);
+      k_norm_ = w.vector(tn(Naming::Hf, AttnKNorm, "weight", layer), d);
     }
-    if (c.attention_sinks) sinks_ = w.vector(p + ".sinks", H);
+    if (c.attention_sinks) sinks_ = w.vector(hf_name(AttnSinks, layer), H);
   }
 
   void forward(int64_t layer, const float* x, std::span<const Row> rows, float* out, ThreadPool& pool) const override {
@@ -138,9 +142,17 @@ class GqaAttention : public Attention {
 
 }  // namespace
 
-std::unique_ptr<Attention> make_gqa_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix,
-                                              int64_t layer) {
-  return std::make_unique<GqaAttention>(w, c, prefix, layer);
+std::unique_ptr<Attention> make_gqa_attention(WeightBinder& w, const ModelConfig& c, int64_t layer, GqaParts parts) {
+  return std::make_unique<GqaAttention>(w, c, layer, parts);
+}
+
+void validate_gqa_config(const ConfigReader& r, const ModelConfig& c) {
+  require_positive(c.head_dim, r, "head_dim");
+  require(c.sliding_layers.empty() || static_cast<int64_t>(c.sliding_layers.size()) == c.num_layers, r,
+          "layer_types must list one entry per layer");
+  require(!c.sliding_window || *c.sliding_window > 0, r, "sliding_window must be positive");
+  require(c.head_dim % 2 == 0, r, "head_dim must be even");
+  require_positive(c.decoder_sparse_step, r, "decoder_sparse_step");
 }
 
 std::vector<std::pair<size_t, size_t>> sequence_runs(std::span<const Row> rows, size_t max_rows) {
@@ -154,9 +166,10 @@ std::vector<std::pair<size_t, size_t>> sequence_runs(std::span<const Row> rows, 
   return runs;
 }
 
-CacheWidths cache_widths(const ModelConfig& c) {
-  if (c.arch == Arch::DeepseekV3) return {c.kv_lora_rank + c.qk_rope_head_dim, 0};
+CacheWidths gqa_cache_widths(const ModelConfig& c) {
   return {c.num_kv_heads * c.head_dim, c.num_kv_heads * c.head_dim};
 }
+
+double gqa_attention_scale(const ModelConfig& c) { return 1.0 / std::sqrt(static_cast<double>(c.head_dim)); }
 
 }  // namespace strata

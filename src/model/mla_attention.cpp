@@ -6,6 +6,7 @@
 #include "model/attention.h"
 #include "model/kv_cache.h"
 #include "model/rope.h"
+#include "model/tensor_names.h"
 #include "model/weights.h"
 #include "util/thread_pool.h"
 
@@ -16,30 +17,31 @@ namespace {
 
 class MlaAttention : public Attention {
  public:
-  MlaAttention(WeightBinder& w, const ModelConfig& c, const std::string& p)
+  MlaAttention(WeightBinder& w, const ModelConfig& c, int64_t l)
       : c_(c), rope_(c.rope, c.qk_rope_head_dim, c.rope_interleave), scale_(static_cast<float>(c.attention_scale())) {
+    using enum TensorKind;
     const int64_t H = c.num_heads, qk = c.qk_head_dim();
     if (c.q_lora_rank) {
-      q_a_ = w.resident(w.linear(p + ".q_a_proj", *c.q_lora_rank, c.hidden_size, c.attention_bias));
-      q_a_norm_ = w.vector(p + ".q_a_layernorm.weight", *c.q_lora_rank);
-      q_b_ = w.resident(w.linear(p + ".q_b_proj", H * qk, *c.q_lora_rank));
+      q_a_ = w.resident(w.linear(hf_name(AttnQA, l), *c.q_lora_rank, c.hidden_size, c.attention_bias));
+      q_a_norm_ = w.vector(tn(Naming::Hf, AttnQANorm, "weight", l), *c.q_lora_rank);
+      q_b_ = w.resident(w.linear(hf_name(AttnQB, l), H * qk, *c.q_lora_rank));
     } else {
-      q_ = w.resident(w.linear(p + ".q_proj", H * qk, c.hidden_size));
+      q_ = w.resident(w.linear(hf_name(AttnQ, l), H * qk, c.hidden_size));
     }
-    kv_a_ = w.resident(w.linear(p + ".kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, c.hidden_size, c.attention_bias));
-    kv_a_norm_ = w.vector(p + ".kv_a_layernorm.weight", c.kv_lora_rank);
-    if (w.has(p + ".kv_b_proj.weight")) {
-      kv_b_ = w.linear(p + ".kv_b_proj", H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+    kv_a_ = w.resident(w.linear(hf_name(AttnKvAMqa, l), c.kv_lora_rank + c.qk_rope_head_dim, c.hidden_size, c.attention_bias));
+    kv_a_norm_ = w.vector(tn(Naming::Hf, AttnKvANorm, "weight", l), c.kv_lora_rank);
+    if (w.has(tn(Naming::Hf, AttnKvB, "weight", l))) {
+      kv_b_ = w.linear(hf_name(AttnKvB, l), H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
     } else {
       // llama.cpp's converter stores kv_b_proj already split per head for
       // absorbed attention: k_b[h] = W_UK[h]ᵀ [lora × nope], v_b[h] = W_UV[h]
       // [v × lora]. Then both absorptions are ordinary products.
       for (int64_t h = 0; h < H; ++h) {
-        k_b_.push_back(w.stacked(p + ".k_b_proj.weight", h, c.kv_lora_rank, c.qk_nope_head_dim));
-        v_b_.push_back(w.stacked(p + ".v_b_proj.weight", h, c.v_head_dim, c.kv_lora_rank));
+        k_b_.push_back(w.stacked(tn(Naming::Hf, AttnKB, "weight", l), h, c.kv_lora_rank, c.qk_nope_head_dim));
+        v_b_.push_back(w.stacked(tn(Naming::Hf, AttnVB, "weight", l), h, c.v_head_dim, c.kv_lora_rank));
       }
     }
-    o_ = w.resident(w.linear(p + ".o_proj", c.hidden_size, H * c.v_head_dim, c.attention_bias));
+    o_ = w.resident(w.linear(hf_name(AttnOut, l), c.hidden_size, H * c.v_head_dim, c.attention_bias));
   }
 
   void forward(int64_t layer, const float* x, std::span<const Row> rows, float* out, ThreadPool& pool) const override {
@@ -143,8 +145,21 @@ class MlaAttention : public Attention {
 
 }  // namespace
 
-std::unique_ptr<Attention> make_mla_attention(WeightBinder& w, const ModelConfig& c, const std::string& prefix) {
-  return std::make_unique<MlaAttention>(w, c, prefix);
+CacheWidths mla_cache_widths(const ModelConfig& c) { return {c.kv_lora_rank + c.qk_rope_head_dim, 0}; }
+
+double mla_attention_scale(const ModelConfig& c) {
+  double scale = 1.0 / std::sqrt(static_cast<double>(c.qk_head_dim()));
+  // DeepSeek's YaRN also sharpens the softmax: scale · mscale², with
+  // mscale = 0.1 · mscale_all_dim · ln(factor) + 1.
+  if (c.rope.type != "default" && c.rope.mscale_all_dim != 0.0 && c.rope.factor > 1.0) {
+    double m = 0.1 * c.rope.mscale_all_dim * std::log(c.rope.factor) + 1.0;
+    scale *= m * m;
+  }
+  return scale;
+}
+
+std::unique_ptr<Attention> make_mla_attention(WeightBinder& w, const ModelConfig& c, int64_t layer) {
+  return std::make_unique<MlaAttention>(w, c, layer);
 }
 
 }  // namespace strata

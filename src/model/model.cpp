@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include "model/arch.h"
 #include "model/checkpoint.h"
+#include "model/tensor_names.h"
 #include "kernels/ops.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -25,10 +27,12 @@ Model::Model(Checkpoint checkpoint, const ModelSetup& setup)
     throw Error("internal: a model needs a context and a step of at least one position");
   windows_.assign(c.num_layers, 0);
   for (int64_t l = 0; l < c.num_layers; ++l) windows_[l] = c.layer_window(l).value_or(0);
-  embed_ = binder_.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
-  final_norm_ = binder_.vector("model.norm.weight", c.hidden_size);
+  embed_ = binder_.table(tn(Naming::Hf, TensorKind::TokenEmbd, "weight"), c.vocab_size, c.hidden_size);
+  final_norm_ = binder_.vector(tn(Naming::Hf, TensorKind::OutputNorm, "weight"), c.hidden_size);
   // Tied embeddings reuse the token table as the output head.
-  lm_head_ = c.tie_word_embeddings ? embed_ : binder_.resident(binder_.linear("lm_head", c.vocab_size, c.hidden_size));
+  lm_head_ = c.tie_word_embeddings
+                 ? embed_
+                 : binder_.resident(binder_.linear(hf_name(TensorKind::Output), c.vocab_size, c.hidden_size));
 }
 
 Model::~Model() = default;
@@ -59,13 +63,7 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   prefetch_ = prefetch && experts_->wants_prefetch();
   plan_ = plan;
   layers_.reserve(c.num_layers);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    switch (c.arch) {
-      case Arch::DeepseekV3: layers_.push_back(bind_deepseek_v3_layer(binder_, c, l, *experts_)); break;
-      case Arch::Qwen3Moe: layers_.push_back(bind_qwen3_moe_layer(binder_, c, l, *experts_)); break;
-      case Arch::GptOss: layers_.push_back(bind_gpt_oss_layer(binder_, c, l, *experts_)); break;
-    }
-  }
+  for (int64_t l = 0; l < c.num_layers; ++l) layers_.push_back(arch_spec(c.arch).bind_layer(binder_, c, l, *experts_));
 }
 
 void Model::prefetch_for(size_t next, const float* h, size_t n) {

@@ -125,11 +125,6 @@ class Model {
   std::vector<int64_t> windows_;  // per layer: sliding window, 0 = full attention
 };
 
-// Per-architecture binding of one decoder layer (deepseek_v3.cpp, qwen3_moe.cpp).
-Layer bind_deepseek_v3_layer(WeightBinder& w, const ModelConfig& c, int64_t layer, ExpertProvider& experts);
-Layer bind_qwen3_moe_layer(WeightBinder& w, const ModelConfig& c, int64_t layer, ExpertProvider& experts);
-Layer bind_gpt_oss_layer(WeightBinder& w, const ModelConfig& c, int64_t layer, ExpertProvider& experts);
-// gpt-oss keeps its experts in fused 3-D tensors rather than one tensor each.
-ExpertBindFn gpt_oss_experts(const TensorSource& source, const ModelConfig& c);
+// Each architecture binds its layers and experts through its spec (model/arch.h).
 
 }  // namespace strata

@@ -1,7 +1,9 @@
 #pragma once
-// The architecture hyper-parameters read from a Hugging Face config.json, for
-// both supported families, validated so that a contradictory config fails
-// here with a clear message instead of deep inside the forward pass.
+// The architecture hyper-parameters read from a Hugging Face config.json,
+// validated so that a contradictory config fails here with a clear message
+// instead of deep inside the forward pass. The common fields are read here;
+// each architecture's own fields, checks and per-layer rules come from its
+// ArchSpec (model/arch.h), which is also how `Arch` values are named.
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -12,7 +14,7 @@
 
 namespace strata {
 
-enum class Arch { DeepseekV3, Qwen3Moe, GptOss };
+enum class Arch { DeepseekV3, Qwen3Moe, GptOss };  // one ArchSpec each (arch.cpp's list)
 // "deepseek_v3", "qwen3_moe", "gpt_oss" (the config.json model_type).
 const char* arch_name(Arch a);
 

@@ -22,9 +22,11 @@ void SwiGlu::forward(const float* x, size_t n, float* out, ThreadPool& pool) con
   kernels::linear(down, g.data(), n, out, &pool);
 }
 
-SwiGlu SwiGlu::bind(WeightBinder& w, const std::string& p, int64_t hidden, int64_t width) {
-  return {w.resident(w.linear(p + ".gate_proj", width, hidden)), w.resident(w.linear(p + ".up_proj", width, hidden)),
-          w.resident(w.linear(p + ".down_proj", hidden, width))};
+SwiGlu SwiGlu::bind(WeightBinder& w, TensorKind gate, TensorKind up, TensorKind down, int64_t layer, int64_t hidden,
+                    int64_t width) {
+  return {w.resident(w.linear(hf_name(gate, layer), width, hidden)),
+          w.resident(w.linear(hf_name(up, layer), width, hidden)),
+          w.resident(w.linear(hf_name(down, layer), hidden, width))};
 }
 
 void expert_forward(const ExpertWeights& e, const ExpertActivation& act, const float* x, size_t n, float* out,
@@ -73,9 +75,9 @@ void top_k(const float* v, int64_t n, int64_t k, int32_t* out) {
 
 class SigmoidGroupRouter : public Router {
  public:
-  SigmoidGroupRouter(WeightBinder& w, const ModelConfig& c, const std::string& p) : c_(c) {
+  SigmoidGroupRouter(WeightBinder& w, const ModelConfig& c, const std::string& p, const std::string& bias) : c_(c) {
     gate_ = w.linear(p, c.n_routed_experts, c.hidden_size);
-    bias_ = w.vector(p + ".e_score_correction_bias", c.n_routed_experts);
+    bias_ = w.vector(bias, c.n_routed_experts);
   }
 
   void route(const float* x, size_t n, int32_t* ids, float* weights, ThreadPool& pool) const override {
@@ -186,8 +188,9 @@ std::unique_ptr<Router> make_topk_softmax_router(WeightBinder& w, const ModelCon
   return std::make_unique<TopkSoftmaxRouter>(w, c, p);
 }
 
-std::unique_ptr<Router> make_sigmoid_group_router(WeightBinder& w, const ModelConfig& c, const std::string& p) {
-  return std::make_unique<SigmoidGroupRouter>(w, c, p);
+std::unique_ptr<Router> make_sigmoid_group_router(WeightBinder& w, const ModelConfig& c, const std::string& p,
+                                                  const std::string& bias) {
+  return std::make_unique<SigmoidGroupRouter>(w, c, p, bias);
 }
 
 std::unique_ptr<Router> make_softmax_router(WeightBinder& w, const ModelConfig& c, const std::string& p) {

@@ -12,6 +12,7 @@
 #include "kernels/linear.h"
 #include "model/expert_provider.h"
 #include "model/model_config.h"
+#include "model/tensor_names.h"
 
 namespace strata {
 
@@ -22,7 +23,10 @@ struct SwiGlu {
   kernels::WeightMatrix gate, up, down;
   // out = down(silu(gate(x)) · up(x)) for n rows.
   void forward(const float* x, size_t n, float* out, ThreadPool& pool) const;
-  static SwiGlu bind(WeightBinder& w, const std::string& prefix, int64_t hidden, int64_t width);
+  // The three projections of layer `layer` named by the table kinds
+  // `gate`, `up`, `down` (the dense MLP's, or the shared experts').
+  static SwiGlu bind(WeightBinder& w, TensorKind gate, TensorKind up, TensorKind down, int64_t layer, int64_t hidden,
+                     int64_t width);
 };
 
 // How an expert turns gate and up projections into the down projection's input.
@@ -47,9 +51,12 @@ class Router {
   virtual void route(const float* x, size_t n, int32_t* ids, float* weights, ThreadPool& pool) const = 0;
 };
 
-// DeepSeek-V3: sigmoid scores; the correction bias steers selection only;
-// group-limited top-k; optional renormalisation; routed_scaling_factor.
-std::unique_ptr<Router> make_sigmoid_group_router(WeightBinder& w, const ModelConfig& c, const std::string& prefix);
+// `weight` is the router's linear (HF base name, "<weight>.weight").
+// DeepSeek-V3: sigmoid scores; the correction bias (`bias`, a tensor name)
+// steers selection only; group-limited top-k; optional renormalisation;
+// routed_scaling_factor.
+std::unique_ptr<Router> make_sigmoid_group_router(WeightBinder& w, const ModelConfig& c, const std::string& weight,
+                                                  const std::string& bias);
 // Qwen3-MoE: softmax over all experts, top-k, optional renormalisation.
 std::unique_ptr<Router> make_softmax_router(WeightBinder& w, const ModelConfig& c, const std::string& prefix);
 // gpt-oss: linear with bias, top-k of the logits, softmax over the k chosen.

@@ -7,6 +7,7 @@
 #include "formats/gguf_writer.h"
 #include "formats/safetensors_writer.h"
 #include "kernels/quantize.h"
+#include "model/tensor_names.h"
 #include "model/weights.h"
 #include "util/error.h"
 
@@ -27,18 +28,24 @@ bool is_float_type(DType t) {
 // A projection worth converting to int8: a 2-D float weight that the model
 // binds as a linear layer. Routers decide which experts run and stay exact;
 // the embedding table is read row by row and stays as shipped.
+// Whether the name table says `name` keeps its precision: the embedding,
+// routers and norms (unknown names do not).
+bool keeps_precision(const std::string& name, Naming naming) {
+  auto id = parse_tensor_name(name, naming);
+  if (!id) return false;
+  const TensorRole role = tensor_name(id->kind).role;
+  return role == TensorRole::Embedding || role == TensorRole::Router || role == TensorRole::Norm;
+}
+
 bool int8_candidate(const std::string& name, const TensorView& t) {
   if (t.shape.size() != 2 || !is_float_type(t.dtype) || !ends_with(name, ".weight")) return false;
-  for (const char* keep : {"embed_tokens", "mlp.gate.weight", "mlp.router", "norm"})
-    if (name.find(keep) != std::string::npos) return false;
-  return true;
+  return !keeps_precision(name, Naming::Hf);
 }
 
 // GGUF names: attention and dense/shared FFN matrices.
 bool gguf_q8_candidate(const std::string& name, const TensorView& t) {
   if (t.shape.size() != 2 || (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)) return false;
-  if (!ends_with(name, ".weight") || name.find("ffn_gate_inp") != std::string::npos) return false;
-  if (name.find("norm") != std::string::npos || name == "token_embd.weight") return false;
+  if (!ends_with(name, ".weight") || keeps_precision(name, Naming::Gguf)) return false;
   return t.shape[1] % 32 == 0;
 }
 

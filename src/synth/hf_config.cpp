@@ -1,6 +1,8 @@
 // config.json for a synthesized model, with the field names the released
 // checkpoints use (DeepSeek-V3 / Kimi-K2, Qwen3-MoE, gpt-oss): transformers
 // 4.x and 5.x and strata's ModelConfig::from_json all read these.
+#include "model/arch.h"
+#include "model/tensor_names.h"
 #include "synth/synth.h"
 
 namespace strata::synth {
@@ -58,91 +60,26 @@ json hf_config_json(const ModelConfig& c, const Quant& q, Format f) {
             {"original_max_position_embeddings", c.rope.original_max_position_embeddings},
             {"beta_fast", c.rope.beta_fast},
             {"beta_slow", c.rope.beta_slow}};
-    if (c.arch == Arch::DeepseekV3) {
-      rope["mscale"] = c.rope.mscale;
-      rope["mscale_all_dim"] = c.rope.mscale_all_dim;
-    }
     if (c.rope.attention_factor) rope["attention_factor"] = *c.rope.attention_factor;
-    if (c.arch == Arch::GptOss) {
-      rope.erase("type");  // the release writes rope_type only
-      rope["truncate"] = c.rope.truncate;
-    }
   }
   j["rope_scaling"] = rope;
 
-  switch (c.arch) {
-    case Arch::DeepseekV3:
-      j["architectures"] = {"DeepseekV3ForCausalLM"};
-      j["model_type"] = "deepseek_v3";
-      j["intermediate_size"] = c.intermediate_size;
-      j["moe_intermediate_size"] = c.moe_intermediate_size;
-      j["n_routed_experts"] = c.n_routed_experts;
-      j["n_shared_experts"] = c.n_shared_experts;
-      j["num_experts_per_tok"] = c.num_experts_per_tok;
-      j["routed_scaling_factor"] = c.routed_scaling_factor;
-      j["n_group"] = c.n_group;
-      j["topk_group"] = c.topk_group;
-      j["topk_method"] = c.topk_method;
-      j["scoring_func"] = c.scoring_func;
-      j["norm_topk_prob"] = c.norm_topk_prob;
-      j["first_k_dense_replace"] = c.first_k_dense_replace;
-      j["moe_layer_freq"] = c.moe_layer_freq;
-      j["q_lora_rank"] = c.q_lora_rank ? json(*c.q_lora_rank) : json(nullptr);
-      j["kv_lora_rank"] = c.kv_lora_rank;
-      j["qk_rope_head_dim"] = c.qk_rope_head_dim;
-      j["qk_nope_head_dim"] = c.qk_nope_head_dim;
-      j["v_head_dim"] = c.v_head_dim;
-      j["rope_interleave"] = c.rope_interleave;
-      j["num_nextn_predict_layers"] = 0;  // no MTP layer is written
-      j["ep_size"] = 1;
-      j["pretraining_tp"] = 1;
-      j["aux_loss_alpha"] = 0.001;
-      j["seq_aux"] = true;
-      if (fp8) j["quantization_config"] = fp8_quantization();
-      break;
-    case Arch::Qwen3Moe: {
-      j["architectures"] = {"Qwen3MoeForCausalLM"};
-      j["model_type"] = "qwen3_moe";
-      j["intermediate_size"] = c.intermediate_size;
-      j["moe_intermediate_size"] = c.moe_intermediate_size;
-      j["num_experts"] = c.n_routed_experts;
-      j["num_experts_per_tok"] = c.num_experts_per_tok;
-      j["norm_topk_prob"] = c.norm_topk_prob;
-      j["decoder_sparse_step"] = c.decoder_sparse_step;
-      j["mlp_only_layers"] = c.mlp_only_layers;
-      j["head_dim"] = c.head_dim;
-      j["max_window_layers"] = c.num_layers;
-      j["use_sliding_window"] = c.sliding_window.has_value();
-      j["sliding_window"] = c.sliding_window ? json(*c.sliding_window) : json(nullptr);
-      j["output_router_logits"] = false;
-      j["router_aux_loss_coef"] = 0.001;
-      if (fp8) j["quantization_config"] = fp8_quantization();
-      break;
-    }
-    case Arch::GptOss: {
-      j["architectures"] = {"GptOssForCausalLM"};
-      j["model_type"] = "gpt_oss";
-      j["intermediate_size"] = c.moe_intermediate_size;
-      j["num_local_experts"] = c.n_routed_experts;
-      j["num_experts_per_tok"] = c.num_experts_per_tok;
-      j["experts_per_token"] = c.num_experts_per_tok;
-      j["head_dim"] = c.head_dim;
-      j["sliding_window"] = c.sliding_window.value_or(128);
-      json types = json::array();
-      for (int64_t l = 0; l < c.num_layers; ++l)
-        types.push_back(c.layer_window(l) ? "sliding_attention" : "full_attention");
-      j["layer_types"] = types;
-      j["swiglu_limit"] = c.swiglu_limit;
-      j["initial_context_length"] = c.rope.original_max_position_embeddings;
-      j["output_router_logits"] = false;
-      j["router_aux_loss_coef"] = 0.9;
-      if (f == Format::Safetensors && q.experts == DType::U8)
-        j["quantization_config"] = {
-            {"quant_method", "mxfp4"},
-            {"modules_to_not_convert",
-             {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}};
-      break;
-    }
+  arch_spec(c.arch).hf.write(c, j);
+  // Only DeepSeek-V3 and Qwen3-MoE ship FP8, only gpt-oss MXFP4 experts
+  // (synth refuses the other pairs).
+  if (fp8) j["quantization_config"] = fp8_quantization();
+  if (f == Format::Safetensors && q.experts == DType::U8) {
+    // The modules the release keeps unquantized, in its order.
+    auto glob = [](TensorKind k) {
+      std::string s = tensor_name(k).hf;
+      for (size_t i; (i = s.find("%d")) != std::string::npos;) s.replace(i, 2, "*");
+      return s;
+    };
+    const std::string attention = glob(TensorKind::AttnQ);
+    j["quantization_config"] = {{"quant_method", "mxfp4"},
+                                {"modules_to_not_convert",
+                                 {attention.substr(0, attention.rfind('.')), glob(TensorKind::FfnRouter),
+                                  glob(TensorKind::TokenEmbd), glob(TensorKind::Output)}}};
   }
   return j;
 }

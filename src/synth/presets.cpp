@@ -7,6 +7,7 @@
 // 25.8 GB per token the design quotes; one dense lead layer as in K2.
 #include <algorithm>
 
+#include "model/arch.h"
 #include "synth/synth.h"
 #include "util/error.h"
 
@@ -155,10 +156,10 @@ std::vector<Preset> make_presets() {
 }  // namespace
 
 
+// A config.json model_type or a GGUF architecture name, as the specs list them.
 std::optional<Arch> arch_from_name(std::string_view name) {
-  if (name == "deepseek_v3" || name == "deepseek2" || name == "kimi_k2") return Arch::DeepseekV3;
-  if (name == "qwen3_moe" || name == "qwen3moe") return Arch::Qwen3Moe;
-  if (name == "gpt_oss" || name == "gpt-oss") return Arch::GptOss;
+  if (const ArchSpec* s = arch_for_model_type(name)) return s->arch;
+  if (const ArchSpec* s = arch_for_gguf(name)) return s->arch;
   return std::nullopt;
 }
 

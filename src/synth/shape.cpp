@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 
+#include "model/tensor_names.h"
 #include "util/error.h"
 
 namespace strata::synth {
@@ -154,16 +155,12 @@ void for_each_tensor_once(const ModelConfig& c, Format format, const Quant& q, b
   two.mlp_only_layers.clear();
   if (n_dense > 0 && c.arch == Arch::Qwen3Moe) two.mlp_only_layers.push_back(0);
   if (!two.sliding_layers.empty()) two.sliding_layers.resize(two.num_layers);
-  const bool gguf = format == Format::Gguf;
-  const std::string first = gguf ? "blk.0." : "model.layers.0.", second = gguf ? "blk.1." : "model.layers.1.";
+  const Naming naming = format == Format::Gguf ? Naming::Gguf : Naming::Hf;
   const uint64_t k0 = n_dense > 0 ? n_dense : n_moe, k1 = n_dense > 0 ? n_moe : 0;
   for (const TensorSpec& t : plan_tensors(two, format, q, legacy_mla, nullptr)) {
-    if (t.name.rfind(first, 0) == 0)
-      fn(t, k0);
-    else if (t.name.rfind(second, 0) == 0)
-      fn(t, k1);
-    else
-      fn(t, 1);
+    const auto id = parse_tensor_name(t.name, naming);
+    const int64_t layer = id ? id->layer : -1;
+    fn(t, layer == 0 ? k0 : layer == 1 ? k1 : 1);
   }
 }
 

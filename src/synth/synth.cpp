@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "formats/gguf_writer.h"
+#include "model/arch.h"
 #include "synth/output.h"
 #include "synth/shape.h"
 #include "synth/vocab.h"
@@ -73,15 +74,6 @@ void assign_shards(Plan& p) {
 
 // --- GGUF ----------------------------------------------------------------------
 
-const char* gguf_arch(Arch a) {
-  switch (a) {
-    case Arch::DeepseekV3: return "deepseek2";
-    case Arch::Qwen3Moe: return "qwen3moe";
-    case Arch::GptOss: return "gpt-oss";
-  }
-  return "?";
-}
-
 // llama_ftype of the file, as llama.cpp's tools report it.
 uint32_t gguf_file_type(const Quant& q) {
   if (q.experts == DType::MXFP4 && q.trunk != DType::MXFP4) return 38;  // MOSTLY_MXFP4_MOE
@@ -102,7 +94,7 @@ uint32_t gguf_file_type(const Quant& q) {
 // llama.cpp's load_hparams and strata's config_from_gguf.
 GgufWriter gguf_writer(const Plan& p) {
   const ModelConfig& c = p.config;
-  const std::string A = gguf_arch(c.arch);
+  const std::string A = arch_spec(c.arch).gguf_arch;
   auto k = [&](const char* suffix) { return A + "." + suffix; };
   GgufWriter w;
   w.set_string("general.architecture", A);
@@ -114,7 +106,8 @@ GgufWriter gguf_writer(const Plan& p) {
   w.set_u32(k("context_length"), static_cast<uint32_t>(c.max_position_embeddings));
   w.set_u32(k("embedding_length"), static_cast<uint32_t>(c.hidden_size));
   w.set_u32(k("feed_forward_length"),
-            static_cast<uint32_t>(c.arch == Arch::GptOss ? c.moe_intermediate_size : c.intermediate_size));
+            static_cast<uint32_t>(arch_spec(c.arch).hf.expert_width_is_intermediate ? c.moe_intermediate_size
+                                                                                    : c.intermediate_size));
   w.set_u32(k("attention.head_count"), static_cast<uint32_t>(c.num_heads));
   w.set_f32(k("rope.freq_base"), static_cast<float>(c.rope.theta));
   w.set_f32(k("attention.layer_norm_rms_epsilon"), static_cast<float>(c.rms_norm_eps));
@@ -132,45 +125,7 @@ GgufWriter gguf_writer(const Plan& p) {
     if (c.rope.attention_factor)
       w.set_f32(k("rope.scaling.yarn_attn_factor"), static_cast<float>(*c.rope.attention_factor));
   }
-  switch (c.arch) {
-    case Arch::DeepseekV3: {
-      const bool legacy = p.request.legacy_mla;
-      w.set_u32(k("attention.head_count_kv"), legacy ? static_cast<uint32_t>(c.num_heads) : 1u);
-      w.set_u32(k("leading_dense_block_count"), static_cast<uint32_t>(c.first_k_dense_replace));
-      if (c.q_lora_rank) w.set_u32(k("attention.q_lora_rank"), static_cast<uint32_t>(*c.q_lora_rank));
-      w.set_u32(k("attention.kv_lora_rank"), static_cast<uint32_t>(c.kv_lora_rank));
-      if (legacy) {
-        w.set_u32(k("attention.key_length"), static_cast<uint32_t>(c.qk_head_dim()));
-        w.set_u32(k("attention.value_length"), static_cast<uint32_t>(c.v_head_dim));
-      } else {
-        w.set_u32(k("attention.key_length"), static_cast<uint32_t>(c.kv_lora_rank + c.qk_rope_head_dim));
-        w.set_u32(k("attention.value_length"), static_cast<uint32_t>(c.kv_lora_rank));
-        w.set_u32(k("attention.key_length_mla"), static_cast<uint32_t>(c.qk_head_dim()));
-        w.set_u32(k("attention.value_length_mla"), static_cast<uint32_t>(c.v_head_dim));
-      }
-      w.set_u32(k("rope.dimension_count"), static_cast<uint32_t>(c.qk_rope_head_dim));
-      w.set_u32(k("expert_shared_count"), static_cast<uint32_t>(c.n_shared_experts));
-      w.set_f32(k("expert_weights_scale"), static_cast<float>(c.routed_scaling_factor));
-      if (c.norm_topk_prob) w.set_bool(k("expert_weights_norm"), true);
-      w.set_u32(k("expert_gating_func"), 2);  // sigmoid
-      w.set_u32(k("expert_group_count"), static_cast<uint32_t>(c.n_group));
-      w.set_u32(k("expert_group_used_count"), static_cast<uint32_t>(c.topk_group));
-      if (c.rope.type == "yarn" && c.rope.mscale_all_dim != 0.0)
-        w.set_f32(k("rope.scaling.yarn_log_multiplier"), static_cast<float>(0.1 * c.rope.mscale_all_dim));
-      break;
-    }
-    case Arch::Qwen3Moe:
-      w.set_u32(k("attention.head_count_kv"), static_cast<uint32_t>(c.num_kv_heads));
-      w.set_u32(k("attention.key_length"), static_cast<uint32_t>(c.head_dim));
-      w.set_u32(k("attention.value_length"), static_cast<uint32_t>(c.head_dim));
-      break;
-    case Arch::GptOss:
-      w.set_u32(k("attention.head_count_kv"), static_cast<uint32_t>(c.num_kv_heads));
-      w.set_u32(k("attention.key_length"), static_cast<uint32_t>(c.head_dim));
-      w.set_u32(k("attention.value_length"), static_cast<uint32_t>(c.head_dim));
-      w.set_u32(k("attention.sliding_window"), static_cast<uint32_t>(c.sliding_window.value_or(128)));
-      break;
-  }
+  arch_spec(c.arch).gguf.write(c, p.request.legacy_mla, w);
   add_gguf_vocab(w, p);
   for (const TensorSpec& t : p.tensors) w.add_tensor(t.name, t.dtype, t.shape);
   return w;

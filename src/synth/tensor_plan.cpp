@@ -3,9 +3,12 @@
 // and FP8 weight_scale_inv; Qwen3-MoE; gpt-oss fused [E, in, out] experts or
 // MXFP4 _blocks/_scales) and GGUF as llama.cpp's convert_hf_to_gguf.py writes
 // deepseek2 / qwen3moe / gpt-oss (stacked ffn_*_exps, attn_k_b/attn_v_b,
-// exp_probs_b, sinks; norms, biases and routers F32). The names are checked
-// against llama.cpp's src/models/{deepseek2,qwen3moe,openai-moe}.cpp
-// load_arch_tensors and strata's model/*.cpp bindings (tests/synth_test.cpp).
+// exp_probs_b, sinks; norms, biases and routers F32). Which tensors a layer
+// has is its architecture's declaration (ArchSpec::declare_layer) and every
+// name comes from the one table (model/tensor_names.h); this file gives each
+// kind its shape, type and scale. The names are checked against llama.cpp's
+// src/models/{deepseek2,qwen3moe,openai-moe}.cpp load_arch_tensors
+// (tests/synth_test.cpp) and the declarations (tests/tensor_names_test.cpp).
 //
 // Scales keep a random model numerically tame through many layers: weights
 // ~ N(0, 1/fan_in), so every sublayer (attention, dense MLP, each expert)
@@ -17,6 +20,9 @@
 #include <cmath>
 #include <map>
 
+#include "model/arch.h"
+#include "model/checkpoint.h"
+#include "model/tensor_names.h"
 #include "synth/shape.h"
 #include "synth/synth.h"
 #include "util/error.h"
@@ -24,6 +30,8 @@
 namespace strata::synth {
 
 namespace {
+
+using enum TensorKind;
 
 uint64_t tensor_bytes(DType t, const std::vector<int64_t>& shape) {
   uint64_t rows = 1;
@@ -42,19 +50,11 @@ class Builder {
 
   std::vector<TensorSpec> build() {
     const int64_t H = c_.hidden_size, V = c_.vocab_size;
-    if (gguf()) {
-      matrix("token_embd.weight", V, H, Role::Trunk, 1.0f);
-    } else {
-      matrix("model.embed_tokens.weight", V, H, Role::Embedding, 1.0f);
-    }
+    matrix(name(TokenEmbd, -1), V, H, gguf() ? Role::Trunk : Role::Embedding, 1.0f);
     for (int64_t l = 0; l < c_.num_layers; ++l) layer(l);
-    if (gguf()) {
-      norm("output_norm.weight", H);
-      if (!c_.tie_word_embeddings) matrix("output.weight", V, H, Role::Trunk, 3.0f / std::sqrt(float(H)));
-    } else {
-      norm("model.norm.weight", H);
-      if (!c_.tie_word_embeddings) matrix("lm_head.weight", V, H, Role::Embedding, 3.0f / std::sqrt(float(H)));
-    }
+    norm(name(OutputNorm, -1), H);
+    if (!c_.tie_word_embeddings)
+      matrix(name(Output, -1), V, H, gguf() ? Role::Trunk : Role::Embedding, 3.0f / std::sqrt(float(H)));
     if (notes_)
       for (const auto& [what, n] : fallbacks_)
         notes_->push_back(std::to_string(n.first) + " tensor(s) stored as " + what + " (rows not whole blocks; e.g. " +
@@ -66,6 +66,10 @@ class Builder {
   enum class Role { Trunk, Expert, Embedding, Router };
 
   bool gguf() const { return f_ == Format::Gguf; }
+  // A tensor's name in this format, from the one table (model/tensor_names.h).
+  std::string name(TensorKind k, int64_t l, std::string_view suffix = "weight", int64_t e = -1) const {
+    return tn(gguf() ? Naming::Gguf : Naming::Hf, k, suffix, l, e);
+  }
   float fan(int64_t in) const { return 1.0f / std::sqrt(static_cast<float>(in)); }
 
   void emit(std::string name, DType t, std::vector<int64_t> shape, Fill fill, float scale) {
@@ -125,186 +129,133 @@ class Builder {
     emit(name, pick(q_.experts, in, name), {E, out, in}, Fill::Gaussian, scale);
   }
 
+  // A layer's tensors are the ones its architecture declares
+  // (ArchSpec::declare_layer), in that order; here they get shapes, types and
+  // scales. HF checkpoints hold routed experts one tensor each, expert by
+  // expert (gate, up, down of expert 0, then of expert 1, ...).
   void layer(int64_t l) {
-    const int64_t H = c_.hidden_size;
-    const std::string ls = std::to_string(l);
-    const std::string p = gguf() ? "blk." + ls + "." : "model.layers." + ls + ".";
-    if (gguf())
-      norm(p + "attn_norm.weight", H);
-    else
-      norm(p + "input_layernorm.weight", H);
-    switch (c_.arch) {
-      case Arch::DeepseekV3: mla(p); break;
-      case Arch::Qwen3Moe:
-      case Arch::GptOss: gqa(p); break;
-    }
-    if (gguf())
-      norm(p + (c_.arch == Arch::GptOss ? "post_attention_norm.weight" : "ffn_norm.weight"), H);
-    else
-      norm(p + "post_attention_layernorm.weight", H);
-    if (!c_.layer_is_moe(l)) {
-      dense(p, c_.intermediate_size);
-      return;
-    }
-    switch (c_.arch) {
-      case Arch::DeepseekV3:
-      case Arch::Qwen3Moe: moe(p); break;
-      case Arch::GptOss: gpt_oss_moe(p); break;
+    std::vector<TensorKind> kinds;
+    arch_spec(c_.arch).declare_layer(c_, l, gguf() ? Naming::Gguf : Naming::Hf, kinds);
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      if (!gguf() && tensor_name(kinds[i]).layout == Layout::StackedExperts) {
+        size_t j = i;
+        while (j < kinds.size() && tensor_name(kinds[j]).layout == Layout::StackedExperts) ++j;
+        for (int64_t e = 0; e < c_.n_routed_experts; ++e)
+          for (size_t k = i; k < j; ++k) expert(kinds[k], l, e);
+        i = j - 1;
+        continue;
+      }
+      tensor(kinds[i], l);
     }
   }
 
-  void mla(const std::string& p) {
-    const int64_t H = c_.hidden_size, nH = c_.num_heads, qk = c_.qk_head_dim(), lora = c_.kv_lora_rank;
-    const int64_t rope = c_.qk_rope_head_dim, nope = c_.qk_nope_head_dim, v = c_.v_head_dim;
-    const bool b = c_.attention_bias;
-    if (gguf()) {
-      if (c_.q_lora_rank) {
-        const int64_t ql = *c_.q_lora_rank;
-        matrix(p + "attn_q_a.weight", ql, H, Role::Trunk, fan(H));
-        if (b) bias(p + "attn_q_a.bias", {ql});
-        norm(p + "attn_q_a_norm.weight", ql);
-        matrix(p + "attn_q_b.weight", nH * qk, ql, Role::Trunk, fan(ql));
-      } else {
-        matrix(p + "attn_q.weight", nH * qk, H, Role::Trunk, fan(H));
-      }
-      matrix(p + "attn_kv_a_mqa.weight", lora + rope, H, Role::Trunk, fan(H));
-      if (b) bias(p + "attn_kv_a_mqa.bias", {lora + rope});
-      norm(p + "attn_kv_a_norm.weight", lora);
-      if (legacy_mla_) {
-        matrix(p + "attn_kv_b.weight", nH * (nope + v), lora, Role::Trunk, fan(lora));
-      } else {
-        // kv_b split per head: k_b transposed ({H, lora, nope}), v_b as is ({H, v, lora}).
-        emit(p + "attn_k_b.weight", pick(q_.trunk, nope, p + "attn_k_b.weight"), {nH, lora, nope}, Fill::Gaussian,
-             fan(lora));
-        emit(p + "attn_v_b.weight", pick(q_.trunk, lora, p + "attn_v_b.weight"), {nH, v, lora}, Fill::Gaussian,
-             fan(lora));
-      }
-      matrix(p + "attn_output.weight", H, nH * v, Role::Trunk, fan(nH * v));
-      if (b) bias(p + "attn_output.bias", {H});
-      return;
-    }
-    const std::string a = p + "self_attn.";
-    if (c_.q_lora_rank) {
-      const int64_t ql = *c_.q_lora_rank;
-      matrix(a + "q_a_proj.weight", ql, H, Role::Trunk, fan(H));
-      if (b) bias(a + "q_a_proj.bias", {ql});
-      norm(a + "q_a_layernorm.weight", ql);
-      matrix(a + "q_b_proj.weight", nH * qk, ql, Role::Trunk, fan(ql));
-    } else {
-      matrix(a + "q_proj.weight", nH * qk, H, Role::Trunk, fan(H));
-    }
-    matrix(a + "kv_a_proj_with_mqa.weight", lora + rope, H, Role::Trunk, fan(H));
-    if (b) bias(a + "kv_a_proj_with_mqa.bias", {lora + rope});
-    norm(a + "kv_a_layernorm.weight", lora);
-    matrix(a + "kv_b_proj.weight", nH * (nope + v), lora, Role::Trunk, fan(lora));
-    matrix(a + "o_proj.weight", H, nH * v, Role::Trunk, fan(nH * v));
-    if (b) bias(a + "o_proj.bias", {H});
+  // A [out, in] projection, with its bias when `with_bias`.
+  void proj(TensorKind k, int64_t l, int64_t out, int64_t in, bool with_bias) {
+    matrix(name(k, l), out, in, Role::Trunk, fan(in));
+    if (with_bias) bias(name(k, l, "bias"), {out});
   }
 
-  void gqa(const std::string& p) {
+  // {out, in} of one routed expert's gate, up or down projection.
+  std::pair<int64_t, int64_t> expert_shape(TensorKind k) const {
+    const int64_t H = c_.hidden_size, I = c_.moe_intermediate_size;
+    return k == FfnDownExps ? std::pair{H, I} : std::pair{I, H};
+  }
+
+  void expert(TensorKind k, int64_t l, int64_t e) {
+    const auto [out, in] = expert_shape(k);
+    matrix(name(k, l, "weight", e), out, in, Role::Expert, fan(in));
+  }
+
+  void tensor(TensorKind k, int64_t l) {
     const int64_t H = c_.hidden_size, nH = c_.num_heads, nKV = c_.num_kv_heads, d = c_.head_dim;
+    const int64_t E = c_.n_routed_experts, I = c_.moe_intermediate_size;
+    const int64_t lora = c_.kv_lora_rank, rope = c_.qk_rope_head_dim, nope = c_.qk_nope_head_dim, v = c_.v_head_dim;
+    const int64_t ql = c_.q_lora_rank.value_or(0), S = I * c_.n_shared_experts;
     const bool b = c_.attention_bias;
-    const bool qwen = c_.arch == Arch::Qwen3Moe;
-    const std::string a = gguf() ? p + "attn_" : p + "self_attn.";
-    auto proj = [&](const char* gguf_name, const char* hf_name, int64_t out, int64_t in, float scale) {
-      const std::string n = a + (gguf() ? gguf_name : hf_name);
-      matrix(n + ".weight", out, in, Role::Trunk, scale);
-      if (b) bias(n + ".bias", {out});
-    };
-    proj("q", "q_proj", nH * d, H, fan(H));
-    proj("k", "k_proj", nKV * d, H, fan(H));
-    proj("v", "v_proj", nKV * d, H, fan(H));
-    proj("output", "o_proj", H, nH * d, fan(nH * d));
-    if (qwen) {
-      norm(a + (gguf() ? "q_norm.weight" : "q_norm.weight"), d);
-      norm(a + (gguf() ? "k_norm.weight" : "k_norm.weight"), d);
-    }
-    if (c_.attention_sinks) {
+    const bool mla = lora > 0;  // latent attention: q and o are sized by the MLA head widths
+    switch (k) {
+      case AttnNorm:
+      case FfnNorm:
+      case PostAttnNorm: norm(name(k, l), H); break;
+      // Multi-head latent attention.
+      case AttnQA: proj(k, l, ql, H, b); break;
+      case AttnQANorm: norm(name(k, l), ql); break;
+      case AttnQB: proj(k, l, nH * c_.qk_head_dim(), ql, false); break;
+      case AttnKvAMqa: proj(k, l, lora + rope, H, b); break;
+      case AttnKvANorm: norm(name(k, l), lora); break;
+      case AttnKvB: proj(k, l, nH * (nope + v), lora, false); break;
+      case AttnKB:
+        // Older converters kept kv_b whole (legacy_mla).
+        if (legacy_mla_) {
+          proj(AttnKvB, l, nH * (nope + v), lora, false);
+        } else {
+          // kv_b split per head: k_b transposed ({H, lora, nope}).
+          const std::string kb = name(k, l);
+          emit(kb, pick(q_.trunk, nope, kb), {nH, lora, nope}, Fill::Gaussian, fan(lora));
+        }
+        break;
+      case AttnVB:
+        if (!legacy_mla_) {
+          const std::string vb = name(k, l);  // v_b as is ({H, v, lora})
+          emit(vb, pick(q_.trunk, lora, vb), {nH, v, lora}, Fill::Gaussian, fan(lora));
+        }
+        break;
+      // Query and output: MLA's or grouped-query attention's.
+      case AttnQ: mla ? proj(k, l, nH * c_.qk_head_dim(), H, false) : proj(k, l, nH * d, H, b); break;
+      case AttnOut: mla ? proj(k, l, H, nH * v, b) : proj(k, l, H, nH * d, b); break;
+      case AttnK:
+      case AttnV: proj(k, l, nKV * d, H, b); break;
+      case AttnQNorm:
+      case AttnKNorm: norm(name(k, l), d); break;
       // A sink is one more logit in each head's softmax; O(1) values.
-      emit(gguf() ? a + "sinks.weight" : a + "sinks", vector_type(), {nH}, Fill::Gaussian, 0.5f);
-    }
-  }
-
-  void dense(const std::string& p, int64_t I) {
-    const int64_t H = c_.hidden_size;
-    if (gguf()) {
-      matrix(p + "ffn_gate.weight", I, H, Role::Trunk, fan(H));
-      matrix(p + "ffn_up.weight", I, H, Role::Trunk, fan(H));
-      matrix(p + "ffn_down.weight", H, I, Role::Trunk, fan(I));
-    } else {
-      matrix(p + "mlp.gate_proj.weight", I, H, Role::Trunk, fan(H));
-      matrix(p + "mlp.up_proj.weight", I, H, Role::Trunk, fan(H));
-      matrix(p + "mlp.down_proj.weight", H, I, Role::Trunk, fan(I));
-    }
-  }
-
-  // DeepSeek-V3 and Qwen3-MoE routed experts (+ DeepSeek's shared experts).
-  void moe(const std::string& p) {
-    const int64_t H = c_.hidden_size, E = c_.n_routed_experts, I = c_.moe_intermediate_size;
-    const bool ds = c_.arch == Arch::DeepseekV3;
-    if (gguf()) {
-      matrix(p + "ffn_gate_inp.weight", E, H, Role::Router, fan(H));
-      if (ds) emit(p + "exp_probs_b.bias", DType::F32, {E}, Fill::Gaussian, 0.01f);
-      stacked(p + "ffn_gate_exps.weight", E, I, H, fan(H));
-      stacked(p + "ffn_up_exps.weight", E, I, H, fan(H));
-      stacked(p + "ffn_down_exps.weight", E, H, I, fan(I));
-      if (ds && c_.n_shared_experts > 0) {
-        const int64_t S = I * c_.n_shared_experts;
-        matrix(p + "ffn_gate_shexp.weight", S, H, Role::Trunk, fan(H));
-        matrix(p + "ffn_up_shexp.weight", S, H, Role::Trunk, fan(H));
-        matrix(p + "ffn_down_shexp.weight", H, S, Role::Trunk, fan(S));
+      case AttnSinks: emit(name(k, l), vector_type(), {nH}, Fill::Gaussian, 0.5f); break;
+      // Dense MLP and shared experts.
+      case FfnGate:
+      case FfnUp: matrix(name(k, l), c_.intermediate_size, H, Role::Trunk, fan(H)); break;
+      case FfnDown: matrix(name(k, l), H, c_.intermediate_size, Role::Trunk, fan(c_.intermediate_size)); break;
+      case FfnGateShexp:
+      case FfnUpShexp: matrix(name(k, l), S, H, Role::Trunk, fan(H)); break;
+      case FfnDownShexp: matrix(name(k, l), H, S, Role::Trunk, fan(S)); break;
+      // Routers.
+      case FfnGateInp: matrix(name(k, l), E, H, Role::Router, fan(H)); break;
+      case FfnRouter:  // gpt-oss's router is a linear with bias
+        matrix(name(k, l), E, H, Role::Router, fan(H));
+        bias(name(k, l, "bias"), {E});
+        break;
+      case ExpProbsB: emit(name(k, l, "bias"), DType::F32, {E}, Fill::Gaussian, 0.01f); break;
+      // Routed experts: GGUF stacked {E, out, in} (+ {E, out} biases).
+      case FfnGateExps:
+      case FfnUpExps:
+      case FfnDownExps: {
+        const auto [out, in] = expert_shape(k);
+        stacked(name(k, l), E, out, in, fan(in));
+        if (arch_spec(c_.arch).expert_biases) bias(name(k, l, "bias"), {E, out});
+        break;
       }
-      return;
-    }
-    matrix(p + "mlp.gate.weight", E, H, Role::Router, fan(H));
-    if (ds) emit(p + "mlp.gate.e_score_correction_bias", DType::F32, {E}, Fill::Gaussian, 0.01f);
-    for (int64_t e = 0; e < E; ++e) {
-      const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
-      matrix(x + "gate_proj.weight", I, H, Role::Expert, fan(H));
-      matrix(x + "up_proj.weight", I, H, Role::Expert, fan(H));
-      matrix(x + "down_proj.weight", H, I, Role::Expert, fan(I));
-    }
-    if (ds && c_.n_shared_experts > 0) {
-      const int64_t S = I * c_.n_shared_experts;
-      matrix(p + "mlp.shared_experts.gate_proj.weight", S, H, Role::Trunk, fan(H));
-      matrix(p + "mlp.shared_experts.up_proj.weight", S, H, Role::Trunk, fan(H));
-      matrix(p + "mlp.shared_experts.down_proj.weight", H, S, Role::Trunk, fan(S));
+      // gpt-oss HF experts: one tensor per layer for all experts.
+      case FfnGateUpExpsFused:
+      case FfnDownExpsFused: fused_experts(k, l); break;
+      default: throw Error("internal: synth has no layout for tensor " + name(k, l));
     }
   }
 
-  void gpt_oss_moe(const std::string& p) {
+  void fused_experts(TensorKind k, int64_t l) {
     const int64_t H = c_.hidden_size, E = c_.n_routed_experts, I = c_.moe_intermediate_size;
-    if (gguf()) {
-      matrix(p + "ffn_gate_inp.weight", E, H, Role::Router, fan(H));
-      bias(p + "ffn_gate_inp.bias", {E});
-      stacked(p + "ffn_gate_exps.weight", E, I, H, fan(H));
-      bias(p + "ffn_gate_exps.bias", {E, I});
-      stacked(p + "ffn_up_exps.weight", E, I, H, fan(H));
-      bias(p + "ffn_up_exps.bias", {E, I});
-      stacked(p + "ffn_down_exps.weight", E, H, I, fan(I));
-      bias(p + "ffn_down_exps.bias", {E, H});
-      return;
-    }
-    matrix(p + "mlp.router.weight", E, H, Role::Router, fan(H));
-    bias(p + "mlp.router.bias", {E});
-    const std::string x = p + "mlp.experts.";
+    const bool gate_up = k == FfnGateUpExpsFused;
+    const int64_t out = gate_up ? 2 * I : H, in = gate_up ? H : I;
+    const std::string x = name(k, l, "");
     if (q_.experts == DType::U8) {
       // OpenAI's MXFP4: [E, out, in/32, 16] codes and [E, out, in/32] E8M0 scales.
       if (H % 32 != 0 || I % 32 != 0)
         throw Error("gpt-oss MXFP4 experts need hidden_size and intermediate_size divisible by 32");
-      emit(x + "gate_up_proj_blocks", DType::U8, {E, 2 * I, H / 32, 16}, Fill::Mxfp4Blocks, fan(H));
-      emit(x + "gate_up_proj_scales", DType::U8, {E, 2 * I, H / 32}, Fill::Mxfp4Scales, fan(H));
-      bias(x + "gate_up_proj_bias", {E, 2 * I});
-      emit(x + "down_proj_blocks", DType::U8, {E, H, I / 32, 16}, Fill::Mxfp4Blocks, fan(I));
-      emit(x + "down_proj_scales", DType::U8, {E, H, I / 32}, Fill::Mxfp4Scales, fan(I));
-      bias(x + "down_proj_bias", {E, H});
+      emit(x + "_blocks", DType::U8, {E, out, in / 32, 16}, Fill::Mxfp4Blocks, fan(in));
+      emit(x + "_scales", DType::U8, {E, out, in / 32}, Fill::Mxfp4Scales, fan(in));
+      bias(x + "_bias", {E, out});
       return;
     }
     // transformers' save_pretrained layout: [E, in, out], gate/up columns interleaved.
-    emit(x + "gate_up_proj", q_.experts, {E, H, 2 * I}, Fill::Gaussian, fan(H));
-    bias(x + "gate_up_proj_bias", {E, 2 * I});
-    emit(x + "down_proj", q_.experts, {E, I, H}, Fill::Gaussian, fan(I));
-    bias(x + "down_proj_bias", {E, H});
+    emit(x, q_.experts, {E, in, out}, Fill::Gaussian, fan(in));
+    bias(x + "_bias", {E, out});
   }
 
   const ModelConfig& c_;
@@ -329,7 +280,7 @@ void count_params(const ModelConfig& c, uint64_t* total, uint64_t* active) {
   for_each_tensor_once(c, Format::Safetensors, q, false, [&](const TensorSpec& t, uint64_t copies) {
     const uint64_t n = t.nbytes / 2 * copies;
     all += n;
-    if (t.name.find(".mlp.experts.") != std::string::npos && t.name.find("bias") == std::string::npos) experts += n;
+    if (is_routed_expert_tensor(t.name) && t.name.find("bias") == std::string::npos) experts += n;
   });
   *total = all;
   const double share = static_cast<double>(c.num_experts_per_tok) / static_cast<double>(c.n_routed_experts);
