@@ -4,7 +4,6 @@
 // run); a failing read or a corrupted byte is one clear error naming the file.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "pack/packer.h"
 #include "runtime/loader.h"
 #include "safetensors_writer.h"
+#include "same_bits.h"
 #include "storage/fault_injecting_storage.h"
 #include "util/error.h"
 
@@ -60,12 +60,6 @@ std::unique_ptr<Model> load_on_faults(const fs::path& model, FaultInjectingStora
   return load_model(model, o);
 }
 
-void expect_identical(const std::vector<std::vector<float>>& want, const std::vector<std::vector<float>>& got) {
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t k = 0; k < want.size(); ++k)
-    ASSERT_EQ(0, std::memcmp(want[k].data(), got[k].data(), want[k].size() * sizeof(float))) << "token " << k;
-}
-
 class ModelOnFaultyStorage : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ModelOnFaultyStorage, ShortReadsAndASlowDriveChangeNoBits) {
@@ -76,7 +70,7 @@ TEST_P(ModelOnFaultyStorage, ShortReadsAndASlowDriveChangeNoBits) {
   ASSERT_NE(faults, nullptr) << "the loader did not use the storage it was handed";
   faults->short_reads(4096);
   faults->slow_drive(0, std::chrono::microseconds(300));
-  expect_identical(want, greedy(*m, kPrompt, 5));
+  expect_same_logits(want, greedy(*m, kPrompt, 5));
   EXPECT_GT(faults->stats().short_reads, 0u);
   EXPECT_GT(faults->stats().delays, 0u);
 }
@@ -112,7 +106,7 @@ TEST(PackOnFaultyStorage, ACorruptedByteInFlightIsCaughtByItsChecksum) {
     auto m = load_on_faults(p.out, faults, 2);
     ASSERT_NE(faults, nullptr);
     faults->short_reads(8192);
-    expect_identical(want, greedy(*m, kPrompt, 4));
+    expect_same_logits(want, greedy(*m, kPrompt, 4));
   }
   FaultInjectingStorage* faults = nullptr;
   auto m = load_on_faults(p.out, faults, 2);

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -19,6 +18,7 @@
 #include "runtime/prompt.h"
 #include "runtime/scheduler.h"
 #include "safetensors_writer.h"
+#include "same_bits.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -92,11 +92,7 @@ Output run_alone(Model& m, Request r) {
 
 void expect_same(const Output& want, const Output& got, const std::string& what) {
   SCOPED_TRACE(what);
-  ASSERT_EQ(want.tokens, got.tokens);
-  ASSERT_EQ(want.logits.size(), got.logits.size());
-  for (size_t k = 0; k < want.logits.size(); ++k)
-    ASSERT_EQ(0, std::memcmp(want.logits[k].data(), got.logits[k].data(), want.logits[k].size() * sizeof(float)))
-        << "token " << k;
+  expect_same_bits(want.tokens, want.logits, got.tokens, got.logits);
   EXPECT_EQ(want.finish, got.finish);
 }
 

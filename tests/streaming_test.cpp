@@ -3,7 +3,6 @@
 // bit-identical to the in-RAM run; damaged or missing packs are clear errors.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -15,6 +14,7 @@
 #include "model/expert_heat.h"
 #include "runtime/generator.h"
 #include "safetensors_writer.h"
+#include "same_bits.h"
 #include "synth/synth.h"
 #include "util/error.h"
 
@@ -48,11 +48,7 @@ Outcome run(const fs::path& model, LoadOptions o, int n = 6) {
 
 void expect_identical(const Outcome& want, const Outcome& got, const std::string& what) {
   SCOPED_TRACE(what);
-  ASSERT_EQ(want.tokens, got.tokens);
-  ASSERT_EQ(want.logits.size(), got.logits.size());
-  for (size_t k = 0; k < want.logits.size(); ++k)
-    ASSERT_EQ(0, std::memcmp(want.logits[k].data(), got.logits[k].data(), want.logits[k].size() * sizeof(float)))
-        << "token " << k;
+  expect_same_bits(want.tokens, want.logits, got.tokens, got.logits);
 }
 
 LoadOptions streamed(size_t slots, LoadOptions::Prefetch p = LoadOptions::Prefetch::On, const char* io = "") {
