@@ -114,3 +114,52 @@ TEST(Quantize, ConvertedPacksRunAndStayCloseToTheOriginal) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// A checkpoint can ship tensors no architecture binds (DeepSeek-V3 and R1
+// carry a next-token-prediction layer with its own embed_tokens and norms).
+// An int8 trunk keeps those that are an embedding or a norm by their name in
+// their stored precision, as it does the ones the name table knows, and
+// converts an unknown projection like any other.
+TEST(Quantize, Int8TrunkKeepsUnboundEmbeddingsAndNormsAsShipped) {
+  const fs::path fixture = fs::path(STRATA_FIXTURES_DIR) / "models" / "ds_yarn_grouped";
+  testfiles::TempDir tmp("strata-quant-extra");
+  const fs::path src = tmp / "src";
+  fs::create_directories(src);
+  // Two shards without an index: the fixture's tensors and the extra ones.
+  for (const auto& e : fs::directory_iterator(fixture))
+    fs::copy_file(e.path(), src / (e.path().filename() == "model.safetensors" ? fs::path("model-00001-of-00002.safetensors")
+                                                                              : e.path().filename()));
+  const std::vector<float> values(4 * 32, 0.25f);
+  testfiles::write_file(src / "model-00002-of-00002.safetensors",
+                        testfiles::safetensors_bytes({
+                            {"model.layers.99.embed_tokens.weight", "F32", {4, 32}, testfiles::raw_bytes(values)},
+                            {"model.layers.99.enorm.weight", "F32", {4, 32}, testfiles::raw_bytes(values)},
+                            {"model.layers.99.eh_proj.weight", "F32", {4, 32}, testfiles::raw_bytes(values)},
+                        }));
+  PackOptions p;
+  p.source = src;
+  p.out = tmp / "pack";
+  p.trunk = "int8";
+  pack_model(p);
+  std::map<std::string, std::string> dtype;
+  for (const auto& e : fs::directory_iterator(p.out / "trunk")) {
+    if (e.path().extension() != ".safetensors") continue;
+    std::ifstream f(e.path(), std::ios::binary);
+    uint64_t n = 0;
+    f.read(reinterpret_cast<char*>(&n), 8);
+    std::string header(n, '\0');
+    f.read(header.data(), static_cast<std::streamsize>(n));
+    const nlohmann::json j = nlohmann::json::parse(header);
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "__metadata__") dtype[it.key()] = it.value().at("dtype").get<std::string>();
+  }
+  EXPECT_EQ(dtype["model.layers.99.embed_tokens.weight"], "F32");
+  EXPECT_EQ(dtype["model.layers.99.enorm.weight"], "F32");
+  EXPECT_EQ(dtype["model.layers.99.eh_proj.weight"], "I8");
+}
+
+}  // namespace
+}  // namespace strata

@@ -294,9 +294,10 @@ TEST(Scheduler, TheStatsSnapshotCanBeReadWhileAnotherThreadSteps) {
   EXPECT_EQ(end.queued, 0u);
 }
 
-// transformers' choice: generation_config.json's eos_token_id when it names
-// one, otherwise config.json's; for `generate` and `serve` alike.
-TEST(StopPolicy, GenerationConfigFirstThenConfig) {
+// Every id the checkpoint names as an end: generation_config.json's first
+// (transformers' generate()), then config.json's, then the tokenizer's eos
+// token; for `generate` and `serve` alike.
+TEST(StopPolicy, EveryEndTheCheckpointNamesGenerationConfigFirst) {
   testfiles::TempDir tmp("strata-stop");
   for (const auto& e : fs::directory_iterator(kModels / "qwen_gqa"))
     if (e.path().filename() != "generation_config.json") fs::copy_file(e.path(), tmp / e.path().filename().string());
@@ -306,15 +307,21 @@ TEST(StopPolicy, GenerationConfigFirstThenConfig) {
     c["eos_token_id"] = 2;
     std::ofstream(tmp / "config.json") << c.dump();
   }
-  EXPECT_EQ(stop_token_ids(*load(tmp.path())), std::vector<int32_t>{2});
+  EXPECT_EQ(stop_token_ids(*load(tmp.path()), nullptr), std::vector<int32_t>{2});
   tmp.write("generation_config.json", R"({"do_sample": false})");
-  EXPECT_EQ(stop_token_ids(*load(tmp.path())), std::vector<int32_t>{2});
-  tmp.write("generation_config.json", R"({"eos_token_id": [5, 6]})");
-  EXPECT_EQ(stop_token_ids(*load(tmp.path())), (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(stop_token_ids(*load(tmp.path()), nullptr), std::vector<int32_t>{2});
+  tmp.write("generation_config.json", R"({"eos_token_id": [5, 6, 2]})");
+  EXPECT_EQ(stop_token_ids(*load(tmp.path()), nullptr), (std::vector<int32_t>{5, 6, 2}));
   tmp.write("generation_config.json", R"({"eos_token_id": 7})");
   const auto m = load(tmp.path());
-  EXPECT_EQ(stop_token_ids(*m), std::vector<int32_t>{7});
-  EXPECT_EQ(PromptBuilder(*m, tmp.path()).stop_ids(), std::vector<int32_t>{7});
+  EXPECT_EQ(stop_token_ids(*m, nullptr), (std::vector<int32_t>{7, 2}));
+  // With a tokenizer whose eos token is another id, that one ends too.
+  const auto tok = Tokenizer::from_dir(kQwen3Tokenizer);
+  ASSERT_FALSE(tok->eos_ids().empty());
+  std::vector<int32_t> want = {7, 2};
+  for (int32_t id : tok->eos_ids())
+    if (id != 7 && id != 2) want.push_back(id);
+  EXPECT_EQ(stop_token_ids(*m, tok.get()), want);
 }
 
 }  // namespace

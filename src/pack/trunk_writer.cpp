@@ -28,13 +28,18 @@ bool is_float_type(DType t) {
 // A projection worth converting to int8: a 2-D float weight that the model
 // binds as a linear layer. Routers decide which experts run and stay exact;
 // the embedding table is read row by row and stays as shipped.
-// Whether the name table says `name` keeps its precision: the embedding,
-// routers and norms (unknown names do not).
+// Whether `name` keeps its precision: the embedding, routers and norms, as
+// the name table says. A name the table does not know (a checkpoint's extra
+// tensors, such as DeepSeek-V3's next-token-prediction layer with its own
+// embed_tokens and norms) keeps it when its spelling says it is one of those.
 bool keeps_precision(const std::string& name, Naming naming) {
-  auto id = parse_tensor_name(name, naming);
-  if (!id) return false;
-  const TensorRole role = tensor_name(id->kind).role;
-  return role == TensorRole::Embedding || role == TensorRole::Router || role == TensorRole::Norm;
+  if (auto id = parse_tensor_name(name, naming)) {
+    const TensorRole role = tensor_name(id->kind).role;
+    if (role == TensorRole::Embedding || role == TensorRole::Router || role == TensorRole::Norm) return true;
+  }
+  for (const char* keep : {"embed_tokens", "token_embd", "mlp.gate.weight", "mlp.router", "norm"})
+    if (name.find(keep) != std::string::npos) return true;
+  return false;
 }
 
 bool int8_candidate(const std::string& name, const TensorView& t) {

@@ -1,5 +1,6 @@
 #include "runtime/prompt.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "model/model.h"
@@ -9,23 +10,30 @@
 
 namespace strata {
 
-std::vector<int32_t> stop_token_ids(const Model& model) {
-  std::vector<int32_t> ids = model.config().eos_token_ids;
+std::vector<int32_t> stop_token_ids(const Model& model, const Tokenizer* tok) {
+  std::vector<int32_t> ids;
+  auto add = [&](int32_t id) {
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  };
   std::ifstream f(model.trunk_path() / "generation_config.json");
-  if (!f) return ids;
-  nlohmann::json g = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (!g.is_object() || !g.contains("eos_token_id")) return ids;
-  const auto& e = g["eos_token_id"];
-  ids.clear();
-  if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
-  if (e.is_array())
-    for (const auto& v : e)
-      if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
+  if (f) {
+    const nlohmann::json g = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+    if (g.is_object() && g.contains("eos_token_id")) {
+      const auto& e = g["eos_token_id"];
+      if (e.is_number_integer()) add(e.get<int32_t>());
+      if (e.is_array())
+        for (const auto& v : e)
+          if (v.is_number_integer()) add(v.get<int32_t>());
+    }
+  }
+  for (int32_t id : model.config().eos_token_ids) add(id);
+  if (tok)
+    for (int32_t id : tok->eos_ids()) add(id);
   return ids;
 }
 
 PromptBuilder::PromptBuilder(const Model& model, const std::filesystem::path& model_path)
-    : tok_(Tokenizer::for_model(model_path)), stop_ids_(stop_token_ids(model)) {
+    : tok_(Tokenizer::for_model(model_path)), stop_ids_(stop_token_ids(model, tok_.get())) {
   if (!tok_ || !tok_->chat_template()) return;
   template_source_ = *tok_->chat_template();
   try {

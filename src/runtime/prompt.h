@@ -8,11 +8,13 @@
 // one); a chat template writes bos_token itself, so its output is encoded
 // without anything added, as transformers' apply_chat_template(tokenize=True).
 //
-// Stop ids (one policy for `generate` and `serve`): transformers' generate()
-// stops at generation_config.json's eos_token_id when that file names one,
-// otherwise at config.json's (or the GGUF's) eos ids. The tokenizer's
-// eos_token is not added: a chat model whose turn ends with another token
-// lists that one in generation_config.json.
+// Stop ids (one policy for `generate` and `serve`): every id the checkpoint
+// names as an end of sequence, in this order without repeats:
+// generation_config.json's eos_token_id (what transformers' generate() stops
+// at), config.json's (or the GGUF's) eos ids, and the tokenizer's eos token
+// (what a chat template closes a turn with). A checkpoint whose files
+// disagree (Kimi-K2: config.json's [EOS], the chat turn's <|im_end|>) stops
+// at either, so neither a completion nor a chat turn runs on past its end.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -26,8 +28,9 @@ class ChatTemplate;
 class Model;
 class Tokenizer;
 
-// The ids that end generation for `model` (see the policy above).
-std::vector<int32_t> stop_token_ids(const Model& model);
+// The ids that end generation for `model` with tokenizer `tok` (may be
+// null; see the policy above).
+std::vector<int32_t> stop_token_ids(const Model& model, const Tokenizer* tok);
 
 struct ChatPrompt {
   std::string text;          // the template's output

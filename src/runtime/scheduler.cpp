@@ -61,8 +61,9 @@ std::shared_ptr<Job> Scheduler::submit(Request r) {
   std::shared_ptr<Job> job = s->job;
   {
     std::lock_guard lock(m_);
-    if (static_cast<int>(queue_.size()) >= options_.max_queue &&
-        static_cast<int>(running_.size()) >= options_.max_running)
+    // Room for max_running running and max_queue waiting in all: a request
+    // the step thread has not admitted yet counts as waiting.
+    if (static_cast<int>(queue_.size() + running_.size()) >= options_.max_queue + options_.max_running)
       throw QueueFull();
     queue_.push_back(std::move(s));
     ++stats_.requests;
@@ -94,7 +95,18 @@ void Scheduler::run() {
       cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !running_.empty(); });
       if (stop_) return;
     }
-    step();
+    try {
+      step();
+    } catch (...) {
+      // Whatever escaped a step (bookkeeping around the forward pass, which
+      // handles its own errors) ends every sequence with it rather than the
+      // process: the step thread must outlive any one request.
+      const std::exception_ptr error = std::current_exception();
+      for (auto& s : running_)
+        if (!s->ended) end(*s, Finish::Error, error);
+      std::lock_guard lock(m_);
+      std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->ended; });
+    }
   }
 }
 
@@ -117,14 +129,24 @@ bool Scheduler::step() {
 
 void Scheduler::admit() {
   std::vector<Sequence*> admitted;
+  std::vector<std::unique_ptr<Sequence>> dropped;
   {
     std::lock_guard lock(m_);
+    // Requests cancelled while they waited leave the queue without a cache.
+    for (auto it = queue_.begin(); it != queue_.end();)
+      if ((*it)->job->cancelled()) {
+        dropped.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
     while (static_cast<int>(running_.size()) < options_.max_running && !queue_.empty()) {
       running_.push_back(std::move(queue_.front()));
       queue_.pop_front();
       admitted.push_back(running_.back().get());
     }
   }
+  for (auto& s : dropped) end(*s, Finish::Cancelled);
   for (Sequence* s : admitted) {
     try {
       start(*s);

@@ -52,10 +52,11 @@ int64_t now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-httplib::Server* g_server = nullptr;
-void on_signal(int) {
-  if (g_server) g_server->stop();
-}
+// SIGINT/SIGTERM only raise this flag (all a signal handler may safely do);
+// the server's stopper thread turns it into a stop. A stop asked for before
+// the listener is up would otherwise be lost and the server never exit.
+std::atomic<bool> g_stop_requested{false};
+void on_signal(int) { g_stop_requested = true; }
 
 class Server {
  public:
@@ -83,7 +84,7 @@ class Server {
       send_error(res, {500, what, "server_error"});
     });
     http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      if (!load_error_.empty()) return send_json(res, 500, {{"status", "error"}, {"error", load_error_}});
+      if (failed_) return send_json(res, 500, {{"status", "error"}, {"error", load_error_}});
       if (!ready_) return send_json(res, 503, {{"status", "loading"}});
       send_json(res, 200, {{"status", "ok"}});
     });
@@ -99,7 +100,7 @@ class Server {
                [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
 
     loader_ = std::thread([this] { load(); });
-    g_server = &http_;
+    g_stop_requested = false;
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     const int port = o_.port == 0 ? http_.bind_to_any_port(o_.host) : (http_.bind_to_port(o_.host, o_.port) ? o_.port : -1);
@@ -110,8 +111,18 @@ class Server {
     }
     std::fprintf(stderr, "strata serve: listening on http://%s:%d (model %s)\n", o_.host.c_str(), port, name_.c_str());
     if (o_.on_listen) o_.on_listen(port, o_.on_listen_arg);
+    std::atomic<bool> listening_done{false};
+    std::thread stopper([&] {
+      while (!g_stop_requested && !listening_done) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      // stop() is a no-op until the listener runs: repeat it until it ends.
+      while (!listening_done) {
+        http_.stop();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
     http_.listen_after_bind();
-    g_server = nullptr;
+    listening_done = true;
+    stopper.join();
     loader_.join();
     shutdown();
     return 0;
@@ -133,6 +144,7 @@ class Server {
       std::fprintf(stderr, "strata serve: model loaded\n");
     } catch (const std::exception& e) {
       load_error_ = e.what();
+      failed_ = true;  // after the text: readers check the flag, then read it
       std::fprintf(stderr, "strata serve: cannot load the model: %s\n", e.what());
     }
   }
@@ -142,7 +154,7 @@ class Server {
   void shutdown() {
     if (scheduler_) {
       scheduler_->stop();
-      step_thread_.join();
+      if (step_thread_.joinable()) step_thread_.join();
       scheduler_.reset();
     }
     if (!model_) return;
@@ -188,7 +200,7 @@ class Server {
 
   void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
     if (!authorized(req, res)) return;
-    if (!load_error_.empty()) return send_error(res, {500, "the model failed to load: " + load_error_, "server_error"});
+    if (failed_) return send_error(res, {500, "the model failed to load: " + load_error_, "server_error"});
     if (!ready_) return send_error(res, {503, "the model is still loading", "server_error"});
     ParsedRequest p;
     try {
@@ -459,7 +471,8 @@ class Server {
   httplib::Server http_;
   std::thread loader_;
   std::atomic<bool> ready_{false};
-  std::string load_error_;
+  std::string load_error_;         // written once by the loader, before failed_
+  std::atomic<bool> failed_{false};
   std::unique_ptr<Model> model_;
   std::unique_ptr<PromptBuilder> prompts_;
   const Tokenizer* tok_ = nullptr;  // prompts_'s; null when the model has none
