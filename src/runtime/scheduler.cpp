@@ -101,9 +101,7 @@ void Scheduler::run() {
       // Whatever escaped a step (bookkeeping around the forward pass, which
       // handles its own errors) ends every sequence with it rather than the
       // process: the step thread must outlive any one request.
-      const std::exception_ptr error = std::current_exception();
-      for (auto& s : running_)
-        if (!s->ended) end(*s, Finish::Error, error);
+      fail_running(std::current_exception());
       std::lock_guard lock(m_);
       std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->ended; });
     }
@@ -118,13 +116,16 @@ bool Scheduler::step() {
     forward_step();
   } catch (...) {
     // A failure in the shared step (a read error, say) ends every sequence in it.
-    const std::exception_ptr error = std::current_exception();
-    for (auto& s : running_)
-      if (!s->ended) end(*s, Finish::Error, error);
+    fail_running(std::current_exception());
   }
   sweep();
   std::lock_guard lock(m_);
   return !queue_.empty() || !running_.empty();
+}
+
+void Scheduler::fail_running(const std::exception_ptr& error) {
+  for (auto& s : running_)
+    if (!s->ended) end(*s, Finish::Error, error);
 }
 
 void Scheduler::admit() {

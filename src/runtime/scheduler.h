@@ -91,6 +91,8 @@ class Scheduler {
   // Samples from `logits`, hands the token to the job, decides whether the sequence ends.
   void emit(Sequence& s, const float* logits);
   void end(Sequence& s, Finish f, std::exception_ptr error = nullptr);
+  // Ends every running sequence that has not ended with `error`.
+  void fail_running(const std::exception_ptr& error);
   void forward_step();
   // Drops ended and cancelled sequences; refreshes the expert counters.
   void sweep();
