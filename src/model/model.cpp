@@ -104,6 +104,11 @@ std::unique_ptr<KvCache> Model::new_cache() const {
   return std::make_unique<KvCache>(config_.num_layers, w.key, w.value, context_, windows_, max_batch_);
 }
 
+uint64_t Model::cache_bytes_at_context() const {
+  CacheWidths w = cache_widths(config_);
+  return KvCache::bytes_at(config_.num_layers, w.key, w.value, context_, windows_, max_batch_);
+}
+
 void Model::forward(std::span<const Row> rows, float* logits) {
   const ModelConfig& c = config_;
   const size_t n = rows.size(), hidden = static_cast<size_t>(c.hidden_size);

@@ -75,6 +75,8 @@ class Model {
   // model directory, or a pack's trunk).
   const std::filesystem::path& trunk_path() const { return trunk_path_; }
   std::unique_ptr<KvCache> new_cache() const;
+  // Bytes one sequence's cache holds once it reaches context() (the budget's KV share).
+  uint64_t cache_bytes_at_context() const;
   // Positions a sequence may reach (--ctx).
   int64_t context() const { return context_; }
   // Rows of one sequence a forward step may take (prompts longer than this

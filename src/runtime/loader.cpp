@@ -105,7 +105,6 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
 
   // The budget: what stays resident, the KV cache for the context, working
   // buffers, and whatever is left for the expert cache.
-  const CacheWidths w = cache_widths(c);
   plan.budget = options.ram_bytes;
   plan.trunk = total > streamed ? total - streamed : 0;
   // An untied token table is read a few rows per step, straight from the
@@ -115,9 +114,7 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
   const kernels::WeightMatrix& embed = model.token_table();
   const uint64_t table = static_cast<uint64_t>(embed.out) * embed.row_bytes();
   if (plan.trunk >= table && model.read_token_table_by_rows()) plan.trunk -= table;
-  std::vector<int64_t> windows(c.num_layers, 0);
-  for (int64_t l = 0; l < c.num_layers; ++l) windows[l] = c.layer_window(l).value_or(0);
-  plan.kv = KvCache::bytes_at(c.num_layers, w.key, w.value, model.context(), windows, model.max_batch_rows());
+  plan.kv = model.cache_bytes_at_context();
   plan.overhead = 192 * kMiB + static_cast<uint64_t>(c.vocab_size) * sizeof(float) * 16;
   size_t slots = options.cache_slots;
   const uint64_t slot_bytes = std::max<uint64_t>(catalog.max_slot_bytes, kIoAlign);
