@@ -19,7 +19,7 @@
 #include "model/arch.h"
 #include "model/gguf_model.h"
 #include "model/model.h"
-#include "model/rope.h"
+#include "backend/rope.h"
 #include "model/weights.h"
 #include "util/error.h"
 

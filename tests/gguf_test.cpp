@@ -17,7 +17,7 @@
 #include "gguf_writer.h"
 #include "model/gguf_model.h"
 #include "model/model.h"
-#include "model/rope.h"
+#include "backend/rope.h"
 #include "model/weights.h"
 #include "util/error.h"
 

@@ -151,7 +151,7 @@ TEST(Context, KimiK2Reaches32kTokensIn8GiB) {
   const CacheWidths w = cache_widths(c);
   EXPECT_EQ(w.key, c.kv_lora_rank + c.qk_rope_head_dim);
   EXPECT_EQ(w.value, 0);
-  const uint64_t bytes = KvCache::bytes_at(c.num_layers, w.key, w.value, 32768, {}, 4096);
+  const uint64_t bytes = make_cpu_backend(1)->cache_bytes(CacheShape{c.num_layers, w.key, w.value, 32768, {}, 4096});
   EXPECT_LE(bytes, 8ull << 30);
   std::printf("Kimi-K2 KV for 32768 tokens: %.2f GiB\n", bytes / double(1ull << 30));
 }

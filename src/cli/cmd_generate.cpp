@@ -138,7 +138,7 @@ int run_generate(const GenerateArgs& a) {
   if (model->streaming()) {
     const MemoryPlan& m = model->memory_plan();
     out["stats"]["memory"] = {{"budget", m.budget}, {"trunk", m.trunk}, {"kv", m.kv},
-                              {"overhead", m.overhead}, {"expert_cache", m.cache}};
+                              {"step", m.step}, {"baseline", m.baseline}, {"expert_cache", m.cache}};
     out["stats"]["experts"] = {{"prefill", expert_stats_json(r.prefill_experts, r.prefill_s)},
                                {"decode", expert_stats_json(r.decode_experts, r.decode_s)}};
   }

@@ -138,10 +138,14 @@ WeightMatrix interleave(const WeightMatrix& w, uint8_t* dst) {
 }
 
 WeightMatrix interleave_in_place(const WeightMatrix& w) {
+  std::vector<uint8_t> scratch;
+  return interleave_in_place(w, scratch);
+}
+
+WeightMatrix interleave_in_place(const WeightMatrix& w, std::vector<uint8_t>& scratch) {
   if (!interleavable(w)) throw Error("internal: interleave_in_place() of a matrix without an interleaved layout");
   const size_t group = static_cast<size_t>(kRows) * w.row_bytes();
-  thread_local std::vector<uint8_t> scratch;
-  scratch.resize(group);
+  if (scratch.size() < group) scratch.resize(group);
   uint8_t* data = const_cast<uint8_t*>(w.data);
   for (int64_t g = 0; g < w.out / kRows; ++g) {
     uint8_t* p = data + static_cast<size_t>(g) * group;

@@ -4,6 +4,7 @@
 // not by its type and shape alone, never by where its bytes came from, so a
 // weight gives the same bits whether it was loaded, cached or streamed.
 #include <cstdint>
+#include <vector>
 
 #include "kernels/linear.h"
 
@@ -18,7 +19,10 @@ bool interleavable(const WeightMatrix& w);
 WeightMatrix interleave(const WeightMatrix& w, uint8_t* dst);
 
 // Interleaves w's own bytes (they must be writable) and returns the matrix
-// reading them.
+// reading them. `scratch` holds one group of 16 rows while it is rewritten:
+// the caller keeps it between calls (it grows to the largest group once).
+WeightMatrix interleave_in_place(const WeightMatrix& w, std::vector<uint8_t>& scratch);
+// The same with a buffer of its own (tests and tools).
 WeightMatrix interleave_in_place(const WeightMatrix& w);
 
 }  // namespace strata::kernels

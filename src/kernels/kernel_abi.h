@@ -76,6 +76,9 @@ struct MatDesc {
   // IL_Q4_K: Σ x over each 32-column block of each batch row ([n][in/32],
   // summed in order from 0), filled by linear() for the kernels.
   const float* block_sums = nullptr;
+  // Room for one dequantized row (`in` values) for the calling thread alone,
+  // where the table needs it (KernelTable::needs_row): the caller plans it.
+  float* row = nullptr;
 };
 
 // One implementation of every kernel. All tables compute the same function
@@ -93,6 +96,8 @@ struct KernelTable {
   void (*axpy)(float a, const float* x, float* y, size_t n);
   // axpy(w[j], x[j], y, n) for j = 0, 1, ..., count - 1, bit for bit.
   void (*axpys)(const float* w, const float* const* x, size_t count, float* y, size_t n);
+  // Whether matmul needs MatDesc::row (a row dequantized before its dots).
+  bool needs_row;
 };
 
 extern const KernelTable kScalarTable;

@@ -630,7 +630,7 @@ void simd_axpy(float a, const float* x, float* y, size_t n) {
   }
 }
 
-const KernelTable kTable = {"avx512", simd_matmul, simd_dequant_row, simd_dot, simd_dots, simd_axpy, simd_axpys};
+const KernelTable kTable = {"avx512", simd_matmul, simd_dequant_row, simd_dot, simd_dots, simd_axpy, simd_axpys, /*needs_row=*/false};
 
 }  // namespace
 

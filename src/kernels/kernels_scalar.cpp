@@ -431,12 +431,11 @@ bool is_interleaved(Fmt f) { return f == Fmt::IL_Q8_0 || f == Fmt::IL_MXFP4 || f
 void matmul(const MatDesc& w, const float* x, size_t n, float* y, size_t ldy, int64_t o0, int64_t o1) {
   if (is_interleaved(w.fmt)) return il_matmul(w, x, n, y, ldy, o0, o1);
   const size_t in = static_cast<size_t>(w.in);
-  thread_local std::vector<float> row;
-  row.resize(in);
+  float* row = w.row;
   for (int64_t o = o0; o < o1; ++o) {
-    dequant_row(w, o, row.data());
+    dequant_row(w, o, row);
     for (size_t r = 0; r < n; ++r) {
-      const float v = dot(row.data(), x + r * in, in);
+      const float v = dot(row, x + r * in, in);
       y[r * ldy + static_cast<size_t>(o)] = w.bias ? v + w.bias[o] : v;
     }
   }
@@ -455,6 +454,6 @@ void il_dequant_row(const MatDesc& w, int64_t o, float* dst) {
   }
 }
 
-const KernelTable kScalarTable = {"scalar", matmul, dequant_row, dot, dots, axpy, axpys};
+const KernelTable kScalarTable = {"scalar", matmul, dequant_row, dot, dots, axpy, axpys, /*needs_row=*/true};
 
 }  // namespace strata::kernels::detail

@@ -169,20 +169,31 @@ void axpys(const float* w, const float* const* x, size_t count, float* y, size_t
   detail::active_table().axpys(w, x, count, y, n);
 }
 
-void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool) {
+size_t linear_sum_floats(const WeightMatrix& w, size_t n) {
+  return w.packing == Packing::Interleaved16 && w.dtype == DType::Q4_K ? n * static_cast<size_t>(w.in / 32) : 0;
+}
+
+size_t linear_row_floats(const WeightMatrix& w) {
+  return detail::active_table().needs_row ? static_cast<size_t>(std::max<int64_t>(w.in, 0)) : 0;
+}
+
+void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool, LinearScratch scratch) {
   if (n == 0 || w.out <= 0) return;
   const detail::KernelTable& t = detail::active_table();
   MatDesc d = resolve(w);
   const size_t out = static_cast<size_t>(w.out), in = static_cast<size_t>(std::max<int64_t>(w.in, 1));
-  thread_local std::vector<float> block_sums;
-  if (d.fmt == Fmt::IL_Q4_K) {  // once per call, in the order linear.h gives
-    block_sums.resize(n * (in / 32));
-    for (size_t i = 0; i < block_sums.size(); ++i) {
+  const size_t threads = pool ? static_cast<size_t>(pool->size()) : 1;
+  const size_t sums = linear_sum_floats(w, n), row = linear_row_floats(w);
+  if (scratch.sums.size() < sums || scratch.rows.size() < row * threads)
+    throw Error("internal: a product of [" + std::to_string(w.out) + ", " + std::to_string(w.in) + "] over " +
+                std::to_string(n) + " rows was given less scratch than it needs");
+  if (sums) {  // once per call, in the order linear.h gives
+    for (size_t i = 0; i < sums; ++i) {
       float s = 0.0f;
       for (size_t k = 0; k < 32; ++k) s += x[32 * i + k];
-      block_sums[i] = s;
+      scratch.sums[i] = s;
     }
-    d.block_sums = block_sums.data();
+    d.block_sums = scratch.sums.data();
   }
   // Work is split in groups of whole row tiles; which thread computes a row
   // never changes its bits.
@@ -190,28 +201,51 @@ void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPoo
   // of a chunk run narrower, slower tiles).
   const size_t group = w.packing == Packing::Interleaved16 ? 4 * detail::kIlRows : 8;
   const size_t groups = (out + group - 1) / group;
-  auto body = [&](size_t g0, size_t g1) {
-    t.matmul(d, x, n, y, out, static_cast<int64_t>(g0 * group), static_cast<int64_t>(std::min(g1 * group, out)));
-  };
+  // The work, captured by one pointer so that the pool's std::function holds
+  // it without allocating.
+  struct Work {
+    const detail::KernelTable* t;
+    const MatDesc* d;
+    const float* x;
+    size_t n, out, group, row;
+    float* y;
+    float* rows;
+    void operator()(int worker, size_t g0, size_t g1) const {
+      MatDesc mine = *d;
+      if (row) mine.row = rows + static_cast<size_t>(worker) * row;
+      t->matmul(mine, x, n, y, out, static_cast<int64_t>(g0 * group), static_cast<int64_t>(std::min(g1 * group, out)));
+    }
+  } work{&t, &d, x, n, out, group, row, y, scratch.rows.data()};
   // Keep chunks big enough that scheduling stays cheap relative to the work.
   const size_t min_chunk = std::max<size_t>(1, (size_t{1} << 16) / (group * in * n));
   if (pool)
-    pool->parallel_for(groups, body, min_chunk);
+    pool->parallel_for_indexed(groups, [w = &work](int worker, size_t g0, size_t g1) { (*w)(worker, g0, g1); },
+                               min_chunk);
   else
-    body(0, groups);
+    work(0, 0, groups);
 }
 
-void linear_transposed(const WeightMatrix& w, const float* x, float* y) {
+void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool) {
+  const size_t threads = pool ? static_cast<size_t>(pool->size()) : 1;
+  std::vector<float> sums(linear_sum_floats(w, n)), rows(linear_row_floats(w) * threads);
+  linear(w, x, n, y, pool, LinearScratch{sums, rows});
+}
+
+void linear_transposed(const WeightMatrix& w, const float* x, float* y, std::span<float> row) {
   const detail::KernelTable& t = detail::active_table();
   const MatDesc d = resolve(w);
   const size_t in = static_cast<size_t>(w.in);
-  thread_local std::vector<float> row;
-  row.resize(in);
+  if (row.size() < in) throw Error("internal: linear_transposed() was given less scratch than a row");
   std::fill_n(y, in, 0.0f);
   for (int64_t o = 0; o < w.out; ++o) {
     t.dequant_row(d, o, row.data());
     t.axpy(x[o], row.data(), y, in);
   }
+}
+
+void linear_transposed(const WeightMatrix& w, const float* x, float* y) {
+  std::vector<float> row(static_cast<size_t>(std::max<int64_t>(w.in, 0)));
+  linear_transposed(w, x, y, row);
 }
 
 }  // namespace strata::kernels

@@ -13,6 +13,7 @@
 // alone or inside a batch, at any thread count, on any x86-64 machine.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "formats/dtype.h"
 
@@ -88,13 +89,33 @@ struct WeightMatrix {
 // (unsupported type, a row that is not whole blocks, missing scales).
 void check_supported(const WeightMatrix& w);
 
+// Scratch a product needs beyond x and y. Kernels keep none of their own and
+// never allocate: the caller plans it once (the backend's step workspace).
+struct LinearScratch {
+  // linear_sum_floats(w, n) values: per-block sums of x (Q4_K interleaved).
+  std::span<float> sums;
+  // linear_row_floats(w) values for each thread that runs part of the
+  // product (the pool's size, or one without a pool): the row a kernel
+  // dequantizes before its dots (the scalar kernels).
+  std::span<float> rows;
+};
+size_t linear_sum_floats(const WeightMatrix& w, size_t n);
+size_t linear_row_floats(const WeightMatrix& w);
+
 // y[b][o] = Σ_i W[o][i] · x[b][i] (+ bias[o]) for b < n.
-// x is [n × W.in], y is [n × W.out]; both f32, row-major.
+// x is [n × W.in], y is [n × W.out]; both f32, row-major. Throws
+// strata::Error when `scratch` is smaller than the sizes above.
+void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool, LinearScratch scratch);
+// The same with scratch of its own, allocated per call: for tests and tools,
+// not for a forward pass.
 void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool);
 
 // y[i] = Σ_o x[o] · W[o][i] for one vector x of length W.out (no bias):
 // the transposed product MLA uses to absorb kv_b_proj into the query. Each
-// y[i] accumulates fma(x[o], W[o][i], ·) over o in increasing order.
+// y[i] accumulates fma(x[o], W[o][i], ·) over o in increasing order. `row`
+// holds W.in values (scratch).
+void linear_transposed(const WeightMatrix& w, const float* x, float* y, std::span<float> row);
+// The same with a row of its own (tests and tools).
 void linear_transposed(const WeightMatrix& w, const float* x, float* y);
 
 // Dequantizes row `o` of W into `dst` (length W.in).

@@ -78,6 +78,10 @@ struct ArchSpec {
   // Its attention's softmax scale and KV-cache row widths.
   double (*attention_scale)(const ModelConfig& c) = nullptr;
   CacheWidths (*cache_widths)(const ModelConfig& c) = nullptr;
+  // Per row, the attention buffers a step needs (model/step_state.h).
+  AttentionWidths (*attention_widths)(const ModelConfig& c) = nullptr;
+  // Its routed experts may come as one fused gate_up matrix (gpt-oss).
+  bool fused_gate_up = false;
 
   // Its routed experts carry biases (gpt-oss): what synth writes.
   bool expert_biases = false;

@@ -233,6 +233,7 @@ const ArchSpec& deepseek_v3_arch() {
       .layer_is_moe = layer_is_moe,
       .attention_scale = mla_attention_scale,
       .cache_widths = mla_cache_widths,
+      .attention_widths = mla_attention_widths,
       .gguf_tensors = kGgufTensors,
       .declare_layer = declare_layer,
       .bind_layer = bind_layer,

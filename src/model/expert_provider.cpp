@@ -1,5 +1,7 @@
 #include "model/expert_provider.h"
 
+#include <algorithm>
+
 #include "model/tensor_names.h"
 #include "model/weights.h"
 #include "util/error.h"
@@ -18,6 +20,7 @@ ExpertBindFn per_expert_tensors(WeightBinder& w, const ModelConfig& c) {
 
 InMemoryExpertProvider::InMemoryExpertProvider(const ModelConfig& c, const ExpertBindFn& bind)
     : bind_(bind), experts_(c.num_layers) {
+  fetch_.weights_.reserve(static_cast<size_t>(std::max<int64_t>(c.n_routed_experts, 0)));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (!c.layer_is_moe(l)) continue;
     auto& layer = experts_[l];
@@ -31,14 +34,14 @@ InMemoryExpertProvider::InMemoryExpertProvider(const ModelConfig& c, const Exper
   }
 }
 
-std::unique_ptr<ExpertFetch> InMemoryExpertProvider::fetch(int64_t layer, std::span<const int32_t> experts) {
-  std::vector<const ExpertWeights*> out;
-  out.reserve(experts.size());
-  for (int32_t e : experts) out.push_back(&experts_.at(layer).at(e));
-  return std::make_unique<ReadyFetch>(std::move(out));
+ExpertFetch& InMemoryExpertProvider::fetch(int64_t layer, std::span<const int32_t> experts) {
+  fetch_.weights_.clear();
+  fetch_.next_ = 0;
+  for (int32_t e : experts) fetch_.weights_.push_back(&experts_.at(layer).at(e));
+  return fetch_;
 }
 
-size_t ReadyFetch::next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) {
+size_t InMemoryExpertProvider::ReadyFetch::next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) {
   out.clear();
   while (out.size() < max && next_ < weights_.size()) {
     out.emplace_back(static_cast<int>(next_), weights_[next_]);

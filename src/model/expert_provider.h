@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/expert.h"
 #include "kernels/linear.h"
 #include "model/interleaved_weights.h"
 #include "model/model_config.h"
@@ -20,23 +21,15 @@ namespace strata {
 
 class WeightBinder;
 
-// One routed expert's feed-forward weights: separate gate and up
-// projections, or (gpt-oss) one fused gate_up whose rows alternate gate,
-// up, gate, up... Biases, where the format has them, ride in the matrices.
-struct ExpertWeights {
-  kernels::WeightMatrix gate, up, down;
-  kernels::WeightMatrix gate_up;
-  // All four, for code that treats each matrix alike (unused ones invalid).
-  std::array<kernels::WeightMatrix*, 4> matrices() { return {&gate, &up, &down, &gate_up}; }
-  std::array<const kernels::WeightMatrix*, 4> matrices() const { return {&gate, &up, &down, &gate_up}; }
-};
-
 // One layer's request. Experts are handed out as they become ready (cached
 // ones first, the rest as their reads land), so the caller computes while the
 // drives work; the caller makes the result independent of that order.
 class ExpertFetch {
  public:
-  virtual ~ExpertFetch() = default;  // releases every expert of the request
+  virtual ~ExpertFetch() = default;
+  // Releases every expert of the request; the fetch is over (the provider's
+  // next fetch() may reuse this object).
+  virtual void end() {}
   // Hands out up to `max` (>= 1) experts of the request that are ready and
   // not yet handed out, as (position in the request, weights): at least one,
   // blocking while none is ready. They stay valid until the next call (or the
@@ -84,8 +77,10 @@ class ExpertProvider {
  public:
   virtual ~ExpertProvider() = default;
   // Starts making `experts` of `layer` available (reads of the missing ones
-  // are all submitted at once) and returns at once.
-  virtual std::unique_ptr<ExpertFetch> fetch(int64_t layer, std::span<const int32_t> experts) = 0;
+  // are all submitted at once) and returns at once. One fetch at a time: the
+  // provider owns it, and it lasts until its end() (which the caller always
+  // calls, also on an error) or the next fetch().
+  virtual ExpertFetch& fetch(int64_t layer, std::span<const int32_t> experts) = 0;
   // A guess that `experts` of `layer` come next: a streaming provider may
   // start reading them. Never changes results.
   virtual void prefetch(int64_t layer, std::span<const int32_t> experts) {}
@@ -114,24 +109,22 @@ ExpertBindFn per_expert_tensors(WeightBinder& w, const ModelConfig& c);
 class InMemoryExpertProvider : public ExpertProvider {
  public:
   InMemoryExpertProvider(const ModelConfig& c, const ExpertBindFn& bind);
-  std::unique_ptr<ExpertFetch> fetch(int64_t layer, std::span<const int32_t> experts) override;
+  ExpertFetch& fetch(int64_t layer, std::span<const int32_t> experts) override;
 
  private:
   ExpertBindFn bind_;  // kept: it may own converted weights the handles point into
   std::vector<std::vector<ExpertWeights>> experts_;  // [layer][expert]; empty for dense layers
   InterleavedWeights interleaved_;  // the experts' matrices that have an interleaved layout
-};
-
-// A fetch whose experts are all ready: hands them out in request order.
-class ReadyFetch : public ExpertFetch {
- public:
-  explicit ReadyFetch(std::vector<const ExpertWeights*> weights) : weights_(std::move(weights)) {}
-  size_t next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) override;
-  bool all_ready() const override { return true; }
-
- private:
-  std::vector<const ExpertWeights*> weights_;
-  size_t next_ = 0;
+  // A fetch whose experts are all ready: hands them out in request order.
+  class ReadyFetch : public ExpertFetch {
+   public:
+    size_t next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) override;
+    bool all_ready() const override { return true; }
+    void end() override { weights_.clear(); }
+    std::vector<const ExpertWeights*> weights_;  // capacity: the experts of a layer
+    size_t next_ = 0;
+  };
+  ReadyFetch fetch_;
 };
 
 }  // namespace strata

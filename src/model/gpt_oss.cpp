@@ -273,6 +273,8 @@ const ArchSpec& gpt_oss_arch() {
       .layer_is_moe = layer_is_moe,
       .attention_scale = gqa_attention_scale,
       .cache_widths = gqa_cache_widths,
+      .attention_widths = gqa_attention_widths,
+      .fused_gate_up = true,
       .expert_biases = true,
       .gguf_tensors = kGgufTensors,
       .declare_layer = declare_layer,

@@ -4,11 +4,9 @@
 
 #include "kernels/ops.h"
 #include "model/attention.h"
-#include "model/kv_cache.h"
-#include "model/rope.h"
+#include "backend/rope.h"
 #include "model/tensor_names.h"
 #include "model/weights.h"
-#include "util/thread_pool.h"
 
 namespace strata {
 
@@ -44,93 +42,41 @@ class MlaAttention : public Attention {
     o_ = w.resident(w.linear(hf_name(AttnOut, l), c.hidden_size, H * c.v_head_dim, c.attention_bias));
   }
 
-  void forward(int64_t layer, const float* x, std::span<const Row> rows, float* out, ThreadPool& pool) const override {
+  void forward(int64_t layer, Tensor x, std::span<const Row> rows, Tensor out, Backend& b,
+               StepState& step) const override {
     const size_t n = rows.size();
-    const int64_t H = c_.num_heads, nope = c_.qk_nope_head_dim, rope = c_.qk_rope_head_dim, qk = c_.qk_head_dim();
-    const int64_t lora = c_.kv_lora_rank, vdim = c_.v_head_dim;
-
-    std::vector<float> q(n * H * qk);
+    const int64_t H = c_.num_heads, qk = c_.qk_head_dim(), lora = c_.kv_lora_rank, rope = c_.qk_rope_head_dim;
+    const float eps = static_cast<float>(c_.rms_norm_eps);
+    MlaAttend op;
+    op.layer = layer;
+    op.rows = rows;
+    op.q = step.q.rows(0, n, H * qk);
     if (c_.q_lora_rank) {
       const int64_t r = *c_.q_lora_rank;
-      std::vector<float> qa(n * r);
-      kernels::linear(q_a_, x, n, qa.data(), &pool);
-      for (size_t i = 0; i < n; ++i)
-        kernels::rms_norm(&qa[i * r], q_a_norm_, r, static_cast<float>(c_.rms_norm_eps), &qa[i * r]);
-      kernels::linear(q_b_, qa.data(), n, q.data(), &pool);
+      const Tensor qa = step.q_latent.rows(0, n, r);
+      b.linear(q_a_, x, n, qa);
+      b.rms_norm(qa, q_a_norm_, n, r, eps, qa);
+      b.linear(q_b_, qa, n, op.q);
     } else {
-      kernels::linear(q_, x, n, q.data(), &pool);
+      b.linear(q_, x, n, op.q);
     }
-
-    // The cache row: the normalised latent, then the rotated shared key.
-    std::vector<float> kv(n * (lora + rope));
-    kernels::linear(kv_a_, x, n, kv.data(), &pool);
-    for (size_t i = 0; i < n; ++i) {
-      float* row = &kv[i * (lora + rope)];
-      float* dst = rows[i].cache->key(layer, rows[i].pos);
-      kernels::rms_norm(row, kv_a_norm_, lora, static_cast<float>(c_.rms_norm_eps), dst);
-      std::copy_n(row + lora, rope, dst + lora);
-      rope_.apply(dst + lora, rows[i].pos);
-    }
-
-    // Consecutive rows of one sequence attend in blocks: each cached key row
-    // is then read once per block and head rather than once per row, while
-    // every row still runs exactly the dots, softmax and axpys it would run
-    // alone (same order, same bits).
-    const std::vector<std::pair<size_t, size_t>> blocks = sequence_runs(rows, kRowsPerBlock);
-    std::vector<float> heads(n * H * vdim);
-    pool.parallel_for(blocks.size() * static_cast<size_t>(H), [&](size_t t0, size_t t1) {
-      thread_local std::vector<float> q_abs, q_rot, scores, latent;
-      thread_local std::vector<const float*> k_lat, k_rot;  // per cached position: latent, rotated key
-      float d_lat[kKeysPerChunk], d_rot[kKeysPerChunk];
-      for (size_t t = t0; t < t1; ++t) {
-        const auto [b0, b1] = blocks[t / static_cast<size_t>(H)];
-        const int64_t h = static_cast<int64_t>(t % static_cast<size_t>(H));
-        const size_t m = b1 - b0;
-        const KvCache& cache = *rows[b0].cache;
-        int64_t longest = 0;
-        for (size_t i = b0; i < b1; ++i) longest = std::max(longest, rows[i].pos + 1);
-        q_abs.resize(m * lora);
-        q_rot.resize(m * rope);
-        latent.assign(m * lora, 0.0f);
-        scores.resize(m * static_cast<size_t>(longest));
-        for (size_t r = 0; r < m; ++r) {
-          const float* qh = &q[((b0 + r) * H + h) * qk];
-          // q_nope · W_UK[h]: the query in latent space.
-          if (k_b_.empty())
-            kernels::linear_transposed(kv_b_.row_slice(h * (nope + vdim), nope), qh, &q_abs[r * lora]);
-          else
-            kernels::linear(k_b_[h], qh, 1, &q_abs[r * lora], nullptr);
-          std::copy_n(qh + nope, rope, &q_rot[r * rope]);
-          rope_.apply(&q_rot[r * rope], rows[b0 + r].pos);
-        }
-        auto start = [](size_t) { return int64_t{0}; };
-        auto len = [&](size_t r) { return rows[b0 + r].pos + 1; };
-        k_lat.resize(static_cast<size_t>(longest));
-        k_rot.resize(static_cast<size_t>(longest));
-        for (int64_t s = 0; s < longest; ++s) {
-          k_lat[s] = cache.key(layer, s);
-          k_rot[s] = k_lat[s] + lora;
-        }
-        // Each row's dots against a chunk of keys run side by side
-        // (kernels::dots), each with the bits of a lone dot.
-        by_key_chunks(0, longest, m, start, len, [&](size_t r, int64_t from, size_t count) {
-          kernels::dots(&q_abs[r * lora], &k_lat[from], count, static_cast<size_t>(lora), d_lat);
-          kernels::dots(&q_rot[r * rope], &k_rot[from], count, static_cast<size_t>(rope), d_rot);
-          for (size_t j = 0; j < count; ++j) scores[r * longest + from + static_cast<int64_t>(j)] = (d_lat[j] + d_rot[j]) * scale_;
-        });
-        for (size_t r = 0; r < m; ++r) kernels::softmax(&scores[r * longest], len(r));
-        // The weighted sum, a chunk of keys per call (kernels::axpys: the
-        // axpys of one key after another, with their bits).
-        by_key_chunks(0, longest, m, start, len, [&](size_t r, int64_t from, size_t count) {
-          kernels::axpys(&scores[r * longest + from], &k_lat[from], count, &latent[r * lora], static_cast<size_t>(lora));
-        });
-        // Expand the attended latent through W_UV[h].
-        for (size_t r = 0; r < m; ++r)
-          kernels::linear(v_b_.empty() ? kv_b_.row_slice(h * (nope + vdim) + nope, vdim) : v_b_[h], &latent[r * lora], 1,
-                          &heads[((b0 + r) * H + h) * vdim], nullptr);
-      }
-    });
-    kernels::linear(o_, heads.data(), n, out, &pool);
+    op.kv = step.kv.rows(0, n, lora + rope);
+    b.linear(kv_a_, x, n, op.kv);
+    op.out = step.heads.rows(0, n, H * c_.v_head_dim);
+    op.heads = H;
+    op.nope = c_.qk_nope_head_dim;
+    op.rope_dim = rope;
+    op.latent = lora;
+    op.v_dim = c_.v_head_dim;
+    op.rope = &rope_;
+    op.kv_norm = kv_a_norm_;
+    op.eps = eps;
+    op.scale = scale_;
+    if (k_b_.empty()) op.kv_b = &kv_b_;
+    op.k_b = k_b_;
+    op.v_b = v_b_;
+    b.mla_attention(op);
+    b.linear(o_, op.out, n, out);
   }
 
  private:
@@ -144,6 +90,14 @@ class MlaAttention : public Attention {
 };
 
 }  // namespace
+
+AttentionWidths mla_attention_widths(const ModelConfig& c) {
+  const size_t H = static_cast<size_t>(c.num_heads);
+  return {.q = H * static_cast<size_t>(c.qk_head_dim()),
+          .out = H * static_cast<size_t>(c.v_head_dim),
+          .q_latent = static_cast<size_t>(c.q_lora_rank.value_or(0)),
+          .kv = static_cast<size_t>(c.kv_lora_rank + c.qk_rope_head_dim)};
+}
 
 CacheWidths mla_cache_widths(const ModelConfig& c) { return {c.kv_lora_rank + c.qk_rope_head_dim, 0}; }
 

@@ -1,7 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
-#include <map>
+#include <functional>
 
 #include "model/arch.h"
 #include "model/checkpoint.h"
@@ -17,7 +17,7 @@ Model::Model(Checkpoint checkpoint, const ModelSetup& setup)
       config_(std::move(checkpoint.config)),
       source_(std::move(checkpoint.source)),
       binder_(*source_, config_),
-      pool_(setup.threads > 0 ? setup.threads : default_thread_count()),
+      backend_(make_cpu_backend(setup.threads)),
       kind_(checkpoint.kind),
       trunk_path_(std::move(checkpoint.trunk_path)),
       context_(setup.context),
@@ -42,6 +42,8 @@ namespace {
 // Steps of up to this many rows (decode, a few streams decoded together)
 // start next-layer prefetch.
 constexpr size_t kPrefetchRows = 8;
+// Rows whose logits one output product computes (a bigger step's run in turn).
+constexpr size_t kLogitRows = 32;
 
 }  // namespace
 
@@ -64,9 +66,68 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   plan_ = plan;
   layers_.reserve(c.num_layers);
   for (int64_t l = 0; l < c.num_layers; ++l) layers_.push_back(arch_spec(c.arch).bind_layer(binder_, c, l, *experts_));
+  const StepSizes sizes = step_sizes(static_cast<size_t>(max_batch_));
+  const StepLimits limits = step_limits(sizes);
+  if (static_cast<size_t>(binder_.widest_in()) > limits.widest_in)
+    throw Error("internal: a weight is wider than the step was planned for");
+  step_ = StepState();
+  backend_->release_tensors();
+  step_ = StepState(*backend_, sizes);
+  backend_->plan(limits);
 }
 
-void Model::prefetch_for(size_t next, const float* h, size_t n) {
+StepSizes Model::step_sizes(size_t rows) const {
+  const ModelConfig& c = config_;
+  StepSizes z;
+  z.rows = rows;
+  z.logit_rows = std::min<size_t>(rows, kLogitRows);
+  z.hidden = static_cast<size_t>(c.hidden_size);
+  z.vocab = static_cast<size_t>(c.vocab_size);
+  z.attention = arch_spec(c.arch).attention_widths(c);
+  bool moe = false, dense = false;
+  for (int64_t l = 0; l < c.num_layers; ++l) (c.layer_is_moe(l) ? moe : dense) = true;
+  if (dense) z.mlp_width = static_cast<size_t>(c.intermediate_size);
+  if (moe) {
+    z.mlp_width = std::max(z.mlp_width, static_cast<size_t>(c.moe_intermediate_size * c.n_shared_experts));
+    z.experts = static_cast<size_t>(c.n_routed_experts);
+    z.experts_per_token = static_cast<size_t>(c.num_experts_per_tok);
+    z.guess_rows = std::min(rows, kPrefetchRows);
+  }
+  return z;
+}
+
+StepLimits Model::step_limits(const StepSizes& z) const {
+  const ModelConfig& c = config_;
+  StepLimits l;
+  l.rows = z.rows;
+  l.context = context_;
+  l.hidden = z.hidden;
+  l.experts = z.experts;
+  l.experts_per_token = z.experts_per_token;
+  l.expert_width = z.experts ? static_cast<size_t>(c.moe_intermediate_size) : 0;
+  l.fused_gate_up = z.experts && arch_spec(c.arch).fused_gate_up;
+  if (c.kv_lora_rank > 0) {
+    l.latent = static_cast<size_t>(c.kv_lora_rank);
+    l.latent_rope = static_cast<size_t>(c.qk_rope_head_dim);
+  }
+  const AttentionWidths& a = z.attention;
+  l.widest_in = std::max({z.hidden, a.out, a.q_latent, a.kv, z.mlp_width, l.expert_width,
+                          static_cast<size_t>(std::max<int64_t>(binder_.widest_in(), 0))});
+  return l;
+}
+
+void Model::set_max_batch_rows(int64_t rows) {
+  if (rows < 1) throw Error("internal: a step of fewer than one row");
+  if (!layers_.empty()) throw Error("internal: set_max_batch_rows() after attach_experts()");
+  max_batch_ = rows;
+}
+
+uint64_t Model::step_bytes(size_t rows) const {
+  const StepSizes sizes = step_sizes(rows ? rows : static_cast<size_t>(max_batch_));
+  return StepState::bytes(sizes) + backend_->scratch_bytes(step_limits(sizes));
+}
+
+void Model::prefetch_for(size_t next, Tensor h, size_t n) {
   while (next < layers_.size() && !layers_[next].moe) ++next;  // dense layers read nothing
   if (!prefetch_ || next >= layers_.size()) return;
   // Only decode-sized steps guess: a prefill step needs most of the next
@@ -76,18 +137,15 @@ void Model::prefetch_for(size_t next, const float* h, size_t n) {
   // little from one layer to the next, so its picks are a good guess.
   const ModelConfig& c = config_;
   const size_t hidden = static_cast<size_t>(c.hidden_size);
-  std::vector<float> normed(n * hidden);
-  for (size_t i = 0; i < n; ++i)
-    kernels::rms_norm(h + i * hidden, layers_[next].mlp_norm, hidden, static_cast<float>(c.rms_norm_eps),
-                      &normed[i * hidden]);
-  auto guess = layers_[next].moe->predict(normed.data(), n, pool_);
-  experts_->prefetch(static_cast<int64_t>(next), guess);
+  const Tensor normed = step_.guess_normed.rows(0, n, hidden);
+  backend_->rms_norm(h.rows(0, n, hidden), layers_[next].mlp_norm, n, hidden, static_cast<float>(c.rms_norm_eps), normed);
+  experts_->prefetch(static_cast<int64_t>(next), layers_[next].moe->predict(normed, n, *backend_, step_));
 }
 
 bool Model::prefill(std::span<const int32_t> tokens, size_t from, KvCache& cache, float* logits,
                     const std::function<bool()>& cancelled) {
   const size_t chunk = static_cast<size_t>(max_batch_);
-  std::vector<Row> rows;
+  std::vector<Row>& rows = step_.chunk;  // planned: max_batch_ rows
   for (size_t begin = from; begin < tokens.size(); begin += chunk) {
     if (cancelled && cancelled()) return false;
     const size_t end = std::min(tokens.size(), begin + chunk);
@@ -99,72 +157,92 @@ bool Model::prefill(std::span<const int32_t> tokens, size_t from, KvCache& cache
   return true;
 }
 
-std::unique_ptr<KvCache> Model::new_cache() const {
-  CacheWidths w = cache_widths(config_);
-  return std::make_unique<KvCache>(config_.num_layers, w.key, w.value, context_, windows_, max_batch_);
+CacheShape Model::cache_shape() const {
+  const CacheWidths w = cache_widths(config_);
+  return CacheShape{config_.num_layers, w.key, w.value, context_, windows_, max_batch_};
 }
 
-uint64_t Model::cache_bytes_at_context() const {
-  CacheWidths w = cache_widths(config_);
-  return KvCache::bytes_at(config_.num_layers, w.key, w.value, context_, windows_, max_batch_);
-}
+std::unique_ptr<KvCache> Model::new_cache() const { return backend_->new_cache(cache_shape()); }
+
+uint64_t Model::cache_bytes_at_context() const { return backend_->cache_bytes(cache_shape()); }
 
 void Model::forward(std::span<const Row> rows, float* logits) {
+  if (!experts_) throw Error("internal: forward() before attach_experts()");
+  const size_t cap = step_.sizes.rows, vocab = static_cast<size_t>(config_.vocab_size);
+  size_t written = 0;
+  for (size_t begin = 0; begin < rows.size(); begin += cap) {
+    const std::span<const Row> part = rows.subspan(begin, std::min(cap, rows.size() - begin));
+    forward_step(part, logits ? logits + written * vocab : nullptr);
+    for (const Row& r : part) written += r.want_logits ? 1 : 0;
+  }
+}
+
+void Model::forward_step(std::span<const Row> rows, float* logits) {
   const ModelConfig& c = config_;
-  const size_t n = rows.size(), hidden = static_cast<size_t>(c.hidden_size);
+  const size_t n = rows.size(), hidden = static_cast<size_t>(c.hidden_size), vocab = static_cast<size_t>(c.vocab_size);
   const float eps = static_cast<float>(c.rms_norm_eps);
   if (n == 0) return;
-  if (!experts_) throw Error("internal: forward() before attach_experts()");
-  {
-    // A sequence's rows in one step must fit a sliding-window ring (see kv_cache.h).
-    std::map<const KvCache*, int64_t> per_cache;
-    for (const Row& r : rows)
-      if (++per_cache[r.cache] > max_batch_)
-        throw Error("internal: more than " + std::to_string(max_batch_) + " rows of one sequence in a step");
-  }
-  for (const Row& r : rows) {
+  for (size_t i = 0; i < n; ++i) {
+    const Row& r = rows[i];
     if (r.token < 0 || r.token >= c.vocab_size)
       throw Error("token id " + std::to_string(r.token) + " is out of range for this model (vocabulary of " +
                   std::to_string(c.vocab_size) + ")");
     if (!r.cache) throw Error("internal: row without a cache");
     r.cache->ensure(r.pos + 1);
+    step_.tokens[i] = r.token;
   }
 
-  std::vector<float> h(n * hidden), normed(n * hidden), delta(n * hidden);
-  for (size_t i = 0; i < n; ++i) {
-    kernels::dequantize_row(embed_, rows[i].token, &h[i * hidden]);
-    if (embed_rows_only_)
-      release_mapped_pages_touched(embed_.data + static_cast<size_t>(rows[i].token) * embed_.row_bytes(), embed_.row_bytes());
-  }
+  Backend& b = *backend_;
+  const Tensor h = step_.h.rows(0, n, hidden), normed = step_.normed.rows(0, n, hidden),
+               delta = step_.delta.rows(0, n, hidden);
+  b.embed(embed_, std::span<const int32_t>(step_.tokens).first(n), h);
+  if (embed_rows_only_)
+    for (const Row& r : rows)
+      release_mapped_pages_touched(embed_.data + static_cast<size_t>(r.token) * embed_.row_bytes(), embed_.row_bytes());
+
+  // The guess at the next layer's experts, run while this layer's reads are
+  // in flight: one pointer captured, so the std::function holds it in place.
+  struct Guess {
+    Model* model;
+    size_t next;
+    Tensor h;
+    size_t n;
+  } guess{this, 0, h, n};
+  const std::function<void()> guess_next = [g = &guess] { g->model->prefetch_for(g->next, g->h, g->n); };
 
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const Layer& layer = layers_[l];
-    for (size_t i = 0; i < n; ++i) kernels::rms_norm(&h[i * hidden], layer.attn_norm, hidden, eps, &normed[i * hidden]);
-    layer.attention->forward(l, normed.data(), rows, delta.data(), pool_);
-    for (size_t i = 0; i < n * hidden; ++i) h[i] += delta[i];
+    b.rms_norm(h, layer.attn_norm, n, hidden, eps, normed);
+    layer.attention->forward(l, normed, rows, delta, b, step_);
+    b.add(h, delta);
 
-    for (size_t i = 0; i < n; ++i) kernels::rms_norm(&h[i * hidden], layer.mlp_norm, hidden, eps, &normed[i * hidden]);
+    b.rms_norm(h, layer.mlp_norm, n, hidden, eps, normed);
+    guess.next = static_cast<size_t>(l) + 1;
     if (layer.moe) {
-      layer.moe->forward(normed.data(), n, delta.data(), pool_,
-                         [&] { prefetch_for(static_cast<size_t>(l) + 1, h.data(), n); });
+      layer.moe->forward(normed, n, delta, b, step_, guess_next);
     } else {
       // A dense layer right before a MoE layer guesses for it too, so the
       // drive works through this MLP and the next attention instead of
       // idling until that MoE layer's own reads (DeepSeek-V3's first layers).
-      if (l + 1 < c.num_layers && layers_[l + 1].moe) prefetch_for(static_cast<size_t>(l) + 1, h.data(), n);
-      layer.dense->forward(normed.data(), n, delta.data(), pool_);
+      if (l + 1 < c.num_layers && layers_[l + 1].moe) guess_next();
+      layer.dense->forward(normed, n, delta, b, step_);
     }
-    for (size_t i = 0; i < n * hidden; ++i) h[i] += delta[i];
+    b.add(h, delta);
   }
 
-  std::vector<float> selected;
-  for (size_t i = 0; i < n; ++i) {
-    if (!rows[i].want_logits) continue;
-    size_t at = selected.size();
-    selected.resize(at + hidden);
-    kernels::rms_norm(&h[i * hidden], final_norm_, hidden, eps, &selected[at]);
+  // The output head over the rows that want logits, a planned number at a time.
+  step_.selected.clear();
+  for (size_t i = 0; i < n; ++i)
+    if (rows[i].want_logits) step_.selected.push_back(static_cast<uint32_t>(i));
+  const size_t per = step_.sizes.logit_rows;
+  for (size_t s0 = 0; s0 < step_.selected.size(); s0 += per) {
+    const size_t m = std::min(per, step_.selected.size() - s0);
+    for (size_t j = 0; j < m; ++j)
+      b.rms_norm(h.rows(step_.selected[s0 + j], 1, hidden), final_norm_, 1, hidden, eps, normed.rows(j, 1, hidden));
+    const Tensor out = step_.logits.rows(0, m, vocab);
+    b.linear(lm_head_, normed, m, out);
+    b.download(out, logits + s0 * vocab);
   }
-  if (!selected.empty()) kernels::linear(lm_head_, selected.data(), selected.size() / hidden, logits, &pool_);
 
   for (const Row& r : rows) r.cache->set_length(std::max(r.cache->length(), r.pos + 1));
 }

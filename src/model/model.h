@@ -10,16 +10,17 @@
 #include <span>
 #include <vector>
 
+#include "backend/backend.h"
+#include "backend/kv_cache.h"
 #include "formats/tensor.h"
 #include "kernels/linear.h"
 #include "model/attention.h"
 #include "model/checkpoint.h"
 #include "model/expert_provider.h"
-#include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/moe.h"
+#include "model/step_state.h"
 #include "model/weights.h"
-#include "util/thread_pool.h"
 
 namespace strata {
 
@@ -30,9 +31,11 @@ struct ModelSetup {
   int64_t max_batch = 4096;  // rows of one sequence per step (prefill chunk); >= 1
 };
 
-// How the RAM budget was split (all bytes; zero without a budget).
+// How the RAM budget was split (all bytes; zero without a budget). `step`:
+// the planned step state and backend scratch (Model::step_bytes(), exact);
+// `baseline`: the process's own memory before the model was loaded, measured.
 struct MemoryPlan {
-  uint64_t budget = 0, trunk = 0, kv = 0, overhead = 0, cache = 0;
+  uint64_t budget = 0, trunk = 0, kv = 0, step = 0, baseline = 0, cache = 0;
 };
 
 struct Layer {
@@ -54,10 +57,22 @@ class Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  // Binds every layer against `experts`. `prefetch`: steps of a few rows
-  // guess the next MoE layer's experts (ExpertProvider::prefetch). `plan`:
-  // how the budget was split, for the stats.
+  // Binds every layer against `experts` and plans the step state and the
+  // backend's scratch for steps of max_batch_rows() rows. `prefetch`: steps
+  // of a few rows guess the next MoE layer's experts
+  // (ExpertProvider::prefetch). `plan`: how the budget was split, for the
+  // stats.
   void attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetch, const MemoryPlan& plan);
+  // Bytes the step state and the backend's scratch take for steps of `rows`
+  // rows (0: max_batch_rows()), as attach_experts() plans them (the layers
+  // need not be bound yet: computed from the config).
+  uint64_t step_bytes(size_t rows = 0) const;
+  // What attach_experts() did allocate for it: the step state's tensors and
+  // arrays and the backend's scratch (equal to step_bytes()).
+  uint64_t allocated_step_bytes() const { return backend_->allocated_bytes() + step_.host_bytes(); }
+  // Changes the rows of one step, before attach_experts() (the loader fits
+  // them to a budget).
+  void set_max_batch_rows(int64_t rows);
   // Streaming: the untied token table is read a row per step straight from
   // its mapped file and those pages are let go again, so it is not held in
   // RAM. False (and nothing changes) when the table is tied or was converted.
@@ -102,17 +117,28 @@ class Model {
 
   // Runs one step over `rows`; writes vocab_size logits for each row with
   // want_logits, in row order, into `logits`. Advances each cache's length.
+  // A step of more than max_batch_rows() rows runs as several, in order
+  // (the same bits: rows are batch-invariant).
   void forward(std::span<const Row> rows, float* logits);
 
+  Backend& backend() { return *backend_; }
+
  private:
+  // One step of at most max_batch_rows() rows.
+  void forward_step(std::span<const Row> rows, float* logits);
   // Starts reading the experts layer `next` will probably pick for `h`.
-  void prefetch_for(size_t next, const float* h, size_t n);
+  void prefetch_for(size_t next, Tensor h, size_t n);
+  CacheShape cache_shape() const;
+  // What the step state holds, for steps of `rows` rows.
+  StepSizes step_sizes(size_t rows) const;
+  StepLimits step_limits(const StepSizes& sizes) const;
 
   std::filesystem::path dir_;
   ModelConfig config_;
   std::unique_ptr<TensorSource> source_;
   WeightBinder binder_;
-  ThreadPool pool_;
+  std::unique_ptr<Backend> backend_;
+  StepState step_;
   kernels::WeightMatrix embed_, lm_head_;
   bool embed_rows_only_ = false;  // streaming: the token table's pages are dropped after each lookup
   const float* final_norm_ = nullptr;

@@ -12,25 +12,13 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "backend/rope.h"
+
 namespace strata {
 
 enum class Arch { DeepseekV3, Qwen3Moe, GptOss };  // one ArchSpec each (arch.cpp's list)
 // "deepseek_v3", "qwen3_moe", "gpt_oss" (the config.json model_type).
 const char* arch_name(Arch a);
-
-struct RopeConfig {
-  std::string type = "default";  // "default" or "yarn"
-  double theta = 10000.0;
-  double factor = 1.0;
-  std::optional<double> attention_factor;
-  double mscale = 0.0;
-  double mscale_all_dim = 0.0;
-  double beta_fast = 32.0;
-  double beta_slow = 1.0;
-  int64_t original_max_position_embeddings = 0;
-  bool truncate = true;
-  double partial_rotary_factor = 1.0;
-};
 
 struct ModelConfig {
   Arch arch = Arch::DeepseekV3;

@@ -1,54 +1,45 @@
 #pragma once
-// Feed-forward blocks: the dense SwiGLU MLP, the routers of both families and
-// the mixture-of-experts block that groups rows by expert so that each
-// selected expert's weights are fetched once per batch.
+// Feed-forward blocks: the dense SwiGLU MLP, the routers of the three
+// families and the mixture-of-experts block that groups rows by expert so
+// that each selected expert's weights are fetched once per step. They say
+// what to compute; the backend (backend/backend.h) computes it in the step's
+// tensors (model/step_state.h).
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
-#include <vector>
 
+#include "backend/backend.h"
 #include "kernels/linear.h"
 #include "model/expert_provider.h"
 #include "model/model_config.h"
+#include "model/step_state.h"
 #include "model/tensor_names.h"
 
 namespace strata {
 
-class ThreadPool;
 class WeightBinder;
 
 struct SwiGlu {
   kernels::WeightMatrix gate, up, down;
-  // out = down(silu(gate(x)) · up(x)) for n rows.
-  void forward(const float* x, size_t n, float* out, ThreadPool& pool) const;
+  // out = down(silu(gate(x)) · up(x)) for n rows, through the step's gate and up.
+  void forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& step) const;
+  size_t width() const { return static_cast<size_t>(gate.out); }
   // The three projections of layer `layer` named by the table kinds
   // `gate`, `up`, `down` (the dense MLP's, or the shared experts').
   static SwiGlu bind(WeightBinder& w, TensorKind gate, TensorKind up, TensorKind down, int64_t layer, int64_t hidden,
                      int64_t width);
 };
 
-// How an expert turns gate and up projections into the down projection's input.
-struct ExpertActivation {
-  enum class Kind { SiluGlu, ClampedSwiGlu } kind = Kind::SiluGlu;
-  // ClampedSwiGlu (gpt-oss): gate ≤ limit, |up| ≤ limit,
-  // h = (up + 1) · gate · sigmoid(alpha · gate).
-  float limit = 7.0f;
-  float alpha = 1.702f;
-};
-
-// out = down(act(gate(x), up(x))) for n rows of one expert; `pool` null
-// computes it on the calling thread (same bits either way).
-void expert_forward(const ExpertWeights& e, const ExpertActivation& act, const float* x, size_t n, float* out,
-                    ThreadPool* pool);
-
-// Chooses, for each row, k experts and their weights.
-class Router {
- public:
-  virtual ~Router() = default;
-  // ids and weights are [n × k]; slot order within a row is unspecified.
-  virtual void route(const float* x, size_t n, int32_t* ids, float* weights, ThreadPool& pool) const = 0;
+// Chooses, for each row, k experts and their weights: its linear, then the
+// backend's routing (RouteSpec).
+struct Router {
+  kernels::WeightMatrix gate;
+  RouteSpec spec;
+  // ids and weights: [n × k] host arrays; `logits` [n × experts] is scratch.
+  void route(Tensor x, size_t n, Tensor logits, int32_t* ids, float* weights, Backend& b) const;
 };
 
 // `weight` is the router's linear (HF base name, "<weight>.weight").
@@ -68,13 +59,14 @@ class MoeBlock {
            ExpertProvider& experts, ExpertActivation activation = {});
   // `while_reading` runs once the reads of missing experts are submitted
   // (the model starts next-layer prefetch there, as background reads).
-  void forward(const float* x, size_t n, float* out, ThreadPool& pool,
+  void forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& step,
                const std::function<void()>& while_reading = {}) const;
   // The experts this block's router picks for `x` (distinct, the likeliest
-  // first): run on the previous layer's residual, a guess at what forward()
-  // will need.
-  std::vector<int32_t> predict(const float* x, size_t n, ThreadPool& pool) const;
+  // first; held in step.guess): run on the previous layer's residual, a guess
+  // at what forward() will need. Uses only the step's guess_* buffers.
+  std::span<const int32_t> predict(Tensor x, size_t n, Backend& b, StepState& step) const;
   int64_t layer() const { return layer_; }
+  const std::optional<SwiGlu>& shared() const { return shared_; }
 
  private:
   int64_t layer_;

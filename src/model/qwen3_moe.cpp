@@ -149,6 +149,7 @@ const ArchSpec& qwen3_moe_arch() {
       .layer_is_moe = layer_is_moe,
       .attention_scale = gqa_attention_scale,
       .cache_widths = gqa_cache_widths,
+      .attention_widths = gqa_attention_widths,
       .gguf_tensors = kGgufTensors,
       .declare_layer = declare_layer,
       .bind_layer = bind_layer,

@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "util/error.h"
@@ -86,6 +87,7 @@ const float* WeightBinder::to_f32(const TensorView& t) {
 }
 
 void WeightBinder::check(const TensorView& t, const kernels::WeightMatrix& w, int64_t rows) {
+  widest_in_ = std::max(widest_in_, w.in);
   try {
     kernels::check_supported(w);
   } catch (const Error& e) {

@@ -51,6 +51,9 @@ class WeightBinder {
   // A 1-D tensor of `n` elements as f32 (norm weights, biases).
   const float* vector(const std::string& name, int64_t n);
   bool has(const std::string& name) const { return source_.find(name) != nullptr; }
+  // The widest input (columns) of any matrix bound so far: what a product's
+  // scratch is planned for.
+  int64_t widest_in() const { return widest_in_; }
 
  private:
   const TensorView& expect(const std::string& name, const std::vector<int64_t>& shape);
@@ -63,6 +66,7 @@ class WeightBinder {
   const ModelConfig& config_;
   std::deque<std::vector<float>> owned_;
   InterleavedWeights interleaved_;
+  int64_t widest_in_ = 0;
 };
 
 }  // namespace strata

@@ -35,13 +35,13 @@ namespace {
 
 // Matrices with an interleaved layout are stored interleaved (the checksum
 // covers those bytes), so streaming them needs no rewriting at run time.
-void interleave_blob(ExpertWeights& layout, uint8_t* blob) {
+void interleave_blob(ExpertWeights& layout, uint8_t* blob, std::vector<uint8_t>& scratch) {
   const ExpertWeights placed = rebase(layout, blob);
   const auto src = placed.matrices();
   const auto dst = layout.matrices();
   for (size_t i = 0; i < src.size(); ++i) {
     if (!kernels::interleavable(*src[i])) continue;
-    kernels::interleave_in_place(*src[i]);
+    kernels::interleave_in_place(*src[i], scratch);
     dst[i]->packing = kernels::Packing::Interleaved16;
   }
 }
@@ -258,6 +258,7 @@ PackReport pack_model(const PackOptions& o) {
                              : std::nullopt;
 
   AlignedBuffer blob;
+  std::vector<uint8_t> interleave_scratch;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (l < first_layer) {
       for (const auto& e : m.experts[l]) progress.add(e.length);
@@ -282,7 +283,7 @@ PackReport pack_model(const PackOptions& o) {
         if (blob.size() < padded) blob = AlignedBuffer(padded);
         std::memset(blob.data(), 0, padded);
         fill_blob(plan, l, x, blob.data());
-        interleave_blob(plan.layout, blob.data());
+        interleave_blob(plan.layout, blob.data(), interleave_scratch);
         PackedExpert pe;
         pe.drive = drive[x];
         pe.offset = cursor[pe.drive];

@@ -11,6 +11,7 @@
 #include "pack/manifest.h"
 #include "runtime/streaming_experts.h"
 #include "util/error.h"
+#include "util/process_memory.h"
 #include "util/mapped_file.h"
 
 namespace strata {
@@ -18,6 +19,8 @@ namespace strata {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr int64_t kMinStepRows = 16, kMaxStepRows = 4096;
+constexpr uint64_t kStepShare = 128 * kMiB;
 
 std::string gib(uint64_t bytes) {
   char b[32];
@@ -31,16 +34,22 @@ ModelSetup plan_setup(const ModelConfig& c, const LoadOptions& options) {
   s.threads = options.threads;
   s.context = options.context;
   // Rows one step may carry for a sequence: a prompt longer than this is
-  // prefilled in chunks. Under a budget the activations of a chunk (residual,
-  // norms, per-slot expert outputs, attention rows) get 128 MiB of the
-  // buffers' share; without one, chunks are large.
-  s.max_batch = 4096;
-  if (options.ram_bytes > 0) {
-    const int64_t per_row = (c.hidden_size * (4 + c.num_experts_per_tok) + c.num_heads * 256) * 4;
-    s.max_batch = std::clamp<int64_t>((int64_t{128} << 20) / per_row, 16, 4096);
-  }
-  if (options.max_batch > 0) s.max_batch = options.max_batch;
+  // prefilled in chunks (under a budget, fit_step_to_budget() narrows it).
+  s.max_batch = options.max_batch > 0 ? options.max_batch : kMaxStepRows;
   return s;
+}
+
+// Under a budget, the step's buffers (Model::step_bytes(), exact) get
+// kStepShare of it: the widest step within that, of kMinStepRows at least.
+void fit_step_to_budget(Model& model, const LoadOptions& options) {
+  if (options.ram_bytes == 0 || options.max_batch > 0) return;
+  int64_t lo = kMinStepRows, hi = kMaxStepRows;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (model.step_bytes(static_cast<size_t>(mid)) <= kStepShare) lo = mid;
+    else hi = mid - 1;
+  }
+  model.set_max_batch_rows(lo);
 }
 
 // Every routed expert of a pack, as its manifest places them on the drives.
@@ -115,17 +124,21 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
   const uint64_t table = static_cast<uint64_t>(embed.out) * embed.row_bytes();
   if (plan.trunk >= table && model.read_token_table_by_rows()) plan.trunk -= table;
   plan.kv = model.cache_bytes_at_context();
-  plan.overhead = 192 * kMiB + static_cast<uint64_t>(c.vocab_size) * sizeof(float) * 16;
+  // The step's buffers, exactly as the model plans them, and the process
+  // itself as it stands before the model's own memory (tokenizer, runtime).
+  plan.step = model.step_bytes();
+  plan.baseline = resident_anonymous_bytes();
   size_t slots = options.cache_slots;
   const uint64_t slot_bytes = std::max<uint64_t>(catalog.max_slot_bytes, kIoAlign);
   const std::filesystem::path& dir = model.dir();
   if (slots == 0 && options.ram_bytes > 0) {
-    const uint64_t fixed = plan.trunk + plan.kv + plan.overhead;
+    const uint64_t fixed = plan.trunk + plan.kv + plan.step + plan.baseline;
     const uint64_t min_cache = slot_bytes * static_cast<uint64_t>(2 * c.num_experts_per_tok);
     if (options.ram_bytes < fixed + min_cache)
       throw Error("--ram " + gib(options.ram_bytes) + " is too small for " + dir.string() + ": the trunk takes " +
                   gib(plan.trunk) + ", the KV cache for " + std::to_string(options.context) + " positions " +
-                  gib(plan.kv) + ", buffers " + gib(plan.overhead) + ", and the expert cache needs at least " +
+                  gib(plan.kv) + ", the step's buffers " + gib(plan.step) + ", the process itself " + gib(plan.baseline) +
+                  ", and the expert cache needs at least " +
                   gib(min_cache) + " (two tokens' worth of experts); the least that works is " +
                   gib(fixed + min_cache));
     slots = static_cast<size_t>((options.ram_bytes - fixed) / slot_bytes);
@@ -134,7 +147,7 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
     // No budget: every expert may stay once read, but never more than most
     // of the machine's memory (a terabyte model streamed without --ram).
     const uint64_t phys = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    const uint64_t fixed = plan.trunk + plan.kv + plan.overhead;
+    const uint64_t fixed = plan.trunk + plan.kv + plan.step + plan.baseline;
     const uint64_t room = phys * 17 / 20 > fixed ? phys * 17 / 20 - fixed : slot_bytes * 2 * c.num_experts_per_tok;
     slots = static_cast<size_t>(std::max<uint64_t>(room / slot_bytes, 2 * c.num_experts_per_tok));
   }
@@ -158,6 +171,7 @@ std::unique_ptr<Model> load_model(const std::filesystem::path& path, const LoadO
   Checkpoint ck = open_checkpoint(path);
   const ModelSetup setup = plan_setup(ck.config, options);
   auto model = std::make_unique<Model>(std::move(ck), setup);
+  fit_step_to_budget(*model, options);
   const bool packed = model->kind() == Checkpoint::Kind::Pack;
   // A pack's experts are not in its trunk: they are only ever streamed.
   const bool streaming = packed || options.stream || options.ram_bytes > 0 || options.cache_slots > 0;

@@ -32,7 +32,7 @@
 #include <mutex>
 #include <vector>
 
-#include "model/batch.h"
+#include "backend/batch.h"
 #include "runtime/request.h"
 
 namespace strata {

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/kv_cache.h"
+#include "backend/kv_cache.h"
 
 namespace strata {
 

@@ -18,12 +18,12 @@ constexpr uint64_t kReadsPerSlot = 256;  // tag = slot * kReadsPerSlot + read
 // The matrices read into a slot take the interleaved layout where their
 // format has one, exactly as the in-memory provider gives them, so a token's
 // bits never depend on where its experts came from.
-void interleave_in_slot(ExpertWeights& w, const uint8_t* mem, size_t bytes) {
+void interleave_in_slot(ExpertWeights& w, const uint8_t* mem, size_t bytes, std::vector<uint8_t>& scratch) {
   for (kernels::WeightMatrix* m : w.matrices()) {
     if (!kernels::interleavable(*m)) continue;
     if (m->data < mem || m->data >= mem + bytes)
       throw Error("internal: an expert matrix with an interleaved layout is not in its cache slot");
-    *m = kernels::interleave_in_place(*m);
+    *m = kernels::interleave_in_place(*m, scratch);
   }
 }
 
@@ -34,9 +34,14 @@ void interleave_in_slot(ExpertWeights& w, const uint8_t* mem, size_t bytes) {
 class StreamingExpertProvider::Fetch : public ExpertFetch {
  public:
   Fetch(StreamingExpertProvider& p, int64_t layer) : p_(p), layer_(layer) {}
-  ~Fetch() override {
+  ~Fetch() override { end(); }
+  void end() override {
     for (int s : held_) --p_.slots_[s].users;
+    held_.clear();
     p_.waiting_ -= waiting_.size();
+    waiting_.clear();
+    loading_.clear();
+    handed_.clear();
   }
 
   size_t next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) override {
@@ -140,6 +145,7 @@ StreamingExpertProvider::StreamingExpertProvider(const ModelConfig& c, ExpertCat
 }
 
 StreamingExpertProvider::~StreamingExpertProvider() {
+  fetch_.reset();
   // Guesses still queued need not be read; reads already issued may still be
   // landing in the slots: let them finish before the buffers go away.
   for (size_t s = 0; s < slots_.size(); ++s)
@@ -288,7 +294,7 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
       free_slot(slot);
       continue;
     }
-    interleave_in_slot(slot.weights, slot.mem, pool_->buffer_bytes());
+    interleave_in_slot(slot.weights, slot.mem, pool_->buffer_bytes(), interleave_scratch_);
     if (slot.verifying) verified_[slot.layer][slot.expert] = 1;
     slot.state = State::Ready;
   }
@@ -318,7 +324,8 @@ void StreamingExpertProvider::wait_for_reads() {
   absorb(done);
 }
 
-std::unique_ptr<ExpertFetch> StreamingExpertProvider::fetch(int64_t layer, std::span<const int32_t> experts) {
+ExpertFetch& StreamingExpertProvider::fetch(int64_t layer, std::span<const int32_t> experts) {
+  fetch_.reset();  // a fetch left open ends here
   poll_reads();
   if (predicted_for_ == layer) {
     for (int32_t e : experts)
@@ -367,7 +374,8 @@ std::unique_ptr<ExpertFetch> StreamingExpertProvider::fetch(int64_t layer, std::
   // landed become ordinary entries.
   for (size_t s = 0; s < slots_.size(); ++s)
     if (slots_[s].prefetched && slots_[s].layer == layer) cancel_guess(static_cast<int>(s));
-  return f;
+  fetch_ = std::move(f);
+  return *fetch_;
 }
 
 void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> experts) {

@@ -53,7 +53,7 @@ class StreamingExpertProvider : public ExpertProvider {
                           StreamingOptions options);
   ~StreamingExpertProvider() override;
 
-  std::unique_ptr<ExpertFetch> fetch(int64_t layer, std::span<const int32_t> experts) override;
+  ExpertFetch& fetch(int64_t layer, std::span<const int32_t> experts) override;
   void prefetch(int64_t layer, std::span<const int32_t> experts) override;
   bool wants_prefetch() const override { return true; }
   bool streams() const override { return true; }
@@ -118,8 +118,10 @@ class StreamingExpertProvider : public ExpertProvider {
   uint64_t clock_ = 0, since_decay_ = 0;
   size_t waiting_ = 0;                       // experts of live fetches without a slot yet
   std::vector<int32_t> predicted_layer_;     // last prediction, for accuracy
+  std::vector<uint8_t> interleave_scratch_;  // one 16-row group being interleaved in its slot
   int64_t predicted_for_ = -1;
   ExpertStats stats_;
+  std::unique_ptr<Fetch> fetch_;  // the current one; last, so it goes before the slots it holds
 };
 
 }  // namespace strata

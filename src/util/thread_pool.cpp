@@ -38,7 +38,7 @@ inline void cpu_relax() {
 
 }  // namespace
 
-void ThreadPool::work(uint64_t gen, const std::function<void(size_t, size_t)>& fn, size_t n, size_t chunks) {
+void ThreadPool::work(int index, uint64_t gen, const IndexedFn& fn, size_t n, size_t chunks) {
   for (;;) {
     uint64_t v = next_chunk_.load(std::memory_order_acquire);
     size_t c;
@@ -47,7 +47,7 @@ void ThreadPool::work(uint64_t gen, const std::function<void(size_t, size_t)>& f
       if ((v >> 32) != (gen & 0xffffffffu) || c >= chunks) return;
     } while (!next_chunk_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel));
     const size_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-    if (begin < end) fn(begin, end);
+    if (begin < end) fn(index, begin, end);
     if (finished_chunks_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
       std::lock_guard<std::mutex> lock(mutex_);
       done_.notify_all();
@@ -56,12 +56,16 @@ void ThreadPool::work(uint64_t gen, const std::function<void(size_t, size_t)>& f
 }
 
 void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_chunk) {
+  parallel_for_indexed(n, [&fn](int, size_t begin, size_t end) { fn(begin, end); }, min_chunk);
+}
+
+void ThreadPool::parallel_for_indexed(size_t n, const IndexedFn& fn, size_t min_chunk) {
   if (n == 0) return;
   min_chunk = std::max<size_t>(min_chunk, 1);
   // A few chunks per thread balances uneven work without much overhead.
   const size_t chunks = std::min(n / min_chunk, static_cast<size_t>(size()) * 4);
   if (chunks <= 1 || workers_.empty()) {
-    fn(0, n);
+    fn(0, 0, n);
     return;
   }
   {
@@ -75,7 +79,7 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     generation_.store(gen, std::memory_order_release);
   }
   wake_.notify_all();
-  work(generation_.load(std::memory_order_relaxed), fn, n, chunks);
+  work(0, generation_.load(std::memory_order_relaxed), fn, n, chunks);
   for (int i = 0; i < kSpin && finished_chunks_.load(std::memory_order_acquire) < chunks; ++i) cpu_relax();
   if (finished_chunks_.load(std::memory_order_acquire) < chunks) {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -85,11 +89,11 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
   job_ = nullptr;
 }
 
-void ThreadPool::worker_loop(int) {
+void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
     for (int i = 0; i < kSpin && generation_.load(std::memory_order_acquire) == seen; ++i) cpu_relax();
-    const std::function<void(size_t, size_t)>* fn;
+    const IndexedFn* fn;
     size_t n, chunks;
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -100,7 +104,7 @@ void ThreadPool::worker_loop(int) {
       n = job_n_;
       chunks = job_chunks_;
     }
-    if (fn) work(seen, *fn, n, chunks);
+    if (fn) work(index + 1, seen, *fn, n, chunks);
   }
 }
 

@@ -25,12 +25,17 @@ class ThreadPool {
   // Runs fn(begin, end) over contiguous sub-ranges of [0, n), on the pool and
   // the calling thread, and returns when all are done. Not re-entrant.
   void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_chunk = 1);
+  // The same, telling fn which thread runs the range: 0 for the calling
+  // thread, 1 .. size() - 1 for the workers. No two ranges run at once on one
+  // index, so a caller can give each index its own planned scratch.
+  using IndexedFn = std::function<void(int worker, size_t begin, size_t end)>;
+  void parallel_for_indexed(size_t n, const IndexedFn& fn, size_t min_chunk = 1);
 
  private:
   void worker_loop(int index);
 
   // Runs chunks of job `gen` until none is left (or another job began).
-  void work(uint64_t gen, const std::function<void(size_t, size_t)>& fn, size_t n, size_t chunks);
+  void work(int index, uint64_t gen, const IndexedFn& fn, size_t n, size_t chunks);
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
@@ -40,7 +45,7 @@ class ThreadPool {
   // claimed and counted with atomics so that a step that makes thousands of
   // small calls (an MoE decode step) does not pay a lock and a wake-up each:
   // workers and the caller spin briefly before sleeping.
-  const std::function<void(size_t, size_t)>* job_ = nullptr;
+  const IndexedFn* job_ = nullptr;
   size_t job_n_ = 0;
   size_t job_chunks_ = 0;
   // (generation << 32) | next chunk: a claim is a compare-and-swap that also

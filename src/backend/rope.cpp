@@ -1,8 +1,11 @@
-#include "model/rope.h"
+#include "backend/rope.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <string>
+
+#include "util/error.h"
 
 namespace strata {
 
@@ -22,6 +25,8 @@ double correction_dim(double rotations, double dim, double base, double max_pos)
 }  // namespace
 
 Rope::Rope(const RopeConfig& c, int64_t dim, bool interleaved) : dim_(dim), interleaved_(interleaved) {
+  if (dim < 0 || dim > kMaxDim)
+    throw Error("a rotary width of " + std::to_string(dim) + " is not supported (at most " + std::to_string(kMaxDim) + ")");
   const int64_t half = dim / 2;
   const float base = static_cast<float>(c.theta);
   // base ** (arange(0, dim, 2) / dim), all in f32 like torch.
@@ -65,8 +70,7 @@ Rope::Rope(const RopeConfig& c, int64_t dim, bool interleaved) : dim_(dim), inte
 
 void Rope::apply(float* x, int64_t pos) const {
   const int64_t half = dim_ / 2;
-  float tmp[1024];
-  float* buf = dim_ <= 1024 ? tmp : new float[dim_];
+  float buf[kMaxDim];
   const float p = static_cast<float>(pos);
   for (int64_t i = 0; i < half; ++i) {
     const float angle = inv_freq_[i] * p;
@@ -78,7 +82,6 @@ void Rope::apply(float* x, int64_t pos) const {
     buf[i + half] = b * c + a * s;
   }
   std::copy_n(buf, dim_, x);
-  if (buf != tmp) delete[] buf;
 }
 
 }  // namespace strata

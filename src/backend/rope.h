@@ -3,15 +3,33 @@
 // in f32 the way transformers does) and their application in the two layouts
 // checkpoints use.
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
-
-#include "model/model_config.h"
 
 namespace strata {
 
+// The rotary settings a checkpoint's config gives (config.json's
+// rope_theta and rope_scaling; GGUF's rope keys).
+struct RopeConfig {
+  std::string type = "default";  // "default" or "yarn"
+  double theta = 10000.0;
+  double factor = 1.0;
+  std::optional<double> attention_factor;
+  double mscale = 0.0;
+  double mscale_all_dim = 0.0;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  int64_t original_max_position_embeddings = 0;
+  bool truncate = true;
+  double partial_rotary_factor = 1.0;
+};
+
 class Rope {
  public:
-  // `dim` is the rotated width (DeepSeek: qk_rope_head_dim; Qwen3: head_dim).
+  static constexpr int64_t kMaxDim = 1024;  // the widest rotation apply() takes (on the stack)
+  // `dim` is the rotated width (DeepSeek: qk_rope_head_dim; Qwen3: head_dim),
+  // at most kMaxDim (strata::Error otherwise).
   Rope(const RopeConfig& config, int64_t dim, bool interleaved);
 
   // Rotates x[0..dim) in place for position `pos`. Interleaved layout rotates

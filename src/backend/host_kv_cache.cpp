@@ -1,4 +1,4 @@
-#include "model/kv_cache.h"
+#include "backend/host_kv_cache.h"
 
 #include <algorithm>
 #include <istream>
@@ -17,15 +17,16 @@ int64_t ring_size(int64_t window, int64_t max_batch, int64_t max_positions) {
 
 }  // namespace
 
-KvCache::KvCache(int64_t layers, int64_t key_width, int64_t value_width, int64_t max_positions,
-                 std::vector<int64_t> windows, int64_t max_batch)
-    : key_width_(key_width),
-      value_width_(value_width),
-      max_positions_(max_positions),
-      ring_(layers, 0),
-      window_(layers, 0),
-      keys_(layers),
-      values_(layers) {
+HostKvCache::HostKvCache(const CacheShape& shape)
+    : key_width_(shape.key_width),
+      value_width_(shape.value_width),
+      max_positions_(shape.max_positions),
+      ring_(shape.layers, 0),
+      window_(shape.layers, 0),
+      keys_(shape.layers),
+      values_(shape.layers) {
+  const int64_t layers = shape.layers, max_batch = shape.max_batch, max_positions = shape.max_positions;
+  const std::vector<int64_t>& windows = shape.windows;
   for (int64_t l = 0; l < layers && l < static_cast<int64_t>(windows.size()); ++l) {
     window_[l] = windows[l];
     ring_[l] = ring_size(windows[l], max_batch, max_positions);
@@ -38,7 +39,7 @@ KvCache::KvCache(int64_t layers, int64_t key_width, int64_t value_width, int64_t
     }
 }
 
-void KvCache::ensure(int64_t n) {
+void HostKvCache::ensure(int64_t n) {
   if (n > max_positions_)
     throw Error("the sequence needs " + std::to_string(n) + " positions but the context is " +
                 std::to_string(max_positions_) + " (raise --ctx)");
@@ -54,7 +55,7 @@ void KvCache::ensure(int64_t n) {
   capacity_ = cap;
 }
 
-bool KvCache::can_rewind_to(int64_t n) const {
+bool HostKvCache::can_rewind_to(int64_t n) const {
   if (n > length_) return false;
   for (size_t l = 0; l < ring_.size(); ++l)
     if (ring_[l] && length_ - ring_[l] > n - window_[l]) return false;  // rows n-window .. n-1 must remain
@@ -73,7 +74,7 @@ int64_t get(std::istream& in) {
 
 }  // namespace
 
-void KvCache::save(std::ostream& out) const {
+void HostKvCache::save(std::ostream& out) const {
   put(out, static_cast<int64_t>(keys_.size()));
   put(out, key_width_);
   put(out, value_width_);
@@ -87,7 +88,7 @@ void KvCache::save(std::ostream& out) const {
   }
 }
 
-void KvCache::load(std::istream& in) {
+void HostKvCache::load(std::istream& in) {
   if (get(in) != static_cast<int64_t>(keys_.size()) || get(in) != key_width_ || get(in) != value_width_)
     throw Error("KV cache data is for another model shape");
   const int64_t length = get(in);
@@ -103,21 +104,20 @@ void KvCache::load(std::istream& in) {
   length_ = length;
 }
 
-uint64_t KvCache::bytes() const {
+uint64_t HostKvCache::bytes() const {
   uint64_t b = 0;
   for (size_t l = 0; l < keys_.size(); ++l) b += (keys_[l].size() + values_[l].size()) * sizeof(float);
   return b;
 }
 
-uint64_t KvCache::bytes_at(int64_t layers, int64_t key_width, int64_t value_width, int64_t max_positions,
-                           const std::vector<int64_t>& windows, int64_t max_batch) {
+uint64_t HostKvCache::bytes_at(const CacheShape& shape) {
   uint64_t rows = 0;
-  for (int64_t l = 0; l < layers; ++l) {
-    const int64_t w = l < static_cast<int64_t>(windows.size()) ? windows[l] : 0;
-    const int64_t r = ring_size(w, max_batch, max_positions);
-    rows += static_cast<uint64_t>(r ? r : max_positions);
+  for (int64_t l = 0; l < shape.layers; ++l) {
+    const int64_t w = l < static_cast<int64_t>(shape.windows.size()) ? shape.windows[l] : 0;
+    const int64_t r = ring_size(w, shape.max_batch, shape.max_positions);
+    rows += static_cast<uint64_t>(r ? r : shape.max_positions);
   }
-  return rows * static_cast<uint64_t>(key_width + value_width) * sizeof(float);
+  return rows * static_cast<uint64_t>(shape.key_width + shape.value_width) * sizeof(float);
 }
 
 }  // namespace strata

@@ -1,0 +1,200 @@
+#pragma once
+// The seam between the model and the machine that computes it. The model
+// says what to compute (products with its weights, norms, attention over a
+// sequence's cache, routing, a group of experts and their combine) on tensors
+// the backend owns; the backend decides where and how. The CPU backend
+// (backend/cpu_backend.h) is the first; a GPU backend implements the same
+// interface.
+//
+// The contract, for every backend:
+// - Memory. Activations live in tensors: f32 arrays in buffers the backend
+//   allocates, named by handle (buffer, offset, size), never by pointer, so
+//   the memory may be a device's. The model allocates every tensor a step
+//   needs once, when it is planned (model/step_state.h), and plan() lets the
+//   backend reserve its own scratch for steps of that size: no op allocates,
+//   and allocated_bytes() is exactly what the RAM budget counts for them.
+//   KV caches are made by the backend (new_cache()) and live where it
+//   computes; only it reads or writes their rows.
+// - Weights. WeightMatrix and the f32 vectors (norm weights, biases, sinks)
+//   are host memory that outlives the model (trunk) or, for routed experts,
+//   stays valid until run_experts() returns. A device backend may copy them,
+//   keyed by address.
+// - Order. Ops take effect as if run one after another in the order they
+//   are issued, from one thread. A backend may queue them and return early,
+//   except where host memory is written: route() and download() have written
+//   it when they return.
+// - Bits. Every op computes exactly the expression written here (products in
+//   kernels/linear.h's accumulation order; the other orders below), so a
+//   token's logits are the same bits on every backend, at any thread count
+//   and whatever other rows share its step.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "backend/batch.h"
+#include "backend/expert.h"
+#include "backend/kv_cache.h"
+#include "backend/rope.h"
+#include "kernels/linear.h"
+
+namespace strata {
+
+// `size` f32 values from `offset` in buffer `buffer` of a backend.
+struct Tensor {
+  uint32_t buffer = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  // Values [from, from + count) of this tensor (strata::Error past its end).
+  Tensor slice(uint64_t from, uint64_t count) const;
+  // Rows [first, first + count) of a row-major tensor of `width` columns.
+  Tensor rows(uint64_t first, uint64_t count, uint64_t width) const { return slice(first * width, count * width); }
+  bool empty() const { return size == 0; }
+};
+
+// The largest step the model will issue, for Backend::plan().
+struct StepLimits {
+  size_t rows = 0;             // rows of one step
+  int64_t context = 0;         // positions a row may attend to
+  size_t widest_in = 0;        // the widest input of any product (trunk or expert)
+  size_t hidden = 0;
+  size_t experts = 0;           // routed experts a router chooses from; 0 without MoE
+  size_t experts_per_token = 0;
+  size_t expert_width = 0;     // one routed expert's gate (= up) width; 0 without MoE
+  bool fused_gate_up = false;  // experts store gate and up as one interleaved matrix
+  size_t latent = 0, latent_rope = 0;  // MLA: kv_lora_rank, qk_rope_head_dim; 0 without MLA
+};
+
+// Grouped-query attention for one layer over a step's rows. q: [rows × heads
+// × dim], k and v: [rows × kv_heads × dim], as projected. Per row, in order:
+// each q and k head gets the per-head RMSNorm (when given) and the rotation
+// at the row's position; k and v are written to the row's cache; then every
+// head attends to the positions its row sees (the sliding window or all up to
+// its own), a sink being one more logit in the softmax with no value. Scores
+// are kernels::dot(q, key) · scale, softmax in kernels::softmax, and the
+// output the axpys of the values in increasing position. out: [rows × heads
+// × dim].
+struct GqaAttend {
+  int64_t layer = 0;
+  std::span<const Row> rows;
+  Tensor q, k, v, out;
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  const Rope* rope = nullptr;
+  const float* q_norm = nullptr;  // optional
+  const float* k_norm = nullptr;  // optional
+  float eps = 0;
+  const float* sinks = nullptr;   // optional, per head
+  int64_t window = 0;             // 0: no sliding window
+  float scale = 1;
+};
+
+// Multi-head latent attention (absorbed) for one layer. q: [rows × heads ×
+// (nope + rope_dim)]; kv: [rows × (latent + rope_dim)], the kv_a projection.
+// Per row: RMSNorm of the latent part (kv_norm) and the rotated rope part
+// become the cache row; each head's query is absorbed into latent space
+// (q_nope · W_UK[h], kernels::linear_transposed on the fused kv_b, or the
+// split k_b[h]), scores are (dot(q_latent, latent) + dot(q_rope, k_rope)) ·
+// scale, softmax, the latent is the axpys of the cached latents, and W_UV[h]
+// expands it. out: [rows × heads × v_dim].
+struct MlaAttend {
+  int64_t layer = 0;
+  std::span<const Row> rows;
+  Tensor q, kv, out;
+  int64_t heads = 0, nope = 0, rope_dim = 0, latent = 0, v_dim = 0;
+  const Rope* rope = nullptr;
+  const float* kv_norm = nullptr;
+  float eps = 0;
+  float scale = 1;
+  const kernels::WeightMatrix* kv_b = nullptr;  // fused [heads × (nope + v_dim), latent], or null and:
+  std::span<const kernels::WeightMatrix> k_b;   // per head [latent × nope]
+  std::span<const kernels::WeightMatrix> v_b;   // per head [v_dim × latent]
+};
+
+// How router logits become each row's k experts and their weights.
+// SigmoidGroup (DeepSeek-V3): s = sigmoid(logit); choice = s + bias; with
+// groups > 1 only the topk_groups groups with the best sum of their two best
+// choices compete; the k best choices win (ties to the lower id); weights s,
+// divided by (their sum + 1e-20) if normalize, times scale.
+// Softmax (Qwen3-MoE): p = softmax(logits) (in place); the k best p; divided
+// by their sum if normalize. TopkSoftmax (gpt-oss): the k best logits,
+// softmax over those k.
+struct RouteSpec {
+  enum class Kind { SigmoidGroup, Softmax, TopkSoftmax } kind = Kind::Softmax;
+  int64_t experts = 0, k = 0;
+  int64_t groups = 1, topk_groups = 1;
+  const float* bias = nullptr;  // SigmoidGroup: steers the choice only
+  bool normalize = false;
+  float scale = 1;
+};
+
+// One routed expert's rows: rows [first, first + rows) of the gathered
+// inputs go through `weights`; the results go to the same rows of the output.
+struct ExpertJob {
+  const ExpertWeights* weights = nullptr;
+  size_t first = 0, rows = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Threads the backend computes with (the CPU's pool).
+  virtual int threads() const = 0;
+
+  // --- memory ---
+  // A tensor of `size` values (contents undefined until written), held until
+  // release_tensors(). Memory a step never reaches need not be touched.
+  virtual Tensor allocate(uint64_t size) = 0;
+  // Frees every tensor allocated so far; their handles are no longer valid.
+  virtual void release_tensors() = 0;
+  // Reserves the backend's own scratch for steps within `limits` (replacing
+  // any earlier plan). Ops of a larger step throw strata::Error.
+  virtual void plan(const StepLimits& limits) = 0;
+  // Bytes plan(limits) reserves, without reserving them.
+  virtual uint64_t scratch_bytes(const StepLimits& limits) const = 0;
+  // Bytes of every tensor allocated and of the planned scratch.
+  virtual uint64_t allocated_bytes() const = 0;
+  virtual void upload(Tensor dst, const float* src) = 0;
+  // Copies `src` to host memory (waits for the ops that write it).
+  virtual void download(Tensor src, float* dst) = 0;
+  virtual std::unique_ptr<KvCache> new_cache(const CacheShape& shape) = 0;
+  // Bytes a cache of `shape` holds once it reaches max_positions.
+  virtual uint64_t cache_bytes(const CacheShape& shape) const = 0;
+
+  // --- ops ---
+  // out row i = the token table's row tokens[i], dequantized.
+  virtual void embed(const kernels::WeightMatrix& table, std::span<const int32_t> tokens, Tensor out) = 0;
+  // y [n × w.out] = x [n × w.in] · wᵀ (+ bias), kernels/linear.h.
+  virtual void linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tensor y) = 0;
+  // y row i = kernels::rms_norm(x row i, weight); x and y may be the same.
+  virtual void rms_norm(Tensor x, const float* weight, size_t rows, size_t width, float eps, Tensor y) = 0;
+  // y[i] += x[i].
+  virtual void add(Tensor y, Tensor x) = 0;
+  // gate[i] = silu(gate[i]) · up[i] (kernels::silu_mul).
+  virtual void silu_mul(Tensor gate, Tensor up) = 0;
+  virtual void gqa_attention(const GqaAttend& op) = 0;
+  virtual void mla_attention(const MlaAttend& op) = 0;
+  // ids and weights: [n × spec.k], host memory, written when it returns.
+  // Slot order within a row is unspecified.
+  virtual void route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* ids, float* weights) = 0;
+  // dst row j = src row rows[j] (width values each).
+  virtual void gather_rows(Tensor src, size_t width, std::span<const uint32_t> rows, Tensor dst) = 0;
+  // For each job, ys rows = down(act(gate(xs rows), up(xs rows))) (hidden
+  // values a row in and out; ys may be xs: a job reads its rows before it
+  // writes them, and jobs own disjoint rows). one_per_thread: each expert on one thread, many
+  // at once (small token groups); otherwise one at a time, each product
+  // spread over the threads. Same bits either way.
+  virtual void run_experts(std::span<const ExpertJob> jobs, const ExpertActivation& act, Tensor xs, Tensor ys,
+                           size_t hidden, bool one_per_thread) = 0;
+  // out row r = Σ over its k slots, in increasing expert id (never arrival
+  // order), of ys row slot_rows[r·k + j] · weights[r·k + j], summed from 0 in
+  // f32 one product at a time; then + shared row r where shared is given.
+  virtual void combine_experts(Tensor ys, size_t hidden, std::span<const uint32_t> slot_rows, const int32_t* ids,
+                               const float* weights, size_t n, size_t k, Tensor shared, Tensor out) = 0;
+};
+
+// The CPU backend on `threads` threads (0: every hardware thread).
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+}  // namespace strata

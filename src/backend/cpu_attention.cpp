@@ -1,0 +1,218 @@
+// The CPU backend's attention ops (GqaAttend, MlaAttend in backend.h).
+#include "backend/cpu_attention.h"
+
+#include <algorithm>
+#include <string>
+
+#include "backend/cpu_backend.h"
+#include "kernels/ops.h"
+#include "util/error.h"
+
+namespace strata {
+
+namespace {
+
+HostKvCache& host_cache(KvCache* cache) {
+  auto* c = dynamic_cast<HostKvCache*>(cache);
+  if (!c) throw Error("internal: a row whose cache the CPU backend did not make");
+  return *c;
+}
+
+// The rows split into runs of consecutive rows of one sequence (same cache),
+// each at most kRowsPerBlock long, as [begin, end) pairs, into `runs`
+// (planned: one per row at most).
+void sequence_runs(std::span<const Row> rows, std::vector<std::pair<size_t, size_t>>& runs) {
+  runs.clear();
+  for (size_t i = 0; i < rows.size();) {
+    size_t j = i + 1;
+    while (j < rows.size() && j - i < kRowsPerBlock && rows[j].cache == rows[i].cache) ++j;
+    runs.emplace_back(i, j);
+    i = j;
+  }
+}
+
+}  // namespace
+
+void CpuBackend::gqa_attention(const GqaAttend& op) {
+  const std::span<const Row> rows = op.rows;
+  const size_t n = rows.size();
+  check_step(n);
+  const int64_t H = op.heads, KV = op.kv_heads, d = op.head_dim;
+  float* q = host(op.q.slice(0, n * H * d));
+  float* k = host(op.k.slice(0, n * KV * d));
+  const float* v = host(op.v.slice(0, n * KV * d));
+  float* heads = host(op.out.slice(0, n * H * d));
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t pos = rows[i].pos;
+    for (int64_t h = 0; h < H; ++h) {
+      float* qh = &q[(i * H + h) * d];
+      if (op.q_norm) kernels::rms_norm(qh, op.q_norm, d, op.eps, qh);
+      op.rope->apply(qh, pos);
+    }
+    HostKvCache& cache = host_cache(rows[i].cache);
+    float* kc = cache.key(op.layer, pos);
+    for (int64_t h = 0; h < KV; ++h) {
+      float* kh = &k[(i * KV + h) * d];
+      if (op.k_norm) kernels::rms_norm(kh, op.k_norm, d, op.eps, kh);
+      op.rope->apply(kh, pos);
+    }
+    std::copy_n(&k[i * KV * d], KV * d, kc);
+    std::copy_n(&v[i * KV * d], KV * d, cache.value(op.layer, pos));
+  }
+
+  sequence_runs(rows, runs_);
+  // One pointer captured: the pool's std::function then holds it in place.
+  struct Ctx {
+    CpuBackend* self;
+    const GqaAttend* op;
+    float* q;
+    float* heads;
+  } ctx{this, &op, q, heads};
+  pool_.parallel_for_indexed(runs_.size() * static_cast<size_t>(H), [c = &ctx](int worker, size_t t0, size_t t1) {
+    const GqaAttend& op = *c->op;
+    const std::span<const Row> rows = op.rows;
+    const int64_t H = op.heads, d = op.head_dim, group = op.heads / op.kv_heads;
+    const AttentionScratch s = c->self->attention_scratch(worker);
+    int64_t* first = s.ints;
+    int64_t* len = s.ints + kRowsPerBlock;
+    float dotted[kKeysPerChunk];
+    for (size_t t = t0; t < t1; ++t) {
+      const auto [b0, b1] = c->self->runs_[t / static_cast<size_t>(H)];
+      const int64_t h = static_cast<int64_t>(t % static_cast<size_t>(H)), kvh = h / group;
+      const size_t m = b1 - b0;
+      const HostKvCache& cache = host_cache(rows[b0].cache);
+      int64_t lo = rows[b0].pos, hi = 0, widest = 0;
+      for (size_t r = 0; r < m; ++r) {
+        const int64_t pos = rows[b0 + r].pos;
+        // A sliding-window layer sees only the last `window` positions.
+        first[r] = op.window ? std::max<int64_t>(0, pos - op.window + 1) : 0;
+        len[r] = pos + 1 - first[r];
+        lo = std::min(lo, first[r]);
+        hi = std::max(hi, pos + 1);
+        widest = std::max(widest, len[r] + 1);
+      }
+      float* scores = s.floats;
+      const float** keys = s.pointers;  // per position from lo
+      const float** values = s.pointers + (hi - lo);
+      for (int64_t p = lo; p < hi; ++p) {
+        keys[p - lo] = cache.key(op.layer, p) + kvh * d;
+        values[p - lo] = cache.value(op.layer, p) + kvh * d;
+      }
+      auto start = [&](size_t r) { return first[r]; };
+      auto end = [&](size_t r) { return first[r] + len[r]; };
+      // Each row's dots against a chunk of keys run side by side
+      // (kernels::dots), each with the bits of a lone dot.
+      by_key_chunks(lo, hi, m, start, end, [&](size_t r, int64_t from, size_t count) {
+        kernels::dots(&c->q[((b0 + r) * H + h) * d], &keys[from - lo], count, static_cast<size_t>(d), dotted);
+        for (size_t j = 0; j < count; ++j)
+          scores[r * widest + (from - first[r]) + static_cast<int64_t>(j)] = dotted[j] * op.scale;
+      });
+      for (size_t r = 0; r < m; ++r) {
+        float* sr = &scores[r * widest];
+        // A sink is one more logit in the softmax's denominator with no value.
+        if (op.sinks) {
+          sr[len[r]] = op.sinks[h];
+          kernels::softmax(sr, len[r] + 1);
+        } else {
+          kernels::softmax(sr, len[r]);
+        }
+        std::fill_n(&c->heads[((b0 + r) * H + h) * d], d, 0.0f);
+      }
+      // The weighted sum of values, a chunk per call (kernels::axpys: the
+      // axpys of one position after another, with their bits).
+      by_key_chunks(lo, hi, m, start, end, [&](size_t r, int64_t from, size_t count) {
+        kernels::axpys(&scores[r * widest + (from - first[r])], &values[from - lo], count,
+                       &c->heads[((b0 + r) * H + h) * d], static_cast<size_t>(d));
+      });
+    }
+  });
+}
+
+void CpuBackend::mla_attention(const MlaAttend& op) {
+  const std::span<const Row> rows = op.rows;
+  const size_t n = rows.size();
+  check_step(n);
+  const int64_t H = op.heads, qk = op.nope + op.rope_dim, lora = op.latent, rope = op.rope_dim;
+  if (static_cast<size_t>(lora) > limits_.latent || static_cast<size_t>(rope) > limits_.latent_rope)
+    throw Error("internal: latent attention wider than planned");
+  const float* q = host(op.q.slice(0, n * H * qk));
+  float* kv = host(op.kv.slice(0, n * (lora + rope)));
+  float* heads = host(op.out.slice(0, n * H * op.v_dim));
+
+  // The cache row: the normalised latent, then the rotated shared key.
+  for (size_t i = 0; i < n; ++i) {
+    float* row = &kv[i * (lora + rope)];
+    float* dst = host_cache(rows[i].cache).key(op.layer, rows[i].pos);
+    kernels::rms_norm(row, op.kv_norm, lora, op.eps, dst);
+    std::copy_n(row + lora, rope, dst + lora);
+    op.rope->apply(dst + lora, rows[i].pos);
+  }
+
+  sequence_runs(rows, runs_);
+  struct Ctx {
+    CpuBackend* self;
+    const MlaAttend* op;
+    const float* q;
+    float* heads;
+  } ctx{this, &op, q, heads};
+  pool_.parallel_for_indexed(runs_.size() * static_cast<size_t>(H), [c = &ctx](int worker, size_t t0, size_t t1) {
+    const MlaAttend& op = *c->op;
+    const std::span<const Row> rows = op.rows;
+    const int64_t H = op.heads, nope = op.nope, rope = op.rope_dim, qk = nope + rope, lora = op.latent,
+                  vdim = op.v_dim;
+    const AttentionScratch s = c->self->attention_scratch(worker);
+    const kernels::LinearScratch one_row = c->self->worker_scratch(worker);
+    float* q_abs = s.floats;
+    float* q_rot = q_abs + kRowsPerBlock * lora;
+    float* latent = q_rot + kRowsPerBlock * rope;
+    float* scores = latent + kRowsPerBlock * lora;
+    float d_lat[kKeysPerChunk], d_rot[kKeysPerChunk];
+    for (size_t t = t0; t < t1; ++t) {
+      const auto [b0, b1] = c->self->runs_[t / static_cast<size_t>(H)];
+      const int64_t h = static_cast<int64_t>(t % static_cast<size_t>(H));
+      const size_t m = b1 - b0;
+      const HostKvCache& cache = host_cache(rows[b0].cache);
+      int64_t longest = 0;
+      for (size_t i = b0; i < b1; ++i) longest = std::max(longest, rows[i].pos + 1);
+      std::fill_n(latent, m * lora, 0.0f);
+      for (size_t r = 0; r < m; ++r) {
+        const float* qh = &c->q[((b0 + r) * H + h) * qk];
+        // q_nope · W_UK[h]: the query in latent space.
+        if (op.k_b.empty())
+          kernels::linear_transposed(op.kv_b->row_slice(h * (nope + vdim), nope), qh, &q_abs[r * lora], one_row.rows);
+        else
+          kernels::linear(op.k_b[h], qh, 1, &q_abs[r * lora], nullptr, one_row);
+        std::copy_n(qh + nope, rope, &q_rot[r * rope]);
+        op.rope->apply(&q_rot[r * rope], rows[b0 + r].pos);
+      }
+      auto start = [](size_t) { return int64_t{0}; };
+      auto len = [&](size_t r) { return rows[b0 + r].pos + 1; };
+      const float** k_lat = s.pointers;  // per cached position: latent, rotated key
+      const float** k_rot = s.pointers + longest;
+      for (int64_t p = 0; p < longest; ++p) {
+        k_lat[p] = cache.key(op.layer, p);
+        k_rot[p] = k_lat[p] + lora;
+      }
+      // Each row's dots against a chunk of keys run side by side
+      // (kernels::dots), each with the bits of a lone dot.
+      by_key_chunks(0, longest, m, start, len, [&](size_t r, int64_t from, size_t count) {
+        kernels::dots(&q_abs[r * lora], &k_lat[from], count, static_cast<size_t>(lora), d_lat);
+        kernels::dots(&q_rot[r * rope], &k_rot[from], count, static_cast<size_t>(rope), d_rot);
+        for (size_t j = 0; j < count; ++j)
+          scores[r * longest + from + static_cast<int64_t>(j)] = (d_lat[j] + d_rot[j]) * op.scale;
+      });
+      for (size_t r = 0; r < m; ++r) kernels::softmax(&scores[r * longest], len(r));
+      // The weighted sum, a chunk of keys per call (kernels::axpys: the
+      // axpys of one key after another, with their bits).
+      by_key_chunks(0, longest, m, start, len, [&](size_t r, int64_t from, size_t count) {
+        kernels::axpys(&scores[r * longest + from], &k_lat[from], count, &latent[r * lora], static_cast<size_t>(lora));
+      });
+      // Expand the attended latent through W_UV[h].
+      for (size_t r = 0; r < m; ++r)
+        kernels::linear(op.v_b.empty() ? op.kv_b->row_slice(h * (nope + vdim) + nope, vdim) : op.v_b[h],
+                        &latent[r * lora], 1, &c->heads[((b0 + r) * H + h) * vdim], nullptr, one_row);
+    }
+  });
+}
+
+}  // namespace strata

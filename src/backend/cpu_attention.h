@@ -1,0 +1,44 @@
+#pragma once
+// How the CPU backend's attention walks a step (cpu_attention.cpp), and the
+// scratch one pool thread needs for it.
+//
+// Consecutive rows of one sequence (a prefill chunk, a verified draft)
+// attend together, up to kRowsPerBlock at a time: each cached key and value
+// row is then read once per block and head rather than once per row, while
+// every row still runs exactly the dots, softmax and axpys it would run alone
+// (same order, same bits).
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace strata {
+
+inline constexpr size_t kRowsPerBlock = 32;
+// Cached keys scored per call of kernels::dots (a chunk's keys stay in L1
+// while each row of the block scores them).
+inline constexpr int64_t kKeysPerChunk = 16;
+
+// Scratch of one pool thread for rows attending over up to `context`
+// positions (latent, latent_rope: MLA's widths, 0 for GQA).
+inline size_t cpu_attention_floats(size_t context, size_t latent, size_t latent_rope) {
+  return kRowsPerBlock * (context + 1) + kRowsPerBlock * (2 * latent + latent_rope);
+}
+inline size_t cpu_attention_pointers(size_t context) { return 2 * context; }
+inline size_t cpu_attention_ints() { return 2 * kRowsPerBlock; }
+
+// Walks cached positions [lo, hi) a chunk of kKeysPerChunk at a time; for each
+// chunk, each row r < rows of a block, which sees positions [first(r), end(r)),
+// gets visit(r, from, count) for the part of the chunk it sees. A row meets
+// its positions in ascending order, so its dots and axpys keep their order.
+template <class First, class End, class Visit>
+void by_key_chunks(int64_t lo, int64_t hi, size_t rows, First first, End end, Visit visit) {
+  for (int64_t s0 = lo; s0 < hi; s0 += kKeysPerChunk) {
+    const int64_t s1 = std::min(hi, s0 + kKeysPerChunk);
+    for (size_t r = 0; r < rows; ++r) {
+      const int64_t from = std::max(s0, first(r)), upto = std::min(s1, end(r));
+      if (upto > from) visit(r, from, static_cast<size_t>(upto - from));
+    }
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,186 @@
+#include "backend/cpu_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "backend/cpu_attention.h"
+#include "kernels/ops.h"
+#include "util/error.h"
+
+namespace strata {
+
+Tensor Tensor::slice(uint64_t from, uint64_t count) const {
+  if (from > size || count > size - from)
+    throw Error("internal: values [" + std::to_string(from) + ", " + std::to_string(from + count) +
+                ") of a tensor of " + std::to_string(size));
+  return Tensor{buffer, offset + from, count};
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+CpuBackend::CpuBackend(int threads) : pool_(threads > 0 ? threads : default_thread_count()) {
+  // Buffer 0 is never handed out, so a default Tensor is never a real one.
+  buffers_.emplace_back();
+  sizes_.push_back(0);
+}
+
+Tensor CpuBackend::allocate(uint64_t size) {
+  // Not value-initialised: pages a step never reaches are never touched.
+  buffers_.emplace_back(new float[std::max<uint64_t>(size, 1)]);
+  sizes_.push_back(size);
+  tensor_bytes_ += size * sizeof(float);
+  return Tensor{static_cast<uint32_t>(buffers_.size() - 1), 0, size};
+}
+
+void CpuBackend::release_tensors() {
+  buffers_.resize(1);
+  sizes_.resize(1);
+  tensor_bytes_ = 0;
+}
+
+float* CpuBackend::host(Tensor t) const {
+  if (t.buffer == 0 || t.buffer >= buffers_.size() || t.offset + t.size > sizes_[t.buffer])
+    throw Error("internal: a tensor that is not one of the CPU backend's");
+  return buffers_[t.buffer].get() + t.offset;
+}
+
+CpuBackend::ScratchSizes CpuBackend::scratch_sizes(const StepLimits& l) const {
+  const size_t threads = static_cast<size_t>(pool_.size()), sums = l.widest_in / 32;
+  const size_t ctx = static_cast<size_t>(std::max<int64_t>(l.context, 0)), slots = l.rows * l.experts_per_token;
+  ScratchSizes z;
+  z.sums = l.rows * sums;
+  z.rows = threads * l.widest_in;
+  z.worker_sums = threads * sums;
+  z.attn_floats_each = cpu_attention_floats(ctx, l.latent, l.latent_rope);
+  z.attn_floats = threads * z.attn_floats_each;
+  z.attn_pointers = threads * cpu_attention_pointers(ctx);
+  z.attn_ints = threads * cpu_attention_ints();
+  z.expert_act = slots * (l.fused_gate_up ? 4 : 2) * l.expert_width;
+  z.expert_sums = slots * sums;
+  z.route_floats = 3 * l.experts;
+  z.route_ints = 3 * l.experts;
+  z.combine_order = l.experts_per_token;
+  z.runs = l.rows;
+  return z;
+}
+
+uint64_t CpuBackend::ScratchSizes::bytes() const {
+  return (sums + rows + worker_sums + attn_floats + expert_act + expert_sums + route_floats) * sizeof(float) +
+         attn_pointers * sizeof(const float*) + attn_ints * sizeof(int64_t) +
+         (route_ints + combine_order) * sizeof(int32_t) + runs * sizeof(std::pair<size_t, size_t>);
+}
+
+uint64_t CpuBackend::scratch_bytes(const StepLimits& limits) const { return scratch_sizes(limits).bytes(); }
+
+void CpuBackend::plan(const StepLimits& l) {
+  const ScratchSizes z = scratch_sizes(l);
+  limits_ = l;
+  sums_.reset(z.sums);
+  rows_.reset(z.rows);
+  worker_sums_.reset(z.worker_sums);
+  attn_floats_each_ = z.attn_floats_each;
+  attn_floats_.reset(z.attn_floats);
+  attn_pointers_.reset(z.attn_pointers);
+  attn_ints_.reset(z.attn_ints);
+  expert_act_.reset(z.expert_act);
+  expert_sums_.reset(z.expert_sums);
+  route_floats_.reset(z.route_floats);
+  route_ints_.reset(z.route_ints);
+  combine_order_.reset(z.combine_order);
+  runs_.clear();
+  runs_.shrink_to_fit();
+  runs_.reserve(z.runs);
+  planned_ = z;
+}
+
+uint64_t CpuBackend::allocated_bytes() const { return tensor_bytes_ + planned_.bytes(); }
+
+void CpuBackend::check_step(size_t rows) const {
+  if (rows > limits_.rows)
+    throw Error("internal: a step of " + std::to_string(rows) + " rows on a backend planned for " +
+                std::to_string(limits_.rows));
+}
+
+kernels::LinearScratch CpuBackend::pool_scratch(size_t n) {
+  check_step(n);
+  return {sums_.span().first(n * (limits_.widest_in / 32)), rows_.span()};
+}
+
+kernels::LinearScratch CpuBackend::worker_scratch(int worker) {
+  const size_t sums = limits_.widest_in / 32, w = static_cast<size_t>(worker);
+  return {worker_sums_.span().subspan(w * sums, sums), rows_.span().subspan(w * limits_.widest_in, limits_.widest_in)};
+}
+
+CpuBackend::AttentionScratch CpuBackend::attention_scratch(int worker) {
+  const size_t w = static_cast<size_t>(worker);
+  return {attn_floats_.data() + w * attn_floats_each_, attn_pointers_.data() + w * (attn_pointers_.size() / pool_.size()),
+          attn_ints_.data() + w * cpu_attention_ints()};
+}
+
+void CpuBackend::upload(Tensor dst, const float* src) { std::memcpy(host(dst), src, dst.size * sizeof(float)); }
+
+void CpuBackend::download(Tensor src, float* dst) { std::memcpy(dst, host(src), src.size * sizeof(float)); }
+
+std::unique_ptr<KvCache> CpuBackend::new_cache(const CacheShape& shape) { return std::make_unique<HostKvCache>(shape); }
+
+void CpuBackend::embed(const kernels::WeightMatrix& table, std::span<const int32_t> tokens, Tensor out) {
+  const size_t width = static_cast<size_t>(table.in);
+  float* o = host(out.rows(0, tokens.size(), width));
+  for (size_t i = 0; i < tokens.size(); ++i) kernels::dequantize_row(table, tokens[i], o + i * width);
+}
+
+void CpuBackend::linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tensor y) {
+  const float* xp = host(x.slice(0, n * static_cast<uint64_t>(w.in)));
+  float* yp = host(y.slice(0, n * static_cast<uint64_t>(w.out)));
+  kernels::linear(w, xp, n, yp, &pool_, pool_scratch(n));
+}
+
+void CpuBackend::rms_norm(Tensor x, const float* weight, size_t rows, size_t width, float eps, Tensor y) {
+  const float* xp = host(x.slice(0, rows * width));
+  float* yp = host(y.slice(0, rows * width));
+  for (size_t i = 0; i < rows; ++i) kernels::rms_norm(xp + i * width, weight, width, eps, yp + i * width);
+}
+
+void CpuBackend::add(Tensor y, Tensor x) {
+  float* yp = host(y);
+  const float* xp = host(x.slice(0, y.size));
+  for (size_t i = 0; i < y.size; ++i) yp[i] += xp[i];
+}
+
+void CpuBackend::silu_mul(Tensor gate, Tensor up) { kernels::silu_mul(host(gate), host(up.slice(0, gate.size)), gate.size); }
+
+void CpuBackend::gather_rows(Tensor src, size_t width, std::span<const uint32_t> rows, Tensor dst) {
+  const float* s = host(src);
+  float* d = host(dst.slice(0, rows.size() * width));
+  for (size_t j = 0; j < rows.size(); ++j) {
+    if ((static_cast<uint64_t>(rows[j]) + 1) * width > src.size) throw Error("internal: gather_rows() past its source");
+    std::copy_n(s + static_cast<size_t>(rows[j]) * width, width, d + j * width);
+  }
+}
+
+void CpuBackend::combine_experts(Tensor ys, size_t hidden, std::span<const uint32_t> slot_rows, const int32_t* ids,
+                                 const float* weights, size_t n, size_t k, Tensor shared, Tensor out) {
+  if (k > combine_order_.size()) throw Error("internal: a combine of more experts per row than planned");
+  const float* y_all = host(ys);
+  float* o_all = host(out.slice(0, n * hidden));
+  int32_t* order = combine_order_.data();
+  for (size_t r = 0; r < n; ++r) {
+    for (size_t j = 0; j < k; ++j) order[j] = static_cast<int32_t>(j);
+    std::sort(order, order + k, [&](int32_t a, int32_t b) { return ids[r * k + a] < ids[r * k + b]; });
+    float* o = o_all + r * hidden;
+    std::fill_n(o, hidden, 0.0f);
+    for (size_t j = 0; j < k; ++j) {
+      const size_t slot = r * k + static_cast<size_t>(order[j]);
+      const float w = weights[slot];
+      const float* y = y_all + static_cast<size_t>(slot_rows[slot]) * hidden;
+      for (size_t i = 0; i < hidden; ++i) o[i] += y[i] * w;
+    }
+  }
+  if (!shared.empty()) {
+    const float* s = host(shared.slice(0, n * hidden));
+    for (size_t i = 0; i < n * hidden; ++i) o_all[i] += s[i];
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,30 @@
+#pragma once
+// A routed expert as the backend computes it: its weights (wherever the
+// expert provider put them) and its activation.
+#include <array>
+
+#include "kernels/linear.h"
+
+namespace strata {
+
+// One routed expert's feed-forward weights: separate gate and up
+// projections, or (gpt-oss) one fused gate_up whose rows alternate gate,
+// up, gate, up... Biases, where the format has them, ride in the matrices.
+struct ExpertWeights {
+  kernels::WeightMatrix gate, up, down;
+  kernels::WeightMatrix gate_up;
+  // All four, for code that treats each matrix alike (unused ones invalid).
+  std::array<kernels::WeightMatrix*, 4> matrices() { return {&gate, &up, &down, &gate_up}; }
+  std::array<const kernels::WeightMatrix*, 4> matrices() const { return {&gate, &up, &down, &gate_up}; }
+};
+
+// How an expert turns gate and up projections into the down projection's input.
+struct ExpertActivation {
+  enum class Kind { SiluGlu, ClampedSwiGlu } kind = Kind::SiluGlu;
+  // ClampedSwiGlu (gpt-oss): gate ≤ limit, |up| ≤ limit,
+  // h = (up + 1) · gate · sigmoid(alpha · gate).
+  float limit = 7.0f;
+  float alpha = 1.702f;
+};
+
+}  // namespace strata

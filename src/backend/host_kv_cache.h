@@ -1,0 +1,47 @@
+#pragma once
+// The CPU backend's KV cache (backend/kv_cache.h): per layer, rows of f32 in
+// host memory; the CPU attention ops address them by pointer.
+#include <cstdint>
+#include <iosfwd>
+#include <vector>
+
+#include "backend/kv_cache.h"
+
+namespace strata {
+
+class HostKvCache final : public KvCache {
+ public:
+  explicit HostKvCache(const CacheShape& shape);
+
+  void ensure(int64_t n) override;
+
+  float* key(int64_t layer, int64_t pos) { return keys_[layer].data() + slot(layer, pos) * key_width_; }
+  float* value(int64_t layer, int64_t pos) { return values_[layer].data() + slot(layer, pos) * value_width_; }
+  const float* key(int64_t layer, int64_t pos) const { return keys_[layer].data() + slot(layer, pos) * key_width_; }
+  const float* value(int64_t layer, int64_t pos) const {
+    return values_[layer].data() + slot(layer, pos) * value_width_;
+  }
+
+  int64_t length() const override { return length_; }
+  void set_length(int64_t n) override { length_ = n; }
+  int64_t max_positions() const override { return max_positions_; }
+  bool can_rewind_to(int64_t n) const override;
+  void save(std::ostream& out) const override;
+  void load(std::istream& in) override;
+  uint64_t bytes() const override;
+  // Bytes a cache of `shape` holds at max_positions (for the RAM budget).
+  static uint64_t bytes_at(const CacheShape& shape);
+
+ private:
+  int64_t slot(int64_t layer, int64_t pos) const { return ring_[layer] ? pos % ring_[layer] : pos; }
+
+  int64_t key_width_, value_width_;
+  int64_t max_positions_;
+  std::vector<int64_t> ring_;    // per layer: ring size, 0 = grows
+  std::vector<int64_t> window_;  // per layer: sliding window, 0 = none
+  int64_t capacity_ = 0;       // of the growing layers
+  int64_t length_ = 0;
+  std::vector<std::vector<float>> keys_, values_;
+};
+
+}  // namespace strata

@@ -1,0 +1,49 @@
+#pragma once
+// A sequence's attention cache, made by the backend that computes with it
+// (Backend::new_cache()) and kept where that backend works: host memory for
+// the CPU. The model and the runtime see only what is here (how far the
+// sequence got, saving and loading it for a session); the attention ops read
+// and write its rows.
+//
+// For each layer and position the cache holds a key row and a value row of
+// fixed widths. MLA stores its compressed latent (normalised kv_lora +
+// rotated k_rope) as the key row and no value row. A sliding-window layer
+// keeps a ring: its window plus one step's rows of the sequence (a step
+// writes all its rows before any of them attends, so the oldest row of the
+// step still needs positions a window back from it). Other layers grow by
+// doubling up to `max_positions` (the context, --ctx).
+#include <cstdint>
+#include <iosfwd>
+#include <vector>
+
+namespace strata {
+
+struct CacheShape {
+  int64_t layers = 0;
+  int64_t key_width = 0, value_width = 0;
+  int64_t max_positions = 0;    // the context
+  std::vector<int64_t> windows; // per layer: 0 = keeps every position, else that layer's sliding window
+  int64_t max_batch = 4096;     // rows of one sequence in a step
+};
+
+class KvCache {
+ public:
+  virtual ~KvCache() = default;
+  // Makes room for positions [0, n); throws strata::Error past max_positions.
+  virtual void ensure(int64_t n) = 0;
+  // Number of positions whose rows are valid; the next token goes here.
+  virtual int64_t length() const = 0;
+  virtual void set_length(int64_t n) = 0;
+  virtual int64_t max_positions() const = 0;
+  // Whether positions [0, n) are still all available after length() went
+  // past n (a ring may have dropped what the next position would attend to).
+  virtual bool can_rewind_to(int64_t n) const = 0;
+  // The cache as bytes (for a session file) and back; load() throws
+  // strata::Error when the shape differs from this cache's.
+  virtual void save(std::ostream& out) const = 0;
+  virtual void load(std::istream& in) = 0;
+  // Bytes the cache holds now.
+  virtual uint64_t bytes() const = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,101 @@
+#include "model/step_state.h"
+
+#include <algorithm>
+#include <initializer_list>
+
+namespace strata {
+
+namespace {
+
+// Lays tensors one after another from the start of `work`.
+class Layout {
+ public:
+  explicit Layout(Tensor work) : work_(work) {}
+  Tensor next(uint64_t size) {
+    const Tensor t = work_.slice(at_, size);
+    at_ += size;
+    return t;
+  }
+
+ private:
+  Tensor work_;
+  uint64_t at_ = 0;
+};
+
+// Values of the work tensor: the largest of the phases.
+uint64_t work_size(const StepSizes& z) {
+  const uint64_t rows = z.rows;
+  const AttentionWidths& a = z.attention;
+  const uint64_t attention = rows * (a.q + a.k + a.v + a.out + a.q_latent + a.kv);
+  const uint64_t moe = z.experts ? z.experts + z.hidden + z.experts_per_token * z.hidden : 0;
+  const uint64_t feed_forward = rows * (2 * z.mlp_width + moe);
+  const uint64_t head = static_cast<uint64_t>(z.logit_rows) * z.vocab;
+  return std::max({attention, feed_forward, head});
+}
+
+}  // namespace
+
+StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
+  const size_t rows = z.rows, slots = z.rows * z.experts_per_token;
+  h = b.allocate(rows * z.hidden);
+  normed = b.allocate(rows * z.hidden);
+  delta = b.allocate(rows * z.hidden);
+  guess_normed = b.allocate(z.guess_rows * z.hidden);
+  guess_logits = b.allocate(z.guess_rows * z.experts);
+  work = b.allocate(work_size(z));
+  const AttentionWidths& a = z.attention;
+  Layout attention(work);
+  q = attention.next(rows * a.q);
+  k = attention.next(rows * a.k);
+  v = attention.next(rows * a.v);
+  heads = attention.next(rows * a.out);
+  q_latent = attention.next(rows * a.q_latent);
+  kv = attention.next(rows * a.kv);
+  Layout feed_forward(work);
+  gate = feed_forward.next(rows * z.mlp_width);
+  up = feed_forward.next(rows * z.mlp_width);
+  if (z.experts) {
+    router_logits = feed_forward.next(rows * z.experts);
+    shared = feed_forward.next(rows * z.hidden);
+    xs = feed_forward.next(slots * z.hidden);
+  }
+  logits = Layout(work).next(static_cast<uint64_t>(z.logit_rows) * z.vocab);
+
+  tokens.resize(rows);
+  ids.resize(slots);
+  weights.resize(slots);
+  count.resize(z.experts);
+  first.resize(z.experts);
+  next.resize(z.experts);
+  unique.reserve(z.experts);
+  slot_rows.resize(slots);
+  gather.resize(slots);
+  jobs.reserve(z.experts);
+  ready.reserve(z.experts);
+  guess_ids.resize(z.guess_rows * z.experts_per_token);
+  guess_weights.resize(z.guess_rows * z.experts_per_token);
+  guess.reserve(z.experts);
+  guess_count.resize(z.experts);
+  guess_best.resize(z.experts);
+  selected.reserve(rows);
+  chunk.reserve(rows);
+}
+
+uint64_t StepState::bytes(const StepSizes& z) {
+  const uint64_t rows = z.rows, slots = z.rows * z.experts_per_token, e = z.experts,
+                 guess = z.guess_rows * z.experts_per_token;
+  const uint64_t floats = 3 * rows * z.hidden + z.guess_rows * (z.hidden + z.experts) + work_size(z);
+  return floats * sizeof(float) + rows * sizeof(int32_t) + slots * (sizeof(int32_t) + sizeof(float)) +
+         e * 3 * sizeof(uint32_t) + e * sizeof(int32_t) + slots * 2 * sizeof(uint32_t) + e * sizeof(ExpertJob) +
+         e * sizeof(std::pair<int, const ExpertWeights*>) + guess * (sizeof(int32_t) + sizeof(float)) +
+         e * (sizeof(int32_t) + sizeof(uint32_t) + sizeof(float)) + rows * sizeof(uint32_t) + rows * sizeof(Row);
+}
+
+uint64_t StepState::host_bytes() const {
+  auto bytes = [](const auto& v) { return static_cast<uint64_t>(v.capacity() * sizeof(v[0])); };
+  return bytes(tokens) + bytes(ids) + bytes(weights) + bytes(count) + bytes(first) + bytes(next) + bytes(unique) +
+         bytes(slot_rows) + bytes(gather) + bytes(jobs) + bytes(ready) + bytes(guess_ids) + bytes(guess_weights) +
+         bytes(guess) + bytes(guess_count) + bytes(guess_best) + bytes(selected) + bytes(chunk);
+}
+
+}  // namespace strata

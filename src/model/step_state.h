@@ -1,0 +1,79 @@
+#pragma once
+// Everything one forward step works in, planned once per model and step size
+// (llama2.c's RunState): the tensors on the backend and the host arrays of
+// the step's bookkeeping (routing, grouping rows by expert, the guess at the
+// next layer's experts). Model::attach_experts() plans it; the forward pass
+// only takes slices of it, so it allocates nothing, and bytes() is what the
+// RAM budget counts for it (with the backend's own scratch).
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace strata {
+
+// Per row, the widest of each attention buffer over the model's layers.
+struct AttentionWidths {
+  size_t q = 0, k = 0, v = 0, out = 0;  // projections in, heads out
+  size_t q_latent = 0, kv = 0;          // MLA: q_a, kv_a
+};
+
+struct StepSizes {
+  size_t rows = 0;          // the most rows of one step
+  size_t logit_rows = 0;    // rows whose logits one output product computes
+  size_t hidden = 0, vocab = 0;
+  AttentionWidths attention;
+  size_t mlp_width = 0;     // the widest dense MLP or shared expert
+  size_t experts = 0, experts_per_token = 0;  // 0 without MoE
+  size_t guess_rows = 0;    // rows of a step that guesses the next layer's experts
+};
+
+struct StepState {
+  StepState() = default;
+  StepState(Backend& backend, const StepSizes& sizes);
+
+  StepSizes sizes;
+  // The residual stream and its normalised copy, and what a block adds [rows × hidden].
+  Tensor h, normed, delta;
+  // The guess at the next layer's experts [guess_rows × hidden], [guess_rows × experts].
+  Tensor guess_normed, guess_logits;
+  // One work tensor that each phase of a layer lays out anew: nothing of the
+  // attention outlives it, nothing of the feed-forward block outlives that,
+  // and the output head comes after both.
+  Tensor work;
+  Tensor q, k, v, heads, q_latent, kv;  // attention
+  Tensor gate, up;                      // dense MLP / shared expert [rows × mlp_width]
+  Tensor router_logits;                 // [rows × experts]
+  Tensor shared;                        // the shared expert's output [rows × hidden]
+  Tensor xs;                            // rows gathered per expert [rows·k × hidden]; the experts write their outputs over them
+  Tensor logits;                        // [logit_rows × vocab]
+
+  std::vector<int32_t> tokens;     // [rows]
+  std::vector<int32_t> ids;        // routing [rows × k]
+  std::vector<float> weights;
+  std::vector<uint32_t> count;     // per expert: slots routed to it
+  std::vector<uint32_t> first;     // per expert: its first row in xs
+  std::vector<uint32_t> next;      // per expert: its next free row in xs
+  std::vector<int32_t> unique;     // the experts a step routes to, largest groups first
+  std::vector<uint32_t> slot_rows; // per slot (row·k + j): its row in xs / ys
+  std::vector<uint32_t> gather;    // per row of xs: the step row it comes from
+  std::vector<ExpertJob> jobs;     // capacity: experts
+  std::vector<std::pair<int, const ExpertWeights*>> ready;  // capacity: experts
+  std::vector<int32_t> guess_ids;  // [guess_rows × k]
+  std::vector<float> guess_weights;
+  std::vector<int32_t> guess;      // the guessed experts, likeliest first
+  std::vector<uint32_t> guess_count;  // per expert: rows that picked it in the guess
+  std::vector<float> guess_best;   // per expert: its best weight in the guess
+  std::vector<uint32_t> selected;  // rows whose logits are wanted
+  std::vector<Row> chunk;          // a prefill chunk's rows [rows]
+
+  // Bytes a step state of `sizes` takes: its tensors and host arrays (the
+  // backend's own scratch comes on top: Backend::scratch_bytes()).
+  static uint64_t bytes(const StepSizes& sizes);
+  // Bytes of this state's host arrays as allocated (bytes() counts them too).
+  uint64_t host_bytes() const;
+};
+
+}  // namespace strata

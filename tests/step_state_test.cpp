@@ -1,0 +1,124 @@
+// The step state (model/step_state.h) and the backend seam (backend/backend.h):
+// the forward pass allocates nothing once a model is loaded, what the memory
+// plan counts for the step is exactly what was allocated, a budget narrows the
+// step to its share, and a step wider than planned runs in parts with the
+// same bits. The process-memory probe the budget measures its baseline with
+// agrees with the kernel.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "heap_counter.h"
+#include "model/model.h"
+#include "runtime/loader.h"
+#include "same_bits.h"
+#include "util/process_memory.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kModels = fs::path(STRATA_FIXTURES_DIR) / "models";
+
+std::unique_ptr<Model> load(const fs::path& dir, int64_t max_batch = 0, uint64_t ram = 0) {
+  LoadOptions o;
+  o.threads = 2;
+  o.max_batch = max_batch;
+  o.ram_bytes = ram;
+  o.heat = "none";
+  return load_model(dir, o);
+}
+
+// Rows of one sequence at positions from.., the last wanting logits.
+std::vector<Row> rows_of(KvCache& cache, int64_t from, int64_t count, bool all_logits = false) {
+  std::vector<Row> rows;
+  for (int64_t i = 0; i < count; ++i)
+    rows.push_back(Row{static_cast<int32_t>(3 + 7 * (from + i)), from + i, &cache, all_logits || i + 1 == count});
+  return rows;
+}
+
+class StepStateTest : public ::testing::TestWithParam<const char*> {};
+
+// Decode steps and prefill chunks, in RAM, after one warm-up step: not one
+// heap allocation on any thread (the step state, the backend's scratch and
+// the in-memory provider's fetch are all planned).
+TEST_P(StepStateTest, ForwardPassAllocatesNothing) {
+  auto m = load(kModels / GetParam());
+  auto cache = m->new_cache();
+  std::vector<float> logits(8 * static_cast<size_t>(m->config().vocab_size));
+  const std::vector<Row> warm = rows_of(*cache, 0, 8, true);
+  m->forward(warm, logits.data());  // the cache takes its first positions here
+  const uint64_t before = testing::heap_allocations();
+  const std::vector<Row> chunk = rows_of(*cache, 8, 6, true);
+  const std::vector<Row> decode = rows_of(*cache, 14, 1);
+  const uint64_t built = testing::heap_allocations();  // the row vectors themselves
+  m->forward(chunk, logits.data());
+  m->forward(decode, logits.data());
+  EXPECT_EQ(testing::heap_allocations() - built, 0u) << "(the test's own rows took " << built - before << ")";
+}
+
+// What the plan counts for the step is what attach_experts() allocated.
+TEST_P(StepStateTest, PlannedBytesAreAllocatedBytes) {
+  auto m = load(kModels / GetParam(), 48);
+  EXPECT_EQ(m->step_bytes(), m->allocated_step_bytes());
+  EXPECT_LT(m->step_bytes(8), m->step_bytes(48));
+}
+
+// Under a budget, the step's buffers get 128 MiB of it: the widest step
+// within that (at least 16 rows), counted in the memory plan.
+TEST_P(StepStateTest, BudgetNarrowsTheStepToItsShare) {
+  auto m = load(kModels / GetParam(), 0, uint64_t{1} << 30);
+  const uint64_t share = uint64_t{128} << 20;
+  EXPECT_LE(m->step_bytes(), share);
+  if (m->max_batch_rows() < 4096) EXPECT_GT(m->step_bytes(static_cast<size_t>(m->max_batch_rows()) + 1), share);
+  EXPECT_EQ(m->memory_plan().step, m->step_bytes());
+  EXPECT_GT(m->memory_plan().baseline, 0u);
+}
+
+// Five sequences decoding in one call on a model planned for steps of two
+// rows: run as three steps, the logits are those of the same rows in one step.
+TEST_P(StepStateTest, WiderStepRunsInPartsWithTheSameBits) {
+  auto narrow = load(kModels / GetParam(), 2);
+  auto wide = load(kModels / GetParam());
+  const size_t vocab = static_cast<size_t>(wide->config().vocab_size);
+  auto run = [&](Model& m) {
+    std::vector<std::unique_ptr<KvCache>> caches;
+    std::vector<Row> rows;
+    std::vector<float> scratch(vocab);
+    for (int s = 0; s < 5; ++s) {
+      caches.push_back(m.new_cache());
+      m.prefill(std::vector<int32_t>{1, 2 + s, 3}, 0, *caches.back(), scratch.data());
+      rows.push_back(Row{7 + s, 3, caches.back().get(), s != 2});  // one row without logits
+    }
+    std::vector<float> logits(4 * vocab);
+    m.forward(rows, logits.data());
+    std::vector<std::vector<float>> out;
+    for (size_t i = 0; i < 4; ++i) out.emplace_back(logits.begin() + i * vocab, logits.begin() + (i + 1) * vocab);
+    return out;
+  };
+  expect_same_logits(run(*wide), run(*narrow));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, StepStateTest,
+                         ::testing::Values("qwen_gqa", "ds_yarn_grouped", "ds_noqlora_dense2", "gptoss_mxfp4",
+                                           "ds_fp8"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST(ProcessMemory, CountsTouchedAnonymousMemory) {
+  const uint64_t before = resident_anonymous_bytes();
+  ASSERT_GT(before, 0u);
+  const size_t bytes = size_t{64} << 20;
+  std::unique_ptr<char[]> block(new char[bytes]);
+  std::memset(block.get(), 1, bytes);
+  const uint64_t after = resident_anonymous_bytes();
+  EXPECT_GE(after, before + bytes * 9 / 10);
+  EXPECT_EQ(block[bytes - 1], 1);
+}
+
+}  // namespace
+}  // namespace strata
