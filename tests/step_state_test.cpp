@@ -69,15 +69,21 @@ TEST_P(StepStateTest, PlannedBytesAreAllocatedBytes) {
   EXPECT_LT(m->step_bytes(8), m->step_bytes(48));
 }
 
-// Under a budget, the step's buffers get 128 MiB of it: the widest step
-// within that (at least 16 rows), counted in the memory plan.
+// Under a budget, the step's buffers get a sixteenth of it and 128 MiB at
+// least: the widest step within that (16 to 4096 rows), counted in the
+// memory plan with the process's measured baseline.
 TEST_P(StepStateTest, BudgetNarrowsTheStepToItsShare) {
   auto m = load(kModels / GetParam(), 0, uint64_t{1} << 30);
-  const uint64_t share = uint64_t{128} << 20;
-  EXPECT_LE(m->step_bytes(), share);
-  if (m->max_batch_rows() < 4096) EXPECT_GT(m->step_bytes(static_cast<size_t>(m->max_batch_rows()) + 1), share);
+  EXPECT_EQ(m->max_batch_rows(), widest_step_within(*m, uint64_t{128} << 20));
   EXPECT_EQ(m->memory_plan().step, m->step_bytes());
   EXPECT_GT(m->memory_plan().baseline, 0u);
+  // The search, on shares that end between two step sizes.
+  for (size_t rows : {16, 17, 100, 1000, 4095}) {
+    EXPECT_EQ(widest_step_within(*m, m->step_bytes(rows)), static_cast<int64_t>(rows));
+    EXPECT_EQ(widest_step_within(*m, m->step_bytes(rows + 1) - 1), static_cast<int64_t>(rows));
+  }
+  EXPECT_EQ(widest_step_within(*m, 0), 16);
+  EXPECT_EQ(widest_step_within(*m, m->step_bytes(4096)), 4096);
 }
 
 // Five sequences decoding in one call on a model planned for steps of two

@@ -86,9 +86,9 @@ StepSizes Model::step_sizes(size_t rows) const {
   z.attention = arch_spec(c.arch).attention_widths(c);
   bool moe = false, dense = false;
   for (int64_t l = 0; l < c.num_layers; ++l) (c.layer_is_moe(l) ? moe : dense) = true;
-  if (dense) z.mlp_width = static_cast<size_t>(c.intermediate_size);
+  if (dense) z.dense_width = static_cast<size_t>(c.intermediate_size);
   if (moe) {
-    z.mlp_width = std::max(z.mlp_width, static_cast<size_t>(c.moe_intermediate_size * c.n_shared_experts));
+    z.shared_width = static_cast<size_t>(c.moe_intermediate_size * c.n_shared_experts);
     z.experts = static_cast<size_t>(c.n_routed_experts);
     z.experts_per_token = static_cast<size_t>(c.num_experts_per_tok);
     z.guess_rows = std::min(rows, kPrefetchRows);
@@ -111,7 +111,7 @@ StepLimits Model::step_limits(const StepSizes& z) const {
     l.latent_rope = static_cast<size_t>(c.qk_rope_head_dim);
   }
   const AttentionWidths& a = z.attention;
-  l.widest_in = std::max({z.hidden, a.out, a.q_latent, a.kv, z.mlp_width, l.expert_width,
+  l.widest_in = std::max({z.hidden, a.out, a.q_latent, a.kv, z.dense_width, z.shared_width, l.expert_width,
                           static_cast<size_t>(std::max<int64_t>(binder_.widest_in(), 0))});
   return l;
 }
@@ -225,7 +225,7 @@ void Model::forward_step(std::span<const Row> rows, float* logits) {
       // drive works through this MLP and the next attention instead of
       // idling until that MoE layer's own reads (DeepSeek-V3's first layers).
       if (l + 1 < c.num_layers && layers_[l + 1].moe) guess_next();
-      layer.dense->forward(normed, n, delta, b, step_);
+      layer.dense->forward(normed, n, delta, b, step_.dense_gate, step_.dense_up);
     }
     b.add(h, delta);
   }

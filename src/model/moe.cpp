@@ -9,8 +9,8 @@
 
 namespace strata {
 
-void SwiGlu::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& step) const {
-  const Tensor g = step.gate.rows(0, n, width()), u = step.up.rows(0, n, width());
+void SwiGlu::forward(Tensor x, size_t n, Tensor out, Backend& b, Tensor g_all, Tensor u_all) const {
+  const Tensor g = g_all.rows(0, n, width()), u = u_all.rows(0, n, width());
   b.linear(gate, x, n, g);
   b.linear(up, x, n, u);
   b.silu_mul(g, u);
@@ -149,7 +149,7 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
   if (while_reading) while_reading();
 
   // The shared expert needs no reads: compute it while the drives work.
-  if (shared_) shared_->forward(x, n, step.shared.rows(0, n, hidden), b, step);
+  if (shared_) shared_->forward(x, n, step.shared.rows(0, n, hidden), b, step.gate, step.up);
   b.gather_rows(x, hidden, std::span<const uint32_t>(step.gather).first(slots), step.xs);
 
   // Experts with small token groups (decode, and prefill over many experts)

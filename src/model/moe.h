@@ -24,8 +24,9 @@ class WeightBinder;
 
 struct SwiGlu {
   kernels::WeightMatrix gate, up, down;
-  // out = down(silu(gate(x)) · up(x)) for n rows, through the step's gate and up.
-  void forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& step) const;
+  // out = down(silu(gate(x)) · up(x)) for n rows, through `g` and `u`
+  // (the step's dense_gate/up or gate/up, [n × width()] at least).
+  void forward(Tensor x, size_t n, Tensor out, Backend& b, Tensor g, Tensor u) const;
   size_t width() const { return static_cast<size_t>(gate.out); }
   // The three projections of layer `layer` named by the table kinds
   // `gate`, `up`, `down` (the dense MLP's, or the shared experts').

@@ -27,10 +27,11 @@ uint64_t work_size(const StepSizes& z) {
   const uint64_t rows = z.rows;
   const AttentionWidths& a = z.attention;
   const uint64_t attention = rows * (a.q + a.k + a.v + a.out + a.q_latent + a.kv);
-  const uint64_t moe = z.experts ? z.experts + z.hidden + z.experts_per_token * z.hidden : 0;
-  const uint64_t feed_forward = rows * (2 * z.mlp_width + moe);
+  const uint64_t dense = rows * 2 * z.dense_width;
+  const uint64_t moe =
+      z.experts ? rows * (2 * z.shared_width + z.experts + z.hidden + z.experts_per_token * z.hidden) : 0;
   const uint64_t head = static_cast<uint64_t>(z.logit_rows) * z.vocab;
-  return std::max({attention, feed_forward, head});
+  return std::max({attention, dense, moe, head});
 }
 
 }  // namespace
@@ -51,13 +52,16 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
   heads = attention.next(rows * a.out);
   q_latent = attention.next(rows * a.q_latent);
   kv = attention.next(rows * a.kv);
-  Layout feed_forward(work);
-  gate = feed_forward.next(rows * z.mlp_width);
-  up = feed_forward.next(rows * z.mlp_width);
+  Layout dense(work);
+  dense_gate = dense.next(rows * z.dense_width);
+  dense_up = dense.next(rows * z.dense_width);
   if (z.experts) {
-    router_logits = feed_forward.next(rows * z.experts);
-    shared = feed_forward.next(rows * z.hidden);
-    xs = feed_forward.next(slots * z.hidden);
+    Layout moe(work);
+    gate = moe.next(rows * z.shared_width);
+    up = moe.next(rows * z.shared_width);
+    router_logits = moe.next(rows * z.experts);
+    shared = moe.next(rows * z.hidden);
+    xs = moe.next(slots * z.hidden);
   }
   logits = Layout(work).next(static_cast<uint64_t>(z.logit_rows) * z.vocab);
 

@@ -25,7 +25,8 @@ struct StepSizes {
   size_t logit_rows = 0;    // rows whose logits one output product computes
   size_t hidden = 0, vocab = 0;
   AttentionWidths attention;
-  size_t mlp_width = 0;     // the widest dense MLP or shared expert
+  size_t dense_width = 0;   // the dense MLP's width; 0 without dense layers
+  size_t shared_width = 0;  // the shared experts' width; 0 without
   size_t experts = 0, experts_per_token = 0;  // 0 without MoE
   size_t guess_rows = 0;    // rows of a step that guesses the next layer's experts
 };
@@ -39,12 +40,13 @@ struct StepState {
   Tensor h, normed, delta;
   // The guess at the next layer's experts [guess_rows × hidden], [guess_rows × experts].
   Tensor guess_normed, guess_logits;
-  // One work tensor that each phase of a layer lays out anew: nothing of the
-  // attention outlives it, nothing of the feed-forward block outlives that,
-  // and the output head comes after both.
+  // One work tensor that each phase lays out anew: nothing of a layer's
+  // attention outlives it, nothing of its feed-forward block (a dense MLP or
+  // the MoE block) outlives that, and the output head comes after the layers.
   Tensor work;
   Tensor q, k, v, heads, q_latent, kv;  // attention
-  Tensor gate, up;                      // dense MLP / shared expert [rows × mlp_width]
+  Tensor dense_gate, dense_up;          // a dense MLP [rows × dense_width]
+  Tensor gate, up;                      // the shared expert [rows × shared_width]
   Tensor router_logits;                 // [rows × experts]
   Tensor shared;                        // the shared expert's output [rows × hidden]
   Tensor xs;                            // rows gathered per expert [rows·k × hidden]; the experts write their outputs over them

@@ -20,7 +20,7 @@ namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr int64_t kMinStepRows = 16, kMaxStepRows = 4096;
-constexpr uint64_t kStepShare = 128 * kMiB;
+constexpr uint64_t kMinStepShare = 128 * kMiB;
 
 std::string gib(uint64_t bytes) {
   char b[32];
@@ -39,17 +39,13 @@ ModelSetup plan_setup(const ModelConfig& c, const LoadOptions& options) {
   return s;
 }
 
-// Under a budget, the step's buffers (Model::step_bytes(), exact) get
-// kStepShare of it: the widest step within that, of kMinStepRows at least.
+// Under a budget, the step's buffers (Model::step_bytes(), exact) get a
+// sixteenth of it, and at least kMinStepShare: the widest step within that,
+// of kMinStepRows at least. (A wider step reads a prompt's experts fewer
+// times; what it takes, the expert cache loses.)
 void fit_step_to_budget(Model& model, const LoadOptions& options) {
   if (options.ram_bytes == 0 || options.max_batch > 0) return;
-  int64_t lo = kMinStepRows, hi = kMaxStepRows;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (model.step_bytes(static_cast<size_t>(mid)) <= kStepShare) lo = mid;
-    else hi = mid - 1;
-  }
-  model.set_max_batch_rows(lo);
+  model.set_max_batch_rows(widest_step_within(model, std::max(kMinStepShare, options.ram_bytes / 16)));
 }
 
 // Every routed expert of a pack, as its manifest places them on the drives.
@@ -166,6 +162,16 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
 }
 
 }  // namespace
+
+int64_t widest_step_within(const Model& model, uint64_t bytes) {
+  int64_t lo = kMinStepRows, hi = kMaxStepRows;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (model.step_bytes(static_cast<size_t>(mid)) <= bytes) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& path, const LoadOptions& options) {
   Checkpoint ck = open_checkpoint(path);
