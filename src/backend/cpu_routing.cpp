@@ -20,6 +20,16 @@ void top_k(const float* v, int64_t n, int64_t k, int32_t* out, int32_t* idx) {
   std::copy_n(idx, k, out);
 }
 
+// weights[k] = from[ids[k]] for k < K; returns their sum, added in order.
+float take_weights(const float* from, const int32_t* ids, int64_t K, float* weights) {
+  float sum = 0.0f;
+  for (int64_t k = 0; k < K; ++k) {
+    weights[k] = from[ids[k]];
+    sum += weights[k];
+  }
+  return sum;
+}
+
 }  // namespace
 
 void CpuBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* ids, float* weights) {
@@ -58,12 +68,7 @@ void CpuBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* 
         int32_t* row_ids = ids + r * K;
         float* row_w = weights + r * K;
         top_k(choice, E, K, row_ids, idx);
-        float sum = 0.0f;
-        for (int64_t k = 0; k < K; ++k) {
-          row_w[k] = scores[row_ids[k]];
-          sum += row_w[k];
-        }
-        const float denom = sum + 1e-20f;
+        const float denom = take_weights(scores, row_ids, K, row_w) + 1e-20f;
         for (int64_t k = 0; k < K; ++k) {
           if (spec.normalize) row_w[k] /= denom;
           row_w[k] *= spec.scale;
@@ -78,11 +83,7 @@ void CpuBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* 
         int32_t* row_ids = ids + r * K;
         float* row_w = weights + r * K;
         top_k(p, E, K, row_ids, idx);
-        float sum = 0.0f;
-        for (int64_t k = 0; k < K; ++k) {
-          row_w[k] = p[row_ids[k]];
-          sum += row_w[k];
-        }
+        const float sum = take_weights(p, row_ids, K, row_w);
         if (spec.normalize)
           for (int64_t k = 0; k < K; ++k) row_w[k] /= sum;
       }
@@ -93,7 +94,7 @@ void CpuBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* 
         int32_t* row_ids = ids + r * K;
         float* row_w = weights + r * K;
         top_k(p, E, K, row_ids, idx);
-        for (int64_t k = 0; k < K; ++k) row_w[k] = p[row_ids[k]];
+        take_weights(p, row_ids, K, row_w);
         kernels::softmax(row_w, K);
       }
       break;
