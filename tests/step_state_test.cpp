@@ -6,6 +6,7 @@
 // agrees with the kernel.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -16,7 +17,9 @@
 #include "model/model.h"
 #include "runtime/loader.h"
 #include "same_bits.h"
+#include "util/error.h"
 #include "util/process_memory.h"
+#include "util/thread_pool.h"
 
 namespace strata {
 namespace {
@@ -69,21 +72,23 @@ TEST_P(StepStateTest, PlannedBytesAreAllocatedBytes) {
   EXPECT_LT(m->step_bytes(8), m->step_bytes(48));
 }
 
-// Under a budget, the step's buffers get a sixteenth of it and 128 MiB at
-// least: the widest step within that (16 to 4096 rows), counted in the
-// memory plan with the process's measured baseline.
+// Under a budget, the step's buffers (beyond a one-row step's) get a
+// sixteenth of it and 128 MiB at least: the widest step within that (16 to
+// 4096 rows), counted in the memory plan with the process's measured
+// baseline.
 TEST_P(StepStateTest, BudgetNarrowsTheStepToItsShare) {
   auto m = load(kModels / GetParam(), 0, uint64_t{1} << 30);
   EXPECT_EQ(m->max_batch_rows(), widest_step_within(*m, uint64_t{128} << 20));
   EXPECT_EQ(m->memory_plan().step, m->step_bytes());
   EXPECT_GT(m->memory_plan().baseline, 0u);
   // The search, on shares that end between two step sizes.
+  const uint64_t one_row = m->step_bytes(1);
   for (size_t rows : {16, 17, 100, 1000, 4095}) {
-    EXPECT_EQ(widest_step_within(*m, m->step_bytes(rows)), static_cast<int64_t>(rows));
-    EXPECT_EQ(widest_step_within(*m, m->step_bytes(rows + 1) - 1), static_cast<int64_t>(rows));
+    EXPECT_EQ(widest_step_within(*m, m->step_bytes(rows) - one_row), static_cast<int64_t>(rows));
+    EXPECT_EQ(widest_step_within(*m, m->step_bytes(rows + 1) - one_row - 1), static_cast<int64_t>(rows));
   }
   EXPECT_EQ(widest_step_within(*m, 0), 16);
-  EXPECT_EQ(widest_step_within(*m, m->step_bytes(4096)), 4096);
+  EXPECT_EQ(widest_step_within(*m, m->step_bytes(4096) - one_row), 4096);
 }
 
 // Five sequences decoding in one call on a model planned for steps of two
@@ -114,6 +119,69 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, StepStateTest,
                          ::testing::Values("qwen_gqa", "ds_yarn_grouped", "ds_noqlora_dense2", "gptoss_mxfp4",
                                            "ds_fp8"),
                          [](const auto& info) { return std::string(info.param); });
+
+// A bad row anywhere in a step wider than planned (run in parts) is refused
+// before any part runs: no cache moves.
+TEST(StepState, BadRowChangesNoCache) {
+  auto m = load(kModels / "qwen_gqa", 2);
+  std::vector<std::unique_ptr<KvCache>> caches;
+  std::vector<Row> rows;
+  for (int s = 0; s < 5; ++s) {
+    caches.push_back(m->new_cache());
+    rows.push_back(Row{3 + s, 0, caches.back().get(), true});
+  }
+  rows.back().token = static_cast<int32_t>(m->config().vocab_size);
+  std::vector<float> logits(5 * static_cast<size_t>(m->config().vocab_size));
+  EXPECT_THROW(m->forward(rows, logits.data()), Error);
+  for (const auto& c : caches) EXPECT_EQ(c->length(), 0);
+}
+
+// The CPU backend refuses a row past the context it was planned for (with a
+// cache that would take it) instead of reading past its scratch.
+TEST(CpuBackend, RefusesPositionsPastThePlannedContext) {
+  auto b = make_cpu_backend(2);
+  StepLimits l;
+  l.rows = 4;
+  l.context = 16;
+  l.widest_in = 64;
+  l.hidden = 32;
+  b->plan(l);
+  auto cache = b->new_cache(CacheShape{1, 16, 16, 4096, {}, 4});
+  cache->ensure(2001);
+  const Tensor q = b->allocate(16), k = b->allocate(16), v = b->allocate(16), out = b->allocate(16);
+  const Rope rope(RopeConfig{}, 16, false);
+  const std::vector<Row> rows{Row{1, 2000, cache.get(), true}};
+  GqaAttend op;
+  op.rows = rows;
+  op.q = q;
+  op.k = k;
+  op.v = v;
+  op.out = out;
+  op.heads = op.kv_heads = 1;
+  op.head_dim = 16;
+  op.rope = &rope;
+  EXPECT_THROW(b->gqa_attention(op), Error);
+  const std::vector<Row> inside{Row{1, 10, cache.get(), true}};
+  op.rows = inside;
+  EXPECT_NO_THROW(b->gqa_attention(op));
+}
+
+// An exception in one range of a parallel loop reaches the caller after every
+// range has run, and the pool keeps working.
+TEST(ThreadPool, ExceptionReachesTheCallerAfterTheLoop) {
+  ThreadPool pool(4);
+  std::atomic<int> ran{0};
+  EXPECT_THROW(pool.parallel_for_indexed(64,
+                                         [&](int, size_t b, size_t e) {
+                                           ran += static_cast<int>(e - b);
+                                           if (b == 0) throw Error("range 0 failed");
+                                         }),
+               Error);
+  EXPECT_EQ(ran.load(), 64);
+  std::atomic<int> again{0};
+  pool.parallel_for(64, [&](size_t b, size_t e) { again += static_cast<int>(e - b); });
+  EXPECT_EQ(again.load(), 64);
+}
 
 TEST(ProcessMemory, CountsTouchedAnonymousMemory) {
   const uint64_t before = resident_anonymous_bytes();

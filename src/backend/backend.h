@@ -16,17 +16,23 @@
 //   KV caches are made by the backend (new_cache()) and live where it
 //   computes; only it reads or writes their rows.
 // - Weights. WeightMatrix and the f32 vectors (norm weights, biases, sinks)
-//   are host memory that outlives the model (trunk) or, for routed experts,
-//   stays valid until run_experts() returns. A device backend may copy them,
-//   keyed by address.
+//   of the trunk are host memory that outlives the model: a device backend
+//   may copy them once, keyed by address. A routed expert's weights are valid
+//   only during the run_experts() call that names them: the expert cache
+//   reuses the same memory for other experts, so they are never cached by
+//   address.
 // - Order. Ops take effect as if run one after another in the order they
 //   are issued, from one thread. A backend may queue them and return early,
-//   except where host memory is written: route() and download() have written
-//   it when they return.
+//   but it reads every host argument (op structs, spans, ids, weights) before
+//   the call returns: the caller reuses them at once. route() and download()
+//   have written their host outputs when they return.
 // - Bits. Every op computes exactly the expression written here (products in
-//   kernels/linear.h's accumulation order; the other orders below), so a
-//   token's logits are the same bits on every backend, at any thread count
-//   and whatever other rows share its step.
+//   kernels/linear.h's accumulation order; the other orders and groupings
+//   below), so a token's logits are the same bits at any thread count and
+//   whatever other rows share its step. Transcendentals (exp, sin, cos, tanh)
+//   are the C++ library's on the CPU; a backend whose own differ in the last
+//   bit gives logits identical among its own runs, not to the CPU's, and says
+//   so in its header.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -176,7 +182,8 @@ class Backend {
   virtual void gqa_attention(const GqaAttend& op) = 0;
   virtual void mla_attention(const MlaAttend& op) = 0;
   // ids and weights: [n × spec.k], host memory, written when it returns.
-  // Slot order within a row is unspecified.
+  // A row's slots come in choice order: the best first, ties to the lower
+  // id (the weights' sum and softmax run in that order).
   virtual void route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* ids, float* weights) = 0;
   // dst row j = src row rows[j] (width values each).
   virtual void gather_rows(Tensor src, size_t width, std::span<const uint32_t> rows, Tensor dst) = 0;
@@ -189,7 +196,8 @@ class Backend {
                            size_t hidden, bool one_per_thread) = 0;
   // out row r = Σ over its k slots, in increasing expert id (never arrival
   // order), of ys row slot_rows[r·k + j] · weights[r·k + j], summed from 0 in
-  // f32 one product at a time; then + shared row r where shared is given.
+  // f32 one product at a time (o += y · w, not fused); then + shared row r
+  // where shared is given.
   virtual void combine_experts(Tensor ys, size_t hidden, std::span<const uint32_t> slot_rows, const int32_t* ids,
                                const float* weights, size_t n, size_t k, Tensor shared, Tensor out) = 0;
 };

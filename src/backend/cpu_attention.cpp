@@ -36,7 +36,7 @@ void sequence_runs(std::span<const Row> rows, std::vector<std::pair<size_t, size
 void CpuBackend::gqa_attention(const GqaAttend& op) {
   const std::span<const Row> rows = op.rows;
   const size_t n = rows.size();
-  check_step(n);
+  check_positions(rows);
   const int64_t H = op.heads, KV = op.kv_heads, d = op.head_dim;
   float* q = host(op.q.slice(0, n * H * d));
   float* k = host(op.k.slice(0, n * KV * d));
@@ -74,7 +74,7 @@ void CpuBackend::gqa_attention(const GqaAttend& op) {
     const int64_t H = op.heads, d = op.head_dim, group = op.heads / op.kv_heads;
     const AttentionScratch s = c->self->attention_scratch(worker);
     int64_t* first = s.ints;
-    int64_t* len = s.ints + kRowsPerBlock;
+    int64_t* len = s.ints + s.block;
     float dotted[kKeysPerChunk];
     for (size_t t = t0; t < t1; ++t) {
       const auto [b0, b1] = c->self->runs_[t / static_cast<size_t>(H)];
@@ -131,7 +131,7 @@ void CpuBackend::gqa_attention(const GqaAttend& op) {
 void CpuBackend::mla_attention(const MlaAttend& op) {
   const std::span<const Row> rows = op.rows;
   const size_t n = rows.size();
-  check_step(n);
+  check_positions(rows);
   const int64_t H = op.heads, qk = op.nope + op.rope_dim, lora = op.latent, rope = op.rope_dim;
   if (static_cast<size_t>(lora) > limits_.latent || static_cast<size_t>(rope) > limits_.latent_rope)
     throw Error("internal: latent attention wider than planned");
@@ -163,9 +163,9 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
     const AttentionScratch s = c->self->attention_scratch(worker);
     const kernels::LinearScratch one_row = c->self->worker_scratch(worker);
     float* q_abs = s.floats;
-    float* q_rot = q_abs + kRowsPerBlock * lora;
-    float* latent = q_rot + kRowsPerBlock * rope;
-    float* scores = latent + kRowsPerBlock * lora;
+    float* q_rot = q_abs + s.block * lora;
+    float* latent = q_rot + s.block * rope;
+    float* scores = latent + s.block * lora;
     float d_lat[kKeysPerChunk], d_rot[kKeysPerChunk];
     for (size_t t = t0; t < t1; ++t) {
       const auto [b0, b1] = c->self->runs_[t / static_cast<size_t>(H)];

@@ -18,13 +18,14 @@ inline constexpr size_t kRowsPerBlock = 32;
 // while each row of the block scores them).
 inline constexpr int64_t kKeysPerChunk = 16;
 
-// Scratch of one pool thread for rows attending over up to `context`
-// positions (latent, latent_rope: MLA's widths, 0 for GQA).
-inline size_t cpu_attention_floats(size_t context, size_t latent, size_t latent_rope) {
-  return kRowsPerBlock * (context + 1) + kRowsPerBlock * (2 * latent + latent_rope);
+// Scratch of one pool thread for blocks of up to `block` rows (the step's
+// rows, at most kRowsPerBlock) attending over up to `context` positions
+// (latent, latent_rope: MLA's widths, 0 for GQA).
+inline size_t cpu_attention_floats(size_t block, size_t context, size_t latent, size_t latent_rope) {
+  return block * (context + 1) + block * (2 * latent + latent_rope);
 }
 inline size_t cpu_attention_pointers(size_t context) { return 2 * context; }
-inline size_t cpu_attention_ints() { return 2 * kRowsPerBlock; }
+inline size_t cpu_attention_ints(size_t block) { return 2 * block; }
 
 // Walks cached positions [lo, hi) a chunk of kKeysPerChunk at a time; for each
 // chunk, each row r < rows of a block, which sees positions [first(r), end(r)),

@@ -52,10 +52,11 @@ CpuBackend::ScratchSizes CpuBackend::scratch_sizes(const StepLimits& l) const {
   z.sums = l.rows * sums;
   z.rows = threads * l.widest_in;
   z.worker_sums = threads * sums;
-  z.attn_floats_each = cpu_attention_floats(ctx, l.latent, l.latent_rope);
+  z.attn_block = std::min(l.rows, kRowsPerBlock);
+  z.attn_floats_each = cpu_attention_floats(z.attn_block, ctx, l.latent, l.latent_rope);
   z.attn_floats = threads * z.attn_floats_each;
   z.attn_pointers = threads * cpu_attention_pointers(ctx);
-  z.attn_ints = threads * cpu_attention_ints();
+  z.attn_ints = threads * cpu_attention_ints(z.attn_block);
   z.expert_act = slots * (l.fused_gate_up ? 4 : 2) * l.expert_width;
   z.expert_sums = slots * sums;
   z.route_floats = 3 * l.experts;
@@ -79,7 +80,6 @@ void CpuBackend::plan(const StepLimits& l) {
   sums_.reset(z.sums);
   rows_.reset(z.rows);
   worker_sums_.reset(z.worker_sums);
-  attn_floats_each_ = z.attn_floats_each;
   attn_floats_.reset(z.attn_floats);
   attn_pointers_.reset(z.attn_pointers);
   attn_ints_.reset(z.attn_ints);
@@ -102,6 +102,14 @@ void CpuBackend::check_step(size_t rows) const {
                 std::to_string(limits_.rows));
 }
 
+void CpuBackend::check_positions(std::span<const Row> rows) const {
+  check_step(rows.size());
+  for (const Row& r : rows)
+    if (r.pos < 0 || r.pos >= limits_.context)
+      throw Error("internal: a row at position " + std::to_string(r.pos) + " on a backend planned for a context of " +
+                  std::to_string(limits_.context));
+}
+
 kernels::LinearScratch CpuBackend::pool_scratch(size_t n) {
   check_step(n);
   return {sums_.span().first(n * (limits_.widest_in / 32)), rows_.span()};
@@ -114,8 +122,9 @@ kernels::LinearScratch CpuBackend::worker_scratch(int worker) {
 
 CpuBackend::AttentionScratch CpuBackend::attention_scratch(int worker) {
   const size_t w = static_cast<size_t>(worker);
-  return {attn_floats_.data() + w * attn_floats_each_, attn_pointers_.data() + w * (attn_pointers_.size() / pool_.size()),
-          attn_ints_.data() + w * cpu_attention_ints()};
+  return {attn_floats_.data() + w * planned_.attn_floats_each,
+          attn_pointers_.data() + w * (planned_.attn_pointers / static_cast<size_t>(pool_.size())),
+          attn_ints_.data() + w * cpu_attention_ints(planned_.attn_block), planned_.attn_block};
 }
 
 void CpuBackend::upload(Tensor dst, const float* src) { std::memcpy(host(dst), src, dst.size * sizeof(float)); }

@@ -79,9 +79,12 @@ class CpuBackend final : public Backend {
     float* floats;
     const float** pointers;
     int64_t* ints;
+    size_t block;  // rows of a block its floats are laid out for
   };
   AttentionScratch attention_scratch(int worker);
   void check_step(size_t rows) const;
+  // check_step(), and every row's position inside the planned context.
+  void check_positions(std::span<const Row> rows) const;
   void expert_forward(const ExpertJob& job, const ExpertActivation& act, const float* x, float* y, int worker,
                       bool spread);
 
@@ -92,7 +95,7 @@ class CpuBackend final : public Backend {
 
   // Lengths of the scratch arrays below for a plan (one place for plan() and scratch_bytes()).
   struct ScratchSizes {
-    size_t sums, rows, worker_sums, attn_floats_each, attn_floats, attn_pointers, attn_ints, expert_act, expert_sums,
+    size_t sums, rows, worker_sums, attn_block, attn_floats_each, attn_floats, attn_pointers, attn_ints, expert_act, expert_sums,
         route_floats, route_ints, combine_order, runs;
     uint64_t bytes() const;
   };
@@ -104,10 +107,9 @@ class CpuBackend final : public Backend {
   HostArray<float> sums_;          // rows × widest_in/32: block sums of a product over the pool
   HostArray<float> rows_;          // threads × widest_in: a dequantized row per thread
   HostArray<float> worker_sums_;   // threads × widest_in/32: block sums of a one-row product
-  HostArray<float> attn_floats_;   // threads × attn_floats_each_
+  HostArray<float> attn_floats_;   // threads × planned_.attn_floats_each
   HostArray<const float*> attn_pointers_;  // threads × 2·context
-  HostArray<int64_t> attn_ints_;   // threads × 2·kRowsPerBlock
-  size_t attn_floats_each_ = 0;
+  HostArray<int64_t> attn_ints_;   // threads × 2·planned_.attn_block
   HostArray<float> expert_act_;    // rows·k × slot stride: an expert's gate, up (and fused gate_up) rows
   HostArray<float> expert_sums_;   // rows·k × widest_in/32
   HostArray<float> route_floats_;  // the routers' per-row scratch

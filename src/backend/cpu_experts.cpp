@@ -22,9 +22,6 @@ void CpuBackend::expert_forward(const ExpertJob& job, const ExpertActivation& ac
   const size_t width = static_cast<size_t>(fused ? e.gate_up.out / 2 : e.gate.out);
   const size_t stride = (limits_.fused_gate_up ? 4 : 2) * limits_.expert_width;
   const size_t sums = limits_.widest_in / 32;
-  if (width > limits_.expert_width || (fused && !limits_.fused_gate_up) || (job.first + n) * stride > expert_act_.size() ||
-      (job.first + n) * sums > expert_sums_.size())
-    throw Error("internal: an expert wider or with more rows than planned");
   float* gate = expert_act_.data() + job.first * stride;
   float* up = gate + n * width;
   kernels::LinearScratch scratch{expert_sums_.span().subspan(job.first * sums, n * sums),
@@ -57,8 +54,21 @@ void CpuBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertActiva
                              size_t hidden, bool one_per_thread) {
   const float* x = host(xs);
   float* y = host(ys);
-  for (const ExpertJob& j : jobs)
-    if ((j.first + j.rows) * hidden > std::min(xs.size, ys.size)) throw Error("internal: an expert's rows past its tensors");
+  // Every job is checked here, on the calling thread, before any runs: what
+  // the threads run cannot fail on the plan.
+  const size_t stride = (limits_.fused_gate_up ? 4 : 2) * limits_.expert_width, sums = limits_.widest_in / 32;
+  for (const ExpertJob& j : jobs) {
+    const ExpertWeights& e = *j.weights;
+    const bool fused = e.gate_up.valid();
+    const size_t width = static_cast<size_t>(fused ? e.gate_up.out / 2 : e.gate.out);
+    const size_t in = static_cast<size_t>(fused ? e.gate_up.in : e.gate.in);
+    if ((j.first + j.rows) * hidden > std::min(xs.size, ys.size) || in != hidden ||
+        static_cast<size_t>(e.down.in) != width || static_cast<size_t>(e.down.out) != hidden)
+      throw Error("internal: an expert's shape or rows do not match its tensors");
+    if (width > limits_.expert_width || (fused && !limits_.fused_gate_up) || (j.first + j.rows) * stride > expert_act_.size() ||
+        (j.first + j.rows) * sums > expert_sums_.size() || std::max(in, width) > limits_.widest_in)
+      throw Error("internal: an expert wider or with more rows than planned");
+  }
   if (!one_per_thread || jobs.size() == 1) {
     for (const ExpertJob& j : jobs) expert_forward(j, act, x + j.first * hidden, y + j.first * hidden, 0, true);
     return;

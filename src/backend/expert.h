@@ -21,8 +21,8 @@ struct ExpertWeights {
 // How an expert turns gate and up projections into the down projection's input.
 struct ExpertActivation {
   enum class Kind { SiluGlu, ClampedSwiGlu } kind = Kind::SiluGlu;
-  // ClampedSwiGlu (gpt-oss): gate ≤ limit, |up| ≤ limit,
-  // h = (up + 1) · gate · sigmoid(alpha · gate).
+  // ClampedSwiGlu (gpt-oss): g = min(gate, limit), u = clamp(up, ±limit),
+  // h = (u + 1) · (g · sigmoid(g · alpha)). SiluGlu: h = gate / (1 + e^-gate) · up.
   float limit = 7.0f;
   float alpha = 1.702f;
 };

@@ -26,6 +26,7 @@ struct CacheShape {
   int64_t max_batch = 4096;     // rows of one sequence in a step
 };
 
+// A cache lives no longer than the backend that made it.
 class KvCache {
  public:
   virtual ~KvCache() = default;

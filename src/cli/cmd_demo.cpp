@@ -173,8 +173,8 @@ int run_demo(const DemoArgs& a) {
   const uint64_t model_bytes = trunk_bytes + expert_bytes;
   lo.ram_bytes = a.ram_gib > 0 ? static_cast<uint64_t>(a.ram_gib * (1ull << 30))
                                : std::min<uint64_t>(trunk_bytes + (256ull << 20) + expert_bytes / 5, model_bytes * 3 / 5);
+  auto tok = Tokenizer::for_model(pack);  // first: the budget's baseline counts it
   auto model = load_model(pack, lo);
-  auto tok = Tokenizer::for_model(pack);
   const std::vector<int32_t> prompt = tok ? tok->encode_prompt(a.prompt) : std::vector<int32_t>{1, 2, 3, 4};
   GenerateOptions g;
   g.max_new_tokens = a.tokens;

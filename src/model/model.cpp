@@ -60,20 +60,30 @@ bool Model::read_token_table_by_rows() {
 void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetch, const MemoryPlan& plan) {
   const ModelConfig& c = config_;
   if (!experts) throw Error("internal: attach_experts() without a provider");
-  layers_.clear();  // they refer to the provider being replaced
+  // Until everything below has worked the model cannot run (forward() says
+  // so): the old layers refer to the provider being replaced, and the old
+  // step state to tensors about to be released.
+  layers_.clear();
+  step_ = StepState();
+  backend_->release_tensors();
   experts_ = std::move(experts);
-  prefetch_ = prefetch && experts_->wants_prefetch();
-  plan_ = plan;
-  layers_.reserve(c.num_layers);
-  for (int64_t l = 0; l < c.num_layers; ++l) layers_.push_back(arch_spec(c.arch).bind_layer(binder_, c, l, *experts_));
+  std::vector<Layer> layers;
+  layers.reserve(c.num_layers);
+  for (int64_t l = 0; l < c.num_layers; ++l) layers.push_back(arch_spec(c.arch).bind_layer(binder_, c, l, *experts_));
+  // The plan comes from the config alone (the loader counted it before the
+  // layers were bound): a bound weight wider than it is a bug, not a reason
+  // to allocate more than was counted.
   const StepSizes sizes = step_sizes(static_cast<size_t>(max_batch_));
   const StepLimits limits = step_limits(sizes);
   if (static_cast<size_t>(binder_.widest_in()) > limits.widest_in)
-    throw Error("internal: a weight is wider than the step was planned for");
-  step_ = StepState();
-  backend_->release_tensors();
-  step_ = StepState(*backend_, sizes);
+    throw Error("internal: a weight with " + std::to_string(binder_.widest_in()) +
+                " inputs is wider than the step was planned for (" + std::to_string(limits.widest_in) + ")");
+  StepState step(*backend_, sizes);
   backend_->plan(limits);
+  layers_ = std::move(layers);
+  step_ = std::move(step);
+  prefetch_ = prefetch && experts_->wants_prefetch();
+  plan_ = plan;
 }
 
 StepSizes Model::step_sizes(size_t rows) const {
@@ -111,8 +121,7 @@ StepLimits Model::step_limits(const StepSizes& z) const {
     l.latent_rope = static_cast<size_t>(c.qk_rope_head_dim);
   }
   const AttentionWidths& a = z.attention;
-  l.widest_in = std::max({z.hidden, a.out, a.q_latent, a.kv, z.dense_width, z.shared_width, l.expert_width,
-                          static_cast<size_t>(std::max<int64_t>(binder_.widest_in(), 0))});
+  l.widest_in = std::max({z.hidden, a.out, a.q_latent, a.kv, z.dense_width, z.shared_width, l.expert_width});
   return l;
 }
 
@@ -167,8 +176,19 @@ std::unique_ptr<KvCache> Model::new_cache() const { return backend_->new_cache(c
 uint64_t Model::cache_bytes_at_context() const { return backend_->cache_bytes(cache_shape()); }
 
 void Model::forward(std::span<const Row> rows, float* logits) {
-  if (!experts_) throw Error("internal: forward() before attach_experts()");
-  const size_t cap = step_.sizes.rows, vocab = static_cast<size_t>(config_.vocab_size);
+  const ModelConfig& c = config_;
+  if (!experts_ || layers_.empty() || step_.sizes.rows == 0) throw Error("internal: forward() before attach_experts()");
+  // Every row is checked before any runs: a bad one changes no cache.
+  for (const Row& r : rows) {
+    if (r.token < 0 || r.token >= c.vocab_size)
+      throw Error("token id " + std::to_string(r.token) + " is out of range for this model (vocabulary of " +
+                  std::to_string(c.vocab_size) + ")");
+    if (!r.cache) throw Error("internal: row without a cache");
+    if (r.pos < 0 || r.pos >= r.cache->max_positions())
+      throw Error("the sequence needs " + std::to_string(r.pos + 1) + " positions but the context is " +
+                  std::to_string(r.cache->max_positions()) + " (raise --ctx)");
+  }
+  const size_t cap = step_.sizes.rows, vocab = static_cast<size_t>(c.vocab_size);
   size_t written = 0;
   for (size_t begin = 0; begin < rows.size(); begin += cap) {
     const std::span<const Row> part = rows.subspan(begin, std::min(cap, rows.size() - begin));
@@ -182,14 +202,9 @@ void Model::forward_step(std::span<const Row> rows, float* logits) {
   const size_t n = rows.size(), hidden = static_cast<size_t>(c.hidden_size), vocab = static_cast<size_t>(c.vocab_size);
   const float eps = static_cast<float>(c.rms_norm_eps);
   if (n == 0) return;
-  for (size_t i = 0; i < n; ++i) {
-    const Row& r = rows[i];
-    if (r.token < 0 || r.token >= c.vocab_size)
-      throw Error("token id " + std::to_string(r.token) + " is out of range for this model (vocabulary of " +
-                  std::to_string(c.vocab_size) + ")");
-    if (!r.cache) throw Error("internal: row without a cache");
-    r.cache->ensure(r.pos + 1);
-    step_.tokens[i] = r.token;
+  for (size_t i = 0; i < n; ++i) {  // checked by forward()
+    rows[i].cache->ensure(rows[i].pos + 1);
+    step_.tokens[i] = rows[i].token;
   }
 
   Backend& b = *backend_;

@@ -120,10 +120,9 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
   const uint64_t table = static_cast<uint64_t>(embed.out) * embed.row_bytes();
   if (plan.trunk >= table && model.read_token_table_by_rows()) plan.trunk -= table;
   plan.kv = model.cache_bytes_at_context();
-  // The step's buffers, exactly as the model plans them, and the process
-  // itself as it stands before the model's own memory (tokenizer, runtime).
+  // The step's buffers, exactly as the model plans them; plan.baseline, the
+  // process itself, was measured before the model was built.
   plan.step = model.step_bytes();
-  plan.baseline = resident_anonymous_bytes();
   size_t slots = options.cache_slots;
   const uint64_t slot_bytes = std::max<uint64_t>(catalog.max_slot_bytes, kIoAlign);
   const std::filesystem::path& dir = model.dir();
@@ -164,16 +163,21 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
 }  // namespace
 
 int64_t widest_step_within(const Model& model, uint64_t bytes) {
+  const uint64_t one_row = model.step_bytes(1);
   int64_t lo = kMinStepRows, hi = kMaxStepRows;
   while (lo < hi) {
     const int64_t mid = (lo + hi + 1) / 2;
-    if (model.step_bytes(static_cast<size_t>(mid)) <= bytes) lo = mid;
+    if (model.step_bytes(static_cast<size_t>(mid)) - one_row <= bytes) lo = mid;
     else hi = mid - 1;
   }
   return lo;
 }
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& path, const LoadOptions& options) {
+  // The process as it stands before the model's own memory: what the caller
+  // built first (the tokenizer and chat template, which the CLI and the
+  // server load before the model) and the runtime itself.
+  const uint64_t baseline = resident_anonymous_bytes();
   Checkpoint ck = open_checkpoint(path);
   const ModelSetup setup = plan_setup(ck.config, options);
   auto model = std::make_unique<Model>(std::move(ck), setup);
@@ -188,6 +192,7 @@ std::unique_ptr<Model> load_model(const std::filesystem::path& path, const LoadO
     return model;
   }
   MemoryPlan plan;
+  plan.baseline = baseline;
   auto experts = make_streaming(*model, bind, options, plan);
   // Auto is on: guesses are background reads that only use an idle drive
   // and are cancelled when their layer does not ask for them; measured

@@ -57,9 +57,9 @@ struct LoadOptions {
   std::string heat;
 };
 
-// The widest step (rows, 16 to 4096) whose buffers (Model::step_bytes())
-// fit in `bytes`; 16 when none does. Under a budget the loader gives the step
-// a sixteenth of it, 128 MiB at least.
+// The widest step (rows, 16 to 4096) whose buffers (Model::step_bytes()),
+// beyond what a one-row step needs, fit in `bytes`; 16 when none does. Under
+// a budget the loader gives the step a sixteenth of it, 128 MiB at least.
 int64_t widest_step_within(const Model& model, uint64_t bytes);
 
 // Opens the model at `path` (HF directory, GGUF file or pack) ready to run.

@@ -33,7 +33,10 @@ std::vector<int32_t> stop_token_ids(const Model& model, const Tokenizer* tok) {
 }
 
 PromptBuilder::PromptBuilder(const Model& model, const std::filesystem::path& model_path)
-    : tok_(Tokenizer::for_model(model_path)), stop_ids_(stop_token_ids(model, tok_.get())) {
+    : PromptBuilder(model, Tokenizer::for_model(model_path)) {}
+
+PromptBuilder::PromptBuilder(const Model& model, std::unique_ptr<Tokenizer> tokenizer)
+    : tok_(std::move(tokenizer)), stop_ids_(stop_token_ids(model, tok_.get())) {
   if (!tok_ || !tok_->chat_template()) return;
   template_source_ = *tok_->chat_template();
   try {

@@ -43,6 +43,10 @@ class PromptBuilder {
   // Tokenizer::for_model takes it). A model without a tokenizer takes token
   // ids only; a template that does not compile is kept as template_error().
   PromptBuilder(const Model& model, const std::filesystem::path& model_path);
+  // The same with the tokenizer already read (Tokenizer::for_model; null for
+  // none): the CLI and the server read it before the model, so that the RAM
+  // budget's measured baseline includes it.
+  PromptBuilder(const Model& model, std::unique_ptr<Tokenizer> tokenizer);
   ~PromptBuilder();
 
   const Tokenizer* tokenizer() const { return tok_.get(); }

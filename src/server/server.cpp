@@ -131,8 +131,9 @@ class Server {
  private:
   void load() {
     try {
+      auto tokenizer = Tokenizer::for_model(o_.model);  // first: the budget's baseline counts it
       model_ = o_.load_model();
-      prompts_ = std::make_unique<PromptBuilder>(*model_, o_.model);
+      prompts_ = std::make_unique<PromptBuilder>(*model_, std::move(tokenizer));
       tok_ = prompts_->tokenizer();
       // Completions still work; chat requests will say why they cannot.
       if (!prompts_->template_error().empty())

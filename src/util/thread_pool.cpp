@@ -47,7 +47,16 @@ void ThreadPool::work(int index, uint64_t gen, const IndexedFn& fn, size_t n, si
       if ((v >> 32) != (gen & 0xffffffffu) || c >= chunks) return;
     } while (!next_chunk_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel));
     const size_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-    if (begin < end) fn(index, begin, end);
+    if (begin < end) {
+      try {
+        fn(index, begin, end);
+      } catch (...) {
+        // Kept for the caller: the other chunks still run and are counted,
+        // so the job ends whole before its error surfaces.
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
     if (finished_chunks_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
       std::lock_guard<std::mutex> lock(mutex_);
       done_.notify_all();
@@ -85,8 +94,13 @@ void ThreadPool::parallel_for_indexed(size_t n, const IndexedFn& fn, size_t min_
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [&] { return finished_chunks_.load(std::memory_order_acquire) >= chunks; });
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  job_ = nullptr;
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = nullptr;
+    std::swap(error, error_);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void ThreadPool::worker_loop(int index) {

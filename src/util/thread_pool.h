@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -23,7 +24,9 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Runs fn(begin, end) over contiguous sub-ranges of [0, n), on the pool and
-  // the calling thread, and returns when all are done. Not re-entrant.
+  // the calling thread, and returns when all are done. Not re-entrant. If a
+  // range throws, the others still run; the first exception is rethrown on
+  // the calling thread once all have finished.
   void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_chunk = 1);
   // The same, telling fn which thread runs the range: 0 for the calling
   // thread, 1 .. size() - 1 for the workers. No two ranges run at once on one
@@ -55,6 +58,7 @@ class ThreadPool {
   std::atomic<size_t> finished_chunks_{0};
   std::atomic<uint64_t> generation_{0};
   bool stop_ = false;
+  std::exception_ptr error_;  // the job's first exception (under mutex_)
 };
 
 int default_thread_count();
