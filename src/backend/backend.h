@@ -70,6 +70,8 @@ struct StepLimits {
   size_t expert_width = 0;     // one routed expert's gate (= up) width; 0 without MoE
   bool fused_gate_up = false;  // experts store gate and up as one interleaved matrix
   size_t latent = 0, latent_rope = 0;  // MLA: kv_lora_rank, qk_rope_head_dim; 0 without MLA
+  size_t kda_head_dim = 0;             // Kimi Delta Attention's head width; 0 without it
+  size_t depth_values = 0;             // the most values a depth_mix() softmax runs over
 };
 
 // Grouped-query attention for one layer over a step's rows. q: [rows × heads
@@ -102,13 +104,14 @@ struct GqaAttend {
 // (q_nope · W_UK[h], kernels::linear_transposed on the fused kv_b, or the
 // split k_b[h]), scores are (dot(q_latent, latent) + dot(q_rope, k_rope)) ·
 // scale, softmax, the latent is the axpys of the cached latents, and W_UV[h]
-// expands it. out: [rows × heads × v_dim].
+// expands it. out: [rows × heads × v_dim]. Without `rope` (NoPE, Kimi K3)
+// the rope parts are plain features: nothing is rotated.
 struct MlaAttend {
   int64_t layer = 0;
   std::span<const Row> rows;
   Tensor q, kv, out;
   int64_t heads = 0, nope = 0, rope_dim = 0, latent = 0, v_dim = 0;
-  const Rope* rope = nullptr;
+  const Rope* rope = nullptr;  // null: NoPE
   const float* kv_norm = nullptr;
   float eps = 0;
   float scale = 1;
@@ -116,6 +119,37 @@ struct MlaAttend {
   std::span<const kernels::WeightMatrix> k_b;   // per head [latent × nope]
   std::span<const kernels::WeightMatrix> v_b;   // per head [v_dim × latent]
 };
+
+// Kimi Delta Attention for one layer (Kimi K3), each sequence's rows in
+// position order against the recurrent state in its cache (CacheShape::
+// state_floats: heads·head_dim² for S, then 3·(conv_kernel-1)·heads·head_dim
+// for the q, k and v convolutions' last inputs). q, k, v: [rows × heads ×
+// head_dim] as projected; decay: [rows × heads × head_dim], f_b(f_a(x));
+// beta: [rows × heads], b_proj(x); gate: [rows × heads × head_dim],
+// g_proj(x). Per row and head, in this order: each of q, k, v through its
+// causal depthwise convolution (weights [channels × kernel], the last tap on
+// the current input) and SiLU; g = lower_bound · sigmoid(e^A_log[h] ·
+// (decay + dt_bias)); b = sigmoid(beta); q = q / sqrt(Σq² + 1e-6) ·
+// head_dim^-½, k = k / sqrt(Σk² + 1e-6); S[k][·] *= e^g[k]; S += k ⊗ b·(v -
+// Sᵀk); o = Sᵀq; out = rms_norm(o, o_norm, eps) · sigmoid(gate). S in f32.
+// A sequence's rows must be consecutive in the step.
+struct KdaAttend {
+  int64_t layer = 0;
+  std::span<const Row> rows;
+  Tensor q, k, v, decay, beta, gate, out;
+  int64_t heads = 0, head_dim = 0, conv_kernel = 0;
+  const float* conv[3] = {nullptr, nullptr, nullptr};  // q, k, v: [heads·head_dim × conv_kernel]
+  const float* a_log = nullptr;    // [heads]
+  const float* dt_bias = nullptr;  // [heads·head_dim]
+  const float* o_norm = nullptr;   // [head_dim], shared by the heads
+  float lower_bound = -5.0f;
+  float eps = 1e-5f;
+};
+
+// Recurrent state values per sequence a KDA layer keeps (KdaAttend).
+inline int64_t kda_state_floats(int64_t heads, int64_t head_dim, int64_t conv_kernel) {
+  return heads * head_dim * head_dim + 3 * (conv_kernel - 1) * heads * head_dim;
+}
 
 // How router logits become each row's k experts and their weights.
 // SigmoidGroup (DeepSeek-V3): s = sigmoid(logit); choice = s + bias; with
@@ -177,10 +211,21 @@ class Backend {
   virtual void rms_norm(Tensor x, const float* weight, size_t rows, size_t width, float eps, Tensor y) = 0;
   // y[i] += x[i].
   virtual void add(Tensor y, Tensor x) = 0;
-  // gate[i] = silu(gate[i]) · up[i] (kernels::silu_mul).
-  virtual void silu_mul(Tensor gate, Tensor up) = 0;
+  // dst = src (the same size).
+  virtual void copy(Tensor dst, Tensor src) = 0;
+  // gate[i] = act(gate[i], up[i]) (apply_activation, backend/expert.h).
+  virtual void glu(const ExpertActivation& act, Tensor gate, Tensor up) = 0;
+  // y[i] *= sigmoid(gate[i]).
+  virtual void sigmoid_mul(Tensor y, Tensor gate) = 0;
+  // Attention over depth (Kimi K3's AttnRes), per row: the values are the
+  // row in each of `blocks` and then in `partial`; score_i = (v_i ·
+  // query) / sqrt(mean(v_i²) + eps); out = Σ_i softmax(score)_i · v_i, in
+  // that order.
+  virtual void depth_mix(std::span<const Tensor> blocks, Tensor partial, const float* query, size_t rows,
+                         size_t width, float eps, Tensor out) = 0;
   virtual void gqa_attention(const GqaAttend& op) = 0;
   virtual void mla_attention(const MlaAttend& op) = 0;
+  virtual void kda_attention(const KdaAttend& op) = 0;
   // ids and weights: [n × spec.k], host memory, written when it returns.
   // A row's slots come in choice order: the best first, ties to the lower
   // id (the weights' sum and softmax run in that order).

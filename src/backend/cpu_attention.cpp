@@ -145,7 +145,7 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
     float* dst = host_cache(rows[i].cache).key(op.layer, rows[i].pos);
     kernels::rms_norm(row, op.kv_norm, lora, op.eps, dst);
     std::copy_n(row + lora, rope, dst + lora);
-    op.rope->apply(dst + lora, rows[i].pos);
+    if (op.rope) op.rope->apply(dst + lora, rows[i].pos);
   }
 
   sequence_runs(rows, runs_);
@@ -183,7 +183,7 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
         else
           kernels::linear(op.k_b[h], qh, 1, &q_abs[r * lora], nullptr, one_row);
         std::copy_n(qh + nope, rope, &q_rot[r * rope]);
-        op.rope->apply(&q_rot[r * rope], rows[b0 + r].pos);
+        if (op.rope) op.rope->apply(&q_rot[r * rope], rows[b0 + r].pos);
       }
       auto start = [](size_t) { return int64_t{0}; };
       auto len = [&](size_t r) { return rows[b0 + r].pos + 1; };

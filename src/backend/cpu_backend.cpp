@@ -1,6 +1,7 @@
 #include "backend/cpu_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -63,13 +64,15 @@ CpuBackend::ScratchSizes CpuBackend::scratch_sizes(const StepLimits& l) const {
   z.route_ints = 3 * l.experts;
   z.combine_order = l.experts_per_token;
   z.runs = l.rows;
+  z.depth_scores = l.depth_values;
   return z;
 }
 
 uint64_t CpuBackend::ScratchSizes::bytes() const {
   return (sums + rows + worker_sums + attn_floats + expert_act + expert_sums + route_floats) * sizeof(float) +
          attn_pointers * sizeof(const float*) + attn_ints * sizeof(int64_t) +
-         (route_ints + combine_order) * sizeof(int32_t) + runs * sizeof(std::pair<size_t, size_t>);
+         (route_ints + combine_order) * sizeof(int32_t) + runs * sizeof(std::pair<size_t, size_t>) +
+         depth_scores * sizeof(float);
 }
 
 uint64_t CpuBackend::scratch_bytes(const StepLimits& limits) const { return scratch_sizes(limits).bytes(); }
@@ -88,6 +91,7 @@ void CpuBackend::plan(const StepLimits& l) {
   route_floats_.reset(z.route_floats);
   route_ints_.reset(z.route_ints);
   combine_order_.reset(z.combine_order);
+  depth_scores_.reset(z.depth_scores);
   runs_.clear();
   runs_.shrink_to_fit();
   runs_.reserve(z.runs);
@@ -157,7 +161,44 @@ void CpuBackend::add(Tensor y, Tensor x) {
   for (size_t i = 0; i < y.size; ++i) yp[i] += xp[i];
 }
 
-void CpuBackend::silu_mul(Tensor gate, Tensor up) { kernels::silu_mul(host(gate), host(up.slice(0, gate.size)), gate.size); }
+void CpuBackend::copy(Tensor dst, Tensor src) {
+  if (dst.size != src.size) throw Error("internal: copy() between tensors of different sizes");
+  std::memmove(host(dst), host(src), dst.size * sizeof(float));
+}
+
+void CpuBackend::glu(const ExpertActivation& act, Tensor gate, Tensor up) {
+  apply_activation(act, host(gate), host(up.slice(0, gate.size)), gate.size);
+}
+
+void CpuBackend::sigmoid_mul(Tensor y, Tensor gate) {
+  float* yp = host(y);
+  const float* g = host(gate.slice(0, y.size));
+  for (size_t i = 0; i < y.size; ++i) yp[i] *= kernels::sigmoid(g[i]);
+}
+
+void CpuBackend::depth_mix(std::span<const Tensor> blocks, Tensor partial, const float* query, size_t rows,
+                           size_t width, float eps, Tensor out) {
+  const size_t nb = blocks.size() + 1;
+  if (nb > depth_scores_.size()) throw Error("internal: a depth mix over more blocks than planned");
+  float* o_all = host(out.slice(0, rows * width));
+  const float* part = host(partial.slice(0, rows * width));
+  for (const Tensor& b : blocks) (void)host(b.slice(0, rows * width));  // checked once, not per row
+  float* score = depth_scores_.data();
+  for (size_t r = 0; r < rows; ++r) {
+    auto value = [&](size_t i) {
+      return i + 1 < nb ? buffers_[blocks[i].buffer].get() + blocks[i].offset + r * width : part + r * width;
+    };
+    for (size_t i = 0; i < nb; ++i) {
+      const float* v = value(i);
+      const float inv = 1.0f / std::sqrt(kernels::dot(v, v, width) / static_cast<float>(width) + eps);
+      score[i] = kernels::dot(v, query, width) * inv;
+    }
+    kernels::softmax(score, nb);
+    float* o = o_all + r * width;
+    std::fill_n(o, width, 0.0f);
+    for (size_t i = 0; i < nb; ++i) kernels::axpy(score[i], value(i), o, width);
+  }
+}
 
 void CpuBackend::gather_rows(Tensor src, size_t width, std::span<const uint32_t> rows, Tensor dst) {
   const float* s = host(src);

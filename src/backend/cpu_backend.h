@@ -57,7 +57,12 @@ class CpuBackend final : public Backend {
   void linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tensor y) override;
   void rms_norm(Tensor x, const float* weight, size_t rows, size_t width, float eps, Tensor y) override;
   void add(Tensor y, Tensor x) override;
-  void silu_mul(Tensor gate, Tensor up) override;
+  void copy(Tensor dst, Tensor src) override;
+  void glu(const ExpertActivation& act, Tensor gate, Tensor up) override;
+  void sigmoid_mul(Tensor y, Tensor gate) override;
+  void depth_mix(std::span<const Tensor> blocks, Tensor partial, const float* query, size_t rows, size_t width,
+                 float eps, Tensor out) override;
+  void kda_attention(const KdaAttend& op) override;
   void gqa_attention(const GqaAttend& op) override;
   void mla_attention(const MlaAttend& op) override;
   void route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* ids, float* weights) override;
@@ -96,7 +101,7 @@ class CpuBackend final : public Backend {
   // Lengths of the scratch arrays below for a plan (one place for plan() and scratch_bytes()).
   struct ScratchSizes {
     size_t sums, rows, worker_sums, attn_block, attn_floats_each, attn_floats, attn_pointers, attn_ints, expert_act, expert_sums,
-        route_floats, route_ints, combine_order, runs;
+        route_floats, route_ints, combine_order, runs, depth_scores;
     uint64_t bytes() const;
   };
   ScratchSizes scratch_sizes(const StepLimits& l) const;
@@ -115,6 +120,7 @@ class CpuBackend final : public Backend {
   HostArray<float> route_floats_;  // the routers' per-row scratch
   HostArray<int32_t> route_ints_;
   HostArray<int32_t> combine_order_;
+  HostArray<float> depth_scores_;  // a depth mix's scores
   std::vector<std::pair<size_t, size_t>> runs_;  // attention's row blocks (capacity: rows)
 };
 

@@ -38,15 +38,7 @@ void CpuBackend::expert_forward(const ExpertJob& job, const ExpertActivation& ac
     kernels::linear(e.gate, x, n, gate, pool, scratch);
     kernels::linear(e.up, x, n, up, pool, scratch);
   }
-  if (act.kind == ExpertActivation::Kind::ClampedSwiGlu) {
-    for (size_t i = 0; i < n * width; ++i) {
-      const float g = std::min(gate[i], act.limit);
-      const float u = std::clamp(up[i], -act.limit, act.limit);
-      gate[i] = (u + 1.0f) * (g * kernels::sigmoid(g * act.alpha));
-    }
-  } else {
-    for (size_t i = 0; i < n * width; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-  }
+  apply_activation(act, gate, up, n * width);
   kernels::linear(e.down, gate, n, y, pool, scratch);
 }
 

@@ -2,6 +2,7 @@
 // A routed expert as the backend computes it: its weights (wherever the
 // expert provider put them) and its activation.
 #include <array>
+#include <cstddef>
 
 #include "kernels/linear.h"
 
@@ -20,11 +21,18 @@ struct ExpertWeights {
 
 // How an expert turns gate and up projections into the down projection's input.
 struct ExpertActivation {
-  enum class Kind { SiluGlu, ClampedSwiGlu } kind = Kind::SiluGlu;
+  enum class Kind { SiluGlu, ClampedSwiGlu, Situ } kind = Kind::SiluGlu;
   // ClampedSwiGlu (gpt-oss): g = min(gate, limit), u = clamp(up, ±limit),
   // h = (u + 1) · (g · sigmoid(g · alpha)). SiluGlu: h = gate / (1 + e^-gate) · up.
   float limit = 7.0f;
   float alpha = 1.702f;
+  // Situ (Kimi K3): h = (beta · tanh(gate / beta) · sigmoid(gate)) ·
+  // (linear_beta · tanh(up / linear_beta)).
+  float beta = 4.0f;
+  float linear_beta = 25.0f;
 };
+
+// h[i] = act(gate[i], up[i]) written over gate, for n values.
+void apply_activation(const ExpertActivation& act, float* gate, const float* up, size_t n);
 
 }  // namespace strata

@@ -24,7 +24,8 @@ HostKvCache::HostKvCache(const CacheShape& shape)
       ring_(shape.layers, 0),
       window_(shape.layers, 0),
       keys_(shape.layers),
-      values_(shape.layers) {
+      values_(shape.layers),
+      state_(shape.layers) {
   const int64_t layers = shape.layers, max_batch = shape.max_batch, max_positions = shape.max_positions;
   const std::vector<int64_t>& windows = shape.windows;
   for (int64_t l = 0; l < layers && l < static_cast<int64_t>(windows.size()); ++l) {
@@ -32,8 +33,13 @@ HostKvCache::HostKvCache(const CacheShape& shape)
     ring_[l] = ring_size(windows[l], max_batch, max_positions);
     if (ring_[l] == max_positions) ring_[l] = 0;  // the window covers the context: no ring needed
   }
+  for (int64_t l = 0; l < layers && l < static_cast<int64_t>(shape.state_floats.size()); ++l)
+    if (shape.state_floats[l] > 0) {
+      state_[l].assign(static_cast<size_t>(shape.state_floats[l]), 0.0f);
+      has_state_ = true;
+    }
   for (int64_t l = 0; l < layers; ++l)
-    if (ring_[l]) {
+    if (ring_[l] && state_[l].empty()) {
       keys_[l].resize(static_cast<size_t>(ring_[l] * key_width_));
       values_[l].resize(static_cast<size_t>(ring_[l] * value_width_));
     }
@@ -48,15 +54,24 @@ void HostKvCache::ensure(int64_t n) {
   while (cap < n) cap *= 2;
   cap = std::min(cap, max_positions_);
   for (size_t l = 0; l < keys_.size(); ++l) {
-    if (ring_[l]) continue;
+    if (ring_[l] || !state_[l].empty()) continue;
     keys_[l].resize(static_cast<size_t>(cap * key_width_));
     values_[l].resize(static_cast<size_t>(cap * value_width_));
   }
   capacity_ = cap;
 }
 
+void HostKvCache::set_length(int64_t n) {
+  if (has_state_ && n < length_) {
+    if (n != 0) throw Error("internal: a recurrent state cannot step back to position " + std::to_string(n));
+    for (auto& s : state_) std::fill(s.begin(), s.end(), 0.0f);
+  }
+  length_ = n;
+}
+
 bool HostKvCache::can_rewind_to(int64_t n) const {
   if (n > length_) return false;
+  if (has_state_) return n == length_ || n == 0;
   for (size_t l = 0; l < ring_.size(); ++l)
     if (ring_[l] && length_ - ring_[l] > n - window_[l]) return false;  // rows n-window .. n-1 must remain
   return true;
@@ -80,11 +95,15 @@ void HostKvCache::save(std::ostream& out) const {
   put(out, value_width_);
   put(out, length_);
   for (size_t l = 0; l < keys_.size(); ++l) {
-    const int64_t rows = ring_[l] ? ring_[l] : length_;
+    const int64_t rows = !state_[l].empty() ? 0 : ring_[l] ? ring_[l] : length_;
     put(out, ring_[l]);
     out.write(reinterpret_cast<const char*>(keys_[l].data()), static_cast<std::streamsize>(rows * key_width_ * sizeof(float)));
     out.write(reinterpret_cast<const char*>(values_[l].data()),
               static_cast<std::streamsize>(rows * value_width_ * sizeof(float)));
+    if (!state_[l].empty()) {  // only layers that keep one: other models' files are as before
+      put(out, static_cast<int64_t>(state_[l].size()));
+      out.write(reinterpret_cast<const char*>(state_[l].data()), static_cast<std::streamsize>(state_[l].size() * sizeof(float)));
+    }
   }
 }
 
@@ -96,9 +115,13 @@ void HostKvCache::load(std::istream& in) {
   ensure(length);
   for (size_t l = 0; l < keys_.size(); ++l) {
     if (get(in) != ring_[l]) throw Error("KV cache data was made with another sliding-window ring size");
-    const int64_t rows = ring_[l] ? ring_[l] : length;
+    const int64_t rows = !state_[l].empty() ? 0 : ring_[l] ? ring_[l] : length;
     in.read(reinterpret_cast<char*>(keys_[l].data()), static_cast<std::streamsize>(rows * key_width_ * sizeof(float)));
     in.read(reinterpret_cast<char*>(values_[l].data()), static_cast<std::streamsize>(rows * value_width_ * sizeof(float)));
+    if (!state_[l].empty()) {
+      if (get(in) != static_cast<int64_t>(state_[l].size())) throw Error("KV cache data holds another recurrent state size");
+      in.read(reinterpret_cast<char*>(state_[l].data()), static_cast<std::streamsize>(state_[l].size() * sizeof(float)));
+    }
     if (!in) throw Error("KV cache data is truncated");
   }
   length_ = length;
@@ -106,18 +129,23 @@ void HostKvCache::load(std::istream& in) {
 
 uint64_t HostKvCache::bytes() const {
   uint64_t b = 0;
-  for (size_t l = 0; l < keys_.size(); ++l) b += (keys_[l].size() + values_[l].size()) * sizeof(float);
+  for (size_t l = 0; l < keys_.size(); ++l) b += (keys_[l].size() + values_[l].size() + state_[l].size()) * sizeof(float);
   return b;
 }
 
 uint64_t HostKvCache::bytes_at(const CacheShape& shape) {
-  uint64_t rows = 0;
+  uint64_t rows = 0, states = 0;
   for (int64_t l = 0; l < shape.layers; ++l) {
     const int64_t w = l < static_cast<int64_t>(shape.windows.size()) ? shape.windows[l] : 0;
+    const int64_t state = l < static_cast<int64_t>(shape.state_floats.size()) ? shape.state_floats[l] : 0;
+    if (state > 0) {
+      states += static_cast<uint64_t>(state);
+      continue;
+    }
     const int64_t r = ring_size(w, shape.max_batch, shape.max_positions);
     rows += static_cast<uint64_t>(r ? r : shape.max_positions);
   }
-  return rows * static_cast<uint64_t>(shape.key_width + shape.value_width) * sizeof(float);
+  return (rows * static_cast<uint64_t>(shape.key_width + shape.value_width) + states) * sizeof(float);
 }
 
 }  // namespace strata

@@ -22,8 +22,13 @@ class HostKvCache final : public KvCache {
     return values_[layer].data() + slot(layer, pos) * value_width_;
   }
 
+  // Layer `layer`'s recurrent state (CacheShape::state_floats values).
+  float* state(int64_t layer) { return state_[layer].data(); }
+
   int64_t length() const override { return length_; }
-  void set_length(int64_t n) override { length_ = n; }
+  // Back to 0 zeroes the recurrent states (a new sequence); any other step
+  // back is refused where a layer keeps one.
+  void set_length(int64_t n) override;
   int64_t max_positions() const override { return max_positions_; }
   bool can_rewind_to(int64_t n) const override;
   void save(std::ostream& out) const override;
@@ -42,6 +47,8 @@ class HostKvCache final : public KvCache {
   int64_t capacity_ = 0;       // of the growing layers
   int64_t length_ = 0;
   std::vector<std::vector<float>> keys_, values_;
+  std::vector<std::vector<float>> state_;  // per layer; empty where a layer keeps rows
+  bool has_state_ = false;
 };
 
 }  // namespace strata

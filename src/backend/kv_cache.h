@@ -24,6 +24,10 @@ struct CacheShape {
   int64_t max_positions = 0;    // the context
   std::vector<int64_t> windows; // per layer: 0 = keeps every position, else that layer's sliding window
   int64_t max_batch = 4096;     // rows of one sequence in a step
+  // Per layer (empty: none): f32 values of a fixed-size recurrent state
+  // instead of rows per position (Kimi Delta Attention: the delta-rule state
+  // and the short convolutions' last inputs), zero for a new sequence.
+  std::vector<int64_t> state_floats;
 };
 
 // A cache lives no longer than the backend that made it.
@@ -37,7 +41,8 @@ class KvCache {
   virtual void set_length(int64_t n) = 0;
   virtual int64_t max_positions() const = 0;
   // Whether positions [0, n) are still all available after length() went
-  // past n (a ring may have dropped what the next position would attend to).
+  // past n (a ring may have dropped what the next position would attend to;
+  // a recurrent state holds only its latest position).
   virtual bool can_rewind_to(int64_t n) const = 0;
   // The cache as bytes (for a session file) and back; load() throws
   // strata::Error when the shape differs from this cache's.

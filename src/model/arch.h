@@ -50,6 +50,17 @@ struct ArchSpec {
     bool expert_width_is_intermediate = false;  // intermediate_size is the expert width (no dense layers)
     bool norm_topk_prob_default = false;
     bool mxfp4_experts = false;  // quantization_config quant_method "mxfp4" is accepted
+    // compressed-tensors "mxfp4-pack-quantized" experts are accepted (Kimi K3).
+    bool compressed_mxfp4_experts = false;
+    // The text model's config is config.json's "text_config" (a multimodal
+    // wrapper); token ids may sit at either level, the top one wins.
+    bool text_config = false;
+    // hidden_act values it runs.
+    std::span<const char* const> hidden_acts;
+    // Its text tensors carry this prefix in the checkpoint ("" for none), and
+    // tensors under these prefixes (a vision tower) are not the text model's.
+    const char* tensor_prefix = "";
+    std::span<const char* const> skipped_prefixes;
     // Fills in rope settings a config leaves out (called only then).
     void (*default_rope)(const ConfigReader& r, nlohmann::json& config) = nullptr;
     // The architecture's own fields, after the common ones.

@@ -80,6 +80,13 @@ void read_quantization(const json& j, const Reader& top, const ArchSpec& spec, M
     c.mxfp4_experts = true;
     return;
   }
+  if (method == "compressed-tensors" && spec.hf.compressed_mxfp4_experts) {
+    const std::string format = q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
+    if (format != "mxfp4-pack-quantized")
+      top.fail("unsupported compressed-tensors format '" + format + "' (supported: mxfp4-pack-quantized)");
+    c.mxfp4_experts = true;  // which tensors are quantized is decided per tensor by what is stored
+    return;
+  }
   if (method != "fp8")
     top.fail("unsupported quantization_config.quant_method '" + method + "' (supported: fp8" +
              (spec.hf.mxfp4_experts ? ", mxfp4)" : ")"));
@@ -130,14 +137,19 @@ bool ModelConfig::layer_is_moe(int64_t layer) const { return arch_spec(arch).lay
 
 double ModelConfig::attention_scale() const { return arch_spec(arch).attention_scale(*this); }
 
-ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& source) {
-  Reader r(j, source);
-  if (!j.is_object()) r.fail("config is not a JSON object");
+ModelConfig ModelConfig::from_json(const nlohmann::json& top_json, const std::string& source) {
+  Reader top(top_json, source);
+  if (!top_json.is_object()) top.fail("config is not a JSON object");
   ModelConfig c;
-  c.model_type = r.string("model_type", "");
+  c.model_type = top.string("model_type", "");
   const ArchSpec* spec = arch_for_model_type(c.model_type);
-  if (!spec) r.fail("unsupported model_type '" + c.model_type + "' (supported: " + supported_model_types() + ")");
+  if (!spec) top.fail("unsupported model_type '" + c.model_type + "' (supported: " + supported_model_types() + ")");
   c.arch = spec->arch;
+  // A multimodal wrapper keeps the text model's config in "text_config".
+  if (spec->hf.text_config && (!top_json.contains("text_config") || !top_json["text_config"].is_object()))
+    top.fail("a " + c.model_type + " config needs a 'text_config' object");
+  const json& j = spec->hf.text_config ? top_json["text_config"] : top_json;
+  Reader r(j, spec->hf.text_config ? source + " (text_config)" : source);
 
   c.vocab_size = r.integer("vocab_size");
   c.hidden_size = r.integer("hidden_size");
@@ -151,11 +163,13 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
   c.max_position_embeddings = r.integer("max_position_embeddings", 4096);
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
   c.attention_bias = r.boolean("attention_bias", false);
-  c.num_experts_per_tok =
-      r.has("num_experts_per_tok") ? r.integer("num_experts_per_tok") : r.integer("experts_per_token");
+  c.num_experts_per_tok = r.has("num_experts_per_tok")     ? r.integer("num_experts_per_tok")
+                          : r.has("num_experts_per_token") ? r.integer("num_experts_per_token")
+                                                            : r.integer("experts_per_token");
   c.norm_topk_prob = r.boolean("norm_topk_prob", spec->hf.norm_topk_prob_default);
-  std::string act = r.string("hidden_act", "silu");
-  if (act != "silu") r.fail("unsupported hidden_act '" + act + "' (supported: silu)");
+  const std::string act = r.string("hidden_act", "silu");
+  if (act != "silu" && std::find(spec->hf.hidden_acts.begin(), spec->hf.hidden_acts.end(), act) == spec->hf.hidden_acts.end())
+    r.fail("unsupported hidden_act '" + act + "' for " + c.model_type);
   if (c.max_position_embeddings <= 0) r.fail("max_position_embeddings must be positive");
   if (spec->hf.default_rope && !r.has("rope_scaling") && !r.has("rope_parameters")) {
     nlohmann::json patched = j;
@@ -164,8 +178,14 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
   } else {
     c.rope = read_rope(j, r, c.max_position_embeddings);
   }
-  read_token_ids(j, c);
-  read_quantization(j, r, *spec, c);
+  read_token_ids(top_json, c);
+  if (&j != &top_json) {
+    ModelConfig inner;
+    read_token_ids(j, inner);
+    if (!c.bos_token_id) c.bos_token_id = inner.bos_token_id;
+    if (c.eos_token_ids.empty()) c.eos_token_ids = inner.eos_token_ids;
+  }
+  read_quantization(j.contains("quantization_config") ? j : top_json, r, *spec, c);
   spec->hf.read(r, c);
   validate(c, r, *spec);
   return c;

@@ -16,8 +16,8 @@
 
 namespace strata {
 
-enum class Arch { DeepseekV3, Qwen3Moe, GptOss };  // one ArchSpec each (arch.cpp's list)
-// "deepseek_v3", "qwen3_moe", "gpt_oss" (the config.json model_type).
+enum class Arch { DeepseekV3, Qwen3Moe, GptOss, KimiK3 };  // one ArchSpec each (arch.cpp's list)
+// "deepseek_v3", "qwen3_moe", "gpt_oss", "kimi_k3" (the config.json model_type).
 const char* arch_name(Arch a);
 
 struct ModelConfig {
@@ -72,6 +72,18 @@ struct ModelConfig {
   // Experts quantized as MXFP4 ("quantization_config": {"quant_method": "mxfp4"}).
   bool mxfp4_experts = false;
 
+  // Kimi K3 (kimi_k3.cpp): Kimi Delta Attention layers beside MLA ones,
+  // attention residuals over depth, a latent MoE and the SiTU activation.
+  std::vector<bool> kda_layers;  // per layer: Kimi Delta Attention (else MLA); empty for other architectures
+  int64_t kda_heads = 0, kda_head_dim = 0, kda_conv_kernel = 0;
+  double kda_gate_lower_bound = 0.0;
+  int64_t attn_res_block_size = 0;  // 0: the plain residual stream
+  int64_t latent_width = 0;         // the routed experts' input width; 0: hidden_size
+  double situ_beta = 0.0, situ_linear_beta = 0.0;  // hidden_act "situ"; 0: SiLU
+  bool mla_nope = false;            // MLA without rotation: the rope slices are plain features
+  bool mla_output_gate = false;     // MLA heads times sigmoid(g_proj x) before o_proj
+  double mla_norm_eps = 0.0;        // q_a/kv_a layernorm eps; 0: rms_norm_eps
+
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
 
@@ -79,6 +91,7 @@ struct ModelConfig {
   std::optional<std::array<int64_t, 2>> fp8_block;
 
   bool layer_is_moe(int64_t layer) const;
+  bool layer_is_kda(int64_t layer) const { return layer < static_cast<int64_t>(kda_layers.size()) && kda_layers[layer]; }
   // The attention window of a layer, if it is a sliding-window layer.
   std::optional<int64_t> layer_window(int64_t layer) const;
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }

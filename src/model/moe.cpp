@@ -13,7 +13,7 @@ void SwiGlu::forward(Tensor x, size_t n, Tensor out, Backend& b, Tensor g_all, T
   const Tensor g = g_all.rows(0, n, width()), u = u_all.rows(0, n, width());
   b.linear(gate, x, n, g);
   b.linear(up, x, n, u);
-  b.silu_mul(g, u);
+  b.glu(activation, g, u);
   b.linear(down, g, n, out);
 }
 
