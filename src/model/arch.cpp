@@ -5,7 +5,7 @@
 namespace strata {
 
 std::span<const ArchSpec* const> all_archs() {
-  static const ArchSpec* const all[] = {&deepseek_v3_arch(), &qwen3_moe_arch(), &gpt_oss_arch()};
+  static const ArchSpec* const all[] = {&deepseek_v3_arch(), &qwen3_moe_arch(), &gpt_oss_arch(), &kimi_k3_arch()};
   return all;
 }
 
@@ -24,7 +24,7 @@ const ArchSpec* arch_for_model_type(std::string_view model_type) {
 
 const ArchSpec* arch_for_gguf(std::string_view gguf_arch) {
   for (const ArchSpec* s : all_archs())
-    if (gguf_arch == s->gguf_arch) return s;
+    if (s->gguf.read && gguf_arch == s->gguf_arch) return s;
   return nullptr;
 }
 
@@ -37,7 +37,8 @@ std::string supported_model_types() {
 
 std::string supported_gguf_archs() {
   std::string out;
-  for (const ArchSpec* s : all_archs()) out += (out.empty() ? "" : ", ") + std::string(s->gguf_arch);
+  for (const ArchSpec* s : all_archs())
+    if (s->gguf.read) out += (out.empty() ? "" : ", ") + std::string(s->gguf_arch);
   return out;
 }
 

@@ -57,10 +57,9 @@ struct ArchSpec {
     bool text_config = false;
     // hidden_act values it runs.
     std::span<const char* const> hidden_acts;
-    // Its text tensors carry this prefix in the checkpoint ("" for none), and
-    // tensors under these prefixes (a vision tower) are not the text model's.
+    // Its text tensors carry this prefix in the checkpoint ("" for none); the
+    // others (a vision tower) are not the text model's and are not seen.
     const char* tensor_prefix = "";
-    std::span<const char* const> skipped_prefixes;
     // Fills in rope settings a config leaves out (called only then).
     void (*default_rope)(const ConfigReader& r, nlohmann::json& config) = nullptr;
     // The architecture's own fields, after the common ones.
@@ -127,5 +126,6 @@ std::vector<std::pair<TensorKind, int64_t>> declared_tensors(const ModelConfig& 
 const ArchSpec& deepseek_v3_arch();
 const ArchSpec& qwen3_moe_arch();
 const ArchSpec& gpt_oss_arch();
+const ArchSpec& kimi_k3_arch();
 
 }  // namespace strata

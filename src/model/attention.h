@@ -46,6 +46,13 @@ AttentionWidths mla_attention_widths(const ModelConfig& c);
 // 1/sqrt(qk head width), times DeepSeek YaRN's mscale² (softmax sharpening).
 double mla_attention_scale(const ModelConfig& c);
 
+// Kimi Delta Attention (Kimi K3): q/k/v, the decay's low-rank projection,
+// beta and the full-rank output gate, then the backend's recurrence
+// (KdaAttend) over the per-sequence state, then o_proj. Binds layer
+// `layer`'s tensors by their table names.
+std::unique_ptr<Attention> make_kda_attention(WeightBinder& w, const ModelConfig& c, int64_t layer);
+AttentionWidths kda_attention_widths(const ModelConfig& c);
+
 // Grouped-query attention: optionally with per-head q/k RMSNorm (Qwen3-MoE),
 // attention sinks (config.attention_sinks) and per-layer sliding windows
 // (config.layer_window; gpt-oss). Binds layer `layer`'s tensors by their

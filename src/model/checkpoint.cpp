@@ -26,12 +26,36 @@ Checkpoint open_gguf(const fs::path& path, const fs::path& shown) {
   return ck;
 }
 
+// The text model of a multimodal checkpoint: its tensors without their
+// prefix ("language_model."); the others (a vision tower, its projector) are
+// not there at all.
+class TextTensors : public TensorSource {
+ public:
+  TextTensors(std::unique_ptr<TensorSource> inner, std::string prefix)
+      : inner_(std::move(inner)), prefix_(std::move(prefix)) {}
+  const TensorView* find(const std::string& name) const override { return inner_->find(prefix_ + name); }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> out;
+    for (const std::string& n : inner_->names())
+      if (n.starts_with(prefix_)) out.push_back(n.substr(prefix_.size()));
+    return out;
+  }
+  std::string describe() const override { return inner_->describe(); }
+
+ private:
+  std::unique_ptr<TensorSource> inner_;
+  std::string prefix_;
+};
+
 Checkpoint open_hf(const fs::path& dir, const fs::path& shown) {
   Checkpoint ck;
   ck.path = shown;
   ck.trunk_path = dir;
   ck.config = ModelConfig::from_file((dir / "config.json").string());
   ck.source = std::make_unique<HfCheckpoint>(dir);
+  const ArchSpec& spec = arch_spec(ck.config.arch);
+  if (*spec.hf.tensor_prefix)
+    ck.source = std::make_unique<TextTensors>(std::move(ck.source), spec.hf.tensor_prefix);
   return ck;
 }
 

@@ -40,13 +40,16 @@ class MlaAttention : public Attention {
       }
     }
     o_ = w.resident(w.linear(hf_name(AttnOut, l), c.hidden_size, H * c.v_head_dim, c.attention_bias));
+    // Kimi K3: heads times sigmoid(g_proj x) before o_proj.
+    if (c.mla_output_gate) gate_ = w.resident(w.linear(hf_name(AttnGate, l), H * c.v_head_dim, c.hidden_size));
   }
 
   void forward(int64_t layer, Tensor x, std::span<const Row> rows, Tensor out, Backend& b,
                StepState& step) const override {
     const size_t n = rows.size();
     const int64_t H = c_.num_heads, qk = c_.qk_head_dim(), lora = c_.kv_lora_rank, rope = c_.qk_rope_head_dim;
-    const float eps = static_cast<float>(c_.rms_norm_eps);
+    // q_a/kv_a norms: Kimi K3 builds them with its norm class's own eps.
+    const float eps = static_cast<float>(c_.mla_norm_eps > 0 ? c_.mla_norm_eps : c_.rms_norm_eps);
     MlaAttend op;
     op.layer = layer;
     op.rows = rows;
@@ -68,7 +71,7 @@ class MlaAttention : public Attention {
     op.rope_dim = rope;
     op.latent = lora;
     op.v_dim = c_.v_head_dim;
-    op.rope = &rope_;
+    op.rope = c_.mla_nope ? nullptr : &rope_;
     op.kv_norm = kv_a_norm_;
     op.eps = eps;
     op.scale = scale_;
@@ -76,6 +79,11 @@ class MlaAttention : public Attention {
     op.k_b = k_b_;
     op.v_b = v_b_;
     b.mla_attention(op);
+    if (gate_.valid()) {
+      const Tensor g = step.gate_in.rows(0, n, H * c_.v_head_dim);
+      b.linear(gate_, x, n, g);
+      b.sigmoid_mul(op.out, g);
+    }
     b.linear(o_, op.out, n, out);
   }
 
@@ -83,7 +91,7 @@ class MlaAttention : public Attention {
   const ModelConfig& c_;
   Rope rope_;
   float scale_;
-  kernels::WeightMatrix q_, q_a_, q_b_, kv_a_, kv_b_, o_;
+  kernels::WeightMatrix q_, q_a_, q_b_, kv_a_, kv_b_, o_, gate_;
   std::vector<kernels::WeightMatrix> k_b_, v_b_;  // per head, when stored split (GGUF)
   const float* q_a_norm_ = nullptr;
   const float* kv_a_norm_ = nullptr;
@@ -96,7 +104,8 @@ AttentionWidths mla_attention_widths(const ModelConfig& c) {
   return {.q = H * static_cast<size_t>(c.qk_head_dim()),
           .out = H * static_cast<size_t>(c.v_head_dim),
           .q_latent = static_cast<size_t>(c.q_lora_rank.value_or(0)),
-          .kv = static_cast<size_t>(c.kv_lora_rank + c.qk_rope_head_dim)};
+          .kv = static_cast<size_t>(c.kv_lora_rank + c.qk_rope_head_dim),
+          .gate = c.mla_output_gate ? H * static_cast<size_t>(c.v_head_dim) : 0};
 }
 
 CacheWidths mla_cache_widths(const ModelConfig& c) { return {c.kv_lora_rank + c.qk_rope_head_dim, 0}; }

@@ -29,6 +29,12 @@ Model::Model(Checkpoint checkpoint, const ModelSetup& setup)
   for (int64_t l = 0; l < c.num_layers; ++l) windows_[l] = c.layer_window(l).value_or(0);
   embed_ = binder_.table(tn(Naming::Hf, TensorKind::TokenEmbd, "weight"), c.vocab_size, c.hidden_size);
   final_norm_ = binder_.vector(tn(Naming::Hf, TensorKind::OutputNorm, "weight"), c.hidden_size);
+  if (c.attn_res_block_size > 0) {  // AttnRes: the last depth mix's query (norm weight ⊙ projection)
+    const float* n = binder_.vector(tn(Naming::Hf, TensorKind::OutputResNorm, "weight"), c.hidden_size);
+    const float* p = binder_.values(tn(Naming::Hf, TensorKind::OutputResProj, "weight"), c.hidden_size);
+    output_res_query_.resize(static_cast<size_t>(c.hidden_size));
+    for (size_t i = 0; i < output_res_query_.size(); ++i) output_res_query_[i] = n[i] * p[i];
+  }
   // Tied embeddings reuse the token table as the output head.
   lm_head_ = c.tie_word_embeddings
                  ? embed_
@@ -102,7 +108,10 @@ StepSizes Model::step_sizes(size_t rows) const {
     z.experts = static_cast<size_t>(c.n_routed_experts);
     z.experts_per_token = static_cast<size_t>(c.num_experts_per_tok);
     z.guess_rows = std::min(rows, kPrefetchRows);
+    if (c.latent_width > 0) z.latent_width = static_cast<size_t>(c.latent_width);
   }
+  if (c.attn_res_block_size > 0)
+    z.depth_blocks = static_cast<size_t>((c.num_layers + c.attn_res_block_size - 1) / c.attn_res_block_size);
   return z;
 }
 
@@ -120,8 +129,11 @@ StepLimits Model::step_limits(const StepSizes& z) const {
     l.latent = static_cast<size_t>(c.kv_lora_rank);
     l.latent_rope = static_cast<size_t>(c.qk_rope_head_dim);
   }
+  l.kda_head_dim = static_cast<size_t>(c.kda_head_dim);
+  l.depth_values = z.depth_blocks ? z.depth_blocks + 1 : 0;
   const AttentionWidths& a = z.attention;
-  l.widest_in = std::max({z.hidden, a.out, a.q_latent, a.kv, z.dense_width, z.shared_width, l.expert_width});
+  l.widest_in = std::max({z.hidden, a.out, a.q_latent, a.kv, z.dense_width, z.shared_width, l.expert_width,
+                          z.latent_width});
   return l;
 }
 
@@ -167,8 +179,16 @@ bool Model::prefill(std::span<const int32_t> tokens, size_t from, KvCache& cache
 }
 
 CacheShape Model::cache_shape() const {
-  const CacheWidths w = cache_widths(config_);
-  return CacheShape{config_.num_layers, w.key, w.value, context_, windows_, max_batch_};
+  const ModelConfig& c = config_;
+  const CacheWidths w = cache_widths(c);
+  CacheShape s{c.num_layers, w.key, w.value, context_, windows_, max_batch_, {}};
+  // Kimi Delta Attention layers keep a recurrent state instead of rows.
+  if (!c.kda_layers.empty()) {
+    s.state_floats.assign(static_cast<size_t>(c.num_layers), 0);
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      if (c.layer_is_kda(l)) s.state_floats[l] = kda_state_floats(c.kda_heads, c.kda_head_dim, c.kda_conv_kernel);
+  }
+  return s;
 }
 
 std::unique_ptr<KvCache> Model::new_cache() const { return backend_->new_cache(cache_shape()); }
@@ -225,13 +245,40 @@ void Model::forward_step(std::span<const Row> rows, float* logits) {
   } guess{this, 0, h, n};
   const std::function<void()> guess_next = [g = &guess] { g->model->prefetch_for(g->next, g->h, g->n); };
 
+  // AttnRes (Kimi K3): `h` holds the sum within the current block, the bank
+  // the earlier blocks' inputs, and each sublayer reads their mix over depth
+  // instead of the residual stream (KimiDecoderLayer._forward_attn_residual).
+  const int64_t block = c.attn_res_block_size;
+  const Tensor mixed = block ? step_.mixed.rows(0, n, hidden) : Tensor{};
+  size_t banked = 0;
+  auto bank = [&] { return std::span<const Tensor>(step_.bank).first(banked); };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const Layer& layer = layers_[l];
-    b.rms_norm(h, layer.attn_norm, n, hidden, eps, normed);
+    Tensor in = h;
+    bool restart = false;
+    if (block) {
+      if (banked > 0) {
+        b.depth_mix(bank(), h, layer.attn_res_query.data(), n, hidden, eps, mixed);
+        in = mixed;
+      }
+      if (l % block == 0) {  // a block starts: its input is banked, the sum restarts
+        b.copy(step_.bank[banked++].rows(0, n, hidden), h);
+        restart = true;
+      }
+    }
+    b.rms_norm(in, layer.attn_norm, n, hidden, eps, normed);
     layer.attention->forward(l, normed, rows, delta, b, step_);
-    b.add(h, delta);
+    if (restart)
+      b.copy(h, delta);
+    else
+      b.add(h, delta);
 
-    b.rms_norm(h, layer.mlp_norm, n, hidden, eps, normed);
+    in = h;
+    if (block) {
+      b.depth_mix(bank(), h, layer.mlp_res_query.data(), n, hidden, eps, mixed);
+      in = mixed;
+    }
+    b.rms_norm(in, layer.mlp_norm, n, hidden, eps, normed);
     guess.next = static_cast<size_t>(l) + 1;
     if (layer.moe) {
       layer.moe->forward(normed, n, delta, b, step_, guess_next);
@@ -245,6 +292,12 @@ void Model::forward_step(std::span<const Row> rows, float* logits) {
     b.add(h, delta);
   }
 
+  Tensor last = h;
+  if (block) {
+    b.depth_mix(bank(), h, output_res_query_.data(), n, hidden, eps, mixed);
+    last = mixed;
+  }
+
   // The output head over the rows that want logits, a planned number at a time.
   step_.selected.clear();
   for (size_t i = 0; i < n; ++i)
@@ -253,7 +306,7 @@ void Model::forward_step(std::span<const Row> rows, float* logits) {
   for (size_t s0 = 0; s0 < step_.selected.size(); s0 += per) {
     const size_t m = std::min(per, step_.selected.size() - s0);
     for (size_t j = 0; j < m; ++j)
-      b.rms_norm(h.rows(step_.selected[s0 + j], 1, hidden), final_norm_, 1, hidden, eps, normed.rows(j, 1, hidden));
+      b.rms_norm(last.rows(step_.selected[s0 + j], 1, hidden), final_norm_, 1, hidden, eps, normed.rows(j, 1, hidden));
     const Tensor out = step_.logits.rows(0, m, vocab);
     b.linear(lm_head_, normed, m, out);
     b.download(out, logits + s0 * vocab);

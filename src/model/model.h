@@ -44,6 +44,9 @@ struct Layer {
   std::unique_ptr<Attention> attention;
   std::optional<SwiGlu> dense;    // dense layers
   std::unique_ptr<MoeBlock> moe;  // routed layers
+  // AttnRes (Kimi K3): the depth mixes' queries (norm weight ⊙ projection)
+  // before attention and before the feed-forward block; empty without.
+  std::vector<float> attn_res_query, mlp_res_query;
 };
 
 // A model is built in two steps by runtime/loader.h: the constructor takes
@@ -142,6 +145,7 @@ class Model {
   kernels::WeightMatrix embed_, lm_head_;
   bool embed_rows_only_ = false;  // streaming: the token table's pages are dropped after each lookup
   const float* final_norm_ = nullptr;
+  std::vector<float> output_res_query_;  // AttnRes: the mix before the final norm
   std::unique_ptr<ExpertProvider> experts_;
   std::vector<Layer> layers_;
   Checkpoint::Kind kind_ = Checkpoint::Kind::HuggingFace;

@@ -70,13 +70,14 @@ std::unique_ptr<Router> make_topk_softmax_router(WeightBinder& w, const ModelCon
 }
 
 MoeBlock::MoeBlock(int64_t layer, const ModelConfig& c, std::unique_ptr<Router> router, std::optional<SwiGlu> shared,
-                   ExpertProvider& experts, ExpertActivation activation)
+                   ExpertProvider& experts, ExpertActivation activation, std::optional<LatentProjection> latent)
     : layer_(layer),
       c_(c),
       router_(std::move(router)),
       shared_(std::move(shared)),
       experts_(experts),
-      activation_(activation) {}
+      activation_(activation),
+      latent_(std::move(latent)) {}
 
 std::span<const int32_t> MoeBlock::predict(Tensor x, size_t n, Backend& b, StepState& step) const {
   const size_t K = static_cast<size_t>(c_.num_experts_per_tok);
@@ -108,6 +109,8 @@ constexpr size_t kExpertsInParallelRows = 4;
 void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& step,
                        const std::function<void()>& while_reading) const {
   const size_t K = static_cast<size_t>(c_.num_experts_per_tok), hidden = static_cast<size_t>(c_.hidden_size);
+  // What the experts read: x, or its latent projection.
+  const size_t width = latent_ ? static_cast<size_t>(latent_->down.out) : hidden;
   const size_t slots = n * K;
   int32_t* ids = step.ids.data();
   float* weights = step.weights.data();
@@ -150,7 +153,9 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
 
   // The shared expert needs no reads: compute it while the drives work.
   if (shared_) shared_->forward(x, n, step.shared.rows(0, n, hidden), b, step.gate, step.up);
-  b.gather_rows(x, hidden, std::span<const uint32_t>(step.gather).first(slots), step.xs);
+  const Tensor expert_in = latent_ ? step.latent_in.rows(0, n, width) : x;
+  if (latent_) b.linear(latent_->down, x, n, expert_in);
+  b.gather_rows(expert_in, width, std::span<const uint32_t>(step.gather).first(slots), step.xs);
 
   // Experts with small token groups (decode, and prefill over many experts)
   // run one per thread, each on its own: no barrier per product. Otherwise
@@ -164,9 +169,18 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
       const int32_t e = step.unique[pos];
       step.jobs.push_back(ExpertJob{w, step.first[e], step.count[e]});
     }
-    b.run_experts(step.jobs, activation_, step.xs, step.xs, hidden, per_thread);
+    b.run_experts(step.jobs, activation_, step.xs, step.xs, width, per_thread);
   }
   fetch.end();
+  if (latent_) {
+    const Tensor combined = step.latent_out.rows(0, n, width);
+    b.combine_experts(step.xs, width, std::span<const uint32_t>(step.slot_rows).first(slots), ids, weights, n, K,
+                      Tensor{}, combined);
+    b.rms_norm(combined, latent_->norm, n, width, latent_->eps, combined);
+    b.linear(latent_->up, combined, n, out);
+    if (shared_) b.add(out, step.shared.rows(0, n, hidden));
+    return;
+  }
 
   // Combine in ascending expert order per row (as transformers does), never
   // in arrival order, so the sum is the same however experts were fetched.

@@ -55,10 +55,20 @@ std::unique_ptr<Router> make_softmax_router(WeightBinder& w, const ModelConfig& 
 // gpt-oss: linear with bias, top-k of the logits, softmax over the k chosen.
 std::unique_ptr<Router> make_topk_softmax_router(WeightBinder& w, const ModelConfig& c, const std::string& prefix);
 
+// A latent MoE (Kimi K3): the routed experts work on down(x); their
+// combined output goes through norm and up before the shared experts' is
+// added. The router still reads x.
+struct LatentProjection {
+  kernels::WeightMatrix down, up;
+  const float* norm = nullptr;
+  float eps = 0;
+};
+
 class MoeBlock {
  public:
   MoeBlock(int64_t layer, const ModelConfig& c, std::unique_ptr<Router> router, std::optional<SwiGlu> shared,
-           ExpertProvider& experts, ExpertActivation activation = {});
+           ExpertProvider& experts, ExpertActivation activation = {},
+           std::optional<LatentProjection> latent = std::nullopt);
   // `while_reading` runs once the reads of missing experts are submitted
   // (the model starts next-layer prefetch there, as background reads).
   void forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& step,
@@ -77,6 +87,7 @@ class MoeBlock {
   std::optional<SwiGlu> shared_;
   ExpertProvider& experts_;
   ExpertActivation activation_;
+  std::optional<LatentProjection> latent_;
 };
 
 }  // namespace strata

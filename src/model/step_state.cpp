@@ -26,10 +26,11 @@ class Layout {
 uint64_t work_size(const StepSizes& z) {
   const uint64_t rows = z.rows;
   const AttentionWidths& a = z.attention;
-  const uint64_t attention = rows * (a.q + a.k + a.v + a.out + a.q_latent + a.kv);
+  const uint64_t attention = rows * (a.q + a.k + a.v + a.out + a.q_latent + a.kv + a.gate + a.beta);
   const uint64_t dense = rows * 2 * z.dense_width;
-  const uint64_t moe =
-      z.experts ? rows * (2 * z.shared_width + z.experts + z.hidden + z.experts_per_token * z.hidden) : 0;
+  const uint64_t moe = z.experts ? rows * (2 * z.shared_width + z.experts + z.hidden + z.experts_per_token * z.hidden +
+                                           2 * z.latent_width)
+                                 : 0;
   const uint64_t head = static_cast<uint64_t>(z.logit_rows) * z.vocab;
   return std::max({attention, dense, moe, head});
 }
@@ -52,6 +53,8 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
   heads = attention.next(rows * a.out);
   q_latent = attention.next(rows * a.q_latent);
   kv = attention.next(rows * a.kv);
+  gate_in = attention.next(rows * a.gate);
+  beta = attention.next(rows * a.beta);
   Layout dense(work);
   dense_gate = dense.next(rows * z.dense_width);
   dense_up = dense.next(rows * z.dense_width);
@@ -62,7 +65,12 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
     router_logits = moe.next(rows * z.experts);
     shared = moe.next(rows * z.hidden);
     xs = moe.next(slots * z.hidden);
+    latent_in = moe.next(rows * z.latent_width);
+    latent_out = moe.next(rows * z.latent_width);
   }
+  bank.reserve(z.depth_blocks);
+  for (size_t i = 0; i < z.depth_blocks; ++i) bank.push_back(b.allocate(rows * z.hidden));
+  mixed = b.allocate(z.depth_blocks ? rows * z.hidden : 0);
   logits = Layout(work).next(static_cast<uint64_t>(z.logit_rows) * z.vocab);
 
   tokens.resize(rows);
@@ -88,16 +96,18 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
 uint64_t StepState::bytes(const StepSizes& z) {
   const uint64_t rows = z.rows, slots = z.rows * z.experts_per_token, e = z.experts,
                  guess = z.guess_rows * z.experts_per_token;
-  const uint64_t floats = 3 * rows * z.hidden + z.guess_rows * (z.hidden + z.experts) + work_size(z);
+  const uint64_t floats = 3 * rows * z.hidden + z.guess_rows * (z.hidden + z.experts) + work_size(z) +
+                         (z.depth_blocks ? (z.depth_blocks + 1) * rows * z.hidden : 0);
   return floats * sizeof(float) + rows * sizeof(int32_t) + slots * (sizeof(int32_t) + sizeof(float)) +
          e * 3 * sizeof(uint32_t) + e * sizeof(int32_t) + slots * 2 * sizeof(uint32_t) + e * sizeof(ExpertJob) +
          e * sizeof(std::pair<int, const ExpertWeights*>) + guess * (sizeof(int32_t) + sizeof(float)) +
-         e * (sizeof(int32_t) + sizeof(uint32_t) + sizeof(float)) + rows * sizeof(uint32_t) + rows * sizeof(Row);
+         e * (sizeof(int32_t) + sizeof(uint32_t) + sizeof(float)) + rows * sizeof(uint32_t) + rows * sizeof(Row) +
+         z.depth_blocks * sizeof(Tensor);
 }
 
 uint64_t StepState::host_bytes() const {
   auto bytes = [](const auto& v) { return static_cast<uint64_t>(v.capacity() * sizeof(v[0])); };
-  return bytes(tokens) + bytes(ids) + bytes(weights) + bytes(count) + bytes(first) + bytes(next) + bytes(unique) +
+  return bank.capacity() * sizeof(Tensor) + bytes(tokens) + bytes(ids) + bytes(weights) + bytes(count) + bytes(first) + bytes(next) + bytes(unique) +
          bytes(slot_rows) + bytes(gather) + bytes(jobs) + bytes(ready) + bytes(guess_ids) + bytes(guess_weights) +
          bytes(guess) + bytes(guess_count) + bytes(guess_best) + bytes(selected) + bytes(chunk);
 }

@@ -17,7 +17,8 @@ namespace strata {
 // Per row, the widest of each attention buffer over the model's layers.
 struct AttentionWidths {
   size_t q = 0, k = 0, v = 0, out = 0;  // projections in, heads out
-  size_t q_latent = 0, kv = 0;          // MLA: q_a, kv_a
+  size_t q_latent = 0, kv = 0;          // MLA: q_a, kv_a (KDA: f_a, the decay)
+  size_t gate = 0, beta = 0;            // an output gate (K3's MLA and KDA); KDA's beta
 };
 
 struct StepSizes {
@@ -29,6 +30,8 @@ struct StepSizes {
   size_t shared_width = 0;  // the shared experts' width; 0 without
   size_t experts = 0, experts_per_token = 0;  // 0 without MoE
   size_t guess_rows = 0;    // rows of a step that guesses the next layer's experts
+  size_t latent_width = 0;  // a latent MoE's expert input width (Kimi K3); 0: none
+  size_t depth_blocks = 0;  // AttnRes: block states kept (Kimi K3); 0: a plain residual stream
 };
 
 struct StepState {
@@ -40,16 +43,21 @@ struct StepState {
   Tensor h, normed, delta;
   // The guess at the next layer's experts [guess_rows × hidden], [guess_rows × experts].
   Tensor guess_normed, guess_logits;
+  // AttnRes (Kimi K3): the banked block states [depth_blocks × rows × hidden],
+  // one tensor each, and the mix that replaces the residual [rows × hidden].
+  std::vector<Tensor> bank;
+  Tensor mixed;
   // One work tensor that each phase lays out anew: nothing of a layer's
   // attention outlives it, nothing of its feed-forward block (a dense MLP or
   // the MoE block) outlives that, and the output head comes after the layers.
   Tensor work;
-  Tensor q, k, v, heads, q_latent, kv;  // attention
+  Tensor q, k, v, heads, q_latent, kv, gate_in, beta;  // attention (gate_in: its output gate)
   Tensor dense_gate, dense_up;          // a dense MLP [rows × dense_width]
   Tensor gate, up;                      // the shared expert [rows × shared_width]
   Tensor router_logits;                 // [rows × experts]
   Tensor shared;                        // the shared expert's output [rows × hidden]
   Tensor xs;                            // rows gathered per expert [rows·k × hidden]; the experts write their outputs over them
+  Tensor latent_in, latent_out;         // a latent MoE's input and combined output [rows × latent_width]
   Tensor logits;                        // [logit_rows × vocab]
 
   std::vector<int32_t> tokens;     // [rows]

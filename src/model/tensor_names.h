@@ -40,6 +40,12 @@ enum class TensorKind {
   FfnGateExps, FfnUpExps, FfnDownExps,  // routed experts: GGUF stacked [E, out, in], HF one tensor per expert
   FfnGateUpExps,                        // GGUF --fuse-gate-up-exps: [E, 2I, H], gate rows first
   FfnGateUpExpsFused, FfnDownExpsFused, // gpt-oss HF: every expert of a layer in one tensor
+  // Kimi K3 (HF only): Kimi Delta Attention, the attention output gate
+  // (KDA and MLA alike), attention residuals over depth, the latent MoE.
+  KdaQConv, KdaKConv, KdaVConv, KdaALog, KdaDtBias, KdaFA, KdaFB, KdaBeta, KdaONorm, AttnGate,
+  AttnResProj, AttnResNorm, FfnResProj, FfnResNorm, OutputResProj, OutputResNorm,
+  MoeRouter, MoeRouterBias, LatentDown, LatentNorm, LatentUp, MoeGateShexp, MoeUpShexp, MoeDownShexp,
+  ExpW1, ExpW2, ExpW3,  // routed experts: gate, down, up
 };
 
 enum class Naming { Hf, Gguf };

@@ -101,6 +101,45 @@ void WeightBinder::check(const TensorView& t, const kernels::WeightMatrix& w, in
 
 const float* WeightBinder::vector(const std::string& name, int64_t n) { return to_f32(expect(name, {n})); }
 
+const float* WeightBinder::values(const std::string& name, int64_t n) {
+  const TensorView& t = source_.get(name);
+  if (t.numel() != n)
+    throw Error(where(t) + " has shape " + shape_str(t.shape) + " but the config implies " + std::to_string(n) +
+                " values");
+  return to_f32(t);
+}
+
+const float* WeightBinder::leading(const std::string& name, int64_t n) {
+  const TensorView& t = source_.get(name);
+  if (t.numel() < n)
+    throw Error(where(t) + " has shape " + shape_str(t.shape) + " but the config implies at least " +
+                std::to_string(n) + " values");
+  return to_f32(t);
+}
+
+kernels::WeightMatrix WeightBinder::packed_mxfp4(const std::string& prefix, int64_t out, int64_t in) {
+  const std::string pname = prefix + ".weight_packed", sname = prefix + ".weight_scale";
+  if (in % 32 != 0)
+    throw Error(source_.describe() + ": tensor '" + pname +
+                "': MXFP4 needs an input width that is a multiple of 32, the config implies " + std::to_string(in));
+  const TensorView& p = expect(pname, {out, in / 2});
+  const TensorView& s = expect(sname, {out, in / 32});
+  if (p.dtype != DType::U8) throw Error(where(p) + " has type " + dtype_name(p.dtype) + "; expected U8");
+  if (s.dtype != DType::U8 && s.dtype != DType::F8_E8M0)
+    throw Error(where(s) + " has type " + dtype_name(s.dtype) + "; expected U8 (E8M0 exponents)");
+  kernels::WeightMatrix w;
+  w.dtype = DType::U8;
+  w.packing = kernels::Packing::Mxfp4Split;
+  w.out = out;
+  w.in = in;
+  w.data = p.data;
+  w.scales = s.data;
+  w.scale_dtype = DType::F8_E8M0;
+  w.scale_group = 32;
+  check(p, w, out);
+  return w;
+}
+
 kernels::WeightMatrix WeightBinder::table(const std::string& name, int64_t rows, int64_t cols) {
   const TensorView& t = expect(name, {rows, cols});
   if (!is_float_type(t.dtype) && !is_gguf_block_type(t.dtype))

@@ -50,6 +50,17 @@ class WeightBinder {
   kernels::WeightMatrix table(const std::string& name, int64_t rows, int64_t cols);
   // A 1-D tensor of `n` elements as f32 (norm weights, biases).
   const float* vector(const std::string& name, int64_t n);
+  // A tensor of any shape holding exactly `n` elements, as f32 in its stored
+  // order (a depthwise convolution's [channels, 1, kernel] or [channels,
+  // kernel]; a [1, n] projection vector).
+  const float* values(const std::string& name, int64_t n);
+  // The first `n` elements of a tensor that holds at least that many, as f32
+  // (Kimi K3's A_log, stored [heads] or padded).
+  const float* leading(const std::string& name, int64_t n);
+  // compressed-tensors "mxfp4-pack-quantized" [out, in]: "<prefix>.weight_packed"
+  // U8 [out, in/2] (weight 2i in the low nibble of byte i, E2M1) and
+  // "<prefix>.weight_scale" U8 [out, in/32] (E8M0), as Kimi K3 ships its experts.
+  kernels::WeightMatrix packed_mxfp4(const std::string& prefix, int64_t out, int64_t in);
   bool has(const std::string& name) const { return source_.find(name) != nullptr; }
   // The widest input (columns) of any matrix bound so far: what a product's
   // scratch is planned for.

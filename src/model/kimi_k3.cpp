@@ -1,0 +1,228 @@
+// Kimi K3: Kimi Delta Attention layers with gated NoPE MLA layers between
+// them, attention residuals over depth (AttnRes) instead of the residual
+// stream, and a latent MoE whose experts use SiTU; text model of a
+// multimodal checkpoint (config.json's text_config, "language_model."
+// tensors). Its whole description: config, tensors, binding. What was
+// checked against which published source: docs/kimi_k3.md.
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "model/arch.h"
+#include "model/config_reader.h"
+#include "model/model.h"
+#include "util/error.h"
+
+namespace strata {
+
+namespace {
+
+using enum TensorKind;
+using nlohmann::json;
+
+// 1-based layer numbers (the modeling code's is_kda_layer(i) reads i + 1).
+std::vector<int64_t> layer_list(const ConfigReader& r, const json& cfg, const char* key) {
+  std::vector<int64_t> out;
+  if (!cfg.contains(key)) return out;
+  if (!cfg[key].is_array()) r.fail(std::string("linear_attn_config.") + key + " must be a list of layer numbers");
+  for (const json& v : cfg[key]) {
+    if (!v.is_number_integer()) r.fail(std::string("linear_attn_config.") + key + " must be a list of layer numbers");
+    out.push_back(v.get<int64_t>());
+  }
+  return out;
+}
+
+void read_hf(const ConfigReader& r, ModelConfig& c) {
+  c.n_routed_experts = r.integer("num_experts");
+  c.n_shared_experts = r.integer("num_shared_experts", 0);
+  c.first_k_dense_replace = r.integer("first_k_dense_replace", 0);
+  c.moe_layer_freq = r.integer("moe_layer_freq", 1);
+  c.routed_scaling_factor = r.number("routed_scaling_factor", 1.0);
+  c.norm_topk_prob = r.boolean("moe_renormalize", true);
+  c.n_group = r.integer("num_expert_group", 1);
+  c.topk_group = r.integer("topk_group", 1);
+  c.scoring_func = r.string("moe_router_activation_func", "sigmoid");
+  c.q_lora_rank = r.optional_integer("q_lora_rank");
+  c.kv_lora_rank = r.integer("kv_lora_rank");
+  c.qk_rope_head_dim = r.integer("qk_rope_head_dim");
+  c.qk_nope_head_dim = r.integer("qk_nope_head_dim");
+  c.v_head_dim = r.integer("v_head_dim");
+  c.head_dim = c.qk_rope_head_dim;
+  c.mla_nope = r.boolean("mla_use_nope", false);
+  c.mla_output_gate = r.boolean("mla_use_output_gate", false);
+  // KimiMLAAttention builds q_a_layernorm and kv_a_layernorm as
+  // KimiRMSNorm(width), whose eps defaults to 1e-6, not rms_norm_eps.
+  c.mla_norm_eps = 1e-6;
+  c.attn_res_block_size = r.integer("attn_res_block_size");
+  c.latent_width = r.integer("routed_expert_hidden_size");
+  if (!r.boolean("latent_moe_use_norm", true)) r.fail("latent_moe_use_norm false is not supported");
+  c.situ_beta = r.number("activation_situ_beta", 4.0);
+  c.situ_linear_beta = r.number("activation_situ_linear_beta", 25.0);
+
+  if (!r.has("linear_attn_config") || !r.json()["linear_attn_config"].is_object())
+    r.fail("missing the 'linear_attn_config' object");
+  const json& la = r.json()["linear_attn_config"];
+  const ConfigReader lr(la, r.source() + " (linear_attn_config)");
+  c.kda_heads = lr.integer("num_heads");
+  c.kda_head_dim = lr.integer("head_dim");
+  c.kda_conv_kernel = lr.integer("short_conv_kernel_size", 4);
+  if (!lr.has("gate_lower_bound"))
+    lr.fail("missing gate_lower_bound (Kimi-Linear's softplus decay without a lower bound is not supported)");
+  c.kda_gate_lower_bound = lr.number("gate_lower_bound", -5.0);
+  if (!lr.boolean("use_full_rank_gate", false)) lr.fail("only use_full_rank_gate true (Kimi K3) is supported");
+  const std::vector<int64_t> kda = layer_list(lr, la, "kda_layers"), full = layer_list(lr, la, "full_attn_layers");
+  c.kda_layers.assign(static_cast<size_t>(std::max<int64_t>(c.num_layers, 0)), false);
+  for (int64_t l : kda) {
+    if (l < 1 || l > c.num_layers) lr.fail("kda_layers lists layer " + std::to_string(l) + " (layers are 1 to num_hidden_layers)");
+    c.kda_layers[l - 1] = true;
+  }
+  for (int64_t l : full) {
+    if (l < 1 || l > c.num_layers) lr.fail("full_attn_layers lists layer " + std::to_string(l) + " (layers are 1 to num_hidden_layers)");
+    if (c.kda_layers[l - 1]) lr.fail("layer " + std::to_string(l) + " is in both kda_layers and full_attn_layers");
+  }
+  if (kda.size() + full.size() != static_cast<size_t>(c.num_layers))
+    lr.fail("kda_layers and full_attn_layers must list every layer once");
+}
+
+void validate_hf(const ConfigReader& r, const ModelConfig& c) {
+  auto positive = [&](int64_t v, const char* name) { require_positive(v, r, name); };
+  positive(c.kv_lora_rank, "kv_lora_rank");
+  positive(c.v_head_dim, "v_head_dim");
+  positive(c.kda_heads, "linear_attn_config.num_heads");
+  positive(c.kda_head_dim, "linear_attn_config.head_dim");
+  positive(c.kda_conv_kernel, "linear_attn_config.short_conv_kernel_size");
+  positive(c.attn_res_block_size, "attn_res_block_size");
+  positive(c.latent_width, "routed_expert_hidden_size");
+  positive(c.moe_layer_freq, "moe_layer_freq");
+  require(c.qk_nope_head_dim >= 0 && c.qk_rope_head_dim >= 0, r, "MLA head widths must not be negative");
+  require(c.mla_nope, r, "only mla_use_nope true (Kimi K3) is supported");
+  require(!c.q_lora_rank || *c.q_lora_rank > 0, r, "q_lora_rank must be positive or null");
+  require(c.num_kv_heads == c.num_heads, r, "MLA needs num_key_value_heads == num_attention_heads");
+  require(c.scoring_func == "sigmoid", r, "moe_router_activation_func '" + c.scoring_func + "' is not supported (sigmoid)");
+  require(c.n_group == 1 && c.topk_group == 1, r, "grouped expert selection is not supported for kimi_k3");
+  require(c.first_k_dense_replace >= 0 && c.first_k_dense_replace <= c.num_layers, r,
+          "first_k_dense_replace must be between 0 and num_hidden_layers");
+  if (c.first_k_dense_replace > 0) positive(c.intermediate_size, "intermediate_size");
+  require(c.situ_beta > 0 && c.situ_linear_beta > 0, r, "the SiTU betas must be positive");
+  require(c.kda_gate_lower_bound < 0, r, "gate_lower_bound must be negative");
+}
+
+void write_hf(const ModelConfig&, json&) { throw Error("writing a kimi_k3 config is not supported yet"); }
+
+bool layer_is_moe(const ModelConfig& c, int64_t l) {
+  return l >= c.first_k_dense_replace && l % c.moe_layer_freq == 0;
+}
+
+AttentionWidths attention_widths(const ModelConfig& c) {
+  const AttentionWidths a = kda_attention_widths(c), b = mla_attention_widths(c);
+  return {std::max(a.q, b.q),   std::max(a.k, b.k),   std::max(a.v, b.v),       std::max(a.out, b.out),
+          std::max(a.q_latent, b.q_latent), std::max(a.kv, b.kv), std::max(a.gate, b.gate), std::max(a.beta, b.beta)};
+}
+
+void declare_layer(const ModelConfig& c, int64_t l, Naming, std::vector<TensorKind>& out) {
+  out.insert(out.end(), {AttnNorm, FfnNorm, AttnResProj, AttnResNorm, FfnResProj, FfnResNorm, AttnGate, AttnOut});
+  if (c.layer_is_kda(l))
+    out.insert(out.end(), {AttnQ, AttnK, AttnV, KdaQConv, KdaKConv, KdaVConv, KdaALog, KdaDtBias, KdaFA, KdaFB,
+                           KdaBeta, KdaONorm});
+  else
+    out.insert(out.end(), {AttnQA, AttnQANorm, AttnQB, AttnKvAMqa, AttnKvANorm, AttnKvB});
+  if (!c.layer_is_moe(l))
+    out.insert(out.end(), {FfnGate, FfnUp, FfnDown});
+  else
+    out.insert(out.end(), {MoeRouter, MoeRouterBias, LatentDown, LatentNorm, LatentUp, MoeGateShexp, MoeUpShexp,
+                           MoeDownShexp, ExpW1, ExpW2, ExpW3});
+}
+
+ExpertActivation situ(const ModelConfig& c) {
+  ExpertActivation a;
+  a.kind = ExpertActivation::Kind::Situ;
+  a.beta = static_cast<float>(c.situ_beta);
+  a.linear_beta = static_cast<float>(c.situ_linear_beta);
+  return a;
+}
+
+// _apply_attn_res scores with norm.weight ⊙ proj.weight: one query vector.
+std::vector<float> depth_query(WeightBinder& w, const ModelConfig& c, TensorKind norm, TensorKind proj, int64_t l) {
+  const float* n = w.vector(tn(Naming::Hf, norm, "weight", l), c.hidden_size);
+  const float* p = w.values(tn(Naming::Hf, proj, "weight", l), c.hidden_size);  // [1, hidden]
+  std::vector<float> q(static_cast<size_t>(c.hidden_size));
+  for (size_t i = 0; i < q.size(); ++i) q[i] = n[i] * p[i];
+  return q;
+}
+
+Layer bind_layer(WeightBinder& w, const ModelConfig& c, int64_t l, ExpertProvider& experts) {
+  Layer layer;
+  layer.attn_norm = w.vector(tn(Naming::Hf, AttnNorm, "weight", l), c.hidden_size);
+  layer.mlp_norm = w.vector(tn(Naming::Hf, FfnNorm, "weight", l), c.hidden_size);
+  layer.attention = c.layer_is_kda(l) ? make_kda_attention(w, c, l) : make_mla_attention(w, c, l);
+  layer.attn_res_query = depth_query(w, c, AttnResNorm, AttnResProj, l);
+  layer.mlp_res_query = depth_query(w, c, FfnResNorm, FfnResProj, l);
+  if (!c.layer_is_moe(l)) {
+    layer.dense = SwiGlu::bind(w, FfnGate, FfnUp, FfnDown, l, c.hidden_size, c.intermediate_size);
+    layer.dense->activation = situ(c);
+    return layer;
+  }
+  std::optional<SwiGlu> shared;
+  if (c.n_shared_experts > 0) {
+    shared = SwiGlu::bind(w, MoeGateShexp, MoeUpShexp, MoeDownShexp, l, c.hidden_size,
+                          c.moe_intermediate_size * c.n_shared_experts);
+    shared->activation = situ(c);
+  }
+  LatentProjection latent;
+  latent.down = w.resident(w.linear(hf_name(LatentDown, l), c.latent_width, c.hidden_size));
+  latent.up = w.resident(w.linear(hf_name(LatentUp, l), c.hidden_size, c.latent_width));
+  latent.norm = w.vector(tn(Naming::Hf, LatentNorm, "weight", l), c.latent_width);
+  latent.eps = static_cast<float>(c.rms_norm_eps);
+  layer.moe = std::make_unique<MoeBlock>(
+      l, c, make_sigmoid_group_router(w, c, hf_name(MoeRouter, l), hf_name(MoeRouterBias, l)), std::move(shared),
+      experts, situ(c), latent);
+  return layer;
+}
+
+// Routed experts: bf16 "<e>.w{1,2,3}.weight", or MXFP4 "weight_packed" +
+// "weight_scale" as the published checkpoint stores them (per tensor, by what
+// is there). w1 gate, w3 up: [width × latent]; w2 down: [latent × width].
+ExpertBindFn bind_experts(const TensorSource& source, WeightBinder& binder, const ModelConfig& c) {
+  return [&source, &binder, &c](int64_t l, int64_t e) {
+    auto matrix = [&](TensorKind kind, int64_t out, int64_t in) {
+      const std::string prefix = hf_name(kind, l, e);
+      return source.find(prefix + ".weight_packed") ? binder.packed_mxfp4(prefix, out, in)
+                                                    : binder.linear(prefix, out, in);
+    };
+    ExpertWeights x;
+    x.gate = matrix(ExpW1, c.moe_intermediate_size, c.latent_width);
+    x.up = matrix(ExpW3, c.moe_intermediate_size, c.latent_width);
+    x.down = matrix(ExpW2, c.latent_width, c.moe_intermediate_size);
+    return x;
+  };
+}
+
+constexpr const char* kModelTypes[] = {"kimi_k3"};
+constexpr const char* kHiddenActs[] = {"situ"};
+
+}  // namespace
+
+const ArchSpec& kimi_k3_arch() {
+  static const ArchSpec spec{
+      .arch = Arch::KimiK3,
+      .name = "kimi_k3",
+      .hf_model_types = kModelTypes,
+      .gguf_arch = "kimi-k3",
+      .hf = {.compressed_mxfp4_experts = true,
+             .text_config = true,
+             .hidden_acts = kHiddenActs,
+             .tensor_prefix = "language_model.",
+             .read = read_hf,
+             .validate = validate_hf,
+             .write = write_hf},
+      .layer_is_moe = layer_is_moe,
+      .attention_scale = mla_attention_scale,
+      .cache_widths = mla_cache_widths,
+      .attention_widths = attention_widths,
+      .declare_layer = declare_layer,
+      .bind_layer = bind_layer,
+      .bind_experts = bind_experts,
+  };
+  return spec;
+}
+
+}  // namespace strata
