@@ -841,6 +841,9 @@ class K3Reference:
             if rec.keep_io:
                 rec.kda_io[i] = dict(x=x, xq=xq, xk=xk, xv=xv, q=q, k=k, v=v, g_raw=g_raw, beta_raw=beta_raw, g=g,
                                      beta=beta, gate=gate, o=o, y=y, out=out,
+                                     w={n: t[p + n] for n in ("q_proj.weight", "k_proj.weight", "v_proj.weight",
+                                                              "o_proj.weight", "f_a_proj.weight", "f_b_proj.weight",
+                                                              "b_proj.weight", "g_proj.weight")},
                                      conv=[t[p + f"{c}_conv1d.weight"] for c in "qkv"], A_log=t[p + "A_log"],
                                      dt_bias=t[p + "dt_bias"], o_norm=t[p + "o_norm.weight"])
         return out
@@ -980,10 +983,89 @@ def maxdiff(a, b):
     return float((a.double().cpu() - b.double().cpu()).abs().max())
 
 
-def crosscheck_transformers(io):
-    """transformers.models.kimi_linear's pure-torch KDA functions (torch_recurrent_kda / torch_chunk_kda,
-    causal_conv1d_fn, l2norm) on this fixture's KDA inputs.  Their gate is computed by the caller, so the K3
-    lower-bound gate is passed in precomputed (Kimi-Linear's own gate is -exp(A_log)*softplus(g + dt_bias))."""
+def install_fla_package(fla_path):
+    """Register fla as a package rooted at fla_path/fla WITHOUT running fla/__init__.py (which imports fla.layers /
+    fla.models and with them transformers model code): only fla.ops / fla.modules are needed."""
+    if "fla" in sys.modules:
+        return
+    import importlib.machinery
+    import importlib.util
+    import re
+    root = os.path.join(fla_path, "fla")
+    spec = importlib.machinery.ModuleSpec("fla", None, is_package=True)
+    spec.submodule_search_locations = [root]
+    pkg = importlib.util.module_from_spec(spec)
+    pkg.__path__ = [root]
+    with open(os.path.join(root, "__init__.py")) as f:
+        m = re.search(r'__version__ = "([^"]+)"', f.read())
+    pkg.__version__ = m.group(1) if m else "0"
+    sys.modules["fla"] = pkg
+
+
+def _hf_kda_module(mkl, tc, layer_idx, d):
+    """transformers' own KDA layer class (whatever 5.x calls it) built from this fixture's text_config, with this
+    fixture's weights mapped onto its parameters by name (checkpoint names or the renamed ones of the modular
+    file: conv1d packed q|k|v, forget_gate_down/up, beta_proj, output_gate) and reshaped to its shapes."""
+    cls = None
+    for name in ("KimiLinearDeltaAttention", "KimiDeltaAttention"):
+        cls = getattr(mkl, name, None)
+        if cls is not None:
+            break
+    if cls is None:
+        raise RuntimeError("no KDA class")
+    Cfg = getattr(mkl, "KimiLinearConfig", None)
+    if Cfg is None:
+        import importlib
+        Cfg = importlib.import_module("transformers.models.kimi_linear.configuration_kimi_linear").KimiLinearConfig
+    kw = {k: v for k, v in tc.items() if k not in ("quantization_config", "model_type", "dtype")}
+    try:
+        cfg = Cfg(**kw)
+    except Exception:  # noqa: BLE001
+        cfg = Cfg(**{k: kw[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                                         "rms_norm_eps", "linear_attn_config", "hidden_act")})
+    la = tc["linear_attn_config"]
+    for attr, val in (("forget_gate_lower_bound", la["gate_lower_bound"]), ("gate_lower_bound", la["gate_lower_bound"]),
+                      ("use_full_rank_output_gate", True), ("use_full_rank_gate", True)):
+        if getattr(cfg, attr, None) is None:
+            try:
+                setattr(cfg, attr, val)
+            except Exception:  # noqa: BLE001
+                pass
+    try:
+        cfg._attn_implementation = "eager"
+    except Exception:  # noqa: BLE001
+        pass
+    mod = cls(cfg, layer_idx).float().eval()
+    w = d["w"]
+    src = {
+        "q_proj.weight": w["q_proj.weight"], "k_proj.weight": w["k_proj.weight"], "v_proj.weight": w["v_proj.weight"],
+        "o_proj.weight": w["o_proj.weight"], "q_conv1d.weight": d["conv"][0], "k_conv1d.weight": d["conv"][1],
+        "v_conv1d.weight": d["conv"][2], "conv1d.weight": torch.cat(d["conv"], 0),
+        "f_a_proj.weight": w["f_a_proj.weight"], "forget_gate_down.weight": w["f_a_proj.weight"],
+        "f_proj.0.weight": w["f_a_proj.weight"], "f_b_proj.weight": w["f_b_proj.weight"],
+        "forget_gate_up.weight": w["f_b_proj.weight"], "f_proj.1.weight": w["f_b_proj.weight"],
+        "b_proj.weight": w["b_proj.weight"], "beta_proj.weight": w["b_proj.weight"],
+        "g_proj.weight": w["g_proj.weight"], "output_gate.weight": w["g_proj.weight"],
+        "A_log": d["A_log"].reshape(-1)[:la["num_heads"]], "dt_bias": d["dt_bias"], "o_norm.weight": d["o_norm"],
+    }
+    sd = mod.state_dict()
+    new, missing = {}, []
+    for k, v in sd.items():
+        if k in src and src[k].numel() == v.numel():
+            new[k] = src[k].reshape(v.shape).to(v.dtype)
+        else:
+            missing.append(f"{k}{list(v.shape)}")
+    if missing:
+        raise RuntimeError("unmapped parameters: " + ", ".join(missing))
+    mod.load_state_dict(new)
+    return mod, cfg
+
+
+def crosscheck_transformers(io, tc=None):
+    """transformers.models.kimi_linear (5.x): its KDA layer module (when it has a lower-bound gate and can be built
+    from this config) on this fixture's KDA layer inputs, else its pure-torch KDA functions (torch_recurrent_kda /
+    torch_chunk_kda, fed the K3 gate precomputed: Kimi-Linear's own gate is -exp(A_log)*softplus(g + dt_bias)),
+    and causal_conv1d_fn."""
     res = {}
     try:
         import transformers
@@ -996,8 +1078,37 @@ def crosscheck_transformers(io):
         return res
     res["available"] = True
     src = inspect.getsource(mkl)
+    dump = os.environ.get("K3_DUMP_DIR")
+    if dump and not os.path.exists(os.path.join(dump, "transformers_modeling_kimi_linear.py")):
+        with open(os.path.join(dump, "transformers_modeling_kimi_linear.py"), "w") as f:
+            f.write(src)
     res["has_lower_bound_gate"] = "lower_bound" in src
-    res["functions"] = sorted(n for n in dir(mkl) if any(s in n.lower() for s in ("kda", "conv1d", "l2norm")))
+    res["functions"] = sorted(n for n in dir(mkl) if any(s in n.lower() for s in ("kda", "conv1d", "l2norm", "delta")))
+    if tc is not None:
+        errs = []
+        for dev in ("cpu", "cuda"):   # its KDA may only run through fla's Triton kernels (GPU)
+            if dev == "cuda" and not torch.cuda.is_available():
+                break
+            worst, err = 0.0, None
+            for li, d in io.items():
+                try:
+                    mod, _ = _hf_kda_module(mkl, tc, li, d)
+                    mod = mod.to(dev)
+                    with torch.no_grad():
+                        out = mod(d["x"].float()[None].to(dev))
+                    out = out[0] if isinstance(out, (tuple, list)) else out
+                    worst = max(worst, maxdiff(out[0], d["out"]))
+                except Exception as e:  # noqa: BLE001
+                    err = f"{dev}: {type(e).__name__}: {str(e)[:300]}"
+                    break
+            if err is None:
+                res["kda_layer_module"] = {"device": dev, "max_abs_diff_vs_layer_output": worst,
+                                           "layer_output_max_abs": max(float(d["out"].abs().max())
+                                                                       for d in io.values())}
+                break
+            errs.append(err)
+        if "kda_layer_module" not in res:
+            res["kda_layer_module"] = " | ".join(errs)
     for name in ("torch_recurrent_kda", "torch_chunk_kda"):
         fn = getattr(mkl, name, None)
         if fn is None:
@@ -1019,16 +1130,26 @@ def crosscheck_transformers(io):
     fn = getattr(mkl, "causal_conv1d_fn", None)
     if fn is not None:
         fn = inspect.unwrap(fn)
-        worst = 0.0
-        try:
-            for li, d in io.items():
-                for xin, wc, y in ((d["xq"], d["conv"][0], d["q"]), (d["xk"], d["conv"][1], d["k"]),
-                                   (d["xv"], d["conv"][2], d["v"])):
-                    out = fn(xin.float().T[None].contiguous(), wc.float().squeeze(1), None, activation="silu")
-                    worst = max(worst, maxdiff(out[0].T, y))
-            res["causal_conv1d_fn_max_abs_diff"] = worst
-        except Exception as e:  # noqa: BLE001
-            res["causal_conv1d_fn_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        res["causal_conv1d_fn_signature"] = str(inspect.signature(fn))[:200]
+        errs = []
+        for layout in ("BDT", "BTD"):
+            worst = 0.0
+            try:
+                for li, d in io.items():
+                    for xin, wc, y in ((d["xq"], d["conv"][0], d["q"]), (d["xk"], d["conv"][1], d["k"]),
+                                       (d["xv"], d["conv"][2], d["v"])):
+                        xx = xin.float().T[None].contiguous() if layout == "BDT" else xin.float()[None].contiguous()
+                        out = fn(xx, wc.float().squeeze(1), None, activation="silu")
+                        out = out[0] if isinstance(out, (tuple, list)) else out
+                        out = out[0].T if layout == "BDT" else out[0]
+                        worst = max(worst, maxdiff(out, y.reshape(y.shape[0], -1)))
+                res["causal_conv1d_fn_max_abs_diff"] = worst
+                res["causal_conv1d_fn_layout"] = layout
+                break
+            except Exception as e:  # noqa: BLE001
+                errs.append(f"{layout}: {type(e).__name__}: {str(e)[:200]}")
+        if errs and "causal_conv1d_fn_max_abs_diff" not in res:
+            res["causal_conv1d_fn_error"] = " | ".join(errs)
     return res
 
 
@@ -1042,13 +1163,7 @@ def crosscheck_fla(io, fla_path, eps):
     if not fla_path or not os.path.isdir(os.path.join(fla_path, "fla")):
         res["available"] = False
         return res
-    if "fla" not in sys.modules:
-        # a bare package object, so that fla/__init__.py (which imports fla.layers / fla.models and with them
-        # transformers model code) is not executed: only fla.ops / fla.modules are needed
-        import types
-        pkg = types.ModuleType("fla")
-        pkg.__path__ = [os.path.join(fla_path, "fla")]
-        sys.modules["fla"] = pkg
+    install_fla_package(fla_path)
     res["available"] = True
 
     def guard(label, f):
@@ -1093,13 +1208,9 @@ def crosscheck_fla_gpu(io, fla_path, eps):
     """The GPU half of crosscheck_fla: fla's Triton kernels as K3's KimiDeltaAttention.forward calls them."""
     if not fla_path or not os.path.isdir(os.path.join(fla_path, "fla")):
         return "fla source not available"
-    if not torch.cuda.is_available():
+    if not torch.cuda.is_available() and os.environ.get("K3_FLA_DEVICE") != "cpu":
         return "no cuda"
-    if "fla" not in sys.modules:
-        import types
-        pkg = types.ModuleType("fla")
-        pkg.__path__ = [os.path.join(fla_path, "fla")]
-        sys.modules["fla"] = pkg
+    install_fla_package(fla_path)
 
     t0 = time.time()
     try:
@@ -1108,7 +1219,7 @@ def crosscheck_fla_gpu(io, fla_path, eps):
         trimmed = trim_fla_autotune()
     except Exception as e:  # noqa: BLE001
         return f"import failed: {type(e).__name__}: {str(e)[:400]}"
-    dev = "cuda"
+    dev = os.environ.get("K3_FLA_DEVICE", "cuda")   # (cpu only to test this plumbing with stand-in modules)
     res = {"autotuners_trimmed_to_first_config": trimmed}
 
     def part(label, f):
@@ -1131,7 +1242,7 @@ def crosscheck_fla_gpu(io, fla_path, eps):
                 with torch.no_grad():
                     sc.weight.copy_(wc.float())
                     yy, _ = sc(x=xin.float()[None].to(dev).contiguous())
-                w = max(w, maxdiff(yy[0], y))
+                w = max(w, maxdiff(yy[0], y.reshape(y.shape[0], -1)))
             return w
 
         q, k, v = (x.float()[None].to(dev).contiguous() for x in (d["q"], d["k"], d["v"]))
@@ -1392,10 +1503,16 @@ def crosscheck_sentence(ref):
              + f(ref["f32_vs_f64_max_abs_logit_diff"])]
     tr = ref.get("crosscheck_transformers_kimi_linear", {})
     if tr.get("available"):
-        parts.append(f"transformers {tr.get('transformers_version')} kimi_linear (gate computed here with K3's "
-                     "lower bound, since Kimi-Linear's is -exp(A_log)*softplus): torch_recurrent_kda "
-                     + f(tr.get("torch_recurrent_kda_max_abs_diff", tr.get("torch_recurrent_kda_error")))
-                     + ", torch_chunk_kda " + f(tr.get("torch_chunk_kda_max_abs_diff", tr.get("torch_chunk_kda_error")))
+        km = tr.get("kda_layer_module")
+        parts.append(f"transformers {tr.get('transformers_version')} kimi_linear: its KDA layer module built from "
+                     "this config with these weights "
+                     + (f"({km.get('device')}) vs this KDA layer's output " + f(km.get("max_abs_diff_vs_layer_output"))
+                        if isinstance(km, dict) else f(km))
+                     + ("; torch_recurrent_kda / torch_chunk_kda fed the K3 gate precomputed (Kimi-Linear's own gate "
+                        "is -exp(A_log)*softplus(g + dt_bias)) "
+                        + f(tr.get("torch_recurrent_kda_max_abs_diff", tr.get("torch_recurrent_kda_error"))) + " / "
+                        + f(tr.get("torch_chunk_kda_max_abs_diff", tr.get("torch_chunk_kda_error")))
+                        if any(k.startswith("torch_") for k in tr) else "")
                      + ", causal_conv1d_fn " + f(tr.get("causal_conv1d_fn_max_abs_diff",
                                                         tr.get("causal_conv1d_fn_error"))))
     else:
@@ -1432,7 +1549,7 @@ def make_fixture(spec, out_root, tmp, max_tries, fla_path, log):
             log(f"  {spec['name']} seed {seed}: rejected ({'; '.join(reasons)}) [{time.time() - t0:.1f}s]")
             continue
         t1 = time.time()
-        res["crosscheck_transformers"] = crosscheck_transformers(res["kda_io"])
+        res["crosscheck_transformers"] = crosscheck_transformers(res["kda_io"], tc)
         res["crosscheck_fla"] = crosscheck_fla(res["kda_io"], fla_path, tc["rms_norm_eps"])
         if spec["experts"] == "mxfp4":
             res["crosscheck_mxfp4_hf"] = crosscheck_mxfp4_hf(res["stored"])
@@ -1563,6 +1680,8 @@ def main():
         tv = None
     log(f"torch {torch.__version__} transformers {tv} cuda {torch.cuda.is_available()}")
     self_test(log)
+    if args.fla:
+        install_fla_package(args.fla)   # before transformers' kimi_linear is imported, so that it can find fla
     only = set(args.only.split(",")) if args.only else None
     tmp = tempfile.mkdtemp()
     summaries, failures, made = [], [], []
