@@ -1082,7 +1082,10 @@ def crosscheck_transformers(io, tc=None):
     if dump and not os.path.exists(os.path.join(dump, "transformers_modeling_kimi_linear.py")):
         with open(os.path.join(dump, "transformers_modeling_kimi_linear.py"), "w") as f:
             f.write(src)
-    res["has_lower_bound_gate"] = "lower_bound" in src
+    code_lines = [ln for ln in src.splitlines() if not ln.strip().startswith("#") and '"""' not in ln]
+    res["code_mentions_lower_bound"] = any("lower_bound" in ln for ln in code_lines)
+    res["code_mentions_situ"] = any("situ" in ln.lower() for ln in code_lines)
+    res["code_mentions_attn_res"] = any("attn_res" in ln for ln in code_lines)
     res["functions"] = sorted(n for n in dir(mkl) if any(s in n.lower() for s in ("kda", "conv1d", "l2norm", "delta")))
     if tc is not None:
         errs = []
@@ -1101,6 +1104,9 @@ def crosscheck_transformers(io, tc=None):
                 except Exception as e:  # noqa: BLE001
                     err = f"{dev}: {type(e).__name__}: {str(e)[:300]}"
                     break
+            if err and "unmapped parameters" in err:
+                errs.append("not comparable (its KDA layer is Kimi-Linear's, not K3's): " + err)
+                break
             if err is None:
                 res["kda_layer_module"] = {"device": dev, "max_abs_diff_vs_layer_output": worst,
                                            "layer_output_max_abs": max(float(d["out"].abs().max())
@@ -1109,24 +1115,47 @@ def crosscheck_transformers(io, tc=None):
             errs.append(err)
         if "kda_layer_module" not in res:
             res["kda_layer_module"] = " | ".join(errs)
-    for name in ("torch_recurrent_kda", "torch_chunk_kda"):
+    # the pure-torch KDA functions (5.17: recurrent_kimi_delta_attention / chunk_kimi_delta_attention; the modular
+    # sources seen in the index: torch_recurrent_kda / torch_chunk_kda), fed this fixture's post-conv q, k, v, the K3
+    # gate and sigmoid(beta); they do the L2 norm (use_qk_l2norm_in_kernel) and the K^-0.5 scale themselves
+    for name in ("recurrent_kimi_delta_attention", "chunk_kimi_delta_attention", "torch_recurrent_kda",
+                 "torch_chunk_kda"):
         fn = getattr(mkl, name, None)
         if fn is None:
             continue
         fn = inspect.unwrap(fn)
         worst = 0.0
         try:
+            params = inspect.signature(fn).parameters
             for li, d in io.items():
                 q, k, v, g, beta = (x[None].float() for x in (d["q"], d["k"], d["v"], d["g"], d["beta"]))
                 kw = dict(use_qk_l2norm_in_kernel=True)
-                params = inspect.signature(fn).parameters
                 if "chunk_size" in params:
                     kw["chunk_size"] = 8
+                if "initial_state" in params:
+                    kw["initial_state"] = None
+                if "output_final_state" in params:
+                    kw["output_final_state"] = False
                 o, _ = fn(q, k, v, g=g, beta=beta, **kw)
                 worst = max(worst, maxdiff(o[0], d["o"]))
             res[name + "_max_abs_diff"] = worst
         except Exception as e:  # noqa: BLE001
             res[name + "_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    cls = getattr(mkl, "KimiLinearRMSNormGated", None)
+    if cls is not None:
+        try:
+            worst = 0.0
+            for li, d in io.items():
+                K = d["o"].shape[-1]
+                nrm = cls(K, eps=tc["rms_norm_eps"] if tc else 1e-5).float()
+                res["KimiLinearRMSNormGated_activation"] = str(getattr(nrm, "activation", None))
+                with torch.no_grad():
+                    nrm.weight.copy_(d["o_norm"].float())
+                    y = nrm(d["o"].float()[None], d["gate"].float()[None])
+                worst = max(worst, maxdiff(y[0], d["y"]))
+            res["KimiLinearRMSNormGated_max_abs_diff"] = worst
+        except Exception as e:  # noqa: BLE001
+            res["KimiLinearRMSNormGated_error"] = f"{type(e).__name__}: {str(e)[:300]}"
     fn = getattr(mkl, "causal_conv1d_fn", None)
     if fn is not None:
         fn = inspect.unwrap(fn)
@@ -1504,17 +1533,20 @@ def crosscheck_sentence(ref):
     tr = ref.get("crosscheck_transformers_kimi_linear", {})
     if tr.get("available"):
         km = tr.get("kda_layer_module")
-        parts.append(f"transformers {tr.get('transformers_version')} kimi_linear: its KDA layer module built from "
-                     "this config with these weights "
-                     + (f"({km.get('device')}) vs this KDA layer's output " + f(km.get("max_abs_diff_vs_layer_output"))
-                        if isinstance(km, dict) else f(km))
-                     + ("; torch_recurrent_kda / torch_chunk_kda fed the K3 gate precomputed (Kimi-Linear's own gate "
-                        "is -exp(A_log)*softplus(g + dt_bias)) "
-                        + f(tr.get("torch_recurrent_kda_max_abs_diff", tr.get("torch_recurrent_kda_error"))) + " / "
-                        + f(tr.get("torch_chunk_kda_max_abs_diff", tr.get("torch_chunk_kda_error")))
-                        if any(k.startswith("torch_") for k in tr) else "")
+        fns = [n for n in ("recurrent_kimi_delta_attention", "chunk_kimi_delta_attention", "torch_recurrent_kda",
+                           "torch_chunk_kda") if n + "_max_abs_diff" in tr or n + "_error" in tr]
+        parts.append(f"transformers {tr.get('transformers_version')} kimi_linear, fed this fixture's post-conv q/k/v, "
+                     "the K3 gate precomputed (Kimi-Linear's own gate is -exp(A_log)*softplus(g + dt_bias)) and "
+                     "sigmoid(beta): "
+                     + ", ".join(n + " " + f(tr.get(n + "_max_abs_diff", tr.get(n + "_error"))) for n in fns)
+                     + ", KimiLinearRMSNormGated " + f(tr.get("KimiLinearRMSNormGated_max_abs_diff",
+                                                            tr.get("KimiLinearRMSNormGated_error")))
                      + ", causal_conv1d_fn " + f(tr.get("causal_conv1d_fn_max_abs_diff",
-                                                        tr.get("causal_conv1d_fn_error"))))
+                                                        tr.get("causal_conv1d_fn_error")))
+                     + "; its KDA layer module: "
+                     + (f"max |diff| {f(km.get('max_abs_diff_vs_layer_output'))} ({km.get('device')})"
+                        if isinstance(km, dict) else "not comparable (Kimi-Linear parameterisation: softplus "
+                                                     "forget_gate, low-rank g_a/g_b output gate)"))
     else:
         parts.append("transformers kimi_linear not available")
     fl = ref.get("crosscheck_fla", {})
