@@ -36,14 +36,13 @@ the K3 loader.  Output conventions are those of tools/make_reference_fixtures.py
   reference_logits.f32           little-endian float32 [n_rows][vocab]; row i = logits after position i of
                                  prompt_ids + greedy_ids[:15] from ONE full forward pass.
 
-The reference (K3Reference below) is NOT transformers: transformers' kimi_linear is no complete K3 implementation
-(notes §9: mid-refactor sources, module names that differ from the checkpoint's, SiTU documented as
-gate*sigmoid(beta*gate)) and cannot load this layout.  It is a
-pure-PyTorch transcription of Moonshot's published K3 modeling code as quoted in the K3 research notes (each piece
-names the function it follows: KimiDecoderLayer._forward_attn_residual, _apply_attn_res, KimiDeltaAttention.forward
-with fla's ShortConvolution / naive_kda_lowerbound_gate / naive_recurrent_kda / FusedRMSNormGated,
-KimiMLAAttention.forward, KimiMoEGate.forward, KimiSparseMoeBlock.forward, KimiMLP, SituAndMul), run in f32 on the
-f32 values of exactly the stored weights (MXFP4 experts exactly dequantized; vision tensors skipped).  Greedy = 16
+The reference (K3Reference below) is NOT transformers: transformers' kimi_linear (5.17) implements Kimi-Linear only
+(see the end of this docstring) and cannot load this layout.  It is a pure-PyTorch transcription of Moonshot's
+published K3 modeling code as quoted in the K3 research notes (each piece names the function it follows:
+KimiDecoderLayer._forward_attn_residual, _apply_attn_res, KimiDeltaAttention.forward with fla's ShortConvolution /
+naive_kda_lowerbound_gate / naive_recurrent_kda / FusedRMSNormGated, KimiMLAAttention.forward, KimiMoEGate.forward,
+KimiSparseMoeBlock.forward, KimiMLP, SituAndMul), run in f32 on the f32 values of exactly the stored weights (MXFP4
+experts exactly dequantized; vision tensors skipped).  Greedy = 16
 full forwards (no cache) with argmax.  A seed is rejected (next one tried, +1000 each) unless: every greedy step has
 a top1-top2 gap >= 2e-2 (step passes and the final full pass), every routing choice (k-th vs (k+1)-th of sigmoid +
 e_score_correction_bias, every MoE layer, position and pass) has a margin >= 1e-4, >= 6 distinct greedy tokens, the
@@ -52,12 +51,13 @@ exp(g) is not saturated (< 10% of values below 0.01 or above 0.99), and SiTU's b
 (|gate| > 4) by some routed expert.
 
 Run on the lent accelerator machine (torch + transformers there, no network), with a copy of
-flash-linear-attention's source (fla/, commit bc3b101d of 2026-08-22) for the cross-checks; because `run` sends
-the session's checkout, the script and an fla tarball travelled in an ignored, carried folder .k3carry/:
+flash-linear-attention's source (fla/, commit bc3b101d of 2026-08-22, `git archive HEAD fla | gzip`) for the
+cross-checks.  `run` sends the session's checkout, so the script and the fla tarball travelled in a folder .k3carry/
+of that checkout, ignored through .git/info/exclude and named in carry:
 
     run(command="set -o pipefail; cd .k3carry && mkdir -p /tmp/flasrc && tar -xzf fla_src.tar.gz -C /tmp/flasrc &&
                  PYTHONUNBUFFERED=1 python3 make_k3_fixtures.py --out /tmp/k3fx --tar $OUT/k3_fixtures.tar.gz
-                 --fla /tmp/flasrc 2>&1 | tee $OUT/log.txt", carry=[".k3carry"], timeout_s=450)
+                 --fla /tmp/flasrc --gpu-budget-s 150 2>&1 | tee $OUT/log.txt", carry=[".k3carry"], timeout_s=420)
 
 then, here:
 
@@ -66,8 +66,9 @@ then, here:
     cp -r /tmp/k3fx/heldout/*   /work/notes/k3_heldout/          # held-out set, never committed
 
 Options: --only NAME[,NAME...], --max-tries N, --fla DIR (a folder holding fla/; without it the fla checks are
-skipped), --gpu-budget-s S.  Without a GPU, torch 1.13 (Debian's python3-torch) runs everything but the GPU and
-transformers cross-checks (that is how the script was developed; the seeds it accepts there may differ).
+skipped), --gpu-budget-s S (no new fla GPU check after S seconds).  Without a GPU, torch 1.13 (Debian's
+python3-torch) runs everything but the GPU and transformers cross-checks; that is how the script was developed.
+The fixtures are first written (and tarred) by a CPU phase; the fla GPU checks then run and update reference.json.
 
 Cross-checks (results per fixture in reference.json; asserted ones fail the run):
   * recurrent vs chunked KDA: the recurrence (fla naive_recurrent_kda) against a chunked WY/UT-transform form
@@ -75,9 +76,12 @@ Cross-checks (results per fixture in reference.json; asserted ones fail the run)
     5, on every KDA layer of the final full pass: max |diff| of the KDA core outputs asserted < 1e-4.
   * token-by-token decode with conv (last 3 inputs) / recurrent-state / KV caches, and a two-piece chunked prefill
     with carried state, against the full pass (asserted < 1e-3 on the logits); the same maths in f64.
-  * transformers.models.kimi_linear (when present): torch_recurrent_kda / torch_chunk_kda / causal_conv1d_fn on this
-    fixture's KDA inputs.  Their gate is computed by the caller: Kimi-Linear's is -exp(A_log)*softplus(g + dt_bias),
-    K3's (gate_lower_bound set) is -5*sigmoid(exp(A_log)*(g + dt_bias)), so the K3 gate is passed in precomputed.
+  * transformers.models.kimi_linear (when present): its pure-torch KDA functions (5.17: recurrent_kimi_delta_attention,
+    chunk_kimi_delta_attention; torch_recurrent_kda / torch_chunk_kda in other versions), causal_conv1d_fn and
+    KimiLinearRMSNormGated on this fixture's KDA inputs.  Their gate is computed by the caller: Kimi-Linear's is
+    -exp(A_log)*softplus(g + dt_bias), K3's (gate_lower_bound set) is -5*sigmoid(exp(A_log)*(g + dt_bias)), so the
+    K3 gate is passed in precomputed.  Its KDA layer module is also tried with these weights (not comparable in
+    5.17: Kimi-Linear parameterisation).
   * flash-linear-attention (the library K3's KimiDeltaAttention calls): naive_recurrent_kda, naive_chunk_kda,
     naive_kda_lowerbound_gate (CPU), and on the GPU ShortConvolution(silu), chunk_kda(safe_gate=True,
     lower_bound=-5) / fused_recurrent_kda with K3's kwargs (raw g and beta logits, A_log, dt_bias,
@@ -86,7 +90,54 @@ Cross-checks (results per fixture in reference.json; asserted ones fail the run)
   * MXFP4: transformers.integrations.mxfp4.convert_moe_packed_tensors on every weight_packed/weight_scale pair viewed
     as [1, out, in/32, 16] blocks (gpt-oss uses the same E2M1 table and low-nibble-first order).
 
-@@RUN_RECORD@@
+Run record (2026-12-01).  The committed tests/fixtures/k3_staging/{k3_bf16,k3_mxfp4} and the held-out h_k3_* come
+from the third device run of the command above (76 s wall: 32 s to the CPU-phase tar, imports included, then ~28 s of
+fla GPU checks); the first two runs made identical fixtures (same seeds, tensors and logits) and only fixed the
+cross-check plumbing (fla's package version, the names of transformers 5.17's KDA functions).  Versions there:
+Python 3.12.3, torch 2.11.0+cu130, transformers 5.17.0, safetensors 0.8.0, triton 3.6.0, einops 0.8.2, NVIDIA
+H200; fla 0.5.2 source at bc3b101d.  Before that the script was developed with Debian's torch 1.13 (CPU only): it
+accepts the same seeds and writes identical tensors there, with logits within 1.2e-4 of the device's (k3_bf16).
+
+  fixture       seed  P   V    H    layers (K=KDA A=MLA, d=dense M=MoE)  AttnRes banks  KDA   MLA  experts (lat/width)
+  k3_bf16       4101  14  320  64   K+d K+M A+M K+M K+M A+M              0,2,4 (bs 2)   4x16  4    8 top4 bf16 (40/24)
+  k3_mxfp4      6201  12  384  64   K+d K+M K+M A+M A+M                  0,3 (bs 3)     2x24  2    12 top4 MXFP4 (32/64)
+  h_k3_wide     7101  19  512  128  A+d K+d K+M K+M A+M K+M K+M A+M      0,4 (bs 4)     3x32  3    16 top4 bf16 (96/48)
+  h_k3_mxfp4_b  6201  17  300  128  K+d K+M K+M A+M K+M K+M A+M          0,3,6 (bs 3)   2x32  2    10 top4 MXFP4 (96/64)
+  h_k3_mix      7301  10  448  96   K+d K+M A+M A+M K+M K+M              0,3 (bs 3)     4x16  4    16 top4 MXFP4 (64/32)
+
+  fixture       conv/A_log/dt_bias  min greedy gap  min route margin  f32 vs f64 logits
+  k3_bf16       F32                 0.044           4.7e-4            4.9e-5
+  k3_mxfp4      BF16                0.0235          1.7e-3            1.5e-5
+  h_k3_wide     F32                 0.031           6.3e-4            4.0e-5
+  h_k3_mxfp4_b  BF16                0.034           3.2e-4            6.9e-5
+  h_k3_mix      F32                 0.061           2.0e-3            3.3e-5
+  (MLA: q_lora 48/32/40/32/48, kv_lora 32, nope 16, rope 8, v 16 (h_k3_wide 24); shared experts 2/1/2/1/2;
+  h_k3_wide: first_k_dense_replace 2, routed_scaling_factor 2.0; h_k3_mix: moe_renormalize false,
+  routed_scaling_factor 2.5; AttnRes max softmax prob <= 0.989; KDA decay exp(g) 10%/50%/90% quantiles
+  ~0.18/0.5/0.88; ~11% of the routed experts' gate pre-activations beyond +-4 (SiTU's tanh cap), none beyond +-25.)
+
+  max |diff| over all KDA layers             k3_bf16  k3_mxfp4  h_k3_wide  h_k3_mxfp4_b  h_k3_mix
+  chunked (8 / 5) vs recurrent, KDA core     7.7e-7   1.5e-7    4.5e-7     3.3e-7        1.4e-6   asserted < 1e-4
+  ... the same on the logits                 1.1e-4   1.7e-5    3.6e-5     3.8e-5        2.0e-5
+  token-by-token decode with caches, logits  6.8e-5   1.8e-5    6.0e-5     6.3e-5        2.8e-5   asserted < 1e-3
+  fla naive_recurrent_kda / naive_chunk_kda  6e-8     4e-8      6e-8       3e-8          6e-8
+  fla naive_kda_lowerbound_gate (K3 decay)   0        0         0          0             0
+  fla GPU fused_recurrent_kda, K3 kwargs     4.5e-8   4.5e-8    7.5e-8     6.0e-8        8.9e-8
+  fla GPU chunk_kda(safe_gate, lb -5)        5.4e-4   5.9e-4    4.0e-4     3.7e-4        1.0e-3   (*)
+  fla GPU ShortConvolution                   7.2e-7   1.4e-6    7.2e-7     9.5e-7        9.5e-7
+  fla GPU FusedRMSNormGated                  7.2e-7   6.0e-7    7.2e-7     4.8e-7        4.8e-7
+  transformers recurrent_kimi_delta_attn.    3.0e-8   4.5e-8    2.2e-8     3.0e-8        3.0e-8
+  transformers chunk_kimi_delta_attention    6.0e-8   4.5e-8    4.5e-8     3.0e-8        6.0e-8
+  transformers causal_conv1d_fn              7.2e-7   9.5e-7    7.2e-7     9.5e-7        9.5e-7
+  transformers KimiLinearRMSNormGated        0        0         0          0             0
+  transformers convert_moe_packed_tensors    -        0         -          0             0        (all MXFP4 pairs)
+  (*) |o| <= 0.47: the precision of the safe_gate tensor-core path; fused_recurrent_kda with the same kwargs agrees
+  to 1e-7.
+transformers 5.17's kimi_linear implements Kimi-Linear only: its KimiLinearForgetGate is -exp(A_log)*softplus(.)
+("no gate_lower_bound"), its output gate is low-rank g_a/g_b, and it has no SiTU, AttnRes, latent MoE or MLA
+output gate, so its KDA layer module cannot take K3 weights ("not comparable" in reference.json); its pure-torch
+KDA functions take the decay precomputed, so they were fed the K3 gate.  Nothing in transformers or fla covers
+AttnRes, the gated NoPE MLA, the latent MoE or SiTU: those follow the published code quoted in the notes.
 """
 
 import argparse
@@ -1224,7 +1275,8 @@ def crosscheck_fla(io, fla_path, eps):
         from fla.ops.kda.gate import naive_kda_lowerbound_gate
         w = 0.0
         for li, d in io.items():
-            g = naive_kda_lowerbound_gate(d["g_raw"].float(), d["A_log"].float(), d["dt_bias"].float(), lower_bound=-5.0)
+            g = naive_kda_lowerbound_gate(d["g_raw"].float(), d["A_log"].float(), d["dt_bias"].float(),
+                                          lower_bound=-5.0)
             w = max(w, maxdiff(g, d["g"]))
         return w
 
@@ -1496,7 +1548,8 @@ def notes_for(spec, tc, res):
         "full-rank output gate, o_norm eps rms_norm_eps); MLA "
         f"{tc['num_attention_heads']} heads, q_lora {tc['q_lora_rank']}, kv_lora {tc['kv_lora_rank']}, nope "
         f"{tc['qk_nope_head_dim']}, rope {tc['qk_rope_head_dim']} (NO rotary: NoPE, k_rot shared), v "
-        f"{tc['v_head_dim']}, q_a/kv_a layernorm eps 1e-6, softmax scale {(tc['qk_nope_head_dim'] + tc['qk_rope_head_dim']) ** -0.5:.6g}, "
+        f"{tc['v_head_dim']}, q_a/kv_a layernorm eps 1e-6, softmax scale "
+        f"{(tc['qk_nope_head_dim'] + tc['qk_rope_head_dim']) ** -0.5:.6g}, "
         "sigmoid output gate",
         f"latent MoE: {tc['num_experts']} experts top-{tc['num_experts_per_token']} (sigmoid router in f32, "
         f"e_score_correction_bias for the choice only, moe_renormalize {tc['moe_renormalize']}, routed_scaling_factor "
@@ -1553,12 +1606,13 @@ def crosscheck_sentence(ref):
     if fl.get("available"):
         nv = fl.get("naive")
         parts.append("fla naive_recurrent_kda / naive_chunk_kda "
-                     + (f(nv.get("naive_recurrent_kda_max_abs_diff")) + " / " + f(nv.get("naive_chunk_kda_max_abs_diff"))
-                        if isinstance(nv, dict) else f(nv))
+                     + (f(nv.get("naive_recurrent_kda_max_abs_diff")) + " / "
+                        + f(nv.get("naive_chunk_kda_max_abs_diff")) if isinstance(nv, dict) else f(nv))
                      + ", naive_kda_lowerbound_gate " + f(fl.get("naive_kda_lowerbound_gate_max_abs_diff")))
         gp = fl.get("gpu")
         if isinstance(gp, dict):
-            parts.append("fla GPU kernels with K3's kwargs: ShortConvolution " + f(gp.get("ShortConvolution_max_abs_diff"))
+            parts.append("fla GPU kernels with K3's kwargs: ShortConvolution "
+                         + f(gp.get("ShortConvolution_max_abs_diff"))
                          + ", chunk_kda(safe_gate, lower_bound -5) " + f(gp.get("chunk_kda_max_abs_diff"))
                          + ", fused_recurrent_kda " + f(gp.get("fused_recurrent_kda_max_abs_diff"))
                          + ", FusedRMSNormGated " + f(gp.get("FusedRMSNormGated_max_abs_diff"))
