@@ -2,6 +2,9 @@
 // and clear errors for contradictory configs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "model/model_config.h"
@@ -152,6 +155,82 @@ TEST(ModelConfig, ContradictionsAreClearErrors) {
   j = deepseek();
   j["vocab_size"] = -1;
   expect_error(j, "vocab_size");
+}
+
+// Kimi K3's published config.json (moonshotai/Kimi-K3, as quoted field for
+// field by the public implementations that load it; docs/kimi_k3.md), its
+// text_config read as the text model: the layer lists are 1-based.
+json kimi_k3() {
+  json kda = json::array(), full = {4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 68, 72, 76, 80, 84, 88, 92, 93};
+  for (int l = 1; l <= 93; ++l)
+    if (std::find(full.begin(), full.end(), l) == full.end()) kda.push_back(l);
+  json text = json::parse(R"({
+    "activation_situ_beta": 4.0, "activation_situ_linear_beta": 25.0, "attn_res_block_size": 12,
+    "eos_token_id": 163586, "first_k_dense_replace": 1, "hidden_act": "situ", "hidden_size": 7168,
+    "intermediate_size": 33792, "kv_lora_rank": 512, "latent_moe_use_norm": true,
+    "linear_attn_config": {"gate_lower_bound": -5.0, "head_dim": 128, "num_heads": 96, "short_conv_kernel_size": 4,
+                           "use_full_rank_gate": true},
+    "max_position_embeddings": 1048576, "mla_use_nope": true, "mla_use_output_gate": true,
+    "model_type": "kimi_linear", "moe_intermediate_size": 3072, "moe_layer_freq": 1, "moe_renormalize": true,
+    "moe_router_activation_func": "sigmoid", "num_attention_heads": 96, "num_expert_group": 1,
+    "num_experts": 896, "num_experts_per_token": 16, "num_hidden_layers": 93, "num_key_value_heads": 96,
+    "num_nextn_predict_layers": 0, "num_shared_experts": 2, "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+    "quantization_config": {"format": "mxfp4-pack-quantized", "quant_method": "compressed-tensors"},
+    "rms_norm_eps": 1e-05, "routed_expert_hidden_size": 3584, "routed_scaling_factor": 1.0,
+    "tie_word_embeddings": false, "topk_group": 1, "use_grouped_topk": true, "v_head_dim": 128,
+    "vocab_size": 163840})");
+  text["linear_attn_config"]["kda_layers"] = kda;
+  text["linear_attn_config"]["full_attn_layers"] = full;
+  return {{"architectures", {"KimiK3ForConditionalGeneration"}}, {"bos_token_id", 163584}, {"eos_token_id", 163586},
+          {"model_type", "kimi_k3"}, {"pad_token_id", 163839}, {"tie_word_embeddings", false}, {"text_config", text}};
+}
+
+TEST(ModelConfig, ReadsKimiK3AsPublished) {
+  const ModelConfig c = ModelConfig::from_json(kimi_k3(), "config.json");
+  EXPECT_EQ(c.arch, Arch::KimiK3);
+  EXPECT_EQ(c.num_layers, 93);
+  int64_t kda = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) kda += c.layer_is_kda(l);
+  EXPECT_EQ(kda, 69);
+  EXPECT_TRUE(c.layer_is_kda(0));
+  EXPECT_TRUE(c.layer_is_kda(2));
+  EXPECT_FALSE(c.layer_is_kda(3));   // "4" in full_attn_layers
+  EXPECT_FALSE(c.layer_is_kda(91));  // "92"
+  EXPECT_FALSE(c.layer_is_kda(92));  // "93"
+  EXPECT_FALSE(c.layer_is_moe(0));
+  EXPECT_TRUE(c.layer_is_moe(1));
+  EXPECT_TRUE(c.layer_is_moe(92));
+  EXPECT_EQ(c.qk_head_dim(), 192);
+  EXPECT_EQ(c.kda_heads * c.kda_head_dim, 12288);
+  EXPECT_EQ(c.n_routed_experts, 896);
+  EXPECT_EQ(c.num_experts_per_tok, 16);
+  EXPECT_EQ(c.latent_width, 3584);
+  EXPECT_TRUE(c.mxfp4_experts);
+  EXPECT_TRUE(c.mla_nope && c.mla_output_gate);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int32_t>{163586});
+  EXPECT_EQ(c.bos_token_id, 163584);
+  EXPECT_DOUBLE_EQ(c.attention_scale(), 1.0 / std::sqrt(192.0));
+}
+
+TEST(ModelConfig, KimiK3RefusesWhatItDoesNotRun) {
+  auto refuses = [](const std::function<void(json&)>& edit, const std::string& phrase) {
+    json j = kimi_k3();
+    edit(j);
+    try {
+      ModelConfig::from_json(j, "config.json");
+      ADD_FAILURE() << "accepted: " << phrase;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+    }
+  };
+  refuses([](json& j) { j.erase("text_config"); }, "text_config");
+  refuses([](json& j) { j["text_config"]["linear_attn_config"].erase("gate_lower_bound"); }, "gate_lower_bound");
+  refuses([](json& j) { j["text_config"]["linear_attn_config"]["full_attn_layers"].push_back(1); }, "both");
+  refuses([](json& j) { j["text_config"]["linear_attn_config"]["kda_layers"].push_back(94); }, "layer 94");
+  refuses([](json& j) { j["text_config"]["hidden_act"] = "gelu"; }, "hidden_act");
+  refuses([](json& j) { j["text_config"]["mla_use_nope"] = false; }, "mla_use_nope");
+  refuses([](json& j) { j["text_config"]["quantization_config"]["format"] = "int4-pack-quantized"; }, "int4-pack-quantized");
 }
 
 }  // namespace

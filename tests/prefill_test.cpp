@@ -136,10 +136,12 @@ TEST_P(BatchInvariance, PrefixReuseGivesTheSameBits) {
   EXPECT_EQ(cold.reused_tokens, 0);
   ASSERT_EQ(again.tokens, cold.tokens);
   for (size_t k = 0; k < cold.logits.size(); ++k) ASSERT_TRUE(same_bits(again.logits[k], cold.logits[k])) << k;
-  // A prompt that diverges early reuses only the common part.
+  // A prompt that diverges early reuses only the common part; a recurrent
+  // state (Kimi K3's KDA layers) holds only its latest position, so there
+  // nothing is reused.
   Session after = std::move(loaded);
   const GenerateResult other = generate(*m, {4, 8, 99, 1}, g, after);
-  EXPECT_EQ(other.reused_tokens, 2);
+  EXPECT_EQ(other.reused_tokens, m->config().kda_layers.empty() ? 2 : 0);
 }
 
 // The MLA latent cache (kv_lora_rank + rope dims per token and layer, f32)

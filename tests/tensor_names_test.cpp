@@ -144,11 +144,13 @@ TEST(TensorNames, EveryFixtureTensorIsDeclaredByItsArchitectureAndViceVersa) {
     const Declared want = declared(ck.config, Naming::Hf);
     EXPECT_EQ(got, want) << "in the checkpoint:\n" << describe(got) << "declared:\n" << describe(want);
     // Routed experts are what the name table says they are, and what their
-    // HF spelling says independently of the table (model.layers.L.mlp.experts.E.*).
+    // HF spelling says independently of the table (model.layers.L.mlp.experts.E.*,
+    // Kimi K3's model.layers.L.block_sparse_moe.experts.E.*).
     for (const std::string& n : ck.source->names()) {
       const auto id = parse_tensor_name(n, Naming::Hf);
       ASSERT_TRUE(id.has_value()) << n;
-      const bool spelled_expert = n.find(".mlp.experts.") != std::string::npos;
+      const bool spelled_expert =
+          n.find(".mlp.experts.") != std::string::npos || n.find(".block_sparse_moe.experts.") != std::string::npos;
       EXPECT_EQ(tensor_name(id->kind).role == TensorRole::Expert, spelled_expert) << n;
       EXPECT_EQ(is_routed_expert_tensor(n), spelled_expert) << n;
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Make tiny random-weight Kimi K3 checkpoints (published layout) and their pure-PyTorch reference outputs.
 
-This script is the provenance of tests/fixtures/k3_staging/<name>/ (committed set) and of the held-out h_k3_* set
+This script is the provenance of tests/fixtures/models/<name>/ (committed set) and of the held-out h_k3_* set
 (kept outside the repository).  The C++ side does not load K3 yet, so the fixtures are NOT under
 tests/fixtures/models/ (whose every folder tests/reference_model_test.cpp runs); move them there together with
 the K3 loader.  Output conventions are those of tools/make_reference_fixtures.py:
@@ -62,7 +62,7 @@ of that checkout, ignored through .git/info/exclude and named in carry:
 then, here:
 
     tar -xzf <files_at>/k3_fixtures.tar.gz -C /tmp/k3fx
-    cp -r /tmp/k3fx/committed/* tests/fixtures/k3_staging/      # committed set
+    cp -r /tmp/k3fx/committed/* tests/fixtures/models/      # committed set
     cp -r /tmp/k3fx/heldout/*   /work/notes/k3_heldout/          # held-out set, never committed
 
 Options: --only NAME[,NAME...], --max-tries N, --fla DIR (a folder holding fla/; without it the fla checks are
@@ -90,7 +90,7 @@ Cross-checks (results per fixture in reference.json; asserted ones fail the run)
   * MXFP4: transformers.integrations.mxfp4.convert_moe_packed_tensors on every weight_packed/weight_scale pair viewed
     as [1, out, in/32, 16] blocks (gpt-oss uses the same E2M1 table and low-nibble-first order).
 
-Run record (2026-12-01).  The committed tests/fixtures/k3_staging/{k3_bf16,k3_mxfp4} and the held-out h_k3_* come
+Run record (2026-12-01).  The committed tests/fixtures/models/{k3_bf16,k3_mxfp4} and the held-out h_k3_* come
 from the third device run of the command above (76 s wall: 32 s to the CPU-phase tar, imports included, then ~28 s of
 fla GPU checks); the first two runs made identical fixtures (same seeds, tensors and logits) and only fixed the
 cross-check plumbing (fla's package version, the names of transformers 5.17's KDA functions).  Versions there:

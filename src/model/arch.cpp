@@ -48,6 +48,7 @@ std::vector<std::pair<TensorKind, int64_t>> declared_tensors(const ModelConfig& 
   std::vector<std::pair<TensorKind, int64_t>> out = {{TensorKind::TokenEmbd, -1}, {TensorKind::OutputNorm, -1}};
   if (!c.tie_word_embeddings) out.emplace_back(TensorKind::Output, -1);
   const ArchSpec& spec = arch_spec(c.arch);
+  for (TensorKind k : spec.model_tensors) out.emplace_back(k, -1);
   std::vector<TensorKind> kinds;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     kinds.clear();

@@ -96,6 +96,9 @@ struct ArchSpec {
   // Its routed experts carry biases (gpt-oss): what synth writes.
   bool expert_biases = false;
 
+  // Model-level kinds beyond the token table, final norm and head (Kimi K3's
+  // last AttnRes mix).
+  std::span<const TensorKind> model_tensors;
   // The tensor kinds its GGUF files may hold (the GGUF → HF view maps these
   // and lists any other tensor as unmapped).
   std::span<const TensorKind> gguf_tensors;

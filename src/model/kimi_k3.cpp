@@ -196,6 +196,7 @@ ExpertBindFn bind_experts(const TensorSource& source, WeightBinder& binder, cons
   };
 }
 
+constexpr TensorKind kModelTensors[] = {OutputResProj, OutputResNorm};
 constexpr const char* kModelTypes[] = {"kimi_k3"};
 constexpr const char* kHiddenActs[] = {"situ"};
 
@@ -218,6 +219,7 @@ const ArchSpec& kimi_k3_arch() {
       .attention_scale = mla_attention_scale,
       .cache_widths = mla_cache_widths,
       .attention_widths = attention_widths,
+      .model_tensors = kModelTensors,
       .declare_layer = declare_layer,
       .bind_layer = bind_layer,
       .bind_experts = bind_experts,

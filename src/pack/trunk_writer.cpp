@@ -7,6 +7,7 @@
 #include "formats/gguf_writer.h"
 #include "formats/safetensors_writer.h"
 #include "kernels/quantize.h"
+#include "model/arch.h"
 #include "model/tensor_names.h"
 #include "model/weights.h"
 #include "util/error.h"
@@ -73,9 +74,13 @@ TrunkResult write_hf_trunk(const Checkpoint& ck, const fs::path& dir, bool int8,
   std::vector<SafetensorsOut> out;
   TrunkResult r;
   r.tensors = nlohmann::json::object();
+  // Stored as the checkpoint stored them: the trunk keeps its config.json,
+  // which (Kimi K3) names a prefix for the text model's tensors.
+  const std::string stored_prefix = arch_spec(ck.config.arch).hf.tensor_prefix;
   auto add = [&](SafetensorsOut t) {
     r.tensors[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}};
     r.bytes += t.nbytes;
+    t.name = stored_prefix + t.name;
     out.push_back(std::move(t));
   };
   for (const std::string& name : ck.source->names()) {
