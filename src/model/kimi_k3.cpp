@@ -104,6 +104,9 @@ void validate_hf(const ConfigReader& r, const ModelConfig& c) {
   if (c.first_k_dense_replace > 0) positive(c.intermediate_size, "intermediate_size");
   require(c.situ_beta > 0 && c.situ_linear_beta > 0, r, "the SiTU betas must be positive");
   require(c.kda_gate_lower_bound < 0, r, "gate_lower_bound must be negative");
+  // The CPU backend keeps a head's per-token vectors on the stack.
+  require(c.kda_head_dim <= 512, r, "linear_attn_config.head_dim above 512 is not supported");
+  require(c.kda_conv_kernel <= 64, r, "linear_attn_config.short_conv_kernel_size above 64 is not supported");
 }
 
 void write_hf(const ModelConfig&, json&) { throw Error("writing a kimi_k3 config is not supported yet"); }

@@ -124,20 +124,7 @@ kernels::WeightMatrix WeightBinder::packed_mxfp4(const std::string& prefix, int6
                 "': MXFP4 needs an input width that is a multiple of 32, the config implies " + std::to_string(in));
   const TensorView& p = expect(pname, {out, in / 2});
   const TensorView& s = expect(sname, {out, in / 32});
-  if (p.dtype != DType::U8) throw Error(where(p) + " has type " + dtype_name(p.dtype) + "; expected U8");
-  if (s.dtype != DType::U8 && s.dtype != DType::F8_E8M0)
-    throw Error(where(s) + " has type " + dtype_name(s.dtype) + "; expected U8 (E8M0 exponents)");
-  kernels::WeightMatrix w;
-  w.dtype = DType::U8;
-  w.packing = kernels::Packing::Mxfp4Split;
-  w.out = out;
-  w.in = in;
-  w.data = p.data;
-  w.scales = s.data;
-  w.scale_dtype = DType::F8_E8M0;
-  w.scale_group = 32;
-  check(p, w, out);
-  return w;
+  return mxfp4_split(p, s, out, in, 0, 0);
 }
 
 kernels::WeightMatrix WeightBinder::table(const std::string& name, int64_t rows, int64_t cols) {
@@ -264,19 +251,24 @@ kernels::WeightMatrix WeightBinder::mxfp4(const std::string& prefix, std::option
   }
   expect(bname, bshape);
   const TensorView& s = expect(sname, sshape);
-  if (b.dtype != DType::U8) throw Error(where(b) + " has type " + dtype_name(b.dtype) + "; expected U8");
-  if (s.dtype != DType::U8 && s.dtype != DType::F8_E8M0)
-    throw Error(where(s) + " has type " + dtype_name(s.dtype) + "; expected U8 (E8M0 exponents)");
+  return mxfp4_split(b, s, out, in, static_cast<size_t>(e * out * groups * 16), static_cast<size_t>(e * out * groups));
+}
+
+kernels::WeightMatrix WeightBinder::mxfp4_split(const TensorView& codes, const TensorView& scales, int64_t out,
+                                                int64_t in, size_t code_offset, size_t scale_offset) {
+  if (codes.dtype != DType::U8) throw Error(where(codes) + " has type " + dtype_name(codes.dtype) + "; expected U8");
+  if (scales.dtype != DType::U8 && scales.dtype != DType::F8_E8M0)
+    throw Error(where(scales) + " has type " + dtype_name(scales.dtype) + "; expected U8 (E8M0 exponents)");
   kernels::WeightMatrix w;
   w.dtype = DType::U8;
   w.packing = kernels::Packing::Mxfp4Split;
   w.out = out;
   w.in = in;
-  w.data = b.data + static_cast<size_t>(e * out * groups * 16);
-  w.scales = s.data + static_cast<size_t>(e * out * groups);
+  w.data = codes.data + code_offset;
+  w.scales = scales.data + scale_offset;
   w.scale_dtype = DType::F8_E8M0;
   w.scale_group = 32;
-  check(b, w, out);
+  check(codes, w, out);
   return w;
 }
 

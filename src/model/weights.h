@@ -68,6 +68,10 @@ class WeightBinder {
 
  private:
   const TensorView& expect(const std::string& name, const std::vector<int64_t>& shape);
+  // An MXFP4 matrix whose E2M1 codes (two a byte, low nibble first) and E8M0
+  // scales (one per 32) start at these offsets of their tensors.
+  kernels::WeightMatrix mxfp4_split(const TensorView& codes, const TensorView& scales, int64_t out, int64_t in,
+                                    size_t code_offset, size_t scale_offset);
   const float* to_f32(const TensorView& t);
   // Checks that `t` holds `rows` rows of `w`'s layout and that the kernels
   // accept `w`; errors name the tensor.
