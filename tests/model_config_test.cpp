@@ -226,11 +226,17 @@ TEST(ModelConfig, KimiK3RefusesWhatItDoesNotRun) {
   };
   refuses([](json& j) { j.erase("text_config"); }, "text_config");
   refuses([](json& j) { j["text_config"]["linear_attn_config"].erase("gate_lower_bound"); }, "gate_lower_bound");
-  refuses([](json& j) { j["text_config"]["linear_attn_config"]["full_attn_layers"].push_back(1); }, "both");
+  refuses([](json& j) { j["text_config"]["linear_attn_config"]["full_attn_layers"].push_back(1); }, "listed twice");
   refuses([](json& j) { j["text_config"]["linear_attn_config"]["kda_layers"].push_back(94); }, "layer 94");
   refuses([](json& j) { j["text_config"]["hidden_act"] = "gelu"; }, "hidden_act");
   refuses([](json& j) { j["text_config"]["mla_use_nope"] = false; }, "mla_use_nope");
   refuses([](json& j) { j["text_config"]["quantization_config"]["format"] = "int4-pack-quantized"; }, "int4-pack-quantized");
+  refuses([](json& j) { j["text_config"]["linear_attn_config"]["kda_layers"][1] = 1; }, "listed twice");
+  refuses([](json& j) { j["text_config"]["linear_attn_config"]["kda_layers"].erase(0); }, "neither");
+  refuses([](json& j) { j["text_config"]["attn_res_block_size"] = int64_t{1} << 62; }, "attn_res_block_size");
+  refuses([](json& j) { j["text_config"]["num_hidden_layers"] = int64_t{1} << 40; }, "num_hidden_layers");
+  refuses([](json& j) { j["text_config"].erase("activation_situ_linear_beta"); }, "activation_situ");
+  refuses([](json& j) { j["text_config"]["linear_attn_config"]["head_dim"] = 1024; }, "head_dim");
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ struct ArchSpec {
     // wrapper); token ids may sit at either level, the top one wins.
     bool text_config = false;
     // hidden_act values it runs.
-    std::span<const char* const> hidden_acts;
+    std::span<const char* const> hidden_acts = {};
     // Its text tensors carry this prefix in the checkpoint ("" for none); the
     // others (a vision tower) are not the text model's and are not seen.
     const char* tensor_prefix = "";
@@ -98,7 +98,7 @@ struct ArchSpec {
 
   // Model-level kinds beyond the token table, final norm and head (Kimi K3's
   // last AttnRes mix).
-  std::span<const TensorKind> model_tensors;
+  std::span<const TensorKind> model_tensors = {};
   // The tensor kinds its GGUF files may hold (the GGUF → HF view maps these
   // and lists any other tensor as unmapped).
   std::span<const TensorKind> gguf_tensors;

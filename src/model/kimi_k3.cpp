@@ -32,6 +32,9 @@ std::vector<int64_t> layer_list(const ConfigReader& r, const json& cfg, const ch
 }
 
 void read_hf(const ConfigReader& r, ModelConfig& c) {
+  // Sized by the layer count below, before the common checks run.
+  require(c.num_layers > 0 && c.num_layers <= 4096, r, "num_hidden_layers must be between 1 and 4096");
+  if (r.string("hidden_act", "") != "situ") r.fail("kimi_k3 runs hidden_act 'situ' only");
   c.n_routed_experts = r.integer("num_experts");
   c.n_shared_experts = r.integer("num_shared_experts", 0);
   c.first_k_dense_replace = r.integer("first_k_dense_replace", 0);
@@ -55,6 +58,10 @@ void read_hf(const ConfigReader& r, ModelConfig& c) {
   c.attn_res_block_size = r.integer("attn_res_block_size");
   c.latent_width = r.integer("routed_expert_hidden_size");
   if (!r.boolean("latent_moe_use_norm", true)) r.fail("latent_moe_use_norm false is not supported");
+  // Both are required: the modeling code's fallbacks (beta 1, no cap on the
+  // up branch) would be another activation.
+  if (!r.has("activation_situ_beta") || !r.has("activation_situ_linear_beta"))
+    r.fail("missing activation_situ_beta or activation_situ_linear_beta");
   c.situ_beta = r.number("activation_situ_beta", 4.0);
   c.situ_linear_beta = r.number("activation_situ_linear_beta", 25.0);
 
@@ -71,16 +78,20 @@ void read_hf(const ConfigReader& r, ModelConfig& c) {
   if (!lr.boolean("use_full_rank_gate", false)) lr.fail("only use_full_rank_gate true (Kimi K3) is supported");
   const std::vector<int64_t> kda = layer_list(lr, la, "kda_layers"), full = layer_list(lr, la, "full_attn_layers");
   c.kda_layers.assign(static_cast<size_t>(std::max<int64_t>(c.num_layers, 0)), false);
-  for (int64_t l : kda) {
-    if (l < 1 || l > c.num_layers) lr.fail("kda_layers lists layer " + std::to_string(l) + " (layers are 1 to num_hidden_layers)");
-    c.kda_layers[l - 1] = true;
-  }
-  for (int64_t l : full) {
-    if (l < 1 || l > c.num_layers) lr.fail("full_attn_layers lists layer " + std::to_string(l) + " (layers are 1 to num_hidden_layers)");
-    if (c.kda_layers[l - 1]) lr.fail("layer " + std::to_string(l) + " is in both kda_layers and full_attn_layers");
-  }
-  if (kda.size() + full.size() != static_cast<size_t>(c.num_layers))
-    lr.fail("kda_layers and full_attn_layers must list every layer once");
+  std::vector<int> listed(c.kda_layers.size(), 0);
+  auto mark = [&](const std::vector<int64_t>& layers, const char* key, bool is_kda) {
+    for (int64_t l : layers) {
+      if (l < 1 || l > c.num_layers)
+        lr.fail(std::string(key) + " lists layer " + std::to_string(l) + " (layers are 1 to num_hidden_layers)");
+      if (listed[l - 1]++)
+        lr.fail("layer " + std::to_string(l) + " is listed twice (in kda_layers and full_attn_layers, each layer once)");
+      c.kda_layers[l - 1] = is_kda;
+    }
+  };
+  mark(kda, "kda_layers", true);
+  mark(full, "full_attn_layers", false);
+  for (size_t l = 0; l < listed.size(); ++l)
+    if (!listed[l]) lr.fail("layer " + std::to_string(l + 1) + " is in neither kda_layers nor full_attn_layers");
 }
 
 void validate_hf(const ConfigReader& r, const ModelConfig& c) {
@@ -91,6 +102,9 @@ void validate_hf(const ConfigReader& r, const ModelConfig& c) {
   positive(c.kda_head_dim, "linear_attn_config.head_dim");
   positive(c.kda_conv_kernel, "linear_attn_config.short_conv_kernel_size");
   positive(c.attn_res_block_size, "attn_res_block_size");
+  require(c.attn_res_block_size <= c.num_layers, r, "attn_res_block_size must not exceed num_hidden_layers");
+  require(c.kda_heads <= 4096 && c.kda_heads * c.kda_head_dim <= (1 << 20), r,
+          "linear_attn_config's heads and head_dim are implausibly large");
   positive(c.latent_width, "routed_expert_hidden_size");
   positive(c.moe_layer_freq, "moe_layer_freq");
   require(c.qk_nope_head_dim >= 0 && c.qk_rope_head_dim >= 0, r, "MLA head widths must not be negative");
@@ -101,7 +115,9 @@ void validate_hf(const ConfigReader& r, const ModelConfig& c) {
   require(c.n_group == 1 && c.topk_group == 1, r, "grouped expert selection is not supported for kimi_k3");
   require(c.first_k_dense_replace >= 0 && c.first_k_dense_replace <= c.num_layers, r,
           "first_k_dense_replace must be between 0 and num_hidden_layers");
-  if (c.first_k_dense_replace > 0) positive(c.intermediate_size, "intermediate_size");
+  bool dense = false;
+  for (int64_t l = 0; l < c.num_layers; ++l) dense = dense || !c.layer_is_moe(l);
+  if (dense) positive(c.intermediate_size, "intermediate_size");
   require(c.situ_beta > 0 && c.situ_linear_beta > 0, r, "the SiTU betas must be positive");
   require(c.kda_gate_lower_bound < 0, r, "gate_lower_bound must be negative");
   // The CPU backend keeps a head's per-token vectors on the stack.
@@ -218,11 +234,13 @@ const ArchSpec& kimi_k3_arch() {
              .read = read_hf,
              .validate = validate_hf,
              .write = write_hf},
+      .gguf = {},  // strata reads no GGUF of it
       .layer_is_moe = layer_is_moe,
       .attention_scale = mla_attention_scale,
       .cache_widths = mla_cache_widths,
       .attention_widths = attention_widths,
       .model_tensors = kModelTensors,
+      .gguf_tensors = {},
       .declare_layer = declare_layer,
       .bind_layer = bind_layer,
       .bind_experts = bind_experts,

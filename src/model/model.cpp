@@ -111,7 +111,7 @@ StepSizes Model::step_sizes(size_t rows) const {
     if (c.latent_width > 0) z.latent_width = static_cast<size_t>(c.latent_width);
   }
   if (c.attn_res_block_size > 0)
-    z.depth_blocks = static_cast<size_t>((c.num_layers + c.attn_res_block_size - 1) / c.attn_res_block_size);
+    z.depth_blocks = static_cast<size_t>((c.num_layers - 1) / c.attn_res_block_size + 1);
   return z;
 }
 
@@ -208,6 +208,17 @@ void Model::forward(std::span<const Row> rows, float* logits) {
       throw Error("the sequence needs " + std::to_string(r.pos + 1) + " positions but the context is " +
                   std::to_string(r.cache->max_positions()) + " (raise --ctx)");
   }
+  // A recurrent state (Kimi K3's KDA layers) takes each sequence's rows once,
+  // together, continuing where it stopped.
+  if (!c.kda_layers.empty())
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const bool continues = i > 0 && rows[i].cache == rows[i - 1].cache;
+      if (continues ? rows[i].pos != rows[i - 1].pos + 1 : rows[i].pos != rows[i].cache->length())
+        throw Error("internal: a sequence's rows must continue its recurrent state in order");
+      if (!continues)
+        for (size_t j = 0; j < i; ++j)
+          if (rows[j].cache == rows[i].cache) throw Error("internal: a sequence's rows are not together in the step");
+    }
   const size_t cap = step_.sizes.rows, vocab = static_cast<size_t>(c.vocab_size);
   size_t written = 0;
   for (size_t begin = 0; begin < rows.size(); begin += cap) {
