@@ -120,6 +120,39 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, StepStateTest,
                                            "ds_fp8"),
                          [](const auto& info) { return std::string(info.param); });
 
+// A snapshot brings a sequence back (a speculative step rolled back): after
+// decoding three tokens and restoring, the next token's logits are the bits
+// it had straight after the snapshot, recurrent states (Kimi K3) included;
+// a snapshot from another cache, or ahead of the cache, is refused.
+TEST(KvCacheSnapshot, RestoreGivesTheSameBitsAgain) {
+  for (const char* name : {"k3_bf16", "k3_mxfp4", "qwen_gqa", "gptoss_mxfp4", "ds_yarn_grouped"}) {
+    SCOPED_TRACE(name);
+    auto m = load(kModels / name);
+    const size_t vocab = static_cast<size_t>(m->config().vocab_size);
+    auto cache = m->new_cache();
+    std::vector<float> first(vocab), again(vocab), scratch(vocab);
+    ASSERT_TRUE(m->prefill(std::vector<int32_t>{3, 9, 27, 81, 5}, 0, *cache, scratch.data()));
+    const auto snap = cache->snapshot();
+    EXPECT_EQ(snap->length(), 5);
+    const Row next{11, 5, cache.get(), true};
+    m->forward(std::span<const Row>(&next, 1), first.data());
+    for (int32_t t : {12, 13}) {
+      const Row r{t, cache->length(), cache.get(), true};
+      m->forward(std::span<const Row>(&r, 1), scratch.data());
+    }
+    EXPECT_EQ(cache->length(), 8);
+    cache->restore(*snap);
+    EXPECT_EQ(cache->length(), 5);
+    m->forward(std::span<const Row>(&next, 1), again.data());
+    EXPECT_EQ(0, std::memcmp(first.data(), again.data(), vocab * sizeof(float)));
+    auto other = m->new_cache();
+    EXPECT_THROW(other->restore(*snap), Error);
+    const auto ahead = cache->snapshot();
+    cache->restore(*snap);
+    EXPECT_THROW(cache->restore(*ahead), Error);
+  }
+}
+
 // A bad row anywhere in a step wider than planned (run in parts) is refused
 // before any part runs: no cache moves.
 TEST(StepState, BadRowChangesNoCache) {

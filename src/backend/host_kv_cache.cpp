@@ -72,6 +72,37 @@ void HostKvCache::set_length(int64_t n) {
 bool HostKvCache::can_rewind_to(int64_t n) const {
   if (n > length_) return false;
   if (has_state_) return n == length_ || n == 0;
+  return rows_hold(n);
+}
+
+namespace {
+
+class HostSnapshot final : public CacheSnapshot {
+ public:
+  HostSnapshot(const HostKvCache* owner, int64_t length, std::vector<std::vector<float>> states)
+      : owner(owner), length_(length), states(std::move(states)) {}
+  int64_t length() const override { return length_; }
+  const HostKvCache* owner;
+  int64_t length_;
+  std::vector<std::vector<float>> states;  // per layer; empty where a layer keeps rows
+};
+
+}  // namespace
+
+std::unique_ptr<CacheSnapshot> HostKvCache::snapshot() const {
+  return std::make_unique<HostSnapshot>(this, length_, state_);
+}
+
+void HostKvCache::restore(const CacheSnapshot& s) {
+  const auto* h = dynamic_cast<const HostSnapshot*>(&s);
+  if (!h || h->owner != this) throw Error("internal: a cache snapshot restored into another cache");
+  if (h->length_ > length_ || !rows_hold(h->length_))
+    throw Error("the cache no longer holds what the snapshot at position " + std::to_string(h->length_) + " needs");
+  for (size_t l = 0; l < state_.size(); ++l) std::copy(h->states[l].begin(), h->states[l].end(), state_[l].begin());
+  length_ = h->length_;
+}
+
+bool HostKvCache::rows_hold(int64_t n) const {
   for (size_t l = 0; l < ring_.size(); ++l)
     if (ring_[l] && length_ - ring_[l] > n - window_[l]) return false;  // rows n-window .. n-1 must remain
   return true;

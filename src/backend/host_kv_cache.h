@@ -34,11 +34,15 @@ class HostKvCache final : public KvCache {
   void save(std::ostream& out) const override;
   void load(std::istream& in) override;
   uint64_t bytes() const override;
+  std::unique_ptr<CacheSnapshot> snapshot() const override;
+  void restore(const CacheSnapshot& s) override;
   // Bytes a cache of `shape` holds at max_positions (for the RAM budget).
   static uint64_t bytes_at(const CacheShape& shape);
 
  private:
   int64_t slot(int64_t layer, int64_t pos) const { return ring_[layer] ? pos % ring_[layer] : pos; }
+  // Whether the rows per position that [0, n) attend to are all still held.
+  bool rows_hold(int64_t n) const;
 
   int64_t key_width_, value_width_;
   int64_t max_positions_;

@@ -14,6 +14,7 @@
 // doubling up to `max_positions` (the context, --ctx).
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <vector>
 
 namespace strata {
@@ -28,6 +29,14 @@ struct CacheShape {
   // instead of rows per position (Kimi Delta Attention: the delta-rule state
   // and the short convolutions' last inputs), zero for a new sequence.
   std::vector<int64_t> state_floats;
+};
+
+// A cache's state at one length (KvCache::snapshot()): what a speculative
+// step rolls back to, or a shared prefix is reused from.
+class CacheSnapshot {
+ public:
+  virtual ~CacheSnapshot() = default;
+  virtual int64_t length() const = 0;
 };
 
 // A cache lives no longer than the backend that made it.
@@ -50,6 +59,18 @@ class KvCache {
   virtual void load(std::istream& in) = 0;
   // Bytes the cache holds now.
   virtual uint64_t bytes() const = 0;
+  // The cache as it is now, to come back to with restore(): recurrent states
+  // are copied whole; rows per position are not (those below the length stay
+  // as they are, so a snapshot costs the states' size only).
+  virtual std::unique_ptr<CacheSnapshot> snapshot() const = 0;
+  // Back to `s` (made by this cache, at a length not above the current one):
+  // the length and every recurrent state as they were, so what follows gives
+  // the bits it gave after the snapshot. A snapshot holds while the rows
+  // below its length are not rewritten, i.e. until the cache is restored to
+  // an earlier point and runs on from there. Throws strata::Error when `s` is
+  // another cache's, lies ahead, or a sliding-window ring has since dropped
+  // rows it needs.
+  virtual void restore(const CacheSnapshot& s) = 0;
 };
 
 }  // namespace strata
