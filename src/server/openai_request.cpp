@@ -47,7 +47,12 @@ ojson normalize_messages(const ojson& msgs) {
     if (m.contains("content") && m["content"].is_array()) {
       std::string text;
       for (const auto& part : m["content"]) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        const std::string type = part.is_object() && part.contains("type") && part["type"].is_string()
+                                     ? part["type"].get<std::string>() : "";
+        if (type == "image_url" || type == "input_image" || type == "image")
+          bad(where + ".content", "image input is not supported yet: strata runs the text model only (a "
+                                  "checkpoint's vision tower is not loaded)");
+        if (!part.is_object() || type != "text" || !part.contains("text") || !part["text"].is_string())
           bad(where + ".content", "only text parts are supported");
         text += part["text"].get<std::string>();
       }
