@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "model/model.h"
+#include "runtime/k3_chat.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -37,7 +38,11 @@ PromptBuilder::PromptBuilder(const Model& model, const std::filesystem::path& mo
 
 PromptBuilder::PromptBuilder(const Model& model, std::unique_ptr<Tokenizer> tokenizer)
     : tok_(std::move(tokenizer)), stop_ids_(stop_token_ids(model, tok_.get())) {
-  if (!tok_ || !tok_->chat_template()) return;
+  if (!tok_) return;
+  if (!tok_->chat_template()) {
+    k3_chat_ = model.config().arch == Arch::KimiK3;
+    return;
+  }
   template_source_ = *tok_->chat_template();
   try {
     template_ = std::make_unique<ChatTemplate>(template_source_);
@@ -53,8 +58,36 @@ std::vector<int32_t> PromptBuilder::encode(const std::string& text) const {
   return tok_->encode_prompt(text);
 }
 
+ChatPrompt PromptBuilder::render_k3_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                         const nlohmann::ordered_json& extra) const {
+  const nlohmann::ordered_json x = extra.is_object() ? extra : nlohmann::ordered_json::object();
+  K3ChatOptions o;
+  if (x.contains("thinking") && x["thinking"].is_boolean()) o.thinking = x["thinking"].get<bool>();
+  else if (x.contains("enable_thinking") && x["enable_thinking"].is_boolean())
+    o.thinking = x["enable_thinking"].get<bool>();
+  o.thinking_effort = "max";
+  if (x.contains("thinking_effort")) {
+    if (x["thinking_effort"].is_string()) o.thinking_effort = x["thinking_effort"].get<std::string>();
+    else if (x["thinking_effort"].is_null()) o.thinking_effort.reset();
+  }
+  if (x.contains("tool_choice") && x["tool_choice"].is_string()) o.tool_choice = x["tool_choice"].get<std::string>();
+  if (x.contains("response_format")) o.response_format = x["response_format"];
+  std::vector<K3Segment> segments;
+  try {
+    segments = k3_chat_segments(messages, tools, o);
+  } catch (const Error& e) {
+    // What the script would raise is the client's mistake, as a template's raise_exception.
+    throw ChatTemplateError(ChatTemplateError::Kind::Raised, e.what());
+  }
+  ChatPrompt p;
+  p.text = k3_segments_text(segments);
+  p.ids = k3_encode_segments(*tok_, segments);
+  return p;
+}
+
 ChatPrompt PromptBuilder::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                       const nlohmann::ordered_json& extra) const {
+  if (k3_chat_) return render_k3_chat(messages, tools, extra);
   if (!template_) throw Error(template_error_.empty() ? "this model has no chat template" : template_error_);
   nlohmann::ordered_json ctx = extra.is_object() ? extra : nlohmann::ordered_json::object();
   ctx["messages"] = messages;

@@ -15,6 +15,11 @@
 // (what a chat template closes a turn with). A checkpoint whose files
 // disagree (Kimi-K2: config.json's [EOS], the chat turn's <|im_end|>) stops
 // at either, so neither a completion nor a chat turn runs on past its end.
+//
+// Kimi K3 ships no Jinja template (its encoding is a Python script): for a
+// kimi_k3 model whose tokenizer has none, chats go through the native
+// encoder of runtime/k3_chat.h instead, segment by segment, so that control
+// tokens written in content stay text.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -51,7 +56,7 @@ class PromptBuilder {
 
   const Tokenizer* tokenizer() const { return tok_.get(); }
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
-  bool has_chat_template() const { return template_ != nullptr; }
+  bool has_chat_template() const { return template_ != nullptr || k3_chat_; }
   const std::string& template_source() const { return template_source_; }
   const std::string& template_error() const { return template_error_; }
 
@@ -62,13 +67,21 @@ class PromptBuilder {
   // kwargs such as enable_thinking) is the starting context, `tools` null
   // when there are none. Needs has_chat_template(); throws ChatTemplateError
   // when the template rejects the messages. Safe from several threads.
+  // With the K3 encoder, `extra` gives thinking (or enable_thinking; default
+  // true), thinking_effort (default "max", as the checkpoint's
+  // apply_chat_template; null for none), tool_choice and response_format;
+  // its rejections are ChatTemplateError Raised.
   ChatPrompt render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                          const nlohmann::ordered_json& extra) const;
 
  private:
+  ChatPrompt render_k3_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                            const nlohmann::ordered_json& extra) const;
+
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<ChatTemplate> template_;
   std::string template_source_, template_error_;
+  bool k3_chat_ = false;  // render chats with k3_chat_segments (no Jinja template)
   std::vector<int32_t> stop_ids_;
 };
 

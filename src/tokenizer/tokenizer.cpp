@@ -82,6 +82,18 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   return ids;
 }
 
+std::vector<int32_t> Tokenizer::encode_ordinary(std::string_view text) const {
+  tok::validate_utf8(text);
+  const tok::TokenizerState& st = *state_;
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  std::vector<std::string> pieces;
+  const std::string normalized = st.nfc ? tok::nfc_normalize(text) : std::string(text);
+  st.pre.split(normalized, pieces);
+  for (const auto& p : pieces) st.model->encode_word(p, ids);
+  return ids;
+}
+
 std::vector<int32_t> Tokenizer::encode_prompt(std::string_view text) const {
   std::vector<int32_t> ids = state_->prompt_prefix;
   const auto body = encode(text);

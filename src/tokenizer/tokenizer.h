@@ -58,6 +58,12 @@ class Tokenizer {
   // text are recognized. Throws on invalid UTF-8 (names the byte offset).
   std::vector<int32_t> encode(std::string_view text) const;
 
+  // Everything as ordinary text: added and special tokens written in `text`
+  // are BPE-encoded like any other characters, never matched (tiktoken's
+  // encode(..., disallowed_special=())). For text a user wrote that must not
+  // be able to forge control tokens (runtime/k3_chat.h).
+  std::vector<int32_t> encode_ordinary(std::string_view text) const;
+
   // encode() plus what the checkpoint adds to a prompt: BOS when
   // tokenizer_config.json has add_bos_token: true or the tokenizer.json
   // post_processor template starts with it (EOS likewise, at the end).
