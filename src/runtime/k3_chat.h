@@ -2,8 +2,8 @@
 // Kimi K3's conversation encoding ("XTML"), natively: K3 ships no Jinja chat
 // template; its tokenizer calls build_chat_segments() of the checkpoint's
 // encoding_k3.py. This renders the same segment list from OpenAI-style
-// messages (docs: /work/notes/k3_research.md §8; fixtures made by
-// tools/make_k3_chat_fixtures.py).
+// messages (docs/kimi_k3.md, "Chat"; fixtures made by
+// tools/make_k3_chat_fixtures.py, whose docstring names the sources).
 //
 // Contract: a conversation becomes a list of segments, each tokenized on its
 // own. Only the four markers <|open|>, <|close|>, <|sep|>, <|end_of_msg|>

@@ -57,6 +57,8 @@ Specials specials_of(Arch arch) {
       return {{"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>"}, 0, 1, 1, true, "deepseek-v3"};
     case Arch::Qwen3Moe: return {{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, 0, 2, 0, false, "qwen2"};
     case Arch::GptOss: return {{"<|start|>", "<|end|>", "<|return|>"}, -1, 2, 1, false, "gpt-4o"};
+    // Kimi K3: a turn ends with <|end_of_msg|> (its config's eos_token_id).
+    case Arch::KimiK3: return {{"[BOS]", "[EOS]", "<|end_of_msg|>"}, 0, 2, 1, false, "deepseek-v3"};
   }
   return {};
 }
