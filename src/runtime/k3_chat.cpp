@@ -55,17 +55,21 @@ std::string str(const ojson& j) {
 // Python's sorted(dict.items()) applied at every depth: nlohmann::json's
 // std::map orders keys by their UTF-8 bytes, which is code point order, as
 // Python compares str.
-ojson deep_sort(const ojson& j) {
+// Nested deeper than this is refused, not recursed into (hostile requests).
+constexpr int kMaxSortDepth = 128;
+
+ojson deep_sort(const ojson& j, int depth = 0) {
+  if (depth > kMaxSortDepth) throw Error("Kimi K3 chat: tools or a schema nested deeper than 128 levels");
   if (j.is_object()) {
     std::map<std::string, const ojson*> sorted;
     for (auto it = j.begin(); it != j.end(); ++it) sorted[it.key()] = &it.value();
     ojson out = ojson::object();
-    for (const auto& [k, v] : sorted) out[k] = deep_sort(*v);
+    for (const auto& [k, v] : sorted) out[k] = deep_sort(*v, depth + 1);
     return out;
   }
   if (j.is_array()) {
     ojson out = ojson::array();
-    for (const auto& v : j) out.push_back(deep_sort(v));
+    for (const auto& v : j) out.push_back(deep_sort(v, depth + 1));
     return out;
   }
   return j;
@@ -206,6 +210,7 @@ void render_assistant(Writer& w, const ojson& m, bool thinking) {
   w.close("response");
   const ojson calls = get(m, "tool_calls");
   if (!truthy(calls)) return;
+  if (!calls.is_array()) throw Error("Kimi K3 chat: tool_calls must be a list");
   w.open("tools");
   int index = 0;
   for (const auto& call : calls) {

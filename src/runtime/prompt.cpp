@@ -39,10 +39,22 @@ PromptBuilder::PromptBuilder(const Model& model, const std::filesystem::path& mo
 PromptBuilder::PromptBuilder(const Model& model, std::unique_ptr<Tokenizer> tokenizer)
     : tok_(std::move(tokenizer)), stop_ids_(stop_token_ids(model, tok_.get())) {
   if (!tok_) return;
-  if (!tok_->chat_template()) {
-    k3_chat_ = model.config().arch == Arch::KimiK3;
+  if (model.config().arch == Arch::KimiK3) {
+    // Always the native encoding, whatever template a checkpoint carries: a
+    // template renders one string, encoded with special tokens recognized,
+    // so text in a message could open a turn. Its markers must be control
+    // tokens of this tokenizer, or the prompt would be plain text.
+    for (const char* marker : {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"}) {
+      const std::vector<int32_t> ids = tok_->encode(marker);
+      if (ids.size() != 1 || ids == tok_->encode_ordinary(marker)) {
+        template_error_ = std::string("this tokenizer has no control token ") + marker + " (Kimi K3's chat needs it)";
+        return;
+      }
+    }
+    k3_chat_ = true;
     return;
   }
+  if (!tok_->chat_template()) return;
   template_source_ = *tok_->chat_template();
   try {
     template_ = std::make_unique<ChatTemplate>(template_source_);
@@ -62,13 +74,22 @@ ChatPrompt PromptBuilder::render_k3_chat(const nlohmann::ordered_json& messages,
                                          const nlohmann::ordered_json& extra) const {
   const nlohmann::ordered_json x = extra.is_object() ? extra : nlohmann::ordered_json::object();
   K3ChatOptions o;
-  if (x.contains("thinking") && x["thinking"].is_boolean()) o.thinking = x["thinking"].get<bool>();
-  else if (x.contains("enable_thinking") && x["enable_thinking"].is_boolean())
-    o.thinking = x["enable_thinking"].get<bool>();
+  auto refuse = [](const std::string& what) {
+    throw ChatTemplateError(ChatTemplateError::Kind::Raised, "Kimi K3 chat: " + what);
+  };
+  for (const char* key : {"thinking", "enable_thinking"})
+    if (x.contains(key) && !x[key].is_boolean()) refuse(std::string(key) + " must be true or false");
+  if (x.contains("thinking")) o.thinking = x["thinking"].get<bool>();
+  else if (x.contains("enable_thinking")) o.thinking = x["enable_thinking"].get<bool>();
   o.thinking_effort = "max";
-  if (x.contains("thinking_effort")) {
-    if (x["thinking_effort"].is_string()) o.thinking_effort = x["thinking_effort"].get<std::string>();
-    else if (x["thinking_effort"].is_null()) o.thinking_effort.reset();
+  // The OpenAI request's reasoning_effort, where thinking_effort is not given.
+  const char* effort_key = x.contains("thinking_effort") ? "thinking_effort" : "reasoning_effort";
+  if (x.contains(effort_key)) {
+    const auto& e = x[effort_key];
+    if (e.is_null()) o.thinking_effort.reset();
+    else if (!e.is_string() || (o.thinking && e.get<std::string>().empty()))
+      refuse(std::string(effort_key) + " must be one of low, medium, high, max");
+    else o.thinking_effort = e.get<std::string>();
   }
   if (x.contains("tool_choice") && x["tool_choice"].is_string()) o.tool_choice = x["tool_choice"].get<std::string>();
   if (x.contains("response_format")) o.response_format = x["response_format"];
