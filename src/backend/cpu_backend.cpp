@@ -11,13 +11,6 @@
 
 namespace strata {
 
-Tensor Tensor::slice(uint64_t from, uint64_t count) const {
-  if (from > size || count > size - from)
-    throw Error("internal: values [" + std::to_string(from) + ", " + std::to_string(from + count) +
-                ") of a tensor of " + std::to_string(size));
-  return Tensor{buffer, offset + from, count};
-}
-
 std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
 
 CpuBackend::CpuBackend(int threads) : pool_(threads > 0 ? threads : default_thread_count()) {

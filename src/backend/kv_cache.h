@@ -28,7 +28,7 @@ struct CacheShape {
   // Per layer (empty: none): f32 values of a fixed-size recurrent state
   // instead of rows per position (Kimi Delta Attention: the delta-rule state
   // and the short convolutions' last inputs), zero for a new sequence.
-  std::vector<int64_t> state_floats;
+  std::vector<int64_t> state_floats = {};
 };
 
 // A cache's state at one length (KvCache::snapshot()): what a speculative

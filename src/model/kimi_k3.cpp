@@ -159,15 +159,6 @@ ExpertActivation situ(const ModelConfig& c) {
   return a;
 }
 
-// _apply_attn_res scores with norm.weight ⊙ proj.weight: one query vector.
-std::vector<float> depth_query(WeightBinder& w, const ModelConfig& c, TensorKind norm, TensorKind proj, int64_t l) {
-  const float* n = w.vector(tn(Naming::Hf, norm, "weight", l), c.hidden_size);
-  const float* p = w.values(tn(Naming::Hf, proj, "weight", l), c.hidden_size);  // [1, hidden]
-  std::vector<float> q(static_cast<size_t>(c.hidden_size));
-  for (size_t i = 0; i < q.size(); ++i) q[i] = n[i] * p[i];
-  return q;
-}
-
 Layer bind_layer(WeightBinder& w, const ModelConfig& c, int64_t l, ExpertProvider& experts) {
   Layer layer;
   layer.attn_norm = w.vector(tn(Naming::Hf, AttnNorm, "weight", l), c.hidden_size);

@@ -29,12 +29,8 @@ Model::Model(Checkpoint checkpoint, const ModelSetup& setup)
   for (int64_t l = 0; l < c.num_layers; ++l) windows_[l] = c.layer_window(l).value_or(0);
   embed_ = binder_.table(tn(Naming::Hf, TensorKind::TokenEmbd, "weight"), c.vocab_size, c.hidden_size);
   final_norm_ = binder_.vector(tn(Naming::Hf, TensorKind::OutputNorm, "weight"), c.hidden_size);
-  if (c.attn_res_block_size > 0) {  // AttnRes: the last depth mix's query (norm weight ⊙ projection)
-    const float* n = binder_.vector(tn(Naming::Hf, TensorKind::OutputResNorm, "weight"), c.hidden_size);
-    const float* p = binder_.values(tn(Naming::Hf, TensorKind::OutputResProj, "weight"), c.hidden_size);
-    output_res_query_.resize(static_cast<size_t>(c.hidden_size));
-    for (size_t i = 0; i < output_res_query_.size(); ++i) output_res_query_[i] = n[i] * p[i];
-  }
+  if (c.attn_res_block_size > 0)  // AttnRes: the last depth mix's query
+    output_res_query_ = depth_query(binder_, c, TensorKind::OutputResNorm, TensorKind::OutputResProj, -1);
   // Tied embeddings reuse the token table as the output head.
   lm_head_ = c.tie_word_embeddings
                  ? embed_
@@ -42,6 +38,14 @@ Model::Model(Checkpoint checkpoint, const ModelSetup& setup)
 }
 
 Model::~Model() = default;
+
+std::vector<float> depth_query(WeightBinder& w, const ModelConfig& c, TensorKind norm, TensorKind proj, int64_t layer) {
+  const float* n = w.vector(tn(Naming::Hf, norm, "weight", layer), c.hidden_size);
+  const float* p = w.values(tn(Naming::Hf, proj, "weight", layer), c.hidden_size);  // [1, hidden]
+  std::vector<float> q(static_cast<size_t>(c.hidden_size));
+  for (size_t i = 0; i < q.size(); ++i) q[i] = n[i] * p[i];
+  return q;
+}
 
 namespace {
 

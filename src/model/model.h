@@ -49,6 +49,10 @@ struct Layer {
   std::vector<float> attn_res_query, mlp_res_query;
 };
 
+// An AttnRes depth mix's query: _apply_attn_res scores with norm.weight ⊙
+// proj.weight, one vector (the tensors of `layer`, or -1 for the model's own).
+std::vector<float> depth_query(WeightBinder& w, const ModelConfig& c, TensorKind norm, TensorKind proj, int64_t layer);
+
 // A model is built in two steps by runtime/loader.h: the constructor takes
 // the checkpoint and binds the trunk's token table, final norm and output
 // head; attach_experts() hands it the provider its MoE layers fetch routed

@@ -24,7 +24,7 @@ class WeightBinder;
 
 struct SwiGlu {
   kernels::WeightMatrix gate, up, down;
-  ExpertActivation activation;  // SiLU by default; SiTU for Kimi K3
+  ExpertActivation activation = {};  // SiLU by default; SiTU for Kimi K3
   // out = down(silu(gate(x)) · up(x)) for n rows, through `g` and `u`
   // (the step's dense_gate/up or gate/up, [n × width()] at least).
   void forward(Tensor x, size_t n, Tensor out, Backend& b, Tensor g, Tensor u) const;
