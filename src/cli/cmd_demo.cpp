@@ -1,6 +1,6 @@
-// strata demo: the README's main job. First use synthesizes a DeepSeek-V3-
-// shaped model of a few GB (random weights, real formats: Q8_0 trunk, MXFP4
-// experts) into a cache directory and packs it; every use then runs it under
+// strata demo: the README's main job. First use synthesizes a Kimi-K3-shaped
+// model of a few GB (random weights, the published layout: bf16 trunk,
+// compressed-tensors MXFP4 experts) into a cache directory and packs it; every use then runs it under
 // a RAM budget well below the model's size, experts streamed cold from the
 // drive, and reports tokens/s, expert GB/s, the drive's probed ceiling and
 // the ratio of the two. No download needed.
@@ -53,7 +53,7 @@ void say(bool quiet, const std::string& line) {
 
 fs::path pack_path(const fs::path& dir, double size_gb) {
   char tag[32];
-  std::snprintf(tag, sizeof tag, "deepseek-v3-%.1fgb", size_gb);
+  std::snprintf(tag, sizeof tag, "kimi-k3-%.1fgb", size_gb);
   return dir / (std::string(tag) + ".pack");
 }
 
@@ -62,29 +62,30 @@ void make_pack(const fs::path& dir, double size_gb, bool quiet) {
   const fs::path pack = pack_path(dir, size_gb);
   const std::string tag = pack.stem().string();
   fs::create_directories(dir);
-  const fs::path gguf = dir / (std::string(tag) + ".gguf");
-  if (!fs::exists(gguf)) {
+  const fs::path source = dir / (std::string(tag) + ".hf");
+  if (!fs::exists(source / "config.json")) {
     say(quiet, "demo: synthesizing a " + std::to_string(size_gb).substr(0, 4) +
-                   " GB DeepSeek-V3-shaped model (random weights, Q8_0 trunk, MXFP4 experts) in " + dir.string());
+                   " GB Kimi-K3-shaped model (random weights, bf16 trunk, MXFP4 experts) in " + dir.string());
     synth::Request r;
-    r.preset = "deepseek-v3";
-    r.format = synth::Format::Gguf;
+    r.preset = "kimi-k3";
+    r.format = synth::Format::Safetensors;
     r.size_gb = size_gb;
-    r.quant = "q8_0+mxfp4";
+    r.quant = "mxfp4";
     r.seed = 1;
     synth::WriteOptions o;
     o.progress = !quiet;
-    synth::write(synth::make_plan(r), gguf, o);
+    o.force = true;  // an interrupted earlier attempt
+    synth::write(synth::make_plan(r), source, o);
   }
   say(quiet, "demo: packing it (trunk + 4 KiB-aligned expert blobs with checksums)");
   PackOptions p;
-  p.source = gguf;
+  p.source = source;
   p.out = pack;
   p.progress = !quiet;
   pack_model(p);
   // The pack holds everything now; the source would only double the disk use.
   std::error_code ec;
-  fs::remove(gguf, ec);
+  fs::remove_all(source, ec);
 }
 
 // Synthesis and packing map the whole source model; done in this process
@@ -158,7 +159,8 @@ int run_demo(const DemoArgs& a) {
   for (const auto& layer : manifest.experts)
     for (const auto& e : layer) blob = std::max(blob, e.length);
   uint64_t trunk_bytes = 0;
-  for (const auto& e : fs::directory_iterator(pack))
+  // trunk.gguf, or trunk/ (safetensors) for an HF source.
+  for (const auto& e : fs::recursive_directory_iterator(pack))
     if (e.is_regular_file() && e.path().filename() != "manifest.json" &&
         e.path().filename().string().rfind("strata-experts-", 0) != 0)
       trunk_bytes += e.file_size();
@@ -216,7 +218,7 @@ int run_demo(const DemoArgs& a) {
     return 0;
   }
   if (tok) std::printf("%s%s\n", a.prompt.c_str(), tok->decode(r.tokens).c_str());
-  std::printf("\nmodel            %.2f GB (trunk %.2f GB, experts %.2f GB), DeepSeek-V3-shaped, random weights\n",
+  std::printf("\nmodel            %.2f GB (trunk %.2f GB, experts %.2f GB), Kimi-K3-shaped, random weights\n",
               model_bytes / 1e9, trunk_bytes / 1e9, expert_bytes / 1e9);
   std::printf("RAM budget       %.2f GB (%.0f%% of the model); peak RSS %.2f GB\n", plan.budget / 1e9,
               100.0 * plan.budget / model_bytes, peak_rss / 1e9);
@@ -240,7 +242,7 @@ int run_demo(const DemoArgs& a) {
 void register_demo(CLI::App& app, Action& run) {
   auto a = std::make_shared<DemoArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "demo", "Synthesize (once) a DeepSeek-V3-shaped model, pack it, and run it with experts streamed under a RAM budget");
+      "demo", "Synthesize (once) a Kimi-K3-shaped model, pack it, and run it with experts streamed under a RAM budget");
   cmd->add_option("--dir", a->dir, "Where the demo model lives (default ~/.cache/strata/demo, or $STRATA_HOME/demo)");
   cmd->add_option("--size", a->size_gb, "Model size in GB")->capture_default_str();
   cmd->add_option("--ram", a->ram_gib, "RAM budget in GiB (default: trunk + a fifth of the experts)");

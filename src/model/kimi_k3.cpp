@@ -125,7 +125,75 @@ void validate_hf(const ConfigReader& r, const ModelConfig& c) {
   require(c.kda_conv_kernel <= 64, r, "linear_attn_config.short_conv_kernel_size above 64 is not supported");
 }
 
-void write_hf(const ModelConfig&, json&) { throw Error("writing a kimi_k3 config is not supported yet"); }
+// The published layout: the text model's fields (what `j` holds on entry,
+// plus K3's own) in text_config, the multimodal wrapper around it. The MLA
+// is NoPE: no rope fields. A vision tower is neither configured nor written.
+void write_hf(const ModelConfig& c, json& j) {
+  json t = j;
+  for (const char* k : {"rope_theta", "rope_scaling", "num_experts_per_tok"}) t.erase(k);
+  if (t.contains("torch_dtype")) t["dtype"] = t["torch_dtype"];
+  t.erase("torch_dtype");
+  t["model_type"] = "kimi_linear";
+  t["hidden_act"] = "situ";
+  t["intermediate_size"] = c.intermediate_size;
+  t["moe_intermediate_size"] = c.moe_intermediate_size;
+  t["routed_expert_hidden_size"] = c.latent_width;
+  t["num_experts"] = c.n_routed_experts;
+  t["num_experts_per_token"] = c.num_experts_per_tok;
+  t["num_shared_experts"] = c.n_shared_experts;
+  t["first_k_dense_replace"] = c.first_k_dense_replace;
+  t["moe_layer_freq"] = c.moe_layer_freq;
+  t["moe_renormalize"] = c.norm_topk_prob;
+  t["moe_router_activation_func"] = c.scoring_func;
+  t["num_expert_group"] = c.n_group;
+  t["topk_group"] = c.topk_group;
+  t["topk_method"] = "noaux_tc";
+  t["use_grouped_topk"] = true;
+  t["routed_scaling_factor"] = c.routed_scaling_factor;
+  t["q_lora_rank"] = c.q_lora_rank ? json(*c.q_lora_rank) : json(nullptr);
+  t["kv_lora_rank"] = c.kv_lora_rank;
+  t["qk_nope_head_dim"] = c.qk_nope_head_dim;
+  t["qk_rope_head_dim"] = c.qk_rope_head_dim;
+  t["v_head_dim"] = c.v_head_dim;
+  t["mla_use_nope"] = c.mla_nope;
+  t["mla_use_output_gate"] = c.mla_output_gate;
+  t["attn_res_block_size"] = c.attn_res_block_size;
+  t["latent_moe_use_norm"] = true;
+  t["activation_situ_beta"] = c.situ_beta;
+  t["activation_situ_linear_beta"] = c.situ_linear_beta;
+  t["num_nextn_predict_layers"] = 0;
+  json kda = json::array(), full = json::array();
+  for (int64_t l = 0; l < c.num_layers; ++l) (c.layer_is_kda(l) ? kda : full).push_back(l + 1);
+  t["linear_attn_config"] = {{"kda_layers", kda},
+                             {"full_attn_layers", full},
+                             {"num_heads", c.kda_heads},
+                             {"head_dim", c.kda_head_dim},
+                             {"short_conv_kernel_size", c.kda_conv_kernel},
+                             {"gate_lower_bound", c.kda_gate_lower_bound},
+                             {"use_full_rank_gate", true}};
+  if (c.mxfp4_experts) {
+    // As published: only the routed experts are MXFP4.
+    const json weights = {{"num_bits", 4}, {"type", "float"}, {"strategy", "group"}, {"group_size", 32},
+                          {"symmetric", true}};
+    t["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"format", "mxfp4-pack-quantized"},
+        {"config_groups",
+         {{"group_0",
+           {{"format", "mxfp4-pack-quantized"}, {"targets", {"Linear"}}, {"weights", weights},
+            {"input_activations", nullptr}}}}},
+        {"ignore",
+         {"re:.*shared_experts.*", "lm_head", "re:.*self_attn.*", "re:.*\\.mlp\\..*",
+          "re:.*routed_expert_(down|up)_proj.*", "re:.*_res_proj.*", "re:vision_tower.*", "re:mm_projector.*"}}};
+  }
+  json top = {{"architectures", {"KimiK3ForConditionalGeneration"}},
+              {"model_type", "kimi_k3"},
+              {"tie_word_embeddings", c.tie_word_embeddings}};
+  for (const char* k : {"bos_token_id", "eos_token_id", "transformers_version"})
+    if (j.contains(k)) top[k] = j[k];
+  top["text_config"] = std::move(t);
+  j = std::move(top);
+}
 
 bool layer_is_moe(const ModelConfig& c, int64_t l) {
   return l >= c.first_k_dense_replace && l % c.moe_layer_freq == 0;

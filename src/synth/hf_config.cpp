@@ -1,5 +1,6 @@
 // config.json for a synthesized model, with the field names the released
-// checkpoints use (DeepSeek-V3 / Kimi-K2, Qwen3-MoE, gpt-oss): transformers
+// checkpoints use (DeepSeek-V3 / Kimi-K2, Qwen3-MoE, gpt-oss, Kimi K3's
+// text_config inside its multimodal wrapper): transformers
 // 4.x and 5.x and strata's ModelConfig::from_json all read these.
 #include "model/arch.h"
 #include "model/tensor_names.h"
@@ -64,11 +65,20 @@ json hf_config_json(const ModelConfig& c, const Quant& q, Format f) {
   }
   j["rope_scaling"] = rope;
 
-  arch_spec(c.arch).hf.write(c, j);
-  // Only DeepSeek-V3 and Qwen3-MoE ship FP8, only gpt-oss MXFP4 experts
-  // (synth refuses the other pairs).
+  const ArchSpec& spec = arch_spec(c.arch);
+  const bool mxfp4 = f == Format::Safetensors && q.experts == DType::U8;
+  if (mxfp4 && spec.hf.compressed_mxfp4_experts) {
+    // Kimi K3 writes its compressed-tensors quantization_config itself.
+    ModelConfig quantized = c;
+    quantized.mxfp4_experts = true;
+    spec.hf.write(quantized, j);
+    return j;
+  }
+  spec.hf.write(c, j);
+  // Only DeepSeek-V3 and Qwen3-MoE ship FP8, only gpt-oss and Kimi K3 MXFP4
+  // experts (synth refuses the other pairs).
   if (fp8) j["quantization_config"] = fp8_quantization();
-  if (f == Format::Safetensors && q.experts == DType::U8) {
+  if (mxfp4) {
     // The modules the release keeps unquantized, in its order.
     auto glob = [](TensorKind k) {
       std::string s = tensor_name(k).hf;

@@ -1,10 +1,8 @@
 // Full-size shapes of the models strata targets, as their released
 // config.json files spell them (only the fields the shape needs; the writer
-// adds the rest). Kimi K3 is not released: its shape follows
-// ../shared/DESIGN.md ("896 experts top-16, 92 routed layers, MXFP4 experts
-// of ~17.5 MB", MLA as Kimi-K2): with Kimi-K2's hidden size 7168, an expert
-// of 3 × 7168 × 1536 MXFP4 weights is 17.55 MB, and 16 × 92 of them are the
-// 25.8 GB per token the design quotes; one dense lead layer as in K2.
+// adds the rest). Kimi K3's is its published config.json's text_config
+// (docs/kimi_k3.md): an expert of 3 × 3584 × 3072 MXFP4 weights is 17.55 MB,
+// and 16 × 92 of them are the 25.8 GB a token reads.
 #include <algorithm>
 
 #include "model/arch.h"
@@ -59,6 +57,61 @@ json kimi_rope() {
   return json{{"type", "yarn"},       {"factor", 32.0},   {"original_max_position_embeddings", 4096},
               {"beta_fast", 1.0},     {"beta_slow", 1.0}, {"mscale", 1.0},
               {"mscale_all_dim", 1.0}};
+}
+
+// The published config.json, its text model's fields (the rest are the
+// writer's): layers 4, 8, ..., 92 and 93 (1-based) are MLA, the others KDA.
+json kimi_k3() {
+  constexpr int64_t layers = 93;
+  json kda = json::array(), full = json::array();
+  for (int64_t l = 1; l <= layers; ++l) (l % 4 == 0 || l == layers ? full : kda).push_back(l);
+  json text = {{"model_type", "kimi_linear"},
+               {"vocab_size", 163840},
+               {"hidden_size", 7168},
+               {"intermediate_size", 33792},
+               {"moe_intermediate_size", 3072},
+               {"routed_expert_hidden_size", 3584},
+               {"num_hidden_layers", layers},
+               {"num_attention_heads", 96},
+               {"num_key_value_heads", 96},
+               {"num_experts", 896},
+               {"num_experts_per_token", 16},
+               {"num_shared_experts", 2},
+               {"first_k_dense_replace", 1},
+               {"moe_layer_freq", 1},
+               {"moe_renormalize", true},
+               {"moe_router_activation_func", "sigmoid"},
+               {"num_expert_group", 1},
+               {"topk_group", 1},
+               {"routed_scaling_factor", 1.0},
+               {"q_lora_rank", 1536},
+               {"kv_lora_rank", 512},
+               {"qk_nope_head_dim", 128},
+               {"qk_rope_head_dim", 64},
+               {"v_head_dim", 128},
+               {"mla_use_nope", true},
+               {"mla_use_output_gate", true},
+               {"attn_res_block_size", 12},
+               {"latent_moe_use_norm", true},
+               {"hidden_act", "situ"},
+               {"activation_situ_beta", 4.0},
+               {"activation_situ_linear_beta", 25.0},
+               {"rms_norm_eps", 1e-5},
+               {"max_position_embeddings", 1048576},
+               {"tie_word_embeddings", false},
+               {"linear_attn_config",
+                {{"kda_layers", kda},
+                 {"full_attn_layers", full},
+                 {"num_heads", 96},
+                 {"head_dim", 128},
+                 {"short_conv_kernel_size", 4},
+                 {"gate_lower_bound", -5.0},
+                 {"use_full_rank_gate", true}}}};
+  return json{{"model_type", "kimi_k3"},
+              {"bos_token_id", 163584},
+              {"eos_token_id", 163586},
+              {"tie_word_embeddings", false},
+              {"text_config", std::move(text)}};
 }
 
 json qwen3_moe(int64_t hidden, int64_t dense_width, int64_t moe_width, int64_t layers, int64_t heads) {
@@ -133,11 +186,10 @@ std::vector<Preset> make_presets() {
       {"kimi-k2", Arch::DeepseekV3,
        "Kimi-K2 (1T): 61 layers (1 dense), 384 experts top-8 + 1 shared, MLA with 64 heads",
        deepseek_like(163840, 64, 384, 8, 61, 1, 2048, 1, 1, 2.827, 50000.0, kimi_rope(), 131072, 163584, 163585)});
-  p.push_back(
-      {"kimi-k3", Arch::DeepseekV3,
-       "Kimi-K3-shaped (DESIGN.md): 93 layers (1 dense), 896 experts of width 1536 top-16 + 1 shared, "
-       "MLA as Kimi-K2",
-       deepseek_like(163840, 64, 896, 16, 93, 1, 1536, 1, 1, 2.827, 50000.0, kimi_rope(), 131072, 163584, 163585)});
+  p.push_back({"kimi-k3", Arch::KimiK3,
+               "Kimi K3 (2.8T): 93 layers (69 KDA, 24 gated NoPE MLA; 1 dense), AttnRes blocks of 12, "
+               "896 latent experts (3584 -> 3072) top-16 + 2 shared, SiTU",
+               kimi_k3()});
   p.push_back({"qwen3-30b-a3b", Arch::Qwen3Moe,
                "Qwen3-30B-A3B: 48 layers, 128 experts of width 768 top-8, GQA 32/4 heads of 128",
                qwen3_moe(2048, 6144, 768, 48, 32)});
@@ -200,19 +252,25 @@ Quant parse_quant(std::string_view spec_in, Format format, Arch arch) {
     if (spec == "bf16" || spec == "f16" || spec == "f32") {
       q.trunk = q.experts = spec == "bf16" ? DType::BF16 : spec == "f16" ? DType::F16 : DType::F32;
     } else if (spec == "fp8") {
-      if (arch == Arch::GptOss) throw Error("--quant fp8: gpt-oss checkpoints are not FP8 (use bf16 or mxfp4)");
+      if (arch == Arch::GptOss || arch == Arch::KimiK3)
+        throw Error("--quant fp8: " + std::string(arch_name(arch)) + " checkpoints are not FP8 (use bf16 or mxfp4)");
       q.trunk = q.experts = DType::F8_E4M3;
     } else if (spec == "mxfp4" || spec == "bf16+mxfp4") {
-      if (arch != Arch::GptOss)
-        throw Error("--quant mxfp4: only gpt-oss ships MXFP4 experts in safetensors (use bf16 or fp8)");
+      // gpt-oss's own _blocks/_scales, Kimi K3's compressed-tensors weight_packed/weight_scale.
+      const ArchSpec::Hf& hf = arch_spec(arch).hf;
+      if (!hf.mxfp4_experts && !hf.compressed_mxfp4_experts)
+        throw Error("--quant mxfp4: only gpt-oss and kimi_k3 ship MXFP4 experts in safetensors (use bf16 or fp8)");
       q.spec = "mxfp4";
       q.trunk = DType::BF16;
       q.experts = DType::U8;
     } else {
-      throw Error("--quant '" + spec + "' is not a safetensors type (bf16, f16, f32, fp8, mxfp4 for gpt-oss)");
+      throw Error("--quant '" + spec +
+                  "' is not a safetensors type (bf16, f16, f32, fp8, mxfp4 for gpt-oss and kimi_k3)");
     }
     return q;
   }
+  if (!arch_spec(arch).gguf.write)
+    throw Error(std::string("--format gguf: strata reads no GGUF of ") + arch_name(arch) + " (use safetensors)");
   const size_t plus = spec.find('+');
   const std::string trunk = spec.substr(0, plus);
   const std::string experts = plus == std::string::npos ? trunk : spec.substr(plus + 1);

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 
+#include "model/arch.h"
 #include "model/tensor_names.h"
 #include "util/error.h"
 
@@ -98,7 +100,9 @@ ModelConfig shaped(const ModelConfig& b, const Axes& a, const ShapeRequest& r) {
     if (b.intermediate_size > 0) c.intermediate_size = round_to(b.intermediate_size * w, align);
     c.moe_intermediate_size = round_to(b.moe_intermediate_size * w, align);
     if (c.arch == Arch::GptOss) c.intermediate_size = c.moe_intermediate_size;
-    if (c.arch == Arch::DeepseekV3) {
+    if (b.latent_width > 0) c.latent_width = round_to(b.latent_width * w, align);
+    if (b.kda_heads > 0) c.kda_heads = std::max<int64_t>(1, std::llround(b.kda_heads * w));
+    if (b.kv_lora_rank > 0) {  // MLA (DeepSeek-V3, Kimi K3)
       if (b.q_lora_rank) c.q_lora_rank = round_to(*b.q_lora_rank * w, align);
       c.kv_lora_rank = round_to(b.kv_lora_rank * w, align);
       c.num_heads = std::max<int64_t>(1, std::llround(b.num_heads * w));
@@ -112,12 +116,21 @@ ModelConfig shaped(const ModelConfig& b, const Axes& a, const ShapeRequest& r) {
 
   const int64_t L = a.layers;
   c.num_layers = L;
-  if (c.arch == Arch::DeepseekV3) {
+  if (b.first_k_dense_replace > 0 || c.arch == Arch::DeepseekV3) {
     if (b.first_k_dense_replace == 0 || L < 2)
       c.first_k_dense_replace = 0;
     else
       c.first_k_dense_replace = std::clamp<int64_t>(
           std::llround(double(b.first_k_dense_replace) * double(L) / double(b.num_layers)), 1, L - 1);
+  }
+  if (!b.kda_layers.empty()) {
+    // Kimi K3: the base's pattern of KDA and MLA layers (3:1), ending as it
+    // ends (on MLA), and AttnRes blocks as many as the base has, about.
+    c.kda_layers.assign(static_cast<size_t>(L), false);
+    for (int64_t l = 0; l + 1 < L; ++l) c.kda_layers[l] = b.kda_layers[l];
+    c.kda_layers[L - 1] = b.kda_layers.back();
+    c.attn_res_block_size = std::clamp<int64_t>(
+        std::llround(double(b.attn_res_block_size) * double(L) / double(b.num_layers)), 1, L);
   }
   if (!b.sliding_layers.empty()) {
     c.sliding_layers.resize(L);
@@ -142,25 +155,35 @@ struct Candidate {
 
 void for_each_tensor_once(const ModelConfig& c, Format format, const Quant& q, bool legacy_mla,
                           const std::function<void(const TensorSpec&, uint64_t copies)>& fn) {
-  // Layers of one kind (dense or MoE) hold the same tensors, so plan one of
-  // each kind and count it as many times as the model has such layers.
-  int64_t n_dense = 0;
-  for (int64_t l = 0; l < c.num_layers; ++l) n_dense += c.layer_is_moe(l) ? 0 : 1;
-  const int64_t n_moe = c.num_layers - n_dense;
-  ModelConfig two = c;
-  two.num_layers = (n_dense > 0 ? 1 : 0) + (n_moe > 0 ? 1 : 0);
-  two.first_k_dense_replace = n_dense > 0 ? 1 : 0;
-  two.moe_layer_freq = 1;
-  two.decoder_sparse_step = 1;
-  two.mlp_only_layers.clear();
-  if (n_dense > 0 && c.arch == Arch::Qwen3Moe) two.mlp_only_layers.push_back(0);
-  if (!two.sliding_layers.empty()) two.sliding_layers.resize(two.num_layers);
+  // Layers of one class (dense or MoE; KDA or MLA) hold the same tensors, so
+  // plan one layer of each class (dense classes first) and count it as many
+  // times as the model has such layers.
+  std::map<std::pair<bool, bool>, uint64_t> classes;  // (moe, kda) → layers
+  for (int64_t l = 0; l < c.num_layers; ++l) ++classes[{c.layer_is_moe(l), c.layer_is_kda(l)}];
+  ModelConfig few = c;
+  few.num_layers = static_cast<int64_t>(classes.size());
+  few.first_k_dense_replace = 0;
+  few.moe_layer_freq = 1;
+  few.decoder_sparse_step = 1;
+  few.mlp_only_layers.clear();
+  few.kda_layers.clear();
+  std::vector<uint64_t> copies;
+  for (const auto& [cls, n] : classes) {
+    const int64_t l = static_cast<int64_t>(copies.size());
+    if (!cls.first) {
+      few.first_k_dense_replace = l + 1;
+      if (c.arch == Arch::Qwen3Moe) few.mlp_only_layers.push_back(l);
+    }
+    if (!c.kda_layers.empty()) few.kda_layers.push_back(cls.second);
+    copies.push_back(n);
+  }
+  if (!few.sliding_layers.empty()) few.sliding_layers.resize(few.num_layers);
   const Naming naming = format == Format::Gguf ? Naming::Gguf : Naming::Hf;
-  const uint64_t k0 = n_dense > 0 ? n_dense : n_moe, k1 = n_dense > 0 ? n_moe : 0;
-  for (const TensorSpec& t : plan_tensors(two, format, q, legacy_mla, nullptr)) {
-    const auto id = parse_tensor_name(t.name, naming);
+  const std::string_view prefix = format == Format::Gguf ? "" : arch_spec(c.arch).hf.tensor_prefix;
+  for (const TensorSpec& t : plan_tensors(few, format, q, legacy_mla, nullptr)) {
+    const auto id = parse_tensor_name(std::string_view(t.name).substr(prefix.size()), naming);
     const int64_t layer = id ? id->layer : -1;
-    fn(t, layer == 0 ? k0 : layer == 1 ? k1 : 1);
+    fn(t, layer >= 0 && layer < few.num_layers ? copies[static_cast<size_t>(layer)] : 1);
   }
 }
 

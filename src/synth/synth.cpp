@@ -268,7 +268,13 @@ std::string describe(const Plan& p) {
     << (p.tokenizer.synthetic ? " (synthetic byte-level BPE)"
                               : " (tokenizer " + p.tokenizer.tokenizer_json.string() + ")")
     << "\n";
-  if (c.arch == Arch::DeepseekV3) {
+  if (c.arch == Arch::KimiK3) {
+    int64_t kda = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) kda += c.layer_is_kda(l) ? 1 : 0;
+    o << "  attention: " << kda << " KDA layers (" << c.kda_heads << " heads of " << c.kda_head_dim << "), "
+      << c.num_layers - kda << " gated NoPE MLA (" << c.num_heads << " heads, kv_lora " << c.kv_lora_rank
+      << "); AttnRes blocks of " << c.attn_res_block_size << "\n";
+  } else if (c.arch == Arch::DeepseekV3) {
     o << "  attention: MLA, " << c.num_heads << " heads, q_lora "
       << (c.q_lora_rank ? std::to_string(*c.q_lora_rank) : "none") << ", kv_lora " << c.kv_lora_rank << ", qk "
       << c.qk_nope_head_dim << " nope + " << c.qk_rope_head_dim << " rope, v " << c.v_head_dim << "\n";
@@ -281,6 +287,7 @@ std::string describe(const Plan& p) {
   o << "  experts: " << c.n_routed_experts << " routed, top-" << c.num_experts_per_tok;
   if (c.n_shared_experts) o << " + " << c.n_shared_experts << " shared";
   o << ", width " << c.moe_intermediate_size;
+  if (c.latent_width > 0) o << " on a latent of " << c.latent_width;
   if (c.arch == Arch::DeepseekV3) o << ", groups " << c.n_group << "/" << c.topk_group;
   if (c.intermediate_size && c.arch != Arch::GptOss && moe_layers != c.num_layers)
     o << "; dense MLP width " << c.intermediate_size;

@@ -1,7 +1,8 @@
 // The tensors of a synthesized model, named and laid out exactly as the real
 // checkpoints are: Hugging Face safetensors (DeepSeek-V3 per-expert tensors
 // and FP8 weight_scale_inv; Qwen3-MoE; gpt-oss fused [E, in, out] experts or
-// MXFP4 _blocks/_scales) and GGUF as llama.cpp's convert_hf_to_gguf.py writes
+// MXFP4 _blocks/_scales; Kimi K3 under "language_model." with
+// compressed-tensors MXFP4 or bf16 experts) and GGUF as llama.cpp's convert_hf_to_gguf.py writes
 // deepseek2 / qwen3moe / gpt-oss (stacked ffn_*_exps, attn_k_b/attn_v_b,
 // exp_probs_b, sinks; norms, biases and routers F32). Which tensors a layer
 // has is its architecture's declaration (ArchSpec::declare_layer) and every
@@ -52,6 +53,7 @@ class Builder {
     const int64_t H = c_.hidden_size, V = c_.vocab_size;
     matrix(name(TokenEmbd, -1), V, H, gguf() ? Role::Trunk : Role::Embedding, 1.0f);
     for (int64_t l = 0; l < c_.num_layers; ++l) layer(l);
+    for (TensorKind k : arch_spec(c_.arch).model_tensors) tensor(k, -1);
     norm(name(OutputNorm, -1), H);
     if (!c_.tie_word_embeddings)
       matrix(name(Output, -1), V, H, gguf() ? Role::Trunk : Role::Embedding, 3.0f / std::sqrt(float(H)));
@@ -66,9 +68,11 @@ class Builder {
   enum class Role { Trunk, Expert, Embedding, Router };
 
   bool gguf() const { return f_ == Format::Gguf; }
-  // A tensor's name in this format, from the one table (model/tensor_names.h).
+  // A tensor's name in this format, from the one table (model/tensor_names.h),
+  // with the checkpoint's prefix for its text model (Kimi K3's "language_model.").
   std::string name(TensorKind k, int64_t l, std::string_view suffix = "weight", int64_t e = -1) const {
-    return tn(gguf() ? Naming::Gguf : Naming::Hf, k, suffix, l, e);
+    if (gguf()) return tn(Naming::Gguf, k, suffix, l, e);
+    return arch_spec(c_.arch).hf.tensor_prefix + tn(Naming::Hf, k, suffix, l, e);
   }
   float fan(int64_t in) const { return 1.0f / std::sqrt(static_cast<float>(in)); }
 
@@ -129,6 +133,15 @@ class Builder {
     emit(name, pick(q_.experts, in, name), {E, out, in}, Fill::Gaussian, scale);
   }
 
+  // HF checkpoints name this kind once per routed expert ("experts.%d.").
+  static bool per_expert(TensorKind k) {
+    const TensorName& t = tensor_name(k);
+    if (t.role != TensorRole::Expert || !t.hf) return false;
+    const std::string_view hf = t.hf;
+    const size_t first = hf.find("%d");
+    return first != std::string_view::npos && hf.find("%d", first + 2) != std::string_view::npos;
+  }
+
   // A layer's tensors are the ones its architecture declares
   // (ArchSpec::declare_layer), in that order; here they get shapes, types and
   // scales. HF checkpoints hold routed experts one tensor each, expert by
@@ -137,9 +150,9 @@ class Builder {
     std::vector<TensorKind> kinds;
     arch_spec(c_.arch).declare_layer(c_, l, gguf() ? Naming::Gguf : Naming::Hf, kinds);
     for (size_t i = 0; i < kinds.size(); ++i) {
-      if (!gguf() && tensor_name(kinds[i]).layout == Layout::StackedExperts) {
+      if (!gguf() && per_expert(kinds[i])) {
         size_t j = i;
-        while (j < kinds.size() && tensor_name(kinds[j]).layout == Layout::StackedExperts) ++j;
+        while (j < kinds.size() && per_expert(kinds[j])) ++j;
         for (int64_t e = 0; e < c_.n_routed_experts; ++e)
           for (size_t k = i; k < j; ++k) expert(kinds[k], l, e);
         i = j - 1;
@@ -155,18 +168,61 @@ class Builder {
     if (with_bias) bias(name(k, l, "bias"), {out});
   }
 
-  // {out, in} of one routed expert's gate, up or down projection.
+  // {out, in} of one routed expert's gate, up or down projection (a latent
+  // MoE's experts read and write its latent width).
   std::pair<int64_t, int64_t> expert_shape(TensorKind k) const {
-    const int64_t H = c_.hidden_size, I = c_.moe_intermediate_size;
-    return k == FfnDownExps ? std::pair{H, I} : std::pair{I, H};
+    const int64_t H = c_.latent_width > 0 ? c_.latent_width : c_.hidden_size, I = c_.moe_intermediate_size;
+    return k == FfnDownExps || k == ExpW2 ? std::pair{H, I} : std::pair{I, H};
   }
 
   void expert(TensorKind k, int64_t l, int64_t e) {
     const auto [out, in] = expert_shape(k);
+    if (q_.experts == DType::U8 && arch_spec(c_.arch).hf.compressed_mxfp4_experts) {
+      // compressed-tensors mxfp4-pack-quantized: [out, in/2] codes, two per
+      // byte, and [out, in/32] E8M0 scales.
+      if (in % 32 != 0) throw Error("MXFP4 experts need widths divisible by 32");
+      const std::string x = name(k, l, "", e);
+      emit(x + ".weight_packed", DType::U8, {out, in / 2}, Fill::Mxfp4Blocks, fan(in));
+      emit(x + ".weight_scale", DType::U8, {out, in / 32}, Fill::Mxfp4Scales, fan(in));
+      return;
+    }
     matrix(name(k, l, "weight", e), out, in, Role::Expert, fan(in));
   }
 
+  // F32 vectors whatever the trunk's type (K3's convolutions, decay
+  // parameters and router bias, as its modules hold them).
+  void f32(TensorKind k, int64_t l, std::vector<int64_t> shape, Fill fill, float scale, const char* suffix = "weight") {
+    emit(name(k, l, suffix), DType::F32, std::move(shape), fill, scale);
+  }
+
+  // Kimi Delta Attention's own tensors (c_.kda_*); its q, k, v, gate and
+  // output projections are the D = heads × head_dim wide ones.
+  bool kda_tensor(TensorKind k, int64_t l) {
+    if (!c_.layer_is_kda(l)) return false;
+    const int64_t H = c_.hidden_size, K = c_.kda_head_dim, D = c_.kda_heads * K, W = c_.kda_conv_kernel;
+    switch (k) {
+      case AttnQ:
+      case AttnK:
+      case AttnV:
+      case AttnGate: proj(k, l, D, H, false); return true;
+      case AttnOut: proj(k, l, H, D, false); return true;
+      // Depthwise convolutions mixing each channel's last W values.
+      case KdaQConv:
+      case KdaKConv:
+      case KdaVConv: f32(k, l, {D, 1, W}, Fill::Gaussian, 0.5f); return true;
+      // e^A_log ≈ 1 scales the decay's pre-activation.
+      case KdaALog: f32(k, l, {c_.kda_heads}, Fill::Gaussian, 0.5f, ""); return true;
+      case KdaDtBias: f32(k, l, {D}, Fill::Gaussian, 0.5f, ""); return true;
+      case KdaFA: proj(k, l, K, H, false); return true;
+      case KdaFB: proj(k, l, D, K, false); return true;
+      case KdaBeta: proj(k, l, c_.kda_heads, H, false); return true;
+      case KdaONorm: f32(k, l, {K}, Fill::NormWeight, 1.0f); return true;
+      default: return false;
+    }
+  }
+
   void tensor(TensorKind k, int64_t l) {
+    if (kda_tensor(k, l)) return;
     const int64_t H = c_.hidden_size, nH = c_.num_heads, nKV = c_.num_kv_heads, d = c_.head_dim;
     const int64_t E = c_.n_routed_experts, I = c_.moe_intermediate_size;
     const int64_t lora = c_.kv_lora_rank, rope = c_.qk_rope_head_dim, nope = c_.qk_nope_head_dim, v = c_.v_head_dim;
@@ -235,6 +291,23 @@ class Builder {
       // gpt-oss HF experts: one tensor per layer for all experts.
       case FfnGateUpExpsFused:
       case FfnDownExpsFused: fused_experts(k, l); break;
+      // Kimi K3: the MLA output gate, AttnRes queries (norm ⊙ projection
+      // scoring RMS-normalized states: O(1) scores), the latent MoE.
+      case AttnGate: proj(k, l, nH * v, H, false); break;
+      case AttnResProj:
+      case FfnResProj:
+      case OutputResProj: emit(name(k, l), vector_type(), {1, H}, Fill::Gaussian, fan(H)); break;
+      case AttnResNorm:
+      case FfnResNorm:
+      case OutputResNorm: norm(name(k, l), H); break;
+      case MoeRouter: matrix(name(k, l), E, H, Role::Router, fan(H)); break;
+      case MoeRouterBias: f32(k, l, {E}, Fill::Gaussian, 0.01f, ""); break;
+      case LatentDown: proj(k, l, c_.latent_width, H, false); break;
+      case LatentNorm: norm(name(k, l), c_.latent_width); break;
+      case LatentUp: proj(k, l, H, c_.latent_width, false); break;
+      case MoeGateShexp:
+      case MoeUpShexp: matrix(name(k, l), S, H, Role::Trunk, fan(H)); break;
+      case MoeDownShexp: matrix(name(k, l), H, S, Role::Trunk, fan(S)); break;
       default: throw Error("internal: synth has no layout for tensor " + name(k, l));
     }
   }
@@ -275,12 +348,14 @@ std::vector<TensorSpec> plan_tensors(const ModelConfig& c, Format format, const 
 }
 
 void count_params(const ModelConfig& c, uint64_t* total, uint64_t* active) {
-  Quant q;  // bf16 safetensors: one element per stored value
+  Quant q;  // bf16 safetensors: one stored value per parameter
+  const size_t prefix = std::string_view(arch_spec(c.arch).hf.tensor_prefix).size();
   uint64_t all = 0, experts = 0;
   for_each_tensor_once(c, Format::Safetensors, q, false, [&](const TensorSpec& t, uint64_t copies) {
-    const uint64_t n = t.nbytes / 2 * copies;
+    uint64_t n = copies;
+    for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
     all += n;
-    if (is_routed_expert_tensor(t.name) && t.name.find("bias") == std::string::npos) experts += n;
+    if (is_routed_expert_tensor(t.name.substr(prefix)) && t.name.find("bias") == std::string::npos) experts += n;
   });
   *total = all;
   const double share = static_cast<double>(c.num_experts_per_tok) / static_cast<double>(c.n_routed_experts);

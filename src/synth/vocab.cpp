@@ -43,7 +43,7 @@ std::vector<std::string> byte_tokens() {
 }
 
 struct Specials {
-  const char* names[3];
+  std::vector<const char*> names;
   int bos;  // index into names, -1: none
   int eos;
   int pad;
@@ -57,8 +57,10 @@ Specials specials_of(Arch arch) {
       return {{"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>"}, 0, 1, 1, true, "deepseek-v3"};
     case Arch::Qwen3Moe: return {{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, 0, 2, 0, false, "qwen2"};
     case Arch::GptOss: return {{"<|start|>", "<|end|>", "<|return|>"}, -1, 2, 1, false, "gpt-4o"};
-    // Kimi K3: a turn ends with <|end_of_msg|> (its config's eos_token_id).
-    case Arch::KimiK3: return {{"[BOS]", "[EOS]", "<|end_of_msg|>"}, 0, 2, 1, false, "deepseek-v3"};
+    // Kimi K3: a turn ends with <|end_of_msg|> (its config's eos_token_id);
+    // its chat encoding's markup tokens make `serve` work on a random model.
+    case Arch::KimiK3:
+      return {{"[BOS]", "[EOS]", "<|end_of_msg|>", "<|open|>", "<|close|>", "<|sep|>"}, 0, 2, 1, false, "deepseek-v3"};
   }
   return {};
 }
@@ -73,7 +75,7 @@ SyntheticVocab synthetic_vocab(int64_t size, Arch arch) {
   v.tokens = byte_tokens();
   v.types.assign(256, 1);
   std::unordered_set<std::string> have(v.tokens.begin(), v.tokens.end());
-  const int64_t room = size - 3;
+  const int64_t room = size - static_cast<int64_t>(sp.names.size());
   // Letter n-grams, breadth first: level 1 is a space or a letter, each
   // level appends a letter to every token of the previous one (merge
   // "prefix letter"), so every merge's parts exist before it.
@@ -116,7 +118,7 @@ TokenizerInfo synthetic_tokenizer_info(int64_t size, Arch arch) {
   TokenizerInfo t;
   t.synthetic = true;
   t.vocab = size;
-  const int32_t first = static_cast<int32_t>(size - 3);
+  const int32_t first = static_cast<int32_t>(size - static_cast<int64_t>(sp.names.size()));
   if (sp.bos >= 0) t.bos = first + sp.bos;
   t.eos = {first + sp.eos};
   t.pad = first + sp.pad;

@@ -15,9 +15,9 @@ namespace strata::synth {
 
 // GPT-2 style byte-level BPE: the 256 byte tokens, then letter n-grams
 // (" a", "ab", " ab", "abc", ...; each a merge of a shorter one and a letter)
-// until the vocabulary is full, and three control tokens at the end named as
-// the architecture's real ones (DeepSeek <｜begin▁of▁sentence｜>..., Qwen
-// <|endoftext|>..., gpt-oss <|start|>...). Random models then "write"
+// until the vocabulary is full, and control tokens at the end named as the
+// architecture's real ones (DeepSeek <｜begin▁of▁sentence｜>..., Qwen
+// <|endoftext|>..., gpt-oss <|start|>..., Kimi K3's chat markup). Random models then "write"
 // letter gibberish rather than filler tokens.
 struct SyntheticVocab {
   std::vector<std::string> tokens;
