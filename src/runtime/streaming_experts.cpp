@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <limits>
+#include <tuple>
 
 #include "kernels/interleave.h"
 #include "model/expert_layout.h"
@@ -234,6 +235,12 @@ int StreamingExpertProvider::start_read(int64_t layer, int64_t expert, bool for_
 
 void StreamingExpertProvider::submit(std::vector<Extent>& batch) {
   if (batch.empty()) return;
+  // In file-offset order: a layer's experts come in the router's order, but
+  // a checkpoint read in place holds them in its own (a published shard
+  // sorts "experts.10" before "experts.2"); each drive's queue then sweeps
+  // forward through a file instead of seeking back and forth.
+  std::stable_sort(batch.begin(), batch.end(),
+                   [](const Extent& a, const Extent& b) { return std::tie(a.file, a.offset) < std::tie(b.file, b.offset); });
   storage_->submit(batch);
   batch.clear();
 }
