@@ -1,7 +1,10 @@
 // Compares strata with Hugging Face transformers on the tiny random-weight
 // checkpoints under tests/fixtures/models (made by
-// tools/make_reference_fixtures.py on a machine with transformers): greedy
-// tokens must be identical and every logit within 1e-3.
+// tools/make_reference_fixtures.py on a machine with transformers; Kimi K3's
+// by tools/make_k3_fixtures.py's pure-PyTorch reference): greedy tokens must
+// be identical and every logit within 1e-3. A fixture whose reference.json
+// holds a "synth" request has no weights: the model is what `strata synth`
+// writes for that request (so the reference also checks synth's layout).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,11 +12,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
 #include "runtime/loader.h"
 #include "runtime/generator.h"
+#include "synth/synth.h"
 
 namespace strata {
 namespace {
@@ -41,6 +47,41 @@ Reference load_reference(const fs::path& dir) {
   lf.read(reinterpret_cast<char*>(r.logits.data()), static_cast<std::streamsize>(r.logits.size() * sizeof(float)));
   EXPECT_TRUE(lf.good()) << "short logits file in " << dir;
   return r;
+}
+
+// Where the fixture's model is: the folder itself, or a model synthesized
+// (once per process) from its reference.json's "synth" request.
+fs::path model_dir(const fs::path& dir) {
+  std::ifstream f(dir / "reference.json");
+  const nlohmann::json j = nlohmann::json::parse(f);
+  if (!j.contains("synth")) return dir;
+  static std::map<fs::path, fs::path> written;
+  if (auto it = written.find(dir); it != written.end()) return it->second;
+  const nlohmann::json& q = j["synth"];
+  synth::Request r;
+  r.preset = q.at("preset").get<std::string>();
+  if (q.at("format").get<std::string>() != "safetensors") throw std::runtime_error("synth fixtures are safetensors");
+  r.quant = q.at("quant").get<std::string>();
+  r.hidden = q.at("hidden").get<int64_t>();
+  r.layers = q.at("layers").get<int64_t>();
+  r.experts = q.at("experts").get<int64_t>();
+  r.vocab = q.at("vocab").get<int64_t>();
+  r.seed = q.at("seed").get<uint64_t>();
+  const fs::path out = fs::temp_directory_path() /
+                       ("strata-reference-" + std::to_string(::getpid()) + "-" + dir.filename().string());
+  synth::WriteOptions o;
+  o.threads = 2;
+  o.force = true;
+  synth::write(synth::make_plan(r), out, o);
+  written[dir] = out;
+  // Removed when the test binary exits.
+  static struct Cleanup {
+    ~Cleanup() {
+      std::error_code ec;
+      for (const auto& [from, to] : written) fs::remove_all(to, ec);
+    }
+  } cleanup;
+  return out;
 }
 
 std::vector<fs::path> fixture_dirs() {
@@ -72,7 +113,7 @@ class ReferenceModel : public ::testing::TestWithParam<fs::path> {};
 TEST_P(ReferenceModel, PromptLogitsMatchTransformers) {
   const fs::path dir = GetParam();
   Reference ref = load_reference(dir);
-  auto model = load_model(dir, LoadOptions{2});
+  auto model = load_model(model_dir(dir), LoadOptions{2});
   ASSERT_EQ(model->config().vocab_size, ref.vocab);
   auto cache = model->new_cache();
   std::vector<Row> rows;
@@ -87,7 +128,7 @@ TEST_P(ReferenceModel, PromptLogitsMatchTransformers) {
 TEST_P(ReferenceModel, GreedyContinuationMatchesTransformers) {
   const fs::path dir = GetParam();
   Reference ref = load_reference(dir);
-  auto model = load_model(dir, LoadOptions{2});
+  auto model = load_model(model_dir(dir), LoadOptions{2});
   GenerateOptions opt;
   opt.max_new_tokens = static_cast<int>(ref.greedy.size());
   opt.keep_logits = true;
@@ -104,8 +145,8 @@ TEST_P(ReferenceModel, GreedyContinuationMatchesTransformers) {
 TEST_P(ReferenceModel, PrefillAndStepwiseDecodeAreBitIdentical) {
   const fs::path dir = GetParam();
   Reference ref = load_reference(dir);
-  auto batched_model = load_model(dir, LoadOptions{2});
-  auto single_model = load_model(dir, LoadOptions{1});
+  auto batched_model = load_model(model_dir(dir), LoadOptions{2});
+  auto single_model = load_model(model_dir(dir), LoadOptions{1});
   const int64_t V = ref.vocab;
   std::vector<int32_t> tokens = ref.prompt;
   tokens.insert(tokens.end(), ref.greedy.begin(), ref.greedy.end() - 1);
