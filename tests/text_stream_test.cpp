@@ -7,6 +7,7 @@
 
 #include "runtime/text_stream.h"
 #include "server/reasoning_splitter.h"
+#include "runtime/k3_chat.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata {
@@ -87,6 +88,43 @@ TEST(ReasoningSplitter, HarmonyChannels) {
   EXPECT_EQ(ReasoningSplitter::mode_for("...<|channel|>final<|message|>..."), ReasoningSplitter::Mode::Harmony);
   EXPECT_EQ(ReasoningSplitter::mode_for("{{ '<think>' }}"), ReasoningSplitter::Mode::Think);
   EXPECT_EQ(ReasoningSplitter::mode_for("plain"), ReasoningSplitter::Mode::None);
+}
+
+// Kimi K3's markup, as its encoder (checked against the published script)
+// writes an assistant turn: the splitter recovers the reasoning and the
+// answer the turn was made from, fed three bytes at a time.
+TEST(ReasoningSplitter, KimiK3Markup) {
+  using nlohmann::ordered_json;
+  const ordered_json msgs = ordered_json::parse(
+      R"([{"role": "user", "content": "2+2?"},
+          {"role": "assistant", "reasoning_content": "User wants <|2+2|>.", "content": "It is 4 <3"}])");
+  K3ChatOptions o;
+  o.add_generation_prompt = false;
+  const std::string all = k3_segments_text(k3_chat_segments(msgs, nullptr, o));
+  const std::string turn = "<|open|>message role=\"assistant\"<|sep|>";
+  ASSERT_NE(all.find(turn), std::string::npos) << all;
+  const std::string out = all.substr(all.find(turn) + turn.size());
+  ReasoningSplitter s(ReasoningSplitter::Mode::Xtml, false);
+  SplitText total;
+  for (size_t i = 0; i < out.size(); i += 3) {
+    const SplitText t = s.add(out.substr(i, 3));
+    total.reasoning += t.reasoning;
+    total.content += t.content;
+  }
+  const SplitText t = s.flush();
+  total.reasoning += t.reasoning;
+  total.content += t.content;
+  EXPECT_EQ(total.reasoning, "User wants <|2+2|>.") << out;
+  EXPECT_EQ(total.content, "It is 4 <3") << out;
+  // The generation prompt opens the thinking block: output starts in reasoning.
+  o.add_generation_prompt = true;
+  const std::string prompt = k3_segments_text(k3_chat_segments(ordered_json::array({msgs[0]}), nullptr, o));
+  EXPECT_TRUE(ReasoningSplitter::starts_in_reasoning(ReasoningSplitter::Mode::Xtml, prompt)) << prompt;
+  EXPECT_FALSE(ReasoningSplitter::starts_in_reasoning(ReasoningSplitter::Mode::Xtml, all));
+  ReasoningSplitter open(ReasoningSplitter::Mode::Xtml, true);
+  const SplitText a = open.add("hmm<|close|>think<|sep|><|open|>response<|sep|>ok<|close|>response<|sep|><|end_of_msg|>");
+  EXPECT_EQ(a.reasoning, "hmm");
+  EXPECT_EQ(a.content + open.flush().content, "ok");
 }
 
 }  // namespace

@@ -58,6 +58,8 @@ class PromptBuilder {
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
   bool has_chat_template() const { return template_ != nullptr || k3_chat_; }
   const std::string& template_source() const { return template_source_; }
+  // Chats are rendered by Kimi K3's native encoding (runtime/k3_chat.h).
+  bool native_k3_chat() const { return k3_chat_; }
   const std::string& template_error() const { return template_error_; }
 
   // Plain text -> ids with the tokenizer's BOS/EOS. Needs tokenizer().

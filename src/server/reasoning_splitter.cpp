@@ -13,6 +13,15 @@ ReasoningSplitter::Mode ReasoningSplitter::mode_for(const std::string& tmpl) {
   return Mode::None;
 }
 
+bool ReasoningSplitter::starts_in_reasoning(Mode mode, const std::string& rendered) {
+  auto open_after_close = [&](const std::string& open, const std::string& close) {
+    const size_t o = rendered.rfind(open), c = rendered.rfind(close);
+    return o != std::string::npos && (c == std::string::npos || c < o);
+  };
+  if (mode == Mode::Xtml) return open_after_close("<|open|>think<|sep|>", "<|close|>think<|sep|>");
+  return open_after_close("<think>", "</think>");
+}
+
 ReasoningSplitter::ReasoningSplitter(Mode mode, bool starts_in_reasoning)
     : mode_(mode), reasoning_(mode == Mode::Harmony ? true : starts_in_reasoning) {}
 
@@ -29,6 +38,10 @@ SplitText ReasoningSplitter::drain(bool final) {
   auto emit = [&](const std::string& s) { (reasoning_ ? out.reasoning : out.content) += s; };
   static const std::vector<std::string> think_tags = {"<think>", "</think>"};
   while (!buf_.empty()) {
+    if (mode_ == Mode::Xtml) {
+      if (!drain_xtml(out, final)) break;
+      continue;
+    }
     if (mode_ == Mode::Think) {
       const size_t open = buf_.find("<think>"), close = buf_.find("</think>");
       const size_t at = std::min(open, close);
@@ -87,6 +100,47 @@ SplitText ReasoningSplitter::drain(bool final) {
     }
   }
   return out;
+}
+
+bool ReasoningSplitter::drain_xtml(SplitText& out, bool final) {
+  auto emit = [&](const std::string& s) { (reasoning_ ? out.reasoning : out.content) += s; };
+  static const std::vector<std::string> markers = {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"};
+  const size_t ctl = buf_.find("<|");
+  if (ctl != 0) {
+    // Text up to the next possible marker; a tail that may start one waits.
+    const size_t upto = ctl == std::string::npos ? buf_.size() : ctl;
+    const size_t hold = !final && ctl == std::string::npos ? partial_match_tail(buf_, 0, markers) : 0;
+    emit(buf_.substr(0, upto - hold));
+    buf_.erase(0, upto - hold);
+    return hold == 0;
+  }
+  const auto known = std::find_if(markers.begin(), markers.end(),
+                                   [&](const std::string& m) { return buf_.compare(0, m.size(), m) == 0; });
+  if (known == markers.end()) {
+    const bool prefix = std::any_of(markers.begin(), markers.end(), [&](const std::string& m) {
+      return buf_.size() < m.size() && m.compare(0, buf_.size(), buf_) == 0;
+    });
+    if (prefix && !final) return false;  // the rest of a marker is still to come
+    emit(buf_.substr(0, 2));             // "<|" that starts no marker is text
+    buf_.erase(0, 2);
+    return true;
+  }
+  if (*known == "<|open|>" || *known == "<|close|>") {
+    // "<|open|>NAME attrs<|sep|>": the block's name decides where text goes.
+    const size_t sep = buf_.find("<|sep|>", known->size());
+    if (sep == std::string::npos) {
+      if (final) buf_.clear();
+      return false;
+    }
+    const std::string tag = buf_.substr(known->size(), sep - known->size());
+    const std::string name = tag.substr(0, tag.find(' '));
+    if (*known == "<|open|>") reasoning_ = name == "think";
+    if (*known == "<|close|>" && name == "think") reasoning_ = false;
+    buf_.erase(0, sep + 7);
+    return true;
+  }
+  buf_.erase(0, known->size());  // <|sep|>, <|end_of_msg|>
+  return true;
 }
 
 }  // namespace strata

@@ -292,8 +292,7 @@ class Server {
    public:
     Generation(Server& s, const ParsedRequest& p, std::shared_ptr<Job> job, bool chat)
         : s_(s), p_(p), job_(std::move(job)), chat_(chat),
-          split_(chat ? ReasoningSplitter::mode_for(s.prompts_->template_source()) : ReasoningSplitter::Mode::None,
-                 opens_think(p.rendered)) {
+          split_(split_mode(s, chat), ReasoningSplitter::starts_in_reasoning(split_mode(s, chat), p.rendered)) {
       id_ = random_id(chat ? "chatcmpl" : "cmpl");
     }
 
@@ -364,9 +363,10 @@ class Server {
     }
 
    private:
-    static bool opens_think(const std::string& rendered) {
-      const size_t open = rendered.rfind("<think>"), close = rendered.rfind("</think>");
-      return open != std::string::npos && (close == std::string::npos || close < open);
+    static ReasoningSplitter::Mode split_mode(const Server& s, bool chat) {
+      if (!chat) return ReasoningSplitter::Mode::None;
+      if (s.prompts_->native_k3_chat()) return ReasoningSplitter::Mode::Xtml;
+      return ReasoningSplitter::mode_for(s.prompts_->template_source());
     }
 
     // The scheduler cuts the text at stop strings (and ends the sequence there).
