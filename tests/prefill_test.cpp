@@ -6,7 +6,9 @@
 
 #include <cstring>
 #include <filesystem>
+#include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "model/model.h"
 #include "runtime/loader.h"
@@ -144,19 +146,56 @@ TEST_P(BatchInvariance, PrefixReuseGivesTheSameBits) {
   EXPECT_EQ(other.reused_tokens, m->config().kda_layers.empty() ? 2 : 0);
 }
 
-// The MLA latent cache (kv_lora_rank + rope dims per token and layer, f32)
-// of the full-size Kimi-K2 shape holds 32k tokens within 8 GiB.
-TEST(Context, KimiK2Reaches32kTokensIn8GiB) {
-  synth::Request r;
-  r.preset = "kimi-k2";
-  const ModelConfig c = synth::base_config(r, nullptr);
-  const CacheWidths w = cache_widths(c);
-  EXPECT_EQ(w.key, c.kv_lora_rank + c.qk_rope_head_dim);
-  EXPECT_EQ(w.value, 0);
-  const uint64_t bytes = make_cpu_backend(1)->cache_bytes(CacheShape{c.num_layers, w.key, w.value, 32768, {}, 4096});
-  EXPECT_LE(bytes, 8ull << 30);
-  std::printf("Kimi-K2 KV for 32768 tokens: %.2f GiB\n", bytes / double(1ull << 30));
+// A real 32k-token context (a long test): the KV cache holds exactly the
+// rows the attention kind implies, and the logits at positions 4095, 16383
+// and 32767 of one prompt agree with transformers' full forward of it
+// (tools/make_long_context_reference.py; GQA and MLA fixtures).
+class LongContext : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LongContext, KvBytesAndLogitsAt32kTokensMatchTransformers) {
+  const fs::path ref_dir = fs::path(STRATA_FIXTURES_DIR) / "long_context" / GetParam();
+  std::ifstream rf(ref_dir / "reference.json");
+  const auto ref = nlohmann::json::parse(rf);
+  const int64_t n = ref["n_tokens"].get<int64_t>(), V = ref["vocab_size"].get<int64_t>();
+  const auto want_rows = ref["rows"].get<std::vector<int64_t>>();
+  std::vector<float> want(want_rows.size() * V);
+  std::ifstream lf(ref_dir / ref["logits_file"].get<std::string>(), std::ios::binary);
+  lf.read(reinterpret_cast<char*>(want.data()), static_cast<std::streamsize>(want.size() * sizeof(float)));
+  ASSERT_TRUE(lf.good());
+
+  LoadOptions o = opts(2);
+  o.context = n;
+  auto m = load_model(fs::path(STRATA_FIXTURES_DIR) / "models" / GetParam(), o);
+  ASSERT_EQ(m->config().vocab_size, V);
+  auto cache = m->new_cache();
+  std::vector<float> got(want.size());
+  size_t next = 0;
+  for (int64_t start = 0; start < n; start += 1024) {
+    std::vector<Row> rows;
+    for (int64_t i = start; i < std::min(n, start + 1024); ++i) {
+      const bool wanted = std::find(want_rows.begin(), want_rows.end(), i) != want_rows.end();
+      rows.push_back(Row{static_cast<int32_t>((7919 * i + 13) % V), i, cache.get(), wanted});
+    }
+    std::vector<float> logits(V * 2);
+    m->forward(rows, logits.data());
+    for (const Row& r : rows)
+      if (r.want_logits) std::memcpy(&got[next++ * V], logits.data(), V * sizeof(float));
+  }
+  ASSERT_EQ(next, want_rows.size());
+  // f32 rows: K and V per KV head (GQA), or the latent and rope key (MLA).
+  const ModelConfig& c = m->config();
+  const int64_t per_token = c.kv_lora_rank > 0 ? c.kv_lora_rank + c.qk_rope_head_dim : 2 * c.num_kv_heads * c.head_dim;
+  EXPECT_EQ(cache->length(), n);
+  EXPECT_EQ(cache->bytes(), static_cast<uint64_t>(c.num_layers * n * per_token * 4));
+  for (size_t k = 0; k < want_rows.size(); ++k) {
+    float worst = 0;
+    for (int64_t v = 0; v < V; ++v) worst = std::max(worst, std::fabs(got[k * V + v] - want[k * V + v]));
+    EXPECT_LE(worst, 1e-3f) << "position " << want_rows[k];
+  }
 }
+
+// Minutes each on two cores: one GQA and one MLA model.
+INSTANTIATE_TEST_SUITE_P(Fixtures, LongContext, ::testing::Values("qwen_gqa", "ds_yarn_grouped"));
 
 TEST(Session, DamagedOrForeignFilesAreHandled) {
   testfiles::TempDir tmp("strata-session");
