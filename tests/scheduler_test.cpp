@@ -134,6 +134,54 @@ TEST_P(Batching, SequencesSharingStepsGiveTheBitsEachGivesAlone) {
   EXPECT_LT(s.stats().steps, steps_alone);  // they really shared steps
 }
 
+// The greedy choice from a row of the model's own logits with `bias` added.
+int32_t biased_argmax(std::vector<float> row, const std::vector<std::pair<int32_t, float>>& bias) {
+  for (const auto& [id, b] : bias) row[static_cast<size_t>(id)] += b;
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+// logit_bias and penalties belong to their sequence's sampler: beside others
+// a biased sequence gives the bits it gives alone, and the bias does what it
+// says (a -100 token never comes, a +100 token is the greedy choice).
+TEST_P(Batching, BiasedSequencesGiveTheirOwnTokensBesideOthers) {
+  auto m = load(kModels / GetParam(), /*max_batch=*/4);
+  const std::vector<int32_t> prompt = {7, 1, 30, 12, 5};
+  const Output plain = run_alone(*m, sampled(prompt, 6, 1));
+  const int32_t banned = plain.tokens[0];
+  const auto& first = plain.logits[0];  // the least likely first token, to be pushed
+  const int32_t pushed = static_cast<int32_t>(std::min_element(first.begin(), first.end()) - first.begin());
+  auto request = [&](int i) {
+    Request r = sampled(i == 2 ? std::vector<int32_t>{3, 9, 4} : prompt, 6, 1);
+    if (i == 0) {  // sampled, banning what it sampled first, with penalties
+      r.sampling.logit_bias = {{banned, -100.0f}};
+      r.sampling.presence_penalty = 0.5f;
+      r.sampling.repetition_penalty = 1.3f;
+    } else if (i == 1) {  // greedy, pushed
+      r.sampling.temperature = 0;
+      r.sampling.logit_bias = {{pushed, 100.0f}};
+    }
+    return r;
+  };
+  std::vector<Output> alone;
+  for (int i = 0; i < 3; ++i) alone.push_back(run_alone(*m, request(i)));
+  EXPECT_EQ(std::count(alone[0].tokens.begin(), alone[0].tokens.end(), banned), 0);
+  EXPECT_NE(alone[0].tokens, plain.tokens);
+  ASSERT_EQ(alone[1].tokens.size(), alone[1].logits.size());
+  for (size_t i = 0; i < alone[1].tokens.size(); ++i)
+    EXPECT_EQ(alone[1].tokens[i], biased_argmax(alone[1].logits[i], {{pushed, 100.0f}})) << i;
+  EXPECT_EQ(alone[1].tokens[0], pushed);
+
+  Scheduler s(*m, SchedulerOptions{3, 0});
+  auto a = s.submit(request(0));
+  s.step();
+  auto b = s.submit(request(1));
+  auto c = s.submit(request(2));
+  run_all(s);
+  expect_same(alone[0], collect(*a), "banned, penalised, sampled");
+  expect_same(alone[1], collect(*b), "pushed, greedy");
+  expect_same(alone[2], collect(*c), "plain");
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Batching, ::testing::Values("qwen_gqa", "ds_yarn_grouped", "gptoss_bf16"));
 
 TEST(Scheduler, PromptsLongerThanTheChunkArePrefilledInChunksWithTheSameBits) {
@@ -245,6 +293,14 @@ TEST(Scheduler, TheContextEndsASequenceAndBadRequestsAreRefusedAtSubmit) {
   Request bad = sampled({1}, 2, 1);
   bad.sampling.top_p = 0;
   EXPECT_THROW(s.submit(std::move(bad)), Error);
+  Request bias_past_vocab = sampled({1}, 2, 1);
+  bias_past_vocab.sampling.logit_bias = {{1, 1.0f}, {static_cast<int32_t>(m->config().vocab_size), 1.0f}};
+  try {
+    s.submit(std::move(bias_past_vocab));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("logit_bias token id"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(s.stats().requests, 0u);
 }
 
