@@ -19,6 +19,7 @@
 #include "runtime/scheduler.h"
 #include "safetensors_writer.h"
 #include "same_bits.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -271,6 +272,44 @@ TEST(Scheduler, AStopStringEndsGenerationWithTheTextCutRightBeforeIt) {
   no_tokenizer.stop_strings = {"x"};
   Scheduler s(*m);
   EXPECT_THROW(s.submit(std::move(no_tokenizer)), Error);
+}
+
+// Byte-level tokens 0-255 and one added token, 300: ids 256-299 and past 300
+// are not the tokenizer's, though the qwen_gqa model (352 rows) may sample them.
+std::unique_ptr<Tokenizer> bytes_tokenizer(const fs::path& dir) {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) vocab[tok::to_byte_level(std::string(1, static_cast<char>(b)))] = b;
+  const nlohmann::json tj = {
+      {"version", "1.0"},
+      {"added_tokens", {{{"id", 300}, {"content", "<|end|>"}, {"special", true}, {"normalized", false}}}},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+  std::ofstream(dir / "tokenizer.json") << tj.dump();
+  return Tokenizer::from_dir(dir);
+}
+
+// The model's vocabulary may be larger than its tokenizer's: a sampled id the
+// tokenizer lacks (past its end, or in a gap) adds no text and ends nothing,
+// as `strata generate` prints it; the ids around it still have their text.
+TEST(Scheduler, ATokenTheTokenizerLacksAddsNoTextAndEndsNothing) {
+  testfiles::TempDir tmp("strata-bytes-tok");
+  auto tok = bytes_tokenizer(tmp.path());
+  auto m = load(kModels / "qwen_gqa");
+  ASSERT_GT(m->config().vocab_size, 320);
+  EXPECT_TRUE(tok->has_token(65) && tok->has_token(300));
+  EXPECT_FALSE(tok->has_token(280) || tok->has_token(320) || tok->has_token(-1));
+  for (const int32_t id : {280, 320, 65}) {
+    Request r = sampled({9, 8, 7}, 3, 1);
+    r.sampling.temperature = 0;
+    r.sampling.logit_bias = {{id, 100.0f}};
+    r.tokenizer = tok.get();
+    const Output o = run_alone(*m, std::move(r));
+    SCOPED_TRACE(id);
+    EXPECT_EQ(o.finish, Finish::Length);
+    EXPECT_EQ(o.tokens, std::vector<int32_t>(3, id));
+    EXPECT_EQ(o.text, id == 65 ? "AAA" : "");
+  }
 }
 
 TEST(Scheduler, TheContextEndsASequenceAndBadRequestsAreRefusedAtSubmit) {

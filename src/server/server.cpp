@@ -422,7 +422,13 @@ class Server {
       return f == Finish::Length || f == Finish::ContextFull ? "length" : "stop";
     }
 
-    std::string piece(int32_t id) const { return s_.tok_->decode({id}); }
+    // A token's text in logprobs: as in the reply's text, an id the tokenizer
+    // lacks (the model's vocabulary can be larger) has none; without a
+    // tokenizer, vLLM's spelling of a bare id.
+    std::string piece(int32_t id) const {
+      if (!s_.tok_) return "token_id:" + std::to_string(id);
+      return s_.tok_->has_token(id) ? s_.tok_->decode({id}) : std::string();
+    }
 
     json logprobs_json(size_t from = 0) const {
       if (!p_.logprobs) return nullptr;
