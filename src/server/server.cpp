@@ -61,7 +61,9 @@ void on_signal(int) { g_stop_requested = true; }
 class Server {
  public:
   explicit Server(const ServeOptions& o) : o_(o) {
-    name_ = o.served_name.empty() ? std::filesystem::path(o.model).filename().string() : o.served_name;
+    std::filesystem::path model(o.model);
+    if (model.filename().empty()) model = model.parent_path();  // "dir/" names the model dir too
+    name_ = o.served_name.empty() ? model.filename().string() : o.served_name;
     if (name_.empty()) name_ = "strata";
   }
 
@@ -205,7 +207,7 @@ class Server {
     if (!ready_) return send_error(res, {503, "the model is still loading", "server_error"});
     ParsedRequest p;
     try {
-      p = parse_request(req.body, chat, name_, o_.max_tokens_limit);
+      p = parse_request(req.body, chat, {name_, o_.max_tokens_limit, model_->config().vocab_size});
       prepare_prompt(p, chat);
     } catch (const ApiError& e) {
       return send_error(res, e);
