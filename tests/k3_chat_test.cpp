@@ -311,5 +311,20 @@ TEST(K3Chat, PromptBuilderTakesReasoningEffortAndRefusesBadOptions) {
   EXPECT_THROW(prompts.render_chat(calls, nullptr, nullptr), ChatTemplateError);
 }
 
+// tool_choice "none" (the OpenAI request's, passed as a template kwarg): K3's
+// encoder keeps the tools declared and adds its note, as encoding_k3.py does;
+// it is not stripped of them as a Jinja template is (runtime/prompt.h).
+TEST(K3Chat, PromptBuilderKeepsTheToolsAndNotesToolChoiceNone) {
+  auto model = load_model(fs::path(STRATA_FIXTURES_DIR) / "models" / "k3_bf16");
+  TinyKimiTokenizer k;
+  const PromptBuilder prompts(*model, std::move(k.tok));
+  const ojson msgs = ojson::parse(R"([{"role":"user","content":"hi"}])");
+  const ojson tools = ojson::parse(R"([{"type":"function","function":{"name":"get_weather","parameters":{}}}])");
+  const std::string text = prompts.render_chat(msgs, tools, ojson{{"tool_choice", "none"}}).text;
+  EXPECT_NE(text.find("get_weather"), std::string::npos) << text;
+  EXPECT_NE(text.find("`tool_choice=none`"), std::string::npos) << text;
+  EXPECT_EQ(prompts.render_chat(msgs, tools, nullptr).text.find("tool_choice"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace strata

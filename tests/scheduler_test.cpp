@@ -19,6 +19,7 @@
 #include "runtime/scheduler.h"
 #include "safetensors_writer.h"
 #include "same_bits.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -134,6 +135,54 @@ TEST_P(Batching, SequencesSharingStepsGiveTheBitsEachGivesAlone) {
   EXPECT_LT(s.stats().steps, steps_alone);  // they really shared steps
 }
 
+// The greedy choice from a row of the model's own logits with `bias` added.
+int32_t biased_argmax(std::vector<float> row, const std::vector<std::pair<int32_t, float>>& bias) {
+  for (const auto& [id, b] : bias) row[static_cast<size_t>(id)] += b;
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+// logit_bias and penalties belong to their sequence's sampler: beside others
+// a biased sequence gives the bits it gives alone, and the bias does what it
+// says (a -100 token never comes, a +100 token is the greedy choice).
+TEST_P(Batching, BiasedSequencesGiveTheirOwnTokensBesideOthers) {
+  auto m = load(kModels / GetParam(), /*max_batch=*/4);
+  const std::vector<int32_t> prompt = {7, 1, 30, 12, 5};
+  const Output plain = run_alone(*m, sampled(prompt, 6, 1));
+  const int32_t banned = plain.tokens[0];
+  const auto& first = plain.logits[0];  // the least likely first token, to be pushed
+  const int32_t pushed = static_cast<int32_t>(std::min_element(first.begin(), first.end()) - first.begin());
+  auto request = [&](int i) {
+    Request r = sampled(i == 2 ? std::vector<int32_t>{3, 9, 4} : prompt, 6, 1);
+    if (i == 0) {  // sampled, banning what it sampled first, with penalties
+      r.sampling.logit_bias = {{banned, -100.0f}};
+      r.sampling.presence_penalty = 0.5f;
+      r.sampling.repetition_penalty = 1.3f;
+    } else if (i == 1) {  // greedy, pushed
+      r.sampling.temperature = 0;
+      r.sampling.logit_bias = {{pushed, 100.0f}};
+    }
+    return r;
+  };
+  std::vector<Output> alone;
+  for (int i = 0; i < 3; ++i) alone.push_back(run_alone(*m, request(i)));
+  EXPECT_EQ(std::count(alone[0].tokens.begin(), alone[0].tokens.end(), banned), 0);
+  EXPECT_NE(alone[0].tokens, plain.tokens);
+  ASSERT_EQ(alone[1].tokens.size(), alone[1].logits.size());
+  for (size_t i = 0; i < alone[1].tokens.size(); ++i)
+    EXPECT_EQ(alone[1].tokens[i], biased_argmax(alone[1].logits[i], {{pushed, 100.0f}})) << i;
+  EXPECT_EQ(alone[1].tokens[0], pushed);
+
+  Scheduler s(*m, SchedulerOptions{3, 0});
+  auto a = s.submit(request(0));
+  s.step();
+  auto b = s.submit(request(1));
+  auto c = s.submit(request(2));
+  run_all(s);
+  expect_same(alone[0], collect(*a), "banned, penalised, sampled");
+  expect_same(alone[1], collect(*b), "pushed, greedy");
+  expect_same(alone[2], collect(*c), "plain");
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Batching, ::testing::Values("qwen_gqa", "ds_yarn_grouped", "gptoss_bf16"));
 
 TEST(Scheduler, PromptsLongerThanTheChunkArePrefilledInChunksWithTheSameBits) {
@@ -225,6 +274,44 @@ TEST(Scheduler, AStopStringEndsGenerationWithTheTextCutRightBeforeIt) {
   EXPECT_THROW(s.submit(std::move(no_tokenizer)), Error);
 }
 
+// Byte-level tokens 0-255 and one added token, 300: ids 256-299 and past 300
+// are not the tokenizer's, though the qwen_gqa model (352 rows) may sample them.
+std::unique_ptr<Tokenizer> bytes_tokenizer(const fs::path& dir) {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) vocab[tok::to_byte_level(std::string(1, static_cast<char>(b)))] = b;
+  const nlohmann::json tj = {
+      {"version", "1.0"},
+      {"added_tokens", {{{"id", 300}, {"content", "<|end|>"}, {"special", true}, {"normalized", false}}}},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+  std::ofstream(dir / "tokenizer.json") << tj.dump();
+  return Tokenizer::from_dir(dir);
+}
+
+// The model's vocabulary may be larger than its tokenizer's: a sampled id the
+// tokenizer lacks (past its end, or in a gap) adds no text and ends nothing,
+// as `strata generate` prints it; the ids around it still have their text.
+TEST(Scheduler, ATokenTheTokenizerLacksAddsNoTextAndEndsNothing) {
+  testfiles::TempDir tmp("strata-bytes-tok");
+  auto tok = bytes_tokenizer(tmp.path());
+  auto m = load(kModels / "qwen_gqa");
+  ASSERT_GT(m->config().vocab_size, 320);
+  EXPECT_TRUE(tok->has_token(65) && tok->has_token(300));
+  EXPECT_FALSE(tok->has_token(280) || tok->has_token(320) || tok->has_token(-1));
+  for (const int32_t id : {280, 320, 65}) {
+    Request r = sampled({9, 8, 7}, 3, 1);
+    r.sampling.temperature = 0;
+    r.sampling.logit_bias = {{id, 100.0f}};
+    r.tokenizer = tok.get();
+    const Output o = run_alone(*m, std::move(r));
+    SCOPED_TRACE(id);
+    EXPECT_EQ(o.finish, Finish::Length);
+    EXPECT_EQ(o.tokens, std::vector<int32_t>(3, id));
+    EXPECT_EQ(o.text, id == 65 ? "AAA" : "");
+  }
+}
+
 TEST(Scheduler, TheContextEndsASequenceAndBadRequestsAreRefusedAtSubmit) {
   auto m = load(kModels / "qwen_gqa", 0, /*context=*/6);
   // Positions 3, 4 and 5 are fed back; the fourth token would need position 6.
@@ -245,6 +332,14 @@ TEST(Scheduler, TheContextEndsASequenceAndBadRequestsAreRefusedAtSubmit) {
   Request bad = sampled({1}, 2, 1);
   bad.sampling.top_p = 0;
   EXPECT_THROW(s.submit(std::move(bad)), Error);
+  Request bias_past_vocab = sampled({1}, 2, 1);
+  bias_past_vocab.sampling.logit_bias = {{1, 1.0f}, {static_cast<int32_t>(m->config().vocab_size), 1.0f}};
+  try {
+    s.submit(std::move(bias_past_vocab));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("logit_bias token id"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(s.stats().requests, 0u);
 }
 

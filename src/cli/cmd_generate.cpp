@@ -59,11 +59,11 @@ std::vector<int32_t> parse_ids(const std::string& s) {
 }
 
 // Models often have more embedding rows than the tokenizer has tokens; ids
-// past the tokenizer's vocabulary have no text.
+// the tokenizer lacks have no text (as in `serve`: runtime/text_stream.h).
 std::string decode_known(const Tokenizer& tok, const std::vector<int32_t>& ids) {
   std::vector<int32_t> known;
   for (int32_t id : ids)
-    if (id >= 0 && static_cast<size_t>(id) < tok.vocab_size()) known.push_back(id);
+    if (tok.has_token(id)) known.push_back(id);
   return tok.decode(known);
 }
 

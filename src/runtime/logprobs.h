@@ -1,7 +1,10 @@
 #pragma once
 // Log-probabilities as OpenAI reports them: log-softmax of the model's raw
-// logits (before penalties and temperature), and the most likely
-// alternatives in descending order, ties to the lower id.
+// logits (before logit_bias, penalties and temperature), and the most likely
+// alternatives in descending order, ties to the lower id. What the model
+// thinks, whatever the request steered: a token forced by a +100 bias reports
+// the model's own (perhaps tiny) probability. OpenAI's reference does not say
+// which it reports; this is vLLM's default (logprobs_mode raw_logprobs).
 #include <cstdint>
 #include <span>
 #include <utility>

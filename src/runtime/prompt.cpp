@@ -112,7 +112,11 @@ ChatPrompt PromptBuilder::render_chat(const nlohmann::ordered_json& messages, co
   if (!template_) throw Error(template_error_.empty() ? "this model has no chat template" : template_error_);
   nlohmann::ordered_json ctx = extra.is_object() ? extra : nlohmann::ordered_json::object();
   ctx["messages"] = messages;
-  ctx["tools"] = tools;  // null when absent, as transformers passes tools=None
+  // null when absent, as transformers passes tools=None. With tool_choice
+  // "none" a template (which cannot be told not to call them) is not shown
+  // them: the model cannot call what it was never offered.
+  const bool no_tools = ctx.contains("tool_choice") && ctx["tool_choice"] == "none";
+  ctx["tools"] = no_tools ? nlohmann::ordered_json() : tools;
   ctx["add_generation_prompt"] = true;
   if (auto b = tok_->bos_id()) ctx["bos_token"] = tok_->token_text(*b);
   if (!tok_->eos_ids().empty()) ctx["eos_token"] = tok_->token_text(tok_->eos_ids().front());

@@ -67,8 +67,10 @@ class PromptBuilder {
   // A conversation through the chat template with add_generation_prompt,
   // bos_token and eos_token as transformers passes them; `extra` (template
   // kwargs such as enable_thinking) is the starting context, `tools` null
-  // when there are none. Needs has_chat_template(); throws ChatTemplateError
-  // when the template rejects the messages. Safe from several threads.
+  // when there are none; with `extra` tool_choice "none" the template gets no
+  // tools (it has no other way to keep the model from calling them). Needs
+  // has_chat_template(); throws ChatTemplateError when the template rejects
+  // the messages. Safe from several threads.
   // With the K3 encoder, `extra` gives thinking (or enable_thinking; default
   // true), thinking_effort (default "max", as the checkpoint's
   // apply_chat_template; null for none), tool_choice and response_format;

@@ -41,8 +41,8 @@ struct Request {
 
 struct TokenEvent {
   int32_t token = 0;
-  std::string text;                            // with Request::tokenizer
-  float logprob = 0;                           // log-softmax of the model's logits
+  std::string text;                            // with Request::tokenizer (runtime/text_stream.h)
+  float logprob = 0;                           // log-softmax of the raw logits (runtime/logprobs.h)
   std::vector<std::pair<int32_t, float>> top;  // most likely alternatives, with logprobs
   std::vector<float> logits;                   // with Request::keep_logits
 };

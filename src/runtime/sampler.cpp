@@ -25,6 +25,12 @@ void validate(const SamplingParams& p) {
   if (!(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty)) bad("repetition_penalty must be > 0");
   if (!(std::fabs(p.presence_penalty) <= 2.0f)) bad("presence_penalty must be in [-2, 2]");
   if (!(std::fabs(p.frequency_penalty) <= 2.0f)) bad("frequency_penalty must be in [-2, 2]");
+  for (size_t i = 0; i < p.logit_bias.size(); ++i) {
+    const auto [id, bias] = p.logit_bias[i];
+    if (id < 0 || (i > 0 && id <= p.logit_bias[i - 1].first))
+      bad("logit_bias token ids must be non-negative, ascending and distinct");
+    if (!(std::fabs(bias) <= 100.0f)) bad("logit_bias values must be in [-100, 100]");
+  }
 }
 
 void Sampler::set_prompt(std::span<const int32_t> prompt) {
@@ -35,8 +41,10 @@ void Sampler::set_prompt(std::span<const int32_t> prompt) {
   }
 }
 
-std::vector<float> Sampler::penalized(std::span<const float> logits) const {
+std::vector<float> Sampler::adjusted(std::span<const float> logits) const {
   std::vector<float> l(logits.begin(), logits.end());
+  for (const auto& [t, bias] : params_.logit_bias)
+    if (static_cast<size_t>(t) < l.size()) l[static_cast<size_t>(t)] += bias;
   const float rp = params_.repetition_penalty;
   if (rp != 1.0f) {
     auto apply = [&](size_t t) {
@@ -59,12 +67,12 @@ std::vector<float> Sampler::penalized(std::span<const float> logits) const {
 }
 
 int32_t Sampler::next(std::span<const float> raw) {
-  // Copy the row only when a penalty will change it (a vocabulary-sized copy per token otherwise).
-  const bool penalize = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                        params_.frequency_penalty != 0.0f;
-  std::vector<float> adjusted;
-  if (penalize) adjusted = penalized(raw);
-  const std::span<const float> logits = penalize ? std::span<const float>(adjusted) : raw;
+  // Copy the row only when a bias or penalty will change it (a vocabulary-sized copy per token otherwise).
+  const bool adjust = !params_.logit_bias.empty() || params_.repetition_penalty != 1.0f ||
+                      params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+  std::vector<float> row;
+  if (adjust) row = adjusted(raw);
+  const std::span<const float> logits = adjust ? std::span<const float>(row) : raw;
   int32_t token;
   if (params_.temperature <= 0.0f || params_.top_k == 1) {
     token = argmax(logits);

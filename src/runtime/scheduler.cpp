@@ -51,6 +51,9 @@ std::shared_ptr<Job> Scheduler::submit(Request r) {
                 std::to_string(model_.context()) + " (raise --ctx)");
   if (r.max_tokens < 1) throw Error("max_tokens must be at least 1");
   validate(r.sampling);
+  if (!r.sampling.logit_bias.empty() && r.sampling.logit_bias.back().first >= vocab)
+    throw Error("logit_bias token id " + std::to_string(r.sampling.logit_bias.back().first) +
+                " is out of range for this model (vocabulary of " + std::to_string(vocab) + ")");
   if (!r.stop_strings.empty() && !r.tokenizer) throw Error("stop strings need the model's tokenizer");
 
   auto s = std::make_unique<Sequence>();

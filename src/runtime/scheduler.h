@@ -71,7 +71,8 @@ class Scheduler {
 
   // Queues a request. Throws strata::Error for an empty prompt, a token id
   // outside the vocabulary, a prompt longer than the context, max_tokens < 1,
-  // bad sampling parameters or stop strings without a tokenizer; QueueFull
+  // bad sampling parameters (a logit_bias id outside the vocabulary too) or
+  // stop strings without a tokenizer; QueueFull
   // when max_queue requests already wait.
   std::shared_ptr<Job> submit(Request request);
 

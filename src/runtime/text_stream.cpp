@@ -41,8 +41,11 @@ TextStream::TextStream(const Tokenizer& tok, std::vector<std::string> stops) : t
 std::string TextStream::add(int32_t token) {
   if (stopped_) return {};
   // Decoding is per-token bytes, concatenated: each token is decoded once, so
-  // a token costs the same at the end of a long output as at its start.
-  text_ += tok_.decode({token});
+  // a token costs the same at the end of a long output as at its start. An id
+  // the tokenizer lacks (a model row past its vocabulary) has no text, as
+  // Hugging Face tokenizers' decode skips ids it does not know and `strata
+  // generate` prints: the token still counts, its text is empty.
+  if (tok_.has_token(token)) text_ += tok_.decode({token});
   return take(false);
 }
 

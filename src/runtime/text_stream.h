@@ -3,6 +3,8 @@
 // character, never the first part of what may become a stop string, and cut
 // exactly where a stop string begins. The scheduler runs one per sequence
 // that asks for text, so a stop string ends generation on the step thread.
+// A token the tokenizer does not have (the model's vocabulary may be larger)
+// adds no text.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
+
+#include "server/openai_fields.h"
+#include "util/json_depth.h"
 
 namespace strata {
 
@@ -65,13 +69,59 @@ ojson normalize_messages(const ojson& msgs) {
   return out;
 }
 
+// {"token id": bias} -> (id, bias) by ascending id.
+std::vector<std::pair<int32_t, float>> logit_bias(const json& v, int64_t vocab) {
+  if (!v.is_object()) bad("logit_bias", "must be an object mapping token ids to biases");
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, bias] : v.items()) {
+    // One spelling per id ("7", never "07" or "+7"), so no two keys name the same token.
+    const bool canonical = !key.empty() && key.size() <= 10 && (key == "0" || key[0] != '0') &&
+                           std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!canonical) bad("logit_bias", "'" + key + "' is not a token id (a non-negative decimal integer)");
+    const int64_t id = std::stoll(key);
+    if (id >= vocab)
+      bad("logit_bias", "token id " + key + " is outside the vocabulary (" + std::to_string(vocab) + " tokens)");
+    if (!bias.is_number()) bad("logit_bias", "the bias of token " + key + " must be a number");
+    const double b = bias.get<double>();
+    if (!(b >= -100 && b <= 100)) bad("logit_bias", "the bias of token " + key + " must be between -100 and 100");
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// "none" / "auto" (strata's behaviour either way, see the header); what
+// would need constrained decoding is refused.
+void check_tool_choice(const json& v) {
+  if (v == "none" || v == "auto") return;
+  if (v == "required" || v.is_object())
+    bad("tool_choice", std::string(v.is_object() ? "a named tool" : "'required'") +
+                           " is not supported yet: strata cannot force a tool call; only 'none' and 'auto' are");
+  bad("tool_choice", "must be 'none', 'auto', 'required' or a named tool");
+}
+
+void check_response_format(const json& v) {
+  const json type = v.is_object() && v.contains("type") ? v["type"] : json();
+  if (!type.is_string()) bad("response_format", "must be an object with a string 'type'");
+  if (type == "text") return;
+  if (type == "json_object" || type == "json_schema")
+    bad("response_format", "'" + type.get<std::string>() +
+                               "' is not supported yet: strata cannot constrain the output to JSON; only 'text' is");
+  bad("response_format", "type must be 'text', 'json_object' or 'json_schema'");
+}
+
 }  // namespace
 
-ParsedRequest parse_request(const std::string& body, bool chat, const std::string& model, int max_tokens_limit) {
+ParsedRequest parse_request(const std::string& body, bool chat, const ServedModel& served) {
+  // Before parsing: what is done with the value afterwards recurses per level.
+  if (json_nesting_depth(body, kMaxBodyDepth) > kMaxBodyDepth)
+    bad("", "the body nests deeper than " + std::to_string(kMaxBodyDepth) + " levels");
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) bad("", "the body is not valid JSON");
   if (!j.is_object()) bad("", "the body must be a JSON object");
+  check_fields(j, chat);
   ParsedRequest p;
+  const std::string& model = served.name;
   if (has(j, "model")) {
     if (!j["model"].is_string()) bad("model", "must be a string");
     if (j["model"].get<std::string>() != model)
@@ -95,6 +145,15 @@ ParsedRequest parse_request(const std::string& body, bool chat, const std::strin
       if (!p.template_kwargs.is_object()) p.template_kwargs = ojson::object();
       p.template_kwargs["reasoning_effort"] = o["reasoning_effort"];
     }
+    if (has(j, "response_format")) check_response_format(j["response_format"]);
+    if (has(j, "tool_choice")) {
+      check_tool_choice(j["tool_choice"]);
+      // "auto" is the default; "none" matters only when there are tools to not call.
+      if (j["tool_choice"] == "none" && p.tools.is_array() && !p.tools.empty()) {
+        if (!p.template_kwargs.is_object()) p.template_kwargs = ojson::object();
+        p.template_kwargs["tool_choice"] = "none";
+      }
+    }
   } else {
     if (!j.contains("prompt")) bad("prompt", "is required");
     const json& pr = j["prompt"];
@@ -113,8 +172,8 @@ ParsedRequest parse_request(const std::string& body, bool chat, const std::strin
     }
   }
   for (const char* key : {"max_tokens", "max_completion_tokens"})
-    if (has(j, key)) p.max_tokens = static_cast<int>(integer(j, key, 1, max_tokens_limit));
-  if (has(j, "n") && integer(j, "n", 1, 1) != 1) bad("n", "only 1 is supported");
+    if (has(j, key)) p.max_tokens = static_cast<int>(integer(j, key, 1, served.max_tokens_limit));
+  if (has(j, "n") && integer(j, "n", 1, 128) != 1) bad("n", "only 1 is supported (one choice per request)");
   if (has(j, "temperature")) p.sampling.temperature = static_cast<float>(number(j, "temperature", 0, 2));
   else p.sampling.temperature = 1.0f;  // OpenAI's default
   if (has(j, "top_p")) p.sampling.top_p = static_cast<float>(number(j, "top_p", 1e-9, 1));
@@ -138,9 +197,17 @@ ParsedRequest parse_request(const std::string& body, bool chat, const std::strin
     p.stream = j["stream"].get<bool>();
   }
   if (has(j, "stream_options")) {
-    if (!j["stream_options"].is_object()) bad("stream_options", "must be an object");
-    p.include_usage = j["stream_options"].value("include_usage", false);
+    const json& so = j["stream_options"];
+    if (!so.is_object()) bad("stream_options", "must be an object");
+    // include_obfuscation pads chunks against side channels; strata sends none, which changes no text.
+    for (const auto& [key, v] : so.items()) {
+      if (key != "include_usage" && key != "include_obfuscation")
+        bad("stream_options", "unknown option '" + key + "' (include_usage and include_obfuscation are)");
+      if (!v.is_null() && !v.is_boolean()) bad("stream_options", "'" + key + "' must be a boolean");
+    }
+    p.include_usage = so.contains("include_usage") && so["include_usage"] == true;
   }
+  if (has(j, "logit_bias")) p.sampling.logit_bias = logit_bias(j["logit_bias"], served.vocab_size);
   if (chat) {
     if (has(j, "logprobs")) {
       if (!j["logprobs"].is_boolean()) bad("logprobs", "must be a boolean");

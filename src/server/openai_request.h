@@ -1,7 +1,26 @@
 #pragma once
 // Validating OpenAI request bodies (/v1/completions, /v1/chat/completions):
 // every field is checked for type and range, and anything wrong becomes an
-// ApiError with OpenAI's error type and the offending parameter.
+// ApiError with OpenAI's error type and the offending parameter. Which
+// fields each endpoint takes, and what happens to those strata does not
+// implement, is server/openai_fields.h. A body nested deeper than
+// kMaxBodyDepth is refused before it is parsed (util/json_depth.h).
+//
+// Choices where OpenAI's reference leaves room:
+// - logit_bias: {"token id": bias}, the id a decimal integer as the client
+//   libraries write it (no sign, no leading zeros: one spelling per id), below
+//   the model's vocabulary (its logits row, which may be longer than the
+//   tokenizer's); the bias a number in [-100, 100]. It steers sampling and
+//   greedy decoding alike; reported logprobs stay the model's (runtime/logprobs.h).
+// - tool_choice: "auto" is what strata does anyway; "none" with tools is
+//   passed to the chat encoding as the tool_choice template kwarg (a Jinja
+//   template is then not shown the tools; Kimi K3's encoder keeps them and
+//   adds its "do not call tools" note: runtime/prompt.h); "required" and a
+//   named function are a 400 until decoding can be constrained to a call.
+// - response_format: {"type": "text"} only; json_object and json_schema are a
+//   400 until decoding can be constrained to JSON.
+#include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -34,8 +53,18 @@ struct ParsedRequest {
   bool ignore_eos = false;
 };
 
-// Throws ApiError. `model` is the served model's id (a request naming another
-// model gets 404); `max_tokens_limit` bounds max_tokens.
-ParsedRequest parse_request(const std::string& body, bool chat, const std::string& model, int max_tokens_limit);
+// What a request is checked against.
+struct ServedModel {
+  std::string name;          // the served model's id: a request naming another gets 404
+  int max_tokens_limit = 0;  // bounds max_tokens
+  int64_t vocab_size = 0;    // the model's logits row: logit_bias ids must be below it
+};
+
+// Bodies nesting deeper than this are refused unparsed (serde_json's default
+// limit; a tool's JSON schema needs a fraction of it).
+inline constexpr size_t kMaxBodyDepth = 128;
+
+// Throws ApiError.
+ParsedRequest parse_request(const std::string& body, bool chat, const ServedModel& served);
 
 }  // namespace strata

@@ -61,7 +61,9 @@ void on_signal(int) { g_stop_requested = true; }
 class Server {
  public:
   explicit Server(const ServeOptions& o) : o_(o) {
-    name_ = o.served_name.empty() ? std::filesystem::path(o.model).filename().string() : o.served_name;
+    std::filesystem::path model(o.model);
+    if (model.filename().empty()) model = model.parent_path();  // "dir/" names the model dir too
+    name_ = o.served_name.empty() ? model.filename().string() : o.served_name;
     if (name_.empty()) name_ = "strata";
   }
 
@@ -205,7 +207,7 @@ class Server {
     if (!ready_) return send_error(res, {503, "the model is still loading", "server_error"});
     ParsedRequest p;
     try {
-      p = parse_request(req.body, chat, name_, o_.max_tokens_limit);
+      p = parse_request(req.body, chat, {name_, o_.max_tokens_limit, model_->config().vocab_size});
       prepare_prompt(p, chat);
     } catch (const ApiError& e) {
       return send_error(res, e);
@@ -422,7 +424,13 @@ class Server {
       return f == Finish::Length || f == Finish::ContextFull ? "length" : "stop";
     }
 
-    std::string piece(int32_t id) const { return s_.tok_->decode({id}); }
+    // A token's text in logprobs: as in the reply's text, an id the tokenizer
+    // lacks (the model's vocabulary can be larger) has none; without a
+    // tokenizer, vLLM's spelling of a bare id.
+    std::string piece(int32_t id) const {
+      if (!s_.tok_) return "token_id:" + std::to_string(id);
+      return s_.tok_->has_token(id) ? s_.tok_->decode({id}) : std::string();
+    }
 
     json logprobs_json(size_t from = 0) const {
       if (!p_.logprobs) return nullptr;

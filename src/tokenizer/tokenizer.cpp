@@ -121,6 +121,10 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   return out;
 }
 
+bool Tokenizer::has_token(int32_t id) const {
+  return id >= 0 && static_cast<std::size_t>(id) < state_->known.size() && state_->known[id];
+}
+
 std::string Tokenizer::token_text(int32_t id) const {
   check_id(*state_, id);
   return state_->token_texts[id];

@@ -75,6 +75,11 @@ class Tokenizer {
   // them back until the rest arrives. Throws for ids outside the vocabulary.
   std::string decode(const std::vector<int32_t>& ids) const;
 
+  // Whether `id` is a token of this vocabulary (decode() takes it). A model
+  // may have more embedding rows than its tokenizer has tokens, and may
+  // sample one of them.
+  bool has_token(int32_t id) const;
+
   // The token as the vocabulary spells it (byte-level form, e.g. "Ġthe"; the
   // literal text for special tokens). Always valid UTF-8.
   std::string token_text(int32_t id) const;

@@ -4,10 +4,12 @@
 // It synthesizes a tiny Qwen3-MoE model carrying the real Qwen3 tokenizer and
 // chat template, serves it, and checks: non-streamed and streamed chat and
 // completions, usage, stop sequences, seeded reproducibility, logprobs,
+// logit_bias (against the model's own logits from `strata generate --logits`),
 // concurrent requests, client disconnects, and error shapes (400, 401, 404,
-// 413, 429).
-import { spawn, execFileSync } from "node:child_process";
-import { mkdirSync, rmSync } from "node:fs";
+// 413, 429), fields strata does not implement or know, and deep nesting.
+import { spawn, execFile, execFileSync } from "node:child_process";
+import { promisify } from "node:util";
+import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 
@@ -23,9 +25,9 @@ execFileSync(strata, ["synth", "--preset", "qwen3-30b-a3b", "--size", "0.2", "--
   "--tokenizer", tokenizerDir, "--out", model, "--seed", "5"], { stdio: "inherit" });
 
 const KEY = "sk-test-key";
-function startServer(extra = []) {
+function startServer(extra = [], dir = model) {
   return new Promise((resolve, reject) => {
-    const p = spawn(strata, ["serve", model, "--port", "0", "--threads", "2", "--ctx", "2048", ...extra],
+    const p = spawn(strata, ["serve", dir, "--port", "0", "--threads", "2", "--ctx", "2048", ...extra],
       { stdio: ["ignore", "inherit", "pipe"] });
     let err = "";
     p.stderr.on("data", (d) => {
@@ -150,6 +152,106 @@ await check("logprobs and top_logprobs", async () => {
   }
 });
 
+// Ids and the model's own logits from the CLI on the same checkpoint: what
+// logit_bias must do is worked out from them, not written down. Run without
+// blocking the event loop: a loop blocked past the server's keep-alive would
+// send the next request on a connection the server has closed.
+const cli = async (args) => (await promisify(execFile)(strata, args, { maxBuffer: 1 << 28 })).stdout;
+const tokenize = async (text) => JSON.parse(await cli(["tokenize", "--model", model, "--text", text, "--json"])).ids;
+const detokenize = async (ids) => (await cli(["tokenize", "--model", model, "--ids", ids.join(",")])).slice(0, -1);
+async function firstLogits(promptIds) {
+  const r = JSON.parse(await cli(["generate", "--model", model, "--prompt-ids", promptIds.join(","), "-n", "1",
+    "--json", "--logits", "--ignore-eos", "--threads", "2", "--ctx", "2048"]));
+  return { token: r.tokens[0], row: r.logits[0] };
+}
+const argmax = (row) => row.reduce((best, v, i) => (v > row[best] ? i : best), 0);
+const biased = (row, bias) => { const r = row.slice(); for (const [id, b] of Object.entries(bias)) r[Number(id)] += b; return r; };
+const rowMax = (row) => row.reduce((m, v) => Math.max(m, v), -Infinity);
+const rowMin = (row) => row.reduce((m, v) => Math.min(m, v), Infinity);
+const logSoftmax = (row, id) => { const m = rowMax(row); return row[id] - m - Math.log(row.reduce((s, v) => s + Math.exp(v - m), 0)); };
+
+await check("logit_bias bans and pushes tokens, greedy, as the model's own logits say", async () => {
+  const prompt = await tokenize("Once upon a time");
+  const { token: top, row } = await firstLogits(prompt);
+  assert.equal(top, argmax(row));
+  const once = (extra) => client.completions.create({ model: modelId, prompt, max_tokens: 1, temperature: 0, logprobs: 1, ...extra });
+  const plain = await once({});
+  assert.equal(plain.choices[0].text, await detokenize([top]));
+  // -100 on the greedy token: the next one by the model's logits comes instead.
+  const ban = { [top]: -100 };
+  const second = argmax(biased(row, ban));
+  assert.notEqual(second, top);
+  assert.notEqual(await detokenize([second]), await detokenize([top]));  // else the text could not tell them apart
+  const banned = await once({ logit_bias: ban });
+  assert.equal(banned.choices[0].text, await detokenize([second]));
+  // +100 on a token the model does not favour: it comes instead.
+  const dragonIds = await tokenize(" dragon");
+  assert.equal(dragonIds.length, 1);
+  const [dragon] = dragonIds;
+  assert.notEqual(dragon, top);
+  const push = { [dragon]: 100 };
+  assert.equal(argmax(biased(row, push)), dragon);
+  const pushed = await once({ logit_bias: push });
+  assert.equal(pushed.choices[0].text, " dragon");
+  // Logprobs stay the model's own (before the bias): documented in runtime/logprobs.h.
+  assert.ok(Math.abs(pushed.choices[0].logprobs.token_logprobs[0] - logSoftmax(row, dragon)) < 1e-3,
+    `${pushed.choices[0].logprobs.token_logprobs[0]} vs ${logSoftmax(row, dragon)}`);
+  // Streamed, the same.
+  const s = await once({ logit_bias: push, stream: true });
+  let streamed = "";
+  for await (const c of s) streamed += c.choices[0]?.text ?? "";
+  assert.equal(streamed, " dragon");
+  // Chat: +100 is more than this model's whole spread of logits, so it wins at every position.
+  assert.ok(rowMax(row) - rowMin(row) < 100);
+  const chat = await client.chat.completions.create({ model: modelId, messages, max_tokens: 3, temperature: 0, ignore_eos: true,
+    logit_bias: push });
+  assert.equal(chat.choices[0].message.content, " dragon dragon dragon");
+});
+
+await check("fields strata does not implement or know are a 400 naming them", async () => {
+  const e1 = await expectApiError(client.chat.completions.create({ model: modelId, messages, response_format: { type: "json_object" } }),
+    400, "invalid_request_error");
+  assert.equal(e1.param, "response_format");
+  assert.match(e1.message, /response_format/);
+  const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: {} } } }];
+  const e2 = await expectApiError(client.chat.completions.create({ model: modelId, messages, tools, tool_choice: "required" }), 400);
+  assert.equal(e2.param, "tool_choice");
+  // Unknown fields: passed straight through by the client, or as the whole body.
+  const e3 = await expectApiError(client.chat.completions.create({ model: modelId, messages, frobnicate: true }), 400, "invalid_request_error");
+  assert.equal(e3.error.message, "Unrecognized request argument supplied: frobnicate");
+  assert.equal(e3.param, "frobnicate");
+  const e4 = await expectApiError(client.completions.create({ model: modelId, prompt: "x" },
+    { body: { model: modelId, prompt: "x", max_tokens: 1, best_of_luck: 1 } }), 400);
+  assert.equal(e4.error.message, "Unrecognized request argument supplied: best_of_luck");
+  const e5 = await expectApiError(client.chat.completions.create({ model: modelId, messages, logit_bias: { "not-an-id": 5 } }), 400);
+  assert.equal(e5.param, "logit_bias");
+  const e6 = await expectApiError(client.completions.create({ model: modelId, prompt: "x", logit_bias: { 5: 101 } }), 400);
+  assert.equal(e6.param, "logit_bias");
+  // What OpenAI accepts and changes nothing here, and the defaults of what would: a 200.
+  const ok = await client.chat.completions.create({ model: modelId, messages, max_tokens: 2, user: "u", metadata: { a: "b" },
+    store: false, service_tier: "auto", response_format: { type: "text" }, tools, tool_choice: "none", parallel_tool_calls: true,
+    n: 1, stream_options: null });
+  assert.equal(ok.choices.length, 1);
+  // tool_choice "none" keeps the tools from the (Jinja) template: the prompt is the one without them.
+  const noTools = await client.chat.completions.create({ model: modelId, messages, max_tokens: 1 });
+  const withTools = await client.chat.completions.create({ model: modelId, messages, max_tokens: 1, tools });
+  assert.ok(withTools.usage.prompt_tokens > noTools.usage.prompt_tokens);
+  assert.equal(ok.usage.prompt_tokens, noTools.usage.prompt_tokens);
+});
+
+// 1,000,000 deep (2 MB, under the body limit) took the server down before the depth check.
+await check("a body nested 100,000 or 1,000,000 deep is a 400 and the server lives on", async () => {
+  for (const n of [100000, 1000000]) for (const shape of ["bare", "in a message"]) {
+    const deep = "[".repeat(n) + "]".repeat(n);
+    const body = shape === "bare" ? deep : `{"messages": [{"role": "user", "content": "x", "extra": ${deep}}]}`;
+    const r = await fetch(`${url}/v1/chat/completions`, { method: "POST", body, headers: { Authorization: `Bearer ${KEY}`, "Content-Type": "application/json" } });
+    assert.equal(r.status, 400);
+    assert.match((await r.json()).error.message, /nests deeper/);
+  }
+  const r = await client.completions.create({ model: modelId, prompt: "Hi", max_tokens: 1 });
+  assert.equal(r.choices.length, 1);
+});
+
 await check("four concurrent streams are all answered", async () => {
   const runs = [0, 1, 2, 3].map((i) => client.chat.completions.create({ model: modelId, max_tokens: 6, temperature: 1, seed: i, ignore_eos: true,
     messages: [{ role: "user", content: `Count to ${i + 3}.` }] }));
@@ -222,6 +324,57 @@ await check("a full queue gets 429 with Retry-After", async () => {
   await long;
 });
 await stopServer(tight);
+
+// A model with more rows than its tokenizer has tokens (as real checkpoints
+// pad theirs): the qwen_gqa fixture (352 rows) with a byte-level tokenizer of
+// 256 tokens. A token past the tokenizer is a token without text, not a 500.
+const bytes = `${work}/bytes-model`;
+mkdirSync(bytes, { recursive: true });
+const fixture = new URL("../fixtures/models/qwen_gqa/", import.meta.url).pathname;
+for (const f of ["config.json", "generation_config.json", "model.safetensors"]) symlinkSync(`${fixture}${f}`, `${bytes}/${f}`);
+// GPT-2's byte-to-character map: printable bytes stand for themselves, the rest from U+0100 on.
+const printable = (b) => (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+const byteVocab = {};
+for (let b = 0, n = 0; b < 256; ++b) byteVocab[String.fromCodePoint(printable(b) ? b : 256 + n++)] = b;
+writeFileSync(`${bytes}/tokenizer.json`, JSON.stringify({ version: "1.0", added_tokens: [],
+  pre_tokenizer: { type: "ByteLevel", add_prefix_space: false, use_regex: true }, decoder: { type: "ByteLevel" },
+  model: { type: "BPE", vocab: byteVocab, merges: [] } }));
+const padded = await startServer([], bytes);
+const c3 = new OpenAI({ apiKey: "none", baseURL: `${padded.url}/v1`, maxRetries: 0 });
+await check("a token past the tokenizer's vocabulary has no text and is not an error", async () => {
+  await waitReady(padded.url);
+  const vocab = JSON.parse(readFileSync(`${bytes}/config.json`)).vocab_size;
+  assert.ok(vocab > 256);
+  const last = vocab - 1;
+  const r = await c3.completions.create({ model: "bytes-model", prompt: "Hello", max_tokens: 2, temperature: 0, logprobs: 2,
+    logit_bias: { [last]: 100 } });
+  assert.equal(r.choices[0].text, "");
+  assert.equal(r.usage.completion_tokens, 2);
+  assert.deepEqual(r.choices[0].logprobs.tokens, ["", ""]);
+  // Beside it, a token the tokenizer has keeps its text: "A" is byte 65.
+  const a = await c3.completions.create({ model: "bytes-model", prompt: "Hello", max_tokens: 2, temperature: 0, logit_bias: { 65: 100 } });
+  assert.equal(a.choices[0].text, "AA");
+  const s = await c3.completions.create({ model: "bytes-model", prompt: "Hello", max_tokens: 3, temperature: 1, seed: 3,
+    logit_bias: { [last]: 100 }, stream: true });
+  let text = "", finish = null;
+  for await (const chunk of s) for (const ch of chunk.choices) { text += ch.text ?? ""; finish = ch.finish_reason ?? finish; }
+  assert.equal(text, "");
+  assert.equal(finish, "length");
+});
+await stopServer(padded);
+
+// The same fixture without a tokenizer: prompts as ids, and logprobs name
+// tokens as vLLM does (token_id:N); this took the server down before.
+const bare = await startServer([], fixture);  // "…/qwen_gqa/": the trailing slash still names it qwen_gqa
+await check("without a tokenizer, logprobs name tokens by id", async () => {
+  await waitReady(bare.url);
+  const c4 = new OpenAI({ apiKey: "none", baseURL: `${bare.url}/v1`, maxRetries: 0 });
+  const r = await c4.completions.create({ model: "qwen_gqa", prompt: [1, 2, 3], max_tokens: 2, temperature: 0, logprobs: 1,
+    logit_bias: { 7: 100 } });
+  assert.deepEqual(r.choices[0].logprobs.tokens, ["token_id:7", "token_id:7"]);
+  assert.equal(r.choices[0].text, "");
+});
+await stopServer(bare);
 
 if (failures) { console.log(`${failures} check(s) failed`); process.exit(1); }
 console.log("all checks passed");
