@@ -467,11 +467,15 @@ TEST(Synth, KimiK3IsWrittenInThePublishedLayout) {
       // modules hold them, as the bf16 fixture does.
       const bool either = n.find("conv1d") != std::string::npos || n.find("A_log") != std::string::npos ||
                           n.find("dt_bias") != std::string::npos;
-      if (!either) EXPECT_EQ(dtype_name(got[n]), dtype_name(t)) << n;
+      if (!either) {
+        EXPECT_EQ(dtype_name(got[n]), dtype_name(t)) << n;
+      }
     }
     const json fixture_config = json::parse(read_all(fixture / "config.json"));
     for (const auto& [k, v] : fixture_config["text_config"].items())
-      if (k != "pad_token_id") EXPECT_TRUE(plan.hf_config["text_config"].contains(k)) << k;
+      if (k != "pad_token_id") {
+        EXPECT_TRUE(plan.hf_config["text_config"].contains(k)) << k;
+      }
     for (const auto& [k, v] : fixture_config["text_config"]["linear_attn_config"].items())
       EXPECT_TRUE(plan.hf_config["text_config"]["linear_attn_config"].contains(k)) << k;
     EXPECT_EQ(plan.hf_config["architectures"], fixture_config["architectures"]);
