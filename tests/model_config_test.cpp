@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -237,6 +239,52 @@ TEST(ModelConfig, KimiK3RefusesWhatItDoesNotRun) {
   refuses([](json& j) { j["text_config"]["num_hidden_layers"] = int64_t{1} << 40; }, "num_hidden_layers");
   refuses([](json& j) { j["text_config"].erase("activation_situ_linear_beta"); }, "activation_situ");
   refuses([](json& j) { j["text_config"]["linear_attn_config"]["head_dim"] = 1024; }, "head_dim");
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// compressed-tensors as the fixtures ds_int4_ct / qwen_mxfp4_ct hold it
+// (tools/make_reference_fixtures.py: Kimi-K2-Thinking's config, the MXFP4
+// format only in its group), and what is refused with the field named.
+TEST(ModelConfig, CompressedTensorsConfigs) {
+  namespace fs = std::filesystem;
+  using nlohmann::json;
+  const fs::path models = fs::path(STRATA_FIXTURES_DIR) / "models";
+  const ModelConfig k2 = ModelConfig::from_file((models / "ds_int4_ct" / "config.json").string());
+  EXPECT_EQ(k2.compressed_format, "pack-quantized");
+  EXPECT_FALSE(k2.mxfp4_experts);
+  const ModelConfig q = ModelConfig::from_file((models / "qwen_mxfp4_ct" / "config.json").string());
+  EXPECT_EQ(q.compressed_format, "mxfp4-pack-quantized");
+  EXPECT_TRUE(q.mxfp4_experts);
+  std::ifstream f(models / "ds_int4_ct" / "config.json");
+  const json base = json::parse(f);
+  auto refuses = [&](const std::function<void(json&)>& edit, const std::string& phrase) {
+    json j = base;
+    edit(j);
+    try {
+      ModelConfig::from_json(j, "config.json");
+      ADD_FAILURE() << "accepted: " << phrase;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+    }
+  };
+  auto weights = [](json& j) -> json& { return j["quantization_config"]["config_groups"]["group_0"]["weights"]; };
+  refuses([&](json& j) { weights(j)["num_bits"] = 8; }, "num_bits");
+  refuses([&](json& j) { weights(j)["symmetric"] = false; }, "symmetric");
+  refuses([&](json& j) { weights(j)["group_size"] = 48; }, "group_size");
+  refuses([](json& j) { j["quantization_config"]["format"] = "float-quantized"; }, "float-quantized");
+  refuses(
+      [](json& j) {
+        j["quantization_config"]["config_groups"]["group_1"] = {{"format", "mxfp4-pack-quantized"}};
+      },
+      "group_1");
+  json oss = json::parse(std::ifstream(models / "gptoss_bf16" / "config.json"));
+  oss["quantization_config"] = base["quantization_config"];
+  EXPECT_THROW(ModelConfig::from_json(oss, "config.json"), Error);
 }
 
 }  // namespace

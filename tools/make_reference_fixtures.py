@@ -68,7 +68,13 @@ How the reference is computed: the model is built with a seed, its weights re-in
 O(1) and logits spread, cast to bfloat16 and saved; it is then reloaded from disk with
 from_pretrained(dir, dtype=float32, attn_implementation="eager") on CPU, so the reference is f32 math on the
 exact stored bf16 weights (fp8 fixtures: on the exactly dequantized weights fp8->f32 * scale_inv, loaded into
-an unquantized f32 model).  Greedy decoding = 16 repeated full forward passes (no KV cache), argmax.
+an unquantized f32 model; compressed-tensors fixtures ds_int4_ct, ds_mxfp4_ct, qwen_mxfp4_ct and the held-out
+h_ds_int4_ct, h_qwen_mxfp4_ct likewise: their routed experts stored as the compressed-tensors library packs them
+-- int4 "pack-quantized" weight_packed I32 [out, in/8] (nibble q+8, element 8k+j in bits 4j of word k) +
+weight_scale BF16 [out, in/32] + weight_shape I64, in Kimi-K2-Thinking's layout and quantization_config, or
+"mxfp4-pack-quantized" weight_packed U8 [out, in/2] (even element in the low nibble) + weight_scale U8 E8M0
+[out, in/32] -- and dequantized exactly for the reference; transformers itself needs the compressed_tensors
+package for these, which the device machine lacks).  Greedy decoding = 16 repeated full forward passes (no KV cache), argmax.
 A seed is rejected (and the next tried) unless every greedy step has top1-top2 logit gap >= 2e-2 (checked on
 the step passes and on the final full pass) and every routing decision at every MoE layer and position, in
 every pass, has a margin >= 1e-4 between the k-th and (k+1)-th selection score (DeepSeek: sigmoid +
@@ -85,6 +91,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -172,6 +179,30 @@ FIXTURES = [
          cfg=dict(GPTOSS_CFG)),
     dict(name="gptoss_mxfp4", set="committed", family="gptoss", seed=1801, prompt_len=13, min_distinct=10,
          mxfp4=True, legacy_config=True, cfg=dict(GPTOSS_CFG)),
+    # compressed-tensors as publishers ship it (routed experts only; everything else bf16): int4
+    # "pack-quantized" in Kimi-K2-Thinking's layout (model_type kimi_k2, its quantization_config), and
+    # "mxfp4-pack-quantized" with the format named at the top (DeepSeek) or only in its config group (Qwen).
+    dict(name="ds_int4_ct", set="committed", family="ds", seed=1901, prompt_len=13, ct="int4",
+         cfg=dict(vocab_size=320, hidden_size=64, intermediate_size=96, moe_intermediate_size=64,
+                  num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+                  q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+                  n_routed_experts=12, num_experts_per_tok=4, n_group=1, topk_group=1, n_shared_experts=1,
+                  first_k_dense_replace=1, norm_topk_prob=True, routed_scaling_factor=2.827,
+                  max_position_embeddings=128, rope_parameters={"rope_type": "default", "rope_theta": 50000.0})),
+    dict(name="ds_mxfp4_ct", set="committed", family="ds", seed=1951, prompt_len=12, ct="mxfp4",
+         cfg=dict(vocab_size=288, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                  num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+                  q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+                  n_routed_experts=8, num_experts_per_tok=2, n_group=2, topk_group=1, n_shared_experts=1,
+                  first_k_dense_replace=1, norm_topk_prob=True, routed_scaling_factor=2.5,
+                  max_position_embeddings=128, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    dict(name="qwen_mxfp4_ct", set="committed", family="qwen", seed=1971, prompt_len=14, ct="mxfp4",
+         ct_format_in_group_only=True,
+         cfg=dict(vocab_size=320, hidden_size=64, intermediate_size=128, moe_intermediate_size=64,
+                  num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                  num_experts=8, num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1,
+                  mlp_only_layers=[], tie_word_embeddings=False, attention_bias=False,
+                  max_position_embeddings=128, rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
     # ---------------------------------------------------------------- held-out set (never committed)
     dict(name="h_ds_yarn_grouped8", set="heldout", family="ds", seed=2101, prompt_len=19, legacy_config=True,
          cfg=dict(vocab_size=300, hidden_size=96, intermediate_size=112, moe_intermediate_size=24,
@@ -193,6 +224,19 @@ FIXTURES = [
                   num_experts=16, num_experts_per_tok=4, norm_topk_prob=True, decoder_sparse_step=1,
                   mlp_only_layers=[2], tie_word_embeddings=False, attention_bias=False,
                   max_position_embeddings=128, rope_parameters={"rope_type": "default", "rope_theta": 5e5})),
+    dict(name="h_ds_int4_ct", set="heldout", family="ds", seed=2501, prompt_len=15, ct="int4",
+         cfg=dict(vocab_size=300, hidden_size=96, intermediate_size=128, moe_intermediate_size=32,
+                  num_hidden_layers=3, num_attention_heads=3, num_key_value_heads=3,
+                  q_lora_rank=None, kv_lora_rank=48, qk_nope_head_dim=16, qk_rope_head_dim=16, v_head_dim=16,
+                  n_routed_experts=16, num_experts_per_tok=4, n_group=4, topk_group=2, n_shared_experts=2,
+                  first_k_dense_replace=1, norm_topk_prob=False, routed_scaling_factor=1.5,
+                  max_position_embeddings=128, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    dict(name="h_qwen_mxfp4_ct", set="heldout", family="qwen", seed=2601, prompt_len=16, ct="mxfp4",
+         cfg=dict(vocab_size=272, hidden_size=96, intermediate_size=160, moe_intermediate_size=32,
+                  num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=2, head_dim=16,
+                  num_experts=12, num_experts_per_tok=3, norm_topk_prob=False, decoder_sparse_step=1,
+                  mlp_only_layers=[], tie_word_embeddings=False, attention_bias=False,
+                  max_position_embeddings=128, rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
     dict(name="h_ds_sharded_allmoe", set="heldout", family="ds", seed=2401, prompt_len=18, shards=3,
          cfg=dict(vocab_size=272, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
                   num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=2,
@@ -682,6 +726,93 @@ def write_fp8_checkpoint(bf16_dir, dst, tmp):
     return deq, deq_dir, n_q
 
 
+CT_EXPERT = re.compile(r"\.mlp\.experts\.\d+\.(gate|up|down)_proj\.weight$")
+# Kimi-K2-Thinking's quantization_config (its config.json; int4 levels -7..7 as its experts use).
+K2_THINKING_QUANT = {
+    "quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
+    "kv_cache_scheme": None,
+    "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "output_activations": None,
+                                  "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                                              "group_size": 32, "dynamic": False, "observer": "minmax",
+                                              "actorder": None, "block_structure": None, "observer_kwargs": {}}}},
+    "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"]}
+
+
+def ct_mxfp4_quant(format_at_top):
+    q = {"quant_method": "compressed-tensors", "quantization_status": "compressed",
+         "config_groups": {"group_0": {"format": "mxfp4-pack-quantized", "targets": ["Linear"],
+                                       "input_activations": None,
+                                       "weights": {"num_bits": 4, "type": "float", "symmetric": True,
+                                                   "strategy": "group", "group_size": 32}}},
+         "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_expert.*", "re:.*mlp\\.gate$",
+                    "re:.*mlp\\.(gate|up|down)_proj$"]}
+    if format_at_top:
+        q["format"] = "mxfp4-pack-quantized"
+    return q
+
+
+def pack_int4(w):
+    """compressed-tensors pack_to_int32 (pack_quantized.py): symmetric int4 per group of 32 inputs, levels
+    -7..7, scale = max|w|/7 stored BF16; nibble = q + 8, element 8k+j of a row in bits 4j..4j+3 of word k.
+    Returns (packed int32 [out, in/8], scale bf16 [out, in/32], the exactly dequantized f32 weight)."""
+    out, inn = w.shape
+    g = w.float().reshape(out, inn // 32, 32)
+    scale = (g.abs().amax(-1) / 7.0).clamp_min(1e-8).to(torch.bfloat16)
+    q = torch.clamp(torch.round(g / scale.float().unsqueeze(-1)), -7, 7).to(torch.int64)
+    deq = (q.float() * scale.float().unsqueeze(-1)).reshape(out, inn)
+    nib = (q.reshape(out, inn // 8, 8) + 8)
+    words = (nib << (torch.arange(8) * 4)).sum(-1)               # int64, < 2^32
+    packed = torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
+    # the library's unpack (unpack_from_int32) must give q back
+    un = torch.stack([(packed.to(torch.int64) >> (4 * j)) & 15 for j in range(8)], -1).reshape(out, inn) - 8
+    assert torch.equal(un, q.reshape(out, inn)), "int4 pack/unpack mismatch"
+    return packed, scale, deq
+
+
+def write_ct_checkpoint(bf16_dir, dst, tmp, spec):
+    """bf16 save_pretrained dir -> dst with compressed-tensors routed experts (int4 or MXFP4 weight_packed +
+    weight_scale); returns the dequantized f32 tensor dict, an unquantized twin dir, and the expert count."""
+    from safetensors.torch import save_file
+    src = load_dir_tensors(bf16_dir)
+    out, deq, n = {}, {}, 0
+    for k, v in src.items():
+        if CT_EXPERT.search(k):
+            base = k[:-len("weight")]
+            if spec["ct"] == "int4":
+                packed, scale, d = pack_int4(v)
+                out[base + "weight_packed"], out[base + "weight_scale"] = packed, scale
+                out[base + "weight_shape"] = torch.tensor(list(v.shape), dtype=torch.int64)
+            else:
+                blocks, scales = quantize_mxfp4(v.float())              # [out, in/32, 16], [out, in/32]
+                out[base + "weight_packed"] = blocks.reshape(v.shape[0], v.shape[1] // 2).contiguous()
+                out[base + "weight_scale"] = scales.contiguous()
+                d = dequantize_mxfp4(blocks, scales)
+            deq[k] = d.reshape(v.shape).float()
+            n += 1
+        else:
+            out[k] = v
+            deq[k] = v.float()
+    save_file(out, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(bf16_dir, "config.json")) as f:
+        cfg = json.load(f)
+    if spec["ct"] == "int4":
+        cfg["quantization_config"] = K2_THINKING_QUANT
+        cfg["model_type"] = "kimi_k2"          # as Kimi-K2-Thinking's config.json names it
+        cfg["architectures"] = ["DeepseekV3ForCausalLM"]
+    else:
+        cfg["quantization_config"] = ct_mxfp4_quant(not spec.get("ct_format_in_group_only"))
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+    for extra in ("generation_config.json",):
+        if os.path.exists(os.path.join(bf16_dir, extra)):
+            shutil.copy(os.path.join(bf16_dir, extra), dst)
+    deq_dir = tempfile.mkdtemp(dir=tmp)
+    save_file({k: v.contiguous() for k, v in deq.items()}, os.path.join(deq_dir, "model.safetensors"),
+              metadata={"format": "pt"})
+    shutil.copy(os.path.join(bf16_dir, "config.json"), deq_dir)
+    return deq, deq_dir, n
+
+
 def dtype_summary(d):
     from safetensors import safe_open
     summ = {}
@@ -722,7 +853,7 @@ def attempt(spec, seed, tmp, log):
         assert n_sh >= 3 and os.path.exists(os.path.join(fx, "model.safetensors.index.json")), \
             f"only {n_sh} shards"
         extra["n_shards"] = n_sh
-    elif spec.get("fp8"):
+    elif spec.get("fp8") or spec.get("ct"):
         bf = os.path.join(work, "bf16")
         model.save_pretrained(bf)
     else:
@@ -732,6 +863,9 @@ def attempt(spec, seed, tmp, log):
     if spec.get("fp8"):
         ref_tensors, ref_dir, n_q = write_fp8_checkpoint(bf, fx, work)
         extra["n_fp8_tensors"] = n_q
+    elif spec.get("ct"):
+        ref_tensors, ref_dir, n_q = write_ct_checkpoint(bf, fx, work, spec)
+        extra["n_ct_expert_tensors"] = n_q
     else:
         ref_tensors = load_dir_tensors(fx)
         ref_dir = fx
@@ -1162,7 +1296,8 @@ def make_fixture(spec, out_root, tmp, max_tries, log):
             "family": spec["family"],
             "model_class": {"ds": "DeepseekV3ForCausalLM", "qwen": "Qwen3MoeForCausalLM",
                             "gptoss": "GptOssForCausalLM"}[spec["family"]],
-            "weights": "fp8_e4m3_block128" if spec.get("fp8") else ("mxfp4_experts" if spec.get("mxfp4") else "bf16"),
+            "weights": "fp8_e4m3_block128" if spec.get("fp8") else ("mxfp4_experts" if spec.get("mxfp4") else
+                        ("compressed_tensors_" + spec["ct"] + "_experts" if spec.get("ct") else "bf16")),
             "min_greedy_gap": res["min_gap"],
             "min_route_margin": res["route_margin"],
             "min_group_margin": res["group_margin"],

@@ -50,7 +50,11 @@ struct ArchSpec {
     bool expert_width_is_intermediate = false;  // intermediate_size is the expert width (no dense layers)
     bool norm_topk_prob_default = false;
     bool mxfp4_experts = false;  // quantization_config quant_method "mxfp4" is accepted
-    // compressed-tensors "mxfp4-pack-quantized" experts are accepted (Kimi K3).
+    // compressed-tensors checkpoints are read ("pack-quantized" int4 and
+    // "mxfp4-pack-quantized" weights, bound per tensor by what is stored).
+    bool compressed_tensors = false;
+    // Its published checkpoints ship compressed-tensors MXFP4 routed experts
+    // (Kimi K3): what synth --quant mxfp4 writes.
     bool compressed_mxfp4_experts = false;
     // The text model's config is config.json's "text_config" (a multimodal
     // wrapper); token ids may sit at either level, the top one wins.

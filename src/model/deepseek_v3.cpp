@@ -223,7 +223,11 @@ const ArchSpec& deepseek_v3_arch() {
       .name = "deepseek_v3",
       .hf_model_types = kModelTypes,
       .gguf_arch = "deepseek2",
-      .hf = {.norm_topk_prob_default = true, .read = read_hf, .validate = validate_hf, .write = write_hf},
+      .hf = {.norm_topk_prob_default = true,
+             .compressed_tensors = true,
+             .read = read_hf,
+             .validate = validate_hf,
+             .write = write_hf},
       // The converter writes expert_weights_norm only when true; gating
       // absent means llama.cpp's DeepSeek-V2 default, softmax.
       .gguf = {.yarn_log_multiplier_is_scaled = true,

@@ -259,13 +259,9 @@ Layer bind_layer(WeightBinder& w, const ModelConfig& c, int64_t l, ExpertProvide
 // Routed experts: bf16 "<e>.w{1,2,3}.weight", or MXFP4 "weight_packed" +
 // "weight_scale" as the published checkpoint stores them (per tensor, by what
 // is there). w1 gate, w3 up: [width × latent]; w2 down: [latent × width].
-ExpertBindFn bind_experts(const TensorSource& source, WeightBinder& binder, const ModelConfig& c) {
-  return [&source, &binder, &c](int64_t l, int64_t e) {
-    auto matrix = [&](TensorKind kind, int64_t out, int64_t in) {
-      const std::string prefix = hf_name(kind, l, e);
-      return source.find(prefix + ".weight_packed") ? binder.packed_mxfp4(prefix, out, in)
-                                                    : binder.linear(prefix, out, in);
-    };
+ExpertBindFn bind_experts(const TensorSource&, WeightBinder& binder, const ModelConfig& c) {
+  return [&binder, &c](int64_t l, int64_t e) {
+    auto matrix = [&](TensorKind kind, int64_t out, int64_t in) { return binder.linear(hf_name(kind, l, e), out, in); };
     ExpertWeights x;
     x.gate = matrix(ExpW1, c.moe_intermediate_size, c.latent_width);
     x.up = matrix(ExpW3, c.moe_intermediate_size, c.latent_width);
@@ -286,7 +282,8 @@ const ArchSpec& kimi_k3_arch() {
       .name = "kimi_k3",
       .hf_model_types = kModelTypes,
       .gguf_arch = "kimi-k3",
-      .hf = {.compressed_mxfp4_experts = true,
+      .hf = {.compressed_tensors = true,
+             .compressed_mxfp4_experts = true,
              .text_config = true,
              .hidden_acts = kHiddenActs,
              .tensor_prefix = "language_model.",

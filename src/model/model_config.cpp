@@ -71,6 +71,47 @@ void read_token_ids(const json& j, ModelConfig& c) {
   }
 }
 
+// compressed-tensors: the format at the top of the config or only in its
+// config groups (then every group's must agree); each group's weights must
+// be what the binder reads. Which tensors are quantized (the `ignore` list
+// and the groups' targets) is not interpreted: WeightBinder::linear decides
+// per tensor by what is stored.
+void read_compressed_tensors(const json& q, const Reader& top, ModelConfig& c) {
+  std::string format = q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
+  const json empty = json::object();
+  const json& groups = q.contains("config_groups") && q["config_groups"].is_object() ? q["config_groups"] : empty;
+  for (const auto& [name, g] : groups.items()) {
+    if (!g.is_object()) top.fail("quantization_config.config_groups." + name + " must be an object");
+    const std::string own = g.contains("format") && g["format"].is_string() ? g["format"].get<std::string>() : "";
+    if (format.empty() || format == "mixed-precision") format = own;
+    if (!own.empty() && own != format)
+      top.fail("quantization_config: config group '" + name + "' has format '" + own + "', another group '" + format +
+               "' (one format per checkpoint is supported)");
+  }
+  const bool int4 = format == "pack-quantized", mxfp4 = format == "mxfp4-pack-quantized";
+  if (!int4 && !mxfp4)
+    top.fail("unsupported compressed-tensors format '" + format + "' (supported: pack-quantized, mxfp4-pack-quantized)");
+  for (const auto& [name, g] : groups.items()) {
+    if (!g.contains("weights") || !g["weights"].is_object()) continue;
+    const json& w = g["weights"];
+    auto field = [&](const char* key, const json& want) {
+      if (w.contains(key) && !w[key].is_null() && w[key] != want)
+        top.fail("quantization_config.config_groups." + name + ".weights." + key + " is " + w[key].dump() + "; " +
+                 format + " needs " + want.dump());
+    };
+    field("num_bits", 4);
+    field("type", int4 ? "int" : "float");
+    field("symmetric", true);
+    if (mxfp4) field("group_size", 32);
+    if (int4 && w.contains("group_size") &&
+        (!w["group_size"].is_number_integer() || w["group_size"].get<int64_t>() % 32 != 0 ||
+         w["group_size"].get<int64_t>() <= 0))
+      top.fail("quantization_config.config_groups." + name + ".weights.group_size must be a positive multiple of 32");
+  }
+  c.compressed_format = format;
+  c.mxfp4_experts = mxfp4;
+}
+
 void read_quantization(const json& j, const Reader& top, const ArchSpec& spec, ModelConfig& c) {
   if (!j.contains("quantization_config") || j["quantization_config"].is_null()) return;
   const json& q = j["quantization_config"];
@@ -80,15 +121,13 @@ void read_quantization(const json& j, const Reader& top, const ArchSpec& spec, M
     c.mxfp4_experts = true;
     return;
   }
-  if (method == "compressed-tensors" && spec.hf.compressed_mxfp4_experts) {
-    const std::string format = q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
-    if (format != "mxfp4-pack-quantized")
-      top.fail("unsupported compressed-tensors format '" + format + "' (supported: mxfp4-pack-quantized)");
-    c.mxfp4_experts = true;  // which tensors are quantized is decided per tensor by what is stored
+  if (method == "compressed-tensors" && spec.hf.compressed_tensors) {
+    read_compressed_tensors(q, top, c);
     return;
   }
   if (method != "fp8")
     top.fail("unsupported quantization_config.quant_method '" + method + "' (supported: fp8" +
+             std::string(spec.hf.compressed_tensors ? ", compressed-tensors" : "") +
              (spec.hf.mxfp4_experts ? ", mxfp4)" : ")"));
   std::string fmt = q.value("fmt", "e4m3");
   if (fmt != "e4m3") top.fail("unsupported fp8 format '" + fmt + "' (supported: e4m3)");

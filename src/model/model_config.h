@@ -71,6 +71,9 @@ struct ModelConfig {
   double swiglu_limit = 7.0;
   // Experts quantized as MXFP4 ("quantization_config": {"quant_method": "mxfp4"}).
   bool mxfp4_experts = false;
+  // quantization_config quant_method compressed-tensors: its format
+  // ("pack-quantized" int4, "mxfp4-pack-quantized"); "" otherwise.
+  std::string compressed_format;
 
   // Kimi K3 (kimi_k3.cpp): Kimi Delta Attention layers beside MLA ones,
   // attention residuals over depth, a latent MoE and the SiTU activation.

@@ -143,7 +143,7 @@ const ArchSpec& qwen3_moe_arch() {
       .name = "qwen3_moe",
       .hf_model_types = kModelTypes,
       .gguf_arch = "qwen3moe",
-      .hf = {.read = read_hf, .validate = validate_hf, .write = write_hf},
+      .hf = {.compressed_tensors = true, .read = read_hf, .validate = validate_hf, .write = write_hf},
       // llama.cpp hard-codes normalised top-k for qwen3moe; released Qwen3-MoE use true.
       .gguf = {.norm_topk_prob_default = true, .read = read_gguf, .write = write_gguf},
       .layer_is_moe = layer_is_moe,

@@ -148,9 +148,16 @@ kernels::WeightMatrix WeightBinder::linear(const std::string& prefix, int64_t ou
   w.in = in;
   const std::string packed_name = prefix + ".weight_packed";
   if (const TensorView* p = source_.find(packed_name)) {
-    // compressed-tensors pack-quantized int4 (symmetric, group 32).
+    // compressed-tensors: "mxfp4-pack-quantized" bytes, or "pack-quantized"
+    // int4 words (symmetric, groups of 32 or a multiple).
+    if (p->dtype == DType::U8) {
+      kernels::WeightMatrix m = packed_mxfp4(prefix, out, in);
+      if (bias) m.bias = vector(prefix + ".bias", out);
+      return m;
+    }
     if (p->dtype != DType::I32)
-      throw Error(where(*p) + " has type " + dtype_name(p->dtype) + "; expected I32 (eight int4 values per word)");
+      throw Error(where(*p) + " has type " + dtype_name(p->dtype) +
+                  "; expected I32 (eight int4 values per word) or U8 (two MXFP4 values per byte)");
     if (in % 32 != 0)
       throw Error(where(*p) + ": packed int4 needs an input width that is a multiple of 32, the config implies " +
                   std::to_string(in));

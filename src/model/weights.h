@@ -31,7 +31,9 @@ class WeightBinder {
   //  - compressed-tensors pack-quantized int4 (symmetric): "<prefix>.weight_packed"
   //    I32 [out, in/8] + "<prefix>.weight_scale" [out, in/G] (F32/BF16/F16;
   //    G a multiple of 32: Kimi-K2 ships G = 32) + optional
-  //    "<prefix>.weight_shape" [2] = {out, in}.
+  //    "<prefix>.weight_shape" [2] = {out, in} (I32 or I64);
+  //  - compressed-tensors mxfp4-pack-quantized: "<prefix>.weight_packed" U8
+  //    (packed_mxfp4 below).
   // "<prefix>.bias" is bound too when `bias` is true.
   kernels::WeightMatrix linear(const std::string& prefix, int64_t out, int64_t in, bool bias = false);
   // Expert `expert` of a stacked [E, out, in] tensor `name` (e.g. GGUF
