@@ -14,6 +14,7 @@ namespace strata {
 
 Model::Model(Checkpoint checkpoint, const ModelSetup& setup)
     : dir_(std::move(checkpoint.path)),
+      identity_(std::move(checkpoint.identity)),
       config_(std::move(checkpoint.config)),
       source_(std::move(checkpoint.source)),
       binder_(*source_, config_),

@@ -93,6 +93,8 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const std::filesystem::path& dir() const { return dir_; }
+  // What the weights are, wherever they are (model/weights_identity.h).
+  const std::string& identity() const { return identity_; }
   // Where config.json, generation_config.json and the tokenizer are (the
   // model directory, or a pack's trunk).
   const std::filesystem::path& trunk_path() const { return trunk_path_; }
@@ -141,6 +143,7 @@ class Model {
   StepLimits step_limits(const StepSizes& sizes) const;
 
   std::filesystem::path dir_;
+  std::string identity_;
   ModelConfig config_;
   std::unique_ptr<TensorSource> source_;
   WeightBinder binder_;

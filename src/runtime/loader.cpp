@@ -153,8 +153,10 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
   opt.slots = slots;
   opt.verify = options.verify;
   if (options.heat != "none") {
-    opt.heat_path = options.heat.empty() ? default_heat_path(dir) : std::filesystem::path(options.heat);
-    opt.heat_model = std::filesystem::weakly_canonical(dir).string();
+    // Kept under what the weights are, not where: a replaced model drops
+    // its heat, a moved one keeps it (model/weights_identity.h).
+    opt.heat_path = options.heat.empty() ? default_heat_path(model.identity()) : std::filesystem::path(options.heat);
+    opt.heat_model = model.identity();
     opt.prior = ExpertHeat::load(opt.heat_path, opt.heat_model, c.num_layers, c.n_routed_experts);
   }
   return std::make_unique<StreamingExpertProvider>(c, std::move(catalog), std::move(storage), std::move(opt));

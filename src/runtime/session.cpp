@@ -15,17 +15,10 @@ namespace {
 constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'S', 'S'};
 constexpr uint32_t kVersion = 1;
 
-// What must match for a cache to be reused: the weights' identity (path,
-// shape) and the cache geometry (context, ring sizes).
+// What must match for a cache to be reused: what the weights are (not where:
+// model/weights_identity.h) and the cache geometry (context, ring sizes).
 uint64_t fingerprint(const Model& m) {
-  const ModelConfig& c = m.config();
-  nlohmann::json j = {{"model", std::filesystem::weakly_canonical(m.dir()).string()},
-                      {"arch", arch_name(c.arch)},
-                      {"layers", c.num_layers},
-                      {"hidden", c.hidden_size},
-                      {"vocab", c.vocab_size},
-                      {"context", m.context()},
-                      {"batch", m.max_batch_rows()}};
+  nlohmann::json j = {{"weights", m.identity()}, {"context", m.context()}, {"batch", m.max_batch_rows()}};
   const std::string s = j.dump();
   return xxh3_64(s.data(), s.size());
 }
@@ -52,7 +45,7 @@ Session load_session(const std::filesystem::path& path, const Model& model, std:
   in.read(reinterpret_cast<char*>(&n), 8);
   if (!in || std::memcmp(magic, kMagic, 8) != 0) throw Error(path.string() + ": not a strata session file");
   if (version != kVersion || fp != fingerprint(model)) {
-    if (why) *why = path.string() + " was made for another model, context or version; starting afresh";
+    if (why) *why = path.string() + " was made for other weights, another context or file version; starting afresh";
     return s;
   }
   if (n > static_cast<uint64_t>(model.context())) throw Error(path.string() + ": damaged session file");

@@ -24,10 +24,11 @@ struct Session {
   size_t reusable(const std::vector<int32_t>& prompt) const;
 };
 
-// Session files: "STRATASS" v1, a fingerprint of the model, the tokens, then
-// the KV cache. load_session returns an empty session when the file does not
-// exist or belongs to another model or context (a note says why on stderr
-// when `why` is given); a damaged file is a strata::Error.
+// Session files: "STRATASS" v1, a fingerprint of the model (the identity of
+// its weights, model/weights_identity.h, and the cache geometry), the tokens,
+// then the KV cache. load_session returns an empty session when the file does
+// not exist or belongs to other weights, another context or file version (a
+// note says why in `why` when given); a damaged file is a strata::Error.
 Session load_session(const std::filesystem::path& path, const Model& model, std::string* why = nullptr);
 void save_session(const std::filesystem::path& path, const Model& model, const Session& s);
 
