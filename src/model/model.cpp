@@ -200,6 +200,8 @@ std::unique_ptr<KvCache> Model::new_cache() const { return backend_->new_cache(c
 
 uint64_t Model::cache_bytes_at_context() const { return backend_->cache_bytes(cache_shape()); }
 
+uint64_t Model::cache_snapshot_bytes() const { return backend_->cache_snapshot_bytes(cache_shape()); }
+
 void Model::forward(std::span<const Row> rows, float* logits) {
   const ModelConfig& c = config_;
   if (!experts_ || layers_.empty() || step_.sizes.rows == 0) throw Error("internal: forward() before attach_experts()");

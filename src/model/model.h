@@ -101,6 +101,9 @@ class Model {
   std::unique_ptr<KvCache> new_cache() const;
   // Bytes one sequence's cache holds once it reaches context() (the budget's KV share).
   uint64_t cache_bytes_at_context() const;
+  // Bytes one snapshot of such a cache holds (its recurrent states; 0 for a
+  // model without): what a session keeps besides its cache (runtime/session.h).
+  uint64_t cache_snapshot_bytes() const;
   // Positions a sequence may reach (--ctx).
   int64_t context() const { return context_; }
   // Rows of one sequence a forward step may take (prompts longer than this

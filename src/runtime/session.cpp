@@ -13,7 +13,8 @@ namespace strata {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'S', 'S'};
-constexpr uint32_t kVersion = 1;
+// v2: the prompt-end snapshot after the cache.
+constexpr uint32_t kVersion = 2;
 
 // What must match for a cache to be reused: what the weights are (not where:
 // model/weights_identity.h) and the cache geometry (context, ring sizes).
@@ -29,8 +30,32 @@ size_t Session::reusable(const std::vector<int32_t>& prompt) const {
   if (!cache || prompt.empty()) return 0;
   size_t n = 0;
   while (n < tokens.size() && n + 1 < prompt.size() && tokens[n] == prompt[n]) ++n;
-  return cache->can_rewind_to(static_cast<int64_t>(n)) ? n : 0;
+  if (cache->can_rewind_to(static_cast<int64_t>(n))) return n;
+  // A recurrent state cannot step back, but the prompt may repeat the
+  // previous one, whose end was kept.
+  if (prompt_end && prompt_end->length() <= static_cast<int64_t>(n) && cache->can_restore(*prompt_end))
+    return static_cast<size_t>(prompt_end->length());
+  return 0;
 }
+
+std::unique_ptr<KvCache> Session::take_cache(size_t n) {
+  std::unique_ptr<KvCache> c = std::move(cache);
+  const auto at = static_cast<int64_t>(n);
+  if (!c) {
+    if (n > 0) throw Error("internal: a session without a cache was asked for " + std::to_string(n) + " tokens");
+  } else if (c->can_rewind_to(at)) {
+    c->set_length(at);
+  } else if (prompt_end && prompt_end->length() == at) {
+    c->restore(*prompt_end);
+  } else {
+    throw Error("internal: a session's cache cannot come back to position " + std::to_string(n));
+  }
+  prompt_end.reset();
+  tokens.clear();
+  return c;
+}
+
+uint64_t Session::bytes() const { return (cache ? cache->bytes() : 0) + (prompt_end ? prompt_end->bytes() : 0); }
 
 Session load_session(const std::filesystem::path& path, const Model& model, std::string* why) {
   Session s;
@@ -58,6 +83,16 @@ Session load_session(const std::filesystem::path& path, const Model& model, std:
     throw Error(path.string() + ": damaged session file: " + e.what());
   }
   if (s.cache->length() != static_cast<int64_t>(n)) throw Error(path.string() + ": damaged session file");
+  char snapshots = 0;
+  in.read(&snapshots, 1);
+  if (!in || (snapshots != 0 && snapshots != 1)) throw Error(path.string() + ": damaged session file");
+  if (snapshots) {
+    try {
+      s.prompt_end = s.cache->load_snapshot(in);
+    } catch (const Error& e) {
+      throw Error(path.string() + ": damaged session file: " + e.what());
+    }
+  }
   return s;
 }
 
@@ -73,6 +108,9 @@ void save_session(const std::filesystem::path& path, const Model& model, const S
     out.write(reinterpret_cast<const char*>(&n), 8);
     out.write(reinterpret_cast<const char*>(s.tokens.data()), static_cast<std::streamsize>(n * sizeof(int32_t)));
     s.cache->save(out);
+    const char snapshots = s.prompt_end ? 1 : 0;
+    out.write(&snapshots, 1);
+    if (s.prompt_end) s.prompt_end->save(out);
     out.flush();
     if (!out) throw Error(tmp + ": cannot write the session");
   }
