@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "safetensors_writer.h"
 
@@ -140,6 +142,37 @@ TEST(Cli, ServeSavesExpertHeatAtShutdown) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_all(err);
   EXPECT_NE(read_all(err).find("model loaded"), std::string::npos) << read_all(err);
   EXPECT_TRUE(fs::exists(heat));
+}
+
+// Issue 16: `--session` after the model was re-synthesized at the same path
+// (other weights of the same shape) reuses nothing and says why; the model
+// as it was reuses the prompt.
+TEST(Cli, SessionIsNotReusedAfterTheModelWasReplaced) {
+  testfiles::TempDir tmp("strata-cli-session");
+  const fs::path model = tmp / "m", session = tmp / "s.bin";
+  auto synth = [&](int seed) {
+    // File times tick with the kernel's clock (milliseconds): a rewrite
+    // within one tick would keep them, which no real re-synthesis does.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const CommandResult r = run_strata("synth --preset qwen3-30b-a3b --size 0.01 --threads 2 --force --seed " +
+                                       std::to_string(seed) + " --out " + model.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  };
+  auto generate = [&](const std::string& ids) {
+    return run_strata("generate --model " + model.string() + " --prompt-ids " + ids +
+                      " -n 3 --threads 2 --heat none --json --session " + session.string());
+  };
+  auto reused = [](const CommandResult& r) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["stats"]["reused_prompt_tokens"].get<int64_t>();
+  };
+  synth(1);
+  EXPECT_EQ(reused(generate("5,9,2,7")), 0);
+  EXPECT_EQ(reused(generate("5,9,2,7,11")), 4);
+  synth(2);
+  const CommandResult after = generate("5,9,2,7,11,3");
+  EXPECT_EQ(reused(after), 0);
+  EXPECT_NE(after.err.find("starting afresh"), std::string::npos) << after.err;
 }
 
 // A damaged copy of a fixture checkpoint.

@@ -197,6 +197,96 @@ TEST_P(LongContext, KvBytesAndLogitsAt32kTokensMatchTransformers) {
 // Minutes each on two cores: one GQA and one MLA model.
 INSTANTIATE_TEST_SUITE_P(Fixtures, LongContext, ::testing::Values("qwen_gqa", "ds_yarn_grouped"));
 
+// A chat's next prompt is the previous prompt, then other tokens than were
+// generated (the answer re-templated, a new turn). Kimi K3's recurrent state
+// holds only its latest position, so the session keeps the cache as it was
+// at the prompt's end: the whole previous prompt is reused, in memory and
+// through a session file, with the bits of computing it afresh. A model
+// whose cache rewinds keeps no snapshot and reuses the same.
+TEST(Session, ANewPromptRepeatingThePreviousOneReusesAllOfIt) {
+  for (const char* name : {"k3_bf16", "qwen_gqa"}) {
+    SCOPED_TRACE(name);
+    const fs::path dir = fs::path(STRATA_FIXTURES_DIR) / "models" / name;
+    testfiles::TempDir tmp("strata-session");
+    auto m = load_model(dir, opts(2));
+    auto cold_model = load_model(dir, opts(1));
+    const bool recurrent = !m->config().kda_layers.empty();
+    EXPECT_EQ(recurrent, std::string(name) == "k3_bf16");
+    GenerateOptions g;
+    g.max_new_tokens = 4;
+    g.keep_logits = true;
+    g.sampling = {1.0f, 5};
+    auto expect_same = [&](const GenerateResult& a, const GenerateResult& b) {
+      ASSERT_EQ(a.tokens, b.tokens);
+      ASSERT_EQ(a.logits.size(), b.logits.size());
+      for (size_t k = 0; k < a.logits.size(); ++k) ASSERT_TRUE(same_bits(a.logits[k], b.logits[k])) << k;
+    };
+
+    const std::vector<int32_t> a = {4, 8, 15, 16, 23};
+    Session s;
+    const GenerateResult r1 = generate(*m, a, g, s);
+    ASSERT_EQ(r1.tokens.size(), 4u);
+    ASSERT_EQ(s.tokens.size(), a.size() + 3);
+    ASSERT_EQ(static_cast<bool>(s.prompt_end), recurrent);
+    if (recurrent) {
+      EXPECT_EQ(s.prompt_end->length(), static_cast<int64_t>(a.size()));
+      EXPECT_GT(m->cache_snapshot_bytes(), 0u);
+      EXPECT_EQ(s.bytes(), s.cache->bytes() + m->cache_snapshot_bytes());
+    } else {
+      EXPECT_EQ(m->cache_snapshot_bytes(), 0u);
+      EXPECT_EQ(s.bytes(), s.cache->bytes());
+    }
+    save_session(tmp / "s.bin", *m, s);
+
+    // A, then not what was generated.
+    std::vector<int32_t> b = a;
+    b.push_back((r1.tokens[0] + 1) % static_cast<int32_t>(m->config().vocab_size));
+    b.push_back(42);
+    b.push_back(7);
+    const GenerateResult cold = generate(*cold_model, b, g);
+    const GenerateResult warm = generate(*m, b, g, s);
+    EXPECT_EQ(warm.reused_tokens, static_cast<int64_t>(a.size()));
+    expect_same(warm, cold);
+
+    Session loaded = load_session(tmp / "s.bin", *m);
+    ASSERT_TRUE(loaded.cache);
+    EXPECT_EQ(static_cast<bool>(loaded.prompt_end), recurrent);
+    const GenerateResult from_file = generate(*m, b, g, loaded);
+    EXPECT_EQ(from_file.reused_tokens, static_cast<int64_t>(a.size()));
+    expect_same(from_file, cold);
+
+    // The next turn reuses all of B, the session's prompt now.
+    std::vector<int32_t> c = b;
+    c.push_back(3);
+    c.push_back(1);
+    const GenerateResult next = generate(*m, c, g, loaded);
+    EXPECT_EQ(next.reused_tokens, static_cast<int64_t>(b.size()));
+    expect_same(next, generate(*cold_model, c, g));
+
+    // Departing inside the previous prompt: a recurrent state has nothing there.
+    const GenerateResult early = generate(*m, {4, 8, 15, 99, 1}, g, loaded);
+    EXPECT_EQ(early.reused_tokens, recurrent ? 0 : 3);
+  }
+}
+
+// generate --session budgets the session's snapshot (a copy of the recurrent
+// states) with the KV cache; a model without recurrent state needs none.
+TEST(Session, AKeptSessionsSnapshotIsInTheBudget) {
+  for (const char* name : {"k3_bf16", "qwen_gqa"}) {
+    SCOPED_TRACE(name);
+    LoadOptions o = opts(2);
+    o.stream = true;
+    o.heat = "none";
+    auto plain = load_model(fs::path(STRATA_FIXTURES_DIR) / "models" / name, o);
+    o.keep_session = true;
+    auto kept = load_model(fs::path(STRATA_FIXTURES_DIR) / "models" / name, o);
+    const uint64_t snapshot = kept->new_cache()->snapshot()->bytes();
+    EXPECT_EQ(kept->cache_snapshot_bytes(), snapshot);
+    EXPECT_EQ(snapshot > 0, std::string(name) == "k3_bf16");
+    EXPECT_EQ(kept->memory_plan().kv, plain->memory_plan().kv + snapshot);
+  }
+}
+
 TEST(Session, DamagedOrForeignFilesAreHandled) {
   testfiles::TempDir tmp("strata-session");
   auto m = load_model(fs::path(STRATA_FIXTURES_DIR) / "models" / "qwen_gqa", opts(2));
@@ -217,6 +307,22 @@ TEST(Session, DamagedOrForeignFilesAreHandled) {
   const auto bytes = fs::file_size(tmp / "other.bin");
   fs::resize_file(tmp / "other.bin", bytes / 2);
   EXPECT_THROW(load_session(tmp / "other.bin", *other), Error);
+  // A file of the first version (no snapshot) starts afresh, with the note.
+  std::string v1("STRATASS\x01\0\0\0", 12);
+  v1 += std::string(16, '\0');
+  std::ofstream(tmp / "v1.bin", std::ios::binary) << v1;
+  why.clear();
+  EXPECT_FALSE(load_session(tmp / "v1.bin", *m, &why).cache);
+  EXPECT_NE(why.find("starting afresh"), std::string::npos) << why;
+  // A truncated snapshot (K3's, the last thing in its file) is an error.
+  auto k3 = load_model(fs::path(STRATA_FIXTURES_DIR) / "models" / "k3_bf16", opts(2));
+  Session ks;
+  generate(*k3, {1, 2, 3}, g, ks);
+  ASSERT_TRUE(ks.prompt_end);
+  save_session(tmp / "k3.bin", *k3, ks);
+  ASSERT_TRUE(load_session(tmp / "k3.bin", *k3).prompt_end);
+  fs::resize_file(tmp / "k3.bin", fs::file_size(tmp / "k3.bin") - 4);
+  EXPECT_THROW(load_session(tmp / "k3.bin", *k3), Error);
 }
 
 }  // namespace

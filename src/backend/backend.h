@@ -201,6 +201,9 @@ class Backend {
   virtual std::unique_ptr<KvCache> new_cache(const CacheShape& shape) = 0;
   // Bytes a cache of `shape` holds once it reaches max_positions.
   virtual uint64_t cache_bytes(const CacheShape& shape) const = 0;
+  // Bytes one snapshot of such a cache holds (KvCache::snapshot(): the
+  // recurrent states; 0 without).
+  virtual uint64_t cache_snapshot_bytes(const CacheShape& shape) const = 0;
 
   // --- ops ---
   // out row i = the token table's row tokens[i], dequantized.

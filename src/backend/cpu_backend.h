@@ -52,6 +52,9 @@ class CpuBackend final : public Backend {
   void download(Tensor src, float* dst) override;
   std::unique_ptr<KvCache> new_cache(const CacheShape& shape) override;
   uint64_t cache_bytes(const CacheShape& shape) const override { return HostKvCache::bytes_at(shape); }
+  uint64_t cache_snapshot_bytes(const CacheShape& shape) const override {
+    return HostKvCache::snapshot_bytes_at(shape);
+  }
 
   void embed(const kernels::WeightMatrix& table, std::span<const int32_t> tokens, Tensor out) override;
   void linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tensor y) override;

@@ -15,6 +15,14 @@ int64_t ring_size(int64_t window, int64_t max_batch, int64_t max_positions) {
   return window > 0 ? std::min(window + max_batch, max_positions) : 0;
 }
 
+void put(std::ostream& out, int64_t v) { out.write(reinterpret_cast<const char*>(&v), sizeof v); }
+int64_t get(std::istream& in) {
+  int64_t v = 0;
+  in.read(reinterpret_cast<char*>(&v), sizeof v);
+  if (!in) throw Error("KV cache data is truncated");
+  return v;
+}
+
 }  // namespace
 
 HostKvCache::HostKvCache(const CacheShape& shape)
@@ -82,6 +90,21 @@ class HostSnapshot final : public CacheSnapshot {
   HostSnapshot(const HostKvCache* owner, int64_t length, std::vector<std::vector<float>> states)
       : owner(owner), length_(length), states(std::move(states)) {}
   int64_t length() const override { return length_; }
+  uint64_t bytes() const override {
+    uint64_t b = 0;
+    for (const auto& s : states) b += s.size() * sizeof(float);
+    return b;
+  }
+  // The length, then each layer's state size and values (0 and none where a
+  // layer keeps rows).
+  void save(std::ostream& out) const override {
+    put(out, length_);
+    put(out, static_cast<int64_t>(states.size()));
+    for (const auto& s : states) {
+      put(out, static_cast<int64_t>(s.size()));
+      out.write(reinterpret_cast<const char*>(s.data()), static_cast<std::streamsize>(s.size() * sizeof(float)));
+    }
+  }
   const HostKvCache* owner;
   int64_t length_;
   std::vector<std::vector<float>> states;  // per layer; empty where a layer keeps rows
@@ -93,13 +116,33 @@ std::unique_ptr<CacheSnapshot> HostKvCache::snapshot() const {
   return std::make_unique<HostSnapshot>(this, length_, state_);
 }
 
+bool HostKvCache::can_restore(const CacheSnapshot& s) const {
+  const auto* h = dynamic_cast<const HostSnapshot*>(&s);
+  return h && h->owner == this && h->length_ <= length_ && rows_hold(h->length_);
+}
+
 void HostKvCache::restore(const CacheSnapshot& s) {
   const auto* h = dynamic_cast<const HostSnapshot*>(&s);
   if (!h || h->owner != this) throw Error("internal: a cache snapshot restored into another cache");
-  if (h->length_ > length_ || !rows_hold(h->length_))
+  if (!can_restore(s))
     throw Error("the cache no longer holds what the snapshot at position " + std::to_string(h->length_) + " needs");
   for (size_t l = 0; l < state_.size(); ++l) std::copy(h->states[l].begin(), h->states[l].end(), state_[l].begin());
   length_ = h->length_;
+}
+
+std::unique_ptr<CacheSnapshot> HostKvCache::load_snapshot(std::istream& in) {
+  const int64_t length = get(in);
+  if (length < 0 || length > length_) throw Error("a KV cache snapshot lies ahead of its cache");
+  if (get(in) != static_cast<int64_t>(state_.size())) throw Error("a KV cache snapshot is for another model shape");
+  std::vector<std::vector<float>> states(state_.size());
+  for (size_t l = 0; l < state_.size(); ++l) {
+    if (get(in) != static_cast<int64_t>(state_[l].size()))
+      throw Error("a KV cache snapshot holds another recurrent state size");
+    states[l].resize(state_[l].size());
+    in.read(reinterpret_cast<char*>(states[l].data()), static_cast<std::streamsize>(states[l].size() * sizeof(float)));
+    if (!in) throw Error("KV cache data is truncated");
+  }
+  return std::make_unique<HostSnapshot>(this, length, std::move(states));
 }
 
 bool HostKvCache::rows_hold(int64_t n) const {
@@ -107,18 +150,6 @@ bool HostKvCache::rows_hold(int64_t n) const {
     if (ring_[l] && length_ - ring_[l] > n - window_[l]) return false;  // rows n-window .. n-1 must remain
   return true;
 }
-
-namespace {
-
-void put(std::ostream& out, int64_t v) { out.write(reinterpret_cast<const char*>(&v), sizeof v); }
-int64_t get(std::istream& in) {
-  int64_t v = 0;
-  in.read(reinterpret_cast<char*>(&v), sizeof v);
-  if (!in) throw Error("KV cache data is truncated");
-  return v;
-}
-
-}  // namespace
 
 void HostKvCache::save(std::ostream& out) const {
   put(out, static_cast<int64_t>(keys_.size()));
@@ -162,6 +193,13 @@ uint64_t HostKvCache::bytes() const {
   uint64_t b = 0;
   for (size_t l = 0; l < keys_.size(); ++l) b += (keys_[l].size() + values_[l].size() + state_[l].size()) * sizeof(float);
   return b;
+}
+
+uint64_t HostKvCache::snapshot_bytes_at(const CacheShape& shape) {
+  uint64_t states = 0;
+  for (int64_t l = 0; l < shape.layers && l < static_cast<int64_t>(shape.state_floats.size()); ++l)
+    states += static_cast<uint64_t>(std::max<int64_t>(shape.state_floats[l], 0));
+  return states * sizeof(float);
 }
 
 uint64_t HostKvCache::bytes_at(const CacheShape& shape) {

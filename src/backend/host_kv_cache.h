@@ -31,13 +31,18 @@ class HostKvCache final : public KvCache {
   void set_length(int64_t n) override;
   int64_t max_positions() const override { return max_positions_; }
   bool can_rewind_to(int64_t n) const override;
+  bool keeps_state() const override { return has_state_; }
   void save(std::ostream& out) const override;
   void load(std::istream& in) override;
   uint64_t bytes() const override;
   std::unique_ptr<CacheSnapshot> snapshot() const override;
   void restore(const CacheSnapshot& s) override;
+  bool can_restore(const CacheSnapshot& s) const override;
+  std::unique_ptr<CacheSnapshot> load_snapshot(std::istream& in) override;
   // Bytes a cache of `shape` holds at max_positions (for the RAM budget).
   static uint64_t bytes_at(const CacheShape& shape);
+  // Bytes a snapshot of a cache of `shape` holds (its recurrent states).
+  static uint64_t snapshot_bytes_at(const CacheShape& shape);
 
  private:
   int64_t slot(int64_t layer, int64_t pos) const { return ring_[layer] ? pos % ring_[layer] : pos; }

@@ -32,11 +32,17 @@ struct CacheShape {
 };
 
 // A cache's state at one length (KvCache::snapshot()): what a speculative
-// step rolls back to, or a shared prefix is reused from.
+// step rolls back to, or a shared prefix is reused from (a session keeps one
+// at the end of its prompt, runtime/session.h).
 class CacheSnapshot {
  public:
   virtual ~CacheSnapshot() = default;
   virtual int64_t length() const = 0;
+  // Bytes it holds (the recurrent states it copied).
+  virtual uint64_t bytes() const = 0;
+  // As bytes (for a session file, after its cache's save()); the same cache,
+  // loaded, reads them back with KvCache::load_snapshot().
+  virtual void save(std::ostream& out) const = 0;
 };
 
 // A cache lives no longer than the backend that made it.
@@ -53,6 +59,9 @@ class KvCache {
   // past n (a ring may have dropped what the next position would attend to;
   // a recurrent state holds only its latest position).
   virtual bool can_rewind_to(int64_t n) const = 0;
+  // Whether a layer keeps a recurrent state: then the way back to an earlier
+  // position is a snapshot taken there, not set_length().
+  virtual bool keeps_state() const = 0;
   // The cache as bytes (for a session file) and back; load() throws
   // strata::Error when the shape differs from this cache's.
   virtual void save(std::ostream& out) const = 0;
@@ -71,6 +80,13 @@ class KvCache {
   // another cache's, lies ahead, or a sliding-window ring has since dropped
   // rows it needs.
   virtual void restore(const CacheSnapshot& s) = 0;
+  // Whether restore(s) would succeed now.
+  virtual bool can_restore(const CacheSnapshot& s) const = 0;
+  // A snapshot written by CacheSnapshot::save() of this cache as it was
+  // saved, read after load() restored that cache: one of this cache's. Throws
+  // strata::Error when the bytes are truncated, of another shape, or lie
+  // ahead of the cache.
+  virtual std::unique_ptr<CacheSnapshot> load_snapshot(std::istream& in) = 0;
 };
 
 }  // namespace strata

@@ -71,7 +71,9 @@ int run_generate(const GenerateArgs& a) {
   if (a.prompt.has_value() == a.prompt_ids.has_value()) throw Error("give exactly one of --prompt and --prompt-ids");
   if (a.n < 0) throw Error("-n must not be negative");
   auto tokenizer = Tokenizer::for_model(a.model);  // first: the budget's baseline counts it
-  auto model = load_model(a.model, load_options(a.model_flags));
+  LoadOptions load = load_options(a.model_flags);
+  load.keep_session = !a.session.empty();
+  auto model = load_model(a.model, load);
   const PromptBuilder prompts(*model, std::move(tokenizer));
   const Tokenizer* tok = prompts.tokenizer();
 

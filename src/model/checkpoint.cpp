@@ -5,6 +5,7 @@
 #include "model/arch.h"
 #include "model/gguf_model.h"
 #include "model/tensor_names.h"
+#include "model/weights_identity.h"
 #include "model/weights.h"
 #include "util/error.h"
 
@@ -61,7 +62,9 @@ Checkpoint open_hf(const fs::path& dir, const fs::path& shown) {
 
 }  // namespace
 
-Checkpoint open_checkpoint(const fs::path& path) {
+namespace {
+
+Checkpoint open_any(const fs::path& path) {
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) return open_gguf(path, path);
   if (!fs::is_directory(path, ec)) throw Error(path.string() + ": no such model directory or GGUF file");
@@ -72,6 +75,14 @@ Checkpoint open_checkpoint(const fs::path& path) {
     return ck;
   }
   return open_hf(path, path);
+}
+
+}  // namespace
+
+Checkpoint open_checkpoint(const fs::path& path) {
+  Checkpoint ck = open_any(path);
+  ck.identity = weights_identity(ck);
+  return ck;
 }
 
 ExpertBindFn expert_binder(const ModelConfig& c, const TensorSource& source, WeightBinder& binder) {

@@ -23,6 +23,9 @@ struct Checkpoint {
   ModelConfig config;
   std::unique_ptr<TensorSource> source;  // HF-named tensors
   const GgufFile* gguf = nullptr;        // the raw file behind `source` for GGUF trunks
+  // What the weights are, wherever they are (model/weights_identity.h): what
+  // sessions and expert heat are kept under.
+  std::string identity;
 };
 
 // Throws strata::Error "<path>: ..." when it is none of the three.

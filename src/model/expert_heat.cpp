@@ -5,7 +5,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "storage/checksum.h"
 #include "util/cache_dir.h"
 #include "util/error.h"
 
@@ -92,14 +91,8 @@ void ExpertHeat::save(const std::filesystem::path& path, const std::string& mode
   if (ec) throw Error(path.string() + ": cannot write expert heat: " + ec.message());
 }
 
-std::filesystem::path default_heat_path(const std::filesystem::path& model) {
-  std::error_code ec;
-  auto canonical = std::filesystem::weakly_canonical(model, ec).string();
-  if (ec) canonical = model.string();
-  char name[32];
-  std::snprintf(name, sizeof name, "%016llx.json",
-                static_cast<unsigned long long>(xxh3_64(canonical.data(), canonical.size())));
-  return strata_cache_dir() / "heat" / name;
+std::filesystem::path default_heat_path(const std::string& identity) {
+  return strata_cache_dir() / "heat" / (identity + ".json");
 }
 
 }  // namespace strata

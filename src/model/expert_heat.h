@@ -39,8 +39,10 @@ class ExpertHeat {
   std::vector<std::vector<double>> counts_;
 };
 
-// Where a model's heat lives between runs: <strata_cache_dir()>/heat/<hash of
-// the model's path>.json.
-std::filesystem::path default_heat_path(const std::filesystem::path& model);
+// Where a model's heat lives between runs: <strata_cache_dir()>/heat/
+// <identity>.json, the identity of its weights (model/weights_identity.h,
+// also the file's "model"): a model moved elsewhere keeps its heat, one
+// replaced at the same path starts without.
+std::filesystem::path default_heat_path(const std::string& identity);
 
 }  // namespace strata

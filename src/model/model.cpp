@@ -14,6 +14,7 @@ namespace strata {
 
 Model::Model(Checkpoint checkpoint, const ModelSetup& setup)
     : dir_(std::move(checkpoint.path)),
+      identity_(std::move(checkpoint.identity)),
       config_(std::move(checkpoint.config)),
       source_(std::move(checkpoint.source)),
       binder_(*source_, config_),
@@ -198,6 +199,8 @@ CacheShape Model::cache_shape() const {
 std::unique_ptr<KvCache> Model::new_cache() const { return backend_->new_cache(cache_shape()); }
 
 uint64_t Model::cache_bytes_at_context() const { return backend_->cache_bytes(cache_shape()); }
+
+uint64_t Model::cache_snapshot_bytes() const { return backend_->cache_snapshot_bytes(cache_shape()); }
 
 void Model::forward(std::span<const Row> rows, float* logits) {
   const ModelConfig& c = config_;

@@ -93,12 +93,17 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const std::filesystem::path& dir() const { return dir_; }
+  // What the weights are, wherever they are (model/weights_identity.h).
+  const std::string& identity() const { return identity_; }
   // Where config.json, generation_config.json and the tokenizer are (the
   // model directory, or a pack's trunk).
   const std::filesystem::path& trunk_path() const { return trunk_path_; }
   std::unique_ptr<KvCache> new_cache() const;
   // Bytes one sequence's cache holds once it reaches context() (the budget's KV share).
   uint64_t cache_bytes_at_context() const;
+  // Bytes one snapshot of such a cache holds (its recurrent states; 0 for a
+  // model without): what a session keeps besides its cache (runtime/session.h).
+  uint64_t cache_snapshot_bytes() const;
   // Positions a sequence may reach (--ctx).
   int64_t context() const { return context_; }
   // Rows of one sequence a forward step may take (prompts longer than this
@@ -141,6 +146,7 @@ class Model {
   StepLimits step_limits(const StepSizes& sizes) const;
 
   std::filesystem::path dir_;
+  std::string identity_;
   ModelConfig config_;
   std::unique_ptr<TensorSource> source_;
   WeightBinder binder_;

@@ -15,15 +15,10 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-}  // namespace
 
-GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options) {
-  Session none;
-  return generate(model, prompt, options, none);
-}
-
-GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options,
-                        Session& session) {
+// One sequence, reusing and then replacing `*session` when given.
+GenerateResult run(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                   Session* session) {
   if (prompt.empty()) throw Error("the prompt is empty");
   GenerateResult result;
   result.prompt_tokens = static_cast<int64_t>(prompt.size());
@@ -35,9 +30,13 @@ GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const 
   request.max_tokens = options.max_new_tokens;
   request.stop_ids = options.stop_tokens;
   request.keep_logits = options.keep_logits;
-  request.session = std::move(session);
-  request.keep_session = true;
-  session = Session{};
+  // Without a session nothing is kept (a recurrent model's snapshot at the
+  // prompt's end would be a copy of its states for nothing).
+  if (session) {
+    request.session = std::move(*session);
+    request.keep_session = true;
+    *session = Session{};
+  }
 
   Scheduler scheduler(model, SchedulerOptions{1, 0});
   model.begin_expert_epoch();
@@ -66,8 +65,19 @@ GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const 
   }
   result.context_full = job->finish() == Finish::ContextFull;
   result.reused_tokens = job->reused_tokens();
-  session = job->take_session();
+  if (session) *session = job->take_session();
   return result;
+}
+
+}  // namespace
+
+GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options) {
+  return run(model, prompt, options, nullptr);
+}
+
+GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                        Session& session) {
+  return run(model, prompt, options, &session);
 }
 
 int64_t peak_rss_bytes() {

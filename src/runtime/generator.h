@@ -38,7 +38,8 @@ struct GenerateResult {
 // rethrows whatever ended the sequence with an error.
 GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options);
 // The same, reusing `session`'s cache for the prompt's leading tokens it
-// holds; afterwards `session` holds this sequence (prompt + generated).
+// holds; afterwards `session` holds this sequence (prompt + generated, and
+// for a model with recurrent state the cache at the prompt's end).
 GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options,
                         Session& session);
 

@@ -119,7 +119,10 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
   const kernels::WeightMatrix& embed = model.token_table();
   const uint64_t table = static_cast<uint64_t>(embed.out) * embed.row_bytes();
   if (plan.trunk >= table && model.read_token_table_by_rows()) plan.trunk -= table;
-  plan.kv = model.cache_bytes_at_context();
+  // A kept session of a model with recurrent state also holds a copy of the
+  // states (its snapshot at the prompt's end, runtime/session.h).
+  const uint64_t snapshot = options.keep_session ? model.cache_snapshot_bytes() : 0;
+  plan.kv = model.cache_bytes_at_context() + snapshot;
   // The step's buffers, exactly as the model plans them; plan.baseline, the
   // process itself, was measured before the model was built.
   plan.step = model.step_bytes();
@@ -132,7 +135,8 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
     if (options.ram_bytes < fixed + min_cache)
       throw Error("--ram " + gib(options.ram_bytes) + " is too small for " + dir.string() + ": the trunk takes " +
                   gib(plan.trunk) + ", the KV cache for " + std::to_string(options.context) + " positions " +
-                  gib(plan.kv) + ", the step's buffers " + gib(plan.step) + ", the process itself " + gib(plan.baseline) +
+                  (snapshot ? "with the session's snapshot of its state " : "") + gib(plan.kv) +
+                  ", the step's buffers " + gib(plan.step) + ", the process itself " + gib(plan.baseline) +
                   ", and the expert cache needs at least " +
                   gib(min_cache) + " (two tokens' worth of experts); the least that works is " +
                   gib(fixed + min_cache));
@@ -153,8 +157,10 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
   opt.slots = slots;
   opt.verify = options.verify;
   if (options.heat != "none") {
-    opt.heat_path = options.heat.empty() ? default_heat_path(dir) : std::filesystem::path(options.heat);
-    opt.heat_model = std::filesystem::weakly_canonical(dir).string();
+    // Kept under what the weights are, not where: a replaced model drops
+    // its heat, a moved one keeps it (model/weights_identity.h).
+    opt.heat_path = options.heat.empty() ? default_heat_path(model.identity()) : std::filesystem::path(options.heat);
+    opt.heat_model = model.identity();
     opt.prior = ExpertHeat::load(opt.heat_path, opt.heat_model, c.num_layers, c.n_routed_experts);
   }
   return std::make_unique<StreamingExpertProvider>(c, std::move(catalog), std::move(storage), std::move(opt));

@@ -55,6 +55,10 @@ struct LoadOptions {
   // Expert heat between runs: "" = the default place (see expert_heat.h),
   // "none" = neither read nor written.
   std::string heat;
+  // A session is kept (generate --session): for a model with recurrent state
+  // its snapshot at the prompt's end (runtime/session.h) is budgeted with
+  // the KV cache.
+  bool keep_session = false;
 };
 
 // The widest step (rows, 16 to 4096) whose buffers (Model::step_bytes()),

@@ -34,7 +34,8 @@ struct Request {
   bool keep_logits = false;  // each event carries its full logits row
   // Prefix reuse: the prompt's leading tokens held by this session's cache
   // are not computed again. With keep_session, the finished sequence (prompt
-  // + generated tokens, and its cache) is handed back by Job::take_session.
+  // + generated tokens, its cache, and where that keeps a recurrent state a
+  // snapshot at the prompt's end) is handed back by Job::take_session.
   Session session;
   bool keep_session = false;
 };

@@ -19,6 +19,9 @@ struct Scheduler::Sequence {
   std::shared_ptr<Job> job;
   Clock::time_point submitted;
   std::unique_ptr<KvCache> cache;
+  // With keep_session, where the cache keeps a recurrent state: the cache at
+  // the prompt's end (Session::prompt_end).
+  std::unique_ptr<CacheSnapshot> prompt_end;
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<TextStream> text;
   size_t computed = 0;      // prompt tokens whose KV is in the cache
@@ -164,8 +167,7 @@ void Scheduler::start(Sequence& s) {
   // Reuse the session's cache for the prompt's leading tokens it already holds.
   Session& session = s.req.session;
   const size_t reused = session.reusable(s.req.prompt);
-  s.cache = reused > 0 ? std::move(session.cache) : model_.new_cache();
-  s.cache->set_length(static_cast<int64_t>(reused));
+  s.cache = reused > 0 ? session.take_cache(reused) : model_.new_cache();
   session = Session{};
   s.computed = reused;
   s.job->reused_tokens_ = static_cast<int64_t>(reused);
@@ -213,6 +215,10 @@ void Scheduler::forward_step() {
     } else {
       s.decoding = true;
       s.pos = static_cast<int64_t>(s.req.prompt.size());
+      // The prompt is all in the cache: where a chat's next prompt departs
+      // from this sequence (it re-templates the answer). A recurrent state
+      // cannot rewind there later, so it is kept now.
+      if (s.req.keep_session && s.cache->keeps_state()) s.prompt_end = s.cache->snapshot();
       std::lock_guard lock(m_);
       stats_.prompt_tokens += s.req.prompt.size();
     }
@@ -280,7 +286,10 @@ void Scheduler::end(Sequence& s, Finish f, std::exception_ptr error) {
     kept.tokens = s.req.prompt;
     kept.tokens.insert(kept.tokens.end(), s.output.begin(), s.output.end() - (s.output.empty() ? 0 : 1));
     kept.cache = std::move(s.cache);
+    // After one token the cache ends at the prompt's end itself.
+    if (s.prompt_end && s.prompt_end->length() < kept.cache->length()) kept.prompt_end = std::move(s.prompt_end);
   }
+  s.prompt_end.reset();
   s.cache.reset();
   s.ended = true;
   s.job->end(f, std::move(error), std::move(kept));
