@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "pack/packer.h"
 #include "util/error.h"
 
@@ -59,7 +60,7 @@ int run_pack(const PackArgs& a) {
 void register_pack(CLI::App& app, Action& run) {
   auto a = std::make_shared<PackArgs>();
   CLI::App* cmd = app.add_subcommand("pack", "Pack a model for streaming: trunk + per-drive expert blobs + manifest");
-  cmd->add_option("source", a->source, "HF model directory or GGUF file")->required();
+  add_model_argument(cmd, a->source, "HF model directory (config.json + safetensors) or GGUF file to pack");
   cmd->add_option("--out", a->out, "Pack directory (trunk and manifest; expert files too without --drive)")->required();
   cmd->add_option("--drive", a->drives, "Directory on a drive to hold expert blobs (repeat for several drives)");
   cmd->add_option("--trunk", a->trunk, "keep, or int8 (int8 matrices with per-row scales; Q8_0 for GGUF)")
