@@ -320,5 +320,62 @@ TEST(FirstHour, EveryCommandTakesTheModelTheSameWay) {
   expect_clean_error(run_strata("tokenize --model " + model + " --text hi"), "no tokenizer");
 }
 
+TEST(FirstHour, FoldersOnOneDeviceAreOneDriveForPlacement) {
+  testfiles::TempDir tmp("strata-pack-dev");
+  fs::create_directories(tmp / "a");
+  fs::create_directories(tmp / "b");
+  const CommandResult r = run_strata("pack " + fixture("qwen_gqa").string() + " --out " + (tmp / "pack").string() +
+                                     " --drive " + (tmp / "a").string() + " --drive " + (tmp / "b").string() + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("are on the same device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("one drive for placement"), std::string::npos) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["probe"], "equal");  // one device: nothing to measure
+  EXPECT_EQ(j["drive_weights"], json::array({0.5, 0.5}));
+}
+
+// Two devices and no saved probe: a short one is measured (tmpfs under
+// /dev/shm is a device of its own).
+TEST(FirstHour, PackWithoutAProbeMeasuresAShortOne) {
+  testfiles::TempDir tmp("strata-pack-probe");
+  struct stat a {}, b {};
+  if (::stat("/dev/shm", &b) != 0 || ::stat(tmp.path().c_str(), &a) != 0 || a.st_dev == b.st_dev)
+    GTEST_SKIP() << "needs /dev/shm on a device other than " << tmp.path();
+  const fs::path shm = fs::path("/dev/shm") / tmp.path().filename();
+  fs::create_directories(shm);
+  fs::create_directories(tmp / "disk");
+  const CommandResult r = run_strata("pack " + fixture("qwen_gqa").string() + " --out " + (tmp / "pack").string() +
+                                         " --drive " + (tmp / "disk").string() + " --drive " + shm.string() + " --json",
+                                     "STRATA_HOME=" + (tmp / "home").string());
+  std::error_code ec;
+  fs::remove_all(shm, ec);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("measuring a short one"), std::string::npos) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["probe"], "measured");
+  ASSERT_EQ(j["drive_weights"].size(), 2u);
+  for (const auto& w : j["drive_weights"]) EXPECT_GT(w.get<double>(), 0.0);
+  EXPECT_NE(j["drive_weights"], json::array({1.0, 1.0})) << "measured speeds, not equal weights";
+}
+
+// Pack, move the whole pack directory elsewhere: it still loads and gives
+// the same tokens (the expert folder inside it is stored relative to it).
+TEST(FirstHour, AMovedPackStillLoadsAndGivesTheSameTokens) {
+  testfiles::TempDir tmp("strata-pack-move");
+  const fs::path before = tmp / "before", after = tmp / "elsewhere" / "moved";
+  fs::create_directories(before / "experts");
+  const CommandResult packed = run_strata("pack " + fixture("qwen_gqa").string() + " --out " + before.string() +
+                                          " --drive " + (before / "experts").string() + " -q");
+  ASSERT_EQ(packed.exit_code, 0) << packed.err;
+  const std::string rest = " --prompt-ids 5,6,7 -n 6 --ignore-eos --json --heat none";
+  const CommandResult first = run_strata("generate " + before.string() + rest);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  fs::create_directories(after.parent_path());
+  fs::rename(before, after);
+  const CommandResult moved = run_strata("generate " + after.string() + rest);
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  EXPECT_EQ(json::parse(moved.out)["tokens"], json::parse(first.out)["tokens"]);
+}
+
 }  // namespace
 }  // namespace strata
