@@ -13,46 +13,13 @@
 #include <sstream>
 #include <thread>
 
+#include "cli_support.h"
 #include "safetensors_writer.h"
 
 namespace strata {
 namespace {
 
-namespace fs = std::filesystem;
-
-struct CommandResult {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string out, err;
-};
-
-std::string read_all(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-CommandResult run_strata(const std::string& args) {
-  testfiles::TempDir tmp("strata-cli");
-  const fs::path out = tmp.path() / "out", err = tmp.path() / "err";
-  const std::string cmd = std::string(STRATA_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-  int status = std::system(cmd.c_str());
-  CommandResult r;
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.out = read_all(out);
-  r.err = read_all(err);
-  return r;
-}
-
-fs::path fixture(const std::string& name) { return fs::path(STRATA_FIXTURES_DIR) / "models" / name; }
-
-// One line on stderr, naming the problem; exit code 1.
-void expect_clean_error(const CommandResult& r, const std::string& phrase) {
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_EQ(r.err.rfind("strata: error: ", 0), 0u) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(phrase), std::string::npos) << "expected '" << phrase << "' in: " << r.err;
-}
+using namespace clitest;
 
 TEST(Cli, GenerateJsonLogitsMatchesReference) {
   const fs::path dir = fixture("ds_yarn_grouped");
@@ -121,8 +88,8 @@ TEST(Cli, BadArgumentsAreCleanErrors) {
 // with the same defaults, and refuses bad values before it listens.
 TEST(Cli, ServeTakesTheModelFlagsOfGenerate) {
   const std::string generate = run_strata("generate --help").out, serve = run_strata("serve --help").out;
-  for (const std::string flag : {"--threads INT", "--ram FLOAT", "--stream", "--cache-experts UINT", "--ctx INT=4096",
-                                 "--prefetch TEXT", "--verify TEXT", "--no-verify", "--heat TEXT", "--io TEXT"}) {
+  for (const std::string flag : {"--threads INT", "--ram FLOAT", "--stream", "--cache-experts UINT", "--ctx INT",
+                                 "--allow-long-ctx", "--prefetch TEXT", "--verify TEXT", "--no-verify", "--heat TEXT", "--io TEXT"}) {
     EXPECT_NE(generate.find(flag), std::string::npos) << flag;
     EXPECT_NE(serve.find(flag), std::string::npos) << flag;
   }

@@ -1,5 +1,6 @@
 // strata compare: judge a lossy conversion (int8 trunk, re-quantized experts)
-// against the original on the same prompts.
+// against the original on the same prompts. On a terminal, stderr shows the
+// loads' and the prompts' progress.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include "runtime/compare.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace strata::cli {
 
@@ -58,10 +60,22 @@ std::vector<std::vector<int32_t>> read_prompts(const std::string& path, const st
 }
 
 int run_compare(const CompareArgs& a) {
-  auto model_a = load_model(a.model_a, LoadOptions{a.threads});
-  auto model_b = load_model(a.model_b, LoadOptions{a.threads});
+  const bool show = stderr_is_terminal() && !a.json;
+  LoadOptions lo(a.threads);
+  lo.show_progress = show;
+  lo.notice = [](const std::string& line) { std::fprintf(stderr, "strata: %s\n", line.c_str()); };
+  // Both are opened (every check) before either is read in.
+  auto model_a = open_model(a.model_a, lo);
+  auto model_b = open_model(a.model_b, lo);
   auto prompts = read_prompts(a.prompts, a.model_a);
-  CompareReport r = compare_models(*model_a, *model_b, prompts);
+  warm_model(*model_a, show);
+  warm_model(*model_b, show);
+  uint64_t positions = 0;
+  for (const auto& p : prompts) positions += p.size();
+  Progress progress("compare", positions, show, ProgressUnit::Tokens, /*quiet_if_quick=*/true);
+  CompareReport r = compare_models(*model_a, *model_b, prompts,
+                                   [&](int64_t done, int64_t) { progress.set(static_cast<uint64_t>(done)); });
+  progress.finish();
   if (a.json) {
     nlohmann::json j = {{"sequences", r.sequences},       {"positions", r.positions},
                         {"mean_kl", r.mean_kl},           {"p99_kl", r.p99_kl},
@@ -85,8 +99,8 @@ int run_compare(const CompareArgs& a) {
 void register_compare(CLI::App& app, Action& run) {
   auto args = std::make_shared<CompareArgs>();
   CLI::App* cmd = app.add_subcommand("compare", "Compare two models' next-token distributions (KL, top-1, perplexity)");
-  cmd->add_option("MODEL_A", args->model_a, "Reference model")->required();
-  cmd->add_option("MODEL_B", args->model_b, "Model under test")->required();
+  cmd->add_option("MODEL_A", args->model_a, std::string("Reference model: ") + kModelKinds)->required();
+  cmd->add_option("MODEL_B", args->model_b, std::string("Model under test: ") + kModelKinds)->required();
   cmd->add_option("--prompts", args->prompts, "File: one prompt per line (text, or a JSON array of ids)")->required();
   cmd->add_option("--threads", args->threads, "Worker threads (default: all cores)");
   cmd->add_flag("--json", args->json, "Print a JSON object");

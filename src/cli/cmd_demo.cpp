@@ -28,6 +28,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/cache_dir.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace strata::cli {
 
@@ -150,6 +151,7 @@ Ceiling probe_ceiling(const Manifest& manifest, const fs::path& pack, uint64_t b
 int run_demo(const DemoArgs& a) {
   if (a.size_gb < 0.2 || a.size_gb > 1000) throw Error("--size must be between 0.2 and 1000 GB");
   if (a.tokens < 2) throw Error("--tokens must be at least 2");
+  if (a.ram_gib < 0) throw Error("--ram must not be negative");
   const bool quiet = a.json;
   const fs::path dir = a.dir.empty() ? default_demo_dir() : fs::path(a.dir);
   const fs::path pack = ensure_pack(dir, a.size_gb, quiet);
@@ -168,10 +170,15 @@ int run_demo(const DemoArgs& a) {
   const Ceiling before = probe_ceiling(manifest, pack, blob, true);
 
   // A budget well below the model: the trunk, buffers, and room for about a
-  // fifth of the experts (never more than 60% of the model).
+  // fifth of the experts (never more than 60% of the model), but never below
+  // the least the loader can run it in (its own accounting: at small sizes
+  // the trunk and the step's buffers alone are more than 60% of the model).
   LoadOptions lo;
   lo.threads = a.threads;
   lo.context = 512;
+  lo.raise_ram_to_least = a.ram_gib <= 0;
+  lo.show_progress = !quiet && stderr_is_terminal();
+  lo.notice = [quiet](const std::string& line) { say(quiet, "demo: " + line); };
   const uint64_t model_bytes = trunk_bytes + expert_bytes;
   lo.ram_bytes = a.ram_gib > 0 ? static_cast<uint64_t>(a.ram_gib * (1ull << 30))
                                : std::min<uint64_t>(trunk_bytes + (256ull << 20) + expert_bytes / 5, model_bytes * 3 / 5);
@@ -244,8 +251,10 @@ void register_demo(CLI::App& app, Action& run) {
   CLI::App* cmd = app.add_subcommand(
       "demo", "Synthesize (once) a Kimi-K3-shaped model, pack it, and run it with experts streamed under a RAM budget");
   cmd->add_option("--dir", a->dir, "Where the demo model lives (default ~/.cache/strata/demo, or $STRATA_HOME/demo)");
-  cmd->add_option("--size", a->size_gb, "Model size in GB")->capture_default_str();
-  cmd->add_option("--ram", a->ram_gib, "RAM budget in GiB (default: trunk + a fifth of the experts)");
+  cmd->add_option("--size", a->size_gb, "Model size in GB (0.2 to 1000)")->capture_default_str();
+  cmd->add_option("--ram", a->ram_gib,
+                  "RAM budget in GiB (default: trunk + a fifth of the experts, at most 60% of the model, at least the "
+                  "least that runs it)");
   cmd->add_option("--tokens", a->tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--prompt", a->prompt, "Prompt text")->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)");

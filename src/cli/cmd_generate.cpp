@@ -1,4 +1,7 @@
-// strata generate: run a model on a prompt and print the continuation.
+// strata generate: run a model on a prompt and print the continuation as
+// each token is decided (stdout is flushed per token). On a terminal, stderr
+// shows the load and a long prefill's progress; --json prints one object at
+// the end.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -13,8 +16,10 @@
 #include "runtime/expert_stats.h"
 #include "runtime/generator.h"
 #include "runtime/prompt.h"
+#include "runtime/text_stream.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace strata::cli {
 
@@ -71,9 +76,10 @@ int run_generate(const GenerateArgs& a) {
   if (a.prompt.has_value() == a.prompt_ids.has_value()) throw Error("give exactly one of --prompt and --prompt-ids");
   if (a.n < 0) throw Error("-n must not be negative");
   auto tokenizer = Tokenizer::for_model(a.model);  // first: the budget's baseline counts it
-  LoadOptions load = load_options(a.model_flags);
-  load.keep_session = !a.session.empty();
-  auto model = load_model(a.model, load);
+  LoadOptions lo = load_options(a.model_flags);
+  lo.show_progress = lo.show_progress && !a.json;
+  lo.keep_session = !a.session.empty();
+  auto model = load_model(a.model, lo);
   const PromptBuilder prompts(*model, std::move(tokenizer));
   const Tokenizer* tok = prompts.tokenizer();
 
@@ -102,18 +108,35 @@ int run_generate(const GenerateArgs& a) {
     session = load_session(a.session, *model, &why);
     if (!why.empty()) std::fprintf(stderr, "note: %s\n", why.c_str());
   }
+  // The continuation, printed as it is decided (not with --json): text
+  // that is whole UTF-8 (runtime/text_stream.h), or the ids without a
+  // tokenizer. Ids past the tokenizer's vocabulary have no text.
+  std::optional<TextStream> text;
+  if (tok) text.emplace(*tok, std::vector<std::string>{});
+  bool first = true;
+  auto print = [](const std::string& s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+  };
+  Progress prefill("prefill", prompt.size(), lo.show_progress, ProgressUnit::Tokens, /*quiet_if_quick=*/true);
+  opt.on_prefill = [&](int64_t done, int64_t) { prefill.set(static_cast<uint64_t>(done)); };
+  if (!a.json)
+    opt.on_token = [&](const TokenEvent& e) {
+      prefill.finish();
+      if (!text) {
+        print((first ? "" : " ") + std::to_string(e.token));
+      } else if (e.token >= 0 && static_cast<size_t>(e.token) < tok->vocab_size()) {
+        print(text->add(e.token));
+      }
+      first = false;
+    };
   GenerateResult r = generate(*model, prompt, opt, session);
+  prefill.finish();
   if (!a.session.empty()) save_session(a.session, *model, session);
   model->save_heat();
-  std::string text = tok ? decode_known(*tok, r.tokens) : "";
 
   if (!a.json) {
-    if (tok) {
-      std::cout << text << "\n";
-    } else {
-      for (size_t i = 0; i < r.tokens.size(); ++i) std::cout << (i ? " " : "") << r.tokens[i];
-      std::cout << "\n";
-    }
+    print((text ? text->flush() : std::string()) + "\n");
     const double tps = r.tokens.size() > 1 ? (r.tokens.size() - 1) / r.decode_s : 0.0;
     std::fprintf(stderr, "prompt %lld tokens in %.3f s; %zu tokens generated, %.2f tok/s decode\n",
                  static_cast<long long>(r.prompt_tokens), r.prefill_s, r.tokens.size(), tps);
@@ -128,7 +151,7 @@ int run_generate(const GenerateArgs& a) {
   nlohmann::json out;
   out["tokens"] = r.tokens;
   // Invalid UTF-8 (a token boundary inside a character) is replaced, not thrown.
-  out["text"] = text;
+  out["text"] = tok ? decode_known(*tok, r.tokens) : "";
   const double decode_tok_s = r.tokens.size() > 1 && r.decode_s > 0 ? (r.tokens.size() - 1) / r.decode_s : 0.0;
   out["stats"] = {{"prompt_tokens", r.prompt_tokens},
                   {"generated_tokens", r.tokens.size()},
@@ -155,7 +178,7 @@ int run_generate(const GenerateArgs& a) {
 void register_generate(CLI::App& app, Action& run) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate a continuation of a prompt");
-  cmd->add_option("--model", args->model, "Model directory (config.json + safetensors)")->required();
+  add_model_argument(cmd, args->model, std::string(kModelKinds) + " to run");
   cmd->add_option("--prompt", args->prompt, "Prompt text, tokenized as the checkpoint's tokenizer says");
   cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, comma-separated, used verbatim");
   cmd->add_option("-n,--max-tokens", args->n, "Number of tokens to generate")->capture_default_str();

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "pack/packer.h"
 #include "util/error.h"
 
@@ -30,6 +31,7 @@ int run_pack(const PackArgs& a) {
   o.trace = a.trace;
   o.probe = a.probe;
   o.progress = !a.quiet && !a.json;
+  if (!a.quiet) o.notice = [](const std::string& line) { std::fprintf(stderr, "pack: %s\n", line.c_str()); };
   const PackReport r = pack_model(o);
   if (a.json) {
     std::cout << nlohmann::json{{"out", a.out},
@@ -38,6 +40,7 @@ int run_pack(const PackArgs& a) {
                                 {"expert_bytes", r.expert_bytes},
                                 {"layers_resumed", r.layers_resumed},
                                 {"drive_weights", r.drive_weights},
+                                {"probe", r.probe},
                                 {"seconds", r.seconds}}
                      .dump()
               << "\n";
@@ -59,9 +62,11 @@ int run_pack(const PackArgs& a) {
 void register_pack(CLI::App& app, Action& run) {
   auto a = std::make_shared<PackArgs>();
   CLI::App* cmd = app.add_subcommand("pack", "Pack a model for streaming: trunk + per-drive expert blobs + manifest");
-  cmd->add_option("source", a->source, "HF model directory or GGUF file")->required();
+  add_model_argument(cmd, a->source, "HF model directory (config.json + safetensors) or GGUF file to pack");
   cmd->add_option("--out", a->out, "Pack directory (trunk and manifest; expert files too without --drive)")->required();
-  cmd->add_option("--drive", a->drives, "Directory on a drive to hold expert blobs (repeat for several drives)");
+  cmd->add_option("--drive", a->drives,
+                  "Directory on a drive to hold expert blobs (repeat for several drives; folders on one device "
+                  "share it)");
   cmd->add_option("--trunk", a->trunk, "keep, or int8 (int8 matrices with per-row scales; Q8_0 for GGUF)")
       ->check(CLI::IsMember({"keep", "int8"}))
       ->capture_default_str();
@@ -69,9 +74,11 @@ void register_pack(CLI::App& app, Action& run) {
       ->check(CLI::IsMember({"keep", "q8", "int4", "mxfp4"}))
       ->capture_default_str();
   cmd->add_option("--trace", a->trace, "Expert heat (JSON, e.g. from a run's heat file) to place hot experts");
-  cmd->add_option("--probe", a->probe, "Drive speeds from `strata probe` (default: the saved probe)");
+  cmd->add_option("--probe", a->probe,
+                  "Drive speeds from `strata probe` (default: the saved probe; when it does not cover every device "
+                  "the --drive folders are on, a short probe is measured)");
   cmd->add_flag("--json", a->json, "Print one JSON object with what was written");
-  cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
+  cmd->add_flag("-q,--quiet", a->quiet, "No progress bar or notes");
   cmd->callback([&run, a] { run = [a] { return run_pack(*a); }; });
 }
 

@@ -1,10 +1,10 @@
 // strata tokenize: text -> token ids (or ids -> text with --ids), using the
-// tokenizer of a checkpoint directory or GGUF file. For checking prompts and
-// comparing against other tokenizers.
+// tokenizer of a checkpoint directory, GGUF file or pack. For checking
+// prompts and comparing against other tokenizers.
 //
-//   strata tokenize --model DIR --text "Hello"          -> 19923
-//   strata tokenize --model DIR --text "Hello" --json   -> {"ids":[19923],"tokens":["Hello"]}
-//   strata tokenize --model DIR --ids 19923,2058        -> Hello world
+//   strata tokenize MODEL --text "Hello"          -> 19923
+//   strata tokenize MODEL --text "Hello" --json   -> {"ids":[19923],"tokens":["Hello"]}
+//   strata tokenize MODEL --ids 19923,2058        -> Hello world
 #include <climits>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -65,7 +66,7 @@ int run_tokenize(const TokenizeArgs& a) {
   if (a.text.has_value() == a.ids.has_value()) throw Error("give exactly one of --text and --ids");
   std::error_code ec;
   if (!std::filesystem::exists(a.model, ec))
-    throw Error(a.model + ": no such directory or GGUF file (no tokenizer.json or tiktoken.model)");
+    throw Error(a.model + ": no such model directory, GGUF file or pack (no tokenizer.json or tiktoken.model)");
   const auto tok = Tokenizer::for_model(a.model);
   if (!tok)
     throw Error(a.model + (std::filesystem::is_directory(a.model, ec)
@@ -104,8 +105,9 @@ int run_tokenize(const TokenizeArgs& a) {
 void register_tokenize(CLI::App& app, Action& run) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Encode text to token ids, or decode ids to text");
-  cmd->add_option("--model", args->model, "Checkpoint directory (tokenizer.json or tiktoken.model) or GGUF file")
-      ->required();
+  add_model_argument(cmd, args->model,
+                     "HF model directory or pack (its tokenizer.json or tiktoken.model), or GGUF file (its tokenizer "
+                     "metadata)");
   cmd->add_option("--text", args->text, "Text to encode (special tokens written in it are recognized)");
   cmd->add_option("--ids", args->ids, "Token ids to decode, comma-separated");
   cmd->add_flag("--json", args->json, "Print JSON: {\"ids\", \"tokens\"} when encoding, {\"text\", \"tokens\"} when decoding");

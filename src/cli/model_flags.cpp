@@ -1,17 +1,29 @@
 #include "cli/model_flags.h"
 
+#include <cstdio>
+
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace strata::cli {
+
+void add_model_argument(CLI::App* cmd, std::string& model, const std::string& help) {
+  cmd->add_option("MODEL,--model", model, help)->required();
+}
 
 void add_model_flags(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("--threads", f.threads, "Worker threads (default: all cores)");
   cmd->add_option("--ram", f.ram_gib,
                   "RAM budget in GiB for the whole process (trunk + KV + buffers + expert cache); "
-                  "experts beyond it are streamed from the drives");
+                  "experts beyond it are streamed from the drives. Default: the model runs in RAM when it fits in "
+                  "the memory available, else its experts are streamed within a budget derived from that memory");
   cmd->add_flag("--stream", f.stream, "Stream routed experts from the drives even without --ram");
   cmd->add_option("--cache-experts", f.cache_experts, "Expert cache size in experts (overrides what --ram allows)");
-  cmd->add_option("--ctx", f.ctx, "Context length the KV cache is budgeted for")->capture_default_str();
+  cmd->add_option("--ctx", f.ctx,
+                  "Context length the KV cache is budgeted for (default: 4096, or the model's "
+                  "max_position_embeddings if smaller)");
+  cmd->add_flag("--allow-long-ctx", f.allow_long_ctx,
+                "Allow --ctx beyond the model's max_position_embeddings (positions it was never trained for)");
   cmd->add_option("--prefetch", f.prefetch, "Next-layer expert prefetch: auto, on or off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
@@ -27,13 +39,14 @@ void add_model_flags(CLI::App* cmd, ModelFlags& f) {
 
 LoadOptions load_options(const ModelFlags& f) {
   if (f.ram_gib < 0) throw Error("--ram must not be negative");
-  if (f.ctx < 1) throw Error("--ctx must be at least 1");
+  if (f.ctx && *f.ctx < 1) throw Error("--ctx must be at least 1");
   LoadOptions o;
   o.threads = f.threads;
   o.stream = f.stream;
   o.ram_bytes = static_cast<uint64_t>(f.ram_gib * 1024.0 * 1024.0 * 1024.0);
   o.cache_slots = f.cache_experts;
-  o.context = f.ctx;
+  o.context = f.ctx.value_or(0);
+  o.allow_long_context = f.allow_long_ctx;
   o.prefetch = f.prefetch == "on"    ? LoadOptions::Prefetch::On
                : f.prefetch == "off" ? LoadOptions::Prefetch::Off
                                      : LoadOptions::Prefetch::Auto;
@@ -42,8 +55,9 @@ LoadOptions load_options(const ModelFlags& f) {
                                               : LoadOptions::Verify::First;
   o.heat = f.heat;
   o.io_backend = f.io;
+  o.notice = [](const std::string& line) { std::fprintf(stderr, "strata: %s\n", line.c_str()); };
+  o.show_progress = stderr_is_terminal();
   return o;
 }
-
 
 }  // namespace strata::cli

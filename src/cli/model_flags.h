@@ -1,9 +1,12 @@
 #pragma once
-// The flags every command that loads a model shares (`generate`, `serve`):
-// threads, the context, the RAM budget and the expert-streaming knobs, as
-// the load options of runtime/loader.h.
+// What every command that reads a model shares: the model argument (a
+// positional MODEL, with --model as an alias, the same in every subcommand),
+// and for those that run one (`generate`, `serve`) the flags of threads, the
+// context, the RAM budget and the expert-streaming knobs, as the load
+// options of runtime/loader.h.
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "model/model.h"
@@ -11,12 +14,19 @@
 
 namespace strata::cli {
 
+// What every model argument accepts (open_checkpoint's three kinds).
+inline constexpr const char* kModelKinds = "HF model directory (config.json + safetensors), GGUF file, or pack";
+
+// MODEL (positional) or --model MODEL; required.
+void add_model_argument(CLI::App* cmd, std::string& model, const std::string& help);
+
 struct ModelFlags {
   int threads = 0;
   double ram_gib = 0;
   bool stream = false;
   size_t cache_experts = 0;
-  int64_t ctx = 4096;
+  std::optional<int64_t> ctx;  // unset: 4096, or the model's max_position_embeddings if smaller
+  bool allow_long_ctx = false;
   std::string prefetch = "auto";
   std::string verify = "first";
   bool no_verify = false;  // = --verify off
@@ -25,7 +35,9 @@ struct ModelFlags {
 };
 
 void add_model_flags(CLI::App* cmd, ModelFlags& f);
-// Throws strata::Error for values out of range.
+// Throws strata::Error for values out of range. The loader's notices go to
+// stderr as one line each; its "load" progress bar shows when stderr is a
+// terminal (commands printing --json turn it off).
 LoadOptions load_options(const ModelFlags& f);
 
 }  // namespace strata::cli

@@ -84,6 +84,8 @@ class Model {
   // its mapped file and those pages are let go again, so it is not held in
   // RAM. False (and nothing changes) when the table is tied or was converted.
   bool read_token_table_by_rows();
+  // Whether read_token_table_by_rows() took effect.
+  bool token_table_by_rows() const { return embed_rows_only_; }
 
   // What the loader needs to plan around the trunk.
   Checkpoint::Kind kind() const { return kind_; }

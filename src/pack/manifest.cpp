@@ -116,7 +116,13 @@ uint32_t Manifest::add_layout(const ExpertWeights& layout) {
 fs::path Manifest::drive_file(const fs::path& dir, uint32_t drive) const {
   const PackDrive& d = drives.at(drive);
   const fs::path p(d.path);
-  return (p.is_absolute() ? p : dir / p) / d.file;
+  fs::path file = (p.is_absolute() ? p : dir / p) / d.file;
+  std::error_code ec;
+  if (!d.relative.empty() && !fs::exists(file, ec)) {
+    fs::path beside = dir / d.relative / d.file;
+    if (fs::exists(beside, ec)) return beside;
+  }
+  return file;
 }
 
 nlohmann::json Manifest::to_json() const {
@@ -130,8 +136,11 @@ nlohmann::json Manifest::to_json() const {
   j["hf_config"] = hf_config;
   j["tensors"] = tensors;
   j["drives"] = nlohmann::json::array();
-  for (const auto& d : drives)
-    j["drives"].push_back({{"path", d.path}, {"file", d.file}, {"weight", d.weight}, {"bytes", d.bytes}});
+  for (const auto& d : drives) {
+    nlohmann::json dj = {{"path", d.path}, {"file", d.file}, {"weight", d.weight}, {"bytes", d.bytes}};
+    if (!d.relative.empty()) dj["relative"] = d.relative;
+    j["drives"].push_back(std::move(dj));
+  }
   j["layouts"] = nlohmann::json::array();
   for (const auto& l : layouts) j["layouts"].push_back(layout_json(l));
   j["experts"] = nlohmann::json::array();
@@ -157,8 +166,8 @@ Manifest Manifest::from_json(const nlohmann::json& j, const std::string& where) 
     m.hf_config = j.value("hf_config", nlohmann::json());
     m.tensors = j.value("tensors", nlohmann::json::object());
     for (const auto& d : j.at("drives"))
-      m.drives.push_back({d.at("path").get<std::string>(), d.at("file").get<std::string>(), d.value("weight", 1.0),
-                          d.value("bytes", uint64_t{0})});
+      m.drives.push_back({d.at("path").get<std::string>(), d.at("file").get<std::string>(),
+                          d.value("relative", std::string()), d.value("weight", 1.0), d.value("bytes", uint64_t{0})});
   } catch (const nlohmann::json::exception& e) {
     throw Error(where + ": malformed manifest: " + e.what());
   }

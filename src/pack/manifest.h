@@ -8,15 +8,20 @@
 //   "config": {"arch": "deepseek_v3", "layers": 61, ...},      // summary
 //   "hf_config": {...},                                         // config.json (HF sources)
 //   "tensors": {"<trunk tensor>": {"dtype": "BF16", "shape": [..]}, ...},
-//   "drives": [{"path": "/mnt/nvme1", "file": "strata-experts-0.bin",
-//               "weight": 3.1, "bytes": 123}],
+//   "drives": [{"path": "/mnt/nvme1", "relative": "../../mnt/nvme1",
+//               "file": "strata-experts-0.bin", "weight": 3.1, "bytes": 123}],
 //   "layouts": [{"gate": {"dtype": "Q8_0", "out": 2048, "in": 7168,
 //                          "packing": "plain", "data": 64, ...}, ...}],
 //   "experts": [[], [[drive, offset, length, "xxh3 hex", layout], ...], ...]
 // }
 // Every blob starts on 4 KiB; `length` is the blob's bytes (the read rounds
-// up to 4 KiB); the checksum covers `length` bytes. A drive path that is
-// relative is relative to DIR.
+// up to 4 KiB); the checksum covers `length` bytes.
+//
+// Moving a pack: a drive folder inside DIR (the default: DIR itself) is
+// stored relative to DIR ("." or "experts"), so the pack directory can move
+// as a whole. One outside DIR is stored absolute, with "relative" (its place
+// relative to DIR) tried when the absolute path no longer holds the file:
+// the pack moves with its drives side by side, or without them.
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -39,6 +44,7 @@ struct PackedExpert {
 struct PackDrive {
   std::string path;  // directory (relative = inside the pack)
   std::string file;  // expert file name in it
+  std::string relative;  // for an absolute `path`: the same folder relative to the pack ("" = none)
   double weight = 1;  // share of reads it should get (measured GB/s)
   uint64_t bytes = 0;
 };
@@ -57,6 +63,7 @@ struct Manifest {
 
   // Index of `layout` in layouts, adding it if new.
   uint32_t add_layout(const ExpertWeights& layout);
+  // Where drive `drive`'s expert file is for a pack in `dir` (see "Moving a pack").
   std::filesystem::path drive_file(const std::filesystem::path& dir, uint32_t drive) const;
 
   nlohmann::json to_json() const;

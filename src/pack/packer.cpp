@@ -17,13 +17,13 @@
 #include "model/checkpoint.h"
 #include "model/expert_layout.h"
 #include "model/weights.h"
+#include "pack/drive_weights.h"
 #include "pack/manifest.h"
 #include "pack/placement.h"
 #include "pack/trunk_writer.h"
 #include "model/expert_heat.h"
 #include "storage/aligned_buffer.h"
 #include "storage/checksum.h"
-#include "storage/probe.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -102,19 +102,6 @@ struct Plan {
   nlohmann::json signature;
 };
 
-std::vector<double> drive_weights(const std::vector<fs::path>& dirs, const fs::path& probe_path) {
-  std::vector<double> w(dirs.size(), 1.0);
-  if (dirs.size() < 2) return w;
-  std::optional<ProbeResult> probe = probe_path.empty() ? load_probe() : load_probe(probe_path);
-  if (!probe) return w;
-  for (size_t d = 0; d < dirs.size(); ++d) {
-    const ProbeDrive* pd = probe->drive_for(dirs[d]);
-    if (!pd || pd->best_gbps <= 0) return std::vector<double>(dirs.size(), 1.0);  // all measured, or none
-    w[d] = pd->best_gbps;
-  }
-  return w;
-}
-
 uint64_t free_bytes(const fs::path& dir) {
   struct statvfs s {};
   if (::statvfs(dir.c_str(), &s) != 0) return UINT64_MAX;
@@ -160,15 +147,17 @@ PackReport pack_model(const PackOptions& o) {
   std::snprintf(tag, sizeof tag, "%08llx", static_cast<unsigned long long>(xxh3_64(out_canon.data(), out_canon.size()) & 0xffffffffu));
   for (size_t d = 0; d < dirs.size(); ++d) {
     if (!fs::is_directory(dirs[d], ec)) throw Error(dirs[d].string() + ": --drive must be an existing directory");
-    const std::string canon = fs::weakly_canonical(dirs[d]).string();
+    const fs::path canon = fs::weakly_canonical(dirs[d]);
+    // Inside the pack: relative to it, so the pack directory can move as a
+    // whole. Outside: absolute, and relative as a second guess (manifest.h).
+    const fs::path inside = canon.lexically_relative(out_canon);
+    const bool is_inside = !inside.empty() && *inside.begin() != "..";
     PackDrive pd;
-    pd.path = canon == out_canon ? "." : canon;
+    pd.path = is_inside ? inside.string() : canon.string();
+    if (!is_inside) pd.relative = inside.empty() ? std::string() : inside.string();
     pd.file = "strata-experts-" + std::string(tag) + "-" + std::to_string(d) + ".bin";
     m.drives.push_back(pd);
   }
-  const std::vector<double> weights = drive_weights(dirs, o.probe);
-  for (size_t d = 0; d < dirs.size(); ++d) m.drives[d].weight = weights[d];
-
   m.source = fs::weakly_canonical(o.source).string();
   m.options = {{"trunk", o.trunk}, {"experts", o.experts}, {"trace", o.trace.empty() ? "" : fs::weakly_canonical(o.trace).string()}};
   nlohmann::json signature = {{"source", m.source}, {"options", m.options}, {"drives", nlohmann::json::array()}};
@@ -188,17 +177,22 @@ PackReport pack_model(const PackOptions& o) {
   m.options["signature"] = xxh3_64(signature.dump().data(), signature.dump().size());
 
   PackReport report;
-  report.drive_weights = weights;
   const fs::path manifest_path = o.out / "manifest.json", progress_path = o.out / "pack.progress.json";
   if (fs::exists(manifest_path)) {
     const Manifest old = Manifest::load(o.out);
     if (old.options.value("signature", uint64_t{0}) == m.options["signature"].get<uint64_t>()) {
       report.already_packed = true;
+      for (const auto& d : old.drives) report.drive_weights.push_back(d.weight);
       return report;
     }
     throw Error(o.out.string() + " already holds a different pack (of " + old.source +
                 "); remove it or choose another --out");
   }
+  const DriveWeights weighed = weigh_drives(dirs, o.probe, o.notice);
+  const std::vector<double>& weights = weighed.weights;
+  for (size_t d = 0; d < dirs.size(); ++d) m.drives[d].weight = weights[d];
+  report.drive_weights = weights;
+  report.probe = weighed.source;
 
   // Resume: the layers an earlier run finished, with their records.
   int64_t first_layer = 0;

@@ -9,8 +9,14 @@
 // it. A re-run with the same source and options resumes after the last
 // recorded layer; manifest.json is written last, atomically, so a pack
 // either has a complete manifest or none.
+//
+// Drives: experts are dealt out by each device's read speed (pack/placement.h).
+// Folders on the same device are one drive for placement: they share its
+// speed. The manifest keeps the folders so that the pack can move (see
+// pack/manifest.h).
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,8 +29,13 @@ struct PackOptions {
   std::string trunk = "keep";                 // keep | int8
   std::string experts = "keep";               // keep | q8 | int4 | mxfp4
   std::filesystem::path trace;                // router heat (ExpertHeat JSON) for placement
-  std::filesystem::path probe;                // drive speeds; "" = the default probe file if any
+  // Drive speeds (`strata probe`); "" = the saved probe. When it does not
+  // cover every device the drives are on, a short probe is measured now.
+  std::filesystem::path probe;
   bool progress = false;
+  // What the user should hear of (folders sharing a device, a probe
+  // measured): one line each, without a prefix. Not called when unset.
+  std::function<void(const std::string&)> notice;
   // Tests: stop (as a crash would) once this many layers are recorded; -1 = never.
   int64_t stop_after_layers = -1;
 };
@@ -35,6 +46,9 @@ struct PackReport {
   int64_t layers_resumed = 0;  // layers found done by an earlier run
   bool already_packed = false;
   std::vector<double> drive_weights;
+  // Where the drive weights came from: "saved" (a probe file), "measured"
+  // (a short probe now), "equal" (one device, or the probe failed).
+  std::string probe;
   double seconds = 0;
 };
 

@@ -34,7 +34,8 @@ std::vector<float> all_logits(Model& m, const std::vector<int32_t>& seq) {
 
 }  // namespace
 
-CompareReport compare_models(Model& a, Model& b, const std::vector<std::vector<int32_t>>& sequences) {
+CompareReport compare_models(Model& a, Model& b, const std::vector<std::vector<int32_t>>& sequences,
+                             const std::function<void(int64_t done, int64_t total)>& progress) {
   const int64_t V = a.config().vocab_size;
   if (b.config().vocab_size != V)
     throw Error("the models have different vocabularies (" + std::to_string(V) + " and " +
@@ -43,6 +44,8 @@ CompareReport compare_models(Model& a, Model& b, const std::vector<std::vector<i
   std::vector<double> kls;
   double nll_a = 0.0, nll_b = 0.0;
   int64_t agree = 0, predicted = 0;
+  int64_t total = 0;
+  for (const auto& seq : sequences) total += static_cast<int64_t>(seq.size());
   for (const auto& seq : sequences) {
     if (seq.size() < 2) throw Error("compare: every prompt needs at least two tokens");
     std::vector<float> la = all_logits(a, seq), lb = all_logits(b, seq);
@@ -61,6 +64,7 @@ CompareReport compare_models(Model& a, Model& b, const std::vector<std::vector<i
       }
     }
     ++r.sequences;
+    if (progress) progress(static_cast<int64_t>(kls.size()), total);
   }
   r.positions = static_cast<int64_t>(kls.size());
   if (kls.empty()) return r;

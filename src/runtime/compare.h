@@ -3,6 +3,7 @@
 // sequences and measures how far the second's next-token distributions are
 // from the first's.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace strata {
@@ -21,6 +22,8 @@ struct CompareReport {
 };
 
 // Every sequence needs at least two tokens (positions predict the next one).
-CompareReport compare_models(Model& a, Model& b, const std::vector<std::vector<int32_t>>& sequences);
+// `progress`, when set, hears the positions done of all after each sequence.
+CompareReport compare_models(Model& a, Model& b, const std::vector<std::vector<int32_t>>& sequences,
+                             const std::function<void(int64_t done, int64_t total)>& progress = {});
 
 }  // namespace strata

@@ -43,26 +43,39 @@ GenerateResult run(Model& model, const std::vector<int32_t>& prompt, const Gener
   const ExpertStats at_start = model.expert_stats();
   const auto t0 = std::chrono::steady_clock::now();
   const std::shared_ptr<Job> job = scheduler.submit(std::move(request));
+  // Each token is handed on as soon as its step is done.
+  std::vector<TokenEvent> events;
+  auto take_events = [&] {
+    job->wait(events, 0);
+    for (TokenEvent& e : events) {
+      if (options.on_token) options.on_token(e);
+      result.tokens.push_back(e.token);
+      if (options.keep_logits) result.logits.push_back(std::move(e.logits));
+    }
+    events.clear();
+  };
   // Prefill: the steps up to the one that gives the first token.
   bool more = true;
-  while (more && job->completion_tokens() == 0) more = scheduler.step();
+  while (more && job->completion_tokens() == 0) {
+    more = scheduler.step();
+    if (options.on_prefill) options.on_prefill(job->prefilled_tokens(), result.prompt_tokens);
+  }
   result.prefill_s = seconds_since(t0);
   const ExpertStats after_prefill = model.expert_stats();
   result.prefill_experts = stats_delta(after_prefill, at_start);
   model.begin_expert_epoch();
 
   const auto t1 = std::chrono::steady_clock::now();
-  while (more) more = scheduler.step();
+  take_events();
+  while (more) {
+    more = scheduler.step();
+    take_events();
+  }
   result.decode_s = seconds_since(t1);
   result.decode_experts = stats_delta(model.expert_stats(), after_prefill);
 
   if (job->finish() == Finish::Error) std::rethrow_exception(job->exception());
-  std::vector<TokenEvent> events;
-  job->wait(events, 0);
-  for (TokenEvent& e : events) {
-    result.tokens.push_back(e.token);
-    if (options.keep_logits) result.logits.push_back(std::move(e.logits));
-  }
+  take_events();
   result.context_full = job->finish() == Finish::ContextFull;
   result.reused_tokens = job->reused_tokens();
   if (session) *session = job->take_session();

@@ -5,9 +5,11 @@
 // token or the context; with timings and expert counters for prefill and
 // decode apart.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/expert_provider.h"
+#include "runtime/request.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 
@@ -20,6 +22,11 @@ struct GenerateOptions {
   SamplingParams sampling;
   std::vector<int32_t> stop_tokens;  // generation ends after emitting one
   bool keep_logits = false;          // keep each chosen token's logits row
+  // Called on the calling thread as each token is decided, before the next
+  // step runs (the event's text is empty: no tokenizer is handed in).
+  std::function<void(const TokenEvent&)> on_token;
+  // Called after each prefill step: prompt tokens in the cache, of `total`.
+  std::function<void(int64_t done, int64_t total)> on_prefill;
 };
 
 struct GenerateResult {

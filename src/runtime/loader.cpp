@@ -11,8 +11,10 @@
 #include "pack/manifest.h"
 #include "runtime/streaming_experts.h"
 #include "util/error.h"
-#include "util/process_memory.h"
 #include "util/mapped_file.h"
+#include "util/page_cache.h"
+#include "util/process_memory.h"
+#include "util/progress.h"
 
 namespace strata {
 
@@ -28,24 +30,61 @@ std::string gib(uint64_t bytes) {
   return b;
 }
 
-ModelSetup plan_setup(const ModelConfig& c, const LoadOptions& options) {
-  if (options.context < 1) throw Error("the context (--ctx) must be at least 1");
+constexpr int64_t kDefaultContext = 4096;
+
+// The context: 4096 or the model's trained length when that is shorter; a
+// longer one only when asked for explicitly (positions past
+// max_position_embeddings were never trained, and RoPE scaling tables end there).
+int64_t plan_context(const ModelConfig& c, const LoadOptions& o, const std::filesystem::path& path) {
+  if (o.context < 0) throw Error("the context (--ctx) must be at least 1");
+  const int64_t trained = c.max_position_embeddings;
+  if (o.context == 0) return trained > 0 ? std::min(kDefaultContext, trained) : kDefaultContext;
+  if (trained > 0 && o.context > trained && !o.allow_long_context)
+    throw Error("--ctx " + std::to_string(o.context) + " is beyond the " + std::to_string(trained) +
+                " positions " + path.string() +
+                " was trained for (max_position_embeddings); --allow-long-ctx runs it anyway");
+  return o.context;
+}
+
+ModelSetup plan_setup(const ModelConfig& c, const LoadOptions& options, const std::filesystem::path& path) {
+  if (options.sequences < 1) throw Error("internal: a model runs at least one sequence");
   ModelSetup s;
   s.threads = options.threads;
-  s.context = options.context;
+  s.context = plan_context(c, options, path);
   // Rows one step may carry for a sequence: a prompt longer than this is
-  // prefilled in chunks (under a budget, fit_step_to_budget() narrows it).
+  // prefilled in chunks (under a budget, make_streaming() narrows it).
   s.max_batch = options.max_batch > 0 ? options.max_batch : kMaxStepRows;
   return s;
+}
+
+// The budget the experts are streamed within, and where it came from.
+struct Budget {
+  uint64_t ram = 0;         // 0: none (every expert may stay once read)
+  uint64_t available = 0;   // with `derived`: the memory available it came from
+  bool derived = false;     // from the memory available, not --ram
+  std::string why;          // with `derived`: the line that says so, once the budget is known to work
+};
+
+// Without --ram: what the machine can give, less a tenth for everything
+// else (the page cache of the files being read, other processes' growth).
+uint64_t budget_from_available(uint64_t baseline, uint64_t available) {
+  const uint64_t room = available / 10 * 9;
+  return room > UINT64_MAX - baseline ? UINT64_MAX : baseline + room;
+}
+
+// Whether `need` bytes in all (the process's own baseline included) fit
+// in what is available beside that baseline.
+bool fits(uint64_t need, uint64_t baseline, uint64_t available) {
+  return need <= baseline || need - baseline <= available;
 }
 
 // Under a budget, the step's buffers (Model::step_bytes(), exact) get a
 // sixteenth of it, and at least kMinStepShare: the widest step within that,
 // of kMinStepRows at least. (A wider step reads a prompt's experts fewer
 // times; what it takes, the expert cache loses.)
-void fit_step_to_budget(Model& model, const LoadOptions& options) {
-  if (options.ram_bytes == 0 || options.max_batch > 0) return;
-  model.set_max_batch_rows(widest_step_within(model, std::max(kMinStepShare, options.ram_bytes / 16)));
+void fit_step_to_budget(Model& model, const LoadOptions& options, uint64_t ram) {
+  if (ram == 0 || options.max_batch > 0) return;
+  model.set_max_batch_rows(widest_step_within(model, std::max(kMinStepShare, ram / 16)));
 }
 
 // Every routed expert of a pack, as its manifest places them on the drives.
@@ -88,7 +127,7 @@ ExpertCatalog checkpoint_catalog(Model& model, const ExpertBindFn& bind, Storage
 // The experts of a checkpoint or pack as a streaming provider within the
 // budget; `plan` gets the split.
 std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn& bind, const LoadOptions& options,
-                                               MemoryPlan& plan) {
+                                               Budget budget, MemoryPlan& plan) {
   const ModelConfig& c = model.config();
   const bool packed = model.kind() == Checkpoint::Kind::Pack;
   StorageOptions so;
@@ -108,9 +147,8 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
   for (const auto& name : model.tensors().names()) total += model.tensors().get(name).nbytes;
   if (packed) streamed = 0;  // the trunk holds no experts
 
-  // The budget: what stays resident, the KV cache for the context, working
+  // The budget: what stays resident, the KV caches for the context, working
   // buffers, and whatever is left for the expert cache.
-  plan.budget = options.ram_bytes;
   plan.trunk = total > streamed ? total - streamed : 0;
   // An untied token table is read a few rows per step, straight from the
   // mapped file, and those pages are let go again (Model::forward()): it is
@@ -119,38 +157,56 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
   const kernels::WeightMatrix& embed = model.token_table();
   const uint64_t table = static_cast<uint64_t>(embed.out) * embed.row_bytes();
   if (plan.trunk >= table && model.read_token_table_by_rows()) plan.trunk -= table;
-  // A kept session of a model with recurrent state also holds a copy of the
+  // Every sequence that may run at once holds a cache at the full context; a
+  // kept session of a model with recurrent state also holds a copy of the
   // states (its snapshot at the prompt's end, runtime/session.h).
   const uint64_t snapshot = options.keep_session ? model.cache_snapshot_bytes() : 0;
-  plan.kv = model.cache_bytes_at_context() + snapshot;
+  plan.kv = model.cache_bytes_at_context() * static_cast<uint64_t>(options.sequences) + snapshot;
+  const uint64_t slot_bytes = std::max<uint64_t>(catalog.max_slot_bytes, kIoAlign);
+  const uint64_t min_cache = slot_bytes * static_cast<uint64_t>(2 * c.num_experts_per_tok);
+  const std::filesystem::path& dir = model.dir();
+
+  // No budget given: every expert may stay once read when the machine has
+  // room for all of them; otherwise a budget from the memory available.
+  if (budget.ram == 0 && options.cache_slots == 0) {
+    const uint64_t available = available_memory_bytes();
+    const uint64_t all = plan.trunk + plan.kv + model.step_bytes() + plan.baseline +
+                         slot_bytes * static_cast<uint64_t>(experts);
+    if (!fits(all, plan.baseline, available)) {
+      budget = {budget_from_available(plan.baseline, available), available, true, ""};
+      budget.why = dir.string() + ": its experts do not all fit in the " + gib(available) +
+                   " of memory available; streaming them within a budget of " + gib(budget.ram) +
+                   " (--ram sets another)";
+    }
+  }
+  fit_step_to_budget(model, options, budget.ram);
   // The step's buffers, exactly as the model plans them; plan.baseline, the
   // process itself, was measured before the model was built.
   plan.step = model.step_bytes();
   size_t slots = options.cache_slots;
-  const uint64_t slot_bytes = std::max<uint64_t>(catalog.max_slot_bytes, kIoAlign);
-  const std::filesystem::path& dir = model.dir();
-  if (slots == 0 && options.ram_bytes > 0) {
+  if (slots == 0 && budget.ram > 0) {
     const uint64_t fixed = plan.trunk + plan.kv + plan.step + plan.baseline;
-    const uint64_t min_cache = slot_bytes * static_cast<uint64_t>(2 * c.num_experts_per_tok);
-    if (options.ram_bytes < fixed + min_cache)
-      throw Error("--ram " + gib(options.ram_bytes) + " is too small for " + dir.string() + ": the trunk takes " +
-                  gib(plan.trunk) + ", the KV cache for " + std::to_string(options.context) + " positions " +
-                  (snapshot ? "with the session's snapshot of its state " : "") + gib(plan.kv) +
-                  ", the step's buffers " + gib(plan.step) + ", the process itself " + gib(plan.baseline) +
-                  ", and the expert cache needs at least " +
-                  gib(min_cache) + " (two tokens' worth of experts); the least that works is " +
-                  gib(fixed + min_cache));
-    slots = static_cast<size_t>((options.ram_bytes - fixed) / slot_bytes);
+    if (budget.ram < fixed + min_cache) {
+      const std::string parts =
+          ": the trunk takes " + gib(plan.trunk) + ", the KV cache for " + std::to_string(model.context()) +
+          " positions" +
+          (options.sequences > 1 ? " of each of " + std::to_string(options.sequences) + " sequences " : " ") +
+          (snapshot ? "with the session's snapshot of its state " : "") +
+          gib(plan.kv) + ", the step's buffers " + gib(plan.step) + ", the process itself " + gib(plan.baseline) +
+          ", and the expert cache needs at least " + gib(min_cache) +
+          " (two tokens' worth of experts); the least that works is " + gib(fixed + min_cache);
+      if (budget.derived)
+        throw Error(dir.string() + " does not fit in the " + gib(budget.available) + " of memory available" + parts);
+      if (!options.raise_ram_to_least)
+        throw Error("--ram " + gib(budget.ram) + " is too small for " + dir.string() + parts);
+      budget.ram = fixed + min_cache;
+    }
+    slots = static_cast<size_t>((budget.ram - fixed) / slot_bytes);
   }
-  if (slots == 0) {
-    // No budget: every expert may stay once read, but never more than most
-    // of the machine's memory (a terabyte model streamed without --ram).
-    const uint64_t phys = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    const uint64_t fixed = plan.trunk + plan.kv + plan.step + plan.baseline;
-    const uint64_t room = phys * 17 / 20 > fixed ? phys * 17 / 20 - fixed : slot_bytes * 2 * c.num_experts_per_tok;
-    slots = static_cast<size_t>(std::max<uint64_t>(room / slot_bytes, 2 * c.num_experts_per_tok));
-  }
+  if (budget.derived && options.notice) options.notice(budget.why);
+  if (slots == 0) slots = static_cast<size_t>(experts);  // no budget: everything fits
   slots = std::min<size_t>(slots, static_cast<size_t>(std::max<int64_t>(experts, 1)));
+  plan.budget = budget.ram;
   plan.cache = slots * slot_bytes;
 
   StreamingOptions opt;
@@ -166,6 +222,31 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn&
   return std::make_unique<StreamingExpertProvider>(c, std::move(catalog), std::move(storage), std::move(opt));
 }
 
+// Without --ram, --stream or --cache-experts a checkpoint runs from its
+// mapped files when it fits in the memory available; when it does not, its
+// experts are streamed within a budget derived from that memory.
+Budget choose_budget(const Model& model, const LoadOptions& options, uint64_t baseline, bool* streaming) {
+  if (options.ram_bytes > 0) {
+    const uint64_t available = available_memory_bytes();
+    if (options.notice && !fits(options.ram_bytes, baseline, available))
+      options.notice("--ram " + gib(options.ram_bytes) + " is more than the " + gib(available) +
+                     " of memory available; the system may swap or end the process");
+    return {options.ram_bytes, 0, false, ""};
+  }
+  if (*streaming) return {};  // make_streaming decides, knowing the experts' slots
+  uint64_t need = baseline + model.step_bytes() +
+                  model.cache_bytes_at_context() * static_cast<uint64_t>(options.sequences);
+  for (const auto& name : model.tensors().names()) need += model.tensors().get(name).nbytes;
+  const uint64_t available = available_memory_bytes();
+  if (fits(need, baseline, available)) return {};
+  *streaming = true;
+  Budget b{budget_from_available(baseline, available), available, true, ""};
+  b.why = model.dir().string() + " needs about " + gib(need) + " in RAM and " + gib(available) +
+          " is available: streaming its experts from the drive within a budget of " + gib(b.ram) +
+          " (--ram sets another)";
+  return b;
+}
+
 }  // namespace
 
 int64_t widest_step_within(const Model& model, uint64_t bytes) {
@@ -179,18 +260,18 @@ int64_t widest_step_within(const Model& model, uint64_t bytes) {
   return lo;
 }
 
-std::unique_ptr<Model> load_model(const std::filesystem::path& path, const LoadOptions& options) {
+std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadOptions& options) {
   // The process as it stands before the model's own memory: what the caller
   // built first (the tokenizer and chat template, which the CLI and the
   // server load before the model) and the runtime itself.
   const uint64_t baseline = resident_anonymous_bytes();
   Checkpoint ck = open_checkpoint(path);
-  const ModelSetup setup = plan_setup(ck.config, options);
+  const ModelSetup setup = plan_setup(ck.config, options, path);
   auto model = std::make_unique<Model>(std::move(ck), setup);
-  fit_step_to_budget(*model, options);
   const bool packed = model->kind() == Checkpoint::Kind::Pack;
   // A pack's experts are not in its trunk: they are only ever streamed.
-  const bool streaming = packed || options.stream || options.ram_bytes > 0 || options.cache_slots > 0;
+  bool streaming = packed || options.stream || options.ram_bytes > 0 || options.cache_slots > 0;
+  const Budget budget = choose_budget(*model, options, baseline, &streaming);
   ExpertBindFn bind;
   if (!packed) bind = expert_binder(model->config(), model->tensors(), model->binder());
   if (!streaming) {
@@ -199,11 +280,34 @@ std::unique_ptr<Model> load_model(const std::filesystem::path& path, const LoadO
   }
   MemoryPlan plan;
   plan.baseline = baseline;
-  auto experts = make_streaming(*model, bind, options, plan);
+  auto experts = make_streaming(*model, bind, options, budget, plan);
   // Auto is on: guesses are background reads that only use an idle drive
   // and are cancelled when their layer does not ask for them; measured
   // (docs/PERFORMANCE.md, issue 4) they shorten a cold decode step.
   model->attach_experts(std::move(experts), options.prefetch != LoadOptions::Prefetch::Off, plan);
+  return model;
+}
+
+void warm_model(const Model& model, bool show_progress) {
+  std::vector<FileRange> ranges;
+  const bool streaming = model.streaming();
+  const TensorSource& source = model.tensors();
+  for (const auto& name : source.names()) {
+    if (streaming && is_routed_expert_tensor(name)) continue;  // read into the cache when routed to
+    const TensorView& t = source.get(name);
+    if (model.token_table_by_rows() && t.data == model.token_table().data) continue;  // a row per step
+    const auto at = locate_mapped(t.data);
+    if (!at) continue;  // converted when read: in memory already
+    ranges.push_back({at->path, at->offset, t.nbytes});
+  }
+  Progress bar("load", covered_bytes(ranges), show_progress);
+  read_into_page_cache(std::move(ranges), [&](uint64_t n) { bar.add(n); });
+  bar.finish();
+}
+
+std::unique_ptr<Model> load_model(const std::filesystem::path& path, const LoadOptions& options) {
+  auto model = open_model(path, options);
+  warm_model(*model, options.show_progress);
   return model;
 }
 

@@ -2,8 +2,11 @@
 // Opening a model to run: the one place that decides where routed experts
 // come from and how the RAM budget is split.
 //
-//   load_model(path, options)
+//   load_model(path, options) = open_model + warm_model
+//   open_model(path, options)            everything bad input can fail, cheaply
 //     open_checkpoint(path)              HF directory, GGUF file or pack
+//     the context                        --ctx, checked against the model's
+//                                        max_position_embeddings
 //     Model(checkpoint, setup)           trunk bound: token table, norm, head
 //     in RAM:    InMemoryExpertProvider  experts served from the mapped files
 //     streamed:  storage (options.storage, or make_storage), the catalog of
@@ -11,6 +14,14 @@
 //                tensor locations), the budget split, the heat of earlier
 //                runs -> StreamingExpertProvider
 //     model.attach_experts(provider)     layers bound against it
+//   warm_model(model)                    the weights the plan holds read into
+//                                        the page cache (a "load" bar)
+//
+// Memory: with a budget (--ram) the process keeps within it. Without one, a
+// model that would not fit in the memory the machine has available
+// (util/process_memory.h) is streamed within a budget derived from that
+// memory, and options.notice says so: nothing starts loading what the
+// machine cannot hold.
 //
 // The storage is handed in, RocksDB-style: tests pass a factory that wraps
 // the real backend in FaultInjectingStorage and run whole models on it.
@@ -37,12 +48,23 @@ struct LoadOptions {
   // Read routed experts from the drives into a RAM cache instead of serving
   // them from the mapped checkpoint. Implied by ram_bytes and by packed models.
   bool stream = false;
-  // The whole process's budget (trunk + KV + buffers + expert cache); 0 = none.
+  // The whole process's budget (trunk + KV + buffers + expert cache); 0 = none
+  // (then the memory available decides, see above).
   uint64_t ram_bytes = 0;
+  // A ram_bytes below the least that works is raised to it instead of
+  // refused (the demo's default; MemoryPlan::budget says what was used).
+  bool raise_ram_to_least = false;
   // Cache size in experts, overriding what the budget allows (tests, tuning);
   // 0 = from the budget, or every expert when there is no budget.
   size_t cache_slots = 0;
-  int64_t context = 4096;  // positions a sequence may reach (--ctx); the KV cache is budgeted for it
+  // Positions a sequence may reach (--ctx); the KV cache is budgeted for it.
+  // 0: 4096, or the model's max_position_embeddings when that is smaller.
+  // Beyond max_position_embeddings only with allow_long_context.
+  int64_t context = 0;
+  bool allow_long_context = false;
+  // Sequences that run at once (serve --max-running): each one's KV cache at
+  // the full context is in the budget.
+  int sequences = 1;
   int64_t max_batch = 0;   // rows of one sequence per step (prefill chunk); 0 = from the budget
   enum class Prefetch { Auto, On, Off } prefetch = Prefetch::Auto;
   // Expert checksums (packed models), see ExpertVerify.
@@ -59,6 +81,11 @@ struct LoadOptions {
   // its snapshot at the prompt's end (runtime/session.h) is budgeted with
   // the KV cache.
   bool keep_session = false;
+  // A decision the user should hear of (streaming chosen because the model
+  // does not fit): one line, without a prefix. Not called when unset.
+  std::function<void(const std::string&)> notice;
+  // warm_model() draws a "load" progress bar on stderr.
+  bool show_progress = false;
 };
 
 // The widest step (rows, 16 to 4096) whose buffers (Model::step_bytes()),
@@ -66,8 +93,21 @@ struct LoadOptions {
 // a budget the loader gives the step a sixteenth of it, 128 MiB at least.
 int64_t widest_step_within(const Model& model, uint64_t bytes);
 
-// Opens the model at `path` (HF directory, GGUF file or pack) ready to run.
-// Throws strata::Error naming the path and the problem.
+// Opens the model at `path` (HF directory, GGUF file or pack) ready to run:
+// open_model, then warm_model. Throws strata::Error naming the path and the
+// problem.
 std::unique_ptr<Model> load_model(const std::filesystem::path& path, const LoadOptions& options = {});
+
+// Every check and decision of loading (checkpoint, config, context, budget,
+// layers bound), reading no more than binding needs: a bad model fails here
+// (`strata serve` calls it before it listens). The model runs as it is;
+// warm_model only saves the first steps their page faults.
+std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadOptions& options = {});
+
+// Reads the weights the model holds (the trunk; every weight when experts
+// are not streamed; not an untied token table read by rows) into the page
+// cache, with a progress bar when `show_progress`. Throws strata::Error on a
+// read error.
+void warm_model(const Model& model, bool show_progress);
 
 }  // namespace strata

@@ -75,6 +75,9 @@ class Job {
   int completion_tokens() const { return completion_tokens_.load(); }
   // Prompt tokens taken from Request::session's cache.
   int64_t reused_tokens() const { return reused_tokens_.load(); }
+  // Prompt tokens whose KV is in the cache so far (reused or computed): a
+  // prefill's progress.
+  int64_t prefilled_tokens() const { return prefilled_tokens_.load(); }
   // With Request::keep_session, once done: the finished sequence.
   Session take_session();
 
@@ -93,6 +96,7 @@ class Job {
   int prompt_tokens_ = 0;
   std::atomic<int> completion_tokens_{0};
   std::atomic<int64_t> reused_tokens_{0};
+  std::atomic<int64_t> prefilled_tokens_{0};
 };
 
 }  // namespace strata

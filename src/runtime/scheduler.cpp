@@ -171,6 +171,7 @@ void Scheduler::start(Sequence& s) {
   session = Session{};
   s.computed = reused;
   s.job->reused_tokens_ = static_cast<int64_t>(reused);
+  s.job->prefilled_tokens_ = static_cast<int64_t>(reused);
   s.sampler = std::make_unique<Sampler>(s.req.sampling);
   s.sampler->set_prompt(s.req.prompt);
   if (s.req.tokenizer) s.text = std::make_unique<TextStream>(*s.req.tokenizer, s.req.stop_strings);
@@ -208,6 +209,8 @@ void Scheduler::forward_step() {
   logits_.resize(logit_owners_.size() * vocab);
   const auto t0 = Clock::now();
   model_.forward(rows_, logits_.data());
+  for (auto& s : running_)
+    if (!s->ended && !s->decoding) s->job->prefilled_tokens_ = static_cast<int64_t>(s->computed);
   for (size_t i = 0; i < logit_owners_.size(); ++i) {
     Sequence& s = *logit_owners_[i];
     if (s.decoding) {

@@ -227,7 +227,17 @@ class Server {
                               "the prompt has " + std::to_string(g.prompt.size()) + " tokens; the context is " +
                                   std::to_string(model_->context()),
                               "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
-    g.max_tokens = p.max_tokens > 0 ? std::min(p.max_tokens, room) : std::min(chat ? room : 16, room);
+    // Each running sequence's KV cache is budgeted for the context (serve
+    // --ctx, --max-running): a request that would go past it is refused
+    // rather than cut short or let grow beyond the budget.
+    if (p.max_tokens > room)
+      return send_error(res, {400,
+                              "the prompt has " + std::to_string(g.prompt.size()) + " tokens and max_tokens is " +
+                                  std::to_string(p.max_tokens) + ": together more than the context of " +
+                                  std::to_string(model_->context()) +
+                                  " positions each sequence's KV cache is budgeted for (strata serve --ctx)",
+                              "invalid_request_error", "max_tokens", "context_length_exceeded"});
+    g.max_tokens = p.max_tokens > 0 ? p.max_tokens : std::min(chat ? room : 16, room);
     std::shared_ptr<Job> job;
     try {
       job = scheduler_->submit(std::move(g));

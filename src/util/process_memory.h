@@ -1,5 +1,6 @@
 #pragma once
-// What this process holds in memory, as the kernel counts it.
+// What this process holds in memory, and what the machine still has for it,
+// as the kernel counts them.
 #include <cstdint>
 
 namespace strata {
@@ -7,5 +8,15 @@ namespace strata {
 // Resident anonymous memory (RssAnon in /proc/self/status): the heap, stacks
 // and private buffers, not mapped files. 0 where the kernel does not say.
 uint64_t resident_anonymous_bytes();
+
+// Memory this process may still take without pushing anything out: the
+// smaller of the machine's MemAvailable (/proc/meminfo) and what each memory
+// cgroup above the process leaves below its limit (v2 memory.max, v1
+// memory.limit_in_bytes, minus the usage that is not page cache). UINT64_MAX
+// where none of them can be read.
+//
+// Testing hook: STRATA_MEMORY_AVAILABLE=<bytes> replaces the measurement
+// (tests pretend to run on a smaller machine with it).
+uint64_t available_memory_bytes();
 
 }  // namespace strata

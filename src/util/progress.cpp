@@ -7,25 +7,46 @@
 
 namespace strata {
 
-Progress::Progress(std::string label, uint64_t total, bool enabled)
-    : label_(std::move(label)), total_(std::max<uint64_t>(total, 1)), enabled_(enabled), tty_(::isatty(2) == 1) {
+bool stderr_is_terminal() { return ::isatty(2) == 1; }
+
+Progress::Progress(std::string label, uint64_t total, bool enabled, ProgressUnit unit, bool quiet_if_quick)
+    : label_(std::move(label)),
+      total_(std::max<uint64_t>(total, 1)),
+      enabled_(enabled),
+      tty_(stderr_is_terminal()),
+      unit_(unit),
+      quiet_if_quick_(quiet_if_quick) {
   start_ = last_ = std::chrono::steady_clock::now();
 }
 
-void Progress::add(uint64_t bytes) {
-  done_ += bytes;
+void Progress::add(uint64_t n) {
+  done_ += n;
+  maybe_draw();
+}
+
+void Progress::set(uint64_t done) {
+  done_ = done;
+  maybe_draw();
+}
+
+void Progress::maybe_draw() {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
+  if (quiet_if_quick_ && !drawn_ && now - start_ < std::chrono::milliseconds(500)) return;
   if (now - last_ < (tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(2000))) return;
   last_ = now;
   draw(false);
 }
 
 void Progress::finish() {
-  if (enabled_) draw(true);
+  if (!enabled_ || finished_) return;
+  finished_ = true;
+  if (quiet_if_quick_ && !drawn_ && std::chrono::steady_clock::now() - start_ < std::chrono::milliseconds(500)) return;
+  draw(true);
 }
 
 void Progress::draw(bool final) {
+  drawn_ = true;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double frac = std::min(1.0, static_cast<double>(done_) / static_cast<double>(total_));
   const double rate = secs > 0 ? static_cast<double>(done_) / secs : 0;
@@ -41,9 +62,14 @@ void Progress::draw(bool final) {
   } else if (final) {
     std::snprintf(tail, sizeof tail, "  in %.1f s", secs);
   }
-  std::fprintf(stderr, "%s%s [%s] %3d%%  %.2f / %.2f GB  %.0f MB/s%s%s", tty_ ? "\r" : "", label_.c_str(), bar,
-               static_cast<int>(frac * 100), done_ / 1e9, total_ / 1e9, rate / 1e6, tail,
-               tty_ && !final ? "   " : "\n");
+  char amount[96];
+  if (unit_ == ProgressUnit::Bytes)
+    std::snprintf(amount, sizeof amount, "%.2f / %.2f GB  %.0f MB/s", done_ / 1e9, total_ / 1e9, rate / 1e6);
+  else
+    std::snprintf(amount, sizeof amount, "%llu / %llu tokens  %.1f tok/s", static_cast<unsigned long long>(done_),
+                  static_cast<unsigned long long>(total_), rate);
+  std::fprintf(stderr, "%s%s [%s] %3d%%  %s%s%s", tty_ ? "\r" : "", label_.c_str(), bar, static_cast<int>(frac * 100),
+               amount, tail, tty_ && !final ? "   " : "\n");
   std::fflush(stderr);
 }
 
