@@ -339,7 +339,8 @@ for (let b = 0, n = 0; b < 256; ++b) byteVocab[String.fromCodePoint(printable(b)
 writeFileSync(`${bytes}/tokenizer.json`, JSON.stringify({ version: "1.0", added_tokens: [],
   pre_tokenizer: { type: "ByteLevel", add_prefix_space: false, use_regex: true }, decoder: { type: "ByteLevel" },
   model: { type: "BPE", vocab: byteVocab, merges: [] } }));
-const padded = await startServer([], bytes);
+// The fixture holds 128 positions; the servers here run at 2048.
+const padded = await startServer(["--allow-long-ctx"], bytes);
 const c3 = new OpenAI({ apiKey: "none", baseURL: `${padded.url}/v1`, maxRetries: 0 });
 await check("a token past the tokenizer's vocabulary has no text and is not an error", async () => {
   await waitReady(padded.url);
@@ -365,7 +366,7 @@ await stopServer(padded);
 
 // The same fixture without a tokenizer: prompts as ids, and logprobs name
 // tokens as vLLM does (token_id:N); this took the server down before.
-const bare = await startServer([], fixture);  // "…/qwen_gqa/": the trailing slash still names it qwen_gqa
+const bare = await startServer(["--allow-long-ctx"], fixture);  // "…/qwen_gqa/": the trailing slash still names it qwen_gqa
 await check("without a tokenizer, logprobs name tokens by id", async () => {
   await waitReady(bare.url);
   const c4 = new OpenAI({ apiKey: "none", baseURL: `${bare.url}/v1`, maxRetries: 0 });
