@@ -215,16 +215,21 @@ TEST(ModelConfig, ReadsKimiK3AsPublished) {
   EXPECT_DOUBLE_EQ(c.attention_scale(), 1.0 / std::sqrt(192.0));
 }
 
+// `base` edited by `edit` is refused with an error naming `phrase`.
+void expect_refused(const json& base, const std::function<void(json&)>& edit, const std::string& phrase) {
+  json j = base;
+  edit(j);
+  try {
+    ModelConfig::from_json(j, "config.json");
+    ADD_FAILURE() << "accepted: " << phrase;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+  }
+}
+
 TEST(ModelConfig, KimiK3RefusesWhatItDoesNotRun) {
   auto refuses = [](const std::function<void(json&)>& edit, const std::string& phrase) {
-    json j = kimi_k3();
-    edit(j);
-    try {
-      ModelConfig::from_json(j, "config.json");
-      ADD_FAILURE() << "accepted: " << phrase;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
-    }
+    expect_refused(kimi_k3(), edit, phrase);
   };
   refuses([](json& j) { j.erase("text_config"); }, "text_config");
   refuses([](json& j) { j["text_config"]["linear_attn_config"].erase("gate_lower_bound"); }, "gate_lower_bound");
@@ -240,12 +245,6 @@ TEST(ModelConfig, KimiK3RefusesWhatItDoesNotRun) {
   refuses([](json& j) { j["text_config"].erase("activation_situ_linear_beta"); }, "activation_situ");
   refuses([](json& j) { j["text_config"]["linear_attn_config"]["head_dim"] = 1024; }, "head_dim");
 }
-
-}  // namespace
-}  // namespace strata
-
-namespace strata {
-namespace {
 
 // compressed-tensors as the fixtures ds_int4_ct / qwen_mxfp4_ct hold it
 // (tools/make_reference_fixtures.py: Kimi-K2-Thinking's config, the MXFP4
@@ -263,14 +262,7 @@ TEST(ModelConfig, CompressedTensorsConfigs) {
   std::ifstream f(models / "ds_int4_ct" / "config.json");
   const json base = json::parse(f);
   auto refuses = [&](const std::function<void(json&)>& edit, const std::string& phrase) {
-    json j = base;
-    edit(j);
-    try {
-      ModelConfig::from_json(j, "config.json");
-      ADD_FAILURE() << "accepted: " << phrase;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
-    }
+    expect_refused(base, edit, phrase);
   };
   auto weights = [](json& j) -> json& { return j["quantization_config"]["config_groups"]["group_0"]["weights"]; };
   refuses([&](json& j) { weights(j)["num_bits"] = 8; }, "num_bits");

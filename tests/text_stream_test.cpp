@@ -50,6 +50,20 @@ TEST(TextStream, CutsAtAStopStringEvenAcrossTokens) {
   }
 }
 
+// `out` fed three bytes at a time, then flushed: the totals.
+SplitText split_in_pieces(ReasoningSplitter& s, const std::string& out) {
+  SplitText total;
+  for (size_t i = 0; i < out.size(); i += 3) {
+    const SplitText t = s.add(out.substr(i, 3));
+    total.reasoning += t.reasoning;
+    total.content += t.content;
+  }
+  const SplitText t = s.flush();
+  total.reasoning += t.reasoning;
+  total.content += t.content;
+  return total;
+}
+
 TEST(ReasoningSplitter, ThinkTagsSplitReasoningFromTheAnswer) {
   ReasoningSplitter s(ReasoningSplitter::Mode::Think, false);
   SplitText total;
@@ -72,17 +86,9 @@ TEST(ReasoningSplitter, ThinkTagsSplitReasoningFromTheAnswer) {
 
 TEST(ReasoningSplitter, HarmonyChannels) {
   ReasoningSplitter s(ReasoningSplitter::Mode::Harmony, false);
-  SplitText total;
   const std::string out =
       "<|channel|>analysis<|message|>User wants 2+2.<|end|><|start|>assistant<|channel|>final<|message|>4<|return|>";
-  for (size_t i = 0; i < out.size(); i += 3) {
-    const SplitText t = s.add(out.substr(i, 3));
-    total.reasoning += t.reasoning;
-    total.content += t.content;
-  }
-  const SplitText t = s.flush();
-  total.reasoning += t.reasoning;
-  total.content += t.content;
+  const SplitText total = split_in_pieces(s, out);
   EXPECT_EQ(total.reasoning, "User wants 2+2.");
   EXPECT_EQ(total.content, "4");
   EXPECT_EQ(ReasoningSplitter::mode_for("...<|channel|>final<|message|>..."), ReasoningSplitter::Mode::Harmony);
@@ -105,15 +111,7 @@ TEST(ReasoningSplitter, KimiK3Markup) {
   ASSERT_NE(all.find(turn), std::string::npos) << all;
   const std::string out = all.substr(all.find(turn) + turn.size());
   ReasoningSplitter s(ReasoningSplitter::Mode::Xtml, false);
-  SplitText total;
-  for (size_t i = 0; i < out.size(); i += 3) {
-    const SplitText t = s.add(out.substr(i, 3));
-    total.reasoning += t.reasoning;
-    total.content += t.content;
-  }
-  const SplitText t = s.flush();
-  total.reasoning += t.reasoning;
-  total.content += t.content;
+  const SplitText total = split_in_pieces(s, out);
   EXPECT_EQ(total.reasoning, "User wants <|2+2|>.") << out;
   EXPECT_EQ(total.content, "It is 4 <3") << out;
   // The generation prompt opens the thinking block: output starts in reasoning.
