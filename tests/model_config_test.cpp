@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "model/model_config.h"
@@ -277,6 +278,27 @@ TEST(ModelConfig, CompressedTensorsConfigs) {
   json oss = json::parse(std::ifstream(models / "gptoss_bf16" / "config.json"));
   oss["quantization_config"] = base["quantization_config"];
   EXPECT_THROW(ModelConfig::from_json(oss, "config.json"), Error);
+}
+
+// Numbers that enter arithmetic are finite and in range for every
+// architecture (issue 17): zero heads, a rope_theta of 0, a negative limit,
+// an infinite or NaN value (a GGUF's f32 metadata can hold them) are one
+// clear error, not a division by zero or non-finite logits.
+TEST(ModelConfig, NumbersThatEnterArithmeticAreChecked) {
+  namespace fs = std::filesystem;
+  using nlohmann::json;
+  const fs::path models = fs::path(STRATA_FIXTURES_DIR) / "models";
+  auto load = [&](const char* name) { return json::parse(std::ifstream(models / name / "config.json")); };
+  const json oss = load("gptoss_bf16"), ds = load("ds_yarn_grouped"), qwen = load("qwen_gqa");
+  expect_refused(oss, [](json& j) { j["num_attention_heads"] = 0; j.erase("head_dim"); }, "num_attention_heads");
+  expect_refused(oss, [](json& j) { j["swiglu_limit"] = -1.0; }, "swiglu_limit");
+  expect_refused(ds, [](json& j) { j["routed_scaling_factor"] = std::numeric_limits<double>::infinity(); }, "routed_scaling_factor");
+  expect_refused(ds, [](json& j) { j["routed_scaling_factor"] = 0.0; }, "routed_scaling_factor");
+  expect_refused(ds, [](json& j) { j["rope_scaling"]["mscale_all_dim"] = std::numeric_limits<double>::quiet_NaN(); }, "mscale_all_dim");
+  expect_refused(qwen, [](json& j) { j["rope_parameters"]["rope_theta"] = 0.0; }, "rope_theta");
+  expect_refused(qwen, [](json& j) { j["rms_norm_eps"] = 2.0; }, "rms_norm_eps");
+  expect_refused(kimi_k3(), [](json& j) { j["text_config"]["activation_situ_beta"] = std::numeric_limits<double>::infinity(); },
+                 "activation_situ_beta");
 }
 
 }  // namespace

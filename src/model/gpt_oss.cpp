@@ -119,7 +119,8 @@ class GptOssExperts {
 void read_hf(const ConfigReader& r, ModelConfig& c) {
   const json& j = r.json();
   c.n_routed_experts = r.has("num_local_experts") ? r.integer("num_local_experts") : r.integer("num_experts");
-  c.head_dim = r.has("head_dim") ? r.integer("head_dim") : c.hidden_size / c.num_heads;
+  // Zero heads is refused by the common checks, after this.
+  c.head_dim = r.has("head_dim") ? r.integer("head_dim") : c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
   c.scoring_func = "softmax_topk";
   c.attention_sinks = true;
   c.swiglu_limit = r.number("swiglu_limit", 7.0);

@@ -154,7 +154,31 @@ void validate(const ModelConfig& c, const Reader& r, const ArchSpec& spec) {
   positive(c.num_experts_per_tok, "num_experts_per_tok");
   require(c.num_experts_per_tok <= c.n_routed_experts, r, "num_experts_per_tok exceeds the number of experts");
   positive(c.moe_intermediate_size, "moe_intermediate_size");
-  require(c.rms_norm_eps >= 0.0, r, "rms_norm_eps must not be negative");
+  // Every real number that enters arithmetic: finite and in a range where
+  // the maths means something (NaN fails every comparison, so each check is
+  // written to be false for it). Out of range, logits come out non-finite
+  // and greedy decoding would quietly pick token 0.
+  auto in_range = [&](double v, double lo, double hi, const std::string& name) {
+    require(std::isfinite(v) && v >= lo && v <= hi, r,
+            name + " is " + std::to_string(v) + "; it must be a finite number in [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "]");
+  };
+  in_range(c.rms_norm_eps, 0.0, 1.0, "rms_norm_eps");
+  in_range(c.mla_norm_eps, 0.0, 1.0, "the MLA norms' eps");
+  in_range(c.routed_scaling_factor, 1e-6, 1e6, "routed_scaling_factor");
+  in_range(c.swiglu_limit, 1e-6, 1e6, "swiglu_limit");
+  in_range(c.rope.theta, 1e-6, 1e30, "rope_theta");
+  in_range(c.rope.factor, 1e-6, 1e9, "the rope scaling factor");
+  in_range(c.rope.partial_rotary_factor, 0.0, 1.0, "partial_rotary_factor");
+  in_range(c.rope.mscale, -1e6, 1e6, "rope mscale");
+  in_range(c.rope.mscale_all_dim, -1e6, 1e6, "rope mscale_all_dim");
+  in_range(c.rope.beta_fast, -1e6, 1e6, "rope beta_fast");
+  in_range(c.rope.beta_slow, -1e6, 1e6, "rope beta_slow");
+  if (c.rope.attention_factor) in_range(*c.rope.attention_factor, 1e-6, 1e6, "rope attention_factor");
+  in_range(c.situ_beta, 0.0, 1e6, "activation_situ_beta");
+  in_range(c.situ_linear_beta, 0.0, 1e6, "activation_situ_linear_beta");
+  in_range(c.kda_gate_lower_bound, -1e6, 0.0, "gate_lower_bound");
+  require(c.head_dim >= 0 && c.head_dim <= 4096, r, "head_dim must be between 0 and 4096");
   // Absurd sizes would only fail later as allocation errors; catch them here.
   require(c.hidden_size <= (1 << 20) && c.vocab_size <= (1 << 24) && c.num_layers <= 4096 &&
               c.n_routed_experts <= (1 << 16),
