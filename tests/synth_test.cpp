@@ -234,6 +234,16 @@ TEST(Synth, PinnedAxesStayPut) {
   EXPECT_EQ(p.config.n_routed_experts, 896);
   EXPECT_NEAR(p.total_bytes / 20e9, 1.0, 0.10);
 
+  // More layers than the preset: K3's pattern (every fourth MLA, the last
+  // MLA) goes on, as the config written says.
+  synth::Request deep = request("kimi-k3", Format::Safetensors, 1.0);
+  deep.size_gb.reset();
+  deep.layers = 200;
+  deep.experts = 16;
+  deep.hidden = 256;
+  p = synth::make_plan(deep);
+  for (int64_t l = 0; l < 200; ++l) EXPECT_EQ(p.config.layer_is_kda(l), (l + 1) % 4 != 0 && l != 199) << l;
+
   r = request("qwen3-30b-a3b", Format::Safetensors, 2.0);
   r.layers = 12;
   r.hidden = 1024;

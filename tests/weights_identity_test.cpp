@@ -186,5 +186,21 @@ TEST(WeightsIdentity, PackMovedKeepsItATouchedDriveFileChangesIt) {
   EXPECT_NE(open_checkpoint(tmp / "moved").identity, id);
 }
 
+// A pack whose drive folder is outside it, moved together with that folder:
+// it loads through the manifest's relative path, and keeps its identity.
+TEST(WeightsIdentity, PackMovedWithAnOutsideDriveKeepsIt) {
+  testfiles::TempDir tmp("strata-identity");
+  fs::create_directories(tmp / "a" / "drive");
+  PackOptions p;
+  p.source = kModels / "ds_noqlora_dense2";
+  p.out = tmp / "a" / "pack";
+  p.drives = {tmp / "a" / "drive"};
+  pack_model(p);
+  const std::string id = open_checkpoint(p.out).identity;
+  copy_keeping_times(tmp / "a", tmp / "b");
+  fs::remove_all(tmp / "a");
+  EXPECT_EQ(open_checkpoint(tmp / "b" / "pack").identity, id);
+}
+
 }  // namespace
 }  // namespace strata

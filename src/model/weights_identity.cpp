@@ -79,10 +79,12 @@ std::string relative_name(const std::string& file, const fs::path& base) {
   return rel.generic_string();
 }
 
-// A pack's expert drive files, as its manifest names them (pack/manifest.h:
-// a relative drive path is inside the pack). The pack layer sits above this
-// one, so the two fields are read here; anything malformed is left to the
-// pack loader's clear error.
+// A pack's expert drive files, found as Manifest::drive_file finds them
+// (pack/manifest.h: the recorded path, relative to the pack when relative;
+// when that file is gone, the "relative" path beside the pack, which is how
+// a pack moved together with its drive folders still loads). The pack layer
+// sits above this one, so the fields are read here; anything malformed is
+// left to the pack loader's clear error.
 std::vector<fs::path> pack_drive_files(const fs::path& dir, const std::string& manifest) {
   std::vector<fs::path> files;
   const nlohmann::json j = nlohmann::json::parse(manifest, nullptr, /*allow_exceptions=*/false);
@@ -91,7 +93,15 @@ std::vector<fs::path> pack_drive_files(const fs::path& dir, const std::string& m
     if (!d.is_object() || !d.contains("path") || !d["path"].is_string() || !d.contains("file") || !d["file"].is_string())
       continue;
     const fs::path p(d["path"].get<std::string>());
-    files.push_back((p.is_absolute() ? p : dir / p) / d["file"].get<std::string>());
+    const std::string name = d["file"].get<std::string>();
+    fs::path file = (p.is_absolute() ? p : dir / p) / name;
+    std::error_code ec;
+    if (d.contains("relative") && d["relative"].is_string() && !d["relative"].get<std::string>().empty() &&
+        !fs::exists(file, ec)) {
+      const fs::path beside = dir / d["relative"].get<std::string>() / name;
+      if (fs::exists(beside, ec)) file = beside;
+    }
+    files.push_back(file);
   }
   return files;
 }
@@ -135,8 +145,11 @@ std::string weights_identity(const Checkpoint& ck) {
     const std::string manifest = read_bytes(ck.path / "manifest.json");
     h.add("manifest.json");
     h.add(manifest);
-    for (const fs::path& f : pack_drive_files(ck.path, manifest))
-      files.emplace("drive:" + relative_name(f.string(), ck.path), f.string());
+    // Named by their place in the manifest, not their path: a drive folder
+    // outside the pack moved with it keeps its identity.
+    const std::vector<fs::path> drives = pack_drive_files(ck.path, manifest);
+    for (size_t d = 0; d < drives.size(); ++d)
+      files.emplace("drive " + std::to_string(d) + ": " + drives[d].filename().string(), drives[d].string());
   }
 
   // Every file the weights are in: size and modification time, in the order

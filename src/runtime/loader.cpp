@@ -235,7 +235,8 @@ Budget choose_budget(const Model& model, const LoadOptions& options, uint64_t ba
   }
   if (*streaming) return {};  // make_streaming decides, knowing the experts' slots
   uint64_t need = baseline + model.step_bytes() +
-                  model.cache_bytes_at_context() * static_cast<uint64_t>(options.sequences);
+                  model.cache_bytes_at_context() * static_cast<uint64_t>(options.sequences) +
+                  (options.keep_session ? model.cache_snapshot_bytes() : 0);
   for (const auto& name : model.tensors().names()) need += model.tensors().get(name).nbytes;
   const uint64_t available = available_memory_bytes();
   if (fits(need, baseline, available)) return {};

@@ -126,8 +126,11 @@ ModelConfig shaped(const ModelConfig& b, const Axes& a, const ShapeRequest& r) {
   if (!b.kda_layers.empty()) {
     // Kimi K3: the base's pattern of KDA and MLA layers (3:1), ending as it
     // ends (on MLA), and AttnRes blocks as many as the base has, about.
+    // (--layers may ask for more layers than the base has: the pattern
+    // before its last layer repeats.)
+    const size_t period = std::max<size_t>(1, b.kda_layers.size() - 1);
     c.kda_layers.assign(static_cast<size_t>(L), false);
-    for (int64_t l = 0; l + 1 < L; ++l) c.kda_layers[l] = b.kda_layers[l];
+    for (int64_t l = 0; l + 1 < L; ++l) c.kda_layers[l] = b.kda_layers[static_cast<size_t>(l) % period];
     c.kda_layers[L - 1] = b.kda_layers.back();
     c.attn_res_block_size = std::clamp<int64_t>(
         std::llround(double(b.attn_res_block_size) * double(L) / double(b.num_layers)), 1, L);
