@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <optional>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -188,27 +189,35 @@ PackReport pack_model(const PackOptions& o) {
     throw Error(o.out.string() + " already holds a different pack (of " + old.source +
                 "); remove it or choose another --out");
   }
-  const DriveWeights weighed = weigh_drives(dirs, o.probe, o.notice);
-  const std::vector<double>& weights = weighed.weights;
-  for (size_t d = 0; d < dirs.size(); ++d) m.drives[d].weight = weights[d];
-  report.drive_weights = weights;
-  report.probe = weighed.source;
-
-  // Resume: the layers an earlier run finished, with their records.
+  // Resume: the layers an earlier run finished, with their records, and the
+  // drive weights they were placed by (weighed again, the later layers
+  // would be placed by another probe's figures).
   int64_t first_layer = 0;
   std::vector<uint64_t> cursor(dirs.size(), 0);
+  std::optional<Manifest> partial;
   if (fs::exists(progress_path)) {
     std::ifstream in(progress_path);
     nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
     if (!j.is_discarded() && j.value("signature", uint64_t{0}) == m.options["signature"].get<uint64_t>()) {
-      const Manifest partial = Manifest::from_json(j["manifest"], progress_path.string());
-      first_layer = static_cast<int64_t>(partial.experts.size());
-      m.layouts = partial.layouts;
-      m.experts = partial.experts;
+      partial = Manifest::from_json(j["manifest"], progress_path.string());
+      first_layer = static_cast<int64_t>(partial->experts.size());
+      m.layouts = partial->layouts;
+      m.experts = partial->experts;
       cursor = j["cursors"].get<std::vector<uint64_t>>();
       report.layers_resumed = first_layer;
     }
   }
+  std::vector<double> weights;
+  if (partial && partial->drives.size() == dirs.size()) {
+    for (const auto& d : partial->drives) weights.push_back(d.weight);
+    report.probe = "resumed";
+  } else {
+    DriveWeights weighed = weigh_drives(dirs, o.probe, o.notice);
+    weights = std::move(weighed.weights);
+    report.probe = weighed.source;
+  }
+  for (size_t d = 0; d < dirs.size(); ++d) m.drives[d].weight = weights[d];
+  report.drive_weights = weights;
 
   ExpertHeat heat;
   if (!o.trace.empty()) heat = ExpertHeat::load(o.trace, "", c.num_layers, c.n_routed_experts, /*strict=*/true);

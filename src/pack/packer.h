@@ -47,7 +47,8 @@ struct PackReport {
   bool already_packed = false;
   std::vector<double> drive_weights;
   // Where the drive weights came from: "saved" (a probe file), "measured"
-  // (a short probe now), "equal" (one device, or the probe failed).
+  // (a short probe now), "equal" (one device, or the probe failed),
+  // "resumed" (the interrupted run's, which placed the layers it finished).
   std::string probe;
   double seconds = 0;
 };
