@@ -229,7 +229,7 @@ Budget choose_budget(const Model& model, const LoadOptions& options, uint64_t ba
   if (options.ram_bytes > 0) {
     const uint64_t available = available_memory_bytes();
     if (options.notice && !fits(options.ram_bytes, baseline, available))
-      options.notice("--ram " + gib(options.ram_bytes) + " is more than the " + gib(available) +
+      options.notice("the RAM budget of " + gib(options.ram_bytes) + " is more than the " + gib(available) +
                      " of memory available; the system may swap or end the process");
     return {options.ram_bytes, 0, false, ""};
   }
