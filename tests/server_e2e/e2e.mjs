@@ -342,7 +342,7 @@ for (let b = 0, n = 0; b < 256; ++b) byteVocab[String.fromCodePoint(printable(b)
 writeFileSync(`${bytes}/tokenizer.json`, JSON.stringify({ version: "1.0", added_tokens: [],
   pre_tokenizer: { type: "ByteLevel", add_prefix_space: false, use_regex: true }, decoder: { type: "ByteLevel" },
   model: { type: "BPE", vocab: byteVocab, merges: [] } }));
-const padded = await startServer([], bytes);
+const padded = await startServer(["--allow-long-ctx"], bytes);  // the fixture was made for 128 positions
 const c3 = new OpenAI({ apiKey: "none", baseURL: `${padded.url}/v1`, maxRetries: 0 });
 await check("a token past the tokenizer's vocabulary has no text and is not an error", async () => {
   await waitReady(padded.url);
@@ -368,7 +368,7 @@ await stopServer(padded);
 
 // The same fixture without a tokenizer: prompts as ids, and logprobs name
 // tokens as vLLM does (token_id:N); this took the server down before.
-const bare = await startServer([], fixture);  // "…/qwen_gqa/": the trailing slash still names it qwen_gqa
+const bare = await startServer(["--allow-long-ctx"], fixture);  // "…/qwen_gqa/": the trailing slash still names it qwen_gqa
 await check("without a tokenizer, logprobs name tokens by id", async () => {
   await waitReady(bare.url);
   const c4 = new OpenAI({ apiKey: "none", baseURL: `${bare.url}/v1`, maxRetries: 0 });
@@ -383,7 +383,7 @@ await stopServer(bare);
 // with the figures `strata pack` measured against the source.
 const lossyPack = `${work}/qwen_gqa-int4`;
 execFileSync(strata, ["pack", fixture, "--out", lossyPack, "--experts", "int4", "--threads", "2", "-q"], { stdio: "inherit" });
-const lossy = await startServer([], lossyPack);
+const lossy = await startServer(["--allow-long-ctx"], lossyPack);
 await check("a re-quantized pack is labelled in /v1/models and /metrics", async () => {
   const r = await (await fetch(`${lossy.url}/v1/models`)).json();
   assert.match(r.data[0].strata.approximation, /^approximation: experts re-quantized to int4 \(top-1 agreement [0-9.]+, mean KL [0-9.e-]+ vs the source on 8 built-in prompts\)$/);
