@@ -80,6 +80,8 @@ int run_generate(const GenerateArgs& a) {
   lo.show_progress = lo.show_progress && !a.json;
   lo.keep_session = !a.session.empty();
   auto model = load_model(a.model, lo);
+  // A re-quantized pack says what it is before it says anything else.
+  if (!a.json && !model->approximation().empty()) std::fprintf(stderr, "%s\n", model->approximation().c_str());
   const PromptBuilder prompts(*model, std::move(tokenizer));
   const Tokenizer* tok = prompts.tokenizer();
 
@@ -149,6 +151,8 @@ int run_generate(const GenerateArgs& a) {
     return 0;
   }
   nlohmann::json out;
+  // null: the weights are the source's as shipped (or a pack of them kept exact).
+  out["approximation"] = model->approximation().empty() ? nlohmann::json() : nlohmann::json(model->approximation());
   out["tokens"] = r.tokens;
   // Invalid UTF-8 (a token boundary inside a character) is replaced, not thrown.
   out["text"] = tok ? decode_known(*tok, r.tokens) : "";

@@ -50,6 +50,7 @@ void register_serve(CLI::App& app, Action& run) {
       // model is opened here, and is let go once the server holds its own.
       opened->counted = Tokenizer::for_model(o->model);
       opened->model = open_model(o->model, lo);
+      o->approximation = opened->model->approximation();
       opened->show_progress = lo.show_progress;
       o->load_model = [opened] {
         opened->counted.reset();

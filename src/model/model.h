@@ -97,6 +97,10 @@ class Model {
   const std::filesystem::path& dir() const { return dir_; }
   // What the weights are, wherever they are (model/weights_identity.h).
   const std::string& identity() const { return identity_; }
+  // A pack whose weights were re-quantized says so in every output: the
+  // loader sets its one-line label (pack/lossy.h); "" for exact weights.
+  const std::string& approximation() const { return approximation_; }
+  void set_approximation(std::string label) { approximation_ = std::move(label); }
   // Where config.json, generation_config.json and the tokenizer are (the
   // model directory, or a pack's trunk).
   const std::filesystem::path& trunk_path() const { return trunk_path_; }
@@ -149,6 +153,7 @@ class Model {
 
   std::filesystem::path dir_;
   std::string identity_;
+  std::string approximation_;
   ModelConfig config_;
   std::unique_ptr<TensorSource> source_;
   WeightBinder binder_;

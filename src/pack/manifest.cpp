@@ -132,6 +132,8 @@ nlohmann::json Manifest::to_json() const {
   j["source"] = source;
   j["trunk"] = trunk;
   j["options"] = options;
+  if (lossy.any()) j["lossy"] = lossy_json(lossy);
+  if (fidelity) j["fidelity"] = fidelity_json(*fidelity);
   j["config"] = config;
   j["hf_config"] = hf_config;
   j["tensors"] = tensors;
@@ -162,6 +164,11 @@ Manifest Manifest::from_json(const nlohmann::json& j, const std::string& where) 
     m.source = j.at("source").get<std::string>();
     m.trunk = j.at("trunk").get<std::string>();
     m.options = j.value("options", nlohmann::json::object());
+    // Packs written before "lossy" existed say it through their options only.
+    m.lossy = j.contains("lossy") ? lossy_from_json(j["lossy"], where)
+                                  : PackLossy::from_options(m.options.value("trunk", "keep"),
+                                                            m.options.value("experts", "keep"));
+    if (j.contains("fidelity")) m.fidelity = fidelity_from_json(j["fidelity"], where);
     m.config = j.value("config", nlohmann::json::object());
     m.hf_config = j.value("hf_config", nlohmann::json());
     m.tensors = j.value("tensors", nlohmann::json::object());

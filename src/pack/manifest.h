@@ -5,6 +5,7 @@
 //   "format": "strata-pack", "version": 1,
 //   "source": "/models/Kimi-K2", "trunk": "trunk" | "trunk.gguf",
 //   "options": {"trunk": "keep", "experts": "keep", "trace": ""},
+//   "lossy": {"experts": "int4"}, "fidelity": {...},           // lossy packs only (pack/lossy.h)
 //   "config": {"arch": "deepseek_v3", "layers": 61, ...},      // summary
 //   "hf_config": {...},                                         // config.json (HF sources)
 //   "tensors": {"<trunk tensor>": {"dtype": "BF16", "shape": [..]}, ...},
@@ -25,11 +26,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/expert_provider.h"
 #include "model/expert_catalog.h"
+#include "pack/lossy.h"
 
 namespace strata {
 
@@ -54,6 +57,8 @@ struct Manifest {
   std::string source;
   std::string trunk;  // "trunk" (HF directory) or "trunk.gguf"
   nlohmann::json options = nlohmann::json::object();
+  PackLossy lossy;                      // what was re-quantized (none: exact)
+  std::optional<PackFidelity> fidelity;  // measured (or skipped) after packing
   nlohmann::json config = nlohmann::json::object();
   nlohmann::json hf_config;  // null for GGUF sources
   nlohmann::json tensors = nlohmann::json::object();
@@ -70,6 +75,8 @@ struct Manifest {
   // Throws strata::Error "<where>: ..." for anything malformed.
   static Manifest from_json(const nlohmann::json& j, const std::string& where);
   static Manifest load(const std::filesystem::path& dir);
+  // The one line a lossy pack's outputs carry; "" for an exact pack.
+  std::string approximation() const { return approximation_label(lossy, fidelity); }
   // Atomic: written to <path>.tmp, synced, renamed.
   void save(const std::filesystem::path& path) const;
 };

@@ -161,6 +161,10 @@ PackReport pack_model(const PackOptions& o) {
   }
   m.source = fs::weakly_canonical(o.source).string();
   m.options = {{"trunk", o.trunk}, {"experts", o.experts}, {"trace", o.trace.empty() ? "" : fs::weakly_canonical(o.trace).string()}};
+  // Said apart from the options, so no reader has to know which options lose
+  // precision; the fidelity is measured against the source afterwards
+  // (runtime/pack_fidelity.h).
+  m.lossy = PackLossy::from_options(o.trunk, o.experts);
   nlohmann::json signature = {{"source", m.source}, {"options", m.options}, {"drives", nlohmann::json::array()}};
   for (const auto& d : m.drives) signature["drives"].push_back(d.path + "/" + d.file);
   {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "model/model.h"
 #include "runtime/sampler.h"
@@ -78,6 +79,21 @@ CompareReport compare_models(Model& a, Model& b, const std::vector<std::vector<i
   r.perplexity_a = std::exp(nll_a / predicted);
   r.perplexity_b = std::exp(nll_b / predicted);
   return r;
+}
+
+std::string compare_gate_failure(const CompareReport& r, std::optional<double> min_top1, std::optional<double> max_kl) {
+  std::string out;
+  char b[160];
+  if (min_top1 && !(r.top1_agreement >= *min_top1)) {
+    std::snprintf(b, sizeof b, "top-1 agreement %.6g is below --min-top1 %.6g", r.top1_agreement, *min_top1);
+    out += b;
+  }
+  // Written so that a NaN divergence fails too.
+  if (max_kl && !(r.mean_kl <= *max_kl)) {
+    std::snprintf(b, sizeof b, "mean KL %.6g nats is above --max-kl %.6g", r.mean_kl, *max_kl);
+    out += (out.empty() ? "" : "; ") + std::string(b);
+  }
+  return out;
 }
 
 }  // namespace strata

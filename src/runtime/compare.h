@@ -4,6 +4,8 @@
 // from the first's.
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace strata {
@@ -25,5 +27,11 @@ struct CompareReport {
 // `progress`, when set, hears the positions done of all after each sequence.
 CompareReport compare_models(Model& a, Model& b, const std::vector<std::vector<int32_t>>& sequences,
                              const std::function<void(int64_t done, int64_t total)>& progress = {});
+
+// The gate (`strata compare --min-top1 X --max-kl Y`): "" when the report
+// meets both thresholds given, else one line naming each that failed with
+// the measured figure, e.g. "top-1 agreement 0.9375 is below --min-top1 0.99".
+// --max-kl bounds the mean KL (the max over positions is one outlier).
+std::string compare_gate_failure(const CompareReport& r, std::optional<double> min_top1, std::optional<double> max_kl);
 
 }  // namespace strata

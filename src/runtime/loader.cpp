@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "model/checkpoint.h"
 #include "model/expert_catalog.h"
@@ -88,10 +89,9 @@ void fit_step_to_budget(Model& model, const LoadOptions& options, uint64_t ram) 
 }
 
 // Every routed expert of a pack, as its manifest places them on the drives.
-ExpertCatalog pack_catalog(const Model& model, Storage& storage) {
+ExpertCatalog pack_catalog(const Model& model, const Manifest& manifest, Storage& storage) {
   const ModelConfig& c = model.config();
   const std::filesystem::path& dir = model.dir();
-  const Manifest manifest = Manifest::load(dir);
   if (static_cast<int64_t>(manifest.experts.size()) != c.num_layers)
     throw Error((dir / "manifest.json").string() + ": lists " + std::to_string(manifest.experts.size()) +
                 " layers, the trunk's config " + std::to_string(c.num_layers));
@@ -126,15 +126,15 @@ ExpertCatalog checkpoint_catalog(Model& model, const ExpertBindFn& bind, Storage
 
 // The experts of a checkpoint or pack as a streaming provider within the
 // budget; `plan` gets the split.
-std::unique_ptr<ExpertProvider> make_streaming(Model& model, const ExpertBindFn& bind, const LoadOptions& options,
-                                               Budget budget, MemoryPlan& plan) {
+std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* manifest, const ExpertBindFn& bind,
+                                               const LoadOptions& options, Budget budget, MemoryPlan& plan) {
   const ModelConfig& c = model.config();
   const bool packed = model.kind() == Checkpoint::Kind::Pack;
   StorageOptions so;
   so.backend = options.io_backend;
   std::unique_ptr<Storage> storage = options.storage ? options.storage(so) : make_storage(so);
   if (!storage) throw Error("internal: the storage factory returned no storage");
-  ExpertCatalog catalog = packed ? pack_catalog(model, *storage) : checkpoint_catalog(model, bind, *storage);
+  ExpertCatalog catalog = packed ? pack_catalog(model, *manifest, *storage) : checkpoint_catalog(model, bind, *storage);
 
   uint64_t streamed = 0, total = 0;
   int64_t experts = 0;
@@ -270,6 +270,11 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   const ModelSetup setup = plan_setup(ck.config, options, path);
   auto model = std::make_unique<Model>(std::move(ck), setup);
   const bool packed = model->kind() == Checkpoint::Kind::Pack;
+  std::optional<Manifest> manifest;
+  if (packed) {
+    manifest = Manifest::load(model->dir());
+    model->set_approximation(manifest->approximation());
+  }
   // A pack's experts are not in its trunk: they are only ever streamed.
   bool streaming = packed || options.stream || options.ram_bytes > 0 || options.cache_slots > 0;
   const Budget budget = choose_budget(*model, options, baseline, &streaming);
@@ -281,7 +286,7 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   }
   MemoryPlan plan;
   plan.baseline = baseline;
-  auto experts = make_streaming(*model, bind, options, budget, plan);
+  auto experts = make_streaming(*model, manifest ? &*manifest : nullptr, bind, options, budget, plan);
   // Auto is on: guesses are background reads that only use an idle drive
   // and are cancelled when their layer does not ask for them; measured
   // (docs/PERFORMANCE.md, issue 4) they shorten a cold decode step.

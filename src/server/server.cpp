@@ -48,6 +48,20 @@ std::string random_id(const char* prefix) {
   return b;
 }
 
+// Prometheus text format: a label value escapes backslash, quote and newline.
+std::string prometheus_label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 int64_t now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -95,7 +109,13 @@ class Server {
       if (!authorized(req, res)) return;
       send_json(res, 200,
                 {{"object", "list"},
-                 {"data", json::array({{{"id", name_}, {"object", "model"}, {"created", created_}, {"owned_by", "strata"}}})}});
+                 {"data", json::array({{{"id", name_},
+                                         {"object", "model"},
+                                         {"created", created_},
+                                         {"owned_by", "strata"},
+                                         {"strata", {{"approximation", o_.approximation.empty()
+                                                                           ? json()
+                                                                           : json(o_.approximation)}}}}})}});
     });
     http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
     http_.Post("/v1/chat/completions",
@@ -198,6 +218,12 @@ class Server {
     line("strata_expert_bytes_read_total", "counter", "Expert bytes read from drives", static_cast<double>(s.expert_bytes_read));
     line("strata_expert_cache_hit_ratio", "gauge", "Share of expert requests served from RAM",
          s.expert_requests ? static_cast<double>(s.expert_hits) / static_cast<double>(s.expert_requests) : 0.0);
+    // An info metric: the label says how the weights were re-quantized and
+    // how close they stayed; the value says whether they were at all.
+    out += "# HELP strata_model_approximation 1 when the weights were re-quantized from the source (a lossy pack)\n"
+           "# TYPE strata_model_approximation gauge\n"
+           "strata_model_approximation{label=\"" + prometheus_label_value(o_.approximation) + "\"} " +
+           (o_.approximation.empty() ? "0" : "1") + "\n";
     res.set_content(out, "text/plain; version=0.0.4");
   }
 

@@ -2,6 +2,8 @@
 // `strata serve`: an OpenAI-compatible HTTP server over the scheduler
 // (runtime/scheduler.h), which one step thread runs.
 //   GET  /v1/models, /health (503 while loading), /metrics (Prometheus text)
+//        (a re-quantized pack's label in both: /v1/models "strata.approximation",
+//        /metrics strata_model_approximation; docs/server.md)
 //   POST /v1/completions, /v1/chat/completions (streamed as SSE or not)
 // Errors use OpenAI's JSON shape {"error": {"message", "type", "param", "code"}}
 // with 400/401/404/413/429/500/503.
@@ -26,6 +28,9 @@ struct ServeOptions {
   size_t max_body_bytes = 8u << 20;
   int max_tokens_limit = 32768;  // largest max_tokens accepted
   std::string served_name;       // the "model" id reported; default: the path's last part
+  // The model's Model::approximation() ("" = exact weights), known before it
+  // has loaded, so /v1/models says it from the first request.
+  std::string approximation;
   // Called once the socket listens (tests use it to learn the port).
   void (*on_listen)(int port, void* arg) = nullptr;
   void* on_listen_arg = nullptr;

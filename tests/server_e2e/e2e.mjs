@@ -78,6 +78,9 @@ await check("health reports loading then ok", async () => {
 await check("models lists the served model", async () => {
   const list = await client.models.list();
   assert.equal(list.data[0].id, modelId);
+  assert.equal(list.data[0].strata.approximation, null);  // the synthesized weights, as written
+  const m = await (await fetch(`${url}/metrics`)).text();
+  assert.match(m, /^strata_model_approximation\{label=""\} 0$/m);
 });
 
 const messages = [{ role: "system", content: "You are terse." }, { role: "user", content: "Name a color." }];
@@ -376,6 +379,19 @@ await check("without a tokenizer, logprobs name tokens by id", async () => {
   assert.equal(r.choices[0].text, "");
 });
 await stopServer(bare);
+
+// A pack whose experts were re-quantized says so in /v1/models and /metrics,
+// with the figures `strata pack` measured against the source.
+const lossyPack = `${work}/qwen_gqa-int4`;
+execFileSync(strata, ["pack", fixture, "--out", lossyPack, "--experts", "int4", "--threads", "2", "-q"], { stdio: "inherit" });
+const lossy = await startServer(["--allow-long-ctx"], lossyPack);
+await check("a re-quantized pack is labelled in /v1/models and /metrics", async () => {
+  const r = await (await fetch(`${lossy.url}/v1/models`)).json();
+  assert.match(r.data[0].strata.approximation, /^approximation: experts re-quantized to int4 \(top-1 agreement [0-9.]+, mean KL [0-9.e-]+ vs the source on 8 built-in prompts\)$/);
+  const m = await (await fetch(`${lossy.url}/metrics`)).text();
+  assert.ok(m.includes(`strata_model_approximation{label="${r.data[0].strata.approximation}"} 1`), m);
+});
+await stopServer(lossy);
 
 if (failures) { console.log(`${failures} check(s) failed`); process.exit(1); }
 console.log("all checks passed");
