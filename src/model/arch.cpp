@@ -50,9 +50,10 @@ std::vector<std::pair<TensorKind, int64_t>> declared_tensors(const ModelConfig& 
   const ArchSpec& spec = arch_spec(c.arch);
   for (TensorKind k : spec.model_tensors) out.emplace_back(k, -1);
   std::vector<TensorKind> kinds;
-  for (int64_t l = 0; l < c.num_layers; ++l) {
+  for (int64_t l = 0; l < c.num_layers + c.num_nextn_predict_layers; ++l) {
     kinds.clear();
     spec.declare_layer(c, l, naming, kinds);
+    if (l >= c.num_layers) kinds.insert(kinds.end(), std::begin(kMtpKinds), std::end(kMtpKinds));
     for (TensorKind k : kinds) out.emplace_back(k, l);
   }
   return out;

@@ -126,8 +126,15 @@ std::string supported_gguf_archs();   // "deepseek2, qwen3moe, gpt-oss"
 
 // The kinds of every tensor of a checkpoint with config `c`, in `naming`,
 // with their layer (-1 for the embedding, final norm and output head); each
-// routed-expert kind once per layer.
+// routed-expert kind once per layer. The next-token-prediction layers
+// (num_nextn_predict_layers, after the decoder layers) declare a decoder
+// layer's kinds plus kMtpKinds.
 std::vector<std::pair<TensorKind, int64_t>> declared_tensors(const ModelConfig& c, Naming naming);
+
+// What an MTP layer holds beside a decoder layer's tensors (model/mtp_layer.h).
+inline constexpr TensorKind kMtpKinds[] = {TensorKind::NextnENorm,          TensorKind::NextnHNorm,
+                                           TensorKind::NextnEhProj,         TensorKind::NextnEmbedTokens,
+                                           TensorKind::NextnSharedHeadNorm, TensorKind::NextnSharedHeadHead};
 
 // Each architecture's spec (defined in its own file).
 const ArchSpec& deepseek_v3_arch();

@@ -1,5 +1,7 @@
 #include "model/checkpoint.h"
 
+#include <optional>
+
 #include "formats/gguf.h"
 #include "formats/hf_checkpoint.h"
 #include "model/arch.h"
@@ -77,10 +79,23 @@ Checkpoint open_any(const fs::path& path) {
   return open_hf(path, path);
 }
 
+// The MTP layers a config names but the checkpoint lacks (open_checkpoint).
+void drop_absent_mtp_layers(Checkpoint& ck) {
+  ModelConfig& c = ck.config;
+  if (c.num_nextn_predict_layers == 0) return;
+  for (TensorKind k : kMtpKinds)
+    if (ck.source->find(tn(Naming::Hf, k, "weight", c.num_layers))) return;
+  ck.note = ck.path.string() + ": the config names " + std::to_string(c.num_nextn_predict_layers) +
+            " next-token-prediction layer(s) but the checkpoint holds none (" +
+            tn(Naming::Hf, TensorKind::NextnEhProj, "weight", c.num_layers) + " is absent); loaded without";
+  c.num_nextn_predict_layers = 0;
+}
+
 }  // namespace
 
 Checkpoint open_checkpoint(const fs::path& path) {
   Checkpoint ck = open_any(path);
+  drop_absent_mtp_layers(ck);
   ck.identity = weights_identity(ck);
   return ck;
 }
@@ -89,7 +104,10 @@ ExpertBindFn expert_binder(const ModelConfig& c, const TensorSource& source, Wei
   return arch_spec(c.arch).bind_experts(source, binder, c);
 }
 
-bool is_routed_expert_tensor(const std::string& name) {
+namespace {
+
+// The routed-expert kind a checkpoint name is, if any.
+std::optional<ParsedName> routed_expert_id(const std::string& name) {
   // Only the expert rows need trying: no longer base of another kind matches
   // a name an expert base does (checkpoints hold ~10^5 expert tensors).
   static const std::vector<TensorKind> experts = [] {
@@ -100,8 +118,17 @@ bool is_routed_expert_tensor(const std::string& name) {
   }();
   // HF names (and GGUF through its HF view), or raw GGUF names (stacked ffn_*_exps).
   for (Naming naming : {Naming::Hf, Naming::Gguf})
-    if (parse_tensor_name(name, naming, experts)) return true;
-  return false;
+    if (auto id = parse_tensor_name(name, naming, experts)) return id;
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool is_routed_expert_tensor(const std::string& name) { return routed_expert_id(name).has_value(); }
+
+bool is_streamed_expert_tensor(const std::string& name, const ModelConfig& c) {
+  const auto id = routed_expert_id(name);
+  return id && id->layer < c.num_layers;
 }
 
 }  // namespace strata

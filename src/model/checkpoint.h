@@ -26,9 +26,20 @@ struct Checkpoint {
   // What the weights are, wherever they are (model/weights_identity.h): what
   // sessions and expert heat are kept under.
   std::string identity;
+  // One line for the user when the config names next-token-prediction
+  // layers the checkpoint does not hold ("" otherwise): see open_checkpoint.
+  std::string note;
 };
 
 // Throws strata::Error "<path>: ..." when it is none of the three.
+//
+// Next-token-prediction (MTP) layers: a config naming num_nextn_predict_layers
+// whose checkpoint holds no tensor of the first one's own kinds (eh_proj,
+// enorm, ...) loads without them, num_nextn_predict_layers set to 0 and
+// `note` saying so: DeepSeek-V3's config.json says 1 in every copy, while
+// transformers drops model.layers.61.* on load (and so on save) and upstream
+// llama.cpp's conversion drops it too. A layer that is there in part is an
+// error naming the first tensor it lacks (when it is bound).
 Checkpoint open_checkpoint(const std::filesystem::path& path);
 
 // How this architecture's routed experts are bound from the checkpoint's
@@ -40,5 +51,9 @@ ExpertBindFn expert_binder(const ModelConfig& c, const TensorSource& source, Wei
 // belongs to a routed expert, i.e. is streamed rather than resident: a kind
 // of role Expert in the name table (model/tensor_names.h).
 bool is_routed_expert_tensor(const std::string& name);
+// A routed expert of a decoder layer: what streaming and pack's expert blobs
+// take. An MTP layer's routed experts are not: they stay with the trunk and
+// are bound in RAM (model/mtp_layer.h says why).
+bool is_streamed_expert_tensor(const std::string& name, const ModelConfig& c);
 
 }  // namespace strata

@@ -34,6 +34,7 @@ void read_hf(const ConfigReader& r, ModelConfig& c) {
   c.qk_nope_head_dim = r.integer("qk_nope_head_dim");
   c.v_head_dim = r.integer("v_head_dim");
   c.rope_interleave = r.boolean("rope_interleave", true);
+  c.num_nextn_predict_layers = r.integer("num_nextn_predict_layers", 0);
   c.head_dim = c.qk_rope_head_dim;  // the rotary width, as transformers sets it
 }
 
@@ -60,6 +61,8 @@ void validate_hf(const ConfigReader& r, const ModelConfig& c) {
   require(c.topk_method == "noaux_tc" || c.topk_method == "greedy" || c.topk_method == "group_limited_greedy", r,
           "topk_method '" + c.topk_method + "' is not supported");
   if (c.first_k_dense_replace > 0) positive(c.intermediate_size, "intermediate_size");
+  require(c.num_nextn_predict_layers >= 0 && c.num_nextn_predict_layers <= 16, r,
+          "num_nextn_predict_layers must be between 0 and 16");
 }
 
 void write_hf(const ModelConfig& c, json& j) {
@@ -84,7 +87,7 @@ void write_hf(const ModelConfig& c, json& j) {
   j["qk_nope_head_dim"] = c.qk_nope_head_dim;
   j["v_head_dim"] = c.v_head_dim;
   j["rope_interleave"] = c.rope_interleave;
-  j["num_nextn_predict_layers"] = 0;  // no MTP layer is written
+  j["num_nextn_predict_layers"] = c.num_nextn_predict_layers;
   j["ep_size"] = 1;
   j["pretraining_tp"] = 1;
   j["aux_loss_alpha"] = 0.001;
@@ -99,6 +102,8 @@ void write_gguf(const ModelConfig& c, bool legacy, GgufWriter& w) {
   auto k = [](const char* suffix) { return std::string(deepseek_v3_arch().gguf_arch) + "." + suffix; };
   w.set_u32(k("attention.head_count_kv"), legacy ? static_cast<uint32_t>(c.num_heads) : 1u);
   w.set_u32(k("leading_dense_block_count"), static_cast<uint32_t>(c.first_k_dense_replace));
+  if (c.num_nextn_predict_layers > 0)
+    w.set_u32(k("nextn_predict_layers"), static_cast<uint32_t>(c.num_nextn_predict_layers));
   if (c.q_lora_rank) w.set_u32(k("attention.q_lora_rank"), static_cast<uint32_t>(*c.q_lora_rank));
   w.set_u32(k("attention.kv_lora_rank"), static_cast<uint32_t>(c.kv_lora_rank));
   if (legacy) {
@@ -156,6 +161,17 @@ void read_gguf(const GgufConfigInput& in, json& j) {
   j["attention_bias"] = in.has_tensor(tn(Naming::Gguf, AttnQA, "bias", 0)) ||
                         in.has_tensor(tn(Naming::Gguf, AttnQ, "bias", 0));
   j["rope_interleave"] = true;
+  // The MTP layers follow the decoder layers and block_count counts both
+  // (llama.cpp's converters: num_hidden_layers + num_nextn_predict_layers).
+  // Upstream's DeepSeek-V3 conversion drops them and writes no key; a file
+  // with the key but without the tensors loads without them
+  // (model/checkpoint.h).
+  const int64_t nextn = m.integer(m.key("nextn_predict_layers"), 0);
+  if (nextn < 0 || nextn >= in.layers)
+    in.file().fail("metadata " + m.key("nextn_predict_layers") + " is " + std::to_string(nextn) + " of " +
+                   std::to_string(in.layers) + " blocks");
+  j["num_hidden_layers"] = in.layers - nextn;
+  j["num_nextn_predict_layers"] = nextn;
 }
 
 constexpr TensorKind kGgufTensors[] = {
@@ -163,6 +179,7 @@ constexpr TensorKind kGgufTensors[] = {
     FfnGate,      FfnUp,         FfnDown,      FfnGateExps, FfnUpExps,   FfnDownExps, FfnGateUpExps,
     AttnQ,        AttnQA,        AttnQANorm,   AttnQB,      AttnKvAMqa,  AttnKvANorm, AttnKvB,
     AttnKB,       AttnVB,        FfnGateShexp, FfnUpShexp,  FfnDownShexp, ExpProbsB,
+    NextnENorm,   NextnHNorm,    NextnEhProj,  NextnEmbedTokens, NextnSharedHeadNorm, NextnSharedHeadHead,
 };
 
 void declare_layer(const ModelConfig& c, int64_t l, Naming naming, std::vector<TensorKind>& out) {

@@ -18,10 +18,11 @@ ExpertBindFn per_expert_tensors(WeightBinder& w, const ModelConfig& c) {
   };
 }
 
-InMemoryExpertProvider::InMemoryExpertProvider(const ModelConfig& c, const ExpertBindFn& bind)
-    : bind_(bind), experts_(c.num_layers) {
+InMemoryExpertProvider::InMemoryExpertProvider(const ModelConfig& c, const ExpertBindFn& bind, int64_t first,
+                                               int64_t end)
+    : bind_(bind), experts_(static_cast<size_t>(end < 0 ? c.num_layers : end)) {
   fetch_.weights_.reserve(static_cast<size_t>(std::max<int64_t>(c.n_routed_experts, 0)));
-  for (int64_t l = 0; l < c.num_layers; ++l) {
+  for (int64_t l = first; l < static_cast<int64_t>(experts_.size()); ++l) {
     if (!c.layer_is_moe(l)) continue;
     auto& layer = experts_[l];
     layer.reserve(c.n_routed_experts);

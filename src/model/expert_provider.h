@@ -105,10 +105,12 @@ using ExpertBindFn = std::function<ExpertWeights(int64_t layer, int64_t expert)>
 // (model.layers.L.mlp.experts.E.{gate,up,down}_proj).
 ExpertBindFn per_expert_tensors(WeightBinder& w, const ModelConfig& c);
 
-// Serves every routed expert straight from the checkpoint's tensors.
+// Serves every routed expert straight from the checkpoint's tensors: those of
+// the MoE layers in [first, end) (end -1: the decoder layers' end,
+// num_layers); fetch() takes the layer's own index.
 class InMemoryExpertProvider : public ExpertProvider {
  public:
-  InMemoryExpertProvider(const ModelConfig& c, const ExpertBindFn& bind);
+  InMemoryExpertProvider(const ModelConfig& c, const ExpertBindFn& bind, int64_t first = 0, int64_t end = -1);
   ExpertFetch& fetch(int64_t layer, std::span<const int32_t> experts) override;
 
  private:

@@ -75,12 +75,23 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   // so): the old layers refer to the provider being replaced, and the old
   // step state to tensors about to be released.
   layers_.clear();
+  mtp_.clear();
   step_ = StepState();
   backend_->release_tensors();
   experts_ = std::move(experts);
   std::vector<Layer> layers;
   layers.reserve(c.num_layers);
   for (int64_t l = 0; l < c.num_layers; ++l) layers.push_back(arch_spec(c.arch).bind_layer(binder_, c, l, *experts_));
+  // The MTP layers' experts are not in the provider's catalog (a pack keeps
+  // them in its trunk): they are bound here, from the checkpoint's tensors.
+  std::vector<MtpLayer> mtp;
+  std::unique_ptr<ExpertProvider> mtp_experts;
+  if (c.num_nextn_predict_layers > 0) {
+    const int64_t end = c.num_layers + c.num_nextn_predict_layers;
+    mtp_experts = std::make_unique<InMemoryExpertProvider>(c, expert_binder(c, *source_, binder_), c.num_layers, end);
+    for (int64_t l = c.num_layers; l < end; ++l)
+      mtp.push_back({arch_spec(c.arch).bind_layer(binder_, c, l, *mtp_experts), bind_mtp_head(binder_, c, l)});
+  }
   // The plan comes from the config alone (the loader counted it before the
   // layers were bound): a bound weight wider than it is a bug, not a reason
   // to allocate more than was counted.
@@ -92,6 +103,8 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   StepState step(*backend_, sizes);
   backend_->plan(limits);
   layers_ = std::move(layers);
+  mtp_experts_ = std::move(mtp_experts);
+  mtp_ = std::move(mtp);
   step_ = std::move(step);
   prefetch_ = prefetch && experts_->wants_prefetch();
   plan_ = plan;
@@ -139,6 +152,8 @@ StepLimits Model::step_limits(const StepSizes& z) const {
   const AttentionWidths& a = z.attention;
   l.widest_in = std::max({z.hidden, a.out, a.q_latent, a.kv, z.dense_width, z.shared_width, l.expert_width,
                           z.latent_width});
+  // An MTP layer's eh_proj takes [embedding ; hidden state] (model/mtp_layer.h).
+  if (c.num_nextn_predict_layers > 0) l.widest_in = std::max(l.widest_in, 2 * z.hidden);
   return l;
 }
 

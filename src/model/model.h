@@ -19,6 +19,7 @@
 #include "model/expert_provider.h"
 #include "model/model_config.h"
 #include "model/moe.h"
+#include "model/mtp_layer.h"
 #include "model/step_state.h"
 #include "model/weights.h"
 
@@ -47,6 +48,14 @@ struct Layer {
   // AttnRes (Kimi K3): the depth mixes' queries (norm weight ⊙ projection)
   // before attention and before the feed-forward block; empty without.
   std::vector<float> attn_res_query, mlp_res_query;
+};
+
+// A next-token-prediction layer (model/mtp_layer.h): a decoder layer bound
+// like the others (index num_hidden_layers + k, its experts in RAM) and its
+// own weights. Kept for drafting; the forward pass does not run it.
+struct MtpLayer {
+  Layer layer;
+  MtpHead head;
 };
 
 // An AttnRes depth mix's query: _apply_attn_res scores with norm.weight ⊙
@@ -141,6 +150,10 @@ class Model {
 
   Backend& backend() { return *backend_; }
 
+  // The next-token-prediction layers (ModelConfig::num_nextn_predict_layers),
+  // bound by attach_experts(); empty for a model without.
+  std::span<const MtpLayer> mtp_layers() const { return mtp_; }
+
  private:
   // One step of at most max_batch_rows() rows.
   void forward_step(std::span<const Row> rows, float* logits);
@@ -165,6 +178,8 @@ class Model {
   std::vector<float> output_res_query_;  // AttnRes: the mix before the final norm
   std::unique_ptr<ExpertProvider> experts_;
   std::vector<Layer> layers_;
+  std::unique_ptr<ExpertProvider> mtp_experts_;  // the MTP layers' routed experts, in RAM
+  std::vector<MtpLayer> mtp_;
   Checkpoint::Kind kind_ = Checkpoint::Kind::HuggingFace;
   std::filesystem::path trunk_path_;
   bool prefetch_ = false;

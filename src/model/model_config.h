@@ -60,6 +60,10 @@ struct ModelConfig {
   int64_t qk_nope_head_dim = 0;
   int64_t v_head_dim = 0;
   bool rope_interleave = true;
+  // DeepSeek-V3's next-token-prediction (MTP) layers, after the decoder
+  // layers (model/mtp_layer.h): bound and kept, never run by the forward
+  // pass. 0 when the checkpoint holds none (model/checkpoint.h).
+  int64_t num_nextn_predict_layers = 0;
 
   // Sliding-window attention: the window in tokens (a layer sees its last
   // `sliding_window` positions, itself included) and which layers use it.

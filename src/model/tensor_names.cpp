@@ -82,6 +82,15 @@ constexpr TensorName kNames[] = {
     {ExpW1, nullptr, "model.layers.%d.block_sparse_moe.experts.%d.w1", L::Same, R::Expert},
     {ExpW2, nullptr, "model.layers.%d.block_sparse_moe.experts.%d.w2", L::Same, R::Expert},
     {ExpW3, nullptr, "model.layers.%d.block_sparse_moe.experts.%d.w3", L::Same, R::Expert},
+    // DeepSeek-V3's MTP layer: HF as its released checkpoint stores layer 61
+    // (vLLM's deepseek_mtp.py binds these), GGUF as gguf-py's
+    // MODEL_TENSOR.NEXTN_* ("blk.%d.nextn.*").
+    {NextnENorm, "blk.%d.nextn.enorm", "model.layers.%d.enorm", L::Same, R::Norm},
+    {NextnHNorm, "blk.%d.nextn.hnorm", "model.layers.%d.hnorm", L::Same, R::Norm},
+    {NextnEhProj, "blk.%d.nextn.eh_proj", "model.layers.%d.eh_proj", L::Same, R::Projection},
+    {NextnEmbedTokens, "blk.%d.nextn.embed_tokens", "model.layers.%d.embed_tokens", L::Same, R::Embedding},
+    {NextnSharedHeadNorm, "blk.%d.nextn.shared_head_norm", "model.layers.%d.shared_head.norm", L::Same, R::Norm},
+    {NextnSharedHeadHead, "blk.%d.nextn.shared_head_head", "model.layers.%d.shared_head.head", L::Same, R::Output},
 };
 
 const char* pattern(const TensorName& t, Naming n) { return n == Naming::Hf ? t.hf : t.gguf; }

@@ -46,6 +46,9 @@ enum class TensorKind {
   AttnResProj, AttnResNorm, FfnResProj, FfnResNorm, OutputResProj, OutputResNorm,
   MoeRouter, MoeRouterBias, LatentDown, LatentNorm, LatentUp, MoeGateShexp, MoeUpShexp, MoeDownShexp,
   ExpW1, ExpW2, ExpW3,  // routed experts: gate, down, up
+  // DeepSeek-V3's next-token-prediction (MTP) layer, beside the decoder
+  // layer's own kinds at index num_hidden_layers (model/mtp_layer.h).
+  NextnENorm, NextnHNorm, NextnEhProj, NextnEmbedTokens, NextnSharedHeadNorm, NextnSharedHeadHead,
 };
 
 enum class Naming { Hf, Gguf };

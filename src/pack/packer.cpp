@@ -228,7 +228,7 @@ PackReport pack_model(const PackOptions& o) {
 
   uint64_t expert_source_bytes = 0;
   for (const auto& name : ck.source->names())
-    if (is_routed_expert_tensor(name)) expert_source_bytes += ck.source->get(name).nbytes;
+    if (is_streamed_expert_tensor(name, c)) expert_source_bytes += ck.source->get(name).nbytes;
   const uint64_t trunk_source = source_trunk_bytes(ck);
   {
     // Refuse early rather than fill a drive and fail hours later.

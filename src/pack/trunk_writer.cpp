@@ -84,7 +84,7 @@ TrunkResult write_hf_trunk(const Checkpoint& ck, const fs::path& dir, bool int8,
     out.push_back(std::move(t));
   };
   for (const std::string& name : ck.source->names()) {
-    if (is_routed_expert_tensor(name)) continue;
+    if (is_streamed_expert_tensor(name, ck.config)) continue;
     const TensorView& t = ck.source->get(name);
     if (int8 && ends_with(name, ".weight_scale_inv") && int8_candidate(name.substr(0, name.size() - 10), ck.source->get(name.substr(0, name.size() - 10))))
       continue;  // folded into the int8 conversion of its weight
@@ -121,7 +121,7 @@ TrunkResult write_gguf_trunk(const Checkpoint& ck, const fs::path& dir, bool int
   TrunkResult r;
   r.tensors = nlohmann::json::object();
   for (const TensorView& t : src.tensors()) {
-    if (is_routed_expert_tensor(t.name)) continue;
+    if (is_streamed_expert_tensor(t.name, ck.config)) continue;
     if (int8 && gguf_q8_candidate(t.name, t)) {
       kernels::WeightMatrix m;
       m.dtype = t.dtype;
@@ -169,7 +169,7 @@ TrunkResult write_trunk(const Checkpoint& ck, const fs::path& dir, bool int8,
 uint64_t source_trunk_bytes(const Checkpoint& ck) {
   uint64_t n = 0;
   for (const std::string& name : ck.source->names())
-    if (!is_routed_expert_tensor(name)) n += ck.source->get(name).nbytes;
+    if (!is_streamed_expert_tensor(name, ck.config)) n += ck.source->get(name).nbytes;
   return n;
 }
 

@@ -115,7 +115,7 @@ ExpertCatalog checkpoint_catalog(Model& model, const ExpertBindFn& bind, Storage
   // O_DIRECT into the cache, within the budget).
   advise_random_all_mapped();
   for (const auto& name : source.names())
-    if (!is_routed_expert_tensor(name)) {
+    if (!is_streamed_expert_tensor(name, c)) {
       const TensorView& t = source.get(name);
       // An untied token table is read a row per step, not ahead.
       if (!c.tie_word_embeddings && t.data == model.token_table().data) continue;
@@ -267,6 +267,7 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   // server load before the model) and the runtime itself.
   const uint64_t baseline = resident_anonymous_bytes();
   Checkpoint ck = open_checkpoint(path);
+  if (!ck.note.empty() && options.notice) options.notice(ck.note);
   const ModelSetup setup = plan_setup(ck.config, options, path);
   auto model = std::make_unique<Model>(std::move(ck), setup);
   const bool packed = model->kind() == Checkpoint::Kind::Pack;
@@ -299,7 +300,7 @@ void warm_model(const Model& model, bool show_progress) {
   const bool streaming = model.streaming();
   const TensorSource& source = model.tensors();
   for (const auto& name : source.names()) {
-    if (streaming && is_routed_expert_tensor(name)) continue;  // read into the cache when routed to
+    if (streaming && is_streamed_expert_tensor(name, model.config())) continue;  // read into the cache when routed to
     const TensorView& t = source.get(name);
     if (model.token_table_by_rows() && t.data == model.token_table().data) continue;  // a row per step
     const auto at = locate_mapped(t.data);

@@ -102,7 +102,7 @@ GgufWriter gguf_writer(const Plan& p) {
   w.set_string("general.name", "strata-synth " + p.source);
   w.set_u32("general.file_type", gguf_file_type(p.quant));
   w.set_u32("general.quantization_version", 2);
-  w.set_u32(k("block_count"), static_cast<uint32_t>(c.num_layers));
+  w.set_u32(k("block_count"), static_cast<uint32_t>(c.num_layers + c.num_nextn_predict_layers));
   w.set_u32(k("context_length"), static_cast<uint32_t>(c.max_position_embeddings));
   w.set_u32(k("embedding_length"), static_cast<uint32_t>(c.hidden_size));
   w.set_u32(k("feed_forward_length"),
@@ -212,6 +212,7 @@ Plan make_plan(const Request& r) {
   if (p.tokenizer.synthetic) p.tokenizer = synthetic_tokenizer_info(c.vocab_size, c.arch);
   c.bos_token_id = p.tokenizer.bos;
   c.eos_token_ids = p.tokenizer.eos;
+  c.num_nextn_predict_layers = 0;  // synth writes no next-token-prediction layer
   p.hf_config = hf_config_json(c, p.quant, r.format);
   // What strata reads back, validated as any config.json would be.
   p.config = ModelConfig::from_json(p.hf_config, "synthesized config.json");
