@@ -31,7 +31,8 @@ void register_serve(CLI::App& app, Action& run) {
   add_model_argument(cmd, o->model, std::string(kModelKinds) + " to serve (its tokenizer and chat template too)");
   cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "Port (0: any free port)")->capture_default_str();
-  cmd->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY'");
+  cmd->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (on /metrics too)");
+  cmd->add_flag("--metrics-public", o->metrics_public, "Serve /metrics without the --api-key");
   cmd->add_option("--max-running", o->max_running,
                   "Sequences decoded together (the RAM budget holds a KV cache at the full --ctx for each)")
       ->capture_default_str();

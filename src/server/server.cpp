@@ -104,7 +104,10 @@ class Server {
       if (!ready_) return send_json(res, 503, {{"status", "loading"}});
       send_json(res, 200, {{"status", "ok"}});
     });
-    http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
+    http_.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!o_.metrics_public && !authorized(req, res)) return;
+      metrics(res);
+    });
     http_.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(req, res)) return;
       send_json(res, 200,

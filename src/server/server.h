@@ -23,6 +23,9 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;           // "" = no authentication
+  // /metrics without the key (a scraper on the same host); with a key set it
+  // is otherwise behind it like every other endpoint but /health.
+  bool metrics_public = false;
   int max_running = 8;           // sequences decoded together
   int max_queue = 64;            // waiting beyond those; more get 429
   size_t max_body_bytes = 8u << 20;

@@ -79,7 +79,9 @@ await check("models lists the served model", async () => {
   const list = await client.models.list();
   assert.equal(list.data[0].id, modelId);
   assert.equal(list.data[0].strata.approximation, null);  // the synthesized weights, as written
-  const m = await (await fetch(`${url}/metrics`)).text();
+  // With --api-key, /metrics is behind it too (unless --metrics-public).
+  assert.equal((await fetch(`${url}/metrics`)).status, 401);
+  const m = await (await fetch(`${url}/metrics`, { headers: { Authorization: `Bearer ${KEY}` } })).text();
   assert.match(m, /^strata_model_approximation\{label=""\} 0$/m);
 });
 
@@ -271,7 +273,7 @@ await check("a client that disconnects cancels its sequence", async () => {
   const r = await client.chat.completions.create({ model: modelId, messages, max_tokens: 2, temperature: 0 });
   assert.ok(r.choices.length === 1);
   await new Promise((s) => setTimeout(s, 300));
-  const m = await (await fetch(`${url}/metrics`)).text();
+  const m = await (await fetch(`${url}/metrics`, { headers: { Authorization: `Bearer ${KEY}` } })).text();
   assert.match(m, /strata_running_sequences 0/);
 });
 
@@ -384,9 +386,10 @@ await stopServer(bare);
 // with the figures `strata pack` measured against the source.
 const lossyPack = `${work}/qwen_gqa-int4`;
 execFileSync(strata, ["pack", fixture, "--out", lossyPack, "--experts", "int4", "--threads", "2", "-q"], { stdio: "inherit" });
-const lossy = await startServer(["--allow-long-ctx"], lossyPack);
+// A key, and /metrics public: a scraper needs none.
+const lossy = await startServer(["--allow-long-ctx", "--api-key", KEY, "--metrics-public"], lossyPack);
 await check("a re-quantized pack is labelled in /v1/models and /metrics", async () => {
-  const r = await (await fetch(`${lossy.url}/v1/models`)).json();
+  const r = await (await fetch(`${lossy.url}/v1/models`, { headers: { Authorization: `Bearer ${KEY}` } })).json();
   assert.match(r.data[0].strata.approximation, /^approximation: experts re-quantized to int4 \(top-1 agreement [0-9.]+, mean KL [0-9.e-]+ vs the source on 8 built-in prompts\)$/);
   const m = await (await fetch(`${lossy.url}/metrics`)).text();
   assert.ok(m.includes(`strata_model_approximation{label="${r.data[0].strata.approximation}"} 1`), m);
