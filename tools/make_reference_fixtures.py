@@ -695,7 +695,6 @@ def run_reference(model, family, prompt):
 
 def write_fp8_checkpoint(bf16_dir, dst, tmp):
     """bf16 save_pretrained dir -> dst with fp8 weights; returns the dequantized f32 tensor dict."""
-    from safetensors.torch import save_file
     src = load_dir_tensors(bf16_dir)
     out, deq = {}, {}
     for k, v in src.items():
@@ -707,23 +706,34 @@ def write_fp8_checkpoint(bf16_dir, dst, tmp):
         else:
             out[k] = v
             deq[k] = v.float()
-    save_file(out, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(bf16_dir, "config.json")) as f:
-        cfg = json.load(f)
+    cfg = read_config(bf16_dir)
     cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                                   "weight_block_size": [BLOCK, BLOCK]}
+    deq_dir = save_quantized(bf16_dir, dst, tmp, out, deq, cfg)
+    n_q = sum(1 for k in out if k.endswith("_scale_inv"))
+    return deq, deq_dir, n_q
+
+
+def read_config(d):
+    with open(os.path.join(d, "config.json")) as f:
+        return json.load(f)
+
+
+def save_quantized(bf16_dir, dst, tmp, out, deq, cfg):
+    """Writes the quantized checkpoint (tensors `out`, config `cfg`, bf16_dir's generation_config) into dst, and
+    the unquantized f32 twin the reference model loads (tensors `deq`, bf16_dir's config); returns the twin's dir."""
+    from safetensors.torch import save_file
+    save_file(out, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(dst, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
     for extra in ("generation_config.json",):
         if os.path.exists(os.path.join(bf16_dir, extra)):
             shutil.copy(os.path.join(bf16_dir, extra), dst)
-    # unquantized f32 twin for the reference model
     deq_dir = tempfile.mkdtemp(dir=tmp)
     save_file({k: v.contiguous() for k, v in deq.items()}, os.path.join(deq_dir, "model.safetensors"),
               metadata={"format": "pt"})
     shutil.copy(os.path.join(bf16_dir, "config.json"), deq_dir)
-    n_q = sum(1 for k in out if k.endswith("_scale_inv"))
-    return deq, deq_dir, n_q
+    return deq_dir
 
 
 CT_EXPERT = re.compile(r"\.mlp\.experts\.\d+\.(gate|up|down)_proj\.weight$")
@@ -772,7 +782,6 @@ def pack_int4(w):
 def write_ct_checkpoint(bf16_dir, dst, tmp, spec):
     """bf16 save_pretrained dir -> dst with compressed-tensors routed experts (int4 or MXFP4 weight_packed +
     weight_scale); returns the dequantized f32 tensor dict, an unquantized twin dir, and the expert count."""
-    from safetensors.torch import save_file
     src = load_dir_tensors(bf16_dir)
     out, deq, n = {}, {}, 0
     for k, v in src.items():
@@ -792,25 +801,14 @@ def write_ct_checkpoint(bf16_dir, dst, tmp, spec):
         else:
             out[k] = v
             deq[k] = v.float()
-    save_file(out, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(bf16_dir, "config.json")) as f:
-        cfg = json.load(f)
+    cfg = read_config(bf16_dir)
     if spec["ct"] == "int4":
         cfg["quantization_config"] = K2_THINKING_QUANT
         cfg["model_type"] = "kimi_k2"          # as Kimi-K2-Thinking's config.json names it
         cfg["architectures"] = ["DeepseekV3ForCausalLM"]
     else:
         cfg["quantization_config"] = ct_mxfp4_quant(not spec.get("ct_format_in_group_only"))
-    with open(os.path.join(dst, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-    for extra in ("generation_config.json",):
-        if os.path.exists(os.path.join(bf16_dir, extra)):
-            shutil.copy(os.path.join(bf16_dir, extra), dst)
-    deq_dir = tempfile.mkdtemp(dir=tmp)
-    save_file({k: v.contiguous() for k, v in deq.items()}, os.path.join(deq_dir, "model.safetensors"),
-              metadata={"format": "pt"})
-    shutil.copy(os.path.join(bf16_dir, "config.json"), deq_dir)
-    return deq, deq_dir, n
+    return deq, save_quantized(bf16_dir, dst, tmp, out, deq, cfg), n
 
 
 def dtype_summary(d):

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "formats/gguf.h"
+#include "model/pack_drive_path.h"
 #include "storage/checksum.h"
 
 namespace strata {
@@ -79,12 +80,10 @@ std::string relative_name(const std::string& file, const fs::path& base) {
   return rel.generic_string();
 }
 
-// A pack's expert drive files, found as Manifest::drive_file finds them
-// (pack/manifest.h: the recorded path, relative to the pack when relative;
-// when that file is gone, the "relative" path beside the pack, which is how
-// a pack moved together with its drive folders still loads). The pack layer
-// sits above this one, so the fields are read here; anything malformed is
-// left to the pack loader's clear error.
+// A pack's expert drive files, found as the loader finds them
+// (model/pack_drive_path.h). The pack layer sits above this one, so the
+// manifest's fields are read here; anything malformed is left to the pack
+// loader's clear error.
 std::vector<fs::path> pack_drive_files(const fs::path& dir, const std::string& manifest) {
   std::vector<fs::path> files;
   const nlohmann::json j = nlohmann::json::parse(manifest, nullptr, /*allow_exceptions=*/false);
@@ -92,16 +91,9 @@ std::vector<fs::path> pack_drive_files(const fs::path& dir, const std::string& m
   for (const auto& d : j["drives"]) {
     if (!d.is_object() || !d.contains("path") || !d["path"].is_string() || !d.contains("file") || !d["file"].is_string())
       continue;
-    const fs::path p(d["path"].get<std::string>());
-    const std::string name = d["file"].get<std::string>();
-    fs::path file = (p.is_absolute() ? p : dir / p) / name;
-    std::error_code ec;
-    if (d.contains("relative") && d["relative"].is_string() && !d["relative"].get<std::string>().empty() &&
-        !fs::exists(file, ec)) {
-      const fs::path beside = dir / d["relative"].get<std::string>() / name;
-      if (fs::exists(beside, ec)) file = beside;
-    }
-    files.push_back(file);
+    const std::string relative =
+        d.contains("relative") && d["relative"].is_string() ? d["relative"].get<std::string>() : std::string();
+    files.push_back(pack_drive_path(dir, d["path"].get<std::string>(), relative, d["file"].get<std::string>()));
   }
   return files;
 }

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "model/expert_layout.h"
+#include "model/pack_drive_path.h"
 #include "storage/aligned_buffer.h"
 #include "util/error.h"
 
@@ -115,14 +116,7 @@ uint32_t Manifest::add_layout(const ExpertWeights& layout) {
 
 fs::path Manifest::drive_file(const fs::path& dir, uint32_t drive) const {
   const PackDrive& d = drives.at(drive);
-  const fs::path p(d.path);
-  fs::path file = (p.is_absolute() ? p : dir / p) / d.file;
-  std::error_code ec;
-  if (!d.relative.empty() && !fs::exists(file, ec)) {
-    fs::path beside = dir / d.relative / d.file;
-    if (fs::exists(beside, ec)) return beside;
-  }
-  return file;
+  return pack_drive_path(dir, d.path, d.relative, d.file);
 }
 
 nlohmann::json Manifest::to_json() const {
