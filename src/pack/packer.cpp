@@ -26,6 +26,7 @@
 #include "storage/aligned_buffer.h"
 #include "storage/checksum.h"
 #include "util/error.h"
+#include "util/json_file.h"
 #include "util/progress.h"
 
 namespace strata {
@@ -200,8 +201,7 @@ PackReport pack_model(const PackOptions& o) {
   std::vector<uint64_t> cursor(dirs.size(), 0);
   std::optional<Manifest> partial;
   if (fs::exists(progress_path)) {
-    std::ifstream in(progress_path);
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    nlohmann::json j = parse_json_or_discarded(read_text_file(progress_path));
     if (!j.is_discarded() && j.value("signature", uint64_t{0}) == m.options["signature"].get<uint64_t>()) {
       partial = Manifest::from_json(j["manifest"], progress_path.string());
       first_layer = static_cast<int64_t>(partial->experts.size());
@@ -322,8 +322,7 @@ PackReport pack_model(const PackOptions& o) {
   for (uint64_t b : cursor) report.expert_bytes += b;
   m.config = config_summary(c);
   if (ck.kind == Checkpoint::Kind::HuggingFace) {
-    std::ifstream in(ck.trunk_path / "config.json");
-    m.hf_config = nlohmann::json::parse(in, nullptr, false);
+    m.hf_config = read_json_file(ck.trunk_path / "config.json");
   }
   if (m.tensors.empty()) {
     // Resumed after the trunk was written: describe it from the file.
