@@ -564,6 +564,35 @@ TEST_F(GgufTest, GptOssConfigAndView) {
   EXPECT_TRUE(dynamic_cast<GgufHfView&>(*view).unmapped().empty());
 }
 
+// llama.cpp's sliding_window_pattern period: a negative one (INT64_MIN
+// made `n - 1` overflow) is an error, not undefined behaviour.
+TEST_F(GgufTest, GptOssSlidingWindowPeriodMustNotBeNegative) {
+  auto file_with_period = [&](GgufMeta period, const char* name) {
+    GgufWriter w;
+    const std::string a = "gpt-oss.";
+    w.set_string("general.architecture", "gpt-oss");
+    for (const auto& [k, v] : std::vector<std::pair<const char*, uint32_t>>{
+             {"block_count", 2}, {"context_length", 4096}, {"embedding_length", 64}, {"attention.head_count", 4},
+             {"attention.head_count_kv", 2}, {"expert_count", 4}, {"expert_used_count", 2},
+             {"attention.key_length", 16}, {"attention.value_length", 16}, {"attention.sliding_window", 8},
+             {"expert_feed_forward_length", 32}, {"vocab_size", 300}})
+      w.set_u32(a + k, v);
+    w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+    w.set(a + "attention.sliding_window_pattern", std::move(period));
+    return write(w.to_bytes({}), name);
+  };
+  GgufFile ok(file_with_period(GgufMeta::i64(2), "ok.gguf"));
+  EXPECT_EQ(config_from_gguf(ok).sliding_layers, (std::vector<bool>{true, false}));
+  GgufFile bad(file_with_period(GgufMeta::i64(INT64_MIN), "bad.gguf"));
+  try {
+    config_from_gguf(bad);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), (bad.path() + ": metadata 'gpt-oss.attention.sliding_window_pattern' is "
+                                         "-9223372036854775808, a negative period").c_str());
+  }
+}
+
 TEST_F(GgufTest, ModelErrorsNameTheFileAndProblem) {
   auto message = [](auto&& fn) -> std::string {
     try {

@@ -206,6 +206,7 @@ void read_gguf(const GgufConfigInput& in, json& j) {
     for (uint64_t l = 0; l < pv->count; ++l) types.push_back(pv->element_int(l) ? "sliding_attention" : "full_attention");
   } else {
     const int64_t n = m.integer(pk, 2);
+    if (n < 0) f.fail("metadata " + quote_name(pk) + " is " + std::to_string(n) + ", a negative period");
     for (int64_t l = 0; l < in.layers && l < 4096; ++l)
       types.push_back(n == 0 || l % n < n - 1 ? "sliding_attention" : "full_attention");
   }
