@@ -12,3 +12,8 @@ for dir in tools/tokenizer_reference tests/server_e2e; do
 done
 bash tools/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)"
+# The same suite again built with AddressSanitizer + UndefinedBehaviorSanitizer
+# (tools/sanitize_tests.sh; STRATA_SKIP_SANITIZE=1 leaves it out while iterating).
+if [ "${STRATA_SKIP_SANITIZE:-0}" != 1 ]; then
+  bash tools/sanitize_tests.sh
+fi
