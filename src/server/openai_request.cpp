@@ -50,6 +50,25 @@ bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_
 
 using ojson = nlohmann::ordered_json;
 
+// An upper bound on the values a body holds, less one: its commas and
+// opening brackets outside strings. Counting stops past `limit`.
+size_t json_value_bound(std::string_view body, size_t limit) {
+  size_t n = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size() && n <= limit; ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ',' || c == '[' || c == '{') {
+      ++n;
+    }
+  }
+  return n;
+}
+
 // Chat content may be a string or an array of parts; templates want strings.
 // Every message renders to at least one token, so a chat of more messages
 // than `context` cannot fit.
@@ -134,7 +153,16 @@ ParsedRequest parse_request(const std::string& body, bool chat, const ServedMode
   // Before parsing: what is done with the value afterwards recurses per level.
   if (json_nesting_depth(body, kMaxBodyDepth) > kMaxBodyDepth)
     bad("", "the body nests deeper than " + std::to_string(kMaxBodyDepth) + " levels");
-  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // Parsed, each value costs 16 bytes and more (a body of 8 MiB of token ids
+  // took 150 MB): more than a prompt of the whole context needs is refused
+  // unparsed.
+  const size_t max_values = static_cast<size_t>(std::max<int64_t>(served.context, 0)) + kBodyValuesBeyondContext;
+  if (json_value_bound(body, max_values) > max_values)
+    throw ApiError{400, "the body holds more than " + std::to_string(max_values) +
+                            " JSON values (a prompt of the whole context, and " +
+                            std::to_string(kBodyValuesBeyondContext) + " more)",
+                   "invalid_request_error", "", "context_length_exceeded"};
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) bad("", "the body is not valid JSON");
   if (!j.is_object()) bad("", "the body must be a JSON object");
   check_fields(j, chat);
@@ -150,6 +178,7 @@ ParsedRequest parse_request(const std::string& body, bool chat, const ServedMode
     const ojson o = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
     if (!o.contains("messages")) bad("messages", "is required");
     p.messages = normalize_messages(o["messages"], served.context);
+    j.erase("messages");  // o's are the ones kept: a long chat is held once, not twice
     if (has(j, "tools")) {
       if (!j["tools"].is_array()) bad("tools", "must be an array");
       p.tools = o["tools"];
@@ -176,7 +205,7 @@ ParsedRequest parse_request(const std::string& body, bool chat, const ServedMode
     if (!j.contains("prompt")) bad("prompt", "is required");
     const json& pr = j["prompt"];
     if (pr.is_string()) {
-      p.prompt_text = pr.get<std::string>();
+      p.prompt_text = std::move(j["prompt"].get_ref<std::string&>());  // taken, not copied: it may be megabytes
       if (p.prompt_text.empty()) bad("prompt", "must not be empty");
     } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
       p.prompt_text = pr[0].get<std::string>();

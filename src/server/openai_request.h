@@ -67,6 +67,10 @@ struct ServedModel {
 // limit; a tool's JSON schema needs a fraction of it).
 inline constexpr size_t kMaxBodyDepth = 128;
 
+// Bodies with more JSON values than the context (a prompt of token ids, or
+// of messages, filling it) and this many more are refused unparsed.
+inline constexpr size_t kBodyValuesBeyondContext = 1 << 16;
+
 // Throws ApiError.
 ParsedRequest parse_request(const std::string& body, bool chat, const ServedModel& served);
 
