@@ -1,8 +1,5 @@
 #include "pack/manifest.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +10,7 @@
 #include "model/pack_drive_path.h"
 #include "storage/aligned_buffer.h"
 #include "storage/atomic_file.h"
+#include "storage/checksum.h"
 #include "util/checked_math.h"
 #include "util/error.h"
 
@@ -127,18 +125,6 @@ uint64_t canonical_blob_bytes(const ExpertWeights& layout, const std::string& wh
   return at;
 }
 
-// Strict lower-case hex, as to_json writes it.
-std::optional<uint64_t> parse_hex64(const std::string& h) {
-  if (h.size() != 16) return std::nullopt;
-  uint64_t v = 0;
-  for (char ch : h) {
-    const int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-    if (d < 0) return std::nullopt;
-    v = v << 4 | static_cast<uint64_t>(d);
-  }
-  return v;
-}
-
 // A plain file name: no folder, nothing that leaves the drive's folder.
 bool plain_file_name(const std::string& f) {
   return !f.empty() && f != "." && f != ".." && f.find('/') == std::string::npos && f.find('\0') == std::string::npos;
@@ -151,12 +137,6 @@ nlohmann::json layout_json(const ExpertWeights& e) {
   if (e.down.valid()) j["down"] = matrix_json(e.down);
   if (e.gate_up.valid()) j["gate_up"] = matrix_json(e.gate_up);
   return j;
-}
-
-std::string hex64(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-  return b;
 }
 
 }  // namespace
@@ -198,7 +178,7 @@ nlohmann::json Manifest::to_json() const {
   j["experts"] = nlohmann::json::array();
   for (const auto& layer : experts) {
     nlohmann::json lj = nlohmann::json::array();
-    for (const auto& e : layer) lj.push_back({e.drive, e.offset, e.length, hex64(e.xxh3), e.layout});
+    for (const auto& e : layer) lj.push_back({e.drive, e.offset, e.length, hash_digits(e.xxh3), e.layout});
     j["experts"].push_back(std::move(lj));
   }
   return j;
@@ -279,7 +259,7 @@ Manifest Manifest::from_json(const nlohmann::json& j, const std::string& where) 
       e.layout = static_cast<uint32_t>(layout);
       e.offset = r[1].get<uint64_t>();
       e.length = r[2].get<uint64_t>();
-      const auto h = parse_hex64(r[3].get<std::string>());
+      const auto h = parse_hash_digits(r[3].get<std::string>());
       if (!h) throw Error(w + ": checksum must be 16 lower-case hex digits");
       e.xxh3 = *h;
       if (e.offset % kIoAlign != 0) throw Error(w + ": offset is not 4 KiB-aligned");

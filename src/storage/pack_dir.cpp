@@ -114,19 +114,6 @@ bool is_digits(const std::string& s) {
   return !s.empty() && s.size() <= 19 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-std::optional<uint64_t> parse_hex(const std::string& h) {
-  if (h.size() != 16) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : h) {
-    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) return std::nullopt;
-    v = v << 4 | static_cast<uint64_t>(d);
-  }
-  return v;
-}
-
-std::string hex16(uint64_t v) { return hash_hex(v).substr(2); }
-
 // A name inside the pack directory: relative, without "..".
 bool inside_name(const std::string& name) {
   if (name.empty() || name.front() == '/' || name.find('\n') != std::string::npos) return false;
@@ -167,10 +154,10 @@ void write_trunk_checksums(const fs::path& path, const TrunkChecksums& sums) {
   for (const FileChecksum& f : sums.files) {
     if (!inside_name(f.name)) throw Error(f.name + ": cannot be listed in " + path.string());
     std::string hashes;
-    for (uint64_t h : f.chunks) hashes += (hashes.empty() ? "" : ",") + hex16(h);
+    for (uint64_t h : f.chunks) hashes += (hashes.empty() ? "" : ",") + hash_digits(h);
     text += std::to_string(f.bytes) + " " + (hashes.empty() ? "-" : hashes) + " " + f.name + "\n";
   }
-  text += "end " + hex16(xxh3_64(text.data(), text.size())) + "\n";
+  text += "end " + hash_digits(xxh3_64(text.data(), text.size())) + "\n";
   write_file_atomically(path, text);
 }
 
@@ -189,7 +176,7 @@ TrunkChecksums read_trunk_checksums(const fs::path& path) {
   const size_t end_at = text.size() >= 22 ? text.size() - 21 : 0;
   if (end_at == 0 || text[end_at - 1] != '\n' || text.compare(end_at, 4, "end ") != 0 || text.back() != '\n')
     throw Error(damaged + "it does not end with its own checksum); the pack is damaged: pack it again");
-  const auto own = parse_hex(text.substr(end_at + 4, 16));
+  const auto own = parse_hash_digits(text.substr(end_at + 4, 16));
   if (!own || *own != xxh3_64(text.data(), end_at))
     throw Error(damaged + "its own checksum does not match); the pack is damaged: pack it again");
   std::istringstream lines(text.substr(0, end_at));
@@ -212,7 +199,7 @@ TrunkChecksums read_trunk_checksums(const fs::path& path) {
     if (hashes != "-") {
       std::istringstream hs(hashes);
       for (std::string h; std::getline(hs, h, ',');) {
-        const auto v = parse_hex(h);
+        const auto v = parse_hash_digits(h);
         if (!v) throw Error(damaged + "line '" + line + "')");
         f.chunks.push_back(*v);
       }
