@@ -321,21 +321,15 @@ struct KeepTime {
   fs::file_time_type time;
 };
 
-TEST(PackResume, ASourceChangedInPlaceWithTheSameSizeAndTimeStartsOver) {
-  testfiles::TempDir tmp("strata-resume");
-  const fs::path src = tmp.path() / "src", other = tmp.path() / "other";
-  synth_model(src, 1);
-  synth_model(other, 2);  // the same shapes, other weights
-  PackOptions o = pack_of(src, tmp.path() / "pack");
+// Packs `src` up to layer 2, lets `change` alter it in place, and packs
+// again: the run starts over saying why (`why`), and its pack is what a
+// straight pack of the changed source is, byte for byte.
+void expect_starts_over(const fs::path& src, const fs::path& dir, const std::function<void()>& change,
+                        const std::string& why) {
+  PackOptions o = pack_of(src, dir / "pack");
   o.stop_after_layers = 2;
   EXPECT_THROW(pack_model(o), Error);
-
-  // The other model's bytes in the source's files, sizes and times kept.
-  for (const auto& e : fs::directory_iterator(src)) {
-    ASSERT_EQ(fs::file_size(e.path()), fs::file_size(other / e.path().filename()));
-    KeepTime keep(e.path());
-    fs::copy_file(other / e.path().filename(), e.path(), fs::copy_options::overwrite_existing);
-  }
+  change();
   o.stop_after_layers = -1;
   std::vector<std::string> notices;
   o.notice = [&](const std::string& s) { notices.push_back(s); };
@@ -343,22 +337,32 @@ TEST(PackResume, ASourceChangedInPlaceWithTheSameSizeAndTimeStartsOver) {
   EXPECT_TRUE(r.restarted);
   EXPECT_EQ(r.layers_resumed, 0);
   ASSERT_FALSE(notices.empty());
-  EXPECT_NE(notices.back().find("starting over"), std::string::npos) << notices.back();
-  // Nothing of the first model is left: the pack is the second one's.
-  pack_model(pack_of(src, tmp.path() / "straight"));
-  EXPECT_EQ(difference(tmp.path() / "straight", o.out), "");
+  EXPECT_NE(notices.back().find(why), std::string::npos) << notices.back();
+  pack_model(pack_of(src, dir / "straight"));
+  EXPECT_EQ(difference(dir / "straight", o.out), "");
+}
+
+TEST(PackResume, ASourceChangedInPlaceWithTheSameSizeAndTimeStartsOver) {
+  testfiles::TempDir tmp("strata-resume");
+  const fs::path src = synth_model(tmp.path() / "src", 1);
+  const fs::path other = synth_model(tmp.path() / "other", 2);  // the same shapes, other weights
+  // The other model's bytes in the source's files, sizes and times kept:
+  // nothing of the first may be left in the pack.
+  expect_starts_over(src, tmp.path(), [&] {
+    for (const auto& e : fs::directory_iterator(src)) {
+      ASSERT_EQ(fs::file_size(e.path()), fs::file_size(other / e.path().filename()));
+      KeepTime keep(e.path());
+      fs::copy_file(other / e.path().filename(), e.path(), fs::copy_options::overwrite_existing);
+    }
+  }, "starting over");
 }
 
 TEST(PackResume, ExpertsChangedInPlaceAreCaughtByWhatWasWritten) {
   testfiles::TempDir tmp("strata-resume");
   const fs::path src = synth_model(tmp.path() / "src", 1);
-  PackOptions o = pack_of(src, tmp.path() / "pack");
-  o.stop_after_layers = 2;
-  EXPECT_THROW(pack_model(o), Error);
-
   // Every routed expert of layers 0 and 1 changed by a byte, in place: the
   // headers, sizes, times and trunk are as they were.
-  {
+  expect_starts_over(src, tmp.path(), [&] {
     const Checkpoint ck = open_checkpoint(src);
     std::vector<std::pair<fs::path, uint64_t>> spots;
     for (const std::string& name : ck.source->names()) {
@@ -372,17 +376,7 @@ TEST(PackResume, ExpertsChangedInPlaceAreCaughtByWhatWasWritten) {
       KeepTime keep(file);
       flip_byte(file, at);
     }
-  }
-  o.stop_after_layers = -1;
-  std::vector<std::string> notices;
-  o.notice = [&](const std::string& s) { notices.push_back(s); };
-  const PackReport r = pack_model(o);
-  EXPECT_TRUE(r.restarted);
-  EXPECT_EQ(r.layers_resumed, 0);
-  ASSERT_FALSE(notices.empty());
-  EXPECT_NE(notices.back().find("of the source is not what it wrote"), std::string::npos) << notices.back();
-  pack_model(pack_of(src, tmp.path() / "straight"));
-  EXPECT_EQ(difference(tmp.path() / "straight", o.out), "");
+  }, "of the source is not what it wrote");
 }
 
 // --- what a pack is, wherever it is written -------------------------------
