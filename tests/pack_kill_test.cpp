@@ -63,19 +63,20 @@ bool ends(Phase p, uint32_t mask, const std::string& name) {
   return false;
 }
 
-// `strata pack SRC --out OUT -q`, watched: events of OUT as they come.
+// `strata pack SRC --out OUT`, watched: events of OUT as they come.
 class PackRun {
  public:
-  PackRun(const fs::path& src, const fs::path& out) {
+  // stderr goes to `log` (its notices: a resume that had to start over says so).
+  PackRun(const fs::path& src, const fs::path& out, const fs::path& log) {
     fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     EXPECT_GE(fd_, 0);
     EXPECT_GE(inotify_add_watch(fd_, out.c_str(), IN_CREATE | IN_OPEN | IN_MOVED_TO), 0);
     const std::string bin = STRATA_BINARY, s = src.string(), o = out.string();
-    const char* argv[] = {bin.c_str(), "pack", s.c_str(), "--out", o.c_str(), "-q", nullptr};
+    const char* argv[] = {bin.c_str(), "pack", s.c_str(), "--out", o.c_str(), nullptr};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     EXPECT_EQ(posix_spawn(&pid_, bin.c_str(), &fa, nullptr, const_cast<char**>(argv), environ), 0);
     posix_spawn_file_actions_destroy(&fa);
   }
@@ -174,7 +175,7 @@ TEST(PackKill, KilledAtRandomMomentsResumesToTheSameBytesAndNeverOpensHalfWritte
   fs::create_directories(ref);
   std::map<Phase, double> length;
   {
-    PackRun run(src, ref);
+    PackRun run(src, ref, tmp.path() / "log");
     std::map<Phase, Clock::time_point> began;
     ASSERT_TRUE(run.wait_for([&](uint32_t m, const std::string& n) {
       for (Phase p : {Phase::Trunk, Phase::Experts, Phase::Manifest}) {
@@ -199,7 +200,8 @@ TEST(PackKill, KilledAtRandomMomentsResumesToTheSameBytesAndNeverOpensHalfWritte
   for (int k = 0; k < 24; ++k) {
     const Phase p = order[k % 3];
     const double delay = std::uniform_real_distribution<double>(0, length[p])(rng);
-    PackRun run(src, out);
+    const fs::path log = tmp.path() / ("log" + std::to_string(k));
+    PackRun run(src, out, log);
     // A resumed run may skip the trunk (it is there already): kill it in
     // the next phase it reaches.
     const bool seen = run.wait_for([&](uint32_t m, const std::string& n) {
@@ -210,6 +212,8 @@ TEST(PackKill, KilledAtRandomMomentsResumesToTheSameBytesAndNeverOpensHalfWritte
     const std::string state = phase_killed_in(run, out);
     SCOPED_TRACE("kill " + std::to_string(k) + " aimed at " + kPhaseNames[static_cast<int>(p)] + ", left: " + state);
     if (killed) ++kills;
+    // A run after a kill resumes; it never has to start over.
+    EXPECT_EQ(read_all(log).find("starting over"), std::string::npos) << read_all(log);
     ++landed[killed ? state : "finished before the kill"];
     const CommandResult g = run_strata("generate " + out.string() + " --prompt-ids 1,2,3 -n 1 --threads 1");
     if (state == "complete") {

@@ -359,6 +359,8 @@ PackReport pack_model(const PackOptions& o) {
   }
   for (size_t d = 0; d < dirs.size(); ++d) m.drives[d].weight = weights[d];
   report.drive_weights = weights;
+  m.trunk = ck.kind == Checkpoint::Kind::Gguf ? "trunk.gguf" : "trunk";
+  m.trunk_checksums = kTrunkChecksums;
   // From here on the directory is a pack in the making: opening it says so
   // (storage/pack_dir.h) until the manifest is written.
   write_progress(progress_path, progress_json(signature, r.trunk, r.cursors, m));
@@ -383,8 +385,6 @@ PackReport pack_model(const PackOptions& o) {
   }
   Progress progress("pack", trunk_source + expert_source_bytes, o.progress);
 
-  m.trunk = ck.kind == Checkpoint::Kind::Gguf ? "trunk.gguf" : "trunk";
-  m.trunk_checksums = kTrunkChecksums;
   if (!r.trunk || !fs::exists(o.out / m.trunk) || !fs::exists(o.out / kTrunkChecksums)) {
     TrunkResult tr = write_trunk(ck, o.out, o.trunk == "int8", [&](uint64_t n) { progress.add(n); });
     report.trunk_bytes = tr.bytes;
