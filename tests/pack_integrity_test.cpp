@@ -67,7 +67,8 @@ TEST(PackManifest, ZeroScaleGroupOrBlockSizeIsAClearError) {
   }
   {
     PackCopy p("qwen_gqa", "strata-manifest");
-    edit_layout(p.pack(), "up", [](json& m) { m.update({{"scales", 64}, {"scale_dtype", "F32"}, {"scale_group", 0}}); });
+    edit_layout(p.pack(), "up",
+                [](json& m) { m.update({{"scales", 64}, {"scale_dtype", "F32"}, {"scale_group", 0}}); });
     expect_manifest_error(p.pack(), "layout 0 up: 'scale_group' must be positive");
   }
   for (const char* field : {"block_out", "block_in"}) {
@@ -134,7 +135,8 @@ TEST(PackManifest, EntriesThatPackWouldNotWriteAreClearErrors) {
        "layer 0 expert 2: length"},
       {"offset past the file", [](json& j) { j["experts"][1][0][1] = uint64_t{1} << 40; }, "reaches past the"},
       {"offset wraps", [](json& j) { j["experts"][1][0][1] = UINT64_MAX - 4095; }, "layer 1 expert 0"},
-      {"range moved", [](json& j) { j["layouts"][0]["up"]["data"] = j["layouts"][0]["up"]["data"].get<int64_t>() + 64; },
+      {"range moved",
+       [](json& j) { j["layouts"][0]["up"]["data"] = j["layouts"][0]["up"]["data"].get<int64_t>() + 64; },
        "layout 0: range 1 is at"},
       {"a bias qwen experts do not have", [](json& j) { j["layouts"][0]["down"]["bias"] = 1 << 20; }, "layout 0"},
       {"config summary", [](json& j) { j["config"]["hidden_size"] = 128; },
@@ -249,7 +251,8 @@ fs::path edited_source(const fs::path& dir, const std::function<void(std::vector
   std::vector<testfiles::TensorSpec> tensors;
   for (const std::string& name : ck.source->names()) {
     const TensorView& t = ck.source->get(name);
-    tensors.push_back({name, dtype_name(t.dtype), t.shape, std::string(reinterpret_cast<const char*>(t.data), t.nbytes)});
+    tensors.push_back(
+        {name, dtype_name(t.dtype), t.shape, std::string(reinterpret_cast<const char*>(t.data), t.nbytes)});
   }
   edit(tensors);
   fs::create_directories(dir);

@@ -77,7 +77,8 @@ MatDesc resolve(const WeightMatrix& w) {
           break;
         case DType::I8:
           d.fmt = Fmt::I8_ROW;
-          if (!w.scales || w.scale_group <= 0 || w.scale_group != w.in) unsupported(w, "int8 weights need one scale per row");
+          if (!w.scales || w.scale_group <= 0 || w.scale_group != w.in)
+            unsupported(w, "int8 weights need one scale per row");
           d.scale_type = float_scale_type(w);
           break;
         case DType::Q8_0: d.fmt = Fmt::Q8_0; break;

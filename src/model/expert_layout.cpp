@@ -34,9 +34,9 @@ size_t weight_block_scale_bytes(const kernels::WeightMatrix& m) {
     throw Error("an FP8 block scale needs positive block sizes");
   const uint64_t rows_end = checked_add(static_cast<uint64_t>(m.scale_row_offset), static_cast<uint64_t>(m.out),
                                         "block scales");
-  const uint64_t rows = rows_end / static_cast<uint64_t>(m.block_out) + (rows_end % static_cast<uint64_t>(m.block_out) != 0);
-  const uint64_t cols = static_cast<uint64_t>(m.in) / static_cast<uint64_t>(m.block_in) +
-                        (static_cast<uint64_t>(m.in) % static_cast<uint64_t>(m.block_in) != 0);
+  const auto bo = static_cast<uint64_t>(m.block_out), bi = static_cast<uint64_t>(m.block_in);
+  const uint64_t rows = rows_end / bo + (rows_end % bo != 0);
+  const uint64_t cols = static_cast<uint64_t>(m.in) / bi + (static_cast<uint64_t>(m.in) % bi != 0);
   return checked_mul(checked_mul(rows, cols, "block scales"), sizeof(float), "block scales");
 }
 

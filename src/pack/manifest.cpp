@@ -228,7 +228,8 @@ Manifest Manifest::from_json(const nlohmann::json& j, const std::string& where) 
     const auto& l = layouts[i];
     if (!l.is_object()) throw Error(w + ": not an object");
     for (const auto& [key, value] : l.items())
-      if (key != "gate" && key != "up" && key != "down" && key != "gate_up") throw Error(w + ": unknown matrix '" + key + "'");
+      if (key != "gate" && key != "up" && key != "down" && key != "gate_up")
+        throw Error(w + ": unknown matrix '" + key + "'");
     ExpertWeights e;
     if (l.contains("gate")) e.gate = matrix_from_json(l["gate"], w + " gate");
     if (l.contains("up")) e.up = matrix_from_json(l["up"], w + " up");
@@ -305,8 +306,8 @@ void check_matrix(const kernels::WeightMatrix& m, const ModelConfig& c, const Pa
   if (m.packing == kernels::Packing::Plain && m.dtype == DType::F8_E4M3) {
     if (!c.fp8_block) throw Error(w + ": is FP8 but the config has no fp8 quantization_config");
     if (!m.block_scale || m.block_out != (*c.fp8_block)[0] || m.block_in != (*c.fp8_block)[1])
-      throw Error(w + ": FP8 scale blocks of " + dims(m.block_out, m.block_in) + " but the config's weight_block_size is " +
-                  dims((*c.fp8_block)[0], (*c.fp8_block)[1]));
+      throw Error(w + ": FP8 scale blocks of " + dims(m.block_out, m.block_in) +
+                  " but the config's weight_block_size is " + dims((*c.fp8_block)[0], (*c.fp8_block)[1]));
   }
   // What pack's re-quantization writes (kernels/quantize.h).
   if (lossy.experts.empty()) return;

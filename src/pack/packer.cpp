@@ -285,7 +285,8 @@ PackReport pack_model(const PackOptions& o) {
   // give the same pack byte for byte; beside other packs' files on a shared
   // drive folder, by where this pack is too.
   const std::string tag = hex32(shared_drive ? signature ^ xxh3_64(out_canon.data(), out_canon.size()) : signature);
-  for (size_t d = 0; d < dirs.size(); ++d) m.drives[d].file = "strata-experts-" + tag + "-" + std::to_string(d) + ".bin";
+  for (size_t d = 0; d < dirs.size(); ++d)
+    m.drives[d].file = "strata-experts-" + tag + "-" + std::to_string(d) + ".bin";
 
   fs::create_directories(o.out, ec);
   if (ec) throw Error(o.out.string() + ": cannot create: " + ec.message());

@@ -118,7 +118,8 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   so.backend = options.io_backend;
   std::unique_ptr<Storage> storage = options.storage ? options.storage(so) : make_storage(so);
   if (!storage) throw Error("internal: the storage factory returned no storage");
-  ExpertCatalog catalog = packed ? catalog_from_manifest(*manifest, model.dir(), *storage) : checkpoint_catalog(model, bind, *storage);
+  ExpertCatalog catalog = packed ? catalog_from_manifest(*manifest, model.dir(), *storage)
+                                 : checkpoint_catalog(model, bind, *storage);
 
   uint64_t streamed = 0, total = 0;
   int64_t experts = 0;

@@ -247,8 +247,9 @@ void verify_trunk_checksums(const fs::path& dir, const TrunkChecksums& sums) {
     const uint64_t got = hash_range(fds[tasks[t].file]->get(), path, at, n);
     const uint64_t want = f.chunks[tasks[t].chunk];
     if (got != want)
-      throw Error(path + " bytes " + std::to_string(at) + "-" + std::to_string(at + n) + ": checksum mismatch (expected " +
-                  hash_hex(want) + ", got " + hash_hex(got) + "); the pack's trunk is damaged: pack it again");
+      throw Error(path + " bytes " + std::to_string(at) + "-" + std::to_string(at + n) +
+                  ": checksum mismatch (expected " + hash_hex(want) + ", got " + hash_hex(got) +
+                  "); the pack's trunk is damaged: pack it again");
   });
   std::lock_guard lock(verified().mutex);
   for (size_t i = 0; i < keys.size(); ++i)
