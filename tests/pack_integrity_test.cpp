@@ -382,6 +382,23 @@ TEST(PackResume, ExpertsChangedInPlaceAreCaughtByWhatWasWritten) {
   }, "of the source is not what it wrote");
 }
 
+TEST(PackResume, ADamagedProgressRecordStartsOver) {
+  for (const std::string& record : {std::string("{\"signature\": 1"), std::string(200000, '[') + std::string(200000, ']'),
+                                    std::string("{\"signature\": \"x\"}")}) {
+    SCOPED_TRACE(record.substr(0, 20));
+    testfiles::TempDir tmp("strata-resume");
+    PackOptions o = pack_of(fixture("qwen_gqa"), tmp.path() / "pack");
+    o.stop_after_layers = 1;
+    EXPECT_THROW(pack_model(o), Error);
+    testfiles::write_file(o.out / kPackProgress, record);
+    o.stop_after_layers = -1;
+    const PackReport r = pack_model(o);
+    EXPECT_TRUE(r.restarted);
+    pack_model(pack_of(fixture("qwen_gqa"), tmp.path() / "straight"));
+    EXPECT_EQ(difference(tmp.path() / "straight", o.out), "");
+  }
+}
+
 // --- what a pack is, wherever it is written -------------------------------
 
 TEST(PackOutput, TheSameSourceAndOptionsGiveTheSameBytes) {

@@ -13,6 +13,7 @@
 #include "model/weights.h"
 #include "storage/pack_dir.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace strata {
 
@@ -72,8 +73,13 @@ namespace {
 // A pack without trunk checksums: one from before them (a note), or one
 // whose list is gone (its manifest names it: an error).
 void unverified_trunk(const fs::path& dir, Checkpoint& ck) {
-  std::ifstream in(dir / kPackManifest);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::ifstream in(dir / kPackManifest, std::ios::binary);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  // Too deep to be a manifest: left to the manifest's own reader to refuse
+  // (a parsed value that deep would overflow the stack when destroyed).
+  const nlohmann::json j = json_nesting_depth(text, 64) > 64
+                               ? nlohmann::json()
+                               : nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && j.contains("trunk_checksums"))
     throw Error((dir / kTrunkChecksums).string() + ": missing, but " + kPackManifest +
                 " says the trunk is checksummed; the pack is damaged: pack it again");

@@ -30,6 +30,7 @@
 #include "storage/checksum.h"
 #include "storage/pack_dir.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 #include "util/progress.h"
 
 namespace strata {
@@ -189,8 +190,13 @@ std::optional<Resume> read_resume(const fs::path& path, uint64_t signature, size
                                   std::string& why_not, std::vector<fs::path>& stale) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::nullopt;
-  std::ifstream in(path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::ifstream in(path, std::ios::binary);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  // A record nested deeper than pack writes one is damaged (and a parsed
+  // value that deep would overflow the stack when destroyed).
+  const nlohmann::json j = json_nesting_depth(text, 64) > 64
+                               ? nlohmann::json()
+                               : nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("signature") || !j["signature"].is_number_unsigned()) {
     why_not = "its progress record is damaged";
     return std::nullopt;
