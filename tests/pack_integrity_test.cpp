@@ -399,6 +399,31 @@ TEST(PackResume, ADamagedProgressRecordStartsOver) {
   }
 }
 
+TEST(PackResume, AProgressRecordOfAnotherPackRemovesOnlyThatPacksExpertFiles) {
+  testfiles::TempDir tmp("strata-resume");
+  PackOptions o = pack_of(fixture("qwen_gqa"), tmp.path() / "pack");
+  o.stop_after_layers = 1;
+  EXPECT_THROW(pack_model(o), Error);
+  // Another signature, naming a file that is not an expert file and one
+  // outside this pack's drive folders.
+  fs::create_directories(tmp.path() / "elsewhere");
+  testfiles::write_file(o.out / "keep.txt", "mine");
+  testfiles::write_file(tmp.path() / "elsewhere" / "strata-experts-0-0.bin", "mine");
+  testfiles::write_file(o.out / "strata-experts-0-0.bin", "stale");
+  json record = read_json(o.out / kPackProgress);
+  record["signature"] = record["signature"].get<uint64_t>() + 1;
+  record["manifest"]["drives"] = json::array({{{"path", "."}, {"file", "keep.txt"}},
+                                              {{"path", (tmp.path() / "elsewhere").string()},
+                                               {"file", "strata-experts-0-0.bin"}},
+                                              {{"path", "."}, {"file", "strata-experts-0-0.bin"}}});
+  write_json(o.out / kPackProgress, record);
+  o.stop_after_layers = -1;
+  EXPECT_TRUE(pack_model(o).restarted);
+  EXPECT_TRUE(fs::exists(o.out / "keep.txt"));
+  EXPECT_TRUE(fs::exists(tmp.path() / "elsewhere" / "strata-experts-0-0.bin"));
+  EXPECT_FALSE(fs::exists(o.out / "strata-experts-0-0.bin"));
+}
+
 // --- what a pack is, wherever it is written -------------------------------
 
 TEST(PackOutput, TheSameSourceAndOptionsGiveTheSameBytes) {

@@ -323,10 +323,16 @@ PackReport pack_model(const PackOptions& o) {
   std::string why_not;
   std::vector<fs::path> stale;
   std::optional<Resume> resume = read_resume(progress_path, signature, dirs.size(), c, why_not, stale);
-  for (const fs::path& f : stale)
-    if (std::find_if(m.drives.begin(), m.drives.end(), [&](const PackDrive& d) { return d.file == f.filename(); }) ==
-        m.drives.end())
-      fs::remove(f, ec);
+  // Only expert files of pack's own naming, in this run's drive folders, and
+  // not this run's: the record is input like any file.
+  for (const fs::path& f : stale) {
+    const std::string name = f.filename().string();
+    const bool ours = std::any_of(m.drives.begin(), m.drives.end(), [&](const PackDrive& d) { return d.file == name; });
+    const bool in_drive = std::any_of(dirs.begin(), dirs.end(), [&](const fs::path& d) {
+      return fs::equivalent(d, f.parent_path(), ec);
+    });
+    if (!ours && in_drive && name.starts_with("strata-experts-") && name.ends_with(".bin")) fs::remove(f, ec);
+  }
   if (resume) {
     for (int64_t l = 0; l < resume->layers() && why_not.empty(); ++l) {
       if (resume->partial->experts[l].empty()) continue;
