@@ -21,7 +21,10 @@
 // figure). A file verified once is not hashed again by the same process while
 // its path, size, modification time and inode stay the same (the tokenizer
 // and the model open the same trunk). Files in the trunk's folder that the
-// list does not name are not read by strata and are not checked.
+// list does not name are not read by strata and are not checked. This runs
+// whatever --verify says: that flag is about expert blobs, read again and
+// again at run time; the trunk is read once, at load, and hashing it beside
+// that read costs little.
 //
 // A pack written before trunks were checksummed has no trunk.xxh3: it opens
 // unverified, and PackTrunk::verified says so for the caller to tell the user
