@@ -20,8 +20,9 @@
 // hashing runs at memory bandwidth beside that (docs/PERFORMANCE.md has the
 // figure). A file verified once is not hashed again by the same process while
 // its path, size, modification time and inode stay the same (the tokenizer
-// and the model open the same trunk). Files in the trunk's folder that the
-// list does not name are not read by strata and are not checked. This runs
+// and the model open the same trunk). A file added to the trunk's folder
+// after packing (a chat template put there by hand) is not in the list and
+// is not checked. This runs
 // whatever --verify says: that flag is about expert blobs, read again and
 // again at run time; the trunk is read once, at load, and hashing it beside
 // that read costs little.
