@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/gguf.h"
+#include "storage/pack_dir.h"
 #include "tokenizer/nfc.h"
 #include "tokenizer/tokenizer_state.h"
 #include "tokenizer/utf8.h"
@@ -44,9 +45,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
 
 std::unique_ptr<Tokenizer> Tokenizer::for_model(const fs::path& path) {
   std::error_code ec;
-  if (fs::is_directory(path, ec) && fs::exists(path / "manifest.json")) {
-    // A pack (strata pack): the tokenizer travels with its trunk.
-    return fs::exists(path / "trunk.gguf") ? for_model(path / "trunk.gguf") : for_model(path / "trunk");
+  if (fs::is_directory(path, ec) && pack_state(path) != PackState::NotAPack) {
+    // A pack (strata pack): the tokenizer travels with its trunk, read once
+    // the trunk is verified (an interrupted pack is an error here).
+    return for_model(open_pack_trunk(path).path);
   }
   if (fs::is_directory(path, ec)) return dir_has_tokenizer(path) ? from_dir(path) : nullptr;
   if (fs::is_regular_file(path, ec)) {
