@@ -197,6 +197,7 @@ TEST(StreamedFaults, VerifyAlwaysCatchesACachedExpertChangedInMemory) {
 
 struct FaultTally {
   uint64_t runs = 0, identical = 0, clear_errors = 0, recovered = 0;
+  uint64_t with_kind[4] = {}, combined = 0;  // runs with short reads, errors, delays, damaged bytes; with 2+ kinds
   FaultStats injected;
   void add(const FaultStats& s) {
     injected.reads += s.reads;
@@ -243,6 +244,8 @@ void random_run(const fs::path& model, const fs::path& files, bool checksums, ui
   ASSERT_NE(faults, nullptr);
   faults->random_faults(rf);
   ++tally.runs;
+  for (int k = 0; k < 4; ++k) tally.with_kind[k] += (pick >> k) & 1;
+  tally.combined += __builtin_popcount(pick) > 1;
   Outcome got;
   std::string error;
   try {
@@ -283,11 +286,14 @@ TEST(StreamedFaults, RandomFaultsGiveTheSameTokensOrOneClearError) {
   for (const auto& [name, t] : {std::pair{"in place", &in_place}, std::pair{"pack", &from_pack}}) {
     std::printf(
         "[faults] %s: %llu runs, %llu identical, %llu clear errors (%llu then identical with the faults gone); "
-        "%llu raw reads, %llu short, %llu failed, %llu corrupted, %llu delayed\n",
+        "%llu raw reads, %llu short, %llu failed, %llu corrupted, %llu delayed; runs with short reads %llu, errors "
+        "%llu, delays %llu, damaged bytes %llu, two kinds or more %llu\n",
         name, (unsigned long long)t->runs, (unsigned long long)t->identical, (unsigned long long)t->clear_errors,
         (unsigned long long)t->recovered, (unsigned long long)t->injected.reads,
         (unsigned long long)t->injected.short_reads, (unsigned long long)t->injected.errors,
-        (unsigned long long)t->injected.corruptions, (unsigned long long)t->injected.delays);
+        (unsigned long long)t->injected.corruptions, (unsigned long long)t->injected.delays,
+        (unsigned long long)t->with_kind[0], (unsigned long long)t->with_kind[1], (unsigned long long)t->with_kind[2],
+        (unsigned long long)t->with_kind[3], (unsigned long long)t->combined);
     EXPECT_EQ(t->identical + t->clear_errors, t->runs);
   }
   // The runs did meet faults, and both outcomes occurred.

@@ -54,10 +54,7 @@ class StreamingExpertProvider::Fetch : public ExpertFetch {
     try {
       return take_ready(out, max);
     } catch (...) {
-      // The step fails here. Its reads still in flight were issued while the
-      // drive was failing: the next step reads those experts afresh rather
-      // than inherit their fate.
-      p_.abandon_reads_in_flight();
+      p_.abandon_reads_in_flight();  // the step fails here
       throw;
     }
   }
@@ -384,6 +381,15 @@ void StreamingExpertProvider::wait_for_reads() {
 }
 
 ExpertFetch& StreamingExpertProvider::fetch(int64_t layer, std::span<const int32_t> experts) {
+  try {
+    return begin_fetch(layer, experts);
+  } catch (...) {
+    abandon_reads_in_flight();  // as when next_batch() fails
+    throw;
+  }
+}
+
+ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const int32_t> experts) {
   fetch_.reset();  // a fetch left open ends here
   poll_reads();
   if (predicted_for_ == layer) {

@@ -86,6 +86,8 @@ class StreamingExpertProvider : public ExpertProvider {
   };
   static uint64_t key(int64_t layer, int64_t expert) { return static_cast<uint64_t>(layer) << 32 | uint32_t(expert); }
 
+  // fetch() itself; on an error fetch() gives up on the reads in flight.
+  ExpertFetch& begin_fetch(int64_t layer, std::span<const int32_t> experts);
   // A slot for (layer, expert) with its reads submitted; -1 if none can be freed.
   int start_read(int64_t layer, int64_t expert, bool for_prefetch, std::vector<Extent>& batch);
   int choose_victim(bool for_prefetch, double guess_score) const;
@@ -109,7 +111,9 @@ class StreamingExpertProvider : public ExpertProvider {
   void cancel_guess(int slot);
   // A slot still loading that no request is to wait for any more.
   void abandon(int slot);
-  // After a failed step: every slot still loading (see Fetch::next_batch).
+  // After a failed step: every slot still loading. Its reads were issued
+  // while the drive was failing; the next step reads those experts afresh
+  // rather than inherit their fate.
   void abandon_reads_in_flight();
 
   const ModelConfig& c_;
