@@ -70,16 +70,14 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
     ::_exit(1);
   }
   // Not a mapped file's page: whatever handled SIGBUS before us does.
-  if (g_previous.sa_flags & SA_SIGINFO) {
-    if (g_previous.sa_sigaction) g_previous.sa_sigaction(sig, info, context);
-    return;
-  }
-  if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
-    g_previous.sa_handler(sig);
-    return;
-  }
-  // Returning re-runs the faulting access, which now gets the default action.
-  ::sigaction(SIGBUS, &g_previous, nullptr);
+  const bool plain = g_previous.sa_handler == SIG_DFL || g_previous.sa_handler == SIG_IGN;
+  if (!plain && (g_previous.sa_flags & SA_SIGINFO)) return g_previous.sa_sigaction(sig, info, context);
+  if (!plain) return g_previous.sa_handler(sig);
+  // Returning re-runs the faulting access, which now gets the default action
+  // (ignoring it would fault forever).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(SIGBUS, &dfl, nullptr);
 }
 
 void install_handler() {
