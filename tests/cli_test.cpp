@@ -15,6 +15,7 @@
 
 #include "cli_support.h"
 #include "safetensors_writer.h"
+#include "tokenizer/byte_level.h"
 
 namespace strata {
 namespace {
@@ -192,6 +193,52 @@ TEST_F(DamagedCheckpoint, UnknownDtypeInHeader) {
   bytes.replace(at, 6, "\"Q9_9\"");
   testfiles::write_file(dir_.path() / "model.safetensors", bytes);
   expect_clean_error(generate(), "Q9_9");
+}
+
+// Hostile files beside good weights (issue 17): one error line naming the
+// file, exit 1, quickly; before, a Sequence nested 50,000 deep overflowed
+// the stack and an added token id of 2^28 took a minute and ~17 GB.
+std::string byte_level_tokenizer(const std::string& normalizer, const std::string& added_tokens) {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) vocab[tok::to_byte_level(std::string(1, static_cast<char>(b)))] = b;
+  const nlohmann::json model = {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}};
+  return R"({"normalizer": )" + normalizer + R"(, "added_tokens": )" + added_tokens +
+         R"(, "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}, "model": )" + model.dump() + "}";
+}
+
+std::string deep_sequence_normalizer(int depth) {
+  std::string s;
+  for (int i = 0; i < depth; ++i) s += R"({"type": "Sequence", "normalizers": [)";
+  s += R"({"type": "NFC"})";
+  for (int i = 0; i < depth; ++i) s += "]}";
+  return s;
+}
+
+TEST_F(DamagedCheckpoint, DeepSequenceTokenizerJson) {
+  const fs::path tj = dir_.path() / "tokenizer.json";
+  testfiles::write_file(tj, byte_level_tokenizer(deep_sequence_normalizer(50'000), "[]"));
+  const std::string phrase = tj.string() + ": JSON nested more than 128 levels deep";
+  const auto start = std::chrono::steady_clock::now();
+  expect_clean_error(run_strata("tokenize --model " + dir_.path().string() + " --text hi", "timeout 60"), phrase);
+  expect_clean_error(run_strata("generate --model " + dir_.path().string() + " --prompt hi -n 2", "timeout 60"), phrase);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
+}
+
+TEST_F(DamagedCheckpoint, AddedTokenIdFarPastTheVocabulary) {
+  const fs::path tj = dir_.path() / "tokenizer.json";
+  for (const char* id : {"268435456", "4294967301"}) {
+    testfiles::write_file(tj, byte_level_tokenizer("null", std::string(R"([{"id": )") + id + R"(, "content": "<x>"}])"));
+    const std::string phrase = tj.string() + ": added_tokens[0] has token id " + id + ", out of range";
+    expect_clean_error(run_strata("tokenize --model " + dir_.path().string() + " --text hi", "timeout 60"), phrase);
+    expect_clean_error(run_strata("generate --model " + dir_.path().string() + " --prompt hi -n 2", "timeout 60"),
+                       phrase);
+  }
+}
+
+TEST_F(DamagedCheckpoint, DeeplyNestedConfigJson) {
+  testfiles::write_file(dir_.path() / "config.json",
+                        R"({"model_type": "qwen3_moe", "x": )" + std::string(100'000, '[') + std::string(100'000, ']') + "}");
+  expect_clean_error(generate(), (dir_.path() / "config.json").string() + ": JSON nested more than 128 levels deep");
 }
 
 }  // namespace

@@ -482,7 +482,7 @@ TEST_F(GgufTest, GptOssConfigAndView) {
     "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
     "rope_parameters": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096,
                         "rope_theta": 150000.0, "rope_type": "yarn", "truncate": false},
-    "bos_token_id": 199998, "eos_token_id": 200002})");
+    "bos_token_id": 298, "eos_token_id": 299})");
   const ModelConfig want = ModelConfig::from_json(hf, "config.json");
   const std::string a = "gpt-oss.";
   GgufWriter w;
@@ -506,8 +506,8 @@ TEST_F(GgufTest, GptOssConfigAndView) {
   w.set_u32(a + "attention.value_length", 32);
   w.set_u32(a + "attention.sliding_window", 8);
   w.set_u32(a + "expert_feed_forward_length", 96);
-  w.set_u32("tokenizer.ggml.bos_token_id", 199998);
-  w.set_u32("tokenizer.ggml.eos_token_id", 200002);
+  w.set_u32("tokenizer.ggml.bos_token_id", 298);
+  w.set_u32("tokenizer.ggml.eos_token_id", 299);
   std::vector<std::string> data;
   auto add = [&](const std::string& name, DType t, std::vector<int64_t> shape) {
     data.emplace_back(w.add_tensor(name, t, shape), '\x01');

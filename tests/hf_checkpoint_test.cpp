@@ -121,9 +121,9 @@ TEST_F(HfCheckpointTest, RejectsIndexNamingTensorAbsentFromItsShard) {
 TEST_F(HfCheckpointTest, RejectsMalformedIndex) {
   write_two_shards();
   dir_.write("model.safetensors.index.json", "{\"weight_map\": {");
-  expect_error({"model.safetensors.index.json: not valid JSON"});
+  expect_error({"model.safetensors.index.json: invalid JSON"});
   dir_.write("model.safetensors.index.json", "");
-  expect_error({"model.safetensors.index.json: not valid JSON"});
+  expect_error({"model.safetensors.index.json: invalid JSON"});
   dir_.write("model.safetensors.index.json", R"({"metadata": {}})");
   expect_error({"has no \"weight_map\" object"});
   dir_.write("model.safetensors.index.json", R"({"weight_map": []})");

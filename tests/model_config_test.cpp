@@ -10,7 +10,9 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "bounded_child.h"
 #include "model/model_config.h"
+#include "safetensors_writer.h"
 #include "util/error.h"
 
 namespace strata {
@@ -299,6 +301,50 @@ TEST(ModelConfig, NumbersThatEnterArithmeticAreChecked) {
   expect_refused(qwen, [](json& j) { j["rms_norm_eps"] = 2.0; }, "rms_norm_eps");
   expect_refused(kimi_k3(), [](json& j) { j["text_config"]["activation_situ_beta"] = std::numeric_limits<double>::infinity(); },
                  "activation_situ_beta");
+}
+
+// Integer sizes past any real model's are refused before anything is sized
+// or multiplied by them: 2^40 heads once passed validation, and the
+// products formed from them (cache rows, tensor shapes) overflowed int64.
+TEST(ModelConfig, IntegerSizesAreBoundedSoTheirProductsFit) {
+  const int64_t huge = int64_t{1} << 40;
+  expect_refused(deepseek(), [&](json& j) { j["num_attention_heads"] = huge; j["num_key_value_heads"] = huge; },
+                 "num_attention_heads is 1099511627776");
+  expect_refused(deepseek(), [&](json& j) { j["kv_lora_rank"] = huge; }, "kv_lora_rank is");
+  expect_refused(deepseek(), [&](json& j) { j["q_lora_rank"] = huge; }, "q_lora_rank is");
+  expect_refused(deepseek(), [&](json& j) { j["qk_nope_head_dim"] = huge; }, "qk_nope_head_dim is");
+  expect_refused(deepseek(), [&](json& j) { j["v_head_dim"] = huge; }, "v_head_dim is");
+  expect_refused(deepseek(), [&](json& j) { j["moe_intermediate_size"] = huge; }, "moe_intermediate_size is");
+  expect_refused(deepseek(), [&](json& j) { j["intermediate_size"] = huge; }, "intermediate_size is");
+  expect_refused(deepseek(), [&](json& j) { j["n_shared_experts"] = huge; }, "number of shared experts is");
+  expect_refused(deepseek(), [&](json& j) { j["max_position_embeddings"] = huge; }, "max_position_embeddings is");
+  expect_refused(qwen(), [&](json& j) { j["use_sliding_window"] = true; j["sliding_window"] = huge; }, "sliding_window is");
+  expect_refused(qwen(), [&](json& j) { j["num_key_value_heads"] = huge; j["num_attention_heads"] = huge; },
+                 "num_attention_heads is");
+  expect_refused(kimi_k3(), [&](json& j) { j["text_config"]["linear_attn_config"]["head_dim"] = huge; },
+                 "linear_attn_config's heads and head_dim are implausibly large");
+  expect_refused(kimi_k3(), [&](json& j) { j["text_config"]["routed_expert_hidden_size"] = huge; },
+                 "routed_expert_hidden_size is");
+  // Values past INT64_MAX are not wrapped into range either.
+  expect_refused(deepseek(), [&](json& j) { j["vocab_size"] = ~uint64_t{0}; }, "vocab_size");
+}
+
+// 2^32 + 5 once became token 5; an id past the vocabulary is refused.
+TEST(ModelConfig, TokenIdsAreReadWithoutNarrowing) {
+  expect_refused(deepseek(), [](json& j) { j["eos_token_id"] = (uint64_t{1} << 32) + 5; },
+                 "eos_token_id 4294967301 is not a token id");
+  expect_refused(qwen(), [](json& j) { j["eos_token_id"] = {5, (uint64_t{1} << 32) + 6}; },
+                 "eos_token_id 4294967302 is not a token id");
+  expect_refused(deepseek(), [](json& j) { j["bos_token_id"] = 1000; }, "bos_token_id 1000 is outside the vocabulary");
+  expect_refused(deepseek(), [](json& j) { j["eos_token_id"] = -1; }, "eos_token_id -1 is not a token id");
+}
+
+TEST(ModelConfig, DeeplyNestedConfigIsOneErrorNamingTheFile) {
+  testfiles::TempDir dir("strata-deep-config");
+  const auto path = dir.write("config.json", R"({"model_type": "qwen3_moe", "x": )" + std::string(200'000, '[') +
+                                                 std::string(200'000, ']') + "}");
+  testing::expect_bounded_error([&] { ModelConfig::from_file(path.string()); }, path.string() + ": ",
+                                "JSON nested more than 128 levels deep");
 }
 
 }  // namespace

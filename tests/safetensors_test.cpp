@@ -250,9 +250,16 @@ TEST_F(SafetensorsTest, ControlCharactersInNamesAreEscapedInMessages) {
 }
 
 TEST_F(SafetensorsTest, DeeplyNestedValuesAreRejectedWithoutRecursing) {
-  // Echoing such a value with a recursive JSON dump would overflow the stack.
+  // Echoing such a value with a recursive JSON dump would overflow the
+  // stack; the header's depth is measured before it is parsed
+  // (util/json_file.h), and a shallow nested value is echoed briefly.
   const size_t depth = 1'000'000;
   std::string nested = std::string(depth, '[') + std::string(depth, ']');
+  expect_rejected(safetensors_raw(R"({"t":{"dtype":"U8","shape":)" + nested + R"(,"data_offsets":[0,0]}})", ""),
+                  "JSON nested more than 128 levels deep");
+  expect_rejected(safetensors_raw(R"({"t":{"dtype":"U8","shape":[0],"data_offsets":)" + nested + "}}", ""),
+                  "JSON nested more than 128 levels deep");
+  nested = std::string(100, '[') + std::string(100, ']');
   expect_entry_rejected(R"({"dtype":"U8","shape":)" + nested + R"(,"data_offsets":[0,0]})", 0,
                         "must be integers, got a nested JSON array");
   expect_entry_rejected(R"({"dtype":"U8","shape":[0],"data_offsets":)" + nested + "}", 0, "must be [begin,end]");

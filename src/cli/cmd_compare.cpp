@@ -18,6 +18,7 @@
 #include "runtime/pack_fidelity.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/json_file.h"
 #include "util/progress.h"
 
 namespace strata::cli {
@@ -46,7 +47,7 @@ std::vector<std::vector<int32_t>> read_prompts(const std::string& path, const st
   for (int n = 1; std::getline(f, line); ++n) {
     if (line.empty()) continue;
     if (line.front() == '[') {
-      auto j = nlohmann::json::parse(line, nullptr, false);
+      auto j = parse_json_or_discarded(line);
       if (!j.is_array()) throw Error(path + ":" + std::to_string(n) + ": not a JSON array of token ids");
       std::vector<int32_t> ids;
       for (const auto& v : j) {

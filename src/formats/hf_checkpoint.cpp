@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "util/error.h"
+#include "util/json_file.h"
 #include "util/mapped_file.h"
 
 namespace strata {
@@ -30,14 +31,7 @@ bool is_file(const fs::path& p) {
 
 json read_json(const fs::path& path) {
   MappedFile f(path);
-  std::string_view text(reinterpret_cast<const char*>(f.data()), f.size());
-  try {
-    return json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    std::string msg = e.what();
-    if (msg.size() > 300) msg = msg.substr(0, 300) + "...";  // the echoed token may be huge
-    fail(f.path(), "not valid JSON: " + msg);
-  }
+  return parse_json(std::string_view(reinterpret_cast<const char*>(f.data()), f.size()), f.path());
 }
 
 // Shards must live in the model directory itself: an index that points

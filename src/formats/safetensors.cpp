@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "util/error.h"
+#include "util/json_file.h"
 
 // Tensor bytes are handed out raw; safetensors stores them little-endian.
 static_assert(std::endian::native == std::endian::little, "safetensors reader assumes a little-endian host");
@@ -72,6 +73,7 @@ json parse_header(const std::string& path, std::string_view text) {
     }
     return true;
   };
+  check_json_depth(text, path);
   json header;
   try {
     header = json::parse(text.begin(), text.end(), watch_keys);

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "util/cache_dir.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace strata {
 
@@ -48,7 +50,9 @@ ExpertHeat ExpertHeat::load(const std::filesystem::path& path, const std::string
     if (strict) throw Error(path.string() + ": " + why);
     return empty;
   };
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::ostringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = parse_json_or_discarded(text.str());
   if (j.is_discarded() || !j.is_object()) return reject("not a JSON object");
   if (j.value("version", 0) != 1) return reject("unsupported heat version");
   if (!strict && j.value("model", std::string()) != model) return empty;

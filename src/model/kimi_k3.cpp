@@ -103,7 +103,7 @@ void validate_hf(const ConfigReader& r, const ModelConfig& c) {
   positive(c.kda_conv_kernel, "linear_attn_config.short_conv_kernel_size");
   positive(c.attn_res_block_size, "attn_res_block_size");
   require(c.attn_res_block_size <= c.num_layers, r, "attn_res_block_size must not exceed num_hidden_layers");
-  require(c.kda_heads <= 4096 && c.kda_heads * c.kda_head_dim <= (1 << 20), r,
+  require(c.kda_heads <= 4096 && c.kda_head_dim <= (1 << 20) / c.kda_heads, r,
           "linear_attn_config's heads and head_dim are implausibly large");
   positive(c.latent_width, "routed_expert_hidden_size");
   positive(c.moe_layer_freq, "moe_layer_freq");

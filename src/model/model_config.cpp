@@ -8,6 +8,7 @@
 #include "model/arch.h"
 #include "model/config_reader.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace strata {
 
@@ -59,15 +60,22 @@ RopeConfig read_rope(const json& j, const Reader& top, int64_t max_pos) {
   return r;
 }
 
-void read_token_ids(const json& j, ModelConfig& c) {
+// Token ids are read as integers and checked against the vocabulary (in
+// validate), never narrowed on the way: 2^32 + 5 must not become 5.
+void read_token_ids(const json& j, const Reader& r, ModelConfig& c) {
+  auto id = [&](const json& v, const char* key) -> int32_t {
+    const std::optional<int64_t> i = json_int64(v);
+    if (!i || *i < 0 || *i > INT32_MAX) r.fail(std::string(key) + " " + v.dump() + " is not a token id");
+    return static_cast<int32_t>(*i);
+  };
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
-    c.bos_token_id = j["bos_token_id"].get<int32_t>();
+    c.bos_token_id = id(j["bos_token_id"], "bos_token_id");
   if (j.contains("eos_token_id")) {
     const json& e = j["eos_token_id"];
-    if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int32_t>());
+    if (e.is_number_integer()) c.eos_token_ids.push_back(id(e, "eos_token_id"));
     if (e.is_array())
       for (const json& v : e)
-        if (v.is_number_integer()) c.eos_token_ids.push_back(v.get<int32_t>());
+        if (v.is_number_integer()) c.eos_token_ids.push_back(id(v, "eos_token_id"));
   }
 }
 
@@ -142,6 +150,54 @@ void read_quantization(const json& j, const Reader& top, const ArchSpec& spec, M
   c.fp8_block = block;
 }
 
+// Every integer size in [0, cap]: the caps are far past any real model's,
+// yet small enough that the products the model forms from them (a tensor's
+// elements, a cache row, a step's buffers) fit int64. Absurd sizes would
+// otherwise fail later as allocation errors, or overflow silently. Called
+// after the architecture's checks, so a negative size gets their message.
+void check_sizes(const ModelConfig& c, const Reader& r) {
+  constexpr int64_t kWidth = 1 << 20, kHeadWidth = 1 << 16, kHeads = 1 << 14, kLayers = 4096, kExperts = 1 << 16,
+                    kPositions = int64_t{1} << 30;
+  auto size_in = [&](int64_t v, int64_t cap, const char* name) {
+    require(v >= 0 && v <= cap, r,
+            std::string(name) + " is " + std::to_string(v) + "; it must be between 0 and " + std::to_string(cap));
+  };
+  size_in(c.vocab_size, 1 << 24, "vocab_size");
+  size_in(c.hidden_size, kWidth, "hidden_size");
+  size_in(c.intermediate_size, kWidth, "intermediate_size");
+  size_in(c.moe_intermediate_size, kWidth, "moe_intermediate_size");
+  size_in(c.num_layers, kLayers, "num_hidden_layers");
+  size_in(c.num_heads, kHeads, "num_attention_heads");
+  size_in(c.num_kv_heads, kHeads, "num_key_value_heads");
+  size_in(c.head_dim, 4096, "head_dim");
+  size_in(c.max_position_embeddings, kPositions, "max_position_embeddings");
+  size_in(c.rope.original_max_position_embeddings, kPositions, "rope original_max_position_embeddings");
+  size_in(c.n_routed_experts, kExperts, "number of routed experts");
+  size_in(c.num_experts_per_tok, kExperts, "num_experts_per_tok");
+  size_in(c.n_shared_experts, 1024, "number of shared experts");
+  size_in(c.n_group, kExperts, "n_group");
+  size_in(c.topk_group, kExperts, "topk_group");
+  size_in(c.first_k_dense_replace, kLayers, "first_k_dense_replace");
+  size_in(c.moe_layer_freq, kLayers, "moe_layer_freq");
+  size_in(c.decoder_sparse_step, kLayers, "decoder_sparse_step");
+  size_in(c.q_lora_rank.value_or(0), kWidth, "q_lora_rank");
+  size_in(c.kv_lora_rank, kWidth, "kv_lora_rank");
+  size_in(c.qk_rope_head_dim, kHeadWidth, "qk_rope_head_dim");
+  size_in(c.qk_nope_head_dim, kHeadWidth, "qk_nope_head_dim");
+  size_in(c.v_head_dim, kHeadWidth, "v_head_dim");
+  size_in(c.num_nextn_predict_layers, 16, "num_nextn_predict_layers");
+  size_in(c.sliding_window.value_or(0), kPositions, "sliding_window");
+  size_in(c.kda_heads, kHeads, "linear_attn_config.num_heads");
+  size_in(c.kda_head_dim, kHeadWidth, "linear_attn_config.head_dim");
+  size_in(c.kda_conv_kernel, 1024, "linear_attn_config.short_conv_kernel_size");
+  size_in(c.attn_res_block_size, kLayers, "attn_res_block_size");
+  size_in(c.latent_width, kWidth, "routed_expert_hidden_size");
+  if (c.fp8_block) {
+    size_in((*c.fp8_block)[0], kWidth, "quantization_config.weight_block_size[0]");
+    size_in((*c.fp8_block)[1], kWidth, "quantization_config.weight_block_size[1]");
+  }
+}
+
 void validate(const ModelConfig& c, const Reader& r, const ArchSpec& spec) {
   auto positive = [&](int64_t v, const char* name) { require_positive(v, r, name); };
   positive(c.vocab_size, "vocab_size");
@@ -178,12 +234,15 @@ void validate(const ModelConfig& c, const Reader& r, const ArchSpec& spec) {
   in_range(c.situ_beta, 0.0, 1e6, "activation_situ_beta");
   in_range(c.situ_linear_beta, 0.0, 1e6, "activation_situ_linear_beta");
   in_range(c.kda_gate_lower_bound, -1e6, 0.0, "gate_lower_bound");
-  require(c.head_dim >= 0 && c.head_dim <= 4096, r, "head_dim must be between 0 and 4096");
-  // Absurd sizes would only fail later as allocation errors; catch them here.
-  require(c.hidden_size <= (1 << 20) && c.vocab_size <= (1 << 24) && c.num_layers <= 4096 &&
-              c.n_routed_experts <= (1 << 16),
-          r, "dimensions are implausibly large");
+  auto token = [&](int32_t id, const char* key) {
+    require(id < c.vocab_size, r,
+            std::string(key) + " " + std::to_string(id) + " is outside the vocabulary (vocab_size " +
+                std::to_string(c.vocab_size) + ")");
+  };
+  if (c.bos_token_id) token(*c.bos_token_id, "bos_token_id");
+  for (int32_t id : c.eos_token_ids) token(id, "eos_token_id");
   spec.hf.validate(r, c);
+  check_sizes(c, r);
 }
 
 }  // namespace
@@ -241,10 +300,10 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& top_json, const std::st
   } else {
     c.rope = read_rope(j, r, c.max_position_embeddings);
   }
-  read_token_ids(top_json, c);
+  read_token_ids(top_json, top, c);
   if (&j != &top_json) {
     ModelConfig inner;
-    read_token_ids(j, inner);
+    read_token_ids(j, r, inner);
     if (!c.bos_token_id) c.bos_token_id = inner.bos_token_id;
     if (c.eos_token_ids.empty()) c.eos_token_ids = inner.eos_token_ids;
   }
@@ -257,13 +316,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& top_json, const std::st
 ModelConfig ModelConfig::from_file(const std::string& path) {
   std::ifstream f(path);
   if (!f) throw Error(path + ": cannot open");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": invalid JSON: " + e.what());
-  }
-  return from_json(j, path);
+  return from_json(read_json_file(path), path);
 }
 
 }  // namespace strata

@@ -13,6 +13,7 @@
 #include "formats/gguf.h"
 #include "model/pack_drive_path.h"
 #include "storage/checksum.h"
+#include "util/json_file.h"
 
 namespace strata {
 
@@ -86,7 +87,7 @@ std::string relative_name(const std::string& file, const fs::path& base) {
 // loader's clear error.
 std::vector<fs::path> pack_drive_files(const fs::path& dir, const std::string& manifest) {
   std::vector<fs::path> files;
-  const nlohmann::json j = nlohmann::json::parse(manifest, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = parse_json_or_discarded(manifest);
   if (!j.is_object() || !j.contains("drives") || !j["drives"].is_array()) return files;
   for (const auto& d : j["drives"]) {
     if (!d.is_object() || !d.contains("path") || !d["path"].is_string() || !d.contains("file") || !d["file"].is_string())

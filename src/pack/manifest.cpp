@@ -13,6 +13,7 @@
 #include "storage/checksum.h"
 #include "util/checked_math.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace strata {
 
@@ -357,7 +358,9 @@ Manifest Manifest::load(const fs::path& dir) {
   const fs::path p = dir / "manifest.json";
   std::ifstream in(p);
   if (!in) throw Error(p.string() + ": cannot open");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const std::string text = read_text_file(p);
+  check_json_depth(text, p.string());
+  nlohmann::json j = parse_json_or_discarded(text);
   if (j.is_discarded()) throw Error(p.string() + ": not valid JSON (damaged pack? re-run strata pack)");
   return from_json(j, p.string());
 }

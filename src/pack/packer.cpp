@@ -456,8 +456,7 @@ PackReport pack_model(const PackOptions& o) {
     for (const FileChecksum& f : read_trunk_checksums(o.out / kTrunkChecksums).files) report.trunk_bytes += f.bytes;
   m.config = manifest_config_summary(c);
   if (ck.kind == Checkpoint::Kind::HuggingFace) {
-    std::ifstream in(ck.trunk_path / "config.json");
-    m.hf_config = nlohmann::json::parse(in, nullptr, false);
+    m.hf_config = read_json_file(ck.trunk_path / "config.json");
   }
   // What is written is what a load accepts.
   m.check_against(c, manifest_path.string());

@@ -7,6 +7,7 @@
 #include "template/json.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace strata {
 namespace {
@@ -188,6 +189,9 @@ Arguments normalize_arguments(const ojson& a) {
   if (!a.is_string()) throw Error("Kimi K3 tool call arguments must be a dict or a JSON object string");
   const std::string s = a.get<std::string>();
   if (strip(s).empty()) return out;
+  // Arguments nested past the file limit are refused, not echoed raw: they
+  // would be dumped recursively when rendered.
+  check_json_depth(s, "Kimi K3 tool call arguments");
   ojson parsed = ojson::parse(s, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) {
     out.raw = s;

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 
 #include "model/model.h"
 #include "runtime/k3_chat.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace strata {
 
@@ -16,15 +18,25 @@ std::vector<int32_t> stop_token_ids(const Model& model, const Tokenizer* tok) {
   auto add = [&](int32_t id) {
     if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
   };
-  std::ifstream f(model.trunk_path() / "generation_config.json");
-  if (f) {
-    const nlohmann::json g = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  const auto gen_path = model.trunk_path() / "generation_config.json";
+  if (std::ifstream f(gen_path); f) {
+    std::ostringstream text;
+    text << f.rdbuf();
+    const nlohmann::json g = parse_json_or_discarded(text.str());
+    // An id is never narrowed: one past the logits row is refused, not wrapped.
+    auto add_checked = [&](const nlohmann::json& v) {
+      const std::optional<int64_t> id = json_int64(v);
+      if (!id || *id < 0 || *id >= model.config().vocab_size)
+        throw Error(gen_path.string() + ": eos_token_id " + v.dump() + " is outside the vocabulary (" +
+                    std::to_string(model.config().vocab_size) + " ids)");
+      add(static_cast<int32_t>(*id));
+    };
     if (g.is_object() && g.contains("eos_token_id")) {
       const auto& e = g["eos_token_id"];
-      if (e.is_number_integer()) add(e.get<int32_t>());
+      if (e.is_number_integer()) add_checked(e);
       if (e.is_array())
         for (const auto& v : e)
-          if (v.is_number_integer()) add(v.get<int32_t>());
+          if (v.is_number_integer()) add_checked(v);
     }
   }
   for (int32_t id : model.config().eos_token_ids) add(id);

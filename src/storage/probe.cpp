@@ -23,6 +23,7 @@
 
 #include "storage/storage.h"
 #include "util/error.h"
+#include "util/json_file.h"
 #include "util/median.h"
 
 namespace strata {
@@ -440,7 +441,7 @@ std::optional<ProbeResult> load_probe(const fs::path& path) {
   }
   std::stringstream ss;
   ss << f.rdbuf();
-  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  auto j = parse_json_or_discarded(ss.str());
   if (j.is_discarded() || !j.is_object()) throw Error(path.string() + ": not a strata probe file (invalid JSON)");
   try {
     ProbeResult r;

@@ -6,6 +6,7 @@
 #include "tokenizer/gguf_tokenizer_writer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace strata::synth {
 
@@ -149,8 +150,8 @@ TokenizerInfo read_tokenizer(const std::string& path) {
   for (const char* name :
        {"tokenizer.json", "tiktoken.model", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"})
     if (fs::is_regular_file(t.dir / name, ec)) t.files.push_back(t.dir / name);
-  if (std::ifstream f(t.dir / "tokenizer_config.json"); f) {
-    json c = json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (fs::exists(t.dir / "tokenizer_config.json")) {
+    const json c = read_json_file(t.dir / "tokenizer_config.json");
     if (c.is_object() && c.contains("add_bos_token") && c["add_bos_token"].is_boolean())
       t.add_bos = c["add_bos_token"].get<bool>();
   }

@@ -10,9 +10,9 @@
 
 #include "formats/gguf_writer.h"
 #include "tokenizer/gguf_vocab.h"
-#include "tokenizer/json_file.h"
 #include "tokenizer/tokenizer_state.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace strata {
 
@@ -185,7 +185,7 @@ struct Writer {
     int64_t max_id = -1;
     for (const auto& [text, id] : all) max_id = std::max(max_id, id);
 
-    const json config = fs::exists(dir / "config.json") ? tok::read_json_file(dir / "config.json") : json::object();
+    const json config = fs::exists(dir / "config.json") ? read_json_file(dir / "config.json") : json::object();
     int64_t n = static_cast<int64_t>(all.size());
     if (options.vocab_size) {
       n = *options.vocab_size;
@@ -269,7 +269,7 @@ struct Writer {
 
   void special_vocab(GgufWriter& out, const json& added, const json& config, int64_t n) const {
     const fs::path cfg_path = dir / "tokenizer_config.json";
-    json cfg = fs::exists(cfg_path) ? tok::read_json_file(cfg_path) : json(nullptr);
+    json cfg = fs::exists(cfg_path) ? read_json_file(cfg_path) : json(nullptr);
     const bool have_cfg = cfg.is_object() && !cfg.empty();
 
     std::vector<std::string> types = {"bos", "eos", "unk", "sep", "pad", "cls", "mask"};
@@ -352,9 +352,9 @@ struct Writer {
       if (cfg.contains("chat_template")) {
         chat_template = cfg["chat_template"];
       } else if (fs::exists(dir / "chat_template.jinja")) {
-        chat_template = json(tok::read_file(dir / "chat_template.jinja"));
+        chat_template = json(read_text_file(dir / "chat_template.jinja"));
       } else if (fs::exists(dir / "chat_template.json")) {
-        chat_template = get_or_null(tok::read_json_file(dir / "chat_template.json"), "chat_template");
+        chat_template = get_or_null(read_json_file(dir / "chat_template.json"), "chat_template");
       }
       for (const std::string& typ : types) {
         if (const json a = get_or_null(cfg, "add_" + typ + "_token"); a.is_boolean()) set_add(typ, a.get<bool>());
@@ -448,7 +448,7 @@ void write_tokenizer_to_gguf(const fs::path& source, GgufWriter& out, const Gguf
       throw Error(dir.string() + ": tiktoken.model tokenizers cannot be written to GGUF (only tokenizer.json)");
     throw Error(path.string() + ": no such tokenizer.json");
   }
-  const json root = tok::read_json_file(path);
+  const json root = read_json_file(path);
   if (!root.is_object()) throw Error(path.string() + ": top level is not an object");
   try {
     Writer{dir, path.string(), root, options}.write(out);

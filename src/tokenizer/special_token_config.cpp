@@ -1,33 +1,25 @@
 // BOS/EOS and prompt decoration from tokenizer_config.json and
 // generation_config.json, shared by both loaders.
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
-#include "tokenizer/json_file.h"
 #include "tokenizer/tokenizer_state.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace strata::tok {
 
 using nlohmann::json;
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error("error reading " + path.string());
-  return std::move(ss).str();
+int64_t token_id_limit(std::size_t tokens_defined) {
+  return std::min<int64_t>(kMaxTokenIds, static_cast<int64_t>(tokens_defined) + kMaxTokenIdGap);
 }
 
-json read_json_file(const std::filesystem::path& path) {
-  const std::string text = read_file(path);
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(path.string() + ": invalid JSON: " + e.what());
-  }
+int32_t token_id(const json& v, int64_t limit, const std::string& where, const std::string& bound) {
+  if (!v.is_number_integer()) throw Error(where + " is not an integer token id");
+  const std::optional<int64_t> id = json_int64(v);  // nullopt past INT64_MAX
+  if (!id || *id < 0 || *id >= limit)
+    throw Error(where + " has token id " + v.dump() + ", out of range (" + bound + ")");
+  return static_cast<int32_t>(*id);
 }
 
 void TokenizerState::set_token(int32_t id, std::string bytes, std::string text) {
@@ -58,15 +50,19 @@ bool flag(const json& cfg, const char* key) {
   return it != cfg.end() && it->is_boolean() && it->get<bool>();
 }
 
-// generation_config.json ids are an integer or a list of integers.
-std::vector<int32_t> id_list(const json& cfg, const char* key) {
+// generation_config.json ids are an integer or a list of integers, each a
+// token of the vocabulary (`vocab` ids); anything else is ignored.
+std::vector<int32_t> id_list(const json& cfg, const char* key, std::size_t vocab, const std::filesystem::path& path) {
   std::vector<int32_t> out;
   auto it = cfg.find(key);
   if (it == cfg.end()) return out;
-  if (it->is_number_integer()) out.push_back(it->get<int32_t>());
+  const std::string where = path.string() + ": " + key;
+  const std::string bound = "the vocabulary has " + std::to_string(vocab) + " ids";
+  const auto limit = static_cast<int64_t>(vocab);
+  if (it->is_number_integer()) out.push_back(token_id(*it, limit, where, bound));
   if (it->is_array())
     for (const auto& v : *it)
-      if (v.is_number_integer()) out.push_back(v.get<int32_t>());
+      if (v.is_number_integer()) out.push_back(token_id(v, limit, where, bound));
   return out;
 }
 
@@ -102,7 +98,7 @@ void apply_special_token_config(const std::filesystem::path& dir, TokenizerState
 
   st.bos = lookup("bos_token");
   if (!st.bos) {
-    if (auto ids = id_list(gen, "bos_token_id"); !ids.empty())
+    if (auto ids = id_list(gen, "bos_token_id", st.known.size(), gen_path); !ids.empty())
       st.bos = ids.front();
     else if (!template_prefix.empty())
       st.bos = template_prefix.front();
@@ -110,7 +106,7 @@ void apply_special_token_config(const std::filesystem::path& dir, TokenizerState
 
   st.eos.clear();
   if (auto eos = lookup("eos_token")) st.eos.push_back(*eos);
-  for (int32_t id : id_list(gen, "eos_token_id"))
+  for (int32_t id : id_list(gen, "eos_token_id", st.known.size(), gen_path))
     if (std::find(st.eos.begin(), st.eos.end(), id) == st.eos.end()) st.eos.push_back(id);
 
   st.prompt_prefix = template_prefix;
@@ -124,7 +120,7 @@ void apply_special_token_config(const std::filesystem::path& dir, TokenizerState
   if (auto it = cfg.find("chat_template"); it != cfg.end()) {
     st.chat_template = chat_template_of(*it);
   } else if (std::filesystem::exists(dir / "chat_template.jinja")) {
-    st.chat_template = read_file(dir / "chat_template.jinja");
+    st.chat_template = read_text_file(dir / "chat_template.jinja");
   } else if (std::filesystem::exists(dir / "chat_template.json")) {
     const json j = read_json_file(dir / "chat_template.json");
     if (auto t = j.find("chat_template"); t != j.end()) st.chat_template = chat_template_of(*t);

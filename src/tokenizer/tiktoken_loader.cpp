@@ -11,10 +11,10 @@
 #include <charconv>
 
 #include "tokenizer/byte_level.h"
-#include "tokenizer/json_file.h"
 #include "tokenizer/tiktoken_bpe.h"
 #include "tokenizer/tokenizer_state.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace strata::tok {
 
@@ -69,9 +69,15 @@ const char* kimi_pattern() { return kKimiPattern; }
 std::unique_ptr<TokenizerState> load_tiktoken(const std::filesystem::path& dir) {
   const auto path = dir / "tiktoken.model";
   const std::string file = path.string();
-  const std::string text = read_file(path);
+  const std::string text = read_text_file(path);
   auto st = std::make_unique<TokenizerState>();
 
+  // Ranks are ids: unique, and below the number of tokens (so 0..n-1, as
+  // tiktoken files are written), checked before they size anything.
+  std::size_t max_tokens = 0;
+  for (std::size_t pos = 0; pos < text.size(); ++pos)
+    if (text[pos] == '\n' || pos + 1 == text.size()) ++max_tokens;  // an upper bound: lines
+  std::vector<uint8_t> rank_seen(max_tokens, 0);
   StringMap<int32_t> ranks;
   std::size_t line_no = 0;
   for (std::size_t pos = 0; pos < text.size();) {
@@ -93,12 +99,18 @@ std::unique_ptr<TokenizerState> load_tiktoken(const std::filesystem::path& dir) 
     const auto num = line.substr(sp + 1);
     auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), rank);
     if (ec != std::errc() || end != num.data() + num.size() || rank < 0) fail("bad rank");
+    if (static_cast<std::size_t>(rank) >= max_tokens)
+      fail("rank " + std::to_string(rank) + " is not below the file's " + std::to_string(max_tokens) + " lines");
+    if (rank_seen[rank]) fail("rank " + std::to_string(rank) + " appears twice");
+    rank_seen[rank] = 1;
     if (!ranks.emplace(*bytes, rank).second) fail("duplicate token");
     st->set_token(rank, *bytes, to_byte_level(*bytes));
     st->ids_by_text.emplace(to_byte_level(*bytes), rank);
   }
   if (ranks.empty()) throw Error(file + ": no tokens");
   const auto n_base = static_cast<int32_t>(ranks.size());
+  for (int32_t r = 0; r < n_base; ++r)
+    if (!rank_seen[r]) throw Error(file + ": rank " + std::to_string(r) + " is missing (ranks must be 0 to " + std::to_string(n_base - 1) + ")");
 
   // Special tokens: named in tokenizer_config.json, or reserved placeholders.
   std::vector<AddedToken> specials;
@@ -107,12 +119,19 @@ std::unique_ptr<TokenizerState> load_tiktoken(const std::filesystem::path& dir) 
   if (std::filesystem::exists(cfg_path)) {
     const auto cfg = read_json_file(cfg_path);
     const nlohmann::json decoder = cfg.value("added_tokens_decoder", nlohmann::json::object());
+    // Named specials sit among the reserved ids in practice; bounded like
+    // any file's ids (tokenizer_state.h).
+    const int64_t limit = token_id_limit(static_cast<std::size_t>(n_base) + kReservedSpecialTokens + decoder.size());
     for (const auto& [key, entry] : decoder.items()) {
       int32_t id = -1;
       auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
       if (ec != std::errc() || end != key.data() + key.size() || id < 0 || !entry.is_object() ||
           !entry.contains("content") || !entry["content"].is_string())
         throw Error(cfg_path.string() + ": added_tokens_decoder[\"" + key + "\"] needs an integer id key and a content");
+      if (id >= limit)
+        throw Error(cfg_path.string() + ": added_tokens_decoder[\"" + key + "\"] has token id " + key +
+                    ", out of range (ids must be below " + std::to_string(limit) + " with " + std::to_string(n_base) +
+                    " base tokens)");
       AddedToken a;
       a.id = id;
       a.content = entry["content"].get<std::string>();

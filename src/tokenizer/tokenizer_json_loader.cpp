@@ -5,13 +5,16 @@
 // (add_prefix_space, use_regex), alone or in a Sequence, decoder ByteLevel,
 // post_processor ByteLevel / TemplateProcessing / Sequence. Anything else is
 // rejected with an error naming the file rather than encoded differently.
+//
+// Nothing here copies a subtree or recurses deeper than kMaxSequenceDepth:
+// a Sequence nested thousands deep is one error, not a stack overflow.
 #include <cstdint>
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/bpe.h"
-#include "tokenizer/json_file.h"
 #include "tokenizer/tokenizer_state.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace strata::tok {
 
@@ -28,9 +31,19 @@ const json& member(const json& obj, const char* key) {
   return it == obj.end() ? null_json : *it;
 }
 
+// Sequences inside Sequences: real files nest none or one.
+constexpr int kMaxSequenceDepth = 16;
+
+const json& empty_list() {
+  static const json list = json::array();
+  return list;
+}
+
 struct Loader {
   std::string file;  // for messages
   TokenizerState& st;
+  int64_t id_limit = 0;  // token_id_limit() of the tokens the file defines
+  std::string id_bound;  // what id_limit comes from, for messages
 
   [[noreturn]] void fail(const std::string& what) const { throw Error(file + ": " + what); }
 
@@ -47,27 +60,41 @@ struct Loader {
     return it->get<bool>();
   }
 
-  void normalizer(const json& n, const std::string& where) {
+  // The steps of a Sequence (by reference), refused past kMaxSequenceDepth.
+  const json& steps(const json& seq, const char* key, const std::string& where, int depth) const {
+    if (depth >= kMaxSequenceDepth)
+      fail(where + ": Sequences nested more than " + std::to_string(kMaxSequenceDepth) + " deep");
+    const json& list = member(seq, key);
+    if (list.is_null()) return empty_list();
+    if (!list.is_array()) fail(where + "." + key + " is not a list");
+    return list;
+  }
+
+  int32_t id(const json& v, const std::string& where) const { return token_id(v, id_limit, file + ": " + where, id_bound); }
+
+  void normalizer(const json& n, const std::string& where, int depth = 0) {
     if (n.is_null()) return;
     const std::string type = type_of(n, where);
     if (type == "NFC") {
       st.nfc = true;
     } else if (type == "Sequence") {
       std::size_t i = 0;
-      for (const auto& sub : n.value("normalizers", json::array())) normalizer(sub, where + "[" + std::to_string(i++) + "]");
+      for (const auto& sub : steps(n, "normalizers", where, depth))
+        normalizer(sub, where + "[" + std::to_string(i++) + "]", depth + 1);
     } else {
       fail(where + " of type \"" + type + "\" is not supported (only NFC)");
     }
   }
 
-  bool pre_tokenizer(const json& p, const std::string& where) {  // returns whether a ByteLevel step was seen
+  // Returns whether a ByteLevel step was seen.
+  bool pre_tokenizer(const json& p, const std::string& where, int depth = 0) {
     if (p.is_null()) return false;
     const std::string type = type_of(p, where);
     if (type == "Sequence") {
       bool byte_level = false;
       std::size_t i = 0;
-      for (const auto& sub : p.value("pretokenizers", json::array()))
-        byte_level |= pre_tokenizer(sub, where + "[" + std::to_string(i++) + "]");
+      for (const auto& sub : steps(p, "pretokenizers", where, depth))
+        byte_level |= pre_tokenizer(sub, where + "[" + std::to_string(i++) + "]", depth + 1);
       return byte_level;
     }
     if (type == "ByteLevel") {
@@ -90,11 +117,12 @@ struct Loader {
     fail(where + " of type \"" + type + "\" is not supported (only Split, ByteLevel, Sequence)");
   }
 
-  void decoder(const json& d, const std::string& where) const {
+  void decoder(const json& d, const std::string& where, int depth = 0) const {
     if (d.is_null()) return;
     const std::string type = type_of(d, where);
     if (type == "Sequence") {
-      for (const auto& sub : d.value("decoders", json::array())) decoder(sub, where);
+      std::size_t i = 0;
+      for (const auto& sub : steps(d, "decoders", where, depth)) decoder(sub, where + "[" + std::to_string(i++) + "]", depth + 1);
     } else if (type != "ByteLevel") {
       fail(where + " of type \"" + type + "\" is not supported (only ByteLevel)");
     }
@@ -102,25 +130,38 @@ struct Loader {
 
   // The special tokens a TemplateProcessing "single" template puts before
   // and after the sequence.
-  void post_processor(const json& p, std::vector<int32_t>& prefix, std::vector<int32_t>& suffix) const {
+  void post_processor(const json& p, const std::string& where, std::vector<int32_t>& prefix,
+                      std::vector<int32_t>& suffix, int depth = 0) const {
     if (p.is_null()) return;
-    const std::string type = type_of(p, "post_processor");
+    const std::string type = type_of(p, where);
     if (type == "Sequence") {
-      for (const auto& sub : p.value("processors", json::array())) post_processor(sub, prefix, suffix);
+      std::size_t i = 0;
+      for (const auto& sub : steps(p, "processors", where, depth))
+        post_processor(sub, where + "[" + std::to_string(i++) + "]", prefix, suffix, depth + 1);
       return;
     }
     if (type != "TemplateProcessing") return;  // ByteLevel etc. add no tokens
-    const json& specials = p.value("special_tokens", json::object());
+    const json& specials = member(p, "special_tokens");
+    const json& single = member(p, "single");
+    if (!single.is_null() && !single.is_array()) fail(where + ".single is not a list");
     bool after = false;
-    for (const auto& piece : p.value("single", json::array())) {
+    std::size_t i = 0;
+    for (const auto& piece : single.is_array() ? single : empty_list()) {
+      const std::string at = where + ".single[" + std::to_string(i++) + "]";
       if (piece.contains("Sequence")) {
         after = true;
         continue;
       }
       if (!piece.contains("SpecialToken")) continue;
-      const std::string name = piece["SpecialToken"].value("id", std::string());
-      if (!specials.contains(name)) fail("post_processor template uses undefined special token \"" + name + "\"");
-      for (const auto& id : specials[name].value("ids", json::array())) (after ? suffix : prefix).push_back(id.get<int32_t>());
+      const json& name_json = member(member(piece, "SpecialToken"), "id");
+      if (!name_json.is_string()) fail(at + ".SpecialToken.id is not a string");
+      const std::string name = name_json.get<std::string>();
+      const json& special = member(specials, name.c_str());
+      if (!special.is_object()) fail(where + " template uses undefined special token \"" + name + "\"");
+      const json& ids = member(special, "ids");
+      if (!ids.is_null() && !ids.is_array()) fail(where + ".special_tokens[\"" + name + "\"].ids is not a list");
+      for (const auto& v : ids.is_array() ? ids : empty_list())
+        (after ? suffix : prefix).push_back(id(v, where + ".special_tokens[\"" + name + "\"].ids"));
     }
   }
 
@@ -138,9 +179,7 @@ struct Loader {
     vocab.reserve(m["vocab"].size());
     st.ids_by_text.reserve(m["vocab"].size() + 1024);
     for (const auto& [text, id_json] : m["vocab"].items()) {
-      if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 || id_json.get<int64_t>() > INT32_MAX)
-        fail("model.vocab[\"" + text + "\"] is not a valid id");
-      const auto id = id_json.get<int32_t>();
+      const int32_t id = this->id(id_json, "model.vocab[\"" + text + "\"]");
       // Byte-level tokens decode to their bytes; anything else (e.g. a special
       // token stored in the vocab) decodes to its own text.
       auto bytes = from_byte_level(text);
@@ -185,14 +224,13 @@ struct Loader {
           !t["content"].is_string())
         fail("added_tokens[" + std::to_string(i) + "] needs an integer id and a string content");
       AddedToken a;
-      a.id = t["id"].get<int32_t>();
+      a.id = id(t["id"], "added_tokens[" + std::to_string(i) + "]");
       a.content = t["content"].get<std::string>();
       a.special = get_bool(t, "special", false);
       a.lstrip = get_bool(t, "lstrip", false);
       a.rstrip = get_bool(t, "rstrip", false);
       a.single_word = get_bool(t, "single_word", false);
       a.normalized = get_bool(t, "normalized", !a.special);
-      if (a.id < 0) fail("added_tokens[" + std::to_string(i) + "] has a negative id");
       // Added tokens decode to their literal text.
       st.set_token(a.id, a.content, a.content);
       st.ids_by_text[a.content] = a.id;
@@ -209,6 +247,12 @@ std::unique_ptr<TokenizerState> load_tokenizer_json(const std::filesystem::path&
   auto st = std::make_unique<TokenizerState>();
   Loader l{path.string(), *st};
   if (!root.is_object()) l.fail("top level is not an object");
+  // Ids are bounded by how many tokens the file defines (tokenizer_state.h).
+  const json& vocab = member(member(root, "model"), "vocab");
+  const json& added = member(root, "added_tokens");
+  const std::size_t defined = (vocab.is_object() ? vocab.size() : 0) + (added.is_array() ? added.size() : 0);
+  l.id_limit = token_id_limit(defined);
+  l.id_bound = "the file defines " + std::to_string(defined) + " tokens, so ids must be below " + std::to_string(l.id_limit);
 
   st->model = l.model(member(root, "model"));
   l.added_tokens(member(root, "added_tokens"));
@@ -217,7 +261,7 @@ std::unique_ptr<TokenizerState> load_tokenizer_json(const std::filesystem::path&
     l.fail("pre_tokenizer has no ByteLevel step; only byte-level BPE tokenizers are supported");
   l.decoder(member(root, "decoder"), "decoder");
   std::vector<int32_t> prefix, suffix;
-  l.post_processor(member(root, "post_processor"), prefix, suffix);
+  l.post_processor(member(root, "post_processor"), "post_processor", prefix, suffix);
   apply_special_token_config(dir, *st, prefix, suffix);
   return st;
 }

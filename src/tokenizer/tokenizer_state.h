@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,19 @@ struct TokenizerState {
   void set_token(int32_t id, std::string bytes, std::string text);
 };
 
+// Ids read from a file index the per-id tables above, so each is bounded
+// before it sizes them: a file defining N tokens may number them up to
+// N + kMaxTokenIdGap (real files number them densely), and never past
+// kMaxTokenIds (64 times the largest vocabulary shipped today). An id of
+// 2^28 would otherwise allocate gigabytes, and one past 2^32 would wrap.
+inline constexpr int64_t kMaxTokenIdGap = 1 << 16;
+inline constexpr int64_t kMaxTokenIds = 1 << 24;
+int64_t token_id_limit(std::size_t tokens_defined);
+// `v` as a token id in [0, limit); otherwise throws "<where> has token id
+// <v>, out of range (<bound>)": `where` names the file and field, `bound`
+// says where the limit comes from.
+int32_t token_id(const nlohmann::json& v, int64_t limit, const std::string& where, const std::string& bound);
+
 // Reads tokenizer_config.json / generation_config.json in `dir` (if present)
 // and sets bos, eos, the prompt prefix/suffix and the chat template
 // (tokenizer_config.json's chat_template, else chat_template.jinja, else
@@ -64,8 +78,5 @@ std::unique_ptr<TokenizerState> load_gguf_tokenizer(const GgufFile& file);
 
 // Kimi-K2's pre-tokenizer pattern (Rust-regex syntax), used for tiktoken.model.
 const char* kimi_pattern();
-
-// Reads a whole file; throws strata::Error naming it.
-std::string read_file(const std::filesystem::path& path);
 
 }  // namespace strata::tok
