@@ -31,6 +31,7 @@
 #include "storage/pack_dir.h"
 #include "util/error.h"
 #include "util/json_depth.h"
+#include "util/json_file.h"
 #include "util/progress.h"
 
 namespace strata {
