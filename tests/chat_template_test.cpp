@@ -22,6 +22,7 @@
 #include <string>
 #include <thread>
 
+#include "bounded_child.h"
 #include "template/chat_template.h"
 #include "util/error.h"
 
@@ -354,6 +355,37 @@ TEST(ChatTemplateRobustness, NestingAndRunawayWorkAreBounded) {
   ChatTemplate loops("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}");
   loops.set_limits(limits);
   EXPECT_THROW(loops.render(ctx), ChatTemplateError);
+}
+
+// The parser bounds a template's own nesting, but recursion multiplies it:
+// a macro calling itself from inside 200 nested ifs, a filter chain 300
+// long around a recursive call, a recursive loop calling loop() on a fresh
+// list forever. Each overflowed the C++ stack (a segfault) before
+// RenderLimits::max_nesting; now each is one render error.
+TEST(ChatTemplateRobustness, RecursionThroughMacrosAndLoopsCannotOverflowTheStack) {
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  const std::vector<std::string> hostile = {
+      "{% macro m(n) %}" + repeat("{% if true %}", 200) + "{{ m(n) }}" + repeat("{% endif %}", 200) +
+          "{% endmacro %}{{ m(1) }}",
+      "{% macro m(n) %}{{ m(n)" + repeat("|string", 300) + " }}{% endmacro %}{{ m(1) }}",
+      "{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}",
+  };
+  for (const std::string& src : hostile) {
+    SCOPED_TRACE(src.substr(0, 60));
+    testing::expect_bounded_error([&] { (void)ChatTemplate(src).render(ojson::object()); }, "chat template",
+                                  "maximum recursion depth exceeded", 10);
+  }
+  // Recursion a real template does (a JSON schema walked by a macro) stays
+  // well inside the bound.
+  ChatTemplate walk("{% macro w(v, d) %}{% if v is mapping %}{% for k in v %}{{ k }}({{ w(v[k], d + 1) }}){% endfor %}"
+                    "{% else %}{{ d }}{% endif %}{% endmacro %}{{ w(schema, 0) }}");
+  ojson schema = 1;
+  for (int i = 0; i < 60; ++i) schema = ojson{{"p", schema}};
+  EXPECT_EQ(walk.render(ojson{{"schema", schema}}), repeat("p(", 60) + "60" + repeat(")", 60));
 }
 
 TEST(ChatTemplateRobustness, MalformedUtf8PassesThrough) {

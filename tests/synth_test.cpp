@@ -350,12 +350,12 @@ TEST(Synth, HalfPrecisionConversionRoundsToNearestEven) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
     const float f = f16_to_f32(static_cast<uint16_t>(h));
     if (std::isnan(f)) continue;
-    EXPECT_EQ(synth::f32_to_f16(f), h) << h;
+    EXPECT_EQ(f32_to_f16_round(f), h) << h;
   }
-  EXPECT_EQ(synth::f32_to_f16(1.0f + 0x1p-11f), 0x3c00);  // tie to even
-  EXPECT_EQ(synth::f32_to_f16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
-  EXPECT_EQ(synth::f32_to_f16(1e6f), 0x7c00);
-  EXPECT_EQ(synth::f32_to_f16(0x1p-26f), 0x0000);  // below half the smallest subnormal
+  EXPECT_EQ(f32_to_f16_round(1.0f + 0x1p-11f), 0x3c00);  // tie to even
+  EXPECT_EQ(f32_to_f16_round(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
+  EXPECT_EQ(f32_to_f16_round(1e6f), 0x7c00);
+  EXPECT_EQ(f32_to_f16_round(0x1p-26f), 0x0000);  // below half the smallest subnormal
 }
 
 // --- tiny models, written and run -------------------------------------------

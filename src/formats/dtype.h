@@ -58,6 +58,9 @@ inline float fp8_e4m3_to_f32(uint8_t b) {
   return std::bit_cast<float>(sign | ((exp + 120u) << 23) | (man << 20));
 }
 
+// Round to nearest even, in software (for compilers without _Float16).
+uint16_t f32_to_f16_round(float f);
+
 inline uint16_t f32_to_bf16_round(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet nan

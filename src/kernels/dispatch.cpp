@@ -1,5 +1,9 @@
 #include "kernels/dispatch.h"
 
+#if defined(STRATA_X86_SIMD)
+#include <cpuid.h>
+#endif
+
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -12,11 +16,19 @@ namespace strata::kernels {
 
 namespace {
 
+#if defined(STRATA_X86_SIMD)
+// CPUID leaf 1, ECX: clang's __builtin_cpu_supports does not know "f16c".
+bool cpu_has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
+
 bool cpu_has_avx2() {
 #if defined(STRATA_X86_SIMD)
   __builtin_cpu_init();
   // libgcc also checks that the OS saves the ymm state (XGETBV).
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 #else
   return false;
 #endif

@@ -99,7 +99,10 @@ void read_compressed_tensors(const json& q, const Reader& top, ModelConfig& c) {
   const bool int4 = format == "pack-quantized", mxfp4 = format == "mxfp4-pack-quantized";
   if (!int4 && !mxfp4)
     top.fail("unsupported compressed-tensors format '" + format + "' (supported: pack-quantized, mxfp4-pack-quantized)");
-  for (const auto& [name, g] : groups.items()) {
+  for (const auto& item : groups.items()) {
+    // Not a structured binding: the lambda below captures the name (clang 14 cannot).
+    const std::string& name = item.key();
+    const json& g = item.value();
     if (!g.contains("weights") || !g["weights"].is_object()) continue;
     const json& w = g["weights"];
     auto field = [&](const char* key, const json& want) {

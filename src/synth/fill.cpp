@@ -202,7 +202,7 @@ void table_bytes(const std::array<uint8_t, 256>& table, Rng& rng, uint8_t* dst, 
 void fill_q8_0(float sigma, Rng& rng, uint8_t* dst, size_t blocks) {
   // 16 block scales spread ±10% around sigma / 73.9, picked by 4 random bits.
   uint16_t d[16];
-  for (int i = 0; i < 16; ++i) d[i] = f32_to_f16(sigma / 73.9f * (0.9f + 0.2f * (i + 0.5f) / 16));
+  for (int i = 0; i < 16; ++i) d[i] = f32_to_f16_round(sigma / 73.9f * (0.9f + 0.2f * (i + 0.5f) / 16));
   for (size_t b = 0; b < blocks; ++b, dst += 34) {
     uint64_t r[4];
     for (auto& x : r) x = rng.next();
@@ -220,7 +220,7 @@ void fill_q4_k(float sigma, Rng& rng, uint8_t* dst, size_t blocks) {
   msq /= (hi - lo + 1);
   const float code_std = std::sqrt(255.0f / 12.0f);  // of q − 7.5
   const float d = sigma / (code_std * static_cast<float>(std::sqrt(msq)));
-  const uint16_t d16 = f32_to_f16(d), dmin16 = f32_to_f16(7.5f * f16_to_f32(d16));
+  const uint16_t d16 = f32_to_f16_round(d), dmin16 = f32_to_f16_round(7.5f * f16_to_f32(d16));
   for (size_t b = 0; b < blocks; ++b, dst += 144) {
     put_u16(dst, d16);
     put_u16(dst + 2, dmin16);
@@ -244,7 +244,7 @@ void fill_q6_k(float sigma, Rng& rng, uint8_t* dst, size_t blocks) {
   for (int s = lo; s <= hi; ++s) msq += double(s) * s;
   msq /= (hi - lo + 1);
   const float code_std = std::sqrt((64.0f * 64.0f - 1) / 12.0f);
-  const uint16_t d16 = f32_to_f16(sigma / (code_std * static_cast<float>(std::sqrt(msq))));
+  const uint16_t d16 = f32_to_f16_round(sigma / (code_std * static_cast<float>(std::sqrt(msq))));
   for (size_t b = 0; b < blocks; ++b, dst += 210) {
     random_bytes(rng, dst, 192);  // ql[128], qh[64]
     for (int j = 0; j < 16; j += 8) {
@@ -270,29 +270,6 @@ void fill_mxfp4(float sigma, Rng& rng, uint8_t* dst, size_t blocks) {
 
 }  // namespace
 
-uint16_t f32_to_f16(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t e8 = (x >> 23) & 0xffu;
-  uint32_t man = x & 0x7fffffu;
-  if (e8 == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (man ? 0x200u : 0));
-  const int32_t exp = static_cast<int32_t>(e8) - 127 + 15;
-  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (exp <= 0) {
-    if (exp < -10) return static_cast<uint16_t>(sign);
-    man |= 0x800000u;
-    const int shift = 14 - exp;
-    uint32_t half = man >> shift;
-    const uint32_t rem = man & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (half & 1))) ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t h = sign | (static_cast<uint32_t>(exp) << 10) | (man >> 13);
-  const uint32_t rem = man & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;  // a carry into the exponent is correct rounding
-  return static_cast<uint16_t>(h);
-}
 
 uint64_t unit_bytes(DType t) { return dtype_is_block(t) ? dtype_block_bytes(t) : dtype_size(t); }
 
@@ -322,7 +299,7 @@ void fill_chunk(const TensorSpec& t, uint64_t tseed, uint64_t chunk, uint8_t* ds
               base, scale, [](float v) { return v; }, rng, dst, count);
           return;
         case DType::BF16: fill_table<uint16_t>(base, scale, f32_to_bf16_round, rng, dst, count); return;
-        case DType::F16: fill_table<uint16_t>(base, scale, f32_to_f16, rng, dst, count); return;
+        case DType::F16: fill_table<uint16_t>(base, scale, f32_to_f16_round, rng, dst, count); return;
         case DType::Q8_0: fill_q8_0(sigma, rng, dst, count); return;
         case DType::Q4_K: fill_q4_k(sigma, rng, dst, count); return;
         case DType::Q6_K: fill_q6_k(sigma, rng, dst, count); return;

@@ -22,7 +22,4 @@ uint64_t tensor_seed(uint64_t seed, std::string_view name);
 // Fills `n` bytes (whole units) of chunk `chunk` of tensor `t`.
 void fill_chunk(const TensorSpec& t, uint64_t tensor_seed, uint64_t chunk, uint8_t* dst, size_t n);
 
-// Exposed for tests: round-to-nearest-even f32 → f16.
-uint16_t f32_to_f16(float f);
-
 }  // namespace strata::synth

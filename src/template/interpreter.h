@@ -18,6 +18,7 @@
 #include "template/ast.h"
 #include "template/limits.h"
 #include "template/value.h"
+#include "util/stack_room.h"
 
 namespace strata::tmpl {
 
@@ -79,6 +80,9 @@ class Interpreter {
   std::string* out_ = nullptr;
   int64_t steps_ = 0;
   int call_depth_ = 0;
+  int nesting_ = 0;  // exec() and eval() frames live (limits_.max_nesting)
+  StackRoom stack_;  // of the rendering thread (limits_.min_stack_left)
+  struct Nesting;
   std::unordered_map<std::string, Value> globals_;
   // Broken up when rendering ends: namespaces may hold themselves, and a
   // scope holds the macros that close over it.

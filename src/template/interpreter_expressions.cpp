@@ -22,6 +22,7 @@ Value Interpreter::lookup(const std::string& name) {
 }
 
 Value Interpreter::eval(const Expr& e) {
+  const Nesting nesting(*this);
   switch (e.kind) {
     case ExprKind::Const: return e.value;
     case ExprKind::Name: return lookup(e.name);

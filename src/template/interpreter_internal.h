@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "template/error.h"
 #include "template/interpreter.h"
 
 namespace strata::tmpl {
@@ -28,6 +29,22 @@ struct Interpreter::Scope {
       }
     vars.emplace_back(name, std::move(v));
   }
+};
+
+// One more statement or expression under evaluation, for the duration of
+// the call (RenderLimits::max_nesting).
+struct Interpreter::Nesting {
+  Interpreter& in;
+  explicit Nesting(Interpreter& interpreter) : in(interpreter) {
+    if (in.nesting_ >= in.limits_.max_nesting || in.stack_.left() < in.limits_.min_stack_left)
+      render_error("maximum recursion depth exceeded: " + std::to_string(in.nesting_) +
+                   " statements and expressions nested, macro calls and recursive loops included (limit " +
+                   std::to_string(in.limits_.max_nesting) + ", or the thread's stack)");
+    ++in.nesting_;
+  }
+  ~Nesting() { --in.nesting_; }
+  Nesting(const Nesting&) = delete;
+  Nesting& operator=(const Nesting&) = delete;
 };
 
 namespace detail {

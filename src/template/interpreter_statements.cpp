@@ -89,6 +89,7 @@ std::string Interpreter::capture(const Body& body, const ScopePtr& scope, Flow* 
 }
 
 Interpreter::Flow Interpreter::exec(const Stmt& s) {
+  const Nesting nesting(*this);
   try {
     switch (s.kind) {
       case StmtKind::Text: emit(s.text); return Flow::Normal;

@@ -351,6 +351,10 @@ void check_hashable(const Value& key) {
     for (const Value& item : key.items()) check_hashable(item);
 }
 
+LazySeq::LazySeq(std::string type, Producer producer) : type_(std::move(type)), producer_(std::move(producer)) {}
+
+std::vector<Value> LazySeq::iterate(Interpreter& in) { return take(in); }
+
 void LazySeq::fill(Interpreter& in) {
   if (filled_) return;
   filled_ = true;

@@ -66,11 +66,13 @@ class Object {
 class LazySeq : public Object {
  public:
   using Producer = std::function<std::vector<Value>(Interpreter&)>;
-  LazySeq(std::string type, Producer producer) : type_(std::move(type)), producer_(std::move(producer)) {}
+  // Out of line, as iterate(): they need the complete Value (clang checks
+  // it where they are defined).
+  LazySeq(std::string type, Producer producer);
   std::string type_name() const override { return type_; }
   std::string repr() const override { return "<" + type_ + " object>"; }
   bool iterable() const override { return true; }
-  std::vector<Value> iterate(Interpreter& in) override { return take(in); }
+  std::vector<Value> iterate(Interpreter& in) override;
   // Consumes the items up to the first match, as Python does.
   bool contains(Interpreter& in, const Value& item) override;
   // The items not consumed yet; consumes them.
