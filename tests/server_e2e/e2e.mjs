@@ -12,18 +12,9 @@ import { promisify } from "node:util";
 import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { check, expectApiError, finish, startServer as startServerOn, stopServer, waitReady } from "./harness.mjs";
+import { check, expectApiError, finish, setUp, startServer as startServerOn, stopServer, waitReady } from "./harness.mjs";
 
-const [strata, work, tokenizerDir] = process.argv.slice(2);
-if (!strata || !work || !tokenizerDir) {
-  console.error("usage: node e2e.mjs STRATA_BINARY WORK_DIR QWEN3_TOKENIZER_DIR");
-  process.exit(2);
-}
-rmSync(work, { recursive: true, force: true });
-mkdirSync(work, { recursive: true });
-const model = `${work}/qwen3-tiny`;
-execFileSync(strata, ["synth", "--preset", "qwen3-30b-a3b", "--size", "0.2", "--format", "safetensors",
-  "--tokenizer", tokenizerDir, "--out", model, "--seed", "5"], { stdio: "inherit" });
+const { strata, work, tokenizerDir, model } = setUp("e2e.mjs");
 
 const KEY = "sk-test-key";
 const startServer = (extra = [], dir = model) => startServerOn(strata, dir, extra);

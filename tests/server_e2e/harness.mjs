@@ -1,8 +1,26 @@
 // What the end-to-end tests of `strata serve` share: starting a server on a
 // free port and waiting for it, named checks that count failures, and
 // expecting an OpenAI error from the official client.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { mkdirSync, rmSync } from "node:fs";
 import assert from "node:assert/strict";
+
+// The command line every test takes (STRATA_BINARY WORK_DIR
+// QWEN3_TOKENIZER_DIR), WORK_DIR emptied, and the small Qwen3-shaped model
+// with the real tokenizer that they serve, synthesized afresh in it.
+export function setUp(script) {
+  const [strata, work, tokenizerDir] = process.argv.slice(2);
+  if (!strata || !work || !tokenizerDir) {
+    console.error(`usage: node ${script} STRATA_BINARY WORK_DIR QWEN3_TOKENIZER_DIR`);
+    process.exit(2);
+  }
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(work, { recursive: true });
+  const model = `${work}/qwen3-tiny`;
+  execFileSync(strata, ["synth", "--preset", "qwen3-30b-a3b", "--size", "0.2", "--format", "safetensors",
+    "--tokenizer", tokenizerDir, "--out", model, "--seed", "5"], { stdio: "inherit" });
+  return { strata, work, tokenizerDir, model };
+}
 
 // Starts `strata serve DIR` on a free port with --threads 2 and --ctx 2048
 // (unless `extra` gives its own); resolves once it listens, with the

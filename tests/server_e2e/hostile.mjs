@@ -20,18 +20,9 @@ import http from "node:http";
 import net from "node:net";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { check, expectApiError, finish, sleep, startServer, stopServer, waitReady } from "./harness.mjs";
+import { check, expectApiError, finish, setUp, sleep, startServer, stopServer, waitReady } from "./harness.mjs";
 
-const [strata, work, tokenizerDir] = process.argv.slice(2);
-if (!strata || !work || !tokenizerDir) {
-  console.error("usage: node hostile.mjs STRATA_BINARY WORK_DIR QWEN3_TOKENIZER_DIR");
-  process.exit(2);
-}
-rmSync(work, { recursive: true, force: true });
-mkdirSync(work, { recursive: true });
-const model = `${work}/qwen3-tiny`;
-execFileSync(strata, ["synth", "--preset", "qwen3-30b-a3b", "--size", "0.2", "--format", "safetensors",
-  "--tokenizer", tokenizerDir, "--out", model, "--seed", "5"], { stdio: "inherit" });
+const { strata, work, tokenizerDir, model } = setUp("hostile.mjs");
 const modelId = "qwen3-tiny";
 
 const REQUEST_TIMEOUT_S = 3;
