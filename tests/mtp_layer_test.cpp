@@ -171,7 +171,7 @@ TEST(MtpLayer, IsBoundAsTheFileHoldsItAndChangesNoLogits) {
   TempDir tmp("strata-mtp");
   const MtpValues v = write_with_mtp(tmp.path() / "mtp", {});
   Checkpoint ck = open_checkpoint(tmp.path() / "mtp");
-  EXPECT_EQ(ck.note, "");
+  EXPECT_TRUE(ck.notes.empty());
   // Every tensor of the file is declared, the MTP layer's too, and every
   // declared tensor is in the file.
   std::set<std::pair<TensorKind, int64_t>> declared, held;
@@ -224,14 +224,15 @@ TEST(MtpLayer, ConfigNamingAnAbsentLayerLoadsWithoutItAndSaysSo) {
   write_with_mtp(tmp.path() / "none", {.mtp_config = true, .mtp_tensors = false, .drop = ""});
   Checkpoint ck = open_checkpoint(tmp.path() / "none");
   EXPECT_EQ(ck.config.num_nextn_predict_layers, 0);
-  EXPECT_NE(ck.note.find("model.layers.3.eh_proj.weight is absent"), std::string::npos) << ck.note;
+  ASSERT_EQ(ck.notes.size(), 1u);
+  EXPECT_NE(ck.notes[0].find("model.layers.3.eh_proj.weight is absent"), std::string::npos) << ck.notes[0];
   LoadOptions o = quiet();
   std::vector<std::string> notices;
   o.notice = [&](const std::string& s) { notices.push_back(s); };
   auto m = load_model(tmp.path() / "none", o);
   EXPECT_TRUE(m->mtp_layers().empty());
   ASSERT_EQ(notices.size(), 1u);
-  EXPECT_EQ(notices[0], ck.note);
+  EXPECT_EQ(notices[0], ck.notes[0]);
 }
 
 TEST(MtpLayer, APartLayerIsAClearErrorNamingTheMissingTensor) {
@@ -315,7 +316,7 @@ TEST(MtpLayer, GgufNextnTensorsAreBoundAndChangeNoLogits) {
   const int64_t N = open_checkpoint(tmp.path() / "plain.gguf").config.num_layers;
   EXPECT_EQ(ck.config.num_layers, N);  // block_count less the MTP layer
   EXPECT_EQ(ck.config.num_nextn_predict_layers, 1);
-  EXPECT_EQ(ck.note, "");
+  EXPECT_TRUE(ck.notes.empty());
   EXPECT_TRUE(ck.source->find("model.layers." + std::to_string(N) + ".eh_proj.weight"));
   EXPECT_TRUE(ck.source->find("model.layers." + std::to_string(N) + ".mlp.experts.1.up_proj.weight"));
 
@@ -332,7 +333,7 @@ TEST(MtpLayer, GgufNextnTensorsAreBoundAndChangeNoLogits) {
   Checkpoint dropped = open_checkpoint(tmp.path() / "dropped.gguf");
   EXPECT_EQ(dropped.config.num_layers, N);
   EXPECT_EQ(dropped.config.num_nextn_predict_layers, 0);
-  EXPECT_NE(dropped.note, "");
+  EXPECT_FALSE(dropped.notes.empty());
 }
 
 }  // namespace

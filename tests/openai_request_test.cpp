@@ -11,6 +11,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "server/openai_request.h"
 #include "util/json_depth.h"
@@ -20,7 +21,7 @@ namespace {
 
 using json = nlohmann::json;
 
-const ServedModel kServed{"tiny", 1000, /*vocab_size=*/500};
+const ServedModel kServed{"tiny", 1000, /*vocab_size=*/500, /*context=*/64};
 
 json chat_body(json extra = json::object()) {
   json b = {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
@@ -209,6 +210,54 @@ TEST(OpenAIRequest, ABodyNestedPastTheLimitIsRefusedBeforeParsing) {
   EXPECT_EQ(error_of(chat_body({{"chat_template_kwargs", nested}}), true).status, 0);
   nested = json{{"a", nested}};
   EXPECT_EQ(error_of(chat_body({{"chat_template_kwargs", nested}}), true).status, 400);
+}
+
+// Integers are checked as written: one past int64 (held unsigned by the
+// parser) is out of range, never wrapped (seed 2^64-1 was taken as -1).
+TEST(OpenAIRequest, IntegersOutOfRangeAreA400NamingTheFieldNeverWrapped) {
+  const std::string max64 = "18446744073709551615";
+  const std::vector<std::pair<std::string, std::string>> completion = {
+      {"\"seed\": " + max64, "seed"},
+      {"\"seed\": 9223372036854775808", "seed"},
+      {"\"max_tokens\": " + max64, "max_tokens"},
+      {"\"max_tokens\": 4294967297", "max_tokens"},
+      {"\"max_completion_tokens\": " + max64, "max_completion_tokens"},
+      {"\"n\": " + max64, "n"},
+      {"\"top_k\": " + max64, "top_k"},
+      {"\"logprobs\": " + max64, "logprobs"},
+      {"\"logit_bias\": {\"" + max64 + "\": 1}", "logit_bias"},
+      {"\"prompt\": [" + max64 + "]", "prompt"},
+      {"\"prompt\": [4294967296]", "prompt"},
+      {"\"prompt\": [500]", "prompt"},  // the vocabulary's size: one past its last id
+      {"\"prompt\": [-1]", "prompt"},
+  };
+  for (const auto& [field, param] : completion) {
+    const std::string body = field.rfind("\"prompt\"", 0) == 0 ? "{" + field + "}" : "{\"prompt\": \"hi\", " + field + "}";
+    const ApiError e = error_of(body, false);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, param) << body;
+  }
+  const ApiError e = error_of("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": true, "
+                              "\"top_logprobs\": " + max64 + "}", true);
+  EXPECT_EQ(e.param, "top_logprobs");
+  EXPECT_EQ(parse_request(R"({"prompt": "hi", "seed": 9223372036854775807})", false, kServed).sampling.seed,
+            uint64_t{9223372036854775807});
+  EXPECT_EQ(parse_request(R"({"prompt": [0, 499]})", false, kServed).prompt_ids, (std::vector<int32_t>{0, 499}));
+}
+
+// More token ids, or more messages, than the context holds are refused as
+// they are read, before anything is made of them.
+TEST(OpenAIRequest, PromptsThatCannotFitTheContextAreRefusedWhenRead) {
+  json ids = json::array();
+  for (int i = 0; i < 65; ++i) ids.push_back(1);
+  EXPECT_EQ(error_of(completion_body({{"prompt", ids}}), false).code, "context_length_exceeded");
+  ids.erase(ids.begin());
+  EXPECT_EQ(parse(completion_body({{"prompt", ids}}), false).prompt_ids.size(), 64u);
+  json msgs = json::array();
+  for (int i = 0; i < 65; ++i) msgs.push_back({{"role", "user"}, {"content", "x"}});
+  const ApiError e = error_of(chat_body({{"messages", msgs}}), true);
+  EXPECT_EQ(e.code, "context_length_exceeded");
+  EXPECT_EQ(e.param, "messages");
 }
 
 }  // namespace

@@ -158,6 +158,56 @@ TEST(TokenizerSplit, ByteLevelPrefixSpaceAndGpt2Split) {
   EXPECT_EQ(pieces, (std::vector<std::string>{" Hello", " world", "'s"}));
 }
 
+// split_each hands pieces on a batch of matches at a time (so that a long
+// text never needs all of them at once); the last piece of a batch can still
+// grow by what follows. Whatever the batch, the pieces are split()'s for the
+// whole text in one batch, for every behavior, inverted or not, with runs of
+// delimiters, empty matches and a ByteLevel step after the split.
+TEST(TokenizerSplit, BatchedSplitGivesThePiecesOfOneBatch) {
+  const std::vector<std::string> texts = {
+      "the-final--countdown", "--a---b-c--", "-", "abc", "x-y-z-", "a--b--c--d--e---f----g",
+      "lead-ing and-trailing- spaces -", "é-中--文-😀",
+  };
+  const std::vector<std::string> patterns = {"-", "-*", "-+", "(?=-)"};  // "-*" and "(?=-)" match empty too
+  for (const auto& pattern : patterns)
+    for (auto b : {SplitBehavior::Removed, SplitBehavior::Isolated, SplitBehavior::MergedWithPrevious,
+                   SplitBehavior::MergedWithNext, SplitBehavior::Contiguous})
+      for (bool invert : {false, true})
+        for (bool byte_level : {false, true}) {
+          PreTokenizer p;
+          p.add_split(std::make_shared<const Regex>(pattern, "test"), b, invert);
+          if (byte_level) p.add_byte_level(/*add_prefix_space=*/true, /*use_regex=*/true);
+          for (const auto& text : texts) {
+            std::vector<std::string> whole;
+            p.split_each(text, [&](std::string_view piece) {
+              whole.emplace_back(piece);
+              return true;
+            }, /*batch=*/1 << 20);
+            for (std::size_t batch : {1, 2, 3, 5}) {
+              std::vector<std::string> batched;
+              p.split_each(text, [&](std::string_view piece) {
+                batched.emplace_back(piece);
+                return true;
+              }, batch);
+              EXPECT_EQ(batched, whole) << "pattern " << pattern << ", behavior " << static_cast<int>(b)
+                                        << ", invert " << invert << ", byte level " << byte_level << ", batch "
+                                        << batch << ", text " << text;
+            }
+          }
+        }
+}
+
+TEST(TokenizerSplit, SplitEachStopsWhenTold) {
+  PreTokenizer p;
+  p.add_byte_level(/*add_prefix_space=*/false, /*use_regex=*/true);
+  std::vector<std::string> seen;
+  EXPECT_FALSE(p.split_each("one two three four", [&](std::string_view piece) {
+    seen.emplace_back(piece);
+    return seen.size() < 2;
+  }, /*batch=*/1));
+  EXPECT_EQ(seen, (std::vector<std::string>{"one", " two"}));
+}
+
 TEST(TokenizerAddedTokens, LeftmostLongestWithStripOptions) {
   AddedTokenMatcher m;
   m.add({"<a>", 1});

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -229,6 +230,31 @@ TEST(Tokenizer, BrokenFilesGiveOneLineErrorsNamingTheFile) {
     write_file(d / "tokenizer_config.json", R"({"bos_token": "<nope>"})");
   });
   EXPECT_NE(bad_cfg.find("tokenizer_config.json: bos_token \"<nope>\" is not a token"), std::string::npos) << bad_cfg;
+}
+
+// encode(text, max_tokens): the whole encoding while it fits, nullopt as
+// soon as it cannot, for each entry point and each way of passing the limit
+// (ids counted so far, added tokens, a single piece too long for what is left).
+TEST(Tokenizer, EncodeWithinALimitIsTheEncodingOrNothing) {
+  ScratchDir dir;
+  auto tok = load_json_tokenizer(dir, tiny_tokenizer_json(false), json{{"add_bos_token", true}, {"bos_token", "<|begin|>"}});
+  const std::vector<std::string> texts = {"hello hello world", "<|end|>hello<|end|><|end|>", "a b c d e f g",
+                                          std::string(200, 'x'), "hello" + std::string(50, ' ') + "<think>"};
+  for (const auto& text : texts) {
+    const Ids plain = tok->encode(text), ordinary = tok->encode_ordinary(text), prompt = tok->encode_prompt(text);
+    for (std::size_t max = 0; max <= prompt.size() + 1; ++max) {
+      EXPECT_EQ(tok->encode(text, max), max >= plain.size() ? std::optional<Ids>(plain) : std::nullopt) << text << " " << max;
+      EXPECT_EQ(tok->encode_ordinary(text, max), max >= ordinary.size() ? std::optional<Ids>(ordinary) : std::nullopt)
+          << text << " " << max;
+      EXPECT_EQ(tok->encode_prompt(text, max), max >= prompt.size() ? std::optional<Ids>(prompt) : std::nullopt)
+          << text << " " << max;
+    }
+  }
+  // Megabytes against a small limit: refused (the rest is never encoded), and
+  // invalid UTF-8 anywhere is still the error it is for encode().
+  EXPECT_EQ(tok->encode(std::string(8 << 20, 'x'), 1000), std::nullopt);
+  EXPECT_EQ(tok->encode(std::string(4 << 20, ' ') + "hello", 1000), std::nullopt);
+  EXPECT_THROW(tok->encode(std::string(1 << 20, 'x') + "\xFF", 10), Error);
 }
 
 TEST(Tokenizer, SplitPreTokenizerBehaviors) {

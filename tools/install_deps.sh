@@ -6,7 +6,7 @@ set -euo pipefail
 # clang and its runtimes: the libFuzzer targets (fuzz/, tools/fuzz.sh).
 packages=(build-essential cmake pkg-config git
   libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
-  libxxhash-dev liburing-dev libcpp-httplib-dev clang libclang-rt-dev)
+  libxxhash-dev liburing-dev libcpp-httplib-dev clang libclang-rt-dev python3)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Node.js (with npm) fetches the tokenizer test data; some machines ship their

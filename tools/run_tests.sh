@@ -13,6 +13,11 @@ for dir in tools/tokenizer_reference tests/server_e2e; do
 done
 bash tools/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)"
+# The same suite again built with AddressSanitizer + UndefinedBehaviorSanitizer
+# (tools/sanitize_tests.sh; STRATA_SKIP_SANITIZE=1 leaves it out while iterating).
+if [ "${STRATA_SKIP_SANITIZE:-0}" != 1 ]; then
+  bash tools/sanitize_tests.sh
+fi
 # Every fuzz target briefly (fuzz/README.md), in its own clang build: a
 # crash, leak, hang or memory blow-up fails the run.
 bash tools/fuzz.sh --seconds 20

@@ -59,6 +59,7 @@ int run_pack(const PackArgs& a) {
   if (a.json) {
     std::cout << nlohmann::json{{"out", a.out},
                                 {"already_packed", r.already_packed},
+                                {"restarted", r.restarted},
                                 {"trunk_bytes", r.trunk_bytes},
                                 {"expert_bytes", r.expert_bytes},
                                 {"layers_resumed", r.layers_resumed},

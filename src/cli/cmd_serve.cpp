@@ -38,12 +38,28 @@ void register_serve(CLI::App& app, Action& run) {
       ->capture_default_str();
   cmd->add_option("--max-queue", o->max_queue, "Requests that may wait beyond those (more get 429)")->capture_default_str();
   cmd->add_option("--max-tokens-limit", o->max_tokens_limit, "Largest max_tokens accepted")->capture_default_str();
+  cmd->add_option("--max-connections", o->max_connections,
+                  "Connections served at once (a thread each); more are answered 503 and closed at once")
+      ->capture_default_str();
+  cmd->add_option("--request-timeout", o->request_timeout_s,
+                  "Seconds a client has to send a whole request (line, headers, body); slower ones get 408")
+      ->capture_default_str();
+  auto body_mib = std::make_shared<size_t>(o->body_budget_bytes >> 20);
+  cmd->add_option("--body-budget-mib", *body_mib,
+                  "Request bodies (8 MiB at most each) held at once, from their reading until they are "
+                  "token ids; more wait for room, then get 503. What handling them costs on top of the RAM "
+                  "budget stays within a few times this (docs/server.md)")
+      ->capture_default_str();
   cmd->add_option("--served-name", o->served_name, "Model id to report (default: the path's last part)");
   add_model_flags(cmd, *flags);
-  cmd->callback([&run, o, flags] {
-    run = [o, flags] {
+  cmd->callback([&run, o, flags, body_mib] {
+    run = [o, flags, body_mib] {
       LoadOptions lo = load_options(*flags);
       if (o->max_running < 1) throw Error("--max-running must be at least 1");
+      if (o->max_connections < 1) throw Error("--max-connections must be at least 1");
+      if (o->request_timeout_s < 1) throw Error("--request-timeout must be at least 1 second");
+      if (*body_mib < 1) throw Error("--body-budget-mib must be at least 1");
+      o->body_budget_bytes = *body_mib << 20;
       lo.sequences = o->max_running;
       auto opened = std::make_shared<Opened>();
       // The server loads the tokenizer before the model, so that the

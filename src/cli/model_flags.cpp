@@ -28,7 +28,8 @@ void add_model_flags(CLI::App* cmd, ModelFlags& f) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_option("--verify", f.verify,
-                  "Expert checksums (packed models): first (each blob's first read in a run), always, or off")
+                  "Expert checksums (packed models): first (each blob as it first lands in memory: every read "
+                  "from a drive), always (cache hits too, before each use), or off")
       ->check(CLI::IsMember({"first", "always", "off"}))
       ->capture_default_str();
   cmd->add_flag("--no-verify", f.no_verify, "Same as --verify off: no checksums (blob headers are still checked)");

@@ -49,6 +49,15 @@ MatDesc resolve(const WeightMatrix& w) {
   d.bias = w.bias;
   d.row_bytes = w.row_bytes();
   if (!w.data && w.out > 0) unsupported(w, "no data");
+  if (w.out < 0 || w.in < 0) unsupported(w, "negative dimensions");
+  // Fields a format does not use must be absent: a matrix read from a file
+  // (a pack manifest) may carry any of them, and sizes are computed from
+  // whichever are set.
+  const bool fp8 = w.packing == Packing::Plain && w.dtype == DType::F8_E4M3;
+  if (w.block_scale && !fp8) unsupported(w, "a block scale goes with FP8 weights only");
+  const bool scaled = (w.packing == Packing::Plain && w.dtype == DType::I8) || w.packing == Packing::Int4x8 ||
+                      w.packing == Packing::Mxfp4Split;
+  if (w.scales && !scaled) unsupported(w, "scales go with int8, packed int4 or MXFP4 weights only");
   switch (w.packing) {
     case Packing::Plain:
       switch (w.dtype) {
@@ -68,7 +77,8 @@ MatDesc resolve(const WeightMatrix& w) {
           break;
         case DType::I8:
           d.fmt = Fmt::I8_ROW;
-          if (!w.scales || w.scale_group != w.in) unsupported(w, "int8 weights need one scale per row");
+          if (!w.scales || w.scale_group <= 0 || w.scale_group != w.in)
+            unsupported(w, "int8 weights need one scale per row");
           d.scale_type = float_scale_type(w);
           break;
         case DType::Q8_0: d.fmt = Fmt::Q8_0; break;

@@ -1,5 +1,7 @@
 #include "model/checkpoint.h"
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "formats/gguf.h"
@@ -9,7 +11,9 @@
 #include "model/tensor_names.h"
 #include "model/weights_identity.h"
 #include "model/weights.h"
+#include "storage/pack_dir.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace strata {
 
@@ -66,16 +70,38 @@ Checkpoint open_hf(const fs::path& dir, const fs::path& shown) {
 
 namespace {
 
+// A pack without trunk checksums: one from before them (a note), or one
+// whose list is gone (its manifest names it: an error).
+void unverified_trunk(const fs::path& dir, Checkpoint& ck) {
+  std::ifstream in(dir / kPackManifest, std::ios::binary);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  // Too deep to be a manifest: left to the manifest's own reader to refuse
+  // (a parsed value that deep would overflow the stack when destroyed).
+  const nlohmann::json j = json_nesting_depth(text, 64) > 64
+                               ? nlohmann::json()
+                               : nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("trunk_checksums"))
+    throw Error((dir / kTrunkChecksums).string() + ": missing, but " + kPackManifest +
+                " says the trunk is checksummed; the pack is damaged: pack it again");
+  ck.notes.push_back(dir.string() + ": packed before trunks were checksummed, so its trunk is not verified "
+                                    "(packing it again into a new directory adds them)");
+}
+
 Checkpoint open_any(const fs::path& path) {
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) return open_gguf(path, path);
   if (!fs::is_directory(path, ec)) throw Error(path.string() + ": no such model directory or GGUF file");
-  if (fs::exists(path / "manifest.json")) {
-    // A pack: its trunk is an HF directory or a GGUF file inside it.
-    Checkpoint ck = fs::exists(path / "trunk.gguf") ? open_gguf(path / "trunk.gguf", path) : open_hf(path / "trunk", path);
+  if (pack_state(path) != PackState::NotAPack) {
+    // A pack: its trunk is an HF directory or a GGUF file inside it,
+    // verified before it is read.
+    const PackTrunk trunk = open_pack_trunk(path);
+    Checkpoint ck = trunk.path.filename() == "trunk.gguf" ? open_gguf(trunk.path, path) : open_hf(trunk.path, path);
     ck.kind = Checkpoint::Kind::Pack;
+    if (!trunk.verified) unverified_trunk(path, ck);
     return ck;
   }
+  if (!fs::exists(path / "config.json", ec))
+    throw Error(path.string() + ": not a model directory or pack (no config.json or " + kPackManifest + ")");
   return open_hf(path, path);
 }
 
@@ -85,9 +111,9 @@ void drop_absent_mtp_layers(Checkpoint& ck) {
   if (c.num_nextn_predict_layers == 0) return;
   for (TensorKind k : kMtpKinds)
     if (ck.source->find(tn(Naming::Hf, k, "weight", c.num_layers))) return;
-  ck.note = ck.path.string() + ": the config names " + std::to_string(c.num_nextn_predict_layers) +
+  ck.notes.push_back(ck.path.string() + ": the config names " + std::to_string(c.num_nextn_predict_layers) +
             " next-token-prediction layer(s) but the checkpoint holds none (" +
-            tn(Naming::Hf, TensorKind::NextnEhProj, "weight", c.num_layers) + " is absent); loaded without";
+            tn(Naming::Hf, TensorKind::NextnEhProj, "weight", c.num_layers) + " is absent); loaded without");
   c.num_nextn_predict_layers = 0;
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "formats/tensor.h"
 #include "model/expert_provider.h"
@@ -26,12 +27,19 @@ struct Checkpoint {
   // What the weights are, wherever they are (model/weights_identity.h): what
   // sessions and expert heat are kept under.
   std::string identity;
-  // One line for the user when the config names next-token-prediction
-  // layers the checkpoint does not hold ("" otherwise): see open_checkpoint.
-  std::string note;
+  // Lines for the user: the config names next-token-prediction layers the
+  // checkpoint does not hold, a pack's trunk has no checksums (see
+  // open_checkpoint).
+  std::vector<std::string> notes;
 };
 
 // Throws strata::Error "<path>: ..." when it is none of the three.
+//
+// A pack is opened through storage/pack_dir.h: an interrupted one is an
+// error saying so, and its trunk is verified against its checksums before
+// anything of it is read. A pack from before trunk checksums opens with a
+// note saying its trunk is not verified; one whose manifest names checksums
+// that are gone is an error.
 //
 // Next-token-prediction (MTP) layers: a config naming num_nextn_predict_layers
 // whose checkpoint holds no tensor of the first one's own kinds (eh_proj,

@@ -1,34 +1,48 @@
 #include "model/expert_layout.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "formats/dtype.h"
+#include "util/checked_math.h"
 #include "util/error.h"
 
 namespace strata {
 
 namespace {
 
-uint64_t align64(uint64_t v) { return (v + 63) & ~uint64_t{63}; }
+uint64_t align64(uint64_t v) { return checked_add(v, 63, "expert blob") & ~uint64_t{63}; }
 
 }  // namespace
 
-size_t weight_data_bytes(const kernels::WeightMatrix& m) { return static_cast<size_t>(m.out) * m.row_bytes(); }
+// Checked: a layout read from a manifest may carry any dimensions, and a
+// wrapped size would pass the check that it fits in its blob.
+size_t weight_data_bytes(const kernels::WeightMatrix& m) {
+  return checked_mul(static_cast<uint64_t>(std::max<int64_t>(m.out, 0)), m.row_bytes(), "weight data");
+}
 
 size_t weight_scales_bytes(const kernels::WeightMatrix& m) {
   if (!m.scales || m.scale_group <= 0) return 0;
   const size_t per = m.scale_dtype == DType::F8_E8M0 ? 1 : dtype_size(m.scale_dtype);
-  return static_cast<size_t>(m.out) * static_cast<size_t>(m.in / m.scale_group) * per;
+  const uint64_t per_row = checked_mul(static_cast<uint64_t>(m.in / m.scale_group), per, "weight scales");
+  return checked_mul(static_cast<uint64_t>(std::max<int64_t>(m.out, 0)), per_row, "weight scales");
 }
 
 size_t weight_block_scale_bytes(const kernels::WeightMatrix& m) {
   if (!m.block_scale) return 0;
-  const int64_t rows = (m.scale_row_offset + m.out + m.block_out - 1) / m.block_out;
-  const int64_t cols = (m.in + m.block_in - 1) / m.block_in;
-  return static_cast<size_t>(rows * cols) * sizeof(float);
+  if (m.block_out <= 0 || m.block_in <= 0 || m.out < 0 || m.in < 0 || m.scale_row_offset < 0)
+    throw Error("an FP8 block scale needs positive block sizes");
+  const uint64_t rows_end = checked_add(static_cast<uint64_t>(m.scale_row_offset), static_cast<uint64_t>(m.out),
+                                        "block scales");
+  const auto bo = static_cast<uint64_t>(m.block_out), bi = static_cast<uint64_t>(m.block_in);
+  const uint64_t rows = rows_end / bo + (rows_end % bo != 0);
+  const uint64_t cols = static_cast<uint64_t>(m.in) / bi + (static_cast<uint64_t>(m.in) % bi != 0);
+  return checked_mul(checked_mul(rows, cols, "block scales"), sizeof(float), "block scales");
 }
 
-size_t weight_bias_bytes(const kernels::WeightMatrix& m) { return m.bias ? static_cast<size_t>(m.out) * sizeof(float) : 0; }
+size_t weight_bias_bytes(const kernels::WeightMatrix& m) {
+  return m.bias ? checked_mul(static_cast<uint64_t>(std::max<int64_t>(m.out, 0)), sizeof(float), "bias") : 0;
+}
 
 BlobPlan plan_blob(const ExpertWeights& bound) {
   BlobPlan plan;
@@ -38,7 +52,7 @@ BlobPlan plan_blob(const ExpertWeights& bound) {
     BlobPlan::Piece p{ptr, bytes, plan.bytes};
     plan.pieces.push_back(p);
     ptr = reinterpret_cast<std::remove_reference_t<decltype(ptr)>>(static_cast<uintptr_t>(p.offset));
-    plan.bytes = align64(p.offset + bytes);
+    plan.bytes = align64(checked_add(p.offset, bytes, "expert blob"));
   });
   return plan;
 }
@@ -77,7 +91,7 @@ ExpertWeights rebase(const ExpertWeights& layout, const uint8_t* base, uint64_t 
 
 uint64_t expert_payload_bytes(const ExpertWeights& e) {
   uint64_t total = 0;
-  visit_expert_ranges(e, [&](auto&, size_t bytes) { total += bytes; });
+  visit_expert_ranges(e, [&](auto&, size_t bytes) { total = checked_add(total, bytes, "expert payload"); });
   return total;
 }
 

@@ -40,11 +40,14 @@ class ExpertFetch {
   virtual bool all_ready() const { return false; }
 };
 
-// Checksums of streamed experts where the catalog has them. First: each blob
-// the first time it is read in a run (a damaged file is caught the first time
-// its blob is needed; hashing every re-read took ~13% of the CPU samples of a
-// cold decode on 2 cores). Always: every read. Off: none (blob headers, which
-// name their layer and expert, are still checked).
+// Checksums of streamed experts where the catalog has them (packs).
+// First: every read from a drive is hashed as it lands in memory, the
+// blob's first read in the run or not (the file may have changed since, or
+// the drive or the bus damaged this copy); a cache hit uses bytes that were
+// checked when they landed. Always: that, and a cached expert is hashed again
+// before each use (memory that changed after it landed). Off: none (blob
+// headers, which name their layer and expert, are still checked). What the
+// hashing costs: docs/PERFORMANCE.md ("Checksums").
 enum class ExpertVerify { First, Always, Off };
 
 // What a provider has done so far (all zero for the in-memory one).

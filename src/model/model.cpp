@@ -110,6 +110,38 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   plan_ = plan;
 }
 
+namespace {
+
+// The provider of layers bound only to be checked: they never run.
+class NoExperts : public ExpertProvider {
+ public:
+  ExpertFetch& fetch(int64_t, std::span<const int32_t>) override {
+    throw Error("internal: a layer bound for checking ran");
+  }
+};
+
+}  // namespace
+
+void Model::check_tensors() {
+  const ModelConfig& c = config_;
+  const ArchSpec& spec = arch_spec(c.arch);
+  NoExperts none;
+  for (int64_t l = 0; l < c.num_layers + c.num_nextn_predict_layers; ++l) {
+    // A binder per layer: what it converts is let go with it.
+    WeightBinder w(*source_, c);
+    if (l >= c.num_layers) {
+      InMemoryExpertProvider mtp_experts(c, expert_binder(c, *source_, w), l, l + 1);
+      spec.bind_layer(w, c, l, mtp_experts);
+      bind_mtp_head(w, c, l);
+      continue;
+    }
+    spec.bind_layer(w, c, l, none);
+    if (!c.layer_is_moe(l)) continue;
+    const ExpertBindFn bind = expert_binder(c, *source_, w);
+    for (int64_t e = 0; e < c.n_routed_experts; ++e) bind(l, e);
+  }
+}
+
 StepSizes Model::step_sizes(size_t rows) const {
   const ModelConfig& c = config_;
   StepSizes z;

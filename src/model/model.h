@@ -79,6 +79,13 @@ class Model {
   // (ExpertProvider::prefetch). `plan`: how the budget was split, for the
   // stats.
   void attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetch, const MemoryPlan& plan);
+  // Binds every layer and every routed expert as attach_experts() and the
+  // expert providers would, and lets go of each layer's at once: what
+  // `strata pack` runs on its source before writing anything, so that a
+  // tensor that is missing, empty or not of the shape the config implies (a
+  // transposed one) is an error naming it and its file, never a pack that
+  // fails when it is loaded. The model stays unable to run.
+  void check_tensors();
   // Bytes the step state and the backend's scratch take for steps of `rows`
   // rows (0: max_batch_rows()), as attach_experts() plans them (the layers
   // need not be bound yet: computed from the config).

@@ -98,7 +98,9 @@ struct ModelConfig {
   std::optional<std::array<int64_t, 2>> fp8_block;
 
   bool layer_is_moe(int64_t layer) const;
-  bool layer_is_kda(int64_t layer) const { return layer < static_cast<int64_t>(kda_layers.size()) && kda_layers[layer]; }
+  bool layer_is_kda(int64_t layer) const {
+    return layer >= 0 && layer < static_cast<int64_t>(kda_layers.size()) && kda_layers[layer];
+  }
   // The attention window of a layer, if it is a sliding-window layer.
   std::optional<int64_t> layer_window(int64_t layer) const;
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }

@@ -4,6 +4,7 @@
 // {
 //   "format": "strata-pack", "version": 1,
 //   "source": "/models/Kimi-K2", "trunk": "trunk" | "trunk.gguf",
+//   "trunk_checksums": "trunk.xxh3",                           // storage/pack_dir.h
 //   "options": {"trunk": "keep", "experts": "keep", "trace": ""},
 //   "lossy": {"experts": "int4"}, "fidelity": {...},           // lossy packs only (pack/lossy.h)
 //   "config": {"arch": "deepseek_v3", "layers": 61, ...},      // summary
@@ -17,6 +18,14 @@
 // }
 // Every blob starts on 4 KiB; `length` is the blob's bytes (the read rounds
 // up to 4 KiB); the checksum covers `length` bytes.
+//
+// A manifest is input like any file: from_json() refuses anything pack would
+// not have written (a layout whose ranges are not where pack puts them, a
+// blob length that is not its layout's, an index past its list, a size that
+// overflows), and check_against() refuses one that does not describe the
+// model its trunk's config says (layer and expert counts, every layout's
+// dimensions, biases, FP8 scale blocks, the format a lossy pack converted
+// to). The loader runs both before any expert is read.
 //
 // Moving a pack: a drive folder inside DIR (the default: DIR itself) is
 // stored relative to DIR ("." or "experts"), so the pack directory can move
@@ -56,6 +65,9 @@ struct Manifest {
   static constexpr int kVersion = 1;
   std::string source;
   std::string trunk;  // "trunk" (HF directory) or "trunk.gguf"
+  // The trunk's checksums file (storage/pack_dir.h); "" in packs written
+  // before trunks were checksummed.
+  std::string trunk_checksums;
   nlohmann::json options = nlohmann::json::object();
   PackLossy lossy;                      // what was re-quantized (none: exact)
   std::optional<PackFidelity> fidelity;  // measured (or skipped) after packing
@@ -75,11 +87,18 @@ struct Manifest {
   // Throws strata::Error "<where>: ..." for anything malformed.
   static Manifest from_json(const nlohmann::json& j, const std::string& where);
   static Manifest load(const std::filesystem::path& dir);
+  // Throws strata::Error "<where>: ..." naming the first entry that does not
+  // describe a model with config `c` (see the top of this file).
+  void check_against(const ModelConfig& c, const std::string& where) const;
   // The one line a lossy pack's outputs carry; "" for an exact pack.
   std::string approximation() const { return approximation_label(lossy, fidelity); }
   // Atomic: written to <path>.tmp, synced, renamed.
   void save(const std::filesystem::path& path) const;
 };
+
+// What the manifest's "config" records of a model (checked against the
+// trunk's config when a pack is opened).
+nlohmann::json manifest_config_summary(const ModelConfig& c);
 
 // The manifest's experts as reads of its drive files (checksummed, with the
 // blob header checked on arrival).

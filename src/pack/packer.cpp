@@ -17,15 +17,20 @@
 #include "kernels/quantize.h"
 #include "model/checkpoint.h"
 #include "model/expert_layout.h"
+#include "model/model.h"
 #include "model/weights.h"
 #include "pack/drive_weights.h"
 #include "pack/manifest.h"
 #include "pack/placement.h"
+#include "pack/source_signature.h"
 #include "pack/trunk_writer.h"
 #include "model/expert_heat.h"
 #include "storage/aligned_buffer.h"
+#include "storage/atomic_file.h"
 #include "storage/checksum.h"
+#include "storage/pack_dir.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 #include "util/json_file.h"
 #include "util/progress.h"
 
@@ -46,15 +51,6 @@ void interleave_blob(ExpertWeights& layout, uint8_t* blob, std::vector<uint8_t>&
     kernels::interleave_in_place(*src[i], scratch);
     dst[i]->packing = kernels::Packing::Interleaved16;
   }
-}
-
-nlohmann::json config_summary(const ModelConfig& c) {
-  int64_t moe_layers = 0;
-  for (int64_t l = 0; l < c.num_layers; ++l) moe_layers += c.layer_is_moe(l);
-  return {{"arch", arch_name(c.arch)},          {"layers", c.num_layers},
-          {"moe_layers", moe_layers},           {"hidden_size", c.hidden_size},
-          {"vocab_size", c.vocab_size},         {"routed_experts", c.n_routed_experts},
-          {"experts_per_token", c.num_experts_per_tok}, {"moe_intermediate_size", c.moe_intermediate_size}};
 }
 
 // An expert file on one drive, written with O_DIRECT where the file system
@@ -98,12 +94,6 @@ class BlobFile {
   int fd_ = -1;
 };
 
-struct Plan {
-  std::vector<PackDrive> drives;
-  std::vector<fs::path> drive_dirs;
-  nlohmann::json signature;
-};
-
 uint64_t free_bytes(const fs::path& dir) {
   struct statvfs s {};
   if (::statvfs(dir.c_str(), &s) != 0) return UINT64_MAX;
@@ -126,6 +116,121 @@ ExpertWeights requantize(const ExpertWeights& e, kernels::QuantTarget target,
   return out;
 }
 
+
+std::optional<kernels::QuantTarget> quant_target(const std::string& experts) {
+  if (experts == "q8") return kernels::QuantTarget::Q8_0;
+  if (experts == "int4") return kernels::QuantTarget::Int4;
+  if (experts == "mxfp4") return kernels::QuantTarget::Mxfp4;
+  return std::nullopt;
+}
+
+// One expert as its blob in `buf`: bound from the source, re-quantized when
+// asked, laid out with its header, interleaved where its format has an
+// interleaved layout. The same bytes every time for the same source.
+struct Blob {
+  ExpertWeights layout;  // pointers are offsets into the blob
+  uint64_t bytes = 0;    // the blob
+  uint64_t padded = 0;   // what is written: a multiple of 4 KiB
+  uint64_t xxh3 = 0;
+  uint64_t source_bytes = 0;  // the expert's bytes in the source (progress)
+};
+
+Blob make_blob(const ExpertBindFn& bind, int64_t l, int64_t x, std::optional<kernels::QuantTarget> target,
+               AlignedBuffer& buf, std::vector<uint8_t>& scratch) {
+  std::vector<std::unique_ptr<kernels::OwnedMatrix>> keep;
+  ExpertWeights w = bind(l, x);
+  Blob b;
+  b.source_bytes = expert_payload_bytes(w);
+  if (target) w = requantize(w, *target, keep);
+  BlobPlan plan = plan_blob(w);
+  b.bytes = plan.bytes;
+  b.padded = align_up(plan.bytes);
+  if (buf.size() < b.padded) buf = AlignedBuffer(b.padded);
+  std::memset(buf.data(), 0, b.padded);
+  fill_blob(plan, l, x, buf.data());
+  interleave_blob(plan.layout, buf.data(), scratch);
+  b.layout = plan.layout;
+  b.xxh3 = xxh3_64(buf.data(), plan.bytes);
+  return b;
+}
+
+// The xxh3 of `length` bytes of a written file at `offset` (0 when the file
+// is shorter).
+uint64_t hash_written(const fs::path& file, uint64_t offset, uint64_t length) {
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes(length, '\0');
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(bytes.data(), static_cast<std::streamsize>(length));
+  if (!in || static_cast<uint64_t>(in.gcount()) != length) return 0;
+  return xxh3_64(bytes.data(), bytes.size());
+}
+
+std::string hex32(uint64_t v) {
+  char b[9];
+  std::snprintf(b, sizeof b, "%08llx", static_cast<unsigned long long>(v & 0xffffffffu));
+  return b;
+}
+
+// What an interrupted run left (DIR/pack.progress.json), when it is of the
+// same signature: how far it got.
+struct Resume {
+  bool trunk = false;  // the trunk and its checksums are written
+  std::vector<uint64_t> cursors;
+  std::optional<Manifest> partial;  // its layers so far, layouts, drive weights, trunk tensors
+  int64_t layers() const { return partial ? static_cast<int64_t>(partial->experts.size()) : 0; }
+};
+
+nlohmann::json progress_json(uint64_t signature, bool trunk, const std::vector<uint64_t>& cursors, const Manifest& m) {
+  return {{"signature", signature}, {"trunk", trunk}, {"cursors", cursors}, {"manifest", m.to_json()}};
+}
+
+// The progress file, if it is of `signature` and whole; a reason to start
+// over otherwise ("" when there is none to start over from), and the expert
+// files of another pack's run that are to go.
+std::optional<Resume> read_resume(const fs::path& path, uint64_t signature, size_t drives, const ModelConfig& c,
+                                  std::string& why_not, std::vector<fs::path>& stale) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  // A record nested deeper than pack writes one is damaged (and a parsed
+  // value that deep would overflow the stack when destroyed).
+  const nlohmann::json j = json_nesting_depth(text, 64) > 64
+                               ? nlohmann::json()
+                               : nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("signature") || !j["signature"].is_number_unsigned()) {
+    why_not = "its progress record is damaged";
+    return std::nullopt;
+  }
+  if (j["signature"].get<uint64_t>() != signature) {
+    why_not = "it was packing another source (or the source changed since, or other options)";
+    // Its expert files, named by its signature, go.
+    try {
+      const Manifest other = Manifest::from_json(j.at("manifest"), path.string());
+      for (uint32_t d = 0; d < other.drives.size(); ++d) stale.push_back(other.drive_file(path.parent_path(), d));
+    } catch (const std::exception&) {
+    }
+    return std::nullopt;
+  }
+  try {
+    Resume r;
+    r.trunk = j.at("trunk").get<bool>();
+    r.cursors = j.at("cursors").get<std::vector<uint64_t>>();
+    r.partial = Manifest::from_json(j.at("manifest"), path.string());
+    if (r.cursors.size() != drives || r.partial->drives.size() != drives || r.layers() > c.num_layers)
+      throw Error(path.string() + ": does not match this pack's drives and layers");
+    for (const auto& layer : r.partial->experts)
+      for (const PackedExpert& e : layer)
+        if (e.offset + align_up(e.length) > r.cursors[e.drive]) throw Error(path.string() + ": a blob past its cursor");
+    return r;
+  } catch (const std::exception& e) {
+    why_not = std::string("its progress record is damaged (") + e.what() + ")";
+    return std::nullopt;
+  }
+}
+
+void write_progress(const fs::path& path, const nlohmann::json& j) { write_file_atomically(path, j.dump()); }
+
 }  // namespace
 
 PackReport pack_model(const PackOptions& o) {
@@ -137,27 +242,34 @@ PackReport pack_model(const PackOptions& o) {
   if (ck.kind == Checkpoint::Kind::Pack) throw Error(o.source.string() + " is already a pack; pack its source instead");
   const ModelConfig& c = ck.config;
   std::error_code ec;
-  fs::create_directories(o.out, ec);
-  if (ec) throw Error(o.out.string() + ": cannot create: " + ec.message());
+  for (const fs::path& d : o.drives)
+    if (!fs::is_directory(d, ec)) throw Error(d.string() + ": --drive must be an existing directory");
+  // The whole source is checked before anything is written: every tensor the
+  // architecture binds, trunk and experts, present and of its shape.
+  {
+    ModelSetup setup;
+    setup.threads = 1;
+    setup.context = 1;
+    setup.max_batch = 1;
+    Model(open_checkpoint(o.source), setup).check_tensors();
+  }
 
-  // Drives: directories that exist; the pack directory when none is given.
+  // Drives: the pack directory when none is given. Inside the pack a folder
+  // is stored relative to it, so the pack directory can move as a whole;
+  // outside, absolute, and relative as a second guess (manifest.h).
   std::vector<fs::path> dirs = o.drives;
   if (dirs.empty()) dirs.push_back(o.out);
   Manifest m;
   const std::string out_canon = fs::weakly_canonical(o.out).string();
-  char tag[17];
-  std::snprintf(tag, sizeof tag, "%08llx", static_cast<unsigned long long>(xxh3_64(out_canon.data(), out_canon.size()) & 0xffffffffu));
-  for (size_t d = 0; d < dirs.size(); ++d) {
-    if (!fs::is_directory(dirs[d], ec)) throw Error(dirs[d].string() + ": --drive must be an existing directory");
-    const fs::path canon = fs::weakly_canonical(dirs[d]);
-    // Inside the pack: relative to it, so the pack directory can move as a
-    // whole. Outside: absolute, and relative as a second guess (manifest.h).
+  bool shared_drive = false;  // a folder outside the pack, which other packs may use too
+  for (const fs::path& dir : dirs) {
+    const fs::path canon = fs::weakly_canonical(dir);
     const fs::path inside = canon.lexically_relative(out_canon);
     const bool is_inside = !inside.empty() && *inside.begin() != "..";
     PackDrive pd;
     pd.path = is_inside ? inside.string() : canon.string();
     if (!is_inside) pd.relative = inside.empty() ? std::string() : inside.string();
-    pd.file = "strata-experts-" + std::string(tag) + "-" + std::to_string(d) + ".bin";
+    shared_drive = shared_drive || !is_inside;
     m.drives.push_back(pd);
   }
   m.source = fs::weakly_canonical(o.source).string();
@@ -166,54 +278,93 @@ PackReport pack_model(const PackOptions& o) {
   // precision; the fidelity is measured against the source afterwards
   // (runtime/pack_fidelity.h).
   m.lossy = PackLossy::from_options(o.trunk, o.experts);
-  nlohmann::json signature = {{"source", m.source}, {"options", m.options}, {"drives", nlohmann::json::array()}};
-  for (const auto& d : m.drives) signature["drives"].push_back(d.path + "/" + d.file);
   {
-    // Size and modification time of the source stand for its contents.
-    std::vector<fs::path> files;
-    if (fs::is_regular_file(o.source)) files.push_back(o.source);
-    else
-      for (const auto& e : fs::directory_iterator(o.source)) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files)
-      if (fs::is_regular_file(f))
-        signature["files"].push_back({f.filename().string(), fs::file_size(f),
-                                      fs::last_write_time(f).time_since_epoch().count()});
+    std::vector<std::string> what = {"trunk " + o.trunk, "experts " + o.experts};
+    if (!o.trace.empty()) {
+      std::ifstream t(o.trace, std::ios::binary);
+      what.push_back("trace " + std::string(std::istreambuf_iterator<char>(t), {}));
+    }
+    for (const PackDrive& d : m.drives) what.push_back("drive " + d.path + " " + d.relative);
+    m.options["signature"] = pack_signature(ck, what);
   }
-  m.options["signature"] = xxh3_64(signature.dump().data(), signature.dump().size());
+  const uint64_t signature = m.options["signature"].get<uint64_t>();
+  // Expert files are named by what they hold, so the same source and options
+  // give the same pack byte for byte; beside other packs' files on a shared
+  // drive folder, by where this pack is too.
+  const std::string tag = hex32(shared_drive ? signature ^ xxh3_64(out_canon.data(), out_canon.size()) : signature);
+  for (size_t d = 0; d < dirs.size(); ++d)
+    m.drives[d].file = "strata-experts-" + tag + "-" + std::to_string(d) + ".bin";
 
+  fs::create_directories(o.out, ec);
+  if (ec) throw Error(o.out.string() + ": cannot create: " + ec.message());
   PackReport report;
-  const fs::path manifest_path = o.out / "manifest.json", progress_path = o.out / "pack.progress.json";
+  const fs::path manifest_path = o.out / kPackManifest, progress_path = o.out / kPackProgress;
   if (fs::exists(manifest_path)) {
     const Manifest old = Manifest::load(o.out);
-    if (old.options.value("signature", uint64_t{0}) == m.options["signature"].get<uint64_t>()) {
+    if (old.options.value("signature", uint64_t{0}) == signature) {
+      fs::remove(progress_path, ec);  // left by a run killed after its manifest was written
       report.already_packed = true;
       for (const auto& d : old.drives) report.drive_weights.push_back(d.weight);
       return report;
     }
     throw Error(o.out.string() + " already holds a different pack (of " + old.source +
-                "); remove it or choose another --out");
+                "; or of this source before it changed, or with other options); remove it or choose another --out");
   }
+
+  const std::optional<kernels::QuantTarget> target = quant_target(o.experts);
+  AlignedBuffer blob;
+  std::vector<uint8_t> interleave_scratch;
+
   // Resume: the layers an earlier run finished, with their records, and the
   // drive weights they were placed by (weighed again, the later layers
-  // would be placed by another probe's figures).
-  int64_t first_layer = 0;
-  std::vector<uint64_t> cursor(dirs.size(), 0);
-  std::optional<Manifest> partial;
-  if (fs::exists(progress_path)) {
-    nlohmann::json j = parse_json_or_discarded(read_text_file(progress_path));
-    if (!j.is_discarded() && j.value("signature", uint64_t{0}) == m.options["signature"].get<uint64_t>()) {
-      partial = Manifest::from_json(j["manifest"], progress_path.string());
-      first_layer = static_cast<int64_t>(partial->experts.size());
-      m.layouts = partial->layouts;
-      m.experts = partial->experts;
-      cursor = j["cursors"].get<std::vector<uint64_t>>();
-      report.layers_resumed = first_layer;
+  // would be placed by another probe's figures). Its signature covers the
+  // source's headers and trunk; one expert of each finished layer is made
+  // again from the source and must be what was written, so that a source
+  // changed in its experts alone starts over rather than mix two models.
+  std::string why_not;
+  std::vector<fs::path> stale;
+  std::optional<Resume> resume = read_resume(progress_path, signature, dirs.size(), c, why_not, stale);
+  // Only expert files of pack's own naming, in this run's drive folders, and
+  // not this run's: the record is input like any file.
+  for (const fs::path& f : stale) {
+    const std::string name = f.filename().string();
+    const bool ours = std::any_of(m.drives.begin(), m.drives.end(), [&](const PackDrive& d) { return d.file == name; });
+    const bool in_drive = std::any_of(dirs.begin(), dirs.end(), [&](const fs::path& d) {
+      return fs::equivalent(d, f.parent_path(), ec);
+    });
+    if (!ours && in_drive && name.starts_with("strata-experts-") && name.ends_with(".bin")) fs::remove(f, ec);
+  }
+  if (resume) {
+    for (int64_t l = 0; l < resume->layers() && why_not.empty(); ++l) {
+      if (resume->partial->experts[l].empty()) continue;
+      WeightBinder binder(*ck.source, c);
+      const ExpertBindFn bind = expert_binder(c, *ck.source, binder);
+      const int64_t x = static_cast<int64_t>(xxh3_64(&l, sizeof l) % resume->partial->experts[l].size());
+      const PackedExpert& pe = resume->partial->experts[l][x];
+      const Blob b = make_blob(bind, l, x, target, blob, interleave_scratch);
+      if (b.xxh3 != pe.xxh3 || b.bytes != pe.length)
+        why_not = "layer " + std::to_string(l) + " expert " + std::to_string(x) + " of the source is not what it wrote";
+      else if (hash_written(resume->partial->drive_file(o.out, pe.drive), pe.offset, pe.length) != pe.xxh3)
+        why_not = "layer " + std::to_string(l) + " expert " + std::to_string(x) + " was not written whole";
     }
+    if (!why_not.empty()) resume.reset();
+  }
+  if (!resume && !why_not.empty()) {
+    report.restarted = true;
+    if (o.notice) o.notice(o.out.string() + ": an interrupted pack is here, but " + why_not + ": starting over");
+  }
+  Resume r = resume ? std::move(*resume) : Resume{};
+  if (!resume) r.cursors.assign(dirs.size(), 0);
+  const int64_t first_layer = r.layers();
+  report.layers_resumed = first_layer;
+  if (r.partial) {
+    m.layouts = r.partial->layouts;
+    m.experts = r.partial->experts;
+    m.tensors = r.partial->tensors;
   }
   std::vector<double> weights;
-  if (partial && partial->drives.size() == dirs.size()) {
-    for (const auto& d : partial->drives) weights.push_back(d.weight);
+  if (r.partial) {
+    for (const auto& d : r.partial->drives) weights.push_back(d.weight);
     report.probe = "resumed";
   } else {
     DriveWeights weighed = weigh_drives(dirs, o.probe, o.notice);
@@ -222,6 +373,11 @@ PackReport pack_model(const PackOptions& o) {
   }
   for (size_t d = 0; d < dirs.size(); ++d) m.drives[d].weight = weights[d];
   report.drive_weights = weights;
+  m.trunk = ck.kind == Checkpoint::Kind::Gguf ? "trunk.gguf" : "trunk";
+  m.trunk_checksums = kTrunkChecksums;
+  // From here on the directory is a pack in the making: opening it says so
+  // (storage/pack_dir.h) until the manifest is written.
+  write_progress(progress_path, progress_json(signature, r.trunk, r.cursors, m));
 
   ExpertHeat heat;
   if (!o.trace.empty()) heat = ExpertHeat::load(o.trace, "", c.num_layers, c.n_routed_experts, /*strict=*/true);
@@ -243,29 +399,22 @@ PackReport pack_model(const PackOptions& o) {
   }
   Progress progress("pack", trunk_source + expert_source_bytes, o.progress);
 
-  const bool have_trunk = fs::exists(o.out / "trunk") || fs::exists(o.out / "trunk.gguf");
-  if (!have_trunk || first_layer == 0) {
+  if (!r.trunk || !fs::exists(o.out / m.trunk) || !fs::exists(o.out / kTrunkChecksums)) {
     TrunkResult tr = write_trunk(ck, o.out, o.trunk == "int8", [&](uint64_t n) { progress.add(n); });
     report.trunk_bytes = tr.bytes;
     m.tensors = tr.tensors;
+    r.trunk = true;
+    write_progress(progress_path, progress_json(signature, r.trunk, r.cursors, m));
   } else {
     progress.add(trunk_source);
   }
-  m.trunk = ck.kind == Checkpoint::Kind::Gguf ? "trunk.gguf" : "trunk";
 
   std::vector<std::unique_ptr<BlobFile>> files;
   for (size_t d = 0; d < dirs.size(); ++d) {
     files.push_back(std::make_unique<BlobFile>(m.drive_file(o.out, static_cast<uint32_t>(d))));
-    files.back()->truncate(cursor[d]);
+    files.back()->truncate(r.cursors[d]);
   }
-  const std::optional<kernels::QuantTarget> target =
-      o.experts == "q8"      ? std::optional(kernels::QuantTarget::Q8_0)
-      : o.experts == "int4"  ? std::optional(kernels::QuantTarget::Int4)
-      : o.experts == "mxfp4" ? std::optional(kernels::QuantTarget::Mxfp4)
-                             : std::nullopt;
 
-  AlignedBuffer blob;
-  std::vector<uint8_t> interleave_scratch;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (l < first_layer) {
       for (const auto& e : m.experts[l]) progress.add(e.length);
@@ -281,59 +430,37 @@ PackReport pack_model(const PackOptions& o) {
         for (int64_t e = 0; e < c.n_routed_experts; ++e) h[e] = heat.count(l, e);
       const std::vector<uint32_t> drive = place_layer(weights, h);
       for (int64_t x = 0; x < c.n_routed_experts; ++x) {
-        std::vector<std::unique_ptr<kernels::OwnedMatrix>> keep;
-        ExpertWeights w = bind(l, x);
-        const uint64_t source_bytes = expert_payload_bytes(w);
-        if (target) w = requantize(w, *target, keep);
-        BlobPlan plan = plan_blob(w);
-        const uint64_t padded = align_up(plan.bytes);
-        if (blob.size() < padded) blob = AlignedBuffer(padded);
-        std::memset(blob.data(), 0, padded);
-        fill_blob(plan, l, x, blob.data());
-        interleave_blob(plan.layout, blob.data(), interleave_scratch);
+        const Blob b = make_blob(bind, l, x, target, blob, interleave_scratch);
         PackedExpert pe;
         pe.drive = drive[x];
-        pe.offset = cursor[pe.drive];
-        pe.length = plan.bytes;
-        pe.xxh3 = xxh3_64(blob.data(), plan.bytes);
-        pe.layout = m.add_layout(plan.layout);
-        files[pe.drive]->write_at(blob.data(), padded, pe.offset);
-        cursor[pe.drive] += padded;
+        pe.offset = r.cursors[pe.drive];
+        pe.length = b.bytes;
+        pe.xxh3 = b.xxh3;
+        pe.layout = m.add_layout(b.layout);
+        files[pe.drive]->write_at(blob.data(), b.padded, pe.offset);
+        r.cursors[pe.drive] += b.padded;
         records.push_back(pe);
-        progress.add(source_bytes);
+        progress.add(b.source_bytes);
       }
       for (auto& f : files) f->sync();
     }
     m.experts.push_back(std::move(records));
     // Record the finished layer (atomically) before starting the next.
-    nlohmann::json pj = {{"signature", m.options["signature"]}, {"cursors", cursor}, {"manifest", m.to_json()}};
-    const std::string tmp = progress_path.string() + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << pj.dump();
-      if (!out) throw Error(tmp + ": cannot write");
-    }
-    fs::rename(tmp, progress_path);
+    write_progress(progress_path, progress_json(signature, r.trunk, r.cursors, m));
     if (o.stop_after_layers >= 0 && l + 1 >= o.stop_after_layers) throw Error("pack stopped after layer " + std::to_string(l) + " (test)");
   }
   progress.finish();
 
-  for (size_t d = 0; d < dirs.size(); ++d) m.drives[d].bytes = cursor[d];
-  for (uint64_t b : cursor) report.expert_bytes += b;
-  m.config = config_summary(c);
+  for (size_t d = 0; d < dirs.size(); ++d) m.drives[d].bytes = r.cursors[d];
+  for (uint64_t b : r.cursors) report.expert_bytes += b;
+  if (report.trunk_bytes == 0)  // resumed after the trunk was written
+    for (const FileChecksum& f : read_trunk_checksums(o.out / kTrunkChecksums).files) report.trunk_bytes += f.bytes;
+  m.config = manifest_config_summary(c);
   if (ck.kind == Checkpoint::Kind::HuggingFace) {
     m.hf_config = read_json_file(ck.trunk_path / "config.json");
   }
-  if (m.tensors.empty()) {
-    // Resumed after the trunk was written: describe it from the file.
-    Checkpoint packed_trunk = ck.kind == Checkpoint::Kind::Gguf ? open_checkpoint(o.out / "trunk.gguf")
-                                                                : open_checkpoint(o.out / "trunk");
-    for (const auto& name : packed_trunk.source->names()) {
-      const TensorView& t = packed_trunk.source->get(name);
-      m.tensors[name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}};
-      report.trunk_bytes += t.nbytes;
-    }
-  }
+  // What is written is what a load accepts.
+  m.check_against(c, manifest_path.string());
   m.save(manifest_path);
   fs::remove(progress_path, ec);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -4,11 +4,33 @@
 // (each expert's gate, up, down and their scales as one contiguous 4 KiB-
 // aligned blob with a header and an xxh3 checksum), plus manifest.json.
 //
-// Crash safety: the trunk appears by rename; expert files are written layer
-// by layer and, after each layer is synced, DIR/pack.progress.json records
-// it. A re-run with the same source and options resumes after the last
-// recorded layer; manifest.json is written last, atomically, so a pack
-// either has a complete manifest or none.
+// Before anything is written, the source is checked whole: every tensor the
+// architecture binds, trunk and routed experts, present, non-empty and of
+// the shape the config implies (model/model.h: Model::check_tensors), so a
+// source that could not load gives one error naming the tensor and its file
+// rather than a pack that fails later.
+//
+// Deterministic: the same source and options give the same pack, byte for
+// byte, wherever it is written and however often it was interrupted (the
+// expert files are named by the pack's signature, pack/source_signature.h;
+// nothing is timed or random, except drive weights that a probe measures
+// now when the drives are on several devices).
+//
+// Crash safety: DIR/pack.progress.json is written first and marks the
+// directory as a pack in the making (opening it says so: storage/pack_dir.h).
+// The trunk appears by rename, after its checksums (DIR/trunk.xxh3); expert
+// files are written layer by layer and, after each layer is synced, the
+// progress file records it. manifest.json is written last, atomically, and
+// then the progress file goes: a pack either has a complete manifest or
+// none.
+//
+// Resuming: a re-run resumes after the last recorded layer when the
+// signature is the same: pack's options and the source's content as
+// pack/source_signature.h samples it (not its paths or modification times).
+// One expert of each recorded layer is then made again from the source and
+// must be what was written, on the drive too, so a source changed only in
+// its experts is caught as well. Otherwise it starts over and says why
+// (PackOptions::notice); it never mixes two sources in one pack.
 //
 // Drives: experts are dealt out by each device's read speed (pack/placement.h).
 // Folders on the same device are one drive for placement: they share its
@@ -45,6 +67,7 @@ struct PackReport {
   uint64_t expert_bytes = 0;   // blob bytes written (this run and resumed)
   int64_t layers_resumed = 0;  // layers found done by an earlier run
   bool already_packed = false;
+  bool restarted = false;      // an interrupted pack was found but could not be resumed (notice says why)
   std::vector<double> drive_weights;
   // Where the drive weights came from: "saved" (a probe file), "measured"
   // (a short probe now), "equal" (one device, or the probe failed),

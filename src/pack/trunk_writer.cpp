@@ -1,5 +1,11 @@
 #include "pack/trunk_writer.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <memory>
 
@@ -10,6 +16,7 @@
 #include "model/arch.h"
 #include "model/tensor_names.h"
 #include "model/weights.h"
+#include "storage/pack_dir.h"
 #include "util/error.h"
 
 namespace strata {
@@ -64,6 +71,37 @@ void copy_side_files(const fs::path& from, const fs::path& to) {
   }
 }
 
+void sync_file(const fs::path& p) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw Error(p.string() + ": cannot sync: " + why);
+  }
+  ::close(fd);
+}
+
+// The trunk's files (`tmp`, a folder or one file), synced and checksummed
+// under the name they will have (`name`), the list written before the trunk
+// appears by rename: a trunk in place always has its checksums.
+void seal_trunk(const fs::path& dir, const fs::path& tmp, const std::string& name) {
+  TrunkChecksums sums;
+  if (fs::is_directory(tmp)) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(tmp))
+      if (e.is_regular_file()) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) {
+      sync_file(f);
+      sums.files.push_back(checksum_file(f, name + "/" + f.filename().string()));
+    }
+  } else {
+    sync_file(tmp);
+    sums.files.push_back(checksum_file(tmp, name));
+  }
+  write_trunk_checksums(dir / kTrunkChecksums, sums);
+}
+
 TrunkResult write_hf_trunk(const Checkpoint& ck, const fs::path& dir, bool int8,
                            const std::function<void(uint64_t)>& on_bytes) {
   const fs::path tmp = dir / "trunk.partial", final_path = dir / "trunk";
@@ -100,6 +138,7 @@ TrunkResult write_hf_trunk(const Checkpoint& ck, const fs::path& dir, bool int8,
   }
   write_safetensors(tmp / "model.safetensors", out, {{"format", "pt"}, {"strata", "pack trunk"}}, on_bytes);
   copy_side_files(ck.trunk_path, tmp);
+  seal_trunk(dir, tmp, "trunk");
   fs::remove_all(final_path);
   fs::rename(tmp, final_path);
   r.path = final_path;
@@ -153,6 +192,7 @@ TrunkResult write_gguf_trunk(const Checkpoint& ck, const fs::path& dir, bool int
     out.flush();
     if (!out) throw Error(tmp.string() + ": cannot write");
   }
+  seal_trunk(dir, tmp, "trunk.gguf");
   fs::rename(tmp, final_path);
   r.path = final_path;
   return r;

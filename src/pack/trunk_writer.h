@@ -21,7 +21,9 @@ struct TrunkResult {
   nlohmann::json tensors;        // name -> {"dtype", "shape"}
 };
 
-// Writes atomically (a temporary name, renamed when complete).
+// Writes atomically (a temporary name, renamed when complete), after the
+// trunk's files are synced and their checksums written to DIR/trunk.xxh3
+// (storage/pack_dir.h), which opening the pack verifies.
 TrunkResult write_trunk(const Checkpoint& ck, const std::filesystem::path& dir, bool int8,
                         const std::function<void(uint64_t)>& on_bytes);
 

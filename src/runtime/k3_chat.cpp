@@ -1,6 +1,7 @@
 #include "runtime/k3_chat.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "template/json.h"
@@ -388,10 +389,17 @@ std::vector<K3Segment> k3_chat_segments(const ojson& messages_in, const ojson& t
 }
 
 std::vector<int32_t> k3_encode_segments(const Tokenizer& tok, const std::vector<K3Segment>& segments) {
+  return *k3_encode_segments(tok, segments, std::numeric_limits<std::size_t>::max());
+}
+
+std::optional<std::vector<int32_t>> k3_encode_segments(const Tokenizer& tok, const std::vector<K3Segment>& segments,
+                                                       std::size_t max_tokens) {
   std::vector<int32_t> ids;
   for (const auto& s : segments) {
-    const auto part = s.allow_special ? tok.encode(s.text) : tok.encode_ordinary(s.text);
-    ids.insert(ids.end(), part.begin(), part.end());
+    const std::size_t left = max_tokens - ids.size();
+    const auto part = s.allow_special ? tok.encode(s.text, left) : tok.encode_ordinary(s.text, left);
+    if (!part) return std::nullopt;
+    ids.insert(ids.end(), part->begin(), part->end());
   }
   return ids;
 }

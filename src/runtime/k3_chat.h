@@ -53,8 +53,11 @@ std::vector<K3Segment> k3_chat_segments(const nlohmann::ordered_json& messages, 
 
 // Each segment on its own: control segments with special tokens recognized,
 // text segments with Tokenizer::encode_ordinary. No BOS is added (the script
-// adds none).
+// adds none). With `max_tokens`, nullopt once the ids would pass it
+// (Tokenizer::encode(text, max_tokens)).
 std::vector<int32_t> k3_encode_segments(const Tokenizer& tok, const std::vector<K3Segment>& segments);
+std::optional<std::vector<int32_t>> k3_encode_segments(const Tokenizer& tok, const std::vector<K3Segment>& segments,
+                                                       std::size_t max_tokens);
 
 // The segments' texts joined: what the prompt reads as (for logs and
 // ChatPrompt::text), not something to tokenize as a whole.

@@ -88,22 +88,6 @@ void fit_step_to_budget(Model& model, const LoadOptions& options, uint64_t ram) 
   model.set_max_batch_rows(widest_step_within(model, std::max(kMinStepShare, ram / 16)));
 }
 
-// Every routed expert of a pack, as its manifest places them on the drives.
-ExpertCatalog pack_catalog(const Model& model, const Manifest& manifest, Storage& storage) {
-  const ModelConfig& c = model.config();
-  const std::filesystem::path& dir = model.dir();
-  if (static_cast<int64_t>(manifest.experts.size()) != c.num_layers)
-    throw Error((dir / "manifest.json").string() + ": lists " + std::to_string(manifest.experts.size()) +
-                " layers, the trunk's config " + std::to_string(c.num_layers));
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const size_t want = c.layer_is_moe(l) ? static_cast<size_t>(c.n_routed_experts) : 0;
-    if (manifest.experts[l].size() != want)
-      throw Error((dir / "manifest.json").string() + ": layer " + std::to_string(l) + " lists " +
-                  std::to_string(manifest.experts[l].size()) + " experts, the config wants " + std::to_string(want));
-  }
-  return catalog_from_manifest(manifest, dir, storage);
-}
-
 // Every routed expert of a checkpoint streamed in place, as reads of the
 // files its tensors are in.
 ExpertCatalog checkpoint_catalog(Model& model, const ExpertBindFn& bind, Storage& storage) {
@@ -134,7 +118,8 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   so.backend = options.io_backend;
   std::unique_ptr<Storage> storage = options.storage ? options.storage(so) : make_storage(so);
   if (!storage) throw Error("internal: the storage factory returned no storage");
-  ExpertCatalog catalog = packed ? pack_catalog(model, *manifest, *storage) : checkpoint_catalog(model, bind, *storage);
+  ExpertCatalog catalog = packed ? catalog_from_manifest(*manifest, model.dir(), *storage)
+                                 : checkpoint_catalog(model, bind, *storage);
 
   uint64_t streamed = 0, total = 0;
   int64_t experts = 0;
@@ -267,13 +252,15 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   // server load before the model) and the runtime itself.
   const uint64_t baseline = resident_anonymous_bytes();
   Checkpoint ck = open_checkpoint(path);
-  if (!ck.note.empty() && options.notice) options.notice(ck.note);
+  if (options.notice)
+    for (const std::string& note : ck.notes) options.notice(note);
   const ModelSetup setup = plan_setup(ck.config, options, path);
   auto model = std::make_unique<Model>(std::move(ck), setup);
   const bool packed = model->kind() == Checkpoint::Kind::Pack;
   std::optional<Manifest> manifest;
   if (packed) {
     manifest = Manifest::load(model->dir());
+    manifest->check_against(model->config(), (model->dir() / "manifest.json").string());
     model->set_approximation(manifest->approximation());
   }
   // A pack's experts are not in its trunk: they are only ever streamed.

@@ -82,8 +82,13 @@ std::vector<int32_t> PromptBuilder::encode(const std::string& text) const {
   return tok_->encode_prompt(text);
 }
 
+std::optional<std::vector<int32_t>> PromptBuilder::encode(const std::string& text, std::size_t max_tokens) const {
+  if (!tok_) throw Error("this model has no tokenizer");
+  return tok_->encode_prompt(text, max_tokens);
+}
+
 ChatPrompt PromptBuilder::render_k3_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                                         const nlohmann::ordered_json& extra) const {
+                                         const nlohmann::ordered_json& extra, std::size_t max_tokens) const {
   const nlohmann::ordered_json x = extra.is_object() ? extra : nlohmann::ordered_json::object();
   K3ChatOptions o;
   auto refuse = [](const std::string& what) {
@@ -114,13 +119,15 @@ ChatPrompt PromptBuilder::render_k3_chat(const nlohmann::ordered_json& messages,
   }
   ChatPrompt p;
   p.text = k3_segments_text(segments);
-  p.ids = k3_encode_segments(*tok_, segments);
+  auto ids = k3_encode_segments(*tok_, segments, max_tokens);
+  p.too_long = !ids;
+  if (ids) p.ids = std::move(*ids);
   return p;
 }
 
 ChatPrompt PromptBuilder::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                                      const nlohmann::ordered_json& extra) const {
-  if (k3_chat_) return render_k3_chat(messages, tools, extra);
+                                      const nlohmann::ordered_json& extra, std::size_t max_tokens) const {
+  if (k3_chat_) return render_k3_chat(messages, tools, extra, max_tokens);
   if (!template_) throw Error(template_error_.empty() ? "this model has no chat template" : template_error_);
   nlohmann::ordered_json ctx = extra.is_object() ? extra : nlohmann::ordered_json::object();
   ctx["messages"] = messages;
@@ -134,7 +141,9 @@ ChatPrompt PromptBuilder::render_chat(const nlohmann::ordered_json& messages, co
   if (!tok_->eos_ids().empty()) ctx["eos_token"] = tok_->token_text(tok_->eos_ids().front());
   ChatPrompt p;
   p.text = template_->render(ctx);
-  p.ids = tok_->encode(p.text);
+  auto ids = tok_->encode(p.text, max_tokens);
+  p.too_long = !ids;
+  if (ids) p.ids = std::move(*ids);
   return p;
 }
 

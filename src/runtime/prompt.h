@@ -22,8 +22,10 @@
 // tokens written in content stay text.
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,7 @@ std::vector<int32_t> stop_token_ids(const Model& model, const Tokenizer* tok);
 struct ChatPrompt {
   std::string text;          // the template's output
   std::vector<int32_t> ids;  // its tokens
+  bool too_long = false;     // with max_tokens: they would pass it (ids left empty)
 };
 
 class PromptBuilder {
@@ -63,7 +66,10 @@ class PromptBuilder {
   const std::string& template_error() const { return template_error_; }
 
   // Plain text -> ids with the tokenizer's BOS/EOS. Needs tokenizer().
+  // With `max_tokens`, nullopt as soon as the ids would pass it, the rest of
+  // the text not encoded (Tokenizer::encode_prompt(text, max_tokens)).
   std::vector<int32_t> encode(const std::string& text) const;
+  std::optional<std::vector<int32_t>> encode(const std::string& text, std::size_t max_tokens) const;
   // A conversation through the chat template with add_generation_prompt,
   // bos_token and eos_token as transformers passes them; `extra` (template
   // kwargs such as enable_thinking) is the starting context, `tools` null
@@ -75,12 +81,14 @@ class PromptBuilder {
   // true), thinking_effort (default "max", as the checkpoint's
   // apply_chat_template; null for none), tool_choice and response_format;
   // its rejections are ChatTemplateError Raised.
+  // Ids past `max_tokens` are not encoded: the prompt comes back too_long.
   ChatPrompt render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                         const nlohmann::ordered_json& extra) const;
+                         const nlohmann::ordered_json& extra,
+                         std::size_t max_tokens = std::numeric_limits<std::size_t>::max()) const;
 
  private:
   ChatPrompt render_k3_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                            const nlohmann::ordered_json& extra) const;
+                            const nlohmann::ordered_json& extra, std::size_t max_tokens) const;
 
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<ChatTemplate> template_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "model/model.h"
 #include "runtime/logprobs.h"
@@ -12,6 +13,12 @@ namespace strata {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+
+size_t count_non_finite(std::span<const float> row) {
+  size_t n = 0;
+  for (float x : row) n += !std::isfinite(x);
+  return n;
+}
 }
 
 struct Scheduler::Sequence {
@@ -236,6 +243,16 @@ void Scheduler::forward_step() {
 
 void Scheduler::emit(Sequence& s, const float* logits) {
   const std::span<const float> row(logits, static_cast<size_t>(model_.config().vocab_size));
+  // NaN or Inf here comes from the weights or the config (or an overflow):
+  // sampling would pick a token from garbage (greedy: the first one) and
+  // carry on as if nothing happened. This sequence ends with the reason.
+  if (const size_t bad = count_non_finite(row); bad > 0) {
+    end(s, Finish::Error,
+        std::make_exception_ptr(Error("non-finite logits at position " + std::to_string(s.pos - 1) + " (" +
+                                      std::to_string(bad) + " of " + std::to_string(row.size()) +
+                                      " values are NaN or Inf): the model's weights or config hold NaN/Inf")));
+    return;
+  }
   const int32_t token = s.sampler->next(row);
   TokenEvent e;
   e.token = token;

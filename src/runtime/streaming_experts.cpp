@@ -7,6 +7,7 @@
 
 #include "kernels/interleave.h"
 #include "model/expert_layout.h"
+#include "storage/checksum.h"
 #include "util/error.h"
 
 namespace strata {
@@ -19,13 +20,17 @@ constexpr uint64_t kReadsPerSlot = 256;  // tag = slot * kReadsPerSlot + read
 // The matrices read into a slot take the interleaved layout where their
 // format has one, exactly as the in-memory provider gives them, so a token's
 // bits never depend on where its experts came from.
-void interleave_in_slot(ExpertWeights& w, const uint8_t* mem, size_t bytes, std::vector<uint8_t>& scratch) {
+// Returns whether it rewrote anything.
+bool interleave_in_slot(ExpertWeights& w, const uint8_t* mem, size_t bytes, std::vector<uint8_t>& scratch) {
+  bool rewrote = false;
   for (kernels::WeightMatrix* m : w.matrices()) {
     if (!kernels::interleavable(*m)) continue;
     if (m->data < mem || m->data >= mem + bytes)
       throw Error("internal: an expert matrix with an interleaved layout is not in its cache slot");
     *m = kernels::interleave_in_place(*m, scratch);
+    rewrote = true;
   }
+  return rewrote;
 }
 
 }  // namespace
@@ -46,6 +51,26 @@ class StreamingExpertProvider::Fetch : public ExpertFetch {
   }
 
   size_t next_batch(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) override {
+    try {
+      return take_ready(out, max);
+    } catch (...) {
+      p_.abandon_reads_in_flight();  // the step fails here
+      throw;
+    }
+  }
+
+  void hold(int pos, int slot) {
+    ++p_.slots_[slot].users;
+    held_.push_back(slot);
+    loading_.emplace_back(pos, slot);
+  }
+  void defer(int pos, int32_t expert) {
+    waiting_.emplace_back(pos, expert);
+    ++p_.waiting_;
+  }
+
+ private:
+  size_t take_ready(std::vector<std::pair<int, const ExpertWeights*>>& out, size_t max) {
     out.clear();
     for (int s : handed_) release(s);  // the caller is done with the last batch
     handed_.clear();
@@ -73,17 +98,6 @@ class StreamingExpertProvider::Fetch : public ExpertFetch {
     return out.size();
   }
 
-  void hold(int pos, int slot) {
-    ++p_.slots_[slot].users;
-    held_.push_back(slot);
-    loading_.emplace_back(pos, slot);
-  }
-  void defer(int pos, int32_t expert) {
-    waiting_.emplace_back(pos, expert);
-    ++p_.waiting_;
-  }
-
- private:
   void release(int slot) {
     auto it = std::find(held_.begin(), held_.end(), slot);
     if (it != held_.end()) {
@@ -128,7 +142,6 @@ StreamingExpertProvider::StreamingExpertProvider(const ModelConfig& c, ExpertCat
   freq_.assign(c.num_layers, std::vector<double>(c.n_routed_experts, 0.0));
   pin_.assign(c.num_layers, std::vector<uint8_t>(c.n_routed_experts, 0));
   seen_.assign(c.num_layers, std::vector<uint8_t>(c.n_routed_experts, 0));
-  verified_.assign(c.num_layers, std::vector<uint8_t>(c.n_routed_experts, 0));
   heat_ = ExpertHeat(c.num_layers, c.n_routed_experts);
   if (options_.prior.layers() == c.num_layers) {
     heat_.merge(options_.prior);
@@ -212,8 +225,11 @@ int StreamingExpertProvider::start_read(int64_t layer, int64_t expert, bool for_
   }
   slot.last_use = ++clock_;
   slot.weights = rebase(se.layout, slot.mem, se.relative_mask);
-  slot.verifying = options_.verify == StreamingOptions::Verify::Always ||
-                   (options_.verify == StreamingOptions::Verify::First && !verified_[layer][expert]);
+  // Every read from a drive is checked as it lands (not only a blob's first
+  // read in the run: the file may have changed since, or the drive or the
+  // bus may have damaged this copy); a cache hit uses bytes checked then.
+  slot.verifying = options_.verify != StreamingOptions::Verify::Off;
+  slot.failure.clear();
   where_[key(layer, expert)] = s;
   for (size_t r = 0; r < se.reads.size(); ++r) {
     const ExpertRead& rd = se.reads[r];
@@ -256,11 +272,25 @@ void StreamingExpertProvider::cancel_guess(int s) {
   Slot& slot = slots_[s];
   slot.prefetched = false;
   if (slot.state != State::Loading) return;  // landed: an ordinary cache entry now
-  // Its slot is no longer where this expert lives; a request for it from now
-  // on reads it afresh into another slot.
-  where_.erase(key(slot.layer, slot.expert));
-  slot.cancelled = true;
+  abandon(s);
   if (storage_->cancel(slot_tags(s)) > 0) ++stats_.prefetch_cancelled;
+}
+
+void StreamingExpertProvider::abandon(int s) {
+  // Its slot is no longer where this expert lives; a request for it from now
+  // on reads it afresh into another slot (absorb decides what becomes of
+  // this one when its reads have landed).
+  where_.erase(key(slots_[s].layer, slots_[s].expert));
+  slots_[s].cancelled = true;
+}
+
+void StreamingExpertProvider::abandon_reads_in_flight() {
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    const Slot& slot = slots_[s];
+    if (slot.state != State::Loading || slot.cancelled) continue;
+    if (slot.prefetched) cancel_guess(static_cast<int>(s));
+    else abandon(static_cast<int>(s));
+  }
 }
 
 void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
@@ -269,16 +299,25 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
     const size_t s = c.tag / kReadsPerSlot;
     Slot& slot = slots_[s];
     const StreamedExpert& se = catalog_.at(slot.layer, slot.expert);
-    if (!c.ok() && c.error != ECANCELED && !slot.cancelled) {  // a guess given up on may fail quietly
-      if (failure.empty()) failure = c.message;
-      slot.failed = true;
+    if (!c.ok()) {
+      slot.failed = true;  // incomplete; a cancelled read (ECANCELED) has nothing else to say
+      if (c.error != ECANCELED && slot.failure.empty()) slot.failure = c.message;
     }
-    if (c.error == ECANCELED) slot.failed = true;  // incomplete, but nothing went wrong
     stats_.bytes_read += c.bytes;
     if (c.ok() && slot.verifying && se.reads[c.tag % kReadsPerSlot].verify) stats_.bytes_verified += c.bytes;
     if (--slot.pending_reads > 0) continue;
+    if (!slot.failed && se.blob_header) {  // 64 bytes: checked even with checksums off
+      try {
+        check_blob_header(slot.mem, slot.layer, slot.expert, se.reads[0].length,
+                          storage_->file(se.reads[0].file).path + " offset " + std::to_string(se.reads[0].offset));
+      } catch (const Error& e) {
+        slot.failure = e.what();
+        slot.failed = true;
+      }
+    }
     if (slot.cancelled) {
-      // A guess given up on. If every read had gone out before the cancel it
+      // Given up on (a guess not asked for, a read of a step that failed):
+      // nothing to report. If every read had gone out before the cancel it
       // still landed whole: keep it, unless the expert was read elsewhere since.
       slot.cancelled = false;
       if (slot.failed || where_.count(key(slot.layer, slot.expert))) {
@@ -287,26 +326,36 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
       }
       where_[key(slot.layer, slot.expert)] = static_cast<int>(s);
     }
-    if (!slot.failed && se.blob_header) {  // 64 bytes: checked even with checksums off
-      try {
-        check_blob_header(slot.mem, slot.layer, slot.expert, se.reads[0].length,
-                          storage_->file(se.reads[0].file).path + " offset " + std::to_string(se.reads[0].offset));
-      } catch (const Error& e) {
-        if (failure.empty()) failure = e.what();
-        slot.failed = true;
-      }
-    }
-    if (slot.failed) {  // forget it: a later request reads it again
+    if (slot.failed) {
+      // Forget it (a later request reads it again) and fail the step.
+      if (failure.empty()) failure = slot.failure;
       where_.erase(key(slot.layer, slot.expert));
       free_slot(slot);
       continue;
     }
-    interleave_in_slot(slot.weights, slot.mem, pool_->buffer_bytes(), interleave_scratch_);
-    if (slot.verifying) verified_[slot.layer][slot.expert] = 1;
+    slot.rewritten = interleave_in_slot(slot.weights, slot.mem, pool_->buffer_bytes(), interleave_scratch_);
     slot.state = State::Ready;
   }
   done.clear();
   if (!failure.empty()) throw Error("expert read failed: " + failure);
+}
+
+void StreamingExpertProvider::recheck(int s) {
+  Slot& slot = slots_[s];
+  if (slot.rewritten) return;  // its bytes are no longer the file's (no source with checksums does this)
+  const StreamedExpert& se = catalog_.at(slot.layer, slot.expert);
+  for (const ExpertRead& rd : se.reads) {
+    if (!rd.verify) continue;
+    const uint64_t got = xxh3_64(slot.mem + rd.slot_offset, rd.length);
+    stats_.bytes_verified += rd.length;
+    if (got == rd.xxh3) continue;
+    const std::string what = "expert cache: layer " + std::to_string(slot.layer) + " expert " +
+                             std::to_string(slot.expert) + " changed in memory since it was read: " +
+                             checksum_mismatch_message(storage_->file(rd.file).path, rd.offset, rd.length, rd.xxh3, got);
+    where_.erase(key(slot.layer, slot.expert));
+    free_slot(slot);
+    throw Error(what);
+  }
 }
 
 void StreamingExpertProvider::free_slot(Slot& slot) {
@@ -332,6 +381,15 @@ void StreamingExpertProvider::wait_for_reads() {
 }
 
 ExpertFetch& StreamingExpertProvider::fetch(int64_t layer, std::span<const int32_t> experts) {
+  try {
+    return begin_fetch(layer, experts);
+  } catch (...) {
+    abandon_reads_in_flight();  // as when next_batch() fails
+    throw;
+  }
+}
+
+ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const int32_t> experts) {
   fetch_.reset();  // a fetch left open ends here
   poll_reads();
   if (predicted_for_ == layer) {
@@ -356,6 +414,7 @@ ExpertFetch& StreamingExpertProvider::fetch(int64_t layer, std::span<const int32
     auto it = where_.find(key(layer, e));
     if (it == where_.end()) continue;
     Slot& s = slots_[it->second];
+    if (options_.verify == StreamingOptions::Verify::Always && s.state == State::Ready) recheck(it->second);
     ++stats_.hits;
     if (s.prefetched) {
       ++stats_.prefetch_used;

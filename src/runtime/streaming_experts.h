@@ -79,11 +79,15 @@ class StreamingExpertProvider : public ExpertProvider {
     bool failed = false;      // a read of it failed or was cancelled (until its last read lands)
     bool cancelled = false;   // a guess given up on while loading; no longer in where_
     bool verifying = false;   // its reads carry checksums
+    bool rewritten = false;   // interleaved in place after it landed
+    std::string failure;      // why a read of it failed (with `failed`)
     uint64_t last_use = 0;
     ExpertWeights weights;    // valid when Ready
   };
   static uint64_t key(int64_t layer, int64_t expert) { return static_cast<uint64_t>(layer) << 32 | uint32_t(expert); }
 
+  // fetch() itself; on an error fetch() gives up on the reads in flight.
+  ExpertFetch& begin_fetch(int64_t layer, std::span<const int32_t> experts);
   // A slot for (layer, expert) with its reads submitted; -1 if none can be freed.
   int start_read(int64_t layer, int64_t expert, bool for_prefetch, std::vector<Extent>& batch);
   int choose_victim(bool for_prefetch, double guess_score) const;
@@ -91,8 +95,12 @@ class StreamingExpertProvider : public ExpertProvider {
   void note_use(int64_t layer, int64_t expert);
   // Empties a slot that where_ no longer names.
   void free_slot(Slot& slot);
-  // Applies landed completions (throws strata::Error on a failed read).
+  // Applies landed completions (throws strata::Error on a failed read, but
+  // not for a slot given up on: abandon()).
   void absorb(std::vector<Completion>& done);
+  // --verify always: hashes a cached expert again before it is used (throws
+  // strata::Error and forgets it when its bytes changed in memory).
+  void recheck(int slot);
   // Blocks until at least one read lands; counts the time as I/O wait.
   void wait_for_reads();
   // Applies whatever reads have landed, without waiting.
@@ -101,6 +109,12 @@ class StreamingExpertProvider : public ExpertProvider {
   std::vector<uint64_t> slot_tags(int slot) const;
   // A guess its layer did not ask for: cancel its reads if they are still queued.
   void cancel_guess(int slot);
+  // A slot still loading that no request is to wait for any more.
+  void abandon(int slot);
+  // After a failed step: every slot still loading. Its reads were issued
+  // while the drive was failing; the next step reads those experts afresh
+  // rather than inherit their fate.
+  void abandon_reads_in_flight();
 
   const ModelConfig& c_;
   ExpertCatalog catalog_;
@@ -112,7 +126,6 @@ class StreamingExpertProvider : public ExpertProvider {
   std::vector<std::vector<double>> freq_;    // decayed selection counts
   std::vector<std::vector<uint8_t>> pin_;    // hot in earlier runs
   std::vector<std::vector<uint8_t>> seen_;   // asked for since the epoch began
-  std::vector<std::vector<uint8_t>> verified_;  // checksum checked once in this run
   size_t pinned_ = 0, max_pinned_ = 0;
   ExpertHeat heat_;
   uint64_t clock_ = 0, since_decay_ = 0;

@@ -26,11 +26,23 @@ double number(const json& j, const char* key, double lo, double hi) {
   return d;
 }
 
+// A JSON integer within [lo, hi]: one written above INT64_MAX (held as
+// unsigned) is out of range, not wrapped.
+bool integer_in(const json& v, int64_t lo, int64_t hi, int64_t& out) {
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return false;
+  } else if (!v.is_number_integer()) {
+    return false;
+  }
+  out = v.get<int64_t>();
+  return out >= lo && out <= hi;
+}
+
 int64_t integer(const json& j, const char* key, int64_t lo, int64_t hi) {
   const json& v = j[key];
   if (!v.is_number_integer()) bad(key, "must be an integer");
-  const int64_t i = v.get<int64_t>();
-  if (i < lo || i > hi) bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  int64_t i = 0;
+  if (!integer_in(v, lo, hi, i)) bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
   return i;
 }
 
@@ -38,9 +50,34 @@ bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_
 
 using ojson = nlohmann::ordered_json;
 
+// An upper bound on the values a body holds, less one: its commas and
+// opening brackets outside strings. Counting stops past `limit`.
+size_t json_value_bound(std::string_view body, size_t limit) {
+  size_t n = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size() && n <= limit; ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ',' || c == '[' || c == '{') {
+      ++n;
+    }
+  }
+  return n;
+}
+
 // Chat content may be a string or an array of parts; templates want strings.
-ojson normalize_messages(const ojson& msgs) {
+// Every message renders to at least one token, so a chat of more messages
+// than `context` cannot fit.
+ojson normalize_messages(const ojson& msgs, int64_t context) {
   if (!msgs.is_array() || msgs.empty()) bad("messages", "must be a non-empty array");
+  if (context > 0 && static_cast<int64_t>(msgs.size()) > context)
+    throw ApiError{400, "'messages': " + std::to_string(msgs.size()) + " messages cannot fit in the context of " +
+                            std::to_string(context) + " tokens",
+                   "invalid_request_error", "messages", "context_length_exceeded"};
   ojson out = ojson::array();
   for (size_t i = 0; i < msgs.size(); ++i) {
     const ojson& m = msgs[i];
@@ -116,7 +153,16 @@ ParsedRequest parse_request(const std::string& body, bool chat, const ServedMode
   // Before parsing: what is done with the value afterwards recurses per level.
   if (json_nesting_depth(body, kMaxBodyDepth) > kMaxBodyDepth)
     bad("", "the body nests deeper than " + std::to_string(kMaxBodyDepth) + " levels");
-  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // Parsed, each value costs 16 bytes and more (a body of 8 MiB of token ids
+  // took 150 MB): more than a prompt of the whole context needs is refused
+  // unparsed.
+  const size_t max_values = static_cast<size_t>(std::max<int64_t>(served.context, 0)) + kBodyValuesBeyondContext;
+  if (json_value_bound(body, max_values) > max_values)
+    throw ApiError{400, "the body holds more than " + std::to_string(max_values) +
+                            " JSON values (a prompt of the whole context, and " +
+                            std::to_string(kBodyValuesBeyondContext) + " more)",
+                   "invalid_request_error", "", "context_length_exceeded"};
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) bad("", "the body is not valid JSON");
   if (!j.is_object()) bad("", "the body must be a JSON object");
   check_fields(j, chat);
@@ -131,7 +177,8 @@ ParsedRequest parse_request(const std::string& body, bool chat, const ServedMode
   if (chat) {
     const ojson o = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
     if (!o.contains("messages")) bad("messages", "is required");
-    p.messages = normalize_messages(o["messages"]);
+    p.messages = normalize_messages(o["messages"], served.context);
+    j.erase("messages");  // o's are the ones kept: a long chat is held once, not twice
     if (has(j, "tools")) {
       if (!j["tools"].is_array()) bad("tools", "must be an array");
       p.tools = o["tools"];
@@ -158,14 +205,23 @@ ParsedRequest parse_request(const std::string& body, bool chat, const ServedMode
     if (!j.contains("prompt")) bad("prompt", "is required");
     const json& pr = j["prompt"];
     if (pr.is_string()) {
-      p.prompt_text = pr.get<std::string>();
+      p.prompt_text = std::move(j["prompt"].get_ref<std::string&>());  // taken, not copied: it may be megabytes
       if (p.prompt_text.empty()) bad("prompt", "must not be empty");
     } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
       p.prompt_text = pr[0].get<std::string>();
     } else if (pr.is_array() && !pr.empty() && std::all_of(pr.begin(), pr.end(), [](const json& v) { return v.is_number_integer(); })) {
-      for (const auto& v : pr) {
-        if (v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) bad("prompt", "token ids must be non-negative");
-        p.prompt_ids.push_back(v.get<int32_t>());
+      if (served.context > 0 && static_cast<int64_t>(pr.size()) > served.context)
+        throw ApiError{400, "'prompt': " + std::to_string(pr.size()) + " token ids are more than the context of " +
+                                std::to_string(served.context),
+                       "invalid_request_error", "prompt", "context_length_exceeded"};
+      const int64_t last_id = served.vocab_size > 0 ? served.vocab_size - 1 : INT32_MAX;
+      p.prompt_ids.reserve(pr.size());
+      for (size_t i = 0; i < pr.size(); ++i) {
+        int64_t id = 0;
+        if (!integer_in(pr[i], 0, last_id, id))
+          bad("prompt", "token id " + pr[i].dump() + " (at " + std::to_string(i) + ") is outside the vocabulary (0 to " +
+                            std::to_string(last_id) + ")");
+        p.prompt_ids.push_back(static_cast<int32_t>(id));
       }
     } else {
       bad("prompt", "must be a string, a one-element array of strings, or an array of token ids");

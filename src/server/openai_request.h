@@ -1,7 +1,9 @@
 #pragma once
 // Validating OpenAI request bodies (/v1/completions, /v1/chat/completions):
 // every field is checked for type and range, and anything wrong becomes an
-// ApiError with OpenAI's error type and the offending parameter. Which
+// ApiError with OpenAI's error type and the offending parameter. Integers
+// are range-checked as written, before any conversion: 2^64-1 is out of
+// range for a seed, never wrapped to -1. Which
 // fields each endpoint takes, and what happens to those strata does not
 // implement, is server/openai_fields.h. A body nested deeper than
 // kMaxBodyDepth is refused before it is parsed (util/json_depth.h).
@@ -57,12 +59,17 @@ struct ParsedRequest {
 struct ServedModel {
   std::string name;          // the served model's id: a request naming another gets 404
   int max_tokens_limit = 0;  // bounds max_tokens
-  int64_t vocab_size = 0;    // the model's logits row: logit_bias ids must be below it
+  int64_t vocab_size = 0;    // the model's logits row: prompt and logit_bias ids must be below it
+  int64_t context = 0;       // a prompt of more token ids, or a chat of more messages, cannot fit (0: no bound)
 };
 
 // Bodies nesting deeper than this are refused unparsed (serde_json's default
 // limit; a tool's JSON schema needs a fraction of it).
 inline constexpr size_t kMaxBodyDepth = 128;
+
+// Bodies with more JSON values than the context (a prompt of token ids, or
+// of messages, filling it) and this many more are refused unparsed.
+inline constexpr size_t kBodyValuesBeyondContext = 1 << 16;
 
 // Throws ApiError.
 ParsedRequest parse_request(const std::string& body, bool chat, const ServedModel& served);

@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <malloc.h>
 
 #include <atomic>
 #include <chrono>
@@ -8,12 +9,15 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "model/model.h"
 #include "runtime/prompt.h"
 #include "runtime/scheduler.h"
+#include "server/body_budget.h"
+#include "server/http_connections.h"
 #include "server/openai_request.h"
 #include "server/reasoning_splitter.h"
 #include "template/chat_template.h"
@@ -25,6 +29,10 @@ namespace strata {
 namespace {
 
 using json = nlohmann::json;
+
+// How long a request waits for room to hold its body (server/body_budget.h)
+// before it is answered 503.
+constexpr std::chrono::seconds kBodyWait{30};
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -74,7 +82,11 @@ void on_signal(int) { g_stop_requested = true; }
 
 class Server {
  public:
-  explicit Server(const ServeOptions& o) : o_(o) {
+  explicit Server(const ServeOptions& o)
+      : o_(o),
+        http_(ConnectionLimits{.max_connections = o.max_connections,
+                               .request_timeout = std::chrono::seconds(o.request_timeout_s)}),
+        bodies_(std::max(o.body_budget_bytes, o.max_body_bytes)) {
     std::filesystem::path model(o.model);
     if (model.filename().empty()) model = model.parent_path();  // "dir/" names the model dir too
     name_ = o.served_name.empty() ? model.filename().string() : o.served_name;
@@ -82,10 +94,16 @@ class Server {
   }
 
   int run() {
-    http_.new_task_queue = [] { return new httplib::ThreadPool(64); };
+    // Blocks of a megabyte and more (bodies, their JSON, their text) are
+    // mapped for themselves and unmapped when freed. glibc's default raises
+    // that threshold to 32 MiB once such a block is freed, after which each
+    // connection thread's arena keeps the largest request it handled: ten
+    // chat bodies of 8 MiB, handled one at a time, left 170 MB held.
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     http_.set_payload_max_length(o_.max_body_bytes);
-    http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-      if (res.status == 413) return send_error(res, {413, "the request body is too large", "invalid_request_error"});
+    http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (GuardedHttpServer::request_timed_out()) return send_timeout(res);
+      if (res.status == 413) return send_error(res, {413, too_large(), "invalid_request_error"});
       if (res.status == 404 && res.body.empty())
         return send_error(res, {404, "no route " + req.method + " " + req.path, "invalid_request_error", "", "not_found"});
     });
@@ -105,11 +123,11 @@ class Server {
       send_json(res, 200, {{"status", "ok"}});
     });
     http_.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!o_.metrics_public && !authorized(req, res)) return;
+      if (!o_.metrics_public && !authorized(req)) return send_error(res, unauthorized());
       metrics(res);
     });
     http_.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!authorized(req, res)) return;
+      if (!authorized(req)) return send_error(res, unauthorized());
       send_json(res, 200,
                 {{"object", "list"},
                  {"data", json::array({{{"id", name_},
@@ -120,15 +138,22 @@ class Server {
                                                                            ? json()
                                                                            : json(o_.approximation)}}}}})}});
     });
-    http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
+    // With a content reader: the body is read by the handler, after the key
+    // is checked and room for it is reserved (receive_body).
+    http_.Post("/v1/completions",
+               [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
+                 handle(req, res, body, false);
+               });
     http_.Post("/v1/chat/completions",
-               [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
+               [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
+                 handle(req, res, body, true);
+               });
 
     loader_ = std::thread([this] { load(); });
     g_stop_requested = false;
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
-    const int port = o_.port == 0 ? http_.bind_to_any_port(o_.host) : (http_.bind_to_port(o_.host, o_.port) ? o_.port : -1);
+    const int port = http_.bind(o_.host, o_.port);
     if (port < 0) {
       loader_.join();
       shutdown();
@@ -191,12 +216,12 @@ class Server {
     }
   }
 
-  bool authorized(const httplib::Request& req, httplib::Response& res) {
-    if (o_.api_key.empty()) return true;
-    if (req.get_header_value("Authorization") == "Bearer " + o_.api_key) return true;
-    send_error(res, {401, "invalid or missing API key (Authorization: Bearer ...)", "invalid_request_error", "",
-                     "invalid_api_key"});
-    return false;
+  bool authorized(const httplib::Request& req) const {
+    return o_.api_key.empty() || req.get_header_value("Authorization") == "Bearer " + o_.api_key;
+  }
+  static ApiError unauthorized() {
+    return {401, "invalid or missing API key (Authorization: Bearer ...)", "invalid_request_error", "",
+            "invalid_api_key"};
   }
 
   void metrics(httplib::Response& res) {
@@ -230,17 +255,88 @@ class Server {
     res.set_content(out, "text/plain; version=0.0.4");
   }
 
-  void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
-    if (!authorized(req, res)) return;
-    if (failed_) return send_error(res, {500, "the model failed to load: " + load_error_, "server_error"});
-    if (!ready_) return send_error(res, {503, "the model is still loading", "server_error"});
-    ParsedRequest p;
-    try {
-      p = parse_request(req.body, chat, {name_, o_.max_tokens_limit, model_->config().vocab_size});
-      prepare_prompt(p, chat);
-    } catch (const ApiError& e) {
-      return send_error(res, e);
+  std::string too_large() const {
+    return "the request body is larger than " + std::to_string(o_.max_body_bytes) + " bytes";
+  }
+  void send_timeout(httplib::Response& res) {
+    GuardedHttpServer::close_after_response(res);
+    send_error(res, {408, "the request did not arrive within " + std::to_string(o_.request_timeout_s) + " s",
+                     "invalid_request_error", "", "request_timeout"});
+  }
+
+  // Answers without the body: it is read and dropped first (closing on bytes
+  // not read would reset the connection, and the client could lose the
+  // answer), and the connection is closed after, whatever was left.
+  void refuse_body(const httplib::ContentReader& read, httplib::Response& res, const ApiError& e) {
+    GuardedHttpServer::restart_request_timer();  // whatever the server waited for before
+    read([](const char*, size_t) { return true; });
+    GuardedHttpServer::close_after_response(res);
+    if (GuardedHttpServer::request_timed_out()) return send_timeout(res);
+    send_error(res, e);
+  }
+
+  // Reads the body into `body` once room for it is reserved in `held`; false
+  // when it answered instead (413, 408, 503) or the client went away.
+  bool receive_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read,
+                    std::string& body, BodyReservation& held) {
+    const bool sized = req.has_header("Content-Length");
+    const size_t length = sized ? req.get_header_value<uint64_t>("Content-Length") : o_.max_body_bytes;
+    const ApiError too_big{413, too_large(), "invalid_request_error"};
+    if (length > o_.max_body_bytes) {
+      refuse_body(read, res, too_big);  // httplib skips a body past its payload limit unread
+      return false;
     }
+    if (!bodies_.acquire(length, kBodyWait)) {
+      refuse_body(read, res, {503, "too many request bodies are being handled; retry shortly", "server_error", "", "busy"});
+      return false;
+    }
+    held.hold(bodies_, length);
+    GuardedHttpServer::restart_request_timer();  // the wait was the server's
+    body.reserve(length);
+    bool over = false;
+    const bool complete = read([&](const char* data, size_t n) {
+      over = body.size() + n > length;  // a chunked body past the largest
+      if (!over) body.append(data, n);
+      return !over;
+    });
+    if (complete) return true;
+    GuardedHttpServer::close_after_response(res);
+    if (GuardedHttpServer::request_timed_out()) send_timeout(res);
+    else if (over || res.status == 413) send_error(res, too_big);
+    else send_error(res, {400, "the request body could not be read", "invalid_request_error"});
+    return false;
+  }
+
+  // The request read, parsed and made into prompt ids, within the body budget
+  // (released before this returns); nullopt when it was answered instead.
+  std::optional<ParsedRequest> take_request(const httplib::Request& req, httplib::Response& res,
+                                            const httplib::ContentReader& read_body, bool chat) {
+    BodyReservation held;  // released last, once what is made below is freed
+    std::string body;
+    if (!receive_body(req, res, read_body, body, held)) return std::nullopt;
+    std::optional<ParsedRequest> p;
+    try {
+      p = parse_request(body, chat, {name_, o_.max_tokens_limit, model_->config().vocab_size, model_->context()});
+      std::string().swap(body);
+      prepare_prompt(*p, chat);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+      return std::nullopt;
+    }
+    // What the prompt was made from goes with the reservation: only its ids stay.
+    p->messages = p->tools = p->template_kwargs = nullptr;
+    std::string().swap(p->prompt_text);
+    return p;
+  }
+
+  void handle(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read_body,
+              bool chat) {
+    if (!authorized(req)) return refuse_body(read_body, res, unauthorized());
+    if (failed_) return refuse_body(read_body, res, {500, "the model failed to load: " + load_error_, "server_error"});
+    if (!ready_) return refuse_body(read_body, res, {503, "the model is still loading", "server_error"});
+    std::optional<ParsedRequest> parsed = take_request(req, res, read_body, chat);
+    if (!parsed) return;
+    ParsedRequest& p = *parsed;
     Request g;
     g.prompt = p.prompt_ids;
     g.sampling = p.sampling;
@@ -277,7 +373,10 @@ class Server {
     }
     auto gen = std::make_shared<Generation>(*this, p, job, chat);
     if (!p.stream) {
-      gen->run_to_end();
+      gen->run_to_end([] { return GuardedHttpServer::client_gone(); });
+      // Cancelled: the client left (the answer goes nowhere) or the server is stopping.
+      if (job->finish() == Finish::Cancelled)
+        return send_error(res, {503, "the request was cancelled: the server is stopping", "server_error"});
       if (gen->failed()) return send_error(res, {500, job->error(), "server_error"});
       return send_json(res, 200, gen->final_response());
     }
@@ -299,9 +398,17 @@ class Server {
   }
 
   // The prompt's token ids: a chat rendered through the checkpoint's template.
+  // Tokenizing stops as soon as the prompt passes the context: a prompt of
+  // megabytes costs what the context's worth of tokens costs.
   void prepare_prompt(ParsedRequest& p, bool chat) {
     if (!tok_ && (chat || !p.prompt_text.empty()))
       throw ApiError{400, "this model has no tokenizer; send the prompt as token ids", "invalid_request_error", "prompt"};
+    const auto context = static_cast<size_t>(model_->context());
+    const std::string field = chat ? "messages" : "prompt";
+    auto too_long = [&] {
+      return ApiError{400, "the prompt has more tokens than the context of " + std::to_string(context),
+                      "invalid_request_error", field, "context_length_exceeded"};
+    };
     if (chat) {
       if (!prompts_->has_chat_template()) {
         const std::string& why = prompts_->template_error();
@@ -311,21 +418,28 @@ class Server {
                        "invalid_request_error"};
       }
       try {
-        ChatPrompt chat_prompt = prompts_->render_chat(p.messages, p.tools, p.template_kwargs);
+        ChatPrompt chat_prompt = prompts_->render_chat(p.messages, p.tools, p.template_kwargs, context);
+        if (chat_prompt.too_long) throw too_long();
         p.rendered = std::move(chat_prompt.text);
         p.prompt_ids = std::move(chat_prompt.ids);
       } catch (const ChatTemplateError& e) {
         // raise_exception(...) texts are meant for the client as they are.
         const std::string why = e.kind() == tmpl::TemplateError::Kind::Raised ? e.message() : e.what();
         throw ApiError{400, "the chat template rejected the messages: " + why, "invalid_request_error", "messages"};
+      } catch (const Error& e) {  // text the tokenizer refuses (invalid UTF-8)
+        throw ApiError{400, e.what(), "invalid_request_error", "messages"};
       }
     } else if (!p.prompt_text.empty()) {
-      p.prompt_ids = prompts_->encode(p.prompt_text);
+      std::optional<std::vector<int32_t>> ids;
+      try {
+        ids = prompts_->encode(p.prompt_text, context);
+      } catch (const Error& e) {
+        throw ApiError{400, e.what(), "invalid_request_error", "prompt"};
+      }
+      if (!ids) throw too_long();
+      p.prompt_ids = std::move(*ids);
     }
     if (p.prompt_ids.empty()) throw ApiError{400, "the prompt is empty", "invalid_request_error", "prompt"};
-    for (int32_t id : p.prompt_ids)
-      if (id < 0 || id >= model_->config().vocab_size)
-        throw ApiError{400, "token id " + std::to_string(id) + " is out of range", "invalid_request_error", "prompt"};
   }
 
   // One request's output, as a full response or as SSE events.
@@ -340,11 +454,15 @@ class Server {
     void cancel() { job_->cancel(); }
     bool failed() const { return job_->finish() == Finish::Error; }
 
-    void run_to_end() {
+    // Collects the whole reply; a client that has gone (`gone()`, asked
+    // between waits) cancels the sequence, which frees its slot at the next step.
+    template <class Gone>
+    void run_to_end(Gone&& gone) {
       std::vector<TokenEvent> ev;
       while (job_->wait(ev, 200)) {
         for (const auto& e : ev) absorb(e);
         ev.clear();
+        if (!job_->cancelled() && gone()) job_->cancel();
       }
       finish_text();
     }
@@ -516,7 +634,8 @@ class Server {
   ServeOptions o_;
   std::string name_;
   int64_t created_ = now_s();
-  httplib::Server http_;
+  GuardedHttpServer http_;
+  BodyBudget bodies_;
   std::thread loader_;
   std::atomic<bool> ready_{false};
   std::string load_error_;         // written once by the loader, before failed_

@@ -6,7 +6,13 @@
 //        /metrics strata_model_approximation; docs/server.md)
 //   POST /v1/completions, /v1/chat/completions (streamed as SSE or not)
 // Errors use OpenAI's JSON shape {"error": {"message", "type", "param", "code"}}
-// with 400/401/404/413/429/500/503.
+// with 400/401/404/408/413/429/500/503.
+// Hostile clients are bounded (docs/server.md "Limits"): connections served at
+// once and the time to send a request (server/http_connections.h), request
+// bodies held at once (server/body_budget.h), prompts measured against the
+// context while they are tokenized (Tokenizer::encode(text, max_tokens)), and
+// a non-streamed request whose client disconnects is cancelled like a
+// streamed one.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -29,6 +35,16 @@ struct ServeOptions {
   int max_running = 8;           // sequences decoded together
   int max_queue = 64;            // waiting beyond those; more get 429
   size_t max_body_bytes = 8u << 20;
+  // Request bodies held at once, from their reading until they are token ids
+  // (server/body_budget.h); at least max_body_bytes. A body that does not fit
+  // waits for room, 30 s at most, then gets a 503.
+  size_t body_budget_bytes = 32u << 20;
+  // Connections served at once; more get a 503 and are closed at once
+  // (server/http_connections.h).
+  int max_connections = 256;
+  // Seconds a client has to send a whole request (line, headers, body);
+  // slower ones get a 408 and are disconnected.
+  int request_timeout_s = 30;
   int max_tokens_limit = 32768;  // largest max_tokens accepted
   std::string served_name;       // the "model" id reported; default: the path's last part
   // The model's Model::approximation() ("" = exact weights), known before it

@@ -28,6 +28,19 @@ std::string hash_hex(uint64_t h) {
   return buf;
 }
 
+std::string hash_digits(uint64_t h) { return hash_hex(h).substr(2); }
+
+std::optional<uint64_t> parse_hash_digits(std::string_view s) {
+  if (s.size() != 16) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return std::nullopt;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  return v;
+}
+
 std::string checksum_mismatch_message(std::string_view file, uint64_t offset, uint64_t length, uint64_t expected,
                                       uint64_t got) {
   return std::string(file) + " offset " + std::to_string(offset) + " length " + std::to_string(length) +

@@ -44,8 +44,15 @@ void FaultInjectingStorage::slow_drive(uint32_t drive, std::chrono::microseconds
   slow_.emplace_back(drive, delay);
 }
 
+void FaultInjectingStorage::random_faults(const RandomFaults& faults) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  random_ = faults;
+  rng_.seed(faults.seed);
+}
+
 void FaultInjectingStorage::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
+  random_ = {};
   short_max_ = 0;
   short_count_ = 0;
   errors_.clear();
@@ -72,6 +79,17 @@ void FaultInjectingStorage::before_issue(detail::RawRead& raw, const Extent& ext
     ++stats_.errors;
     return;
   }
+  if (one_in(random_.error_one_in)) {
+    raw.inject_errno = random_.error;
+    ++stats_.errors;
+    return;
+  }
+  // A random shorter length: at least a byte (a 4 KiB page on O_DIRECT files).
+  if (raw.len > (raw.direct ? kIoAlign : 1) && one_in(random_.short_one_in)) {
+    const uint64_t unit = raw.direct ? kIoAlign : 1;
+    raw.len = (1 + rng_() % (raw.len / unit - (raw.len % unit == 0))) * unit;
+    ++stats_.short_reads;
+  }
   if (short_max_ > 0 && short_count_ != 0 && raw.len > short_max_) {
     uint64_t n = short_max_;
     if (raw.direct) n = std::max<uint64_t>(align_down(n), kIoAlign);
@@ -95,8 +113,14 @@ void FaultInjectingStorage::after_complete(const detail::RawRead& raw, const Ext
         }
       }
     }
+    if (res > 0 && !raw.inject_errno && one_in(random_.corrupt_one_in)) {
+      raw.buf[rng_() % static_cast<uint64_t>(res)] ^= static_cast<uint8_t>(1 + rng_() % 255);
+      ++stats_.corruptions;
+    }
     for (const auto& [drive, d] : slow_)
       if (drive == raw.drive) delay = std::max(delay, d);
+    if (random_.max_delay.count() > 0 && one_in(random_.delay_one_in))
+      delay = std::max(delay, std::chrono::microseconds(1 + rng_() % random_.max_delay.count()));
     if (delay.count() > 0) ++stats_.delays;
   }
   if (delay.count() > 0) std::this_thread::sleep_for(delay);

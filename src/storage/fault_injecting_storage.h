@@ -8,11 +8,30 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <vector>
 
 #include "storage/storage_engine.h"
 
 namespace strata {
+
+// Faults drawn at random, RocksDB-style (FaultInjectionTestFS's
+// SetRandomReadError(one_in)): each raw read, by a generator seeded with
+// `seed`, fails with `error` one time in `error_one_in`, asks for a random
+// shorter length one time in `short_one_in`, gets one random byte of what
+// landed flipped one time in `corrupt_one_in`, and is held back for up to
+// `max_delay` one time in `delay_one_in` (0: never). The draws are in the
+// order the reads reach the hook, which the drives' timing decides: a seed
+// gives the same kinds and rates of faults, not the same reads hit.
+struct RandomFaults {
+  uint64_t seed = 0;
+  unsigned error_one_in = 0;
+  int error = EIO;
+  unsigned short_one_in = 0;
+  unsigned corrupt_one_in = 0;
+  unsigned delay_one_in = 0;
+  std::chrono::microseconds max_delay{0};
+};
 
 struct FaultStats {
   uint64_t reads = 0;          // raw reads seen
@@ -40,6 +59,8 @@ class FaultInjectingStorage final : public Storage, private detail::FaultHook {
   // Every read on this drive takes at least `delay` longer (the backend thread
   // sleeps before reporting it, so the drive's throughput drops too).
   void slow_drive(uint32_t drive, std::chrono::microseconds delay);
+  // Replaces the random faults (RandomFaults{} turns them off).
+  void random_faults(const RandomFaults& faults);
   void clear();
   FaultStats stats() const;
 
@@ -90,6 +111,10 @@ class FaultInjectingStorage final : public Storage, private detail::FaultHook {
   std::vector<ErrorRule> errors_;
   std::vector<CorruptRule> corrupt_;
   std::vector<std::pair<uint32_t, std::chrono::microseconds>> slow_;
+  RandomFaults random_;
+  std::mt19937_64 rng_;
+  // A draw of one time in `one_in` (never when 0). Call with mutex_ held.
+  bool one_in(unsigned one_in) { return one_in > 0 && rng_() % one_in == 0; }
   FaultStats stats_;
 };
 

@@ -362,8 +362,10 @@ void StorageEngine::complete(RawRead* raw, int64_t res, std::vector<RawRead*>* d
       done = true;
     } else if (at_eof) {
       err = ENODATA;
-      problem = "unexpected end of file at byte " + std::to_string(got_to) + " (file was " +
-                std::to_string(r->fe->info.size) + " bytes when opened)";
+      // Extents are checked against the size at open: ending short of that,
+      // the file shrank under us (truncated or rewritten while we run).
+      problem = "the file shrank: it ends at byte " + std::to_string(got_to) + " now, and had " +
+                std::to_string(r->fe->info.size) + " bytes when opened (a model's files must not change while strata runs)";
       done = true;
     } else {
       const uint64_t next = p->direct ? align_down(got_to) : got_to;

@@ -85,8 +85,12 @@ std::string nfc_normalize(std::string_view text) {
     return std::string(text);
 
   // 1. Full canonical decomposition.
+  // One slot per code point (decompositions add a few): reserving one per
+  // byte would take four bytes for each byte of the text.
   std::vector<char32_t> cps;
-  cps.reserve(text.size());
+  cps.reserve(static_cast<std::size_t>(std::count_if(
+                  text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; })) +
+              16);
   for (std::size_t i = 0; i < text.size();) decompose(next_code_point(text, i), cps);
 
   // 2. Canonical ordering: stable sort each run of non-starters by class.

@@ -4,6 +4,7 @@
 // ByteLevel) or tiktoken's pat_str does. Pieces stay raw UTF-8 bytes; the
 // byte-level alphabet is applied by the BPE model, which works on bytes.
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -40,7 +41,19 @@ class PreTokenizer {
   // Appends the pieces of `text` (valid UTF-8) to `pieces`.
   void split(std::string_view text, std::vector<std::string>& pieces) const;
 
+  // The same pieces, in order, handed to `on_piece` one at a time until it
+  // returns false (then false). However long the text, what is held at once
+  // is a batch of about `batch` matches and the pieces of one: the first
+  // splitting step's regex runs over the whole text (its lookarounds see what
+  // split()'s see), and its matches become pieces batch by batch, each batch's
+  // last piece waiting for the next (a delimiter after it may join it).
+  using PieceFn = std::function<bool(std::string_view)>;
+  bool split_each(std::string_view text, const PieceFn& on_piece, std::size_t batch = 4096) const;
+
  private:
+  // The steps from `first` on applied to one piece.
+  bool split_rest(std::string_view piece, std::size_t first, const PieceFn& on_piece) const;
+
   struct Step {
     std::shared_ptr<const Regex> regex;  // null: no regex split in this step
     SplitBehavior behavior = SplitBehavior::Isolated;

@@ -220,6 +220,13 @@ Regex::Regex(std::string_view pattern, std::string_view origin) : origin_(origin
 Regex::~Regex() { pcre2_code_free(code_); }
 
 void Regex::find_all(std::string_view subject, std::vector<std::pair<std::size_t, std::size_t>>& out) const {
+  find_each(subject, [&](std::size_t b, std::size_t e) {
+    out.emplace_back(b, e);
+    return true;
+  });
+}
+
+bool Regex::find_each(std::string_view subject, const std::function<bool(std::size_t, std::size_t)>& on_match) const {
   auto* md = thread_match_data();
   const auto* s = reinterpret_cast<PCRE2_SPTR>(subject.data());
   const std::size_t n = subject.size();
@@ -235,16 +242,17 @@ void Regex::find_all(std::string_view subject, std::vector<std::pair<std::size_t
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     const std::size_t b = ov[0], e = ov[1];
     if (e > b) {
-      out.emplace_back(b, e);
+      if (!on_match(b, e)) return false;
       start = last_end = e;
       continue;
     }
     // Empty match: report it (it is still a split point) and step one
     // character, as Oniguruma's and Rust's iterators do.
-    if (b != last_end) out.emplace_back(b, b);
+    if (b != last_end && !on_match(b, b)) return false;
     if (b >= n) break;
     start = b + utf8_sequence_length(static_cast<unsigned char>(subject[b]));
   }
+  return true;
 }
 
 }  // namespace strata::tok

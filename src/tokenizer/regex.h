@@ -4,6 +4,7 @@
 // (tiktoken); translate_pattern() rewrites the few constructs whose meaning
 // differs in PCRE2 so that matches come out identical.
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,6 +39,9 @@ class Regex {
   // Appends [begin, end) of every successive leftmost-first match in subject
   // (valid UTF-8; the subject's own ends are the regex's text boundaries).
   void find_all(std::string_view subject, std::vector<std::pair<std::size_t, std::size_t>>& out) const;
+  // The same matches handed to `on_match(begin, end)` one at a time, until it
+  // returns false (then false): a long subject needs no list of them all.
+  bool find_each(std::string_view subject, const std::function<bool(std::size_t, std::size_t)>& on_match) const;
 
   const std::string& pcre2_pattern() const { return translated_; }
 

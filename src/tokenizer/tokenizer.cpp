@@ -1,8 +1,11 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "formats/gguf.h"
+#include "storage/pack_dir.h"
 #include "tokenizer/nfc.h"
 #include "tokenizer/tokenizer_state.h"
 #include "tokenizer/utf8.h"
@@ -12,7 +15,9 @@ namespace strata {
 
 namespace fs = std::filesystem;
 
-Tokenizer::Tokenizer(std::unique_ptr<tok::TokenizerState> state) : state_(std::move(state)) {}
+Tokenizer::Tokenizer(std::unique_ptr<tok::TokenizerState> state) : state_(std::move(state)) {
+  for (const auto& bytes : state_->decode_bytes) max_token_bytes_ = std::max(max_token_bytes_, bytes.size());
+}
 Tokenizer::~Tokenizer() = default;
 
 bool Tokenizer::dir_has_tokenizer(const fs::path& dir) {
@@ -40,9 +45,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
 
 std::unique_ptr<Tokenizer> Tokenizer::for_model(const fs::path& path) {
   std::error_code ec;
-  if (fs::is_directory(path, ec) && fs::exists(path / "manifest.json")) {
-    // A pack (strata pack): the tokenizer travels with its trunk.
-    return fs::exists(path / "trunk.gguf") ? for_model(path / "trunk.gguf") : for_model(path / "trunk");
+  if (fs::is_directory(path, ec) && pack_state(path) != PackState::NotAPack) {
+    // A pack (strata pack): the tokenizer travels with its trunk, read once
+    // the trunk is verified (an interrupted pack is an error here).
+    return for_model(open_pack_trunk(path).path);
   }
   if (fs::is_directory(path, ec)) return dir_has_tokenizer(path) ? from_dir(path) : nullptr;
   if (fs::is_regular_file(path, ec)) {
@@ -52,53 +58,74 @@ std::unique_ptr<Tokenizer> Tokenizer::for_model(const fs::path& path) {
   throw Error(path.string() + ": no such model directory or GGUF file");
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+bool Tokenizer::encode_into(std::string_view text, bool special, std::size_t max_tokens,
+                            std::vector<int32_t>& ids) const {
   tok::validate_utf8(text);
   const tok::TokenizerState& st = *state_;
-  std::vector<int32_t> ids;
-  ids.reserve(text.size() / 3 + 4);
-  std::vector<std::string> pieces;
-
+  auto add_id = [&](int32_t id) {
+    ids.push_back(id);
+    return ids.size() <= max_tokens;
+  };
+  auto add_pieces = [&](std::string_view plain) {
+    return st.pre.split_each(plain, [&](std::string_view piece) {
+      // Every token spells at most max_token_bytes_ of the piece: one too
+      // long for the ids still allowed is refused before its merge loop,
+      // which would cost memory in proportion to the piece.
+      const std::size_t at_least = (piece.size() + max_token_bytes_ - 1) / max_token_bytes_;
+      if (ids.size() > max_tokens || at_least > max_tokens - ids.size()) return false;
+      st.model->encode_word(piece, ids);
+      return ids.size() <= max_tokens;
+    });
+  };
   // Text between added tokens: normalize, then look for added tokens that
   // are matched on normalized text, then pre-tokenize and run the model.
-  auto encode_plain = [&](std::string_view plain) {
-    const std::string normalized = st.nfc ? tok::nfc_normalize(plain) : std::string(plain);
-    for (const auto& seg : st.normalized_added.split(normalized)) {
-      if (seg.id >= 0) {
-        ids.push_back(seg.id);
-        continue;
-      }
-      pieces.clear();
-      st.pre.split(std::string_view(normalized).substr(seg.begin, seg.end - seg.begin), pieces);
-      for (const auto& p : pieces) st.model->encode_word(p, ids);
-    }
+  auto add_plain = [&](std::string_view plain) {
+    std::string nfc;
+    if (st.nfc) plain = nfc = tok::nfc_normalize(plain);
+    if (!special) return add_pieces(plain);
+    for (const auto& seg : st.normalized_added.split(plain))
+      if (seg.id >= 0 ? !add_id(seg.id) : !add_pieces(plain.substr(seg.begin, seg.end - seg.begin))) return false;
+    return true;
   };
-  for (const auto& seg : st.raw_added.split(text)) {
-    if (seg.id >= 0)
-      ids.push_back(seg.id);
-    else
-      encode_plain(text.substr(seg.begin, seg.end - seg.begin));
-  }
-  return ids;
+  if (!special) return add_plain(text);
+  for (const auto& seg : st.raw_added.split(text))
+    if (seg.id >= 0 ? !add_id(seg.id) : !add_plain(text.substr(seg.begin, seg.end - seg.begin))) return false;
+  return true;
 }
+
+namespace {
+constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const { return *encode(text, kUnlimited); }
 
 std::vector<int32_t> Tokenizer::encode_ordinary(std::string_view text) const {
-  tok::validate_utf8(text);
-  const tok::TokenizerState& st = *state_;
+  return *encode_ordinary(text, kUnlimited);
+}
+
+std::vector<int32_t> Tokenizer::encode_prompt(std::string_view text) const { return *encode_prompt(text, kUnlimited); }
+
+std::optional<std::vector<int32_t>> Tokenizer::encode(std::string_view text, std::size_t max_tokens) const {
   std::vector<int32_t> ids;
-  ids.reserve(text.size() / 3 + 4);
-  std::vector<std::string> pieces;
-  const std::string normalized = st.nfc ? tok::nfc_normalize(text) : std::string(text);
-  st.pre.split(normalized, pieces);
-  for (const auto& p : pieces) st.model->encode_word(p, ids);
+  ids.reserve(std::min(text.size(), max_tokens) / 3 + 4);
+  if (!encode_into(text, true, max_tokens, ids)) return std::nullopt;
   return ids;
 }
 
-std::vector<int32_t> Tokenizer::encode_prompt(std::string_view text) const {
-  std::vector<int32_t> ids = state_->prompt_prefix;
-  const auto body = encode(text);
-  ids.insert(ids.end(), body.begin(), body.end());
-  ids.insert(ids.end(), state_->prompt_suffix.begin(), state_->prompt_suffix.end());
+std::optional<std::vector<int32_t>> Tokenizer::encode_ordinary(std::string_view text, std::size_t max_tokens) const {
+  std::vector<int32_t> ids;
+  ids.reserve(std::min(text.size(), max_tokens) / 3 + 4);
+  if (!encode_into(text, false, max_tokens, ids)) return std::nullopt;
+  return ids;
+}
+
+std::optional<std::vector<int32_t>> Tokenizer::encode_prompt(std::string_view text, std::size_t max_tokens) const {
+  const auto& prefix = state_->prompt_prefix;
+  const auto& suffix = state_->prompt_suffix;
+  if (prefix.size() + suffix.size() > max_tokens) return std::nullopt;
+  std::vector<int32_t> ids = prefix;
+  if (!encode_into(text, true, max_tokens - suffix.size(), ids)) return std::nullopt;
+  ids.insert(ids.end(), suffix.begin(), suffix.end());
   return ids;
 }
 

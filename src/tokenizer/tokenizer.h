@@ -69,6 +69,15 @@ class Tokenizer {
   // post_processor template starts with it (EOS likewise, at the end).
   std::vector<int32_t> encode_prompt(std::string_view text) const;
 
+  // The same three for a text whose ids must fit in `max_tokens` (a
+  // context): nullopt as soon as it is clear that they do not, without
+  // encoding the rest: more than max_tokens ids so far, or a piece longer
+  // than the longest token's bytes times the ids still allowed. A hostile
+  // prompt of megabytes costs what max_tokens ids cost, not what the text's.
+  std::optional<std::vector<int32_t>> encode(std::string_view text, std::size_t max_tokens) const;
+  std::optional<std::vector<int32_t>> encode_ordinary(std::string_view text, std::size_t max_tokens) const;
+  std::optional<std::vector<int32_t>> encode_prompt(std::string_view text, std::size_t max_tokens) const;
+
   // Concatenated bytes of the tokens (special tokens as their text). Not
   // necessarily valid UTF-8: a multi-byte character split across the last
   // ids is returned as its partial bytes, so streaming callers can hold
@@ -100,7 +109,12 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::unique_ptr<tok::TokenizerState> state);
+  // Appends the ids of `text` to `ids` (added tokens recognized with
+  // `special`); false once they pass max_tokens (see encode(text, max_tokens)).
+  bool encode_into(std::string_view text, bool special, std::size_t max_tokens, std::vector<int32_t>& ids) const;
+
   std::unique_ptr<tok::TokenizerState> state_;
+  std::size_t max_token_bytes_ = 1;  // the longest decode() of one token
 };
 
 }  // namespace strata

@@ -245,7 +245,7 @@ std::unique_ptr<TokenizerState> load_tokenizer_json(const std::filesystem::path&
   const auto path = dir / "tokenizer.json";
   const json root = read_json_file(path);
   auto st = std::make_unique<TokenizerState>();
-  Loader l{path.string(), *st};
+  Loader l{path.string(), *st, {}, {}};
   if (!root.is_object()) l.fail("top level is not an object");
   // Ids are bounded by how many tokens the file defines (tokenizer_state.h).
   const json& vocab = member(member(root, "model"), "vocab");

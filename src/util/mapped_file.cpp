@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "util/error.h"
+#include "util/mapped_file_guard.h"
 
 namespace strata {
 
@@ -105,11 +106,13 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path.string())
     std::lock_guard lock(r.mutex);
     r.by_base[data_] = this;
   }
+  detail::guard_mapping(data_, size_, path_);
   ::close(fd);
 }
 
 MappedFile::~MappedFile() {
   if (!data_) return;
+  detail::unguard_mapping(data_);
   {
     Registry& r = registry();
     std::lock_guard lock(r.mutex);

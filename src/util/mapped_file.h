@@ -2,6 +2,11 @@
 // A read-only memory mapping of a whole file. Checkpoint tensors are views
 // into these mappings, so weights are paged in lazily by the kernel and never
 // copied into RAM all at once.
+//
+// A file that shrinks while mapped (truncated, rewritten in place) makes the
+// pages past its new end unreadable: touching one ends the process with one
+// line naming the file and the byte, and exit status 1 (util/mapped_file_guard.h),
+// never a bare SIGBUS.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>

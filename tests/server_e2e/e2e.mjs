@@ -7,62 +7,17 @@
 // logit_bias (against the model's own logits from `strata generate --logits`),
 // concurrent requests, client disconnects, and error shapes (400, 401, 404,
 // 413, 429), fields strata does not implement or know, and deep nesting.
-import { spawn, execFile, execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { promisify } from "node:util";
 import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
+import { check, expectApiError, finish, setUp, startServer as startServerOn, stopServer, waitReady } from "./harness.mjs";
 
-const [strata, work, tokenizerDir] = process.argv.slice(2);
-if (!strata || !work || !tokenizerDir) {
-  console.error("usage: node e2e.mjs STRATA_BINARY WORK_DIR QWEN3_TOKENIZER_DIR");
-  process.exit(2);
-}
-rmSync(work, { recursive: true, force: true });
-mkdirSync(work, { recursive: true });
-const model = `${work}/qwen3-tiny`;
-execFileSync(strata, ["synth", "--preset", "qwen3-30b-a3b", "--size", "0.2", "--format", "safetensors",
-  "--tokenizer", tokenizerDir, "--out", model, "--seed", "5"], { stdio: "inherit" });
+const { strata, work, tokenizerDir, model } = setUp("e2e.mjs");
 
 const KEY = "sk-test-key";
-function startServer(extra = [], dir = model) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(strata, ["serve", dir, "--port", "0", "--threads", "2", "--ctx", "2048", ...extra],
-      { stdio: ["ignore", "inherit", "pipe"] });
-    let err = "";
-    p.stderr.on("data", (d) => {
-      err += d.toString();
-      process.stderr.write(d);
-      const m = err.match(/listening on (http:\/\/[^ ]+) /);
-      if (m && !p.url) { p.url = m[1]; resolve(p); }
-    });
-    p.on("exit", (code) => { if (!p.url) reject(new Error(`strata serve exited ${code}: ${err}`)); });
-  });
-}
-async function waitReady(url, headers = {}) {
-  for (let i = 0; i < 600; ++i) {
-    const r = await fetch(`${url}/health`).catch(() => null);
-    if (r && r.status === 200) return;
-    if (r && r.status === 500) throw new Error(`load failed: ${await r.text()}`);
-    await new Promise((s) => setTimeout(s, 100));
-  }
-  throw new Error("server never became ready");
-}
-const stopServer = (p) => new Promise((s) => { p.on("exit", s); p.kill("SIGTERM"); });
-
-let failures = 0;
-async function check(name, fn) {
-  try { await fn(); console.log(`ok   ${name}`); }
-  catch (e) { failures++; console.log(`FAIL ${name}: ${e.stack || e}`); }
-}
-async function expectApiError(promise, status, type) {
-  try { await promise; } catch (e) {
-    assert.equal(e.status, status, `status ${e.status}: ${e.message}`);
-    if (type) assert.equal(e.error?.type ?? e.type, type);
-    return e;
-  }
-  assert.fail(`expected HTTP ${status}`);
-}
+const startServer = (extra = [], dir = model) => startServerOn(strata, dir, extra);
 
 const server = await startServer(["--api-key", KEY, "--max-running", "4", "--max-queue", "8"]);
 const url = server.url;
@@ -396,5 +351,4 @@ await check("a re-quantized pack is labelled in /v1/models and /metrics", async 
 });
 await stopServer(lossy);
 
-if (failures) { console.log(`${failures} check(s) failed`); process.exit(1); }
-console.log("all checks passed");
+finish();

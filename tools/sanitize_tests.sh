@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds strata and its tests with AddressSanitizer + UndefinedBehaviorSanitizer
+# into ./build-asan and runs the suite there (every report fails its test).
+# The two LongContext tests are left out: under the sanitizers they take longer
+# than CI has, and the memory they touch is the same code paths the short
+# reference-model tests run. The layering tests only compile, so they too.
+# The two node-driven server tests are left out as well: server_hostile
+# asserts CPU-time and latency bounds that the sanitizers' own cost breaks,
+# and server_e2e has not yet been run under them (the request parser's and
+# the scheduler's unit tests, and the openai_request fuzz target, are).
+# hostile_inputs runs the CLI under a 8 GiB address-space limit, which an
+# ASan binary's shadow memory cannot start within.
+#   bash tools/sanitize_tests.sh [extra ctest args, e.g. -R Streaming]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${STRATA_ASAN_BUILD:-build-asan}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTRATA_SANITIZE=ON -DSTRATA_BUILD_BENCH=OFF \
+  ${STRATA_CMAKE_ARGS:-} >/dev/null
+cmake --build "$build" -j"$(nproc)"
+# halt_on_error for UBSan comes from -fno-sanitize-recover; leaks are reports too.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=0:handle_sigbus=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -E 'LongContext|^Layering\.|^server_|^hostile_inputs$' "$@"
