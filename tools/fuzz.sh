@@ -5,6 +5,9 @@
 #
 #   tools/fuzz.sh [options] [target...]      targets: fuzz/<target>_fuzz.cpp
 #     -t, --seconds N    time per target (default 60)
+#     -n, --executions N stop a target once it has run N inputs (all its
+#                        processes together), or at --seconds, whichever
+#                        comes first
 #     -j, --jobs N       parallel fuzzing processes per target (default: all cores)
 #     -B, --build DIR    build directory (default build-fuzz)
 #     --no-build         use the targets already built in DIR
@@ -21,6 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=60
+executions=0
 jobs=$(nproc)
 build=build-fuzz
 work=""
@@ -30,12 +34,13 @@ targets=()
 while (($#)); do
   case "$1" in
     -t|--seconds) seconds=$2; shift 2 ;;
+    -n|--executions) executions=$2; shift 2 ;;
     -j|--jobs) jobs=$2; shift 2 ;;
     -B|--build) build=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --no-build) do_build=0; shift ;;
     --keep-going) keep_going=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -79,24 +84,31 @@ for t in "${targets[@]}"; do
     opts+=(-fork="$jobs")
     ((keep_going)) && opts+=(-ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
   fi
+  # -runs counts every process's inputs in fork mode too.
+  ((executions > 0)) && opts+=(-runs="$executions")
   log=$dir/last-run.log
   echo "fuzz.sh: $t for ${seconds}s on $jobs process(es), log $log" >&2
+  started=$SECONDS
   set +e
   # New inputs go to the first corpus directory (the work one); the
   # committed seeds are only read.
   "$bin" "${opts[@]}" "$dir/corpus" "fuzz/corpus/$t" >"$log" 2>&1
   rc=$?
   set -e
-  # Executions: the final stats of a single process, else the last status
-  # line of fork mode ("#N ... exec/s").
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || true)
-  [[ -n $execs ]] || execs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#' || true)
+  elapsed=$((SECONDS - started))
+  # Executions: fork mode's last status line ("#N: cov: ..."), else the
+  # final stats of a single process.
+  if ((jobs > 1)); then
+    execs=$(grep -oE '^#[0-9]+:' "$log" | tail -1 | tr -d '#:' || true)
+  else
+    execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || true)
+  fi
   after=$(find "$dir/findings" -type f | wc -l)
   found=$((after - before))
   if ((rc != 0 && found == 0)) && ! grep -q 'Done [0-9]* runs\|INFO: fuzzed for\|exiting: 0' "$log"; then
     found=1  # died without leaving an artifact (e.g. the harness itself)
   fi
-  line="fuzz: $t executions=${execs:-0} seconds=$seconds crashes=$found"
+  line="fuzz: $t executions=${execs:-0} seconds=$elapsed crashes=$found"
   if ((found)); then
     failed=1
     line+=" findings=$dir/findings (see $log)"
