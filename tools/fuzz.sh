@@ -11,6 +11,7 @@
 #     -j, --jobs N       parallel fuzzing processes per target (default: all cores)
 #     -B, --build DIR    build directory (default build-fuzz)
 #     --no-build         use the targets already built in DIR
+#     --build-only       build the targets and stop
 #     --keep-going       keep fuzzing a target after a finding (a long
 #                        campaign: collects every crash, timeout and OOM)
 #     --work DIR         corpora and findings (default DIR/fuzz-work); each
@@ -29,6 +30,7 @@ jobs=$(nproc)
 build=build-fuzz
 work=""
 do_build=1
+do_run=1
 keep_going=0
 targets=()
 while (($#)); do
@@ -39,8 +41,9 @@ while (($#)); do
     -B|--build) build=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --no-build) do_build=0; shift ;;
+    --build-only) do_run=0; shift ;;
     --keep-going) keep_going=1; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -62,6 +65,7 @@ if ((do_build)); then
     "${launcher[@]}" >/dev/null
   cmake --build "$build" -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
 fi
+((do_run)) || exit 0
 
 failed=0
 summary=()
