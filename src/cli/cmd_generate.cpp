@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/draft_flags.h"
 #include "cli/model_flags.h"
 #include "model/model.h"
 #include "runtime/loader.h"
@@ -32,6 +33,7 @@ struct GenerateArgs {
   int n = 16;
   SamplingParams sampling;
   ModelFlags model_flags;
+  DraftFlags draft_flags;
   bool json = false;
   bool logits = false;
   bool ignore_eos = false;
@@ -77,9 +79,11 @@ int run_generate(const GenerateArgs& a) {
   if (a.n < 0) throw Error("-n must not be negative");
   auto tokenizer = Tokenizer::for_model(a.model);  // first: the budget's baseline counts it
   LoadOptions lo = load_options(a.model_flags);
+  DraftSetup draft = load_draft(a.draft_flags, lo.threads);  // so is a draft model
   lo.show_progress = lo.show_progress && !a.json;
   lo.keep_session = !a.session.empty();
   auto model = load_model(a.model, lo);
+  start_drafter(draft, a.draft_flags, *model);
   // A re-quantized pack says what it is before it says anything else.
   if (!a.json && !model->approximation().empty()) std::fprintf(stderr, "%s\n", model->approximation().c_str());
   const PromptBuilder prompts(*model, std::move(tokenizer));
@@ -103,6 +107,8 @@ int run_generate(const GenerateArgs& a) {
   opt.max_new_tokens = a.n;
   opt.sampling = a.sampling;
   opt.keep_logits = a.logits;
+  opt.drafter = draft.drafter.get();
+  opt.draft_max = a.draft_flags.draft_max;
   if (!a.ignore_eos) opt.stop_tokens = prompts.stop_ids();
   Session session;
   if (!a.session.empty()) {
@@ -142,6 +148,12 @@ int run_generate(const GenerateArgs& a) {
     const double tps = r.tokens.size() > 1 ? (r.tokens.size() - 1) / r.decode_s : 0.0;
     std::fprintf(stderr, "prompt %lld tokens in %.3f s; %zu tokens generated, %.2f tok/s decode\n",
                  static_cast<long long>(r.prompt_tokens), r.prefill_s, r.tokens.size(), tps);
+    if (draft.drafter)
+      std::fprintf(stderr, "draft (%s): %lld drafted, %lld accepted (%.1f%%), %.1f%% of decode in the drafter\n",
+                   draft.drafter->name().c_str(), static_cast<long long>(r.drafted_tokens),
+                   static_cast<long long>(r.accepted_tokens),
+                   r.drafted_tokens ? 100.0 * r.accepted_tokens / r.drafted_tokens : 0.0,
+                   r.decode_s > 0 ? 100.0 * r.draft_s / r.decode_s : 0.0);
     if (model->streaming()) {
       const ExpertStats& d = r.decode_experts;
       std::fprintf(stderr, "experts (decode): %.2f GB read, %.1f%% cache hits, %.1f%% of the time waiting on reads\n",
@@ -165,6 +177,15 @@ int run_generate(const GenerateArgs& a) {
                   {"finish_reason", r.context_full ? "context" : (r.tokens.size() < static_cast<size_t>(a.n) ? "stop" : "length")},
                   {"decode_tok_s", decode_tok_s},
                   {"peak_rss_bytes", peak_rss_bytes()}};
+  if (draft.drafter)
+    out["stats"]["draft"] = {{"drafter", draft.drafter->name()},
+                             {"drafted_tokens", r.drafted_tokens},
+                             {"accepted_tokens", r.accepted_tokens},
+                             {"acceptance_rate", r.drafted_tokens ? double(r.accepted_tokens) / r.drafted_tokens : 0.0},
+                             {"draft_steps", r.draft_steps},
+                             {"mean_accepted_per_step", r.draft_steps ? double(r.accepted_tokens) / r.draft_steps : 0.0},
+                             {"expert_bytes_per_token", r.tokens.size() > 1 ? double(r.decode_experts.bytes_read) / double(r.tokens.size() - 1) : 0.0},
+                             {"draft_s", r.draft_s}};
   if (model->streaming()) {
     const MemoryPlan& m = model->memory_plan();
     out["stats"]["memory"] = {{"budget", m.budget}, {"trunk", m.trunk}, {"kv", m.kv},
@@ -197,6 +218,7 @@ void register_generate(CLI::App& app, Action& run) {
   cmd->add_option("--presence-penalty", sp.presence_penalty, "OpenAI presence penalty")->capture_default_str();
   cmd->add_option("--frequency-penalty", sp.frequency_penalty, "OpenAI frequency penalty")->capture_default_str();
   add_model_flags(cmd, args->model_flags);
+  add_draft_flags(cmd, args->draft_flags);
   cmd->add_flag("--json", args->json, "Print one JSON object with tokens, text and stats");
   cmd->add_flag("--logits", args->logits, "With --json: add each generated token's full logits row");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at end-of-sequence tokens");

@@ -38,7 +38,7 @@ GenerateResult run(Model& model, const std::vector<int32_t>& prompt, const Gener
     *session = Session{};
   }
 
-  Scheduler scheduler(model, SchedulerOptions{1, 0});
+  Scheduler scheduler(model, SchedulerOptions{1, 0, options.drafter, options.draft_max});
   model.begin_expert_epoch();
   const ExpertStats at_start = model.expert_stats();
   const auto t0 = std::chrono::steady_clock::now();
@@ -78,6 +78,10 @@ GenerateResult run(Model& model, const std::vector<int32_t>& prompt, const Gener
   take_events();
   result.context_full = job->finish() == Finish::ContextFull;
   result.reused_tokens = job->reused_tokens();
+  result.drafted_tokens = job->drafted_tokens();
+  result.accepted_tokens = job->accepted_tokens();
+  result.draft_steps = job->draft_steps();
+  result.draft_s = scheduler.stats().draft_s;
   if (session) *session = job->take_session();
   return result;
 }

@@ -16,6 +16,7 @@
 namespace strata {
 
 class Model;
+class Drafter;
 
 struct GenerateOptions {
   int max_new_tokens = 16;
@@ -27,6 +28,9 @@ struct GenerateOptions {
   std::function<void(const TokenEvent&)> on_token;
   // Called after each prefill step: prompt tokens in the cache, of `total`.
   std::function<void(int64_t done, int64_t total)> on_prefill;
+  // Speculative decoding (runtime/drafter.h); the output is the same without.
+  Drafter* drafter = nullptr;
+  int draft_max = 8;
 };
 
 struct GenerateResult {
@@ -39,6 +43,9 @@ struct GenerateResult {
   int64_t reused_tokens = 0;   // prompt tokens taken from the session's cache
   // Expert streaming during prefill (+ first token) and during decode.
   ExpertStats prefill_experts, decode_experts;
+  // Speculation: tokens drafted and fed, of those kept; seconds in the drafter.
+  int64_t drafted_tokens = 0, accepted_tokens = 0, draft_steps = 0;
+  double draft_s = 0;
 };
 
 // Throws what the scheduler's submit() throws for a bad request, and

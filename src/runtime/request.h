@@ -38,6 +38,8 @@ struct Request {
   // snapshot at the prompt's end) is handed back by Job::take_session.
   Session session;
   bool keep_session = false;
+  // With a scheduler that has a drafter: whether this sequence drafts.
+  bool draft = true;
 };
 
 struct TokenEvent {
@@ -80,6 +82,11 @@ class Job {
   int64_t prefilled_tokens() const { return prefilled_tokens_.load(); }
   // With Request::keep_session, once done: the finished sequence.
   Session take_session();
+  // Speculation: tokens drafted and fed for this sequence, and of those the
+  // ones kept (each kept one is an output token).
+  int64_t drafted_tokens() const { return drafted_tokens_.load(); }
+  int64_t accepted_tokens() const { return accepted_tokens_.load(); }
+  int64_t draft_steps() const { return draft_steps_.load(); }  // steps that fed drafted tokens
 
  private:
   friend class Scheduler;
@@ -97,6 +104,9 @@ class Job {
   std::atomic<int> completion_tokens_{0};
   std::atomic<int64_t> reused_tokens_{0};
   std::atomic<int64_t> prefilled_tokens_{0};
+  std::atomic<int64_t> drafted_tokens_{0};
+  std::atomic<int64_t> accepted_tokens_{0};
+  std::atomic<int64_t> draft_steps_{0};
 };
 
 }  // namespace strata

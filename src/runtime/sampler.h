@@ -10,10 +10,16 @@
 //   3. temperature 0 (or top_k 1): the largest logit, ties to the lowest id;
 //   4. otherwise softmax(logits / temperature), then top_k, top_p (smallest
 //      set of most likely tokens whose mass reaches p) and min_p (drop tokens
-//      below min_p × the top probability), renormalised, and a draw from a
-//      seeded generator in a fixed order: the same seed, the same output.
+//      below min_p × the top probability), and a Gumbel-max draw over the
+//      tokens kept: argmax of logit / temperature + g, where g is Gumbel
+//      noise that depends only on (seed, index of the output token, token
+//      id) (gumbel_noise below). That is an exact draw from the renormalised
+//      distribution, and the randomness of output token n never depends on
+//      how many draws came before: a speculative step that samples tokens
+//      n..n+k at once, with any drafter or none, picks what one-at-a-time
+//      sampling picks, and a drafter can use the same noise to guess it
+//      (runtime/drafter.h).
 #include <cstdint>
-#include <random>
 #include <span>
 #include <unordered_map>
 #include <utility>
@@ -43,22 +49,34 @@ void validate(const SamplingParams& p);
 
 class Sampler {
  public:
-  explicit Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {}
+  explicit Sampler(const SamplingParams& p) : params_(p) {}
   // Tokens the repetition penalty looks at besides the output (the prompt).
   void set_prompt(std::span<const int32_t> prompt);
-  // Picks a token and counts it as output.
+  // Picks output token number output_count() and counts it as output.
   int32_t next(std::span<const float> logits);
   // The logits after the bias and the penalties (what steps 3 and 4 see).
   std::vector<float> adjusted(std::span<const float> logits) const;
+  // Tokens picked so far.
+  uint64_t output_count() const { return drawn_; }
+  const SamplingParams& params() const { return params_; }
 
  private:
   SamplingParams params_;
-  std::mt19937_64 rng_;
+  uint64_t drawn_ = 0;
   std::unordered_map<int32_t, int32_t> output_counts_;
   std::vector<uint8_t> in_prompt_;  // by token id
 };
 
 // Index of the largest logit; ties go to the lowest index.
 int32_t argmax(std::span<const float> logits);
+
+// Steps 3 and 4 on a row already biased and penalised: the token output
+// number `index` of a sequence sampled with `p` (its seed, temperature and
+// filters) is. Pure: the same arguments, the same token.
+int32_t pick_token(std::span<const float> logits, const SamplingParams& p, uint64_t index);
+
+// Standard Gumbel noise for (seed, output index, token id), from a counter-
+// based hash: independent across its arguments, reproducible everywhere.
+double gumbel_noise(uint64_t seed, uint64_t index, int32_t token);
 
 }  // namespace strata

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "model/model.h"
+#include "runtime/drafter.h"
 #include "runtime/logprobs.h"
 #include "runtime/text_stream.h"
 #include "util/error.h"
@@ -36,11 +37,23 @@ struct Scheduler::Sequence {
   int64_t pos = 0;          // while decoding: the position of `pending`
   int32_t pending = -1;     // sampled, not yet fed back
   std::vector<int32_t> output;
+  std::vector<int32_t> history;  // prompt + output: what a drafter reads
   bool ended = false;
+  // Speculation (null: this sequence does not draft).
+  std::unique_ptr<DraftStream> draft;
+  DraftAcceptance acceptance;
+  std::vector<int32_t> drafted;  // this step's, fed after `pending`
+  // Kept tokens whose rows were rolled back with a recurrent state: those at
+  // positions pos - refeed .. pos - 1, fed again (without logits) before `pending`.
+  size_t refeed = 0;
+  std::unique_ptr<CacheSnapshot> before_step;  // a recurrent cache before a drafted step
 };
 
 Scheduler::Scheduler(Model& model, SchedulerOptions options)
-    : model_(model), options_{std::max(1, options.max_running), std::max(0, options.max_queue)} {}
+    : model_(model),
+      options_{std::max(1, options.max_running), std::max(0, options.max_queue), options.drafter,
+               std::max(0, options.draft_max)},
+      draft_length_(options.drafter ? std::max(0, options.draft_max) : 0) {}
 
 Scheduler::~Scheduler() {
   for (auto& s : running_)
@@ -181,7 +194,35 @@ void Scheduler::start(Sequence& s) {
   s.job->prefilled_tokens_ = static_cast<int64_t>(reused);
   s.sampler = std::make_unique<Sampler>(s.req.sampling);
   s.sampler->set_prompt(s.req.prompt);
+  s.history = s.req.prompt;
+  if (options_.drafter && s.req.draft && draft_length_.max() > 0) s.draft = options_.drafter->start(s.req.sampling);
   if (s.req.tokenizer) s.text = std::make_unique<TextStream>(*s.req.tokenizer, s.req.stop_strings);
+}
+
+void Scheduler::draft(Sequence& s) {
+  s.drafted.clear();
+  s.before_step.reset();
+  if (!s.draft) return;
+  // Room: the step emits up to k + 1 tokens, at positions up to pos + k.
+  const int64_t room_tokens = static_cast<int64_t>(s.req.max_tokens) - static_cast<int64_t>(s.output.size()) - 1;
+  const int64_t room_context = model_.context() - 1 - s.pos;
+  const int64_t room_rows = model_.max_batch_rows() - 1 - static_cast<int64_t>(s.refeed);
+  const int64_t k = std::min({static_cast<int64_t>(draft_length_.choose(s.acceptance)), room_tokens, room_context, room_rows});
+  if (k <= 0) return;
+  const auto t0 = Clock::now();
+  s.draft->propose(s.history, s.sampler->output_count(), static_cast<int>(k), s.drafted);
+  const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (s.drafted.size() > static_cast<size_t>(k)) s.drafted.resize(static_cast<size_t>(k));
+  draft_length_.record_draft(dt, static_cast<int>(s.drafted.size()));
+  {
+    std::lock_guard lock(m_);
+    stats_.draft_s += dt;
+  }
+  const int32_t vocab = static_cast<int32_t>(model_.config().vocab_size);
+  for (int32_t t : s.drafted)
+    if (t < 0 || t >= vocab) throw Error("internal: drafter proposed token " + std::to_string(t));
+  // A recurrent state cannot rewind past a rejected token: keep the way back.
+  if (!s.drafted.empty() && s.cache->keeps_state()) s.before_step = s.cache->snapshot();
 }
 
 void Scheduler::forward_step() {
@@ -189,8 +230,15 @@ void Scheduler::forward_step() {
   logit_owners_.clear();
   for (auto& s : running_)
     if (!s->ended && s->decoding) {
+      draft(*s);
+      for (size_t i = s->refeed; i > 0; --i) {
+        const int64_t at = s->pos - static_cast<int64_t>(i);
+        rows_.push_back(Row{s->history[static_cast<size_t>(at)], at, s->cache.get(), false});
+      }
       rows_.push_back(Row{s->pending, s->pos, s->cache.get(), true});
-      logit_owners_.push_back(s.get());
+      for (size_t j = 0; j < s->drafted.size(); ++j)
+        rows_.push_back(Row{s->drafted[j], s->pos + 1 + static_cast<int64_t>(j), s->cache.get(), true});
+      logit_owners_.emplace_back(s.get(), 1 + s->drafted.size());
     }
   const size_t decode_rows = rows_.size();
   // Prompt rows: a chunk of max_batch_rows per sequence, and with others
@@ -205,7 +253,7 @@ void Scheduler::forward_step() {
     for (size_t i = s->computed; i < s->computed + n; ++i) {
       const bool last = i + 1 == prompt.size();
       rows_.push_back(Row{prompt[i], static_cast<int64_t>(i), s->cache.get(), last});
-      if (last) logit_owners_.push_back(s.get());
+      if (last) logit_owners_.emplace_back(s.get(), 1);
     }
     s->computed += n;
     budget -= n;
@@ -213,15 +261,23 @@ void Scheduler::forward_step() {
   if (rows_.empty()) return;
 
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
-  logits_.resize(logit_owners_.size() * vocab);
+  size_t logit_rows = 0;
+  for (const auto& [s, n] : logit_owners_) logit_rows += n;
+  logits_.resize(logit_rows * vocab);
   const auto t0 = Clock::now();
   model_.forward(rows_, logits_.data());
+  const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
   for (auto& s : running_)
     if (!s->ended && !s->decoding) s->job->prefilled_tokens_ = static_cast<int64_t>(s->computed);
-  for (size_t i = 0; i < logit_owners_.size(); ++i) {
-    Sequence& s = *logit_owners_[i];
+  uint64_t emitted = 0;
+  size_t row = 0;
+  for (const auto& [sp, n] : logit_owners_) {
+    Sequence& s = *sp;
+    const float* logits = &logits_[row * vocab];
+    row += n;
+    const size_t before = s.output.size();
     if (s.decoding) {
-      ++s.pos;
+      verify(s, logits, n);
     } else {
       s.decoding = true;
       s.pos = static_cast<int64_t>(s.req.prompt.size());
@@ -229,29 +285,81 @@ void Scheduler::forward_step() {
       // from this sequence (it re-templates the answer). A recurrent state
       // cannot rewind there later, so it is kept now.
       if (s.req.keep_session && s.cache->keeps_state()) s.prompt_end = s.cache->snapshot();
-      std::lock_guard lock(m_);
-      stats_.prompt_tokens += s.req.prompt.size();
+      {
+        std::lock_guard lock(m_);
+        stats_.prompt_tokens += s.req.prompt.size();
+      }
+      std::exception_ptr error;
+      const Finish f = emit(s, logits, error);
+      if (f != Finish::Running) end(s, f, error);
     }
-    emit(s, &logits_[i * vocab]);
+    emitted += s.output.size() - before;
   }
-  const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
   std::lock_guard lock(m_);
   ++stats_.steps;
-  if (rows_.size() == decode_rows && dt > 0)
-    stats_.decode_tok_s = 0.8 * stats_.decode_tok_s + 0.2 * (static_cast<double>(decode_rows) / dt);
+  stats_.forward_s += dt;
+  if (rows_.size() == decode_rows && dt > 0) {
+    stats_.decode_tok_s = 0.8 * stats_.decode_tok_s + 0.2 * (static_cast<double>(emitted) / dt);
+    draft_length_.record_step(decode_rows, dt);
+  }
 }
 
-void Scheduler::emit(Sequence& s, const float* logits) {
+void Scheduler::verify(Sequence& s, const float* logits, size_t n) {
+  const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+  const int64_t pos0 = s.pos;  // where `pending` was fed
+  const size_t drafted = n - 1;
+  size_t accepted = 0;
+  Finish f = Finish::Running;
+  std::exception_ptr error;
+  const size_t before = s.output.size();
+  for (size_t j = 0; j < n; ++j) {
+    s.pos = pos0 + static_cast<int64_t>(j) + 1;  // where the token emitted now will be fed
+    f = emit(s, logits + j * vocab, error);
+    const bool emitted = s.output.size() > before + j;
+    if (j < drafted && emitted && s.output.back() == s.drafted[j]) ++accepted;
+    else
+      break;
+    if (f != Finish::Running) break;
+  }
+  const int64_t kept = static_cast<int64_t>(s.output.size() - before);  // tokens emitted
+  s.pos = pos0 + kept;
+  // Rows pos0 .. pos0 + kept - 1 hold `pending` and the drafted tokens kept;
+  // what was fed after them goes.
+  if (drafted > 0 && kept > 0 && s.cache->length() != s.pos) {
+    if (s.cache->can_rewind_to(s.pos)) {
+      s.cache->set_length(s.pos);
+      s.refeed = 0;
+    } else {
+      if (!s.before_step) throw Error("internal: a recurrent cache was drafted into without a snapshot");
+      s.cache->restore(*s.before_step);
+      s.refeed = static_cast<size_t>(s.pos - s.cache->length());
+    }
+  } else {
+    s.refeed = 0;
+  }
+  s.before_step.reset();
+  if (drafted > 0) {
+    s.acceptance.record(static_cast<int>(drafted), static_cast<int>(accepted));
+    s.job->drafted_tokens_ += static_cast<int64_t>(drafted);
+    s.job->accepted_tokens_ += static_cast<int64_t>(accepted);
+    ++s.job->draft_steps_;
+    std::lock_guard lock(m_);
+    stats_.drafted_tokens += drafted;
+    stats_.accepted_tokens += accepted;
+  }
+  if (f != Finish::Running) end(s, f, error);
+}
+
+Finish Scheduler::emit(Sequence& s, const float* logits, std::exception_ptr& error) {
   const std::span<const float> row(logits, static_cast<size_t>(model_.config().vocab_size));
   // NaN or Inf here comes from the weights or the config (or an overflow):
   // sampling would pick a token from garbage (greedy: the first one) and
   // carry on as if nothing happened. This sequence ends with the reason.
   if (const size_t bad = count_non_finite(row); bad > 0) {
-    end(s, Finish::Error,
-        std::make_exception_ptr(Error("non-finite logits at position " + std::to_string(s.pos - 1) + " (" +
-                                      std::to_string(bad) + " of " + std::to_string(row.size()) +
-                                      " values are NaN or Inf): the model's weights or config hold NaN/Inf")));
-    return;
+    error = std::make_exception_ptr(Error("non-finite logits at position " + std::to_string(s.pos - 1) + " (" +
+                                          std::to_string(bad) + " of " + std::to_string(row.size()) +
+                                          " values are NaN or Inf): the model's weights or config hold NaN/Inf"));
+    return Finish::Error;
   }
   const int32_t token = s.sampler->next(row);
   TokenEvent e;
@@ -263,6 +371,7 @@ void Scheduler::emit(Sequence& s, const float* logits) {
   }
   if (s.req.keep_logits) e.logits.assign(row.begin(), row.end());
   s.output.push_back(token);
+  s.history.push_back(token);
   s.pending = token;
   {
     std::lock_guard lock(m_);
@@ -274,7 +383,6 @@ void Scheduler::emit(Sequence& s, const float* logits) {
   }
 
   Finish finish = Finish::Running;
-  std::exception_ptr error;
   try {
     if (s.text) {
       e.text = s.text->add(token);
@@ -295,16 +403,16 @@ void Scheduler::emit(Sequence& s, const float* logits) {
     error = std::current_exception();
   }
   s.job->push(std::move(e));
-  if (finish != Finish::Running) end(s, finish, error);
+  return finish;
 }
 
 void Scheduler::end(Sequence& s, Finish f, std::exception_ptr error) {
   Session kept;
   if (s.req.keep_session && s.cache && f != Finish::Error && f != Finish::Cancelled) {
-    // The tokens whose KV is cached: the prompt and every generated token but
-    // the last (it was sampled, never fed back).
-    kept.tokens = s.req.prompt;
-    kept.tokens.insert(kept.tokens.end(), s.output.begin(), s.output.end() - (s.output.empty() ? 0 : 1));
+    // The tokens whose KV is cached: the prompt and the generated tokens fed
+    // back (all but the last; fewer when a recurrent state was rolled back).
+    const auto cached = static_cast<size_t>(std::max<int64_t>(0, s.cache->length()));
+    kept.tokens.assign(s.history.begin(), s.history.begin() + static_cast<long>(std::min(cached, s.history.size())));
     kept.cache = std::move(s.cache);
     // After one token the cache ends at the prompt's end itself.
     if (s.prompt_end && s.prompt_end->length() < kept.cache->length()) kept.prompt_end = std::move(s.prompt_end);

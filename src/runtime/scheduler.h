@@ -17,6 +17,14 @@
 //   same bits whether it runs alone, in chunks, or beside others.
 // - Each sequence samples with its own Sampler, seeded by its request and fed
 //   its prompt, exactly as a lone run: the same seed, the same output.
+// - Speculation (options.drafter): a decoding sequence whose request allows
+//   it gets up to k drafted tokens fed after its pending one in the same
+//   step (k from runtime/draft_length.h, at most draft_max); its rows'
+//   logits are sampled in order and drafted tokens kept while they equal
+//   what was sampled, so the output is what it would be without a drafter.
+//   The cache is then rewound to the tokens kept (a recurrent state is
+//   restored from a snapshot taken before the step and the kept tokens are
+//   fed again, without logits, in the next step).
 // - A sequence ends after emitting a stop id, when its text reaches a stop
 //   string, at max_tokens, when the next position would pass the context,
 //   when cancelled (checked at every step), or on an error; its KV cache and
@@ -33,15 +41,19 @@
 #include <vector>
 
 #include "backend/batch.h"
+#include "runtime/draft_length.h"
 #include "runtime/request.h"
 
 namespace strata {
 
 class Model;
+class Drafter;
 
 struct SchedulerOptions {
   int max_running = 8;  // sequences decoded together
   int max_queue = 64;   // waiting beyond those
+  Drafter* drafter = nullptr;  // speculation off without one; it outlives the scheduler
+  int draft_max = 8;           // tokens drafted per sequence and step, at most
 };
 
 // A snapshot of the scheduler's counters, copied out under a lock: a
@@ -54,6 +66,10 @@ struct SchedulerStats {
   size_t queued = 0, running = 0;
   // The model's expert counters, read on the step thread after each step.
   uint64_t expert_bytes_read = 0, expert_requests = 0, expert_hits = 0;
+  // Speculation: tokens drafted and fed, of those kept; seconds in the
+  // drafter and in forward steps.
+  uint64_t drafted_tokens = 0, accepted_tokens = 0;
+  double draft_s = 0, forward_s = 0;
 };
 
 class QueueFull : public std::exception {
@@ -89,8 +105,14 @@ class Scheduler {
   struct Sequence;
   void admit();
   void start(Sequence& s);
-  // Samples from `logits`, hands the token to the job, decides whether the sequence ends.
-  void emit(Sequence& s, const float* logits);
+  // Samples from `logits`, hands the token to the job, says whether the
+  // sequence ends (the caller ends it).
+  Finish emit(Sequence& s, const float* logits, std::exception_ptr& error);
+  // Asks the sequence's drafter for this step's tokens.
+  void draft(Sequence& s);
+  // Samples a decoding sequence's `n` rows of logits (pending + drafted),
+  // keeps what matches, rewinds its cache to what was kept.
+  void verify(Sequence& s, const float* logits, size_t n);
   void end(Sequence& s, Finish f, std::exception_ptr error = nullptr);
   // Ends every running sequence that has not ended with `error`.
   void fail_running(const std::exception_ptr& error);
@@ -108,7 +130,9 @@ class Scheduler {
   bool stop_ = false;
   // Step buffers, kept between steps.
   std::vector<Row> rows_;
-  std::vector<Sequence*> logit_owners_;  // the sequence of each logits row
+  // Each sequence with logits rows in this step and how many, in row order.
+  std::vector<std::pair<Sequence*, size_t>> logit_owners_;
+  DraftLength draft_length_;
   std::vector<float> logits_;
 };
 

@@ -1,0 +1,39 @@
+#include "cli/draft_flags.h"
+
+#include "runtime/loader.h"
+#include "util/error.h"
+
+namespace strata::cli {
+
+void add_draft_flags(CLI::App* cmd, DraftFlags& f) {
+  cmd->add_option("--draft", f.draft,
+                  "Speculative decoding: 'ngram' (continuations of earlier n-grams of the prompt and output) or a "
+                  "draft model sharing the tokenizer (held in RAM; --ram counts it). Output is unchanged");
+  cmd->add_option("--draft-max", f.draft_max, "Tokens drafted per step at most (adapts below it; 0: off)")
+      ->capture_default_str();
+}
+
+DraftSetup load_draft(const DraftFlags& f, int threads) {
+  if (f.draft_max < 0 || f.draft_max > 32) throw Error("--draft-max must be in [0, 32]");
+  DraftSetup s;
+  if (f.draft.empty() || f.draft == "ngram" || f.draft_max == 0) return s;
+  if (f.draft == "mtp")
+    throw Error("--draft mtp: drafting with the checkpoint's next-token-prediction layer is not available yet");
+  LoadOptions o;
+  o.threads = threads;
+  o.show_progress = false;
+  o.heat = "none";
+  try {
+    s.model = load_model(f.draft, o);
+  } catch (const Error& e) {
+    throw Error(std::string("--draft: ") + e.what());
+  }
+  return s;
+}
+
+void start_drafter(DraftSetup& setup, const DraftFlags& f, const Model& target) {
+  if (f.draft.empty() || f.draft_max == 0) return;
+  setup.drafter = setup.model ? make_model_drafter(*setup.model, target) : make_ngram_drafter();
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,39 @@
+#pragma once
+// Speculative decoding's flags, shared by `generate` and `serve`:
+//   --draft ngram | PATH     the drafter (runtime/drafter.h): context n-grams,
+//                            or a draft model sharing the tokenizer, held in
+//                            RAM (loaded before the target, so the target's
+//                            --ram budget counts it)
+//   --draft-max N            tokens drafted per step at most (the length
+//                            adapts below it); 0 turns drafting off
+// The output is the same with or without a drafter; only speed changes.
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+#include "runtime/drafter.h"
+
+namespace strata::cli {
+
+struct DraftFlags {
+  std::string draft;  // empty: no drafting
+  int draft_max = 8;
+};
+
+void add_draft_flags(CLI::App* cmd, DraftFlags& f);
+
+// A drafter and the draft model it runs, if any.
+struct DraftSetup {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Drafter> drafter;
+};
+
+// Before the target is loaded: loads a draft model (threads as the target's).
+// Throws strata::Error for a bad --draft or --draft-max.
+DraftSetup load_draft(const DraftFlags& f, int threads);
+// After: makes the drafter (checks a draft model against `target`). Leaves
+// `setup.drafter` null when drafting is off.
+void start_drafter(DraftSetup& setup, const DraftFlags& f, const Model& target);
+
+}  // namespace strata::cli

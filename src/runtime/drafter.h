@@ -1,0 +1,59 @@
+#pragma once
+// Speculative decoding's guessers. A drafter proposes the tokens a sequence
+// will probably continue with; the scheduler feeds them to the full model in
+// the same step as the sequence's pending token (one row each, positions in
+// order), samples every row's logits exactly as it would one at a time
+// (runtime/sampler.h), and keeps drafted tokens only while they equal what
+// the target picked. So what a sequence outputs never depends on the
+// drafter: only how many tokens a step yields does.
+//
+// Contract:
+// - Drafter is shared by the sequences of one scheduler and lives as long
+//   as it; start() makes one DraftStream per sequence, used on the step
+//   thread only.
+// - DraftStream::propose(tokens, max, out) appends at most `max` tokens to
+//   `out`, guesses for the tokens after `tokens` (the prompt and every token
+//   output so far; the last is the one the next step feeds). Successive
+//   calls see the same sequence grown by what was accepted, never changed
+//   in its past. Proposing nothing is always allowed.
+// - A stream may use the sequence's sampling parameters (runtime/sampler.h:
+//   pick_token with the same seed and output index) to guess sampled
+//   tokens; `first_index` is the output index of the first token proposed.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/sampler.h"
+
+namespace strata {
+
+class Model;
+
+class DraftStream {
+ public:
+  virtual ~DraftStream() = default;
+  virtual void propose(std::span<const int32_t> tokens, uint64_t first_index, int max, std::vector<int32_t>& out) = 0;
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // What it is, for stats and logs: "ngram", "model <dir>", "mtp".
+  virtual std::string name() const = 0;
+  virtual std::unique_ptr<DraftStream> start(const SamplingParams& sampling) = 0;
+};
+
+// Context n-grams (prompt lookup): the continuation that followed the most
+// recent earlier occurrence of the sequence's last n tokens, for the longest
+// n in [min_n, max_n] that occurred before. Costs a hash lookup per call.
+std::unique_ptr<Drafter> make_ngram_drafter(int min_n = 2, int max_n = 4);
+
+// A smaller model sharing the target's tokenizer, run one row per step on
+// its own caches; proposals follow the sampling parameters' noise (greedy
+// under temperature 0). Throws strata::Error when its vocabulary differs
+// from `target`'s.
+std::unique_ptr<Drafter> make_model_drafter(Model& draft, const Model& target);
+
+}  // namespace strata

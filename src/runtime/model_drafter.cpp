@@ -1,0 +1,80 @@
+// A draft model (runtime/drafter.h): each sequence has its own cache in the
+// draft model, kept in step with the tokens the sequence has (rewound to
+// where they part after a rejection), and proposes by running the draft
+// model one row at a time, picking as the target's sampler would (the same
+// noise, no penalties).
+#include <algorithm>
+
+#include "model/model.h"
+#include "runtime/drafter.h"
+#include "util/error.h"
+
+namespace strata {
+
+namespace {
+
+class ModelStream final : public DraftStream {
+ public:
+  ModelStream(Model& draft, const SamplingParams& sampling) : draft_(draft), sampling_(sampling) {
+    // Penalties and biases are the target's to apply; the guess is plain.
+    sampling_.logit_bias.clear();
+  }
+
+  void propose(std::span<const int32_t> tokens, uint64_t first_index, int max, std::vector<int32_t>& out) override {
+    if (max <= 0 || tokens.empty()) return;
+    const int64_t L = static_cast<int64_t>(tokens.size());
+    max = static_cast<int>(std::min<int64_t>(max, draft_.context() - L));
+    if (max <= 0) return;  // the draft model's context is shorter
+    // Keep what the cache holds of `tokens`, all but the last at most (its
+    // logits are needed).
+    size_t common = 0;
+    while (common < cached_.size() && common + 1 < tokens.size() && cached_[common] == tokens[common]) ++common;
+    if (!cache_ || !cache_->can_rewind_to(static_cast<int64_t>(common))) {
+      cache_ = draft_.new_cache();
+      common = 0;
+    }
+    cache_->set_length(static_cast<int64_t>(common));
+    cached_.assign(tokens.begin(), tokens.end());
+    logits_.resize(static_cast<size_t>(draft_.config().vocab_size));
+    draft_.prefill(tokens, common, *cache_, logits_.data());
+    for (int i = 0;; ++i) {
+      const int32_t t = pick_token(logits_, sampling_, first_index + static_cast<uint64_t>(i));
+      out.push_back(t);
+      if (i + 1 == max) break;
+      const Row row{t, L + i, cache_.get(), true};
+      draft_.forward(std::span<const Row>(&row, 1), logits_.data());
+      cached_.push_back(t);
+    }
+  }
+
+ private:
+  Model& draft_;
+  SamplingParams sampling_;
+  std::unique_ptr<KvCache> cache_;
+  std::vector<int32_t> cached_;  // the tokens whose rows cache_ holds
+  std::vector<float> logits_;
+};
+
+class ModelDrafter final : public Drafter {
+ public:
+  explicit ModelDrafter(Model& draft) : draft_(draft) {}
+  std::string name() const override { return "model " + draft_.dir().string(); }
+  std::unique_ptr<DraftStream> start(const SamplingParams& sampling) override {
+    return std::make_unique<ModelStream>(draft_, sampling);
+  }
+
+ private:
+  Model& draft_;
+};
+
+}  // namespace
+
+std::unique_ptr<Drafter> make_model_drafter(Model& draft, const Model& target) {
+  if (draft.config().vocab_size != target.config().vocab_size)
+    throw Error("draft model " + draft.dir().string() + " has a vocabulary of " +
+                std::to_string(draft.config().vocab_size) + " tokens but the model it drafts for has " +
+                std::to_string(target.config().vocab_size) + ": a draft model must share the tokenizer");
+  return std::make_unique<ModelDrafter>(draft);
+}
+
+}  // namespace strata
