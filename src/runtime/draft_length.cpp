@@ -54,7 +54,7 @@ double DraftLength::draft_cost() const {
 }
 
 int DraftLength::choose(DraftAcceptance& a) const {
-  if (max_ <= 0) return 0;
+  if (max_ <= 0 || !adaptive_) return max_;
   const double rate = std::clamp(a.rate(), 0.0, 0.999);
   const double cost = std::max(0.0, row_cost()) + draft_cost();
   int best = 0;

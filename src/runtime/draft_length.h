@@ -11,6 +11,7 @@
 //     streaming; d: the drafter's own time per proposed token)
 //
 // k maximises E(k)/C(k) over [0, max]; 0 unless that beats 1 (no drafting).
+// Not adaptive (benchmarks at a fixed length, tests): always max.
 // A sequence that stopped drafting tries one token again every
 // kProbeEvery steps, so a changed acceptance is noticed.
 #include <array>
@@ -32,7 +33,7 @@ class DraftLength {
   static constexpr int kProbeEvery = 16;
   static constexpr size_t kMaxRows = 64;
 
-  explicit DraftLength(int max) : max_(max) {}
+  explicit DraftLength(int max, bool adaptive = true) : max_(max), adaptive_(adaptive) {}
   int max() const { return max_; }
   // Tokens to draft for a sequence with this acceptance (updates its idle count).
   int choose(DraftAcceptance& a) const;
@@ -46,6 +47,7 @@ class DraftLength {
 
  private:
   int max_;
+  bool adaptive_;
   std::array<double, kMaxRows + 1> step_s_{};  // EMA of step time by row count
   std::array<double, kMaxRows + 1> weight_{};  // samples behind each (decayed)
   double draft_s_per_token_ = 0, draft_weight_ = 0;

@@ -31,6 +31,7 @@ struct GenerateOptions {
   // Speculative decoding (runtime/drafter.h); the output is the same without.
   Drafter* drafter = nullptr;
   int draft_max = 8;
+  bool draft_adaptive = true;  // false: draft_max tokens every step
 };
 
 struct GenerateResult {

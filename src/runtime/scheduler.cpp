@@ -52,8 +52,8 @@ struct Scheduler::Sequence {
 Scheduler::Scheduler(Model& model, SchedulerOptions options)
     : model_(model),
       options_{std::max(1, options.max_running), std::max(0, options.max_queue), options.drafter,
-               std::max(0, options.draft_max)},
-      draft_length_(options.drafter ? std::max(0, options.draft_max) : 0) {}
+               std::max(0, options.draft_max), options.draft_adaptive},
+      draft_length_(options.drafter ? std::max(0, options.draft_max) : 0, options.draft_adaptive) {}
 
 Scheduler::~Scheduler() {
   for (auto& s : running_)

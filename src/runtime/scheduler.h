@@ -54,6 +54,7 @@ struct SchedulerOptions {
   int max_queue = 64;   // waiting beyond those
   Drafter* drafter = nullptr;  // speculation off without one; it outlives the scheduler
   int draft_max = 8;           // tokens drafted per sequence and step, at most
+  bool draft_adaptive = true;  // false: always draft_max (where there is room)
 };
 
 // A snapshot of the scheduler's counters, copied out under a lock: a

@@ -1,0 +1,323 @@
+// Speculative decoding (runtime/drafter.h, the scheduler's verification):
+// whatever the drafter proposes, a sequence's tokens and logits are the bits
+// it gives without one — greedy and sampled (penalties too), on every
+// architecture (a recurrent Kimi K3 state rolled back included), streamed
+// under a small expert cache, with a session reused afterwards — and the
+// sampled tokens follow the target's distribution. Plus the n-gram drafter's
+// proposals and the draft-length policy.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "model/model.h"
+#include "pack/packer.h"
+#include "runtime/draft_length.h"
+#include "runtime/drafter.h"
+#include "runtime/generator.h"
+#include "runtime/loader.h"
+#include "same_bits.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kModels = fs::path(STRATA_FIXTURES_DIR) / "models";
+const std::vector<int32_t> kPrompt = {5, 17, 3, 42, 9, 5, 17, 3};
+
+// Proposes the reference continuation with one token wrong at a position
+// that cycles from step to step (and a step with none wrong), so that every
+// rejection point is verified: all kept, the first wrong, the last wrong.
+class OracleDrafter final : public Drafter {
+ public:
+  OracleDrafter(std::vector<int32_t> reference, int32_t vocab) : ref_(std::move(reference)), vocab_(vocab) {}
+  std::string name() const override { return "oracle"; }
+  std::unique_ptr<DraftStream> start(const SamplingParams&) override { return std::make_unique<Stream>(*this); }
+  int steps = 0;
+
+ private:
+  struct Stream final : DraftStream {
+    explicit Stream(OracleDrafter& d) : d(d) {}
+    void propose(std::span<const int32_t>, uint64_t first, int max, std::vector<int32_t>& out) override {
+      const int wrong = d.steps++ % (max + 1);  // == max: none wrong
+      for (int j = 0; j < max && first + j < d.ref_.size(); ++j) {
+        const int32_t t = d.ref_[first + j];
+        out.push_back(j == wrong ? (t + 1) % d.vocab_ : t);
+      }
+    }
+    OracleDrafter& d;
+  };
+  std::vector<int32_t> ref_;
+  int32_t vocab_;
+};
+
+// Always proposes the same tokens.
+class ConstantDrafter final : public Drafter {
+ public:
+  explicit ConstantDrafter(int32_t token) : token_(token) {}
+  std::string name() const override { return "constant"; }
+  std::unique_ptr<DraftStream> start(const SamplingParams&) override { return std::make_unique<Stream>(token_); }
+
+ private:
+  struct Stream final : DraftStream {
+    explicit Stream(int32_t t) : t(t) {}
+    void propose(std::span<const int32_t>, uint64_t, int max, std::vector<int32_t>& out) override {
+      out.assign(static_cast<size_t>(max), t);
+    }
+    int32_t t;
+  };
+  int32_t token_;
+};
+
+std::unique_ptr<Model> load(const fs::path& dir, LoadOptions o = {}) {
+  o.threads = 2;
+  o.allow_long_context = true;
+  if (o.heat.empty()) o.heat = "none";
+  return load_model(dir, o);
+}
+
+GenerateResult run(Model& m, SamplingParams sampling, Drafter* drafter, int n = 24, int draft_max = 4,
+                   const std::vector<int32_t>& prompt = kPrompt) {
+  GenerateOptions g;
+  g.max_new_tokens = n;
+  g.keep_logits = true;
+  g.sampling = std::move(sampling);
+  g.drafter = drafter;
+  g.draft_max = draft_max;
+  g.draft_adaptive = false;  // every step drafts: every rejection point is reached
+  return generate(m, prompt, g);
+}
+
+std::vector<SamplingParams> samplings() {
+  SamplingParams greedy;
+  SamplingParams sampled{0.9f, 1234};
+  sampled.top_p = 0.95f;
+  SamplingParams penalised{1.0f, 77};
+  penalised.top_k = 40;
+  penalised.repetition_penalty = 1.3f;
+  penalised.presence_penalty = 0.5f;
+  penalised.frequency_penalty = 0.25f;
+  return {greedy, sampled, penalised};
+}
+
+std::vector<fs::path> fixtures() {
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(kModels))
+    if (fs::exists(e.path() / "config.json")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+class Speculative : public ::testing::TestWithParam<fs::path> {};
+
+TEST_P(Speculative, OutputIsTheSameWithAnyDrafter) {
+  auto m = load(GetParam());
+  const int32_t vocab = static_cast<int32_t>(m->config().vocab_size);
+  auto self = make_model_drafter(*m, *m);  // a draft model: the target itself
+  auto ngram = make_ngram_drafter();
+  for (const SamplingParams& sp : samplings()) {
+    SCOPED_TRACE("temperature " + std::to_string(sp.temperature) + " seed " + std::to_string(sp.seed));
+    const GenerateResult want = run(*m, sp, nullptr);
+    ASSERT_EQ(want.tokens.size(), 24u);
+    OracleDrafter oracle(want.tokens, vocab);
+    for (Drafter* d : {static_cast<Drafter*>(&oracle), ngram.get(), self.get()}) {
+      SCOPED_TRACE(d->name());
+      const GenerateResult got = run(*m, sp, d);
+      expect_same_bits(want.tokens, want.logits, got.tokens, got.logits);
+      EXPECT_LE(got.accepted_tokens, got.drafted_tokens);
+    }
+    // The oracle's steps were verified: some kept, some rejected at each point.
+    EXPECT_GT(oracle.steps, 3);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Speculative, ::testing::ValuesIn(fixtures()),
+                         [](const auto& info) { return info.param.filename().string(); });
+
+// The oracle under the longest draft: acceptance is counted as it happened.
+TEST(SpeculativeCounts, AcceptedTokensAreTheDraftedOnesKept) {
+  auto m = load(kModels / "qwen_gqa");
+  const GenerateResult want = run(*m, {}, nullptr, 30);
+  // Every step proposes the next 4 reference tokens, the j-th wrong in turn.
+  OracleDrafter oracle(want.tokens, static_cast<int32_t>(m->config().vocab_size));
+  const GenerateResult got = run(*m, {}, &oracle, 30, 4);
+  ASSERT_EQ(want.tokens, got.tokens);
+  ASSERT_GT(got.draft_steps, 0);
+  // Wrong at j keeps j; none wrong keeps all 4.
+  EXPECT_GT(got.accepted_tokens, 0);
+  EXPECT_LT(got.accepted_tokens, got.drafted_tokens);
+  // Fewer steps than tokens: each kept draft saved one.
+  EXPECT_LT(got.draft_steps, static_cast<int64_t>(got.tokens.size()) - 1);
+}
+
+// Streamed from a pack with an expert cache of a quarter of the experts:
+// the same bits as in RAM without drafting.
+TEST(SpeculativeStreamed, QuarterCacheGivesTheBitsOfRamWithoutDrafting) {
+  const fs::path tmp = fs::temp_directory_path() / ("strata_spec_" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  PackOptions p;
+  p.source = kModels / "qwen_gqa";
+  p.out = tmp / "pack";
+  pack_model(p);
+  auto ram = load(kModels / "qwen_gqa");
+  for (const SamplingParams& sp : samplings()) {
+    const GenerateResult want = run(*ram, sp, nullptr);
+    LoadOptions o;
+    o.stream = true;
+    const int64_t experts = ram->config().n_routed_experts;
+    o.cache_slots = static_cast<size_t>(std::max<int64_t>(1, experts / 4));
+    auto streamed = load(p.out, o);
+    OracleDrafter oracle(want.tokens, static_cast<int32_t>(ram->config().vocab_size));
+    auto ngram = make_ngram_drafter();
+    for (Drafter* d : {static_cast<Drafter*>(&oracle), ngram.get()}) {
+      SCOPED_TRACE(d->name());
+      const GenerateResult got = run(*streamed, sp, d);
+      expect_same_bits(want.tokens, want.logits, got.tokens, got.logits);
+    }
+    ASSERT_TRUE(streamed->streaming());
+  }
+  fs::remove_all(tmp);
+}
+
+// A session kept by a drafted run (Kimi K3: its recurrent state was rolled
+// back within the run) serves the next prompt as one kept without drafting.
+TEST(SpeculativeSession, ARecurrentModelsSessionIsReusedAsWithoutDrafting) {
+  auto m = load(kModels / "k3_bf16");
+  const int32_t vocab = static_cast<int32_t>(m->config().vocab_size);
+  auto turn = [&](Drafter* d, Session& session, const std::vector<int32_t>& prompt) {
+    GenerateOptions g;
+    g.max_new_tokens = 12;
+    g.keep_logits = true;
+    g.sampling = {0.8f, 5};
+    g.drafter = d;
+    g.draft_max = 4;
+    g.draft_adaptive = false;
+    return generate(*m, prompt, g, session);
+  };
+  Session plain, drafted;
+  const GenerateResult a = turn(nullptr, plain, kPrompt);
+  OracleDrafter oracle(a.tokens, vocab);
+  const GenerateResult b = turn(&oracle, drafted, kPrompt);
+  expect_same_bits(a.tokens, a.logits, b.tokens, b.logits);
+  EXPECT_EQ(plain.tokens, drafted.tokens);
+  // The next turn repeats the prompt and departs: reuse from the prompt's end.
+  std::vector<int32_t> next = kPrompt;
+  next.insert(next.end(), {7, 8, 9});
+  const GenerateResult c = turn(nullptr, plain, next);
+  OracleDrafter oracle2(c.tokens, vocab);
+  const GenerateResult d = turn(&oracle2, drafted, next);
+  expect_same_bits(c.tokens, c.logits, d.tokens, d.logits);
+  EXPECT_EQ(c.reused_tokens, d.reused_tokens);
+  EXPECT_GT(d.reused_tokens, 0);
+}
+
+// Sampled tokens verified in a drafted step follow the target's
+// distribution: over many seeds, the second token's counts against the sum
+// of its probabilities (softmax of the logits row it was drawn from). The
+// drafter always proposes one token, so steps are rejected and accepted.
+TEST(SpeculativeDistribution, SampledTokensFollowTheTargetsDistribution) {
+  auto m = load(kModels / "qwen_gqa");
+  const size_t V = static_cast<size_t>(m->config().vocab_size);
+  const float T = 1.5f;  // flat enough that many tokens are drawn
+  // The token the drafter proposes: the likeliest second token of seed 0.
+  const GenerateResult probe = run(*m, {T, 0}, nullptr, 2);
+  ConstantDrafter constant(argmax(probe.logits[1]));
+  std::vector<double> expected(V, 0.0), observed(V, 0.0);
+  const int runs = 1500;
+  int64_t drafted = 0, accepted = 0;
+  for (int i = 0; i < runs; ++i) {
+    const GenerateResult r = run(*m, {T, static_cast<uint64_t>(i) + 1}, &constant, 3, 2);
+    ASSERT_EQ(r.tokens.size(), 3u);
+    drafted += r.drafted_tokens;
+    accepted += r.accepted_tokens;
+    const std::vector<float>& row = r.logits[1];
+    const float mx = *std::max_element(row.begin(), row.end());
+    double z = 0;
+    for (float x : row) z += std::exp(static_cast<double>(x - mx) / T);
+    for (size_t v = 0; v < V; ++v) expected[v] += std::exp(static_cast<double>(row[v] - mx) / T) / z;
+    observed[static_cast<size_t>(r.tokens[1])] += 1;
+  }
+  ASSERT_GT(drafted, 0);
+  ASSERT_GT(accepted, 0);
+  ASSERT_LT(accepted, drafted);
+  // Pearson's chi-square over tokens expected at least 5 times (the rest pooled).
+  double chi2 = 0, rest_e = 0, rest_o = 0;
+  int cells = 0;
+  for (size_t v = 0; v < V; ++v) {
+    if (expected[v] >= 5) {
+      chi2 += (observed[v] - expected[v]) * (observed[v] - expected[v]) / expected[v];
+      ++cells;
+    } else {
+      rest_e += expected[v];
+      rest_o += observed[v];
+    }
+  }
+  if (rest_e >= 5) {
+    chi2 += (rest_o - rest_e) * (rest_o - rest_e) / rest_e;
+    ++cells;
+  }
+  ASSERT_GE(cells, 10);
+  // Mean cells - 1, sd sqrt(2 (cells - 1)): six standard deviations above.
+  const double df = cells - 1;
+  EXPECT_LT(chi2, df + 6 * std::sqrt(2 * df)) << cells << " cells";
+}
+
+TEST(NgramDrafter, ProposesWhatFollowedTheLatestEarlierOccurrence) {
+  auto d = make_ngram_drafter(2, 3);
+  auto s = d->start({});
+  std::vector<int32_t> out;
+  // "1 2 3" occurred twice, followed by 4 5 the first time and 6 7 8 the second: the latest wins.
+  const std::vector<int32_t> seq = {1, 2, 3, 4, 5, 9, 1, 2, 3, 6, 7, 8, 0, 1, 2, 3};
+  s->propose(seq, 0, 3, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{6, 7, 8}));
+  // Grown by what was accepted: "8 0" is new, "0 1" occurred once, followed by 2 3 ...
+  std::vector<int32_t> grown = seq;
+  grown.insert(grown.end(), {6, 7, 8, 0, 1});
+  out.clear();
+  s->propose(grown, 0, 4, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{2, 3, 6, 7}));
+  // Nothing seen before: nothing proposed; at most `max`.
+  out.clear();
+  s->propose(std::vector<int32_t>{1, 2, 3, 42}, 0, 4, out);
+  EXPECT_TRUE(out.empty());
+  auto fresh = d->start({});
+  out.clear();
+  fresh->propose(seq, 0, 1, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{6}));
+}
+
+TEST(DraftLength, DraftsMoreWhenMoreIsAcceptedAndRowsAreCheap) {
+  DraftLength policy(8);
+  DraftAcceptance good;
+  for (int i = 0; i < 30; ++i) good.record(4, 4);
+  DraftAcceptance bad;
+  for (int i = 0; i < 30; ++i) bad.record(4, 0);
+  // Rows cheap (a 5-row step costs 1.1x one row): long drafts for a good
+  // acceptance, none for a bad one.
+  for (int i = 0; i < 20; ++i) {
+    policy.record_step(1, 1.0);
+    policy.record_step(5, 1.1);
+  }
+  EXPECT_LT(policy.row_cost(), 0.1);
+  EXPECT_GE(policy.choose(good), 6);
+  EXPECT_EQ(policy.choose(bad), 0);
+  // Rows dearer than whole steps: drafting cannot pay.
+  DraftLength dear(8);
+  for (int i = 0; i < 40; ++i) {
+    dear.record_step(1, 1.0);
+    dear.record_step(3, 3.5);
+  }
+  EXPECT_GT(dear.row_cost(), 1.0);
+  EXPECT_EQ(dear.choose(good), 0);
+  // A sequence that stopped drafting tries one token every kProbeEvery steps.
+  int probes = 0;
+  for (int i = 0; i < 4 * DraftLength::kProbeEvery; ++i) probes += policy.choose(bad);
+  EXPECT_EQ(probes, 4);
+}
+
+}  // namespace
+}  // namespace strata
