@@ -6,6 +6,7 @@
 // error line and never listens. Only reading the weights in (a "load" bar on
 // a terminal) happens after, while /health says 503.
 #include "cli/commands.h"
+#include "cli/draft_flags.h"
 #include "cli/model_flags.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
@@ -18,6 +19,7 @@ namespace {
 // What open_model() built, handed to the server's loading thread.
 struct Opened {
   std::unique_ptr<Tokenizer> counted;  // see below
+  DraftSetup draft;                    // held for as long as the server runs
   std::unique_ptr<Model> model;
   bool show_progress = false;
 };
@@ -27,6 +29,7 @@ struct Opened {
 void register_serve(CLI::App& app, Action& run) {
   auto o = std::make_shared<ServeOptions>();
   auto flags = std::make_shared<ModelFlags>();
+  auto draft_flags = std::make_shared<DraftFlags>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
   add_model_argument(cmd, o->model, std::string(kModelKinds) + " to serve (its tokenizer and chat template too)");
   cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
@@ -52,8 +55,9 @@ void register_serve(CLI::App& app, Action& run) {
       ->capture_default_str();
   cmd->add_option("--served-name", o->served_name, "Model id to report (default: the path's last part)");
   add_model_flags(cmd, *flags);
-  cmd->callback([&run, o, flags, body_mib] {
-    run = [o, flags, body_mib] {
+  add_draft_flags(cmd, *draft_flags);
+  cmd->callback([&run, o, flags, draft_flags, body_mib] {
+    run = [o, flags, draft_flags, body_mib] {
       LoadOptions lo = load_options(*flags);
       if (o->max_running < 1) throw Error("--max-running must be at least 1");
       if (o->max_connections < 1) throw Error("--max-connections must be at least 1");
@@ -66,7 +70,11 @@ void register_serve(CLI::App& app, Action& run) {
       // budget's baseline counts it; this copy stands in for it while the
       // model is opened here, and is let go once the server holds its own.
       opened->counted = Tokenizer::for_model(o->model);
+      opened->draft = load_draft(*draft_flags, lo.threads);  // so is a draft model
       opened->model = open_model(o->model, lo);
+      start_drafter(opened->draft, *draft_flags, *opened->model);
+      o->drafter = opened->draft.drafter.get();
+      o->draft_max = draft_flags->draft_max;
       o->approximation = opened->model->approximation();
       opened->show_progress = lo.show_progress;
       o->load_model = [opened] {

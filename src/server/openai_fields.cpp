@@ -85,6 +85,8 @@ const std::vector<Field>& chat_fields() {
       {"min_p", Kind::Read},
       {"repetition_penalty", Kind::Read},
       {"top_k", Kind::Read},
+      // strata's own: false keeps the request out of speculative decoding.
+      {"draft", Kind::Read},
   };
   return f;
 }
@@ -115,6 +117,8 @@ const std::vector<Field>& completion_fields() {
       {"min_p", Kind::Read},
       {"repetition_penalty", Kind::Read},
       {"top_k", Kind::Read},
+      // strata's own: false keeps the request out of speculative decoding.
+      {"draft", Kind::Read},
   };
   return f;
 }

@@ -281,6 +281,10 @@ ParsedRequest parse_request(const std::string& body, bool chat, const ServedMode
     if (!j["ignore_eos"].is_boolean()) bad("ignore_eos", "must be a boolean");
     p.ignore_eos = j["ignore_eos"].get<bool>();
   }
+  if (has(j, "draft")) {
+    if (!j["draft"].is_boolean()) bad("draft", "must be a boolean");
+    p.draft = j["draft"].get<bool>();
+  }
   return p;
 }
 

@@ -53,6 +53,7 @@ struct ParsedRequest {
   bool logprobs = false;
   int top_logprobs = 0;
   bool ignore_eos = false;
+  bool draft = true;  // strata's extension: false keeps this request out of speculative decoding
 };
 
 // What a request is checked against.

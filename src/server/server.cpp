@@ -189,7 +189,7 @@ class Server {
       if (!prompts_->template_error().empty())
         std::fprintf(stderr, "strata serve: the chat template does not compile: %s\n",
                      prompts_->template_error().c_str());
-      scheduler_ = std::make_unique<Scheduler>(*model_, SchedulerOptions{o_.max_running, o_.max_queue});
+      scheduler_ = std::make_unique<Scheduler>(*model_, SchedulerOptions{o_.max_running, o_.max_queue, o_.drafter, o_.draft_max});
       step_thread_ = std::thread([this] { scheduler_->run(); });
       ready_ = true;
       std::fprintf(stderr, "strata serve: model loaded\n");
@@ -243,6 +243,11 @@ class Server {
     line("strata_decode_tokens_per_second", "gauge", "Aggregate decode rate over recent steps", s.decode_tok_s);
     line("strata_queue_depth", "gauge", "Requests waiting to start", static_cast<double>(s.queued));
     line("strata_running_sequences", "gauge", "Sequences being decoded", static_cast<double>(s.running));
+    line("strata_draft_tokens_total", "counter", "Drafted tokens fed to the model for verification",
+         static_cast<double>(s.drafted_tokens));
+    line("strata_draft_accepted_tokens_total", "counter", "Drafted tokens kept (each one an output token)",
+         static_cast<double>(s.accepted_tokens));
+    line("strata_draft_seconds_total", "counter", "Time spent in the drafter", s.draft_s);
     line("strata_expert_bytes_read_total", "counter", "Expert bytes read from drives", static_cast<double>(s.expert_bytes_read));
     line("strata_expert_cache_hit_ratio", "gauge", "Share of expert requests served from RAM",
          s.expert_requests ? static_cast<double>(s.expert_hits) / static_cast<double>(s.expert_requests) : 0.0);
@@ -344,6 +349,7 @@ class Server {
     g.tokenizer = tok_;
     g.stop_strings = p.stop;
     g.top_logprobs = p.logprobs ? p.top_logprobs : -1;
+    g.draft = p.draft;
     if (!tok_ && !p.stop.empty())
       return send_error(res, {400, "stop strings need a tokenizer; this model has none", "invalid_request_error", "stop"});
     const int room = static_cast<int>(model_->context() - static_cast<int64_t>(g.prompt.size()));
@@ -467,10 +473,20 @@ class Server {
       finish_text();
     }
 
+    // OpenAI's usage; drafted tokens as its predicted outputs' details.
+    json usage() const {
+      json u = {{"prompt_tokens", job_->prompt_tokens()},
+                {"completion_tokens", job_->completion_tokens()},
+                {"total_tokens", job_->prompt_tokens() + job_->completion_tokens()}};
+      if (job_->drafted_tokens() > 0)
+        u["completion_tokens_details"] = {
+            {"accepted_prediction_tokens", job_->accepted_tokens()},
+            {"rejected_prediction_tokens", job_->drafted_tokens() - job_->accepted_tokens()}};
+      return u;
+    }
+
     json final_response() {
-      json usage = {{"prompt_tokens", job_->prompt_tokens()},
-                    {"completion_tokens", job_->completion_tokens()},
-                    {"total_tokens", job_->prompt_tokens() + job_->completion_tokens()}};
+      const json usage = this->usage();
       json choice = {{"index", 0}, {"finish_reason", finish_reason()}, {"logprobs", logprobs_json()}};
       if (chat_) {
         json msg = {{"role", "assistant"}, {"content", content_}};
@@ -513,9 +529,7 @@ class Server {
       if (p_.include_usage) {
         json u = chunk(json::object(), nullptr);
         u["choices"] = json::array();
-        u["usage"] = {{"prompt_tokens", job_->prompt_tokens()},
-                      {"completion_tokens", job_->completion_tokens()},
-                      {"total_tokens", job_->prompt_tokens() + job_->completion_tokens()}};
+        u["usage"] = usage();
         if (!event(u)) return false;
       }
       return write("data: [DONE]\n\n");

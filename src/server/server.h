@@ -20,6 +20,8 @@
 
 namespace strata {
 
+class Drafter;
+
 class Model;
 
 struct ServeOptions {
@@ -34,6 +36,10 @@ struct ServeOptions {
   bool metrics_public = false;
   int max_running = 8;           // sequences decoded together
   int max_queue = 64;            // waiting beyond those; more get 429
+  // Speculative decoding (runtime/drafter.h; outlives the server): each
+  // running sequence drafts unless its request says "draft": false.
+  Drafter* drafter = nullptr;
+  int draft_max = 8;
   size_t max_body_bytes = 8u << 20;
   // Request bodies held at once, from their reading until they are token ids
   // (server/body_budget.h); at least max_body_bytes. A body that does not fit

@@ -351,4 +351,31 @@ await check("a re-quantized pack is labelled in /v1/models and /metrics", async 
 });
 await stopServer(lossy);
 
+// Speculative decoding: the served model drafts for itself (a draft model
+// sharing the tokenizer); four concurrent requests each draft, their
+// verifications batched in the same steps, and each one's text and
+// logprobs are those of the same request with "draft": false.
+const drafting = await startServer(["--draft", model, "--draft-max", "4", "--max-running", "4"]);
+await check("serve --draft: output as without drafting, concurrent requests, usage and metrics", async () => {
+  await waitReady(drafting.url);
+  const c5 = new OpenAI({ apiKey: "none", baseURL: `${drafting.url}/v1`, maxRetries: 0 });
+  const req = (i, draft) => ({ model: modelId, max_tokens: 12, temperature: i === 0 ? 0 : 0.8, seed: 40 + i, ignore_eos: true,
+    logprobs: true, top_logprobs: 2, messages: [{ role: "user", content: `Say ${i + 1} things about rivers.` }], draft });
+  const on = await Promise.all([0, 1, 2, 3].map((i) => c5.chat.completions.create(req(i, true))));
+  const off = await Promise.all([0, 1, 2, 3].map((i) => c5.chat.completions.create(req(i, false))));
+  for (let i = 0; i < 4; ++i) {
+    assert.equal(on[i].choices[0].message.content, off[i].choices[0].message.content);
+    assert.deepEqual(on[i].choices[0].logprobs, off[i].choices[0].logprobs);
+    assert.equal(off[i].usage.completion_tokens_details, undefined);
+    const d = on[i].usage.completion_tokens_details;
+    assert.ok(d && d.accepted_prediction_tokens > 0, JSON.stringify(on[i].usage));
+    assert.ok(d.accepted_prediction_tokens <= on[i].usage.completion_tokens);
+  }
+  const m = await (await fetch(`${drafting.url}/metrics`)).text();
+  const drafted = Number(m.match(/^strata_draft_tokens_total (\S+)$/m)[1]);
+  const kept = Number(m.match(/^strata_draft_accepted_tokens_total (\S+)$/m)[1]);
+  assert.ok(drafted > 0 && kept > 0 && kept <= drafted, m);
+});
+await stopServer(drafting);
+
 finish();
