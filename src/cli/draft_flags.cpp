@@ -14,7 +14,7 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& f) {
 }
 
 DraftSetup load_draft(const DraftFlags& f, int threads) {
-  if (f.draft_max < 0 || f.draft_max > 32) throw Error("--draft-max must be in [0, 32]");
+  if (f.draft_max < 0 || f.draft_max > 15) throw Error("--draft-max must be in [0, 15]");
   DraftSetup s;
   if (f.draft.empty() || f.draft == "ngram" || f.draft_max == 0) return s;
   if (f.draft == "mtp")

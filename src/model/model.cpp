@@ -50,9 +50,10 @@ std::vector<float> depth_query(WeightBinder& w, const ModelConfig& c, TensorKind
 
 namespace {
 
-// Steps of up to this many rows (decode, a few streams decoded together)
-// start next-layer prefetch.
-constexpr size_t kPrefetchRows = 8;
+// Steps of up to this many rows (decode, a few streams decoded together, a
+// speculative verification of up to 15 drafted tokens) start next-layer
+// prefetch.
+constexpr size_t kPrefetchRows = 16;
 // Rows whose logits one output product computes (a bigger step's run in turn).
 constexpr size_t kLogitRows = 32;
 

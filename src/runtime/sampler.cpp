@@ -66,8 +66,11 @@ std::vector<float> Sampler::adjusted(std::span<const float> logits) const {
   return l;
 }
 
-double gumbel_noise(uint64_t seed, uint64_t index, int32_t token) {
-  // splitmix64's finaliser over the three words in turn.
+namespace {
+
+// splitmix64's finaliser over (seed, index, token) in turn: 64 bits that
+// look independent across all three.
+uint64_t noise_bits(uint64_t seed, uint64_t index, int32_t token) {
   auto mix = [](uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -75,67 +78,123 @@ double gumbel_noise(uint64_t seed, uint64_t index, int32_t token) {
   };
   uint64_t h = mix(seed + 0x9E3779B97F4A7C15ull);
   h = mix(h ^ (index + 0x632BE59BD9B4E019ull));
-  h = mix(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(token)) + 0x8CB92BA72F3D8DD7ull));
+  return mix(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(token)) + 0x8CB92BA72F3D8DD7ull));
+}
+
+double gumbel_of(uint64_t bits) {
   // Uniform in (0, 1): 53 bits, centred in their interval (never 0 or 1).
-  const double u = (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53;
+  const double u = (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;
   return -std::log(-std::log(u));
 }
 
+// An upper bound of gumbel_of(bits) from the top kBoundBits bits alone (a
+// table lookup instead of two logarithms): a token whose logit plus this
+// bound stays below the best key so far cannot win, and is skipped without
+// computing its noise. The draw is the same as computing every key.
+constexpr int kBoundBits = 12;
+const std::vector<double>& gumbel_bounds() {
+  static const std::vector<double> table = [] {
+    std::vector<double> t(size_t{1} << kBoundBits);
+    for (size_t b = 0; b < t.size(); ++b) {
+      // The largest u of bucket b, with a margin for rounding.
+      const double hi = b + 1 == t.size() ? 1.0 - 0x1.0p-54 : static_cast<double>(b + 1) / static_cast<double>(t.size());
+      t[b] = -std::log(-std::log(hi)) + 1e-9;
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+double gumbel_noise(uint64_t seed, uint64_t index, int32_t token) { return gumbel_of(noise_bits(seed, index, token)); }
+
 int32_t pick_token(std::span<const float> logits, const SamplingParams& params, uint64_t index) {
-  if (params.temperature <= 0.0f || params.top_k == 1) return argmax(logits);
-  const float m = logits[argmax(logits)];
+  const int32_t top = argmax(logits);
+  if (params.temperature <= 0.0f || params.top_k == 1) return top;
+  const float m = logits[static_cast<size_t>(top)];
   const size_t V = logits.size();
   const double T = params.temperature;
-  // The kept tokens, by probability (descending, ties by id) when a filter needs the order.
-  std::vector<int32_t> kept;
+  // The tokens kept by the filters, found from the most likely down (ties
+  // by id) and sorted only as far as a filter looks.
+  std::vector<int32_t> order;
+  size_t keep = V;
   const bool filter = params.top_k > 0 || params.top_p < 1.0f || params.min_p > 0.0f;
   if (filter) {
     std::vector<double> p(V);
     for (size_t i = 0; i < V; ++i) p[i] = std::exp(static_cast<double>(logits[i] - m) / T);
-    std::vector<int32_t> order(V);
+    order.resize(V);
     std::iota(order.begin(), order.end(), 0);
-    size_t keep = V;
-    if (params.top_k > 0) keep = std::min(keep, static_cast<size_t>(params.top_k));
-    std::partial_sort(order.begin(), order.begin() + static_cast<long>(keep), order.end(),
-                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-    double total = 0;
-    for (size_t i = 0; i < keep; ++i) total += p[order[i]];
+    auto before = [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); };
+    size_t sorted = 0;  // order[0, sorted) are the most likely, in order
+    auto sort_to = [&](size_t n) {
+      n = std::min(n, V);
+      if (n <= sorted) return;
+      const auto from = order.begin() + static_cast<long>(sorted), to = order.begin() + static_cast<long>(n);
+      if (n < V) std::nth_element(from, to, order.end(), before);
+      std::sort(from, to, before);
+      sorted = n;
+    };
+    auto grow = [&](size_t need) {  // sorted at least `need`, in growing chunks
+      if (need > sorted) sort_to(std::max({need, 2 * sorted, size_t{256}}));
+    };
+    if (params.top_k > 0) {
+      keep = std::min(keep, static_cast<size_t>(params.top_k));
+      sort_to(keep);
+    }
     if (params.top_p < 1.0f) {
+      double total = 0;
+      if (keep == V) {
+        for (double x : p) total += x;
+      } else {
+        for (size_t i = 0; i < keep; ++i) total += p[order[i]];
+      }
       double mass = 0;
       size_t n = 0;
       while (n < keep) {
+        grow(n + 1);
         mass += p[order[n++]] / total;
         if (mass >= params.top_p) break;
       }
       keep = std::max<size_t>(n, 1);
     }
     if (params.min_p > 0.0f) {
+      grow(1);
       const double floor = params.min_p * p[order[0]];
       size_t n = 1;
-      while (n < keep && p[order[n]] >= floor) ++n;
+      while (n < keep) {
+        grow(n + 1);
+        if (p[order[n]] < floor) break;
+        ++n;
+      }
       keep = n;
     }
     order.resize(keep);
-    kept = std::move(order);
   }
   // Gumbel-max: argmax of log p_i + g_i is a draw from p (the normalising
-  // constant does not move the argmax). Ties go to the lowest id.
-  int32_t best = -1;
-  double best_key = 0;
+  // constant does not move the argmax). Ties go to the lowest id. The most
+  // likely token goes first, so that the bound prunes from the start.
+  const std::vector<double>& bound = gumbel_bounds();
+  int32_t best = top;
+  double best_key = gumbel_noise(params.seed, index, top);  // its logit term is 0
   auto consider = [&](int32_t i) {
-    const double key = static_cast<double>(logits[static_cast<size_t>(i)] - m) / T + gumbel_noise(params.seed, index, i);
-    if (best < 0 || key > best_key || (key == best_key && i < best)) {
+    if (i == top) return;
+    const double x = static_cast<double>(logits[static_cast<size_t>(i)] - m) / T;
+    const uint64_t bits = noise_bits(params.seed, index, i);
+    if (!(x + bound[bits >> (64 - kBoundBits)] >= best_key)) return;
+    const double key = x + gumbel_of(bits);
+    if (key > best_key || (key == best_key && i < best)) {
       best = i;
       best_key = key;
     }
   };
   if (filter) {
-    for (int32_t i : kept) consider(i);
+    // The most likely token is always kept (order[0]).
+    for (int32_t i : order) consider(i);
   } else {
-    for (size_t i = 0; i < V; ++i)
-      if (std::isfinite(logits[i])) consider(static_cast<int32_t>(i));
+    for (size_t i = 0; i < V; ++i) consider(static_cast<int32_t>(i));
   }
-  return best < 0 ? argmax(logits) : best;
+  return best;
 }
 
 int32_t Sampler::next(std::span<const float> raw) {
