@@ -24,7 +24,7 @@ DeepseekV3DecoderLayer running the MTP block (max |diff| recorded).  K3: tools/m
 (f32, recurrent KDA) on the stored weights, read back by its own safetensors reader.  Every model is also run
 through models.py's training module in f32 and the max |logit diff| recorded.
 
-The prompt: P = 24 consecutive held-out tokens from inside one held-out document (not its first tokens), tried in a
+The prompt: P = 20 consecutive held-out tokens from inside one held-out document (not its first tokens), tried in a
 fixed order (prose documents first) until the same acceptance rules as the random fixtures hold: every greedy
 step's top1-top2 gap >= 2e-2 (step passes and the final full pass), every routing decision's margin >= 1e-4 (and
 the group margin), >= 6 distinct greedy tokens, and no end-of-text / <|im_end|> among the greedy tokens (strata
@@ -50,7 +50,7 @@ import tok  # noqa: E402
 import make_reference_fixtures as mrf  # noqa: E402  (tools/)
 
 k3 = M.k3
-PROMPT_LEN = 24
+PROMPT_LEN = 20
 GREEDY = mrf.GREEDY_STEPS
 MAX_TRIES = 60
 STOP_IDS = {tok.EOT, tok.IM_END}
