@@ -185,22 +185,66 @@ def mtp_reference(mine, hidden, seq, n_rows):
         return mine.lm_head(m)[0].float()
 
 
+def expert_layouts(key):
+    """Candidate ways transformers may hold per-expert weights under `key` (fused or not), each a function of
+    {(e, 'gate'|'up'|'down'): [out, in] tensor} and E."""
+    def g(t, E, w):
+        return [t[(e, w)] for e in range(E)]
+    if key.endswith("gate_up_proj"):
+        return [lambda t, E: torch.stack([torch.cat([a, b], 0) for a, b in zip(g(t, E, "gate"), g(t, E, "up"))]),
+                lambda t, E: torch.stack([torch.cat([a, b], 0) for a, b in zip(g(t, E, "gate"), g(t, E, "up"))])
+                .transpose(1, 2),
+                lambda t, E: torch.stack([torch.stack([a, b], 1).reshape(-1, a.shape[1])
+                                          for a, b in zip(g(t, E, "gate"), g(t, E, "up"))]),
+                lambda t, E: torch.stack([torch.stack([a, b], 1).reshape(-1, a.shape[1])
+                                          for a, b in zip(g(t, E, "gate"), g(t, E, "up"))]).transpose(1, 2)]
+    for w in ("gate", "up", "down"):
+        if key.endswith(f"experts.{w}_proj"):
+            return [lambda t, E, w=w: torch.stack(g(t, E, w)),
+                    lambda t, E, w=w: torch.stack(g(t, E, w)).transpose(1, 2)]
+    return []
+
+
+def per_expert(tensors, E):
+    out = {}
+    for e in range(E):
+        for w in ("gate", "up", "down"):
+            out[(e, w)] = tensors[f"mlp.experts.{e}.{w}_proj.weight"]
+    return out
+
+
+def hf_layer_state(layer, main_layer, file_main, file_mtp, E):
+    """A state dict for transformers' decoder layer `layer` from the MTP block's stored tensors, in whatever layout
+    the loaded main model uses: each key the file lacks (fused experts) is built the way that reproduces the main
+    model's own loaded tensor from its stored per-expert tensors."""
+    sd, main_sd = {}, main_layer.state_dict()
+    pm, pt = per_expert(file_main, E), per_expert(file_mtp, E)
+    for key in layer.state_dict():
+        if key in file_mtp:
+            sd[key] = file_mtp[key]
+            continue
+        for fn in expert_layouts(key):
+            cand = fn(pm, E)
+            if key in main_sd and cand.shape == main_sd[key].shape and torch.equal(cand.float(), main_sd[key].float()):
+                sd[key] = fn(pt, E)
+                break
+        else:
+            raise KeyError(f"no stored tensor or known expert layout gives {key}")
+    return sd
+
+
 def mtp_transformers_check(hf_model, d, c, hidden, seq, n_rows, mine_logits):
     """Runs the MTP block through transformers' own DeepseekV3DecoderLayer (enorm/hnorm/eh_proj/shared head are
     three norms and two matmuls, done here); returns max |diff| against mine_logits, or the failure as text."""
     try:
-        L = c["num_hidden_layers"]
-        p = f"model.layers.{L}."
-        t = {k: v.float() for k, (_, _, v) in k3.read_safetensors(os.path.join(d, "model.safetensors")).items()
-             if k.startswith(p)}
-        Layer = type(hf_model.model.layers[-1])
-        layer = Layer(hf_model.config, layer_idx=L).float().eval()
-        sd = {k[len(p):]: v for k, v in t.items()
-              if not k[len(p):].startswith(("enorm", "hnorm", "eh_proj", "embed_tokens", "shared_head"))}
-        missing, unexpected = layer.load_state_dict(sd, strict=False)
-        missing = [m for m in missing if "e_score_correction_bias" not in m or m not in sd]
-        if missing or unexpected:
-            return f"state dict mismatch: missing {missing[:4]} unexpected {unexpected[:4]}"
+        L, E = c["num_hidden_layers"], c["n_routed_experts"]
+        k0 = c["first_k_dense_replace"]
+        stored = {k: v.float() for k, (_, _, v) in k3.read_safetensors(os.path.join(d, "model.safetensors")).items()}
+        p, pm = f"model.layers.{L}.", f"model.layers.{k0}."
+        file_mtp = {k[len(p):]: v for k, v in stored.items() if k.startswith(p)}
+        file_main = {k[len(pm):]: v for k, v in stored.items() if k.startswith(pm)}
+        layer = type(hf_model.model.layers[k0])(hf_model.config, layer_idx=L).float().eval()
+        layer.load_state_dict(hf_layer_state(layer, hf_model.model.layers[k0], file_main, file_mtp, E), strict=True)
         eps = c["rms_norm_eps"]
 
         def rms(x, w):
@@ -208,15 +252,15 @@ def mtp_transformers_check(hf_model, d, c, hidden, seq, n_rows, mine_logits):
 
         with torch.no_grad():
             T = n_rows
-            emb = t[p + "embed_tokens.weight"][torch.tensor(seq[1:T + 1])][None]
-            x = torch.cat([rms(emb, t[p + "enorm.weight"]), rms(hidden[:, :T], t[p + "hnorm.weight"])], -1)
-            x = x @ t[p + "eh_proj.weight"].t()
+            emb = file_mtp["embed_tokens.weight"][torch.tensor(seq[1:T + 1])][None]
+            x = torch.cat([rms(emb, file_mtp["enorm.weight"]), rms(hidden[:, :T], file_mtp["hnorm.weight"])], -1)
+            x = x @ file_mtp["eh_proj.weight"].t()
             pos = torch.arange(T)[None]
             pe = hf_model.model.rotary_emb(x, pos)
             mask = torch.full((T, T), float("-inf")).triu(1)[None, None]
             out = layer(x, attention_mask=mask, position_ids=pos, position_embeddings=pe)
             out = out[0] if isinstance(out, tuple) else out
-            logits = rms(out, t[p + "shared_head.norm.weight"]) @ t[p + "shared_head.head.weight"].t()
+            logits = rms(out, file_mtp["shared_head.norm.weight"]) @ file_mtp["shared_head.head.weight"].t()
         return float((logits[0] - mine_logits).abs().max())
     except Exception as e:  # noqa: BLE001
         return f"failed: {type(e).__name__}: {str(e)[:300]}"

@@ -18,7 +18,6 @@ sigmoid(logits) + e_score_correction_bias (a buffer, moved by the auxiliary-loss
 weights from the sigmoid scores alone.
 """
 
-import math
 import os
 import sys
 
