@@ -72,7 +72,9 @@ def attention(q, k, v, scale):
     """Causal softmax attention; q, k [B, h, T, dk], v [B, h, T, dv] -> [B, T, h*dv]."""
     B, h, T, _ = q.shape
     if HAS_SDPA and q.is_cuda:
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+        # RoPE in f32 makes q/k f32 while v is bf16 under autocast: one dtype for the fused kernels
+        dt = autocast_dtype(q)
+        o = F.scaled_dot_product_attention(q.to(dt), k.to(dt), v.to(dt), is_causal=True, scale=scale)
     else:
         s = torch.matmul(q, k.transpose(-1, -2)) * scale
         mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
@@ -151,7 +153,8 @@ class SigmoidRouter(nn.Module):
         self.margins = None  # list to collect (min expert margin, min group margin) when set
 
     def forward(self, x):
-        logits = F.linear(x.float(), self.weight.float())
+        with no_autocast(x):  # router logits in f32, as transformers' DeepseekV3TopkRouter computes them
+            logits = F.linear(x.float(), self.weight.float())
         scores = logits.sigmoid()
         choice = scores.detach() + self.e_score_correction_bias.float()[None, :]
         N = choice.shape[0]
@@ -583,7 +586,7 @@ class KimiK3(nn.Module):
         q, kk, v = [t.float().reshape(B, T, H, K) for t in (q, kk, v)]
         qn = k3.l2norm_fla(q) * K ** -0.5
         kn = k3.l2norm_fla(kk)
-        with torch.autocast(device_type=x.device.type, enabled=False) if x.is_cuda else _null():
+        with no_autocast(x):
             o = kda_chunked(qn, kn, v, g, beta, self.kda_chunk)
         gate = self.lin(x, p + "g_proj.weight").float().reshape(B, T, H, K)
         y = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + self.eps) * self.w(p + "o_norm.weight").float() \
@@ -616,7 +619,8 @@ class KimiK3(nn.Module):
         E, topk = tc["num_experts"], tc["num_experts_per_token"]
         shp = x.shape
         flat = x.reshape(-1, shp[-1])
-        scores = F.linear(flat.float(), self.w(p + "gate.weight").float()).sigmoid()
+        with no_autocast(flat):
+            scores = F.linear(flat.float(), self.w(p + "gate.weight").float()).sigmoid()
         choice = scores.detach() + self.w(p + "gate.e_score_correction_bias").float()[None, :]
         if self.margins is not None:
             s = torch.sort(choice, -1, descending=True)[0]
@@ -678,6 +682,18 @@ class _null:
 
     def __exit__(self, *a):
         return False
+
+
+def autocast_dtype(x):
+    """The dtype CUDA autocast computes in (x's own dtype when it is off)."""
+    if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4
+        return torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else x.dtype
+    return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else x.dtype
+
+
+def no_autocast(x):
+    """A context that turns CUDA autocast off (f32 maths inside), or nothing on CPU."""
+    return torch.autocast(device_type="cuda", enabled=False) if x.is_cuda else _null()
 
 
 # ------------------------------------------------------------------------------------------------ init
