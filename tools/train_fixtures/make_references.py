@@ -117,41 +117,37 @@ def run_mine(model, family, prompt):
     routers = [m for m in model.modules() if isinstance(m, (M.SigmoidRouter, M.QwenMoe))]
     for r in routers:
         r.margins = []
-    ids, gaps = list(prompt), []
     with torch.no_grad():
-        for _ in range(GREEDY):
-            lg = model(torch.tensor([ids]))[0, -1].float()
-            top = torch.topk(lg, 2)
-            gaps.append(float(top.values[0] - top.values[1]))
-            ids.append(int(top.indices[0]))
-        full = model(torch.tensor([ids[:-1]]))[0].float()
-    P = len(prompt)
-    rows = full[P - 1:]
+        res = greedy_run(lambda ids: model(torch.tensor([ids]))[0].float(), prompt)
     em = [m[0] for r in routers for m in r.margins]
     gm = [m[1] for r in routers for m in r.margins if m[1] is not None]
     for r in routers:
         r.margins = None
-    return dict(greedy=ids[P:], logits=full, step_gaps=gaps, full_gaps=mrf.topk_gap(rows, 1).tolist(),
-                argmax_ok=rows.argmax(-1).tolist() == ids[P:], route_margin=min(em) if em else None,
-                group_margin=min(gm) if gm else None, n_routers=len(routers))
+    return dict(res, route_margin=min(em) if em else None, group_margin=min(gm) if gm else None,
+                n_routers=len(routers))
 
 
 def run_k3(ref_model, prompt):
-    rec_all = k3.Recorder()
-    ids, gaps = list(prompt), []
+    rec = k3.Recorder()
     with torch.no_grad():
-        for _ in range(GREEDY):
-            lg = ref_model.forward(ids, rec=rec_all)[-1]
-            top = torch.topk(lg, 2)
-            gaps.append(float(top.values[0] - top.values[1]))
-            ids.append(int(top.indices[0]))
-        full = ref_model.forward(ids[:-1], rec=rec_all)
-    P = len(prompt)
-    rows = full[P - 1:]
-    return dict(greedy=ids[P:], logits=full, step_gaps=gaps, full_gaps=mrf.topk_gap(rows, 1).tolist(),
-                argmax_ok=rows.argmax(-1).tolist() == ids[P:],
-                route_margin=min(rec_all.route_margins) if rec_all.route_margins else None, group_margin=None,
-                n_routers=len({i for i in rec_all.routed_sel}), attnres_max_prob=max(rec_all.attnres_maxp))
+        res = greedy_run(lambda ids: ref_model.forward(ids, rec=rec), prompt)
+    return dict(res, route_margin=min(rec.route_margins) if rec.route_margins else None, group_margin=None,
+                n_routers=len(rec.routed_sel), attnres_max_prob=max(rec.attnres_maxp))
+
+
+def greedy_run(logits_of, prompt):
+    """As mrf.run_reference: GREEDY full forwards (no cache) with argmax, then one forward over prompt +
+    greedy[:-1] whose rows are the reference logits.  logits_of(ids) -> [len(ids), vocab]."""
+    ids, gaps = list(prompt), []
+    for _ in range(GREEDY):
+        top = torch.topk(logits_of(ids)[-1], 2)
+        gaps.append(float(top.values[0] - top.values[1]))
+        ids.append(int(top.indices[0]))
+    full = logits_of(ids[:-1])
+    rows = full[len(prompt) - 1:]
+    greedy = ids[len(prompt):]
+    return dict(greedy=greedy, logits=full, step_gaps=gaps, full_gaps=mrf.topk_gap(rows, 1).tolist(),
+                argmax_ok=rows.argmax(-1).tolist() == greedy)
 
 
 def reasons(res):

@@ -243,18 +243,23 @@ class DsMoe(nn.Module):
         return y + self.shared_experts(x) if self.shared_experts is not None else y
 
 
-class DsLayer(nn.Module):
-    def __init__(self, c, moe):
+class DecoderLayer(nn.Module):
+    """Pre-norm decoder layer: x + attn(input_layernorm(x)), then + mlp(post_attention_layernorm(x))."""
+
+    def __init__(self, c, attn, mlp):
         super().__init__()
-        H = c["hidden_size"]
-        self.input_layernorm = RMSNorm(H, c["rms_norm_eps"])
-        self.post_attention_layernorm = RMSNorm(H, c["rms_norm_eps"])
-        self.self_attn = MlaAttention(c)
-        self.mlp = DsMoe(c) if moe else SwiGlu(H, c["intermediate_size"])
+        self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.self_attn = attn
+        self.mlp = mlp
 
     def forward(self, x, cos, sin):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin)
         return x + self.mlp(self.post_attention_layernorm(x))
+
+
+def ds_layer(c, moe):
+    return DecoderLayer(c, MlaAttention(c), DsMoe(c) if moe else SwiGlu(c["hidden_size"], c["intermediate_size"]))
 
 
 def ds_layer_is_moe(c, i):
@@ -274,7 +279,7 @@ class MtpLayer(nn.Module):
         self.enorm = RMSNorm(H, c["rms_norm_eps"])
         self.hnorm = RMSNorm(H, c["rms_norm_eps"])
         self.eh_proj = nn.Linear(2 * H, H, bias=False)
-        self.block = DsLayer(c, ds_layer_is_moe(c, c["num_hidden_layers"]))
+        self.block = ds_layer(c, ds_layer_is_moe(c, c["num_hidden_layers"]))
         self.head_norm = RMSNorm(H, c["rms_norm_eps"])
 
     def forward(self, emb_next, h, cos, sin):
@@ -282,17 +287,36 @@ class MtpLayer(nn.Module):
         return self.head_norm(self.block(x, cos, sin))
 
 
-class DeepseekV3(nn.Module):
-    family = "ds"
+class CausalLM(nn.Module):
+    """Embedding, decoder layers, final norm, output head (tied to the embedding or not), HF names."""
 
-    def __init__(self, c):
+    def __init__(self, c, layers):
         super().__init__()
         self.c = c
         H, V = c["hidden_size"], c["vocab_size"]
         self.embed_tokens = nn.Embedding(V, H)
-        self.layers = nn.ModuleList([DsLayer(c, ds_layer_is_moe(c, i)) for i in range(c["num_hidden_layers"])])
+        self.layers = nn.ModuleList(layers)
         self.norm = RMSNorm(H, c["rms_norm_eps"])
-        self.lm_head = nn.Linear(H, V, bias=False)
+        self.tied = c.get("tie_word_embeddings", False)
+        self.lm_head = None if self.tied else nn.Linear(H, V, bias=False)
+        self.mtp = None
+
+    def head(self, h):
+        return h @ self.embed_tokens.weight.t() if self.tied else self.lm_head(h)
+
+    def trunk_tensors(self):
+        out = {"model.embed_tokens.weight": self.embed_tokens.weight, "model.norm.weight": self.norm.weight}
+        if not self.tied:
+            out["lm_head.weight"] = self.lm_head.weight
+        return out
+
+
+class DeepseekV3(CausalLM):
+    family = "ds"
+
+    def __init__(self, c):
+        super().__init__(c, [ds_layer(c, ds_layer_is_moe(c, i)) for i in range(c["num_hidden_layers"])])
+        assert not self.tied, "DeepSeek-V3 stores its output head"
         self.mtp = MtpLayer(c) if c.get("num_nextn_predict_layers", 0) else None
         self.theta = c.get("rope_theta", 10000.0)
 
@@ -321,8 +345,7 @@ class DeepseekV3(nn.Module):
 
     def hf_tensors(self):
         """{HF name: tensor} as DeepSeek-V3's release names them (MTP layer at index num_hidden_layers)."""
-        out = {"model.embed_tokens.weight": self.embed_tokens.weight, "model.norm.weight": self.norm.weight,
-               "lm_head.weight": self.lm_head.weight}
+        out = self.trunk_tensors()
         for i, layer in enumerate(self.layers):
             out.update(ds_layer_tensors(layer, f"model.layers.{i}."))
         if self.mtp is not None:
@@ -415,34 +438,17 @@ def qwen_layer_is_moe(c, i):
         (i + 1) % c.get("decoder_sparse_step", 1) == 0
 
 
-class QwenLayer(nn.Module):
-    def __init__(self, c, i):
-        super().__init__()
-        H = c["hidden_size"]
-        self.input_layernorm = RMSNorm(H, c["rms_norm_eps"])
-        self.post_attention_layernorm = RMSNorm(H, c["rms_norm_eps"])
-        self.self_attn = GqaAttention(c)
-        self.mlp = QwenMoe(c) if qwen_layer_is_moe(c, i) else SwiGlu(H, c["intermediate_size"])
-
-    def forward(self, x, cos, sin):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
-        return x + self.mlp(self.post_attention_layernorm(x))
+def qwen_layer(c, i):
+    mlp = QwenMoe(c) if qwen_layer_is_moe(c, i) else SwiGlu(c["hidden_size"], c["intermediate_size"])
+    return DecoderLayer(c, GqaAttention(c), mlp)
 
 
-class Qwen3Moe(nn.Module):
+class Qwen3Moe(CausalLM):
     family = "qwen"
 
     def __init__(self, c):
-        super().__init__()
-        self.c = c
-        H, V = c["hidden_size"], c["vocab_size"]
-        self.embed_tokens = nn.Embedding(V, H)
-        self.layers = nn.ModuleList([QwenLayer(c, i) for i in range(c["num_hidden_layers"])])
-        self.norm = RMSNorm(H, c["rms_norm_eps"])
-        self.tied = c.get("tie_word_embeddings", False)
-        self.lm_head = None if self.tied else nn.Linear(H, V, bias=False)
-        self.hd = c.get("head_dim") or H // c["num_attention_heads"]
-        self.mtp = None
+        super().__init__(c, [qwen_layer(c, i) for i in range(c["num_hidden_layers"])])
+        self.hd = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
 
     def routers(self):
         return []
@@ -457,13 +463,10 @@ class Qwen3Moe(nn.Module):
         x = self.embed_tokens(ids)
         for layer in self.layers:
             x = layer(x, cos, sin)
-        h = self.norm(x)
-        return h @ self.embed_tokens.weight.t() if self.tied else self.lm_head(h)
+        return self.head(self.norm(x))
 
     def hf_tensors(self):
-        out = {"model.embed_tokens.weight": self.embed_tokens.weight, "model.norm.weight": self.norm.weight}
-        if not self.tied:
-            out["lm_head.weight"] = self.lm_head.weight
+        out = self.trunk_tensors()
         for i, layer in enumerate(self.layers):
             p = f"model.layers.{i}."
             for name, t in layer.named_parameters():

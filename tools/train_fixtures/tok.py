@@ -10,6 +10,10 @@ smoke-tested anywhere.  The stand-in is never used for the committed models (tra
 import json
 import os
 import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from make_fuzz_corpus import bytes_to_unicode  # noqa: E402  (tools/: GPT-2's byte -> character table)
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 EOT, IM_START, IM_END = 0, 1, 2   # ids: the trainer puts the special tokens first, in this order
@@ -24,20 +28,6 @@ CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role
 def render_chat(messages, add_generation_prompt=False):
     s = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
     return s + ("<|im_start|>assistant\n" if add_generation_prompt else "")
-
-
-def bytes_to_unicode():
-    """GPT-2's byte -> printable character table (what tokenizers' ByteLevel uses)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + \
-        list(range(ord("\u00ae"), ord("\u00ff") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
 
 
 def have_tokenizers():
