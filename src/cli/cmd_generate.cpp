@@ -79,7 +79,7 @@ int run_generate(const GenerateArgs& a) {
   if (a.n < 0) throw Error("-n must not be negative");
   auto tokenizer = Tokenizer::for_model(a.model);  // first: the budget's baseline counts it
   LoadOptions lo = load_options(a.model_flags);
-  DraftSetup draft = load_draft(a.draft_flags, lo.threads);  // so is a draft model
+  DraftSetup draft = load_draft(a.draft_flags, lo);  // so is a draft model
   lo.show_progress = lo.show_progress && !a.json;
   lo.keep_session = !a.session.empty();
   auto model = load_model(a.model, lo);

@@ -70,7 +70,7 @@ void register_serve(CLI::App& app, Action& run) {
       // budget's baseline counts it; this copy stands in for it while the
       // model is opened here, and is let go once the server holds its own.
       opened->counted = Tokenizer::for_model(o->model);
-      opened->draft = load_draft(*draft_flags, lo.threads);  // so is a draft model
+      opened->draft = load_draft(*draft_flags, lo);  // so is a draft model
       opened->model = open_model(o->model, lo);
       start_drafter(opened->draft, *draft_flags, *opened->model);
       o->drafter = opened->draft.drafter.get();

@@ -1,6 +1,5 @@
 #include "cli/draft_flags.h"
 
-#include "runtime/loader.h"
 #include "util/error.h"
 
 namespace strata::cli {
@@ -13,14 +12,14 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& f) {
       ->capture_default_str();
 }
 
-DraftSetup load_draft(const DraftFlags& f, int threads) {
+DraftSetup load_draft(const DraftFlags& f, LoadOptions& target) {
   if (f.draft_max < 0 || f.draft_max > 15) throw Error("--draft-max must be in [0, 15]");
   DraftSetup s;
   if (f.draft.empty() || f.draft == "ngram" || f.draft_max == 0) return s;
   if (f.draft == "mtp")
     throw Error("--draft mtp: drafting with the checkpoint's next-token-prediction layer is not available yet");
   LoadOptions o;
-  o.threads = threads;
+  o.threads = target.threads;
   o.show_progress = false;
   o.heat = "none";
   try {
@@ -28,6 +27,8 @@ DraftSetup load_draft(const DraftFlags& f, int threads) {
   } catch (const Error& e) {
     throw Error(std::string("--draft: ") + e.what());
   }
+  if (s.model->streaming()) throw Error("--draft " + f.draft + ": a draft model must fit in RAM (it was to be streamed)");
+  target.held_bytes += mapped_weight_bytes(*s.model);
   return s;
 }
 

@@ -13,6 +13,7 @@
 
 #include "model/model.h"
 #include "runtime/drafter.h"
+#include "runtime/loader.h"
 
 namespace strata::cli {
 
@@ -29,9 +30,11 @@ struct DraftSetup {
   std::unique_ptr<Drafter> drafter;
 };
 
-// Before the target is loaded: loads a draft model (threads as the target's).
-// Throws strata::Error for a bad --draft or --draft-max.
-DraftSetup load_draft(const DraftFlags& f, int threads);
+// Before the target is loaded: loads a draft model (threads as the
+// target's), and adds its mapped weights to `target`'s held_bytes so that
+// the target's budget counts them. Throws strata::Error for a bad --draft
+// or --draft-max.
+DraftSetup load_draft(const DraftFlags& f, LoadOptions& target);
 // After: makes the drafter (checks a draft model against `target`). Leaves
 // `setup.drafter` null when drafting is off.
 void start_drafter(DraftSetup& setup, const DraftFlags& f, const Model& target);

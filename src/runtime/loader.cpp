@@ -250,7 +250,7 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   // The process as it stands before the model's own memory: what the caller
   // built first (the tokenizer and chat template, which the CLI and the
   // server load before the model) and the runtime itself.
-  const uint64_t baseline = resident_anonymous_bytes();
+  const uint64_t baseline = resident_anonymous_bytes() + options.held_bytes;
   Checkpoint ck = open_checkpoint(path);
   if (options.notice)
     for (const std::string& note : ck.notes) options.notice(note);
@@ -282,7 +282,9 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   return model;
 }
 
-void warm_model(const Model& model, bool show_progress) {
+namespace {
+// The mapped ranges warm_model reads.
+std::vector<FileRange> mapped_ranges(const Model& model) {
   std::vector<FileRange> ranges;
   const bool streaming = model.streaming();
   const TensorSource& source = model.tensors();
@@ -294,10 +296,18 @@ void warm_model(const Model& model, bool show_progress) {
     if (!at) continue;  // converted when read: in memory already
     ranges.push_back({at->path, at->offset, t.nbytes});
   }
+  return ranges;
+}
+}  // namespace
+
+void warm_model(const Model& model, bool show_progress) {
+  std::vector<FileRange> ranges = mapped_ranges(model);
   Progress bar("load", covered_bytes(ranges), show_progress);
   read_into_page_cache(std::move(ranges), [&](uint64_t n) { bar.add(n); });
   bar.finish();
 }
+
+uint64_t mapped_weight_bytes(const Model& model) { return covered_bytes(mapped_ranges(model)); }
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& path, const LoadOptions& options) {
   auto model = open_model(path, options);

@@ -86,6 +86,10 @@ struct LoadOptions {
   std::function<void(const std::string&)> notice;
   // warm_model() draws a "load" progress bar on stderr.
   bool show_progress = false;
+  // Bytes of mapped files the process holds beside this model (a draft
+  // model's weights: mapped_weight_bytes()), counted in the budget's
+  // baseline with the process's own memory.
+  uint64_t held_bytes = 0;
 };
 
 // The widest step (rows, 16 to 4096) whose buffers (Model::step_bytes()),
@@ -109,5 +113,9 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
 // cache, with a progress bar when `show_progress`. Throws strata::Error on a
 // read error.
 void warm_model(const Model& model, bool show_progress);
+
+// Bytes of the weights `model` reads from mapped files (what warm_model
+// reads in; a converted weight is in the process's own memory instead).
+uint64_t mapped_weight_bytes(const Model& model);
 
 }  // namespace strata
