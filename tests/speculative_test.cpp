@@ -19,6 +19,7 @@
 #include "runtime/drafter.h"
 #include "runtime/generator.h"
 #include "runtime/loader.h"
+#include "fixture_models.h"
 #include "same_bits.h"
 
 namespace strata {
@@ -104,14 +105,6 @@ std::vector<SamplingParams> samplings() {
   return {greedy, sampled, penalised};
 }
 
-std::vector<fs::path> fixtures() {
-  std::vector<fs::path> dirs;
-  for (const auto& e : fs::directory_iterator(kModels))
-    if (fs::exists(e.path() / "config.json")) dirs.push_back(e.path());
-  std::sort(dirs.begin(), dirs.end());
-  return dirs;
-}
-
 class Speculative : public ::testing::TestWithParam<fs::path> {};
 
 TEST_P(Speculative, OutputIsTheSameWithAnyDrafter) {
@@ -135,7 +128,7 @@ TEST_P(Speculative, OutputIsTheSameWithAnyDrafter) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Speculative, ::testing::ValuesIn(fixtures()),
+INSTANTIATE_TEST_SUITE_P(Fixtures, Speculative, ::testing::ValuesIn(fixture_model_dirs()),
                          [](const auto& info) { return info.param.filename().string(); });
 
 // The oracle under the longest draft: acceptance is counted as it happened.

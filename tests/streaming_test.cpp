@@ -14,6 +14,7 @@
 #include "model/expert_heat.h"
 #include "runtime/generator.h"
 #include "safetensors_writer.h"
+#include "fixture_models.h"
 #include "same_bits.h"
 #include "synth/synth.h"
 #include "util/error.h"
@@ -67,14 +68,6 @@ PackOptions pack_qwen_gqa(const fs::path& tmp) {
   p.out = tmp / "pack";
   pack_model(p);
   return p;
-}
-
-std::vector<fs::path> fixtures() {
-  std::vector<fs::path> dirs;
-  for (const auto& e : fs::directory_iterator(kModels))
-    if (fs::exists(e.path() / "config.json")) dirs.push_back(e.path());
-  std::sort(dirs.begin(), dirs.end());
-  return dirs;
 }
 
 class Streaming : public ::testing::TestWithParam<fs::path> {};
@@ -181,7 +174,7 @@ TEST_P(Streaming, PackedOnTwoDrivesIsBitIdentical) {
   EXPECT_GT(small.stats.bytes_read, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Streaming, ::testing::ValuesIn(fixtures()),
+INSTANTIATE_TEST_SUITE_P(Fixtures, Streaming, ::testing::ValuesIn(fixture_model_dirs()),
                          [](const ::testing::TestParamInfo<fs::path>& i) { return i.param.filename().string(); });
 
 TEST(Pack, GgufSourceStreamsBitIdentical) {
