@@ -17,6 +17,7 @@
 #include "runtime/expert_stats.h"
 #include "runtime/generator.h"
 #include "runtime/prompt.h"
+#include "runtime/route_trace.h"
 #include "runtime/text_stream.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -38,6 +39,7 @@ struct GenerateArgs {
   bool logits = false;
   bool ignore_eos = false;
   std::string session;
+  std::string trace;
 };
 
 std::vector<int32_t> parse_ids(const std::string& s) {
@@ -108,6 +110,9 @@ int run_generate(const GenerateArgs& a) {
   opt.sampling = a.sampling;
   opt.keep_logits = a.logits;
   opt.drafter = draft.drafter.get();
+  std::unique_ptr<RouteTrace> trace;
+  if (!a.trace.empty()) trace = std::make_unique<RouteTrace>(a.trace, model->config().num_layers, model->config().n_routed_experts);
+  opt.trace = trace.get();
   opt.draft_max = a.draft_flags.draft_max;
   if (!a.ignore_eos) opt.stop_tokens = prompts.stop_ids();
   Session session;
@@ -224,6 +229,9 @@ void register_generate(CLI::App& app, Action& run) {
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at end-of-sequence tokens");
   cmd->add_option("--session", args->session,
                   "Session file: a prompt that extends the previous one reuses its KV cache (created if absent)");
+  cmd->add_option("--trace", args->trace,
+                  "Router trace: a JSON line per computed token with the experts it chose in each layer "
+                  "(for `strata heat`; slows decoding a little)");
   cmd->callback([&run, args] { run = [args] { return run_generate(*args); }; });
 }
 

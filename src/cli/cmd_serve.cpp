@@ -54,6 +54,9 @@ void register_serve(CLI::App& app, Action& run) {
                   "budget stays within a few times this (docs/server.md)")
       ->capture_default_str();
   cmd->add_option("--served-name", o->served_name, "Model id to report (default: the path's last part)");
+  cmd->add_option("--trace", o->trace,
+                  "Router trace: a JSON line per computed token with the experts it chose in each layer "
+                  "(for `strata heat`)");
   add_model_flags(cmd, *flags);
   add_draft_flags(cmd, *draft_flags);
   cmd->callback([&run, o, flags, draft_flags, body_mib] {

@@ -16,5 +16,6 @@ void register_probe(CLI::App& app, Action& run);
 void register_pack(CLI::App& app, Action& run);
 void register_demo(CLI::App& app, Action& run);
 void register_serve(CLI::App& app, Action& run);
+void register_heat(CLI::App& app, Action& run);
 
 }  // namespace strata::cli

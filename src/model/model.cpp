@@ -348,6 +348,10 @@ void Model::forward_step(std::span<const Row> rows, float* logits) {
     guess.next = static_cast<size_t>(l) + 1;
     if (layer.moe) {
       layer.moe->forward(normed, n, delta, b, step_, guess_next);
+      if (route_observer_) {
+        const size_t k = static_cast<size_t>(c.num_experts_per_tok);
+        route_observer_->routed(l, rows, std::span<const int32_t>(step_.ids).first(n * k), k);
+      }
     } else {
       // A dense layer right before a MoE layer guesses for it too, so the
       // drive works through this MLP and the next attention instead of
@@ -379,6 +383,7 @@ void Model::forward_step(std::span<const Row> rows, float* logits) {
   }
 
   for (const Row& r : rows) r.cache->set_length(std::max(r.cache->length(), r.pos + 1));
+  if (route_observer_) route_observer_->step_done(rows);
 }
 
 }  // namespace strata

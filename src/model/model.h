@@ -20,6 +20,7 @@
 #include "model/model_config.h"
 #include "model/moe.h"
 #include "model/mtp_layer.h"
+#include "model/route_observer.h"
 #include "model/step_state.h"
 #include "model/weights.h"
 
@@ -157,6 +158,10 @@ class Model {
 
   Backend& backend() { return *backend_; }
 
+  // Router traces: `o` (or null) sees every MoE layer's choices from the
+  // next step on; it must outlive the steps it sees.
+  void set_route_observer(RouteObserver* o) { route_observer_ = o; }
+
   // The next-token-prediction layers (ModelConfig::num_nextn_predict_layers),
   // bound by attach_experts(); empty for a model without.
   std::span<const MtpLayer> mtp_layers() const { return mtp_; }
@@ -194,6 +199,7 @@ class Model {
   int64_t context_ = 4096;
   int64_t max_batch_ = 4096;
   std::vector<int64_t> windows_;  // per layer: sliding window, 0 = full attention
+  RouteObserver* route_observer_ = nullptr;
 };
 
 // Each architecture binds its layers and experts through its spec (model/arch.h).

@@ -38,7 +38,7 @@ GenerateResult run(Model& model, const std::vector<int32_t>& prompt, const Gener
     *session = Session{};
   }
 
-  Scheduler scheduler(model, SchedulerOptions{1, 0, options.drafter, options.draft_max, options.draft_adaptive});
+  Scheduler scheduler(model, SchedulerOptions{1, 0, options.drafter, options.draft_max, options.draft_adaptive, options.trace});
   model.begin_expert_epoch();
   const ExpertStats at_start = model.expert_stats();
   const auto t0 = std::chrono::steady_clock::now();

@@ -17,6 +17,7 @@ namespace strata {
 
 class Model;
 class Drafter;
+class RouteTrace;
 
 struct GenerateOptions {
   int max_new_tokens = 16;
@@ -32,6 +33,7 @@ struct GenerateOptions {
   Drafter* drafter = nullptr;
   int draft_max = 8;
   bool draft_adaptive = true;  // false: draft_max tokens every step
+  RouteTrace* trace = nullptr;  // router traces (runtime/route_trace.h)
 };
 
 struct GenerateResult {

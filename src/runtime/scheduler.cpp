@@ -7,6 +7,7 @@
 #include "model/model.h"
 #include "runtime/drafter.h"
 #include "runtime/logprobs.h"
+#include "runtime/route_trace.h"
 #include "runtime/text_stream.h"
 #include "util/error.h"
 
@@ -52,13 +53,16 @@ struct Scheduler::Sequence {
 Scheduler::Scheduler(Model& model, SchedulerOptions options)
     : model_(model),
       options_{std::max(1, options.max_running), std::max(0, options.max_queue), options.drafter,
-               std::max(0, options.draft_max), options.draft_adaptive},
-      draft_length_(options.drafter ? std::max(0, options.draft_max) : 0, options.draft_adaptive) {}
+               std::max(0, options.draft_max), options.draft_adaptive, options.trace},
+      draft_length_(options.drafter ? std::max(0, options.draft_max) : 0, options.draft_adaptive) {
+  if (options_.trace) model_.set_route_observer(options_.trace);
+}
 
 Scheduler::~Scheduler() {
   for (auto& s : running_)
     if (!s->ended) s->job->end(Finish::Cancelled);
   for (auto& s : queue_) s->job->end(Finish::Cancelled);
+  if (options_.trace) model_.set_route_observer(nullptr);
 }
 
 std::shared_ptr<Job> Scheduler::submit(Request r) {
@@ -188,6 +192,7 @@ void Scheduler::start(Sequence& s) {
   Session& session = s.req.session;
   const size_t reused = session.reusable(s.req.prompt);
   s.cache = reused > 0 ? session.take_cache(reused) : model_.new_cache();
+  if (options_.trace) options_.trace->begin_sequence(s.cache.get());
   session = Session{};
   s.computed = reused;
   s.job->reused_tokens_ = static_cast<int64_t>(reused);
@@ -407,6 +412,7 @@ Finish Scheduler::emit(Sequence& s, const float* logits, std::exception_ptr& err
 }
 
 void Scheduler::end(Sequence& s, Finish f, std::exception_ptr error) {
+  if (options_.trace && s.cache) options_.trace->end_sequence(s.cache.get());
   Session kept;
   if (s.req.keep_session && s.cache && f != Finish::Error && f != Finish::Cancelled) {
     // The tokens whose KV is cached: the prompt and the generated tokens fed

@@ -48,6 +48,7 @@ namespace strata {
 
 class Model;
 class Drafter;
+class RouteTrace;
 
 struct SchedulerOptions {
   int max_running = 8;  // sequences decoded together
@@ -55,6 +56,9 @@ struct SchedulerOptions {
   Drafter* drafter = nullptr;  // speculation off without one; it outlives the scheduler
   int draft_max = 8;           // tokens drafted per sequence and step, at most
   bool draft_adaptive = true;  // false: always draft_max (where there is room)
+  // Router traces (runtime/route_trace.h): set as the model's route observer
+  // while the scheduler lives; it outlives the scheduler.
+  RouteTrace* trace = nullptr;
 };
 
 // A snapshot of the scheduler's counters, copied out under a lock: a

@@ -15,6 +15,7 @@
 
 #include "model/model.h"
 #include "runtime/prompt.h"
+#include "runtime/route_trace.h"
 #include "runtime/scheduler.h"
 #include "server/body_budget.h"
 #include "server/http_connections.h"
@@ -189,7 +190,10 @@ class Server {
       if (!prompts_->template_error().empty())
         std::fprintf(stderr, "strata serve: the chat template does not compile: %s\n",
                      prompts_->template_error().c_str());
-      scheduler_ = std::make_unique<Scheduler>(*model_, SchedulerOptions{o_.max_running, o_.max_queue, o_.drafter, o_.draft_max});
+      if (!o_.trace.empty()) trace_ = std::make_unique<RouteTrace>(o_.trace, model_->config().num_layers, model_->config().n_routed_experts);
+      SchedulerOptions so{o_.max_running, o_.max_queue, o_.drafter, o_.draft_max};
+      so.trace = trace_.get();
+      scheduler_ = std::make_unique<Scheduler>(*model_, so);
       step_thread_ = std::thread([this] { scheduler_->run(); });
       ready_ = true;
       std::fprintf(stderr, "strata serve: model loaded\n");
@@ -657,6 +661,7 @@ class Server {
   std::unique_ptr<Model> model_;
   std::unique_ptr<PromptBuilder> prompts_;
   const Tokenizer* tok_ = nullptr;  // prompts_'s; null when the model has none
+  std::unique_ptr<RouteTrace> trace_;  // before the scheduler: it outlives it
   std::unique_ptr<Scheduler> scheduler_;
   std::thread step_thread_;
 };

@@ -40,6 +40,7 @@ struct ServeOptions {
   // running sequence drafts unless its request says "draft": false.
   Drafter* drafter = nullptr;
   int draft_max = 8;
+  std::string trace;  // router trace file (runtime/route_trace.h); "" = none
   size_t max_body_bytes = 8u << 20;
   // Request bodies held at once, from their reading until they are token ids
   // (server/body_budget.h); at least max_body_bytes. A body that does not fit
