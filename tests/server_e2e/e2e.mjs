@@ -355,7 +355,8 @@ await stopServer(lossy);
 // sharing the tokenizer); four concurrent requests each draft, their
 // verifications batched in the same steps, and each one's text and
 // logprobs are those of the same request with "draft": false.
-const drafting = await startServer(["--draft", model, "--draft-max", "4", "--max-running", "4"]);
+const tracePath = `${work}/serve-trace.jsonl`;
+const drafting = await startServer(["--draft", model, "--draft-max", "4", "--max-running", "4", "--trace", tracePath]);
 await check("serve --draft: output as without drafting, concurrent requests, usage and metrics", async () => {
   await waitReady(drafting.url);
   const c5 = new OpenAI({ apiKey: "none", baseURL: `${drafting.url}/v1`, maxRetries: 0 });
@@ -375,6 +376,10 @@ await check("serve --draft: output as without drafting, concurrent requests, usa
   const drafted = Number(m.match(/^strata_draft_tokens_total (\S+)$/m)[1]);
   const kept = Number(m.match(/^strata_draft_accepted_tokens_total (\S+)$/m)[1]);
   assert.ok(drafted > 0 && kept > 0 && kept <= drafted, m);
+  // --trace: a line per computed row, eight sequences, every MoE layer's choices.
+  const lines = readFileSync(tracePath, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  assert.equal(new Set(lines.map((l) => l.seq)).size, 8);
+  assert.ok(lines.every((l) => l.experts.some((e) => e.length > 0)));
 });
 await stopServer(drafting);
 
