@@ -308,14 +308,14 @@ TEST(DraftLength, DraftsMoreWhenMoreIsAcceptedAndRowsAreCheap) {
   DraftAcceptance good;
   for (int i = 0; i < 30; ++i) good.record(4, 4);
   DraftAcceptance bad;
-  for (int i = 0; i < 30; ++i) bad.record(4, 0);
+  for (int i = 0; i < 30; ++i) bad.record(1, 0);
   // Rows cheap (a 5-row step costs 1.1x one row): long drafts for a good
   // acceptance, none for a bad one.
   for (int i = 0; i < 20; ++i) {
     policy.record_step(1, 1.0);
     policy.record_step(5, 1.1);
   }
-  EXPECT_LT(policy.row_cost(), 0.1);
+  EXPECT_NEAR(policy.cost(4, 1), 1.1, 1e-9);
   EXPECT_GE(policy.choose(good), 6);
   EXPECT_EQ(policy.choose(bad), 0);
   // Rows dearer than whole steps: drafting cannot pay.
@@ -324,12 +324,36 @@ TEST(DraftLength, DraftsMoreWhenMoreIsAcceptedAndRowsAreCheap) {
     dear.record_step(1, 1.0);
     dear.record_step(3, 3.5);
   }
-  EXPECT_GT(dear.row_cost(), 1.0);
   EXPECT_EQ(dear.choose(good), 0);
   // A sequence that stopped drafting tries one token every kProbeEvery steps.
   int probes = 0;
   for (int i = 0; i < 4 * DraftLength::kProbeEvery; ++i) probes += policy.choose(bad);
   EXPECT_EQ(probes, 4);
+  // One that keeps drafting skips once every kBaselineEvery steps.
+  DraftAcceptance keen = good;
+  int skipped = 0;
+  for (int i = 0; i < 2 * DraftLength::kBaselineEvery; ++i) skipped += policy.choose(keen) == 0;
+  EXPECT_EQ(skipped, 2);
+}
+
+// Never a one-row step (always drafting, or several sequences): the costs are
+// still learnt from the row counts that do occur, and the drafter's own time
+// counts. Each row as dear as a whole step and a drafter at half a step per
+// token: drafting would halve the speed, so it stops.
+TEST(DraftLength, LearnsWithoutOneRowStepsAndCountsTheDraftersTime) {
+  DraftLength policy(8);
+  DraftAcceptance good;
+  for (int i = 0; i < 30; ++i) good.record(4, 3);
+  EXPECT_GT(policy.choose(good), 0);  // the prior: rows are cheap
+  for (int i = 0; i < 50; ++i) {
+    policy.record_step(3, 3.0);
+    policy.record_step(5, 5.0);
+    policy.record_draft(1.0, 2);
+  }
+  EXPECT_NEAR(policy.cost(2, 1), 1 + 2 + 0.5 * 2, 1e-9);
+  EXPECT_EQ(policy.choose(good, 1), 0);
+  // Beside three other sequences one more row costs a quarter of the step.
+  EXPECT_GT(policy.choose(good, 4), 0);
 }
 
 }  // namespace

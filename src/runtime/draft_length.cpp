@@ -6,69 +6,91 @@
 namespace strata {
 
 namespace {
-// What one more row costs before any step was measured: about what a 4-row
-// step costing 2x a 1-row one gives (docs/PERFORMANCE.md).
+// What one more row costs, as a share of a one-row step, before two row
+// counts were measured: about what a 4-row step costing 2x a 1-row one gives
+// (docs/PERFORMANCE.md).
 constexpr double kPriorRowCost = 0.33;
 constexpr double kDecay = 0.9;
 }  // namespace
 
-void DraftAcceptance::record(int drafted, int accepted_tokens) {
-  if (drafted <= 0) return;
-  // Tokens tried: each accepted one, and the first rejected if any.
-  const int tried_now = accepted_tokens < drafted ? accepted_tokens + 1 : accepted_tokens;
-  tried = kDecay * tried + tried_now;
+void DraftAcceptance::record(int tried_tokens, int accepted_tokens) {
+  if (tried_tokens <= 0) return;
+  tried = kDecay * tried + tried_tokens;
   accepted = kDecay * accepted + accepted_tokens;
 }
 
 void DraftLength::record_step(size_t rows, double seconds) {
-  if (rows == 0 || rows > kMaxRows || !(seconds > 0)) return;
+  if (rows == 0 || rows > kMaxRows || !(seconds > 0) || !std::isfinite(seconds)) return;
   double& w = weight_[rows];
   step_s_[rows] = (step_s_[rows] * w * kDecay + seconds) / (w * kDecay + 1);
   w = w * kDecay + 1;
 }
 
 void DraftLength::record_draft(double seconds, int tokens) {
-  if (tokens <= 0 || !(seconds >= 0)) return;
+  if (tokens <= 0 || !(seconds >= 0) || !std::isfinite(seconds)) return;
   const double per = seconds / tokens;
   draft_s_per_token_ = (draft_s_per_token_ * draft_weight_ * kDecay + per) / (draft_weight_ * kDecay + 1);
   draft_weight_ = draft_weight_ * kDecay + 1;
 }
 
-double DraftLength::row_cost() const {
-  if (weight_[1] == 0) return kPriorRowCost;
-  // Each measured row count r > 1 says (t_r / t_1 - 1) / (r - 1); weigh by samples.
-  double sum = 0, w = 0;
-  for (size_t r = 2; r <= kMaxRows; ++r) {
-    if (weight_[r] == 0) continue;
-    const double ww = std::min(weight_[r], weight_[1]);
-    sum += ww * (step_s_[r] / step_s_[1] - 1) / static_cast<double>(r - 1);
-    w += ww;
+bool DraftLength::line(double& t0, double& t1) const {
+  double w = 0, r = 0, t = 0;
+  int counts = 0;
+  for (size_t i = 1; i <= kMaxRows; ++i)
+    if (weight_[i] > 0) {
+      w += weight_[i];
+      r += weight_[i] * static_cast<double>(i);
+      t += weight_[i] * step_s_[i];
+      ++counts;
+    }
+  if (counts < 2) return false;
+  r /= w;
+  t /= w;
+  double srr = 0, srt = 0;
+  for (size_t i = 1; i <= kMaxRows; ++i)
+    if (weight_[i] > 0) {
+      const double dr = static_cast<double>(i) - r;
+      srr += weight_[i] * dr * dr;
+      srt += weight_[i] * dr * (step_s_[i] - t);
+    }
+  t1 = std::max(0.0, srt / srr);
+  t0 = t - t1 * r;
+  return true;
+}
+
+double DraftLength::cost(int k, size_t base_rows) const {
+  const double R = static_cast<double>(std::max<size_t>(1, base_rows));
+  double t0 = 0, t1 = 0, base = 0;
+  if (line(t0, t1) && (base = t0 + t1 * R) > 0) {
+    const double d = draft_weight_ > 0 ? draft_s_per_token_ / base : 0;
+    return (base + t1 * k) / base + d * k;
   }
-  // Blend with the prior until there are a few measurements.
-  return (sum + kPriorRowCost) / (w + 1);
+  // One row costs 1; each more, kPriorRowCost.
+  const double one = 1 + kPriorRowCost * (R - 1);
+  return (one + kPriorRowCost * k) / one;
 }
 
-double DraftLength::draft_cost() const {
-  if (weight_[1] == 0 || draft_weight_ == 0) return 0;
-  return draft_s_per_token_ / step_s_[1];
-}
-
-int DraftLength::choose(DraftAcceptance& a) const {
+int DraftLength::choose(DraftAcceptance& a, size_t base_rows) const {
   if (max_ <= 0 || !adaptive_) return max_;
   const double rate = std::clamp(a.rate(), 0.0, 0.999);
-  const double cost = std::max(0.0, row_cost()) + draft_cost();
   int best = 0;
   double best_value = 1.0, expected = 1.0, term = 1.0;
   for (int k = 1; k <= max_; ++k) {
     term *= rate;
     expected += term;
-    const double value = expected / (1 + cost * k);
+    const double value = expected / cost(k, base_rows);
     if (value > best_value * (1 + 1e-9)) {
       best = k;
       best_value = value;
     }
   }
-  if (best == 0 && ++a.idle_steps >= kProbeEvery) best = 1;
+  if (best == 0) {
+    a.busy_steps = 0;
+    if (++a.idle_steps >= kProbeEvery) best = 1;  // try again now and then
+  } else if (++a.busy_steps >= kBaselineEvery) {
+    best = 0;  // measure the step without drafts now and then
+    a.busy_steps = 0;
+  }
   if (best > 0) a.idle_steps = 0;
   return best;
 }

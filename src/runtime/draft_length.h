@@ -5,47 +5,58 @@
 //   expected tokens a step yields with k drafted:  E(k) = 1 + a + ... + a^k
 //     (a: the sequence's measured chance that a drafted token is accepted,
 //     given the ones before it were)
-//   what the step costs, relative to one row:     C(k) = 1 + (c + d)·k
-//     (c: what one more row adds to a step, from the measured time of steps
-//     by row count: compute in RAM, extra distinct experts read when
-//     streaming; d: the drafter's own time per proposed token)
+//   what the step costs, relative to the step without drafts:
+//                                                  C(k) = t(R + k) / t(R) + d·k
+//     (R: the step's rows without drafts, one per decoding sequence;
+//     t(r) = t0 + t1·r, a least-squares line through the measured times of
+//     decode steps by row count: compute in RAM, extra distinct experts read
+//     when streaming; d: the drafter's own time per proposed token over t(R))
 //
 // k maximises E(k)/C(k) over [0, max]; 0 unless that beats 1 (no drafting).
-// Not adaptive (benchmarks at a fixed length, tests): always max.
-// A sequence that stopped drafting tries one token again every
-// kProbeEvery steps, so a changed acceptance is noticed.
+// Until two row counts have been measured, one more row is taken to cost a
+// third of a one-row step. A sequence that stopped drafting tries one token
+// every kProbeEvery steps, and one that keeps drafting skips it once every
+// kBaselineEvery steps, so that both the acceptance and the step without
+// drafts stay measured. Not adaptive (benchmarks at a fixed length, tests):
+// always max.
 #include <array>
 #include <cstddef>
 
 namespace strata {
 
-// Per sequence: decayed counts of drafted tokens tried and accepted.
+// Per sequence: decayed counts of drafted tokens compared and accepted.
 struct DraftAcceptance {
   double tried = 2, accepted = 1;  // a prior of 1/2
   int idle_steps = 0;              // steps since it last drafted
+  int busy_steps = 0;              // steps since it last did not
   double rate() const { return accepted / tried; }
-  // After a verification: `drafted` tokens fed, the first `accepted` kept.
-  void record(int drafted, int accepted_tokens);
+  // After a verification: `tried` drafted tokens compared with what the
+  // model picked (the accepted ones and the first rejected), `accepted` kept.
+  void record(int tried_tokens, int accepted_tokens);
 };
 
 class DraftLength {
  public:
   static constexpr int kProbeEvery = 16;
-  static constexpr size_t kMaxRows = 64;
+  static constexpr int kBaselineEvery = 64;
+  static constexpr size_t kMaxRows = 256;
 
   explicit DraftLength(int max, bool adaptive = true) : max_(max), adaptive_(adaptive) {}
   int max() const { return max_; }
-  // Tokens to draft for a sequence with this acceptance (updates its idle count).
-  int choose(DraftAcceptance& a) const;
+  // Tokens to draft for a sequence with this acceptance in a step of
+  // `base_rows` rows without drafts (updates its idle and busy counts).
+  int choose(DraftAcceptance& a, size_t base_rows = 1) const;
   // A step of `rows` rows (every sequence's, all decoding) took `seconds`.
   void record_step(size_t rows, double seconds);
   // The drafter took `seconds` to propose `tokens` tokens.
   void record_draft(double seconds, int tokens);
-  // c and d above, as estimated now.
-  double row_cost() const;
-  double draft_cost() const;
+  // C(k) above for a step of `base_rows` rows.
+  double cost(int k, size_t base_rows) const;
 
  private:
+  // t(r) = t0 + t1·r; false until two row counts are measured.
+  bool line(double& t0, double& t1) const;
+
   int max_;
   bool adaptive_;
   std::array<double, kMaxRows + 1> step_s_{};  // EMA of step time by row count

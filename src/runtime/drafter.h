@@ -15,7 +15,8 @@
 //   `out`, guesses for the tokens after `tokens` (the prompt and every token
 //   output so far; the last is the one the next step feeds). Successive
 //   calls see the same sequence grown by what was accepted, never changed
-//   in its past. Proposing nothing is always allowed.
+//   in its past. Proposing nothing is always allowed; throwing turns
+//   drafting off for that sequence (it runs on without).
 // - A stream may use the sequence's sampling parameters (runtime/sampler.h:
 //   pick_token with the same seed and output index) to guess sampled
 //   tokens; `first_index` is the output index of the first token proposed.
@@ -34,6 +35,11 @@ class Model;
 class DraftStream {
  public:
   virtual ~DraftStream() = default;
+  // Called once, before the first propose(), with the sequence so far (its
+  // prompt and first token): a stream with state to catch up (a draft
+  // model's cache) does it here, so that propose() costs what drafting
+  // costs. Throwing turns drafting off for the sequence.
+  virtual void prepare(std::span<const int32_t> tokens) { (void)tokens; }
   virtual void propose(std::span<const int32_t> tokens, uint64_t first_index, int max, std::vector<int32_t>& out) = 0;
 };
 

@@ -20,6 +20,17 @@ class ModelStream final : public DraftStream {
     sampling_.logit_bias.clear();
   }
 
+  // The prompt into the draft model's cache (all but the last token, whose
+  // logits the first propose() needs).
+  void prepare(std::span<const int32_t> tokens) override {
+    if (tokens.size() < 2 || static_cast<int64_t>(tokens.size()) > draft_.context()) return;
+    cache_ = draft_.new_cache();
+    logits_.resize(static_cast<size_t>(draft_.config().vocab_size));
+    const auto head = tokens.first(tokens.size() - 1);
+    draft_.prefill(head, 0, *cache_, logits_.data());
+    cached_.assign(head.begin(), head.end());
+  }
+
   void propose(std::span<const int32_t> tokens, uint64_t first_index, int max, std::vector<int32_t>& out) override {
     if (max <= 0 || tokens.empty()) return;
     const int64_t L = static_cast<int64_t>(tokens.size());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "model/model.h"
 #include "runtime/drafter.h"
@@ -42,6 +43,7 @@ struct Scheduler::Sequence {
   bool ended = false;
   // Speculation (null: this sequence does not draft).
   std::unique_ptr<DraftStream> draft;
+  bool draft_prepared = false;  // DraftStream::prepare() ran
   DraftAcceptance acceptance;
   std::vector<int32_t> drafted;  // this step's, fed after `pending`
   // Kept tokens whose rows were rolled back with a recurrent state: those at
@@ -204,28 +206,47 @@ void Scheduler::start(Sequence& s) {
   if (s.req.tokenizer) s.text = std::make_unique<TextStream>(*s.req.tokenizer, s.req.stop_strings);
 }
 
-void Scheduler::draft(Sequence& s) {
+void Scheduler::draft(Sequence& s, size_t base_rows) {
   s.drafted.clear();
   s.before_step.reset();
   if (!s.draft) return;
+  // Kept tokens fed again after a rollback come first, alone: a snapshot
+  // taken now would lie before them, and the next rollback would feed them
+  // once more.
+  if (s.refeed > 0) return;
   // Room: the step emits up to k + 1 tokens, at positions up to pos + k.
   const int64_t room_tokens = static_cast<int64_t>(s.req.max_tokens) - static_cast<int64_t>(s.output.size()) - 1;
   const int64_t room_context = model_.context() - 1 - s.pos;
-  const int64_t room_rows = model_.max_batch_rows() - 1 - static_cast<int64_t>(s.refeed);
-  const int64_t k = std::min({static_cast<int64_t>(draft_length_.choose(s.acceptance)), room_tokens, room_context, room_rows});
+  const int64_t room_rows = model_.max_batch_rows() - 1;
+  const int64_t k = std::min({static_cast<int64_t>(draft_length_.choose(s.acceptance, base_rows)), room_tokens,
+                              room_context, room_rows});
   if (k <= 0) return;
-  const auto t0 = Clock::now();
-  s.draft->propose(s.history, s.sampler->output_count(), static_cast<int>(k), s.drafted);
-  const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (s.drafted.size() > static_cast<size_t>(k)) s.drafted.resize(static_cast<size_t>(k));
-  draft_length_.record_draft(dt, static_cast<int>(s.drafted.size()));
-  {
+  try {
+    // A drafter that fails drafts no more for this sequence; the sequence
+    // itself, and every other, runs on.
+    if (!s.draft_prepared) {
+      const auto t0 = Clock::now();
+      s.draft->prepare(s.history);  // catching up on the prompt: not a per-token cost
+      s.draft_prepared = true;
+      std::lock_guard lock(m_);
+      stats_.draft_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    const auto t0 = Clock::now();
+    s.draft->propose(s.history, s.sampler->output_count(), static_cast<int>(k), s.drafted);
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (s.drafted.size() > static_cast<size_t>(k)) s.drafted.resize(static_cast<size_t>(k));
+    const int32_t vocab = static_cast<int32_t>(model_.config().vocab_size);
+    for (int32_t t : s.drafted)
+      if (t < 0 || t >= vocab) throw Error("proposed token id " + std::to_string(t) + ", outside the vocabulary");
+    draft_length_.record_draft(dt, static_cast<int>(s.drafted.size()));
     std::lock_guard lock(m_);
     stats_.draft_s += dt;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata: warning: the drafter failed (%s); this sequence goes on without drafting\n", e.what());
+    s.drafted.clear();
+    s.draft.reset();
+    return;
   }
-  const int32_t vocab = static_cast<int32_t>(model_.config().vocab_size);
-  for (int32_t t : s.drafted)
-    if (t < 0 || t >= vocab) throw Error("internal: drafter proposed token " + std::to_string(t));
   // A recurrent state cannot rewind past a rejected token: keep the way back.
   if (!s.drafted.empty() && s.cache->keeps_state()) s.before_step = s.cache->snapshot();
 }
@@ -233,9 +254,12 @@ void Scheduler::draft(Sequence& s) {
 void Scheduler::forward_step() {
   rows_.clear();
   logit_owners_.clear();
+  size_t base_rows = 0;  // one per decoding sequence, and rows fed again
+  for (auto& s : running_)
+    if (!s->ended && s->decoding) base_rows += 1 + s->refeed;
   for (auto& s : running_)
     if (!s->ended && s->decoding) {
-      draft(*s);
+      draft(*s, base_rows);
       for (size_t i = s->refeed; i > 0; --i) {
         const int64_t at = s->pos - static_cast<int64_t>(i);
         rows_.push_back(Row{s->history[static_cast<size_t>(at)], at, s->cache.get(), false});
@@ -314,6 +338,7 @@ void Scheduler::verify(Sequence& s, const float* logits, size_t n) {
   const int64_t pos0 = s.pos;  // where `pending` was fed
   const size_t drafted = n - 1;
   size_t accepted = 0;
+  bool rejected = false;  // a drafted token was compared and differed
   Finish f = Finish::Running;
   std::exception_ptr error;
   const size_t before = s.output.size();
@@ -321,9 +346,12 @@ void Scheduler::verify(Sequence& s, const float* logits, size_t n) {
     s.pos = pos0 + static_cast<int64_t>(j) + 1;  // where the token emitted now will be fed
     f = emit(s, logits + j * vocab, error);
     const bool emitted = s.output.size() > before + j;
-    if (j < drafted && emitted && s.output.back() == s.drafted[j]) ++accepted;
-    else
+    if (j < drafted && emitted && s.output.back() == s.drafted[j]) {
+      ++accepted;
+    } else {
+      rejected = j < drafted && emitted;
       break;
+    }
     if (f != Finish::Running) break;
   }
   const int64_t kept = static_cast<int64_t>(s.output.size() - before);  // tokens emitted
@@ -344,7 +372,7 @@ void Scheduler::verify(Sequence& s, const float* logits, size_t n) {
   }
   s.before_step.reset();
   if (drafted > 0) {
-    s.acceptance.record(static_cast<int>(drafted), static_cast<int>(accepted));
+    s.acceptance.record(static_cast<int>(accepted + (rejected ? 1 : 0)), static_cast<int>(accepted));
     s.job->drafted_tokens_ += static_cast<int64_t>(drafted);
     s.job->accepted_tokens_ += static_cast<int64_t>(accepted);
     ++s.job->draft_steps_;
