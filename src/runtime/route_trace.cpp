@@ -1,5 +1,6 @@
 #include "runtime/route_trace.h"
 
+#include <cstdio>
 #include <string>
 
 #include "util/error.h"
@@ -29,12 +30,12 @@ void RouteTrace::routed(int64_t layer, std::span<const Row> rows, std::span<cons
 }
 
 void RouteTrace::step_done(std::span<const Row> rows) {
-  std::string line;
+  if (failed_) return;
   for (size_t r = 0; r < rows.size(); ++r) {
     const auto it = seq_.find(rows[r].cache);
-    line = "{\"seq\": " + std::to_string(it == seq_.end() ? 0 : it->second) + ", \"pos\": " +
-           std::to_string(rows[r].pos) + ", \"token\": " + std::to_string(rows[r].token) +
-           ", \"n_experts\": " + std::to_string(experts_) + ", \"experts\": [";
+    std::string line = "{\"seq\": " + std::to_string(it == seq_.end() ? 0 : it->second) + ", \"pos\": " +
+                       std::to_string(rows[r].pos) + ", \"token\": " + std::to_string(rows[r].token) +
+                       ", \"n_experts\": " + std::to_string(experts_) + ", \"experts\": [";
     for (int64_t l = 0; l < layers_; ++l) {
       line += l ? ", [" : "[";
       if (r < step_.size() && step_[r].size() == static_cast<size_t>(layers_)) {
@@ -44,12 +45,27 @@ void RouteTrace::step_done(std::span<const Row> rows) {
       line += "]";
     }
     line += "]}\n";
-    out_ << line;
+    pending_.push_back({rows[r].cache, rows[r].pos, std::move(line)});
   }
   for (auto& row : step_)
     for (auto& ids : row) ids.clear();
-  out_.flush();
-  if (!out_) throw Error(path_.string() + ": cannot write the router trace (disk full?)");
+}
+
+void RouteTrace::discard(const KvCache* cache, int64_t from, int64_t to) {
+  std::erase_if(pending_, [&](const Line& l) { return l.cache == cache && l.pos >= from && l.pos < to; });
+}
+
+void RouteTrace::commit() {
+  if (!failed_) {
+    for (const Line& l : pending_) out_ << l.text;
+    out_.flush();
+    if (!out_) {
+      failed_ = true;
+      std::fprintf(stderr, "strata: warning: %s: cannot write the router trace (disk full?); tracing stops\n",
+                   path_.string().c_str());
+    }
+  }
+  pending_.clear();
 }
 
 }  // namespace strata

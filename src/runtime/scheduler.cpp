@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 #include "model/model.h"
@@ -49,6 +50,7 @@ struct Scheduler::Sequence {
   // Kept tokens whose rows were rolled back with a recurrent state: those at
   // positions pos - refeed .. pos - 1, fed again (without logits) before `pending`.
   size_t refeed = 0;
+  size_t refed_now = 0;  // of those, fed in the current step
   std::unique_ptr<CacheSnapshot> before_step;  // a recurrent cache before a drafted step
 };
 
@@ -150,6 +152,7 @@ bool Scheduler::step() {
     // A failure in the shared step (a read error, say) ends every sequence in it.
     fail_running(std::current_exception());
   }
+  if (options_.trace) options_.trace->commit();
   sweep();
   std::lock_guard lock(m_);
   return !queue_.empty() || !running_.empty();
@@ -260,6 +263,7 @@ void Scheduler::forward_step() {
   for (auto& s : running_)
     if (!s->ended && s->decoding) {
       draft(*s, base_rows);
+      s->refed_now = s->refeed;
       for (size_t i = s->refeed; i > 0; --i) {
         const int64_t at = s->pos - static_cast<int64_t>(i);
         rows_.push_back(Row{s->history[static_cast<size_t>(at)], at, s->cache.get(), false});
@@ -371,6 +375,13 @@ void Scheduler::verify(Sequence& s, const float* logits, size_t n) {
     s.refeed = 0;
   }
   s.before_step.reset();
+  if (options_.trace) {
+    // Each kept position once: not the rows computed again after a
+    // rollback, not the drafted rows that were not kept.
+    options_.trace->discard(s.cache.get(), pos0 - static_cast<int64_t>(s.refed_now), pos0);
+    options_.trace->discard(s.cache.get(), pos0 + kept, INT64_MAX);
+  }
+  s.refed_now = 0;
   if (drafted > 0) {
     s.acceptance.record(static_cast<int>(accepted + (rejected ? 1 : 0)), static_cast<int>(accepted));
     s.job->drafted_tokens_ += static_cast<int64_t>(drafted);
