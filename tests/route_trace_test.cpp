@@ -220,6 +220,22 @@ TEST(HeatSummary, BadFilesAreOneClearError) {
     }
   }
   EXPECT_THROW(summarise_heat({f.path.string() + ".missing"}), Error);
+  // An id at or past the line's n_experts.
+  write(f.path, "{\"n_experts\": 8, \"experts\": [[1, 8]]}\n");
+  EXPECT_THROW(summarise_heat({f.path}), Error);
+}
+
+// Memory follows what the file holds, not the ids it names: the largest id
+// in each of 4096 layers (a dense table would be 32 GiB) is summarised.
+TEST(HeatSummary, LargeIdsInManyLayersCostWhatTheFileHolds) {
+  TempFile f("wide.jsonl");
+  std::string line = "{\"experts\": [";
+  for (int l = 0; l < 4096; ++l) line += std::string(l ? ", " : "") + "[1048575]";
+  write(f.path, line + "]}\n");
+  const HeatSummary s = summarise_heat({f.path});
+  EXPECT_EQ(s.layers.size(), 4096u);
+  EXPECT_EQ(s.experts, 1048576);
+  EXPECT_EQ(s.layers[0].cover99, 1);
 }
 
 TEST(HeatCli, PrintsTheTableAndWritesTheChart) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 #include <sstream>
+#include <unordered_map>
 
 #include "util/error.h"
 #include "util/json_file.h"
@@ -16,16 +17,16 @@ namespace {
 constexpr int64_t kMaxExpertId = int64_t{1} << 20;
 constexpr int64_t kMaxLayers = 4096;
 
-using Counts = std::vector<std::vector<double>>;  // [layer][expert]
+// [layer] -> expert -> count; sparse, so that memory follows what the files
+// hold, not the ids they name.
+using Counts = std::vector<std::unordered_map<int64_t, double>>;
 
 void add(Counts& c, int64_t layer, int64_t expert, double n, const std::string& where) {
   if (layer < 0 || layer >= kMaxLayers) throw Error(where + ": layer " + std::to_string(layer) + " is out of range");
   if (expert < 0 || expert >= kMaxExpertId)
     throw Error(where + ": expert id " + std::to_string(expert) + " is out of range");
   if (c.size() <= static_cast<size_t>(layer)) c.resize(static_cast<size_t>(layer) + 1);
-  auto& row = c[static_cast<size_t>(layer)];
-  if (row.size() <= static_cast<size_t>(expert)) row.resize(static_cast<size_t>(expert) + 1, 0.0);
-  row[static_cast<size_t>(expert)] += n;
+  if (n > 0) c[static_cast<size_t>(layer)][expert] += n;
 }
 
 void read_heat_file(const nlohmann::json& j, const std::string& name, Counts& c, int64_t& width) {
@@ -55,16 +56,20 @@ void read_trace(const std::string& text, const std::string& name, Counts& c, uin
     const nlohmann::json j = parse_json(line, where);
     if (!j.is_object() || !j.contains("experts") || !j["experts"].is_array())
       throw Error(where + ": not a router trace line (no \"experts\" array)");
+    int64_t n_experts = kMaxExpertId;
     if (j.contains("n_experts")) {
       if (!j["n_experts"].is_number_integer() || j["n_experts"].get<int64_t>() < 1 || j["n_experts"].get<int64_t>() > kMaxExpertId)
         throw Error(where + ": \"n_experts\" is not a count of experts");
-      width = std::max(width, j["n_experts"].get<int64_t>());
+      n_experts = j["n_experts"].get<int64_t>();
+      width = std::max(width, n_experts);
     }
     const auto& layers = j["experts"];
     for (size_t l = 0; l < layers.size(); ++l) {
       if (!layers[l].is_array()) throw Error(where + ": layer " + std::to_string(l) + " is not an array");
       for (const auto& e : layers[l]) {
         if (!e.is_number_integer()) throw Error(where + ": an expert id is not an integer");
+        if (e.get<int64_t>() >= n_experts)
+          throw Error(where + ": expert id " + std::to_string(e.get<int64_t>()) + " is not below n_experts");
         add(c, static_cast<int64_t>(l), e.get<int64_t>(), 1.0, where);
       }
     }
@@ -72,6 +77,7 @@ void read_trace(const std::string& text, const std::string& name, Counts& c, uin
   }
 }
 
+// `counts`: the layer's non-zero counts; `experts`: how many it has in all.
 LayerHeatSummary summarise_layer(int64_t layer, std::vector<double> counts, int64_t experts) {
   LayerHeatSummary s;
   s.layer = layer;
@@ -116,14 +122,19 @@ HeatSummary summarise_heat(const std::vector<std::filesystem::path>& files) {
     if (!heat) read_trace(text, f.string(), counts, out.tokens, traced_width);
   }
   int64_t widest = 0;
-  for (const auto& row : counts) widest = std::max<int64_t>(widest, static_cast<int64_t>(row.size()));
+  for (const auto& row : counts)
+    for (const auto& [e, n] : row) widest = std::max(widest, e + 1);
   out.experts = std::max({width, traced_width, widest});
   for (size_t l = 0; l < counts.size(); ++l) {
-    std::vector<double> row = counts[l];
+    if (counts[l].empty()) continue;  // a dense layer
+    std::vector<double> row;
     double total = 0;
-    for (double x : row) total += x;
-    if (total <= 0) continue;  // a dense layer
-    row.resize(static_cast<size_t>(out.experts), 0.0);
+    for (const auto& [e, n] : counts[l]) {
+      row.push_back(n);
+      total += n;
+    }
+    std::sort(row.begin(), row.end(), std::greater<>());  // a fixed order to sum in
+    if (!std::isfinite(total)) throw Error("layer " + std::to_string(l) + ": the counts add up past what a double holds");
     out.layers.push_back(summarise_layer(static_cast<int64_t>(l), std::move(row), out.experts));
   }
   if (out.layers.empty()) throw Error("the files hold no expert choices");
