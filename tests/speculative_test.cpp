@@ -287,6 +287,10 @@ TEST(NgramDrafter, ProposesWhatFollowedTheLatestEarlierOccurrence) {
   const std::vector<int32_t> seq = {1, 2, 3, 4, 5, 9, 1, 2, 3, 6, 7, 8, 0, 1, 2, 3};
   s->propose(seq, 0, 3, out);
   EXPECT_EQ(out, (std::vector<int32_t>{6, 7, 8}));
+  // A repetition shorter than max goes on: "x y x y" proposes x y x y x.
+  out.clear();
+  d->start({})->propose(std::vector<int32_t>{7, 8, 7, 8}, 0, 5, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{7, 8, 7, 8, 7}));
   // Grown by what was accepted: "8 0" is new, "0 1" occurred once, followed by 2 3 ...
   std::vector<int32_t> grown = seq;
   grown.insert(grown.end(), {6, 7, 8, 0, 1});

@@ -44,7 +44,10 @@ class NgramStream final : public DraftStream {
       const size_t end = it->second;
       if (!std::equal(suffix.begin(), suffix.end(), tokens.begin() + static_cast<long>(end - static_cast<size_t>(n))))
         continue;  // a hash collision
-      for (size_t i = end; i < L && static_cast<int>(i - end) < max; ++i) out.push_back(tokens[i]);
+      // What followed, read on into the proposal itself where it reaches
+      // the end: a repetition shorter than `max` is continued.
+      const size_t first = out.size();
+      for (size_t i = end; static_cast<int>(i - end) < max; ++i) out.push_back(i < L ? tokens[i] : out[first + (i - L)]);
       return;
     }
   }

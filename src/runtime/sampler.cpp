@@ -82,8 +82,9 @@ uint64_t noise_bits(uint64_t seed, uint64_t index, int32_t token) {
 }
 
 double gumbel_of(uint64_t bits) {
-  // Uniform in (0, 1): 53 bits, centred in their interval (never 0 or 1).
-  const double u = (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;
+  // Uniform in (0, 1): 52 bits, centred in their interval (exact in a
+  // double, so never 0 or 1: the largest is 1 - 2^-53).
+  const double u = (static_cast<double>(bits >> 12) + 0.5) * 0x1.0p-52;
   return -std::log(-std::log(u));
 }
 
@@ -96,8 +97,8 @@ const std::vector<double>& gumbel_bounds() {
   static const std::vector<double> table = [] {
     std::vector<double> t(size_t{1} << kBoundBits);
     for (size_t b = 0; b < t.size(); ++b) {
-      // The largest u of bucket b, with a margin for rounding.
-      const double hi = b + 1 == t.size() ? 1.0 - 0x1.0p-54 : static_cast<double>(b + 1) / static_cast<double>(t.size());
+      // The largest u of bucket b (gumbel_of's largest in the last), with a margin for rounding.
+      const double hi = b + 1 == t.size() ? 1.0 - 0x1.0p-53 : static_cast<double>(b + 1) / static_cast<double>(t.size());
       t[b] = -std::log(-std::log(hi)) + 1e-9;
     }
     return t;
@@ -173,12 +174,13 @@ int32_t pick_token(std::span<const float> logits, const SamplingParams& params, 
   }
   // Gumbel-max: argmax of log p_i + g_i is a draw from p (the normalising
   // constant does not move the argmax). Ties go to the lowest id. The most
-  // likely token goes first, so that the bound prunes from the start.
+  // likely kept token goes first, so that the bound prunes from the start.
   const std::vector<double>& bound = gumbel_bounds();
-  int32_t best = top;
-  double best_key = gumbel_noise(params.seed, index, top);  // its logit term is 0
+  const int32_t first = filter ? order[0] : top;
+  int32_t best = first;
+  double best_key = static_cast<double>(logits[static_cast<size_t>(first)] - m) / T + gumbel_noise(params.seed, index, first);
   auto consider = [&](int32_t i) {
-    if (i == top) return;
+    if (i == first) return;
     const double x = static_cast<double>(logits[static_cast<size_t>(i)] - m) / T;
     const uint64_t bits = noise_bits(params.seed, index, i);
     if (!(x + bound[bits >> (64 - kBoundBits)] >= best_key)) return;
@@ -189,7 +191,6 @@ int32_t pick_token(std::span<const float> logits, const SamplingParams& params, 
     }
   };
   if (filter) {
-    // The most likely token is always kept (order[0]).
     for (int32_t i : order) consider(i);
   } else {
     for (size_t i = 0; i < V; ++i) consider(static_cast<int32_t>(i));
