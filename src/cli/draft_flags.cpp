@@ -20,6 +20,12 @@ DraftSetup load_draft(const DraftFlags& f, LoadOptions& target) {
     throw Error("--draft mtp: drafting with the checkpoint's next-token-prediction layer is not available yet");
   LoadOptions o;
   o.threads = target.threads;
+  // The target's context and sequences, so that drafting goes on as far as
+  // the target does (past the draft's trained positions its guesses only
+  // get worse: the target decides every token).
+  o.context = target.context;
+  o.allow_long_context = true;
+  o.sequences = target.sequences;
   o.show_progress = false;
   o.heat = "none";
   try {
