@@ -209,7 +209,7 @@ void Scheduler::start(Sequence& s) {
   if (s.req.tokenizer) s.text = std::make_unique<TextStream>(*s.req.tokenizer, s.req.stop_strings);
 }
 
-void Scheduler::draft(Sequence& s, size_t base_rows) {
+void Scheduler::draft(Sequence& s, size_t base_rows, size_t room) {
   s.drafted.clear();
   s.before_step.reset();
   if (!s.draft) return;
@@ -220,7 +220,7 @@ void Scheduler::draft(Sequence& s, size_t base_rows) {
   // Room: the step emits up to k + 1 tokens, at positions up to pos + k.
   const int64_t room_tokens = static_cast<int64_t>(s.req.max_tokens) - static_cast<int64_t>(s.output.size()) - 1;
   const int64_t room_context = model_.context() - 1 - s.pos;
-  const int64_t room_rows = model_.max_batch_rows() - 1;
+  const int64_t room_rows = std::min<int64_t>(model_.max_batch_rows() - 1, static_cast<int64_t>(room));
   const int64_t k = std::min({static_cast<int64_t>(draft_length_.choose(s.acceptance, base_rows)), room_tokens,
                               room_context, room_rows});
   if (k <= 0) return;
@@ -258,11 +258,19 @@ void Scheduler::forward_step() {
   rows_.clear();
   logit_owners_.clear();
   size_t base_rows = 0;  // one per decoding sequence, and rows fed again
+  bool prefilling = false;
   for (auto& s : running_)
-    if (!s->ended && s->decoding) base_rows += 1 + s->refeed;
+    if (!s->ended) {
+      if (s->decoding) base_rows += 1 + s->refeed;
+      else prefilling = true;
+    }
+  // Drafted rows leave half the step to prompts waiting for their prefill.
+  const size_t step_rows = static_cast<size_t>(model_.max_batch_rows());
+  size_t draft_room = prefilling ? (step_rows / 2 > base_rows ? step_rows / 2 - base_rows : 0) : step_rows;
   for (auto& s : running_)
     if (!s->ended && s->decoding) {
-      draft(*s, base_rows);
+      draft(*s, base_rows, draft_room);
+      draft_room -= std::min(draft_room, s->drafted.size());
       s->refed_now = s->refeed;
       for (size_t i = s->refeed; i > 0; --i) {
         const int64_t at = s->pos - static_cast<int64_t>(i);

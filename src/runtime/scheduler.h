@@ -113,9 +113,10 @@ class Scheduler {
   // Samples from `logits`, hands the token to the job, says whether the
   // sequence ends (the caller ends it).
   Finish emit(Sequence& s, const float* logits, std::exception_ptr& error);
-  // Asks the sequence's drafter for this step's tokens; `base_rows`: the
-  // step's rows without drafts (what the draft length weighs them against).
-  void draft(Sequence& s, size_t base_rows);
+  // Asks the sequence's drafter for this step's tokens, at most `room`;
+  // `base_rows`: the step's rows without drafts (what the draft length
+  // weighs them against).
+  void draft(Sequence& s, size_t base_rows, size_t room);
   // Samples a decoding sequence's `n` rows of logits (pending + drafted),
   // keeps what matches, rewinds its cache to what was kept.
   void verify(Sequence& s, const float* logits, size_t n);
