@@ -1,6 +1,7 @@
-// generate --draft: greedy output with any drafter is transformers' greedy
-// continuation (the reference fixture's); a draft model's weights count in
-// the target's --ram budget; bad --draft values are one clear error.
+// generate --draft: greedy output with any drafter (the MTP layer's too) is
+// transformers' greedy continuation (the reference fixture's); a draft
+// model's weights and the MTP drafter's caches count in the target's --ram
+// budget; bad --draft values are one clear error.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +34,31 @@ TEST(CliDraft, GreedyWithADrafterIsTheReferenceContinuation) {
   }
 }
 
+// ds_mtp: ds_sharded (transformers' reference) with an MTP layer.
+TEST(CliDraft, GreedyWithTheMtpLayerIsTheReferenceContinuation) {
+  const fs::path dir = fixture("ds_mtp");
+  const nlohmann::json ref = nlohmann::json::parse(read_all(dir / "reference.json"));
+  const CommandResult r = run_strata("generate " + dir.string() + " --prompt-ids " + prompt_ids(ref) +
+                                     " -n 16 --json --threads 2 --draft mtp --draft-max 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tokens"], ref["greedy_ids"]);
+  EXPECT_GT(j["stats"]["draft"]["drafted_tokens"].get<int64_t>(), 0);
+}
+
+TEST(CliDraft, TheMtpDraftersCachesCountInTheBudget) {
+  const fs::path dir = fixture("ds_mtp");
+  auto kv = [&](const std::string& extra) {
+    const CommandResult r =
+        run_strata("generate " + dir.string() + " --prompt-ids 1,2,3 -n 2 --json --threads 2 --ram 0.05 " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["stats"]["memory"]["kv"].get<int64_t>();
+  };
+  // One MLA layer's rows beside the main model's three, and a step's hidden states.
+  const int64_t without = kv(""), with = kv("--draft mtp");
+  EXPECT_GT(with - without, without / 3);
+}
+
 TEST(CliDraft, ADraftModelCountsInTheTargetsBudget) {
   const fs::path target = fixture("qwen_gqa"), draft = target;  // a draft model of the same vocabulary
   auto baseline = [&](const std::string& extra) {
@@ -53,7 +79,8 @@ TEST(CliDraft, BadDraftValuesAreCleanErrors) {
   const std::string target = fixture("qwen_gqa").string() + " --prompt-ids 1,2,3 -n 2 --threads 2 ";
   expect_clean_error(run_strata("generate " + target + "--draft /nonexistent/draft"), "--draft");
   expect_clean_error(run_strata("generate " + target + "--draft ngram --draft-max 99"), "--draft-max");
-  expect_clean_error(run_strata("generate " + target + "--draft mtp"), "--draft mtp");
+  // A model without a next-token-prediction layer has nothing to draft with.
+  expect_clean_error(run_strata("generate " + target + "--draft mtp"), "no next-token-prediction (MTP) layer");
   // Another vocabulary: not the same tokenizer.
   expect_clean_error(run_strata("generate " + target + "--draft " + fixture("ds_fp8").string()),
                      "must share the tokenizer");

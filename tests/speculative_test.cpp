@@ -4,7 +4,9 @@
 // architecture (a recurrent Kimi K3 state rolled back included), streamed
 // under a small expert cache, with a session reused afterwards — and the
 // sampled tokens follow the target's distribution. Plus the n-gram drafter's
-// proposals and the draft-length policy.
+// proposals and the draft-length policy. (The MTP drafter's own tests are in
+// mtp_drafter_test.cpp; it joins the drafters here on a fixture with an MTP
+// layer.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -112,12 +114,16 @@ TEST_P(Speculative, OutputIsTheSameWithAnyDrafter) {
   const int32_t vocab = static_cast<int32_t>(m->config().vocab_size);
   auto self = make_model_drafter(*m, *m);  // a draft model: the target itself
   auto ngram = make_ngram_drafter();
+  // The checkpoint's own next-token-prediction layer, where it has one.
+  auto mtp = m->mtp_layers().empty() ? nullptr : make_mtp_drafter(*m);
   for (const SamplingParams& sp : samplings()) {
     SCOPED_TRACE("temperature " + std::to_string(sp.temperature) + " seed " + std::to_string(sp.seed));
     const GenerateResult want = run(*m, sp, nullptr);
     ASSERT_EQ(want.tokens.size(), 24u);
     OracleDrafter oracle(want.tokens, vocab);
-    for (Drafter* d : {static_cast<Drafter*>(&oracle), ngram.get(), self.get()}) {
+    std::vector<Drafter*> drafters = {&oracle, ngram.get(), self.get()};
+    if (mtp) drafters.push_back(mtp.get());
+    for (Drafter* d : drafters) {
       SCOPED_TRACE(d->name());
       const GenerateResult got = run(*m, sp, d);
       expect_same_bits(want.tokens, want.logits, got.tokens, got.logits);

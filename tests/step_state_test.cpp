@@ -65,6 +65,25 @@ TEST_P(StepStateTest, ForwardPassAllocatesNothing) {
   EXPECT_EQ(testing::heap_allocations() - built, 0u) << "(the test's own rows took " << built - before << ")";
 }
 
+// Handing out hidden states and running the next-token-prediction layer
+// (a drafter's work, between steps) allocate nothing either.
+TEST(StepStateMtp, HiddenStatesAndTheMtpLayerAllocateNothing) {
+  auto m = load(kModels / "ds_mtp");
+  auto cache = m->new_cache(), mtp = m->new_mtp_cache();
+  const size_t vocab = static_cast<size_t>(m->config().vocab_size), hidden = static_cast<size_t>(m->config().hidden_size);
+  std::vector<float> logits(8 * vocab), states(8 * hidden), out(8 * hidden);
+  std::vector<Row> warm = rows_of(*cache, 0, 8, true), warm_mtp = rows_of(*mtp, 0, 8, true);
+  for (Row& r : warm) r.want_hidden = true;
+  m->forward(warm, logits.data(), states.data());
+  m->mtp_forward(0, warm_mtp, states.data(), logits.data(), out.data());
+  std::vector<Row> chunk = rows_of(*cache, 8, 6, true), chunk_mtp = rows_of(*mtp, 8, 6, true);
+  for (Row& r : chunk) r.want_hidden = true;
+  const uint64_t built = testing::heap_allocations();
+  m->forward(chunk, logits.data(), states.data());
+  m->mtp_forward(0, chunk_mtp, states.data(), logits.data(), out.data());
+  EXPECT_EQ(testing::heap_allocations() - built, 0u);
+}
+
 // What the plan counts for the step is what attach_experts() allocated.
 TEST_P(StepStateTest, PlannedBytesAreAllocatedBytes) {
   auto m = load(kModels / GetParam(), 48);
@@ -117,7 +136,7 @@ TEST_P(StepStateTest, WiderStepRunsInPartsWithTheSameBits) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, StepStateTest,
                          ::testing::Values("qwen_gqa", "ds_yarn_grouped", "ds_noqlora_dense2", "gptoss_mxfp4",
-                                           "ds_fp8"),
+                                           "ds_fp8", "ds_mtp"),
                          [](const auto& info) { return std::string(info.param); });
 
 // A snapshot brings a sequence back (a speculative step rolled back): after

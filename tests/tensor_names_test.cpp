@@ -51,7 +51,7 @@ Declared parsed(const std::vector<std::string>& names, Naming naming, const Mode
     auto id = parse_tensor_name(n, naming, kinds);
     EXPECT_TRUE(id.has_value()) << n << " is not in the name table";
     if (!id) continue;
-    EXPECT_LT(id->layer, c.num_layers) << n;
+    EXPECT_LT(id->layer, c.num_layers + c.num_nextn_predict_layers) << n;  // MTP layers after the decoder's
     EXPECT_LT(id->expert, c.n_routed_experts) << n;
     out.emplace(id->kind, id->layer);
   }

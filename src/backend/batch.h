@@ -13,6 +13,10 @@ struct Row {
   int64_t pos = 0;         // position in its sequence
   KvCache* cache = nullptr;  // its sequence's cache; rows may share one
   bool want_logits = false;
+  // Its final hidden state (after the final norm, what the output head
+  // reads) copied out too: what a next-token-prediction drafter is fed
+  // (Model::forward()).
+  bool want_hidden = false;
 };
 
 }  // namespace strata

@@ -6,8 +6,9 @@ namespace strata::cli {
 
 void add_draft_flags(CLI::App* cmd, DraftFlags& f) {
   cmd->add_option("--draft", f.draft,
-                  "Speculative decoding: 'ngram' (continuations of earlier n-grams of the prompt and output) or a "
-                  "draft model sharing the tokenizer (held in RAM; --ram counts it). Output is unchanged");
+                  "Speculative decoding: 'ngram' (continuations of earlier n-grams of the prompt and output), 'mtp' "
+                  "(the checkpoint's own next-token-prediction layer, DeepSeek-V3's) or a draft model sharing the "
+                  "tokenizer (held in RAM; --ram counts it). Output is unchanged");
   cmd->add_option("--draft-max", f.draft_max, "Tokens drafted per step at most (adapts below it; 0: off)")
       ->capture_default_str();
 }
@@ -16,8 +17,10 @@ DraftSetup load_draft(const DraftFlags& f, LoadOptions& target) {
   if (f.draft_max < 0 || f.draft_max > 15) throw Error("--draft-max must be in [0, 15]");
   DraftSetup s;
   if (f.draft.empty() || f.draft == "ngram" || f.draft_max == 0) return s;
-  if (f.draft == "mtp")
-    throw Error("--draft mtp: drafting with the checkpoint's next-token-prediction layer is not available yet");
+  if (f.draft == "mtp") {
+    target.mtp_draft = true;  // its caches are budgeted with the target's
+    return s;
+  }
   LoadOptions o;
   o.threads = target.threads;
   // The target's context and sequences, so that drafting goes on as far as
@@ -38,9 +41,12 @@ DraftSetup load_draft(const DraftFlags& f, LoadOptions& target) {
   return s;
 }
 
-void start_drafter(DraftSetup& setup, const DraftFlags& f, const Model& target) {
+void start_drafter(DraftSetup& setup, const DraftFlags& f, Model& target) {
   if (f.draft.empty() || f.draft_max == 0) return;
-  setup.drafter = setup.model ? make_model_drafter(*setup.model, target) : make_ngram_drafter();
+  if (f.draft == "mtp")
+    setup.drafter = make_mtp_drafter(target);
+  else
+    setup.drafter = setup.model ? make_model_drafter(*setup.model, target) : make_ngram_drafter();
 }
 
 }  // namespace strata::cli

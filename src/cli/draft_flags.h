@@ -1,8 +1,11 @@
 #pragma once
 // Speculative decoding's flags, shared by `generate` and `serve`:
-//   --draft ngram | PATH     the drafter (runtime/drafter.h): context n-grams,
-//                            or a draft model sharing the tokenizer, held in
-//                            RAM (loaded before the target, so the target's
+//   --draft ngram | mtp | PATH
+//                            the drafter (runtime/drafter.h): context n-grams,
+//                            the target's own next-token-prediction layer
+//                            (its MTP caches in the target's budget), or a
+//                            draft model sharing the tokenizer, held in RAM
+//                            (loaded before the target, so the target's
 //                            --ram budget counts it)
 //   --draft-max N            tokens drafted per step at most (the length
 //                            adapts below it); 0 turns drafting off
@@ -35,8 +38,8 @@ struct DraftSetup {
 // the target's budget counts them. Throws strata::Error for a bad --draft
 // or --draft-max.
 DraftSetup load_draft(const DraftFlags& f, LoadOptions& target);
-// After: makes the drafter (checks a draft model against `target`). Leaves
-// `setup.drafter` null when drafting is off.
-void start_drafter(DraftSetup& setup, const DraftFlags& f, const Model& target);
+// After: makes the drafter (checks a draft model against `target`, or that
+// `target` has an MTP layer). Leaves `setup.drafter` null when drafting is off.
+void start_drafter(DraftSetup& setup, const DraftFlags& f, Model& target);
 
 }  // namespace strata::cli

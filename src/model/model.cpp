@@ -163,6 +163,7 @@ StepSizes Model::step_sizes(size_t rows) const {
   }
   if (c.attn_res_block_size > 0)
     z.depth_blocks = static_cast<size_t>((c.num_layers - 1) / c.attn_res_block_size + 1);
+  if (c.num_nextn_predict_layers > 0) z.mtp_in = 2 * z.hidden;
   return z;
 }
 
@@ -246,14 +247,24 @@ CacheShape Model::cache_shape() const {
 
 std::unique_ptr<KvCache> Model::new_cache() const { return backend_->new_cache(cache_shape()); }
 
+CacheShape Model::mtp_cache_shape() const {
+  const CacheWidths w = cache_widths(config_);
+  return CacheShape{1, w.key, w.value, context_, {0}, max_batch_, {}};
+}
+
+std::unique_ptr<KvCache> Model::new_mtp_cache() const { return backend_->new_cache(mtp_cache_shape()); }
+
+uint64_t Model::mtp_cache_bytes_at_context() const {
+  return config_.num_nextn_predict_layers > 0 ? backend_->cache_bytes(mtp_cache_shape()) : 0;
+}
+
 uint64_t Model::cache_bytes_at_context() const { return backend_->cache_bytes(cache_shape()); }
 
 uint64_t Model::cache_snapshot_bytes() const { return backend_->cache_snapshot_bytes(cache_shape()); }
 
-void Model::forward(std::span<const Row> rows, float* logits) {
+void Model::check_rows(std::span<const Row> rows) const {
   const ModelConfig& c = config_;
   if (!experts_ || layers_.empty() || step_.sizes.rows == 0) throw Error("internal: forward() before attach_experts()");
-  // Every row is checked before any runs: a bad one changes no cache.
   for (const Row& r : rows) {
     if (r.token < 0 || r.token >= c.vocab_size)
       throw Error("token id " + std::to_string(r.token) + " is out of range for this model (vocabulary of " +
@@ -263,6 +274,14 @@ void Model::forward(std::span<const Row> rows, float* logits) {
       throw Error("the sequence needs " + std::to_string(r.pos + 1) + " positions but the context is " +
                   std::to_string(r.cache->max_positions()) + " (raise --ctx)");
   }
+}
+
+void Model::forward(std::span<const Row> rows, float* logits, float* hidden) {
+  const ModelConfig& c = config_;
+  // Every row is checked before any runs: a bad one changes no cache.
+  check_rows(rows);
+  if (!hidden && std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.want_hidden; }))
+    throw Error("internal: rows want their hidden states but forward() was given nowhere to put them");
   // A recurrent state (Kimi K3's KDA layers) takes each sequence's rows once,
   // together, continuing where it stopped.
   if (!c.kda_layers.empty())
@@ -274,18 +293,22 @@ void Model::forward(std::span<const Row> rows, float* logits) {
         for (size_t j = 0; j < i; ++j)
           if (rows[j].cache == rows[i].cache) throw Error("internal: a sequence's rows are not together in the step");
     }
-  const size_t cap = step_.sizes.rows, vocab = static_cast<size_t>(c.vocab_size);
-  size_t written = 0;
+  const size_t cap = step_.sizes.rows, vocab = static_cast<size_t>(c.vocab_size),
+               width = static_cast<size_t>(c.hidden_size);
+  size_t written = 0, states = 0;
   for (size_t begin = 0; begin < rows.size(); begin += cap) {
     const std::span<const Row> part = rows.subspan(begin, std::min(cap, rows.size() - begin));
-    forward_step(part, logits ? logits + written * vocab : nullptr);
-    for (const Row& r : part) written += r.want_logits ? 1 : 0;
+    forward_step(part, logits ? logits + written * vocab : nullptr, hidden ? hidden + states * width : nullptr);
+    for (const Row& r : part) {
+      written += r.want_logits ? 1 : 0;
+      states += r.want_hidden ? 1 : 0;
+    }
   }
 }
 
-void Model::forward_step(std::span<const Row> rows, float* logits) {
+void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hidden) {
   const ModelConfig& c = config_;
-  const size_t n = rows.size(), hidden = static_cast<size_t>(c.hidden_size), vocab = static_cast<size_t>(c.vocab_size);
+  const size_t n = rows.size(), hidden = static_cast<size_t>(c.hidden_size);
   const float eps = static_cast<float>(c.rms_norm_eps);
   if (n == 0) return;
   for (size_t i = 0; i < n; ++i) {  // checked by forward()
@@ -368,22 +391,39 @@ void Model::forward_step(std::span<const Row> rows, float* logits) {
     last = mixed;
   }
 
-  // The output head over the rows that want logits, a planned number at a time.
-  step_.selected.clear();
+  // The final hidden states asked for, each normalised on its own (the
+  // output head below does the same for its rows: the same bits).
+  size_t states = 0;
   for (size_t i = 0; i < n; ++i)
+    if (rows[i].want_hidden) {
+      const Tensor one = normed.rows(0, 1, hidden);
+      b.rms_norm(last.rows(i, 1, hidden), final_norm_, 1, hidden, eps, one);
+      b.download(one, out_hidden + states++ * hidden);
+    }
+  output_head(last, rows, final_norm_, lm_head_, logits);
+
+  for (const Row& r : rows) r.cache->set_length(std::max(r.cache->length(), r.pos + 1));
+  if (route_observer_) route_observer_->step_done(rows);
+}
+
+void Model::output_head(Tensor last, std::span<const Row> rows, const float* norm, const kernels::WeightMatrix& head,
+                        float* logits) {
+  const size_t hidden = static_cast<size_t>(config_.hidden_size), vocab = static_cast<size_t>(config_.vocab_size);
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  Backend& b = *backend_;
+  const Tensor normed = step_.normed.rows(0, std::min(rows.size(), step_.sizes.logit_rows), hidden);
+  step_.selected.clear();
+  for (size_t i = 0; i < rows.size(); ++i)
     if (rows[i].want_logits) step_.selected.push_back(static_cast<uint32_t>(i));
   const size_t per = step_.sizes.logit_rows;
   for (size_t s0 = 0; s0 < step_.selected.size(); s0 += per) {
     const size_t m = std::min(per, step_.selected.size() - s0);
     for (size_t j = 0; j < m; ++j)
-      b.rms_norm(last.rows(step_.selected[s0 + j], 1, hidden), final_norm_, 1, hidden, eps, normed.rows(j, 1, hidden));
+      b.rms_norm(last.rows(step_.selected[s0 + j], 1, hidden), norm, 1, hidden, eps, normed.rows(j, 1, hidden));
     const Tensor out = step_.logits.rows(0, m, vocab);
-    b.linear(lm_head_, normed, m, out);
+    b.linear(head, normed, m, out);
     b.download(out, logits + s0 * vocab);
   }
-
-  for (const Row& r : rows) r.cache->set_length(std::max(r.cache->length(), r.pos + 1));
-  if (route_observer_) route_observer_->step_done(rows);
 }
 
 }  // namespace strata

@@ -53,7 +53,7 @@ struct Layer {
 
 // A next-token-prediction layer (model/mtp_layer.h): a decoder layer bound
 // like the others (index num_hidden_layers + k, its experts in RAM) and its
-// own weights. Kept for drafting; the forward pass does not run it.
+// own weights. Run by mtp_forward() for drafting; forward() does not run it.
 struct MtpLayer {
   Layer layer;
   MtpHead head;
@@ -151,10 +151,30 @@ class Model {
                const std::function<bool()>& cancelled = {});
 
   // Runs one step over `rows`; writes vocab_size logits for each row with
-  // want_logits, in row order, into `logits`. Advances each cache's length.
+  // want_logits, in row order, into `logits`, and hidden_size values for each
+  // row with want_hidden, in row order, into `hidden`: its final hidden state
+  // after the final norm (what the output head reads; computed apart, so the
+  // logits are the same bits either way). Advances each cache's length.
   // A step of more than max_batch_rows() rows runs as several, in order
   // (the same bits: rows are batch-invariant).
-  void forward(std::span<const Row> rows, float* logits);
+  void forward(std::span<const Row> rows, float* logits, float* hidden = nullptr);
+
+  // Next-token-prediction layer `k` (model/mtp_layer.h; mtp_layers()[k]) over
+  // `rows`, each in a cache of its own shape (new_mtp_cache()): the row at
+  // position p feeds token t_{p+1} (Row::token) and hidden state h_p
+  // (`hidden`, one hidden_size row per row: the main model's final hidden
+  // state at p, forward()'s want_hidden, or an earlier MTP row's output when
+  // drafting further ahead), and attends over its cache's rows up to p at
+  // RoPE position p. Rows with want_logits get vocab_size logits for the
+  // token at p+2 (into `logits`, in row order) and their output hidden state
+  // (the block's, before shared_head.norm: the h a chained next row takes,
+  // as vLLM's MTP proposer feeds it) into `out_hidden`. Advances each cache's
+  // length; a step of more than max_batch_rows() rows runs as several. Runs
+  // on the forward pass's step state: never during forward().
+  void mtp_forward(size_t k, std::span<const Row> rows, const float* hidden, float* logits, float* out_hidden);
+  // A cache for MTP rows: one MLA layer's rows up to context().
+  std::unique_ptr<KvCache> new_mtp_cache() const;
+  uint64_t mtp_cache_bytes_at_context() const;
 
   Backend& backend() { return *backend_; }
 
@@ -168,10 +188,20 @@ class Model {
 
  private:
   // One step of at most max_batch_rows() rows.
-  void forward_step(std::span<const Row> rows, float* logits);
+  void forward_step(std::span<const Row> rows, float* logits, float* hidden);
+  // One MTP step of at most max_batch_rows() rows (model/mtp_forward.cpp).
+  void mtp_step(const MtpLayer& mtp, std::span<const Row> rows, const float* hidden, float* logits,
+                float* out_hidden);
+  // Logits of the rows of `last` whose Row wants them: norm, then `head`, a
+  // planned number of rows at a time, downloaded into `logits` in row order.
+  void output_head(Tensor last, std::span<const Row> rows, const float* norm, const kernels::WeightMatrix& head,
+                   float* logits);
+  // Checks rows before any runs: tokens in the vocabulary, a cache, positions in it.
+  void check_rows(std::span<const Row> rows) const;
   // Starts reading the experts layer `next` will probably pick for `h`.
   void prefetch_for(size_t next, Tensor h, size_t n);
   CacheShape cache_shape() const;
+  CacheShape mtp_cache_shape() const;
   // What the step state holds, for steps of `rows` rows.
   StepSizes step_sizes(size_t rows) const;
   StepLimits step_limits(const StepSizes& sizes) const;

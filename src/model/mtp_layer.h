@@ -1,16 +1,19 @@
 #pragma once
 // DeepSeek-V3's next-token-prediction (MTP) layer: what it holds beyond a
-// decoder layer, bound and kept so that a drafter can use it. Nothing here
-// runs; the forward pass never reads it, so a model's outputs are the same
-// with or without it.
+// decoder layer, bound and kept for a drafter (runtime/drafter.h:
+// make_mtp_drafter), which runs it through Model::mtp_forward()
+// (model/mtp_forward.cpp). The forward pass never reads it, so a model's
+// outputs are the same with or without it.
 //
 // Contract (DeepSeek-V3 technical report §2.2; vLLM's deepseek_mtp.py): MTP
 // layer k (0-based) is checkpoint layer num_hidden_layers + k. For the token
-// at position i+1 and the main model's last hidden state h_i it computes
+// at position i+1 and the main model's final hidden state h_i, after the
+// final norm (what lm_head reads, and what vLLM's and SGLang's DeepSeek
+// models hand their MTP layers), it computes
 //   x = eh_proj · [enorm(embed_tokens[t]) ; hnorm(h_i)]   (embedding first)
-// then runs the layer's decoder block (attention, norms and MoE, routed
-// experts too) on x, and shared_head.head(shared_head.norm(·)) gives the
-// logits of the token after. embed_tokens and shared_head.head hold the main
+// then runs the layer's decoder block (attention over its own cache at RoPE
+// position i, norms and MoE, routed experts too) on x, and
+// shared_head.head(shared_head.norm(·)) gives the logits of the token after. embed_tokens and shared_head.head hold the main
 // model's embedding and output head in DeepSeek-V3's release but are stored,
 // so they are bound from the layer's own tensors.
 //

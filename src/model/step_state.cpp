@@ -32,7 +32,7 @@ uint64_t work_size(const StepSizes& z) {
                                            2 * z.latent_width)
                                  : 0;
   const uint64_t head = static_cast<uint64_t>(z.logit_rows) * z.vocab;
-  return std::max({attention, dense, moe, head});
+  return std::max({attention, dense, moe, head, rows * z.mtp_in});
 }
 
 }  // namespace
@@ -72,6 +72,7 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
   for (size_t i = 0; i < z.depth_blocks; ++i) bank.push_back(b.allocate(rows * z.hidden));
   mixed = b.allocate(z.depth_blocks ? rows * z.hidden : 0);
   logits = Layout(work).next(static_cast<uint64_t>(z.logit_rows) * z.vocab);
+  mtp_in = Layout(work).next(rows * z.mtp_in);
 
   tokens.resize(rows);
   ids.resize(slots);

@@ -32,6 +32,7 @@ struct StepSizes {
   size_t guess_rows = 0;    // rows of a step that guesses the next layer's experts
   size_t latent_width = 0;  // a latent MoE's expert input width (Kimi K3); 0: none
   size_t depth_blocks = 0;  // AttnRes: block states kept (Kimi K3); 0: a plain residual stream
+  size_t mtp_in = 0;        // an MTP layer's eh_proj input, [embedding ; hidden state]; 0 without MTP layers
 };
 
 struct StepState {
@@ -59,6 +60,7 @@ struct StepState {
   Tensor xs;                            // rows gathered per expert [rows·k × hidden]; the experts write their outputs over them
   Tensor latent_in, latent_out;         // a latent MoE's input and combined output [rows × latent_width]
   Tensor logits;                        // [logit_rows × vocab]
+  Tensor mtp_in;                        // an MTP layer's input, before eh_proj [rows × mtp_in]
 
   std::vector<int32_t> tokens;     // [rows]
   std::vector<int32_t> ids;        // routing [rows × k]

@@ -20,6 +20,15 @@
 // - A stream may use the sequence's sampling parameters (runtime/sampler.h:
 //   pick_token with the same seed and output index) to guess sampled
 //   tokens; `first_index` is the output index of the first token proposed.
+// - A stream that wants_hidden() is also handed the target's final hidden
+//   state (Model::forward()'s want_hidden) of every position whose token the
+//   sequence keeps: observe(tokens, from, hidden) after each step that fed
+//   positions [from, from + n) (hidden: n rows of hidden_size), prompt
+//   chunks included, in order and each position once; `tokens` then holds
+//   the token after each of them. Positions never fed (a session's reused
+//   prefix) are skipped: the next `from` lies past them. Before propose()
+//   it has been handed every position but the last token's (whose row the
+//   next step feeds). Throwing from observe() turns drafting off too.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -41,6 +50,8 @@ class DraftStream {
   // costs. Throwing turns drafting off for the sequence.
   virtual void prepare(std::span<const int32_t> tokens) { (void)tokens; }
   virtual void propose(std::span<const int32_t> tokens, uint64_t first_index, int max, std::vector<int32_t>& out) = 0;
+  virtual bool wants_hidden() const { return false; }
+  virtual void observe(std::span<const int32_t> /*tokens*/, int64_t /*from*/, std::span<const float> /*hidden*/) {}
 };
 
 class Drafter {
@@ -61,5 +72,14 @@ std::unique_ptr<Drafter> make_ngram_drafter(int min_n = 2, int max_n = 4);
 // under temperature 0). Throws strata::Error when its vocabulary differs
 // from `target`'s.
 std::unique_ptr<Drafter> make_model_drafter(Model& draft, const Model& target);
+
+// The target's own next-token-prediction layer (DeepSeek-V3's MTP,
+// model/mtp_layer.h): each sequence keeps an MTP cache in step with its
+// kept tokens, fed the target's hidden states as they come (prompt
+// included); a proposal runs the layer once per token, each further token
+// on the layer's own output (as vLLM drafts k > 1 with one MTP layer),
+// picking as the target's sampler would (the same noise, no penalties).
+// Throws strata::Error when `target` has no MTP layer.
+std::unique_ptr<Drafter> make_mtp_drafter(Model& target);
 
 }  // namespace strata

@@ -147,6 +147,13 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   // states (its snapshot at the prompt's end, runtime/session.h).
   const uint64_t snapshot = options.keep_session ? model.cache_snapshot_bytes() : 0;
   plan.kv = model.cache_bytes_at_context() * static_cast<uint64_t>(options.sequences) + snapshot;
+  // The hidden states of a step's rows: a prompt chunk as wide as the step
+  // may become (the budget only narrows it) beside a verification of up to
+  // 16 rows per sequence.
+  if (options.mtp_draft)
+    plan.kv += model.mtp_cache_bytes_at_context() * static_cast<uint64_t>(options.sequences) +
+               static_cast<uint64_t>(model.max_batch_rows() + 16 * options.sequences) *
+                   static_cast<uint64_t>(model.config().hidden_size) * sizeof(float);
   const uint64_t slot_bytes = std::max<uint64_t>(catalog.max_slot_bytes, kIoAlign);
   const uint64_t min_cache = slot_bytes * static_cast<uint64_t>(2 * c.num_experts_per_tok);
   const std::filesystem::path& dir = model.dir();

@@ -90,6 +90,11 @@ struct LoadOptions {
   // model's weights: mapped_weight_bytes()), counted in the budget's
   // baseline with the process's own memory.
   uint64_t held_bytes = 0;
+  // Drafting with the model's own next-token-prediction layer (--draft mtp):
+  // each sequence's MTP cache at the full context, and the hidden states of
+  // a step's rows handed to it, are budgeted with the KV cache. (The layer's
+  // weights, its routed experts too, are in the trunk's bytes already.)
+  bool mtp_draft = false;
 };
 
 // The widest step (rows, 16 to 4096) whose buffers (Model::step_bytes()),

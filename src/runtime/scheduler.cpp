@@ -52,6 +52,10 @@ struct Scheduler::Sequence {
   size_t refeed = 0;
   size_t refed_now = 0;  // of those, fed in the current step
   std::unique_ptr<CacheSnapshot> before_step;  // a recurrent cache before a drafted step
+  // A drafter that reads hidden states (MTP): the next position whose state it gets.
+  bool hidden = false;
+  int64_t hidden_next = 0;
+  double observe_s = 0;  // its time taking them since it last proposed
 };
 
 Scheduler::Scheduler(Model& model, SchedulerOptions options)
@@ -205,7 +209,10 @@ void Scheduler::start(Sequence& s) {
   s.sampler = std::make_unique<Sampler>(s.req.sampling);
   s.sampler->set_prompt(s.req.prompt);
   s.history = s.req.prompt;
-  if (options_.drafter && s.req.draft && draft_length_.max() > 0) s.draft = options_.drafter->start(s.req.sampling);
+  if (options_.drafter && s.req.draft && draft_length_.max() > 0) {
+    s.draft = options_.drafter->start(s.req.sampling);
+    s.hidden = s.draft->wants_hidden();
+  }
   if (s.req.tokenizer) s.text = std::make_unique<TextStream>(*s.req.tokenizer, s.req.stop_strings);
 }
 
@@ -241,22 +248,30 @@ void Scheduler::draft(Sequence& s, size_t base_rows, size_t room) {
     const int32_t vocab = static_cast<int32_t>(model_.config().vocab_size);
     for (int32_t t : s.drafted)
       if (t < 0 || t >= vocab) throw Error("proposed token id " + std::to_string(t) + ", outside the vocabulary");
-    draft_length_.record_draft(dt, static_cast<int>(s.drafted.size()));
+    // What taking the hidden states cost since the last proposal is part of what drafting costs.
+    draft_length_.record_draft(dt + s.observe_s, static_cast<int>(s.drafted.size()));
+    s.observe_s = 0;
     std::lock_guard lock(m_);
     stats_.draft_s += dt;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "strata: warning: the drafter failed (%s); this sequence goes on without drafting\n", e.what());
-    s.drafted.clear();
-    s.draft.reset();
+    stop_drafting(s, e);
     return;
   }
   // A recurrent state cannot rewind past a rejected token: keep the way back.
   if (!s.drafted.empty() && s.cache->keeps_state()) s.before_step = s.cache->snapshot();
 }
 
+void Scheduler::stop_drafting(Sequence& s, const std::exception& e) {
+  std::fprintf(stderr, "strata: warning: the drafter failed (%s); this sequence goes on without drafting\n", e.what());
+  s.drafted.clear();
+  s.draft.reset();
+  s.hidden = false;
+}
+
 void Scheduler::forward_step() {
   rows_.clear();
   logit_owners_.clear();
+  hidden_owners_.clear();
   size_t base_rows = 0;  // one per decoding sequence, and rows fed again
   bool prefilling = false;
   for (auto& s : running_)
@@ -272,14 +287,17 @@ void Scheduler::forward_step() {
       draft(*s, base_rows, draft_room);
       draft_room -= std::min(draft_room, s->drafted.size());
       s->refed_now = s->refeed;
+      const bool hidden = s->hidden && s->draft;  // a drafter that failed reads no more
       for (size_t i = s->refeed; i > 0; --i) {
         const int64_t at = s->pos - static_cast<int64_t>(i);
-        rows_.push_back(Row{s->history[static_cast<size_t>(at)], at, s->cache.get(), false});
+        rows_.push_back(Row{s->history[static_cast<size_t>(at)], at, s->cache.get(), false, hidden});
       }
-      rows_.push_back(Row{s->pending, s->pos, s->cache.get(), true});
+      rows_.push_back(Row{s->pending, s->pos, s->cache.get(), true, hidden});
       for (size_t j = 0; j < s->drafted.size(); ++j)
-        rows_.push_back(Row{s->drafted[j], s->pos + 1 + static_cast<int64_t>(j), s->cache.get(), true});
+        rows_.push_back(Row{s->drafted[j], s->pos + 1 + static_cast<int64_t>(j), s->cache.get(), true, hidden});
       logit_owners_.emplace_back(s.get(), 1 + s->drafted.size());
+      if (hidden)
+        hidden_owners_.push_back({s.get(), s->pos - static_cast<int64_t>(s->refeed), s->refeed + 1 + s->drafted.size()});
     }
   const size_t decode_rows = rows_.size();
   // Prompt rows: a chunk of max_batch_rows per sequence, and with others
@@ -293,9 +311,10 @@ void Scheduler::forward_step() {
     const size_t n = std::min({prompt.size() - s->computed, chunk, budget});
     for (size_t i = s->computed; i < s->computed + n; ++i) {
       const bool last = i + 1 == prompt.size();
-      rows_.push_back(Row{prompt[i], static_cast<int64_t>(i), s->cache.get(), last});
+      rows_.push_back(Row{prompt[i], static_cast<int64_t>(i), s->cache.get(), last, s->hidden});
       if (last) logit_owners_.emplace_back(s.get(), 1);
     }
+    if (s->hidden && n > 0) hidden_owners_.push_back({s.get(), static_cast<int64_t>(s->computed), n});
     s->computed += n;
     budget -= n;
   }
@@ -305,8 +324,11 @@ void Scheduler::forward_step() {
   size_t logit_rows = 0;
   for (const auto& [s, n] : logit_owners_) logit_rows += n;
   logits_.resize(logit_rows * vocab);
+  size_t hidden_rows = 0;
+  for (const HiddenRows& o : hidden_owners_) hidden_rows += o.count;
+  hidden_.resize(hidden_rows * static_cast<size_t>(model_.config().hidden_size));
   const auto t0 = Clock::now();
-  model_.forward(rows_, logits_.data());
+  model_.forward(rows_, logits_.data(), hidden_.data());
   const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
   for (auto& s : running_)
     if (!s->ended && !s->decoding) s->job->prefilled_tokens_ = static_cast<int64_t>(s->computed);
@@ -336,6 +358,7 @@ void Scheduler::forward_step() {
     }
     emitted += s.output.size() - before;
   }
+  hand_hidden_states();
   std::lock_guard lock(m_);
   ++stats_.steps;
   stats_.forward_s += dt;
@@ -400,6 +423,38 @@ void Scheduler::verify(Sequence& s, const float* logits, size_t n) {
     stats_.accepted_tokens += accepted;
   }
   if (f != Finish::Running) end(s, f, error);
+}
+
+void Scheduler::hand_hidden_states() {
+  const size_t width = static_cast<size_t>(model_.config().hidden_size);
+  size_t at = 0;
+  double spent = 0;
+  for (const auto& [sp, first, count] : hidden_owners_) {
+    Sequence& s = *sp;
+    const float* states = &hidden_[at * width];
+    at += count;
+    if (s.ended || !s.draft) continue;
+    // Kept: the prompt chunks fed so far, or the rows up to the new pending token.
+    const int64_t kept = s.decoding ? s.pos : static_cast<int64_t>(s.computed);
+    const int64_t from = std::max(first, s.hidden_next), to = std::min(first + static_cast<int64_t>(count), kept);
+    if (to <= from) continue;
+    const auto t0 = Clock::now();
+    try {
+      s.draft->observe(s.history, from,
+                       std::span<const float>(states + static_cast<size_t>(from - first) * width,
+                                              static_cast<size_t>(to - from) * width));
+    } catch (const std::exception& e) {
+      stop_drafting(s, e);
+    }
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    s.observe_s += dt;
+    spent += dt;
+    s.hidden_next = to;
+  }
+  if (spent > 0) {
+    std::lock_guard lock(m_);
+    stats_.draft_s += spent;
+  }
 }
 
 Finish Scheduler::emit(Sequence& s, const float* logits, std::exception_ptr& error) {

@@ -24,7 +24,9 @@
 //   what was sampled, so the output is what it would be without a drafter.
 //   The cache is then rewound to the tokens kept (a recurrent state is
 //   restored from a snapshot taken before the step and the kept tokens are
-//   fed again, without logits, in the next step).
+//   fed again, without logits, in the next step). A drafter that reads the
+//   target's hidden states (MTP) gets, after each step, those of the rows
+//   the sequence kept, prompt rows included (DraftStream::observe()).
 // - A sequence ends after emitting a stop id, when its text reaches a stop
 //   string, at max_tokens, when the next position would pass the context,
 //   when cancelled (checked at every step), or on an error; its KV cache and
@@ -117,6 +119,9 @@ class Scheduler {
   // `base_rows`: the step's rows without drafts (what the draft length
   // weighs them against).
   void draft(Sequence& s, size_t base_rows, size_t room);
+  // A drafter that failed (`e`, said once on stderr) drafts no more for `s`;
+  // the sequence, and every other, runs on.
+  void stop_drafting(Sequence& s, const std::exception& e);
   // Samples a decoding sequence's `n` rows of logits (pending + drafted),
   // keeps what matches, rewinds its cache to what was kept.
   void verify(Sequence& s, const float* logits, size_t n);
@@ -139,8 +144,19 @@ class Scheduler {
   std::vector<Row> rows_;
   // Each sequence with logits rows in this step and how many, in row order.
   std::vector<std::pair<Sequence*, size_t>> logit_owners_;
+  // Each sequence whose drafter reads hidden states: its rows' first
+  // position and count, in row order (their states are in hidden_).
+  struct HiddenRows {
+    Sequence* seq;
+    int64_t first;
+    size_t count;
+  };
+  std::vector<HiddenRows> hidden_owners_;
+  // Hands each drafter the hidden states of the rows its sequence kept.
+  void hand_hidden_states();
   DraftLength draft_length_;
   std::vector<float> logits_;
+  std::vector<float> hidden_;
 };
 
 }  // namespace strata

@@ -1,0 +1,331 @@
+// Drafting with the checkpoint's own next-token-prediction layer
+// (runtime/drafter.h: make_mtp_drafter; model/mtp_forward.cpp). On
+// tests/fixtures/models/ds_mtp (transformers' ds_sharded with an MTP layer
+// appended, and a reference from tools/train_fixtures/make_mtp_fixture.py):
+// the hidden states forward() hands out, the MTP logits and a chained second
+// step against the reference; the drafter's proposals are the reference's
+// argmax, prompt handed over in chunks or whole; the output with it is the
+// output without it, in RAM and streamed from a pack, a reused session too;
+// a model without an MTP layer is one clear error.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/model.h"
+#include "pack/packer.h"
+#include "runtime/drafter.h"
+#include "runtime/generator.h"
+#include "runtime/loader.h"
+#include "runtime/sampler.h"
+#include "same_bits.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kModels = fs::path(STRATA_FIXTURES_DIR) / "models";
+const fs::path kFixture = kModels / "ds_mtp";
+// models.py (f32, torch) against strata (f32 from the same bf16 weights):
+// the difference is summation order only.
+constexpr float kTolerance = 1e-4f;
+
+struct MtpReference {
+  std::vector<int32_t> seq;  // prompt + greedy
+  size_t rows = 0;
+  std::vector<float> hidden, logits, chain;  // [rows × hidden], [rows × vocab], [(rows - 1) × vocab]
+};
+
+std::vector<float> read_f32(const fs::path& p, size_t n) {
+  std::vector<float> v(n);
+  std::ifstream f(p, std::ios::binary);
+  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
+  EXPECT_TRUE(f.good()) << "short file " << p;
+  return v;
+}
+
+MtpReference load_reference(const ModelConfig& c) {
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(kFixture / "reference.json"));
+  MtpReference r;
+  r.seq = j["prompt_ids"].get<std::vector<int32_t>>();
+  for (int32_t t : j["greedy_ids"]) r.seq.push_back(t);
+  const nlohmann::json& m = j["mtp"];
+  r.rows = m["n_rows"].get<size_t>();
+  const size_t H = static_cast<size_t>(c.hidden_size), V = static_cast<size_t>(c.vocab_size);
+  r.hidden = read_f32(kFixture / m["hidden_file"].get<std::string>(), r.rows * H);
+  r.logits = read_f32(kFixture / m["logits_file"].get<std::string>(), r.rows * V);
+  r.chain = read_f32(kFixture / m["chain_logits_file"].get<std::string>(), (r.rows - 1) * V);
+  return r;
+}
+
+std::unique_ptr<Model> load(const fs::path& dir, LoadOptions o = {}) {
+  o.threads = 2;
+  if (o.heat.empty()) o.heat = "none";
+  return load_model(dir, o);
+}
+
+void expect_near(std::span<const float> want, std::span<const float> got, const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  float worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(want[i] - got[i]));
+  EXPECT_LE(worst, kTolerance) << what;
+}
+
+// The main model's final hidden states of seq[0 .. rows), as forward() hands them out.
+std::vector<float> main_hidden(Model& m, const std::vector<int32_t>& seq, size_t rows) {
+  auto cache = m.new_cache();
+  std::vector<Row> r;
+  for (size_t i = 0; i < rows; ++i) r.push_back(Row{seq[i], static_cast<int64_t>(i), cache.get(), false, true});
+  std::vector<float> hidden(rows * static_cast<size_t>(m.config().hidden_size));
+  m.forward(r, nullptr, hidden.data());
+  return hidden;
+}
+
+TEST(MtpForward, HiddenStatesLogitsAndAChainedStepMatchTheReference) {
+  auto m = load(kFixture);
+  ASSERT_EQ(m->mtp_layers().size(), 1u);
+  const MtpReference ref = load_reference(m->config());
+  const size_t H = static_cast<size_t>(m->config().hidden_size), V = static_cast<size_t>(m->config().vocab_size);
+  // h_i after the final norm: a state before it would be far off.
+  const std::vector<float> hidden = main_hidden(*m, ref.seq, ref.rows);
+  expect_near(ref.hidden, hidden, "hidden states");
+
+  // MTP row i: token s[i+1] and h_i at position i, all rows in one step.
+  auto cache = m->new_mtp_cache();
+  std::vector<Row> rows;
+  for (size_t i = 0; i < ref.rows; ++i) rows.push_back(Row{ref.seq[i + 1], static_cast<int64_t>(i), cache.get(), true});
+  std::vector<float> logits(ref.rows * V), out(ref.rows * H);
+  m->mtp_forward(0, rows, hidden.data(), logits.data(), out.data());
+  expect_near(ref.logits, logits, "MTP logits");
+  EXPECT_EQ(cache->length(), static_cast<int64_t>(ref.rows));
+
+  // A second step after row i: its argmax at position i + 1, on row i's
+  // output; then row i + 1 is written back as it was.
+  std::vector<float> chained(V), chained_out(H);
+  for (size_t i = 0; i + 1 < ref.rows; ++i) {
+    cache->set_length(static_cast<int64_t>(i + 1));
+    const int32_t t = argmax(std::span<const float>(&logits[i * V], V));
+    ASSERT_EQ(t, argmax(std::span<const float>(&ref.logits[i * V], V))) << "row " << i;
+    const Row row{t, static_cast<int64_t>(i + 1), cache.get(), true};
+    m->mtp_forward(0, std::span<const Row>(&row, 1), &out[i * H], chained.data(), chained_out.data());
+    expect_near(std::span<const float>(&ref.chain[i * V], V), chained, "chained step after row " + std::to_string(i));
+    cache->set_length(static_cast<int64_t>(i + 1));
+    m->mtp_forward(0, std::span<const Row>(&rows[i + 1], 1), &hidden[(i + 1) * H], chained.data(), chained_out.data());
+  }
+}
+
+TEST(MtpForward, RowsGiveTheSameBitsInOneStepAsOneAtATime) {
+  LoadOptions small;
+  small.max_batch = 5;  // the MTP step is cut in pieces too
+  auto m = load(kFixture, small);
+  const MtpReference ref = load_reference(m->config());
+  const size_t H = static_cast<size_t>(m->config().hidden_size), V = static_cast<size_t>(m->config().vocab_size);
+  const std::vector<float> hidden = main_hidden(*m, ref.seq, ref.rows);
+  auto whole = m->new_mtp_cache(), single = m->new_mtp_cache();
+  std::vector<Row> rows;
+  for (size_t i = 0; i < ref.rows; ++i) rows.push_back(Row{ref.seq[i + 1], static_cast<int64_t>(i), whole.get(), true});
+  std::vector<float> a(ref.rows * V), a_out(ref.rows * H), b(ref.rows * V), b_out(ref.rows * H);
+  m->mtp_forward(0, rows, hidden.data(), a.data(), a_out.data());
+  for (size_t i = 0; i < ref.rows; ++i) {
+    Row r = rows[i];
+    r.cache = single.get();
+    m->mtp_forward(0, std::span<const Row>(&r, 1), &hidden[i * H], &b[i * V], &b_out[i * H]);
+  }
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(a_out.data(), b_out.data(), a_out.size() * sizeof(float)));
+}
+
+TEST(MtpForward, HandingOutHiddenStatesChangesNoLogit) {
+  for (const char* name : {"ds_mtp", "k3_bf16", "qwen_gqa"}) {
+    SCOPED_TRACE(name);
+    auto m = load(kModels / name);
+    const std::vector<int32_t> seq = {5, 17, 3, 42, 9, 5, 17, 3};
+    const size_t V = static_cast<size_t>(m->config().vocab_size);
+    std::vector<float> plain(seq.size() * V), with(seq.size() * V), hidden(seq.size() * m->config().hidden_size);
+    for (bool want_hidden : {false, true}) {
+      auto cache = m->new_cache();
+      std::vector<Row> rows;
+      for (size_t i = 0; i < seq.size(); ++i)
+        rows.push_back(Row{seq[i], static_cast<int64_t>(i), cache.get(), true, want_hidden});
+      m->forward(rows, want_hidden ? with.data() : plain.data(), hidden.data());
+    }
+    EXPECT_EQ(0, std::memcmp(plain.data(), with.data(), plain.size() * sizeof(float)));
+  }
+}
+
+// Wraps a drafter and records each proposal with the sequence it was for.
+class RecordingDrafter final : public Drafter {
+ public:
+  explicit RecordingDrafter(Drafter& inner) : inner_(inner) {}
+  std::string name() const override { return "recording " + inner_.name(); }
+  std::unique_ptr<DraftStream> start(const SamplingParams& s) override {
+    return std::make_unique<Stream>(*this, inner_.start(s));
+  }
+  struct Proposal {
+    size_t length;  // tokens of the sequence it came after
+    std::vector<int32_t> tokens;
+  };
+  std::vector<Proposal> proposals;
+
+ private:
+  struct Stream final : DraftStream {
+    Stream(RecordingDrafter& d, std::unique_ptr<DraftStream> inner) : d(d), inner(std::move(inner)) {}
+    void propose(std::span<const int32_t> tokens, uint64_t first, int max, std::vector<int32_t>& out) override {
+      const size_t before = out.size();
+      inner->propose(tokens, first, max, out);
+      d.proposals.push_back({tokens.size(), std::vector<int32_t>(out.begin() + static_cast<long>(before), out.end())});
+    }
+    bool wants_hidden() const override { return inner->wants_hidden(); }
+    void observe(std::span<const int32_t> tokens, int64_t from, std::span<const float> hidden) override {
+      inner->observe(tokens, from, hidden);
+    }
+    RecordingDrafter& d;
+    std::unique_ptr<DraftStream> inner;
+  };
+  Drafter& inner_;
+};
+
+GenerateResult run(Model& m, const std::vector<int32_t>& prompt, SamplingParams sampling, Drafter* drafter, int n,
+                   int draft_max = 2) {
+  GenerateOptions g;
+  g.max_new_tokens = n;
+  g.keep_logits = true;
+  g.sampling = std::move(sampling);
+  g.drafter = drafter;
+  g.draft_max = draft_max;
+  g.draft_adaptive = false;
+  return generate(m, prompt, g);
+}
+
+TEST(MtpDrafter, ProposesTheReferenceArgmaxWithThePromptInChunksOrWhole) {
+  for (int64_t chunk : {0, 5}) {
+    SCOPED_TRACE("prefill chunk " + std::to_string(chunk));
+    LoadOptions o;
+    o.max_batch = chunk;
+    auto m = load(kFixture, o);
+    const MtpReference ref = load_reference(m->config());
+    const size_t V = static_cast<size_t>(m->config().vocab_size);
+    auto mtp = make_mtp_drafter(*m);
+    RecordingDrafter recording(*mtp);
+    const std::vector<int32_t> prompt(ref.seq.begin(), ref.seq.begin() + 17);
+    const GenerateResult r = run(*m, prompt, {}, &recording, 16);
+    ASSERT_EQ(r.tokens, std::vector<int32_t>(ref.seq.begin() + 17, ref.seq.end()));
+    // After N tokens, the first guess is MTP row N - 2's argmax, the second the chained step's after it.
+    int checked = 0;
+    for (const auto& p : recording.proposals) {
+      ASSERT_FALSE(p.tokens.empty()) << "after " << p.length;
+      const size_t row = p.length - 2;
+      EXPECT_EQ(p.tokens[0], argmax(std::span<const float>(&ref.logits[row * V], V))) << "after " << p.length;
+      if (p.tokens.size() > 1 && row + 1 < ref.rows) {
+        EXPECT_EQ(p.tokens[1], argmax(std::span<const float>(&ref.chain[row * V], V))) << "after " << p.length;
+        ++checked;
+      }
+    }
+    EXPECT_GE(checked, 5);
+    EXPECT_GT(r.draft_steps, 5);
+  }
+}
+
+std::vector<SamplingParams> samplings() {
+  SamplingParams greedy;
+  SamplingParams sampled{0.9f, 1234};
+  sampled.top_p = 0.95f;
+  SamplingParams penalised{1.0f, 77};
+  penalised.top_k = 40;
+  penalised.repetition_penalty = 1.3f;
+  return {greedy, sampled, penalised};
+}
+
+const std::vector<int32_t> kPrompt = {5, 17, 3, 42, 9, 5, 17, 3};
+
+TEST(MtpDrafter, StreamedFromAPackTheOutputIsTheBitsOfRamWithoutDrafting) {
+  const fs::path tmp = fs::temp_directory_path() / ("strata_mtp_" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  PackOptions p;
+  p.source = kFixture;
+  p.out = tmp / "pack";
+  pack_model(p);
+  auto ram = load(kFixture);
+  LoadOptions o;
+  o.stream = true;
+  o.cache_slots = static_cast<size_t>(std::max<int64_t>(1, ram->config().n_routed_experts / 4));
+  auto streamed = load(p.out, o);
+  ASSERT_TRUE(streamed->streaming());
+  ASSERT_EQ(streamed->mtp_layers().size(), 1u);
+  auto mtp = make_mtp_drafter(*streamed);
+  for (const SamplingParams& sp : samplings()) {
+    SCOPED_TRACE("temperature " + std::to_string(sp.temperature));
+    const GenerateResult want = run(*ram, kPrompt, sp, nullptr, 24);
+    for (int k : {1, 3}) {
+      const GenerateResult got = run(*streamed, kPrompt, sp, mtp.get(), 24, k);
+      expect_same_bits(want.tokens, want.logits, got.tokens, got.logits);
+      EXPECT_GT(got.drafted_tokens, 0);
+    }
+  }
+  fs::remove_all(tmp);
+}
+
+// A second turn reuses the first's cache: the prefix's hidden states are not
+// computed again, so the MTP cache gets zero states for them; the output is
+// the same as without drafting.
+TEST(MtpDrafter, AReusedSessionDraftsAndGivesTheOutputOfNoDrafting) {
+  auto m = load(kFixture);
+  auto mtp = make_mtp_drafter(*m);
+  auto turn = [&](Drafter* d, Session& session, const std::vector<int32_t>& prompt) {
+    GenerateOptions g;
+    g.max_new_tokens = 12;
+    g.keep_logits = true;
+    g.sampling = {0.8f, 5};
+    g.drafter = d;
+    g.draft_max = 3;
+    g.draft_adaptive = false;
+    return generate(*m, prompt, g, session);
+  };
+  Session plain, drafted;
+  const GenerateResult a = turn(nullptr, plain, kPrompt), b = turn(mtp.get(), drafted, kPrompt);
+  expect_same_bits(a.tokens, a.logits, b.tokens, b.logits);
+  std::vector<int32_t> next = plain.tokens;
+  next.insert(next.end(), {7, 8, 9});
+  const GenerateResult c = turn(nullptr, plain, next), d = turn(mtp.get(), drafted, next);
+  expect_same_bits(c.tokens, c.logits, d.tokens, d.logits);
+  EXPECT_GT(d.reused_tokens, 0);
+  EXPECT_GT(d.drafted_tokens, 0);
+}
+
+// Streamed, the MTP layer's routed experts stay in RAM (model/mtp_layer.h):
+// the budget counts them with the trunk.
+TEST(MtpDrafter, TheMtpLayersExpertsCountInTheStreamedBudgetsTrunk) {
+  LoadOptions o;
+  o.stream = true;
+  auto with = load(kFixture, o), without = load(kModels / "ds_sharded", o);
+  const std::string prefix = "model.layers." + std::to_string(with->config().num_layers) + ".";
+  uint64_t layer = 0, experts = 0;
+  for (const std::string& name : with->tensors().names())
+    if (name.starts_with(prefix)) {
+      const uint64_t bytes = with->tensors().get(name).nbytes;
+      layer += bytes;
+      if (name.find(".mlp.experts.") != std::string::npos) experts += bytes;
+    }
+  ASSERT_GT(experts, 0u);
+  EXPECT_EQ(with->memory_plan().trunk, without->memory_plan().trunk + layer);
+}
+
+TEST(MtpDrafter, AModelWithoutAnMtpLayerIsAClearError) {
+  auto m = load(kModels / "ds_sharded");
+  try {
+    make_mtp_drafter(*m);
+    FAIL() << "made";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no next-token-prediction (MTP) layer"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ds_sharded"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace strata
