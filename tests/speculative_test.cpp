@@ -174,32 +174,50 @@ TEST(SpeculativeSeeds, EverySeedSamplesTheSameTokensWithAndWithoutDrafting) {
 }
 
 // Streamed from a pack with an expert cache of a quarter of the experts:
-// the same bits as in RAM without drafting.
+// the same bits as in RAM without drafting (ds_mtp: its MTP layer drafts
+// too, its experts in RAM beside the streamed ones).
 TEST(SpeculativeStreamed, QuarterCacheGivesTheBitsOfRamWithoutDrafting) {
-  const fs::path tmp = fs::temp_directory_path() / ("strata_spec_" + std::to_string(::getpid()));
-  fs::remove_all(tmp);
-  PackOptions p;
-  p.source = kModels / "qwen_gqa";
-  p.out = tmp / "pack";
-  pack_model(p);
-  auto ram = load(kModels / "qwen_gqa");
-  for (const SamplingParams& sp : samplings()) {
-    const GenerateResult want = run(*ram, sp, nullptr);
+  for (const char* name : {"qwen_gqa", "ds_mtp"}) {
+    SCOPED_TRACE(name);
+    const fs::path tmp = fs::temp_directory_path() / ("strata_spec_" + std::to_string(::getpid()));
+    fs::remove_all(tmp);
+    PackOptions p;
+    p.source = kModels / name;
+    p.out = tmp / "pack";
+    pack_model(p);
+    auto ram = load(kModels / name);
     LoadOptions o;
     o.stream = true;
-    const int64_t experts = ram->config().n_routed_experts;
-    o.cache_slots = static_cast<size_t>(std::max<int64_t>(1, experts / 4));
+    o.cache_slots = static_cast<size_t>(std::max<int64_t>(1, ram->config().n_routed_experts / 4));
     auto streamed = load(p.out, o);
-    OracleDrafter oracle(want.tokens, static_cast<int32_t>(ram->config().vocab_size));
-    auto ngram = make_ngram_drafter();
-    for (Drafter* d : {static_cast<Drafter*>(&oracle), ngram.get()}) {
-      SCOPED_TRACE(d->name());
-      const GenerateResult got = run(*streamed, sp, d);
-      expect_same_bits(want.tokens, want.logits, got.tokens, got.logits);
-    }
     ASSERT_TRUE(streamed->streaming());
+    auto mtp = streamed->mtp_layers().empty() ? nullptr : make_mtp_drafter(*streamed);
+    for (const SamplingParams& sp : samplings()) {
+      const GenerateResult want = run(*ram, sp, nullptr);
+      OracleDrafter oracle(want.tokens, static_cast<int32_t>(ram->config().vocab_size));
+      auto ngram = make_ngram_drafter();
+      std::vector<Drafter*> drafters = {&oracle, ngram.get()};
+      if (mtp) drafters.push_back(mtp.get());
+      for (Drafter* d : drafters) {
+        SCOPED_TRACE(d->name());
+        const GenerateResult got = run(*streamed, sp, d);
+        expect_same_bits(want.tokens, want.logits, got.tokens, got.logits);
+      }
+    }
+    fs::remove_all(tmp);
   }
-  fs::remove_all(tmp);
+}
+
+// One turn of a chat kept in `session`, drafting with `d` (null: none).
+GenerateResult turn(Model& m, Drafter* d, Session& session, const std::vector<int32_t>& prompt) {
+  GenerateOptions g;
+  g.max_new_tokens = 12;
+  g.keep_logits = true;
+  g.sampling = {0.8f, 5};
+  g.drafter = d;
+  g.draft_max = 4;
+  g.draft_adaptive = false;
+  return generate(m, prompt, g, session);
 }
 
 // A session kept by a drafted run (Kimi K3: its recurrent state was rolled
@@ -207,31 +225,39 @@ TEST(SpeculativeStreamed, QuarterCacheGivesTheBitsOfRamWithoutDrafting) {
 TEST(SpeculativeSession, ARecurrentModelsSessionIsReusedAsWithoutDrafting) {
   auto m = load(kModels / "k3_bf16");
   const int32_t vocab = static_cast<int32_t>(m->config().vocab_size);
-  auto turn = [&](Drafter* d, Session& session, const std::vector<int32_t>& prompt) {
-    GenerateOptions g;
-    g.max_new_tokens = 12;
-    g.keep_logits = true;
-    g.sampling = {0.8f, 5};
-    g.drafter = d;
-    g.draft_max = 4;
-    g.draft_adaptive = false;
-    return generate(*m, prompt, g, session);
-  };
   Session plain, drafted;
-  const GenerateResult a = turn(nullptr, plain, kPrompt);
+  const GenerateResult a = turn(*m, nullptr, plain, kPrompt);
   OracleDrafter oracle(a.tokens, vocab);
-  const GenerateResult b = turn(&oracle, drafted, kPrompt);
+  const GenerateResult b = turn(*m, &oracle, drafted, kPrompt);
   expect_same_bits(a.tokens, a.logits, b.tokens, b.logits);
   EXPECT_EQ(plain.tokens, drafted.tokens);
   // The next turn repeats the prompt and departs: reuse from the prompt's end.
   std::vector<int32_t> next = kPrompt;
   next.insert(next.end(), {7, 8, 9});
-  const GenerateResult c = turn(nullptr, plain, next);
+  const GenerateResult c = turn(*m, nullptr, plain, next);
   OracleDrafter oracle2(c.tokens, vocab);
-  const GenerateResult d = turn(&oracle2, drafted, next);
+  const GenerateResult d = turn(*m, &oracle2, drafted, next);
   expect_same_bits(c.tokens, c.logits, d.tokens, d.logits);
   EXPECT_EQ(c.reused_tokens, d.reused_tokens);
   EXPECT_GT(d.reused_tokens, 0);
+}
+
+// The MTP drafter on a reused session: the target computes no hidden states
+// for the reused prefix, so the MTP cache gets zero states there (runtime/
+// mtp_drafter.cpp); it drafts on, and the output is that of no drafting.
+TEST(SpeculativeSession, AnMtpDraftersSessionIsReusedAsWithoutDrafting) {
+  auto m = load(kModels / "ds_mtp");
+  auto mtp = make_mtp_drafter(*m);
+  Session plain, drafted;
+  const GenerateResult a = turn(*m, nullptr, plain, kPrompt), b = turn(*m, mtp.get(), drafted, kPrompt);
+  expect_same_bits(a.tokens, a.logits, b.tokens, b.logits);
+  std::vector<int32_t> next = plain.tokens;
+  next.insert(next.end(), {7, 8, 9});
+  const GenerateResult c = turn(*m, nullptr, plain, next), d = turn(*m, mtp.get(), drafted, next);
+  expect_same_bits(c.tokens, c.logits, d.tokens, d.logits);
+  EXPECT_EQ(c.reused_tokens, d.reused_tokens);
+  EXPECT_GT(d.reused_tokens, static_cast<int64_t>(kPrompt.size()));
+  EXPECT_GT(d.drafted_tokens, 0);
 }
 
 // A stop token met inside a verification (after drafted tokens were kept)
