@@ -34,6 +34,7 @@ const fs::path kFixture = kModels / "ds_mtp";
 // models.py (f32, torch) against strata (f32 from the same bf16 weights):
 // the difference is summation order only.
 constexpr float kTolerance = 1e-4f;
+const std::vector<int32_t> kFixturePrompt = {5, 17, 3, 42, 9, 5, 17, 3};
 
 struct MtpReference {
   std::vector<int32_t> seq;  // prompt + greedy
@@ -222,6 +223,49 @@ TEST(MtpDrafter, ProposesTheReferenceArgmaxWithThePromptInChunksOrWhole) {
     EXPECT_GE(checked, 5);
     EXPECT_GT(r.draft_steps, 5);
   }
+}
+
+// A stream that reads hidden states and fails in its third observe(): that
+// sequence drafts no more (one warning), its rows ask for no more hidden
+// states, and its output is that of no drafting.
+class FailingObserver final : public Drafter {
+ public:
+  std::string name() const override { return "failing observer"; }
+  std::unique_ptr<DraftStream> start(const SamplingParams&) override { return std::make_unique<Stream>(*this); }
+  int observed = 0, proposed = 0;
+
+ private:
+  struct Stream final : DraftStream {
+    explicit Stream(FailingObserver& d) : d(d) {}
+    bool wants_hidden() const override { return true; }
+    void observe(std::span<const int32_t>, int64_t, std::span<const float>) override {
+      if (++d.observed == 3) throw Error("observe failed");
+    }
+    void propose(std::span<const int32_t> tokens, uint64_t, int max, std::vector<int32_t>& out) override {
+      ++d.proposed;
+      out.assign(static_cast<size_t>(max), tokens.back());
+    }
+    FailingObserver& d;
+  };
+};
+
+TEST(MtpDrafter, AStreamFailingToObserveStopsDraftingAndTheOutputIsUnchanged) {
+  auto m = load(kFixture);
+  GenerateOptions g;
+  g.max_new_tokens = 12;
+  g.keep_logits = true;
+  g.draft_max = 2;
+  g.draft_adaptive = false;
+  const GenerateResult want = generate(*m, kFixturePrompt, g);
+  FailingObserver failing;
+  g.drafter = &failing;
+  testing::internal::CaptureStderr();
+  const GenerateResult got = generate(*m, kFixturePrompt, g);
+  const std::string err = testing::internal::GetCapturedStderr();
+  expect_same_bits(want.tokens, want.logits, got.tokens, got.logits);
+  EXPECT_EQ(failing.observed, 3);
+  EXPECT_EQ(failing.proposed, 2);  // after the prompt's observe() and the first step's
+  EXPECT_NE(err.find("observe failed"), std::string::npos) << err;
 }
 
 // Streamed, the MTP layer's routed experts stay in RAM (model/mtp_layer.h):
