@@ -4,8 +4,10 @@
 // appended, and a reference from tools/train_fixtures/make_mtp_fixture.py):
 // the hidden states forward() hands out, the MTP logits and a chained second
 // step against the reference; the drafter's proposals are the reference's
-// argmax, prompt handed over in chunks or whole; its experts count in a
-// streamed budget's trunk; a model without an MTP layer is one clear error.
+// argmax, prompt handed over in chunks or whole; on ds_mtp_trained (a tiny
+// model trained with its MTP layer) drafts are kept under greedy; its
+// experts count in a streamed budget's trunk; a failing stream turns
+// drafting off; a model without an MTP layer is one clear error.
 // (That the output with it is the output without it, in RAM, streamed and
 // on a reused session, speculative_test.cpp checks with every drafter.)
 #include <gtest/gtest.h>
@@ -266,6 +268,28 @@ TEST(MtpDrafter, AStreamFailingToObserveStopsDraftingAndTheOutputIsUnchanged) {
   EXPECT_EQ(failing.observed, 3);
   EXPECT_EQ(failing.proposed, 2);  // after the prompt's observe() and the first step's
   EXPECT_NE(err.find("observe failed"), std::string::npos) << err;
+}
+
+// ds_mtp_trained (tools/train_fixtures/train_mtp_fixture.py): an MTP layer
+// trained with its model guesses the greedy continuation of held-out text
+// well enough that drafts are kept, and the output is that of no drafting.
+TEST(MtpDrafter, ATrainedMtpLayersDraftsAreAcceptedUnderGreedy) {
+  const fs::path dir = kModels / "ds_mtp_trained";
+  auto m = load(dir);
+  const nlohmann::json trained = nlohmann::json::parse(std::ifstream(dir / "train_result.json"));
+  const std::vector<int32_t> prompt = trained["prompt_ids"].get<std::vector<int32_t>>();
+  GenerateOptions g;
+  g.max_new_tokens = 48;
+  g.keep_logits = true;
+  g.draft_max = 3;
+  g.draft_adaptive = false;
+  const GenerateResult want = generate(*m, prompt, g);
+  auto mtp = make_mtp_drafter(*m);
+  g.drafter = mtp.get();
+  const GenerateResult got = generate(*m, prompt, g);
+  expect_same_bits(want.tokens, want.logits, got.tokens, got.logits);
+  EXPECT_GT(got.accepted_tokens, 0);
+  RecordProperty("accepted", std::to_string(got.accepted_tokens) + " of " + std::to_string(got.drafted_tokens));
 }
 
 // Streamed, the MTP layer's routed experts stay in RAM (model/mtp_layer.h):
