@@ -161,6 +161,17 @@ TEST(MtpForward, HandingOutHiddenStatesChangesNoLogit) {
   }
 }
 
+// `n` tokens, greedy, logits kept; with a drafter, `draft_max` drafted every
+// step (not adapted: every step is checked).
+GenerateOptions every_step(int n, int draft_max) {
+  GenerateOptions g;
+  g.max_new_tokens = n;
+  g.keep_logits = true;
+  g.draft_max = draft_max;
+  g.draft_adaptive = false;
+  return g;
+}
+
 // Wraps a drafter and records each proposal with the sequence it was for.
 class RecordingDrafter final : public Drafter {
  public:
@@ -204,11 +215,8 @@ TEST(MtpDrafter, ProposesTheReferenceArgmaxWithThePromptInChunksOrWhole) {
     auto mtp = make_mtp_drafter(*m);
     RecordingDrafter recording(*mtp);
     const std::vector<int32_t> prompt(ref.seq.begin(), ref.seq.begin() + 17);
-    GenerateOptions g;  // greedy, two tokens drafted every step
-    g.max_new_tokens = 16;
+    GenerateOptions g = every_step(16, 2);  // greedy
     g.drafter = &recording;
-    g.draft_max = 2;
-    g.draft_adaptive = false;
     const GenerateResult r = generate(*m, prompt, g);
     ASSERT_EQ(r.tokens, std::vector<int32_t>(ref.seq.begin() + 17, ref.seq.end()));
     // After N tokens, the first guess is MTP row N - 2's argmax, the second the chained step's after it.
@@ -253,11 +261,7 @@ class FailingObserver final : public Drafter {
 
 TEST(MtpDrafter, AStreamFailingToObserveStopsDraftingAndTheOutputIsUnchanged) {
   auto m = load(kFixture);
-  GenerateOptions g;
-  g.max_new_tokens = 12;
-  g.keep_logits = true;
-  g.draft_max = 2;
-  g.draft_adaptive = false;
+  GenerateOptions g = every_step(12, 2);
   const GenerateResult want = generate(*m, kFixturePrompt, g);
   FailingObserver failing;
   g.drafter = &failing;
@@ -278,11 +282,7 @@ TEST(MtpDrafter, ATrainedMtpLayersDraftsAreAcceptedUnderGreedy) {
   auto m = load(dir);
   const nlohmann::json trained = nlohmann::json::parse(std::ifstream(dir / "train_result.json"));
   const std::vector<int32_t> prompt = trained["prompt_ids"].get<std::vector<int32_t>>();
-  GenerateOptions g;
-  g.max_new_tokens = 48;
-  g.keep_logits = true;
-  g.draft_max = 3;
-  g.draft_adaptive = false;
+  GenerateOptions g = every_step(48, 3);
   const GenerateResult want = generate(*m, prompt, g);
   auto mtp = make_mtp_drafter(*m);
   g.drafter = mtp.get();
