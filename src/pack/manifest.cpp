@@ -362,7 +362,11 @@ Manifest Manifest::load(const fs::path& dir) {
   check_json_depth(text, p.string());
   nlohmann::json j = parse_json_or_discarded(text);
   if (j.is_discarded()) throw Error(p.string() + ": not valid JSON (damaged pack? re-run strata pack)");
-  return from_json(j, p.string());
+  try {
+    return from_json(j, p.string());
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type (the fuzzer found string fields)
+    throw Error(p.string() + ": a field has the wrong type (" + e.what() + "); damaged pack? re-run strata pack");
+  }
 }
 
 void Manifest::save(const fs::path& path) const { write_file_atomically(path, to_json().dump() + "\n"); }
