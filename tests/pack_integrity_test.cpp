@@ -124,6 +124,26 @@ TEST(PackManifest, IndicesPast32BitsAreNotWrappedToZero) {
   }
 }
 
+// Found by the long fuzz campaign (tools/fuzz.sh manifest; the inputs are
+// in fuzz/corpus/manifest/regression-*): fields of the wrong JSON type
+// escaped as nlohmann's exceptions, and a float where an integer belongs was
+// converted with undefined behaviour.
+TEST(PackManifest, FieldsOfTheWrongTypeAreAClearError) {
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& j) { j["format"] = json::object(); }, "not a strata pack manifest"},
+      {[](json& j) { j["version"] = 1.9e19; }, "manifest version missing or not an integer"},
+      {[](json& j) { j["version"] = "1"; }, "manifest version missing or not an integer"},
+      {[](json& j) { j["source"] = json::array(); }, "malformed manifest"},
+      {[](json& j) { j["drives"][0]["bytes"] = 1.8e24; }, "'bytes' must be a non-negative integer"},
+      {[](json& j) { j["drives"][0]["path"] = 7; }, "malformed manifest"},
+  };
+  for (const auto& [edit, phrase] : cases) {
+    PackCopy p("qwen_gqa", "strata-manifest");
+    edit_manifest(p.pack(), edit);
+    expect_manifest_error(p.pack(), phrase);
+  }
+}
+
 TEST(PackManifest, EntriesThatPackWouldNotWriteAreClearErrors) {
   struct Case {
     const char* what;

@@ -186,10 +186,14 @@ nlohmann::json Manifest::to_json() const {
 }
 
 Manifest Manifest::from_json(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object() || j.value("format", "") != "strata-pack") throw Error(where + ": not a strata pack manifest");
-  if (j.value("version", 0) != kVersion)
-    throw Error(where + ": manifest version " + std::to_string(j.value("version", 0)) + " (this strata reads version " +
-                std::to_string(kVersion) + "); re-pack the model");
+  if (!j.is_object() || !j.contains("format") || j["format"] != "strata-pack")
+    throw Error(where + ": not a strata pack manifest");
+  // Integers are read as integers: nlohmann converts a float such as 1e19 to
+  // int with undefined behaviour (the fuzzer found it).
+  const int64_t version = j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int64_t>() : -1;
+  if (version != kVersion)
+    throw Error(where + ": manifest version " + (version < 0 ? std::string("missing or not an integer") : std::to_string(version)) +
+                " (this strata reads version " + std::to_string(kVersion) + "); re-pack the model");
   Manifest m;
   try {
     m.source = j.at("source").get<std::string>();
@@ -205,9 +209,12 @@ Manifest Manifest::from_json(const nlohmann::json& j, const std::string& where) 
     m.tensors = j.value("tensors", nlohmann::json::object());
     if (j.contains("trunk_checksums")) m.trunk_checksums = j["trunk_checksums"].get<std::string>();
     if (!j.at("drives").is_array()) throw Error(where + ": 'drives' must be an array");
-    for (const auto& d : j.at("drives"))
+    for (const auto& d : j.at("drives")) {
+      if (d.contains("bytes") && !d["bytes"].is_number_unsigned())
+        throw Error(where + ": a drive's 'bytes' must be a non-negative integer");
       m.drives.push_back({d.at("path").get<std::string>(), d.at("file").get<std::string>(),
                           d.value("relative", std::string()), d.value("weight", 1.0), d.value("bytes", uint64_t{0})});
+    }
   } catch (const nlohmann::json::exception& e) {
     throw Error(where + ": malformed manifest: " + e.what());
   }
