@@ -112,13 +112,11 @@ HeatSummary summarise_heat(const std::vector<std::filesystem::path>& files) {
   int64_t width = 0, traced_width = 0;
   for (const auto& f : files) {
     const std::string text = read_text_file(f);
-    const size_t first = text.find_first_not_of(" \t\r\n");
-    bool heat = false;
-    if (first != std::string::npos && text[first] == '{' && text.find('\n', first) > text.find_last_not_of(" \t\r\n")) {
-      const nlohmann::json j = parse_json(text, f.string());  // one object: a heat file, or a one-line trace
-      heat = j.is_object() && j.contains("layers");
-      if (heat) read_heat_file(j, f.string(), counts, width);
-    }
+    // One JSON object with "layers" is a heat file; anything else is read
+    // as trace lines (several values do not parse as one).
+    const nlohmann::json j = parse_json_or_discarded(text);
+    const bool heat = j.is_object() && j.contains("layers");
+    if (heat) read_heat_file(j, f.string(), counts, width);
     if (!heat) read_trace(text, f.string(), counts, out.tokens, traced_width);
   }
   int64_t widest = 0;

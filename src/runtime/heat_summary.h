@@ -31,8 +31,8 @@ struct HeatSummary {
   std::vector<LayerHeatSummary> layers;  // MoE layers only (some choice counted)
 };
 
-// Reads and sums `files` (each a trace or a heat file, told apart by its
-// first character: '{' and a "layers" key is heat, else JSON lines). Throws
+// Reads and sums `files` (each a trace or a heat file: a file that is one
+// JSON object with a "layers" key is heat, anything else JSON lines). Throws
 // strata::Error naming the file (and line) for anything else, an expert id
 // below 0 or above 2^20, or heat files of different shapes.
 HeatSummary summarise_heat(const std::vector<std::filesystem::path>& files);
