@@ -18,6 +18,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -279,6 +280,25 @@ TEST_F(BiggerThanMemory, IsStreamedWithinABudgetFromTheMemoryAvailable) {
   EXPECT_LE(s["stats"]["memory"]["budget"].get<uint64_t>(),
             s["stats"]["memory"]["baseline"].get<uint64_t>() + available);
   EXPECT_EQ(s["tokens"], json::parse(in_ram.out)["tokens"]);
+}
+
+// The expert heat only speeds up the next start: a home it cannot be written
+// to (here a file where the folder should be; root may write anywhere else)
+// is one warning, and the run's output and exit status are those of a run
+// that keeps no heat.
+TEST(CliFirstHour, AnUnwritableHeatIsAWarningNotAFailure) {
+  testfiles::TempDir tmp("strata-heat-home");
+  const fs::path home = tmp / "home";
+  { std::ofstream(home) << "not a folder\n"; }
+  const std::string args =
+      "generate " + fixture("qwen_gqa").string() + " --prompt-ids 1,2,3 -n 3 --json --threads 2 --ram 0.05";
+  const CommandResult kept = run_strata(args, "STRATA_HOME=" + home.string());
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  EXPECT_NE(kept.err.find("warning"), std::string::npos) << kept.err;
+  EXPECT_NE(kept.err.find("expert heat"), std::string::npos) << kept.err;
+  const CommandResult none = run_strata(args + " --heat none");
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(json::parse(kept.out)["tokens"], json::parse(none.out)["tokens"]);
 }
 
 // The demo's default budget is never below what the loader needs, at the

@@ -190,7 +190,8 @@ int run_demo(const DemoArgs& a) {
   g.sampling = {1.0f, 42};  // sampled, so routing varies as in real text
   GenerateResult r = generate(*model, prompt, g);
   const int64_t peak_rss = peak_rss_bytes();  // before the second probe adds its buffers
-  model->save_heat();
+  if (const std::string why = model->save_heat(); !why.empty())
+    say(quiet, "demo: warning: " + why + " (the next run starts without this run's expert heat)");
   say(quiet, "demo: measuring the drive's read ceiling again");
   const Ceiling after = probe_ceiling(manifest, pack, blob, false);
   const double ceiling = (before.gbps + after.gbps) / 2;

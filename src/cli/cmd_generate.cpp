@@ -146,7 +146,8 @@ int run_generate(const GenerateArgs& a) {
   GenerateResult r = generate(*model, prompt, opt, session);
   prefill.finish();
   if (!a.session.empty()) save_session(a.session, *model, session);
-  model->save_heat();
+  if (const std::string why = model->save_heat(); !why.empty())
+    std::fprintf(stderr, "strata: warning: %s (the next run starts without this run's expert heat)\n", why.c_str());
 
   if (!a.json) {
     print((text ? text->flush() : std::string()) + "\n");

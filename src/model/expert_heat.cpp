@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "util/cache_dir.h"
 #include "util/error.h"
@@ -85,14 +86,22 @@ void ExpertHeat::save(const std::filesystem::path& path, const std::string& mode
   }
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
-  const auto tmp = path.string() + ".tmp";
+  // A name of this process's own: runs of the same model may end together.
+  const auto tmp = path.string() + "." + std::to_string(::getpid()) + ".tmp";
   {
     std::ofstream out(tmp);
     out << j.dump() << "\n";
-    if (!out) throw Error(tmp + ": cannot write expert heat");
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      throw Error(tmp + ": cannot write expert heat");
+    }
   }
   std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error(path.string() + ": cannot write expert heat: " + ec.message());
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw Error(path.string() + ": cannot write expert heat: " + ec.message());
+  }
 }
 
 std::filesystem::path default_heat_path(const std::string& identity) {

@@ -139,8 +139,16 @@ class Model {
   }
   const MemoryPlan& memory_plan() const { return plan_; }
   // Writes this run's expert heat for the next run (streaming models only).
-  void save_heat() const {
-    if (experts_) experts_->save_heat();
+  // The heat only makes the next start faster, so a heat that cannot be
+  // written (a read-only or missing home, a full disk) is not an error of
+  // the run: the reason comes back, for one warning line; "" when written.
+  std::string save_heat() const {
+    try {
+      if (experts_) experts_->save_heat();
+      return {};
+    } catch (const std::exception& e) {
+      return e.what();
+    }
   }
 
   // Feeds tokens[from..] of one sequence at positions from.. into `cache`, in

@@ -213,11 +213,9 @@ class Server {
       scheduler_.reset();
     }
     if (!model_) return;
-    try {
-      model_->save_heat();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "strata serve: cannot save the expert heat: %s\n", e.what());
-    }
+    if (const std::string why = model_->save_heat(); !why.empty())
+      std::fprintf(stderr, "strata serve: warning: %s (the next start is without this run's expert heat)\n",
+                   why.c_str());
   }
 
   bool authorized(const httplib::Request& req) const {
