@@ -294,7 +294,35 @@ TEST(MtpDrafter, ATrainedMtpLayersDraftsAreAcceptedUnderGreedy) {
 
 // Streamed, the MTP layer's routed experts stay in RAM (model/mtp_layer.h):
 // the budget counts them with the trunk.
-TEST(MtpDrafter, TheMtpLayersExpertsCountInTheStreamedBudgetsTrunk) {
+// Streamed, the MTP layer's routed experts come through the expert cache
+// like the decoder layers' (read from the drive when routed to) and give the
+// same bits as in RAM.
+TEST(MtpForward, StreamedExpertsAreReadThroughTheCacheAndGiveTheSameBits) {
+  auto ram = load(kFixture);
+  LoadOptions o;
+  o.stream = true;
+  o.cache_slots = static_cast<size_t>(2 * ram->config().num_experts_per_tok);
+  auto streamed = load(kFixture, o);
+  ASSERT_TRUE(streamed->streaming());
+  const MtpReference ref = load_reference(ram->config());
+  const size_t V = static_cast<size_t>(ram->config().vocab_size), H = static_cast<size_t>(ram->config().hidden_size);
+  const std::vector<float> hidden = main_hidden(*ram, ref.seq, ref.rows);
+  EXPECT_EQ(main_hidden(*streamed, ref.seq, ref.rows), hidden);
+  auto mtp_logits = [&](Model& m) {
+    auto cache = m.new_mtp_cache();
+    std::vector<Row> rows;
+    for (size_t i = 0; i < ref.rows; ++i) rows.push_back(Row{ref.seq[i + 1], static_cast<int64_t>(i), cache.get(), true});
+    std::vector<float> logits(ref.rows * V), out(ref.rows * H);
+    m.mtp_forward(0, rows, hidden.data(), logits.data(), out.data());
+    return logits;
+  };
+  const std::vector<float> want = mtp_logits(*ram);
+  const uint64_t before = streamed->expert_stats().requests;
+  EXPECT_EQ(mtp_logits(*streamed), want);
+  EXPECT_GT(streamed->expert_stats().requests, before);  // the MTP layer's experts were asked of the cache
+}
+
+TEST(MtpDrafter, TheMtpLayersExpertsStreamOutsideTheTrunk) {
   LoadOptions o;
   o.stream = true;
   auto with = load(kFixture, o), without = load(kModels / "ds_sharded", o);
@@ -307,7 +335,9 @@ TEST(MtpDrafter, TheMtpLayersExpertsCountInTheStreamedBudgetsTrunk) {
       if (name.find(".mlp.experts.") != std::string::npos) experts += bytes;
     }
   ASSERT_GT(experts, 0u);
-  EXPECT_EQ(with->memory_plan().trunk, without->memory_plan().trunk + layer);
+  // Its attention, norms, router, shared expert and head stay; its routed
+  // experts are streamed with the others.
+  EXPECT_EQ(with->memory_plan().trunk, without->memory_plan().trunk + layer - experts);
 }
 
 TEST(MtpDrafter, AModelWithoutAnMtpLayerIsAClearError) {

@@ -158,13 +158,19 @@ TEST(MtpLayer, IsDeclaredUnderBothSpellings) {
   EXPECT_EQ(tn(Naming::Hf, NextnSharedHeadHead, "weight", 61), "model.layers.61.shared_head.head.weight");
   EXPECT_EQ(tn(Naming::Gguf, NextnSharedHeadHead, "weight", 61), "blk.61.nextn.shared_head_head.weight");
   EXPECT_EQ(tn(Naming::Gguf, NextnEmbedTokens, "weight", 61), "blk.61.nextn.embed_tokens.weight");
-  // Not routed experts: the layer's experts are; it is streamed only below N.
+  // Not routed experts: the layer's experts are; they stream in a model that has the layer.
   Checkpoint ck = open_checkpoint(kFixture);
   EXPECT_FALSE(is_routed_expert_tensor("model.layers.3.embed_tokens.weight"));
   EXPECT_TRUE(is_streamed_expert_tensor("model.layers.2.mlp.experts.1.up_proj.weight", ck.config));
   EXPECT_TRUE(is_routed_expert_tensor("model.layers.3.mlp.experts.1.up_proj.weight"));
-  EXPECT_FALSE(is_streamed_expert_tensor("model.layers.3.mlp.experts.1.up_proj.weight", ck.config));
+  EXPECT_FALSE(is_streamed_expert_tensor("model.layers.3.mlp.experts.1.up_proj.weight", ck.config));  // no such layer
   EXPECT_FALSE(is_streamed_expert_tensor("blk.3.ffn_up_exps.weight", ck.config));
+  // A model with an MTP layer streams that layer's experts too.
+  const Checkpoint with = open_checkpoint(fs::path(STRATA_FIXTURES_DIR) / "models" / "ds_mtp");
+  const std::string n = std::to_string(with.config.num_layers);
+  ASSERT_EQ(with.config.num_nextn_predict_layers, 1);
+  EXPECT_TRUE(is_streamed_expert_tensor("model.layers." + n + ".mlp.experts.1.up_proj.weight", with.config));
+  EXPECT_FALSE(is_streamed_expert_tensor("model.layers." + n + ".eh_proj.weight", with.config));
 }
 
 TEST(MtpLayer, IsBoundAsTheFileHoldsItAndChangesNoLogits) {
@@ -199,7 +205,7 @@ TEST(MtpLayer, IsBoundAsTheFileHoldsItAndChangesNoLogits) {
   expect_same_bits(a.tokens, a.logits, s.tokens, s.logits);
 }
 
-TEST(MtpLayer, PackKeepsItInTheTrunkAndAStreamedLoadBindsIt) {
+TEST(MtpLayer, PackStreamsItsExpertsAndAStreamedLoadBindsIt) {
   TempDir tmp("strata-mtp");
   const MtpValues v = write_with_mtp(tmp.path() / "mtp", {});
   PackOptions p;
@@ -207,8 +213,11 @@ TEST(MtpLayer, PackKeepsItInTheTrunkAndAStreamedLoadBindsIt) {
   p.out = tmp.path() / "pack";
   pack_model(p);
   const Manifest manifest = Manifest::load(p.out);
-  EXPECT_EQ(manifest.experts.size(), 3u);  // the decoder layers' experts only
-  EXPECT_TRUE(manifest.tensors.contains("model.layers.3.mlp.experts.0.gate_proj.weight"));
+  // The MTP layer's experts are blobs after the decoder layers'; the rest
+  // of the layer is in the trunk.
+  ASSERT_EQ(manifest.experts.size(), 4u);
+  EXPECT_EQ(manifest.experts[3].size(), manifest.experts[2].size());
+  EXPECT_FALSE(manifest.tensors.contains("model.layers.3.mlp.experts.0.gate_proj.weight"));
   EXPECT_TRUE(manifest.tensors.contains("model.layers.3.eh_proj.weight"));
   EXPECT_FALSE(manifest.tensors.contains("model.layers.2.mlp.experts.0.gate_proj.weight"));
 

@@ -154,7 +154,7 @@ bool is_routed_expert_tensor(const std::string& name) { return routed_expert_id(
 
 bool is_streamed_expert_tensor(const std::string& name, const ModelConfig& c) {
   const auto id = routed_expert_id(name);
-  return id && id->layer < c.num_layers;
+  return id && id->layer < c.expert_layers();
 }
 
 }  // namespace strata

@@ -64,7 +64,7 @@ ExpertCatalog catalog_from_bound_experts(const ModelConfig& c, const ExpertBindF
                                          Storage& storage) {
   const TensorLocator locator(source);
   ExpertCatalog cat;
-  cat.layers.resize(c.num_layers);
+  cat.layers.resize(c.expert_layers());
   cat.keep_alive = std::make_shared<ExpertBindFn>(bind);
   std::map<std::string, FileId> files;
   auto file_id = [&](const std::string& path) {
@@ -72,7 +72,7 @@ ExpertCatalog catalog_from_bound_experts(const ModelConfig& c, const ExpertBindF
     if (it != files.end()) return it->second;
     return files[path] = storage.open(path);
   };
-  for (int64_t l = 0; l < c.num_layers; ++l) {
+  for (int64_t l = 0; l < c.expert_layers(); ++l) {
     if (!c.layer_is_moe(l)) continue;
     auto& layer = cat.layers[l];
     layer.reserve(c.n_routed_experts);

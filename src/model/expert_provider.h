@@ -91,6 +91,10 @@ class ExpertProvider {
   virtual bool wants_prefetch() const { return false; }
   // Whether experts come from drives through a cache (not held in RAM whole).
   virtual bool streams() const { return false; }
+  // Whether fetch() serves `layer`'s experts. A streaming provider serves
+  // the MTP layers too when its catalog lists them (a checkpoint streamed in
+  // place, a pack made since they stream); otherwise they are bound in RAM.
+  virtual bool serves_layer(int64_t layer) const { return false; }
   // Persists what this run learned about which experts are hot, for the next
   // run's cache (a streaming provider's heat file; nothing otherwise).
   virtual void save_heat() const {}

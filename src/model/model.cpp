@@ -83,15 +83,18 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   std::vector<Layer> layers;
   layers.reserve(c.num_layers);
   for (int64_t l = 0; l < c.num_layers; ++l) layers.push_back(arch_spec(c.arch).bind_layer(binder_, c, l, *experts_));
-  // The MTP layers' experts are not in the provider's catalog (a pack keeps
-  // them in its trunk): they are bound here, from the checkpoint's tensors.
+  // The MTP layers' experts stream with the others when the provider serves
+  // them; otherwise (in RAM, or a pack that keeps them in its trunk) they
+  // are bound here, from the checkpoint's tensors.
   std::vector<MtpLayer> mtp;
   std::unique_ptr<ExpertProvider> mtp_experts;
   if (c.num_nextn_predict_layers > 0) {
-    const int64_t end = c.num_layers + c.num_nextn_predict_layers;
-    mtp_experts = std::make_unique<InMemoryExpertProvider>(c, expert_binder(c, *source_, binder_), c.num_layers, end);
+    const int64_t end = c.expert_layers();
+    if (!experts_->serves_layer(c.num_layers))
+      mtp_experts = std::make_unique<InMemoryExpertProvider>(c, expert_binder(c, *source_, binder_), c.num_layers, end);
+    ExpertProvider& from = mtp_experts ? *mtp_experts : *experts_;
     for (int64_t l = c.num_layers; l < end; ++l)
-      mtp.push_back({arch_spec(c.arch).bind_layer(binder_, c, l, *mtp_experts), bind_mtp_head(binder_, c, l)});
+      mtp.push_back({arch_spec(c.arch).bind_layer(binder_, c, l, from), bind_mtp_head(binder_, c, l)});
   }
   // The plan comes from the config alone (the loader counted it before the
   // layers were bound): a bound weight wider than it is a bug, not a reason

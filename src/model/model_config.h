@@ -98,6 +98,9 @@ struct ModelConfig {
   std::optional<std::array<int64_t, 2>> fp8_block;
 
   bool layer_is_moe(int64_t layer) const;
+  // The layers whose routed experts are streamed: the decoder layers and
+  // the next-token-prediction (MTP) layers after them.
+  int64_t expert_layers() const { return num_layers + num_nextn_predict_layers; }
   bool layer_is_kda(int64_t layer) const {
     return layer >= 0 && layer < static_cast<int64_t>(kda_layers.size()) && kda_layers[layer];
   }

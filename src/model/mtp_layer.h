@@ -17,11 +17,11 @@
 // model's embedding and output head in DeepSeek-V3's release but are stored,
 // so they are bound from the layer's own tensors.
 //
-// Its routed experts are bound in RAM (an InMemoryExpertProvider of its own
-// over the checkpoint's tensors), not streamed: pack keeps them in the trunk
-// and the budget counts them with the trunk (model/checkpoint.h:
-// is_streamed_expert_tensor). Streaming them would need a catalog layer of
-// their own; a drafter that runs this layer each step wants them resident.
+// Its routed experts stream like the decoder layers' when the model streams
+// (the catalog and a pack list layers num_layers.. too; model/checkpoint.h:
+// is_streamed_expert_tensor), through the same expert cache and budget; in
+// RAM, or from a pack made before they streamed (its trunk holds them), they
+// are bound from the checkpoint's tensors.
 #include <cstdint>
 
 #include "kernels/linear.h"

@@ -337,10 +337,15 @@ void Manifest::check_against(const ModelConfig& c, const std::string& where) con
     if (config.contains(key) && config[key] != value)
       throw Error(where + ": config." + key + " is " + config[key].dump() + " but the trunk's config says " +
                   value.dump());
-  if (static_cast<int64_t>(experts.size()) != c.num_layers)
+  // A pack lists the experts of every decoder layer and, since they stream
+  // too, of the MTP layers after them; an older pack keeps those in its trunk.
+  const auto listed = static_cast<int64_t>(experts.size());
+  if (listed != c.num_layers && listed != c.expert_layers())
     throw Error(where + ": lists " + std::to_string(experts.size()) + " layers, the trunk's config " +
-                std::to_string(c.num_layers));
-  for (int64_t l = 0; l < c.num_layers; ++l) {
+                std::to_string(c.num_layers) +
+                (c.num_nextn_predict_layers > 0 ? " (" + std::to_string(c.expert_layers()) + " with its MTP layers)"
+                                                : std::string()));
+  for (int64_t l = 0; l < listed; ++l) {
     const size_t want = c.layer_is_moe(l) ? static_cast<size_t>(c.n_routed_experts) : 0;
     if (experts[l].size() != want)
       throw Error(where + ": layer " + std::to_string(l) + " lists " + std::to_string(experts[l].size()) +

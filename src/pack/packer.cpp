@@ -217,7 +217,7 @@ std::optional<Resume> read_resume(const fs::path& path, uint64_t signature, size
     r.trunk = j.at("trunk").get<bool>();
     r.cursors = j.at("cursors").get<std::vector<uint64_t>>();
     r.partial = Manifest::from_json(j.at("manifest"), path.string());
-    if (r.cursors.size() != drives || r.partial->drives.size() != drives || r.layers() > c.num_layers)
+    if (r.cursors.size() != drives || r.partial->drives.size() != drives || r.layers() > c.expert_layers())
       throw Error(path.string() + ": does not match this pack's drives and layers");
     for (const auto& layer : r.partial->experts)
       for (const PackedExpert& e : layer)
@@ -415,7 +415,7 @@ PackReport pack_model(const PackOptions& o) {
     files.back()->truncate(r.cursors[d]);
   }
 
-  for (int64_t l = 0; l < c.num_layers; ++l) {
+  for (int64_t l = 0; l < c.expert_layers(); ++l) {
     if (l < first_layer) {
       for (const auto& e : m.experts[l]) progress.add(e.length);
       continue;
@@ -426,7 +426,7 @@ PackReport pack_model(const PackOptions& o) {
       WeightBinder binder(*ck.source, c);
       ExpertBindFn bind = expert_binder(c, *ck.source, binder);
       std::vector<double> h(c.n_routed_experts, 1.0);
-      if (heat.layers() == c.num_layers)
+      if (l < heat.layers())  // a heat or trace covers the decoder layers; MTP layers are spread evenly
         for (int64_t e = 0; e < c.n_routed_experts; ++e) h[e] = heat.count(l, e);
       const std::vector<uint32_t> drive = place_layer(weights, h);
       for (int64_t x = 0; x < c.n_routed_experts; ++x) {

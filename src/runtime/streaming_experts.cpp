@@ -139,9 +139,13 @@ StreamingExpertProvider::StreamingExpertProvider(const ModelConfig& c, ExpertCat
   storage_->register_buffers(pool_->regions());
   slots_.resize(options_.slots);
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i].mem = pool_->buffer(i);
-  freq_.assign(c.num_layers, std::vector<double>(c.n_routed_experts, 0.0));
-  pin_.assign(c.num_layers, std::vector<uint8_t>(c.n_routed_experts, 0));
-  seen_.assign(c.num_layers, std::vector<uint8_t>(c.n_routed_experts, 0));
+  // The catalog may hold the MTP layers after the decoder layers; the heat
+  // persisted between runs covers the decoder layers only (a drafter's
+  // layer is cached as it is used, not pinned from earlier runs).
+  const size_t layers = catalog_.layers.size();
+  freq_.assign(layers, std::vector<double>(c.n_routed_experts, 0.0));
+  pin_.assign(layers, std::vector<uint8_t>(c.n_routed_experts, 0));
+  seen_.assign(layers, std::vector<uint8_t>(c.n_routed_experts, 0));
   heat_ = ExpertHeat(c.num_layers, c.n_routed_experts);
   if (options_.prior.layers() == c.num_layers) {
     heat_.merge(options_.prior);
@@ -174,7 +178,7 @@ void StreamingExpertProvider::save_heat() const {
 
 void StreamingExpertProvider::note_use(int64_t layer, int64_t expert) {
   freq_[layer][expert] += 1.0;
-  heat_.add(layer, expert);
+  if (layer < heat_.layers()) heat_.add(layer, expert);
   // Halve every count after a few turnovers of the cache: frequency that is
   // not renewed fades, so the cache follows what the text is doing now.
   if (++since_decay_ >= 4 * slots_.size()) {

@@ -57,6 +57,9 @@ class StreamingExpertProvider : public ExpertProvider {
   void prefetch(int64_t layer, std::span<const int32_t> experts) override;
   bool wants_prefetch() const override { return true; }
   bool streams() const override { return true; }
+  bool serves_layer(int64_t layer) const override {
+    return layer >= 0 && layer < static_cast<int64_t>(catalog_.layers.size()) && !catalog_.layers[layer].empty();
+  }
   void save_heat() const override;
   ExpertStats stats() const override;
   void begin_epoch() override;
