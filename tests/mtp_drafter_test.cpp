@@ -292,8 +292,6 @@ TEST(MtpDrafter, ATrainedMtpLayersDraftsAreAcceptedUnderGreedy) {
   RecordProperty("accepted", std::to_string(got.accepted_tokens) + " of " + std::to_string(got.drafted_tokens));
 }
 
-// Streamed, the MTP layer's routed experts stay in RAM (model/mtp_layer.h):
-// the budget counts them with the trunk.
 // Streamed, the MTP layer's routed experts come through the expert cache
 // like the decoder layers' (read from the drive when routed to) and give the
 // same bits as in RAM.

@@ -198,7 +198,7 @@ TEST(MtpLayer, IsBoundAsTheFileHoldsItAndChangesNoLogits) {
   const Generated a = generate_with(*without), b = generate_with(*with);
   expect_same_bits(a.tokens, a.logits, b.tokens, b.logits);
 
-  // Streamed in place: the MTP experts are not in the catalog, the logits the same.
+  // Streamed in place: the MTP experts are in the catalog, the logits the same.
   auto streamed = load_model(tmp.path() / "mtp", quiet(true));
   expect_bound_as_written(*streamed, v);
   const Generated s = generate_with(*streamed);

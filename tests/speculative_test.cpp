@@ -175,7 +175,7 @@ TEST(SpeculativeSeeds, EverySeedSamplesTheSameTokensWithAndWithoutDrafting) {
 
 // Streamed from a pack with an expert cache of a quarter of the experts:
 // the same bits as in RAM without drafting (ds_mtp: its MTP layer drafts
-// too, its experts in RAM beside the streamed ones).
+// too, its experts streamed through the same cache).
 TEST(SpeculativeStreamed, QuarterCacheGivesTheBitsOfRamWithoutDrafting) {
   for (const char* name : {"qwen_gqa", "ds_mtp"}) {
     SCOPED_TRACE(name);

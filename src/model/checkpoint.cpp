@@ -152,6 +152,12 @@ std::optional<ParsedName> routed_expert_id(const std::string& name) {
 
 bool is_routed_expert_tensor(const std::string& name) { return routed_expert_id(name).has_value(); }
 
+std::optional<int64_t> routed_expert_layer(const std::string& name) {
+  const auto id = routed_expert_id(name);
+  if (!id) return std::nullopt;
+  return id->layer;
+}
+
 bool is_streamed_expert_tensor(const std::string& name, const ModelConfig& c) {
   const auto id = routed_expert_id(name);
   return id && id->layer < c.expert_layers();

@@ -5,6 +5,7 @@
 // tensors under Hugging Face names, and how to bind each routed expert.
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,9 +60,10 @@ ExpertBindFn expert_binder(const ModelConfig& c, const TensorSource& source, Wei
 // belongs to a routed expert, i.e. is streamed rather than resident: a kind
 // of role Expert in the name table (model/tensor_names.h).
 bool is_routed_expert_tensor(const std::string& name);
-// A routed expert of a decoder layer: what streaming and pack's expert blobs
-// take. An MTP layer's routed experts are not: they stay with the trunk and
-// are bound in RAM (model/mtp_layer.h says why).
+// A routed expert of a decoder layer or of an MTP layer after them
+// (ModelConfig::expert_layers()): what streaming and pack's expert blobs take.
 bool is_streamed_expert_tensor(const std::string& name, const ModelConfig& c);
+// The layer of a routed expert's tensor; none for any other tensor.
+std::optional<int64_t> routed_expert_layer(const std::string& name);
 
 }  // namespace strata

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -86,11 +87,13 @@ void ExpertHeat::save(const std::filesystem::path& path, const std::string& mode
   }
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
-  // A name of this process's own: runs of the same model may end together.
-  const auto tmp = path.string() + "." + std::to_string(::getpid()) + ".tmp";
+  // A name of this write's own: runs of the same model may end together,
+  // also in containers that share the folder (and their process ids).
+  const auto tmp = path.string() + "." + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()) + ".tmp";
   {
     std::ofstream out(tmp);
     out << j.dump() << "\n";
+    out.close();  // a full disk may fail only here
     if (!out) {
       std::filesystem::remove(tmp, ec);
       throw Error(tmp + ": cannot write expert heat");

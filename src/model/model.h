@@ -133,6 +133,9 @@ class Model {
   // are prefilled in chunks of it).
   int64_t max_batch_rows() const { return max_batch_; }
   bool streaming() const { return experts_ && experts_->streams(); }
+  // Whether `layer`'s routed experts are read into the expert cache when
+  // routed to (not held with the trunk).
+  bool streams_experts_of(int64_t layer) const { return streaming() && experts_->serves_layer(layer); }
   ExpertStats expert_stats() const { return experts_ ? experts_->stats() : ExpertStats{}; }
   void begin_expert_epoch() {
     if (experts_) experts_->begin_epoch();
@@ -142,7 +145,7 @@ class Model {
   // The heat only makes the next start faster, so a heat that cannot be
   // written (a read-only or missing home, a full disk) is not an error of
   // the run: the reason comes back, for one warning line; "" when written.
-  std::string save_heat() const {
+  [[nodiscard]] std::string save_heat() const {
     try {
       if (experts_) experts_->save_heat();
       return {};

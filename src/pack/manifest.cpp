@@ -6,6 +6,7 @@
 #include <map>
 
 #include "model/arch.h"
+#include "model/checkpoint.h"
 #include "model/expert_layout.h"
 #include "model/pack_drive_path.h"
 #include "storage/aligned_buffer.h"
@@ -345,6 +346,16 @@ void Manifest::check_against(const ModelConfig& c, const std::string& where) con
                 std::to_string(c.num_layers) +
                 (c.num_nextn_predict_layers > 0 ? " (" + std::to_string(c.expert_layers()) + " with its MTP layers)"
                                                 : std::string()));
+  if (listed == c.num_layers && c.num_nextn_predict_layers > 0) {
+    bool in_trunk = false;
+    for (const auto& [name, _] : tensors.items()) {
+      const auto layer = routed_expert_layer(name);
+      in_trunk |= layer && *layer >= c.num_layers;
+    }
+    if (!in_trunk)
+      throw Error(where + ": lists the experts of the " + std::to_string(c.num_layers) +
+                  " decoder layers only, and its trunk does not hold the MTP layer's experts either");
+  }
   for (int64_t l = 0; l < listed; ++l) {
     const size_t want = c.layer_is_moe(l) ? static_cast<size_t>(c.n_routed_experts) : 0;
     if (experts[l].size() != want)

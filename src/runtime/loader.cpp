@@ -293,10 +293,11 @@ namespace {
 // The mapped ranges warm_model reads.
 std::vector<FileRange> mapped_ranges(const Model& model) {
   std::vector<FileRange> ranges;
-  const bool streaming = model.streaming();
   const TensorSource& source = model.tensors();
   for (const auto& name : source.names()) {
-    if (streaming && is_streamed_expert_tensor(name, model.config())) continue;  // read into the cache when routed to
+    // Read into the cache when routed to (a pack made before MTP experts
+    // streamed holds those in its trunk: they are warmed with it).
+    if (const auto layer = routed_expert_layer(name); layer && model.streams_experts_of(*layer)) continue;
     const TensorView& t = source.get(name);
     if (model.token_table_by_rows() && t.data == model.token_table().data) continue;  // a row per step
     const auto at = locate_mapped(t.data);

@@ -143,6 +143,9 @@ StreamingExpertProvider::StreamingExpertProvider(const ModelConfig& c, ExpertCat
   // persisted between runs covers the decoder layers only (a drafter's
   // layer is cached as it is used, not pinned from earlier runs).
   const size_t layers = catalog_.layers.size();
+  if (layers < static_cast<size_t>(c.num_layers))
+    throw Error("internal: an expert catalog of " + std::to_string(layers) + " layers for a model of " +
+                std::to_string(c.num_layers));
   freq_.assign(layers, std::vector<double>(c.n_routed_experts, 0.0));
   pin_.assign(layers, std::vector<uint8_t>(c.n_routed_experts, 0));
   seen_.assign(layers, std::vector<uint8_t>(c.n_routed_experts, 0));
