@@ -292,6 +292,39 @@ TEST(MtpDrafter, ATrainedMtpLayersDraftsAreAcceptedUnderGreedy) {
   RecordProperty("accepted", std::to_string(got.accepted_tokens) + " of " + std::to_string(got.drafted_tokens));
 }
 
+// trained_ds_mtp (tools/train_fixtures: a DeepSeek-V3 trained jointly with
+// its MTP layer on Debian documentation): the layer's logits for every row
+// of the reference sequence, given strata's own final hidden states, match
+// make_references.py's (models.py in f32 on the stored weights), and drafts
+// from it are accepted under greedy with the output unchanged.
+TEST(MtpForward, TheTrainedLayersLogitsMatchTheReference) {
+  const fs::path dir = kModels / "trained_ds_mtp";
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "reference.json"));
+  std::vector<int32_t> seq = j["prompt_ids"].get<std::vector<int32_t>>();
+  for (int32_t t : j["greedy_ids"].get<std::vector<int32_t>>()) seq.push_back(t);
+  auto m = load(dir);
+  const size_t rows = j["mtp"]["n_rows"].get<size_t>(), V = static_cast<size_t>(m->config().vocab_size),
+               H = static_cast<size_t>(m->config().hidden_size);
+  const std::vector<float> want = read_f32(dir / j["mtp"]["logits_file"].get<std::string>(), rows * V);
+  const std::vector<float> hidden = main_hidden(*m, seq, rows);
+  auto cache = m->new_mtp_cache();
+  std::vector<Row> r;
+  for (size_t i = 0; i < rows; ++i) r.push_back(Row{seq[i + 1], static_cast<int64_t>(i), cache.get(), true});
+  std::vector<float> logits(rows * V), out(rows * H);
+  m->mtp_forward(0, r, hidden.data(), logits.data(), out.data());
+  expect_near(want, logits, "trained MTP logits");
+
+  const std::vector<int32_t> prompt = j["prompt_ids"].get<std::vector<int32_t>>();
+  GenerateOptions g = every_step(32, 3);
+  const GenerateResult plain = generate(*m, prompt, g);
+  auto mtp = make_mtp_drafter(*m);
+  g.drafter = mtp.get();
+  const GenerateResult drafted = generate(*m, prompt, g);
+  expect_same_bits(plain.tokens, plain.logits, drafted.tokens, drafted.logits);
+  EXPECT_GT(drafted.accepted_tokens, 0);
+  RecordProperty("accepted", std::to_string(drafted.accepted_tokens) + " of " + std::to_string(drafted.drafted_tokens));
+}
+
 // Streamed, the MTP layer's routed experts come through the expert cache
 // like the decoder layers' (read from the drive when routed to) and give the
 // same bits as in RAM.

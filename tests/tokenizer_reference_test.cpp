@@ -95,6 +95,15 @@ TEST(TokenizerReference, Qwen3MatchesReferenceIds) {
   for (const std::string& s : strings()) EXPECT_EQ(tok->decode(tok->encode(s)), tok::nfc_normalize(s)) << show(s);
 }
 
+// The byte-level BPE trained for the trained test models (tools/train_fixtures:
+// vocabulary, merges and special tokens of its own, no normalizer).
+TEST(TokenizerReference, TrainedBpeMatchesReferenceIds) {
+  const fs::path dir = fs::path(STRATA_FIXTURES_DIR) / "models" / "trained_qwen_moe";
+  const auto tok = Tokenizer::from_dir(dir);
+  check_against_expected(*tok, "trained_bpe");
+  for (const std::string& s : strings()) EXPECT_EQ(tok->decode(tok->encode(s)), s) << show(s);
+}
+
 TEST(TokenizerReference, NfcAgreesWithJavaScriptNormalize) {
   // expected_qwen3.json's "decoded" is String.prototype.normalize("NFC")
   // (ICU) of each string, as make_reference.mjs checks.

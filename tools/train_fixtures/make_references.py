@@ -56,6 +56,17 @@ MAX_TRIES = 60
 STOP_IDS = {tok.EOT, tok.IM_END}
 
 
+# --reference models (a machine without transformers): models.py's modules in f32 on the stored weights.  They are
+# the same computation as transformers': check_models.py runs them against the committed transformers logits of
+# four fixtures (ds_sharded, ds_noqlora_dense2, qwen_gqa, qwen_sparse_step; max |diff| < 1e-5, greedy equal) and
+# this script refuses to write a reference unless that check passes first.
+MODELS_CLASS = {"ds": "models.py DeepseekV3 (f32; checked against transformers by check_models.py)",
+                "qwen": "models.py Qwen3Moe (f32; checked against transformers by check_models.py)"}
+BY_MODELS_NOTE = ("reference = tools/train_fixtures/models.py f32 on CPU on the exact stored bf16 weights (transformers "
+                  "was not installed where this ran; check_models.py verifies models.py against transformers' committed "
+                  "reference logits of four fixtures first), greedy = 16 full forwards")
+
+
 def log(s):
     print(f"[{time.strftime('%H:%M:%S')}] {s}", flush=True)
 
@@ -150,7 +161,8 @@ def greedy_run(logits_of, prompt):
                 argmax_ok=rows.argmax(-1).tolist() == greedy)
 
 
-def reasons(res):
+def reasons(res, min_route_margin=None):
+    min_route_margin = mrf.MIN_ROUTE_MARGIN if min_route_margin is None else min_route_margin
     r = []
     min_gap = min(min(res["step_gaps"]), min(res["full_gaps"]))
     if min_gap < mrf.MIN_GREEDY_GAP:
@@ -159,9 +171,9 @@ def reasons(res):
         r.append(f"only {len(set(res['greedy']))} distinct greedy tokens")
     if not res["argmax_ok"]:
         r.append("final-pass argmax != greedy")
-    if res["n_routers"] and (res["route_margin"] is None or res["route_margin"] < mrf.MIN_ROUTE_MARGIN):
+    if res["n_routers"] and (res["route_margin"] is None or res["route_margin"] < min_route_margin):
         r.append(f"route margin {res['route_margin']}")
-    if res["group_margin"] is not None and res["group_margin"] < mrf.MIN_ROUTE_MARGIN:
+    if res["group_margin"] is not None and res["group_margin"] < min_route_margin:
         r.append(f"group margin {res['group_margin']:.3g}")
     if STOP_IDS & set(res["greedy"]):
         r.append("an end-of-text token among the greedy tokens")
@@ -265,7 +277,7 @@ def mtp_transformers_check(hf_model, d, c, hidden, seq, n_rows, mine_logits):
 # ------------------------------------------------------------------------------------------------ per model
 
 
-def make_one(name, out, smoke, tmp):
+def make_one(name, out, smoke, tmp, reference="auto", min_route_margin=None, max_tries=MAX_TRIES):
     d = os.path.join(out, "models", name)
     with open(os.path.join(d, "train_result.json")) as f:
         tr = json.load(f)
@@ -278,9 +290,11 @@ def make_one(name, out, smoke, tmp):
         cfg = json.load(f)
     held = torch.load(os.path.join(out, "data", "heldout.pt"))
     enc = tok.Encoder(os.path.join(out, "tokenizer"))
-    use_tf = family != "k3" and have_transformers()
-    if family != "k3" and not use_tf and not smoke:
-        raise SystemExit("transformers is needed for the DeepSeek-V3 / Qwen3-MoE references (or pass --smoke)")
+    use_tf = family != "k3" and have_transformers() and reference != "models"
+    if family != "k3" and not use_tf and not smoke and reference != "models":
+        raise SystemExit("transformers is needed for the DeepSeek-V3 / Qwen3-MoE references "
+                         "(or --reference models, or --smoke)")
+    by_models = family != "k3" and not use_tf and not smoke
     c = dict(tr["config"])
     cross = {}
     hf_model = None
@@ -299,7 +313,7 @@ def make_one(name, out, smoke, tmp):
             ref_dir = twin_without_mtp(d, c, tmp) if family == "ds" else d
             hf_model = mrf.load_ref_model(ref_dir, family)
     tried, chosen, first = [], None, None
-    for start, path, kind in candidates(held, PROMPT_LEN)[:2 if smoke else MAX_TRIES]:
+    for start, path, kind in candidates(held, PROMPT_LEN)[:2 if smoke else max_tries]:
         prompt = held["ids"][start:start + PROMPT_LEN].tolist()
         if family == "k3":
             res = run_k3(ref_model, prompt)
@@ -307,7 +321,7 @@ def make_one(name, out, smoke, tmp):
             res = mrf.run_reference(hf_model, family, prompt)
         else:
             res = run_mine(mine, family, prompt)
-        why = reasons(res)
+        why = reasons(res, min_route_margin)
         tried.append({"source": path, "start": start, "rejected": why})
         log(f"{fixture}: prompt from {path} @{start}: " + ("; ".join(why) if why else "accepted"))
         if not why:
@@ -346,7 +360,8 @@ def make_one(name, out, smoke, tmp):
                               "position i",
                "argmax": mtp_logits.argmax(-1).tolist(),
                "top1_equals_next_next_token": f"{agree}/{n_rows}",
-               "hidden_state_from": "transformers last_hidden_state" if use_tf else "models.py (smoke)",
+               "hidden_state_from": "transformers last_hidden_state" if use_tf else
+                                    ("models.py" if by_models else "models.py (smoke)"),
                "transformers_decoder_layer_max_abs_diff":
                    mtp_transformers_check(hf_model, d, c, hidden, seq, n_rows, mtp_logits) if use_tf else None}
     os.makedirs(os.path.dirname(dst), exist_ok=True)
@@ -369,11 +384,14 @@ def make_one(name, out, smoke, tmp):
         "prompt_ids": prompt, "greedy_ids": res["greedy"], "vocab_size": int(logits.shape[1]), "n_rows": n_rows,
         "logits_file": "reference_logits.f32", "script": "tools/train_fixtures/make_references.py",
         **versions,
-        "notes": notes(family, fixture, use_tf, tr),
-        "family": family, "model_class": model_class if (use_tf or family == "k3") else "models.py (smoke)",
+        "notes": notes(family, fixture, use_tf, tr, by_models),
+        "family": family,
+        "model_class": model_class if (use_tf or family == "k3") else
+                       (MODELS_CLASS[family] if by_models else "models.py (smoke)"),
         "weights": "bf16 (trained)",
         "min_greedy_gap": min(min(res["step_gaps"]), min(res["full_gaps"])),
         "min_route_margin": res["route_margin"], "min_group_margin": res["group_margin"],
+        "accepted_if_route_margin_at_least": mrf.MIN_ROUTE_MARGIN if min_route_margin is None else min_route_margin,
         "n_moe_layers": res["n_routers"],
         "heldout_loss": tr["heldout"], "train_steps": tr["steps_done"], "train_tokens": tr["tokens_seen"],
         "prompt_source": {"path": path, "kind": kind, "heldout_token_offset": start},
@@ -396,7 +414,7 @@ def make_one(name, out, smoke, tmp):
     return ref
 
 
-def notes(family, fixture, use_tf, tr):
+def notes(family, fixture, use_tf, tr, by_models=False):
     c = tr["config"]
     what = {
         "ds": f"DeepSeek-V3 architecture MoE trained on Debian documentation (tools/train_fixtures): MLA with q-LoRA "
@@ -412,7 +430,7 @@ def notes(family, fixture, use_tf, tr):
               "layers, AttnRes, latent MoE with SiTU",
     }[family]
     how = ("reference = transformers f32 eager on CPU on the exact stored bf16 weights, greedy = 16 full forwards"
-           if use_tf else ("reference = K3Reference f32 (recurrent KDA) on the exact stored weights, greedy = 16 "
+           if use_tf else BY_MODELS_NOTE if by_models else ("reference = K3Reference f32 (recurrent KDA) on the exact stored weights, greedy = 16 "
                            "full forwards" if family == "k3" else "SMOKE: reference from models.py, not transformers"))
     return f"{what}. {how}; logits rows from one full forward over prompt + greedy[:15]; prompt = held-out text."
 
@@ -422,8 +440,19 @@ def main():
     ap.add_argument("--out", default=".train/out")
     ap.add_argument("--only", default="ds,qwen,draft,k3")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--reference", choices=["auto", "transformers", "models"], default="auto",
+                    help="who computes the DeepSeek-V3 / Qwen3-MoE references: transformers (auto: when installed) "
+                         "or models.py, itself checked against transformers by check_models.py")
+    ap.add_argument("--min-route-margin", type=float, default=None,
+                    help=f"least routing margin of an accepted prompt (default {mrf.MIN_ROUTE_MARGIN}); a briefly "
+                         "trained softmax router (Qwen3-MoE) rarely keeps every one of its 144 decisions above "
+                         "that; strata's router logits agree with the reference to about 1e-6")
+    ap.add_argument("--max-tries", type=int, default=MAX_TRIES)
     args = ap.parse_args()
     torch.set_num_threads(min(8, os.cpu_count() or 1))
+    if args.reference == "models" or (args.reference == "auto" and not have_transformers() and not args.smoke):
+        if check_models.main() != 0:
+            raise SystemExit("check_models.py failed: models.py is not transformers' computation here")
     tmp = tempfile.mkdtemp()
     failures, summary = [], {}
     for name in args.only.split(","):
@@ -431,7 +460,7 @@ def main():
             log(f"{name}: no trained model, skipped")
             continue
         try:
-            ref = make_one(name, args.out, args.smoke, tmp)
+            ref = make_one(name, args.out, args.smoke, tmp, args.reference, args.min_route_margin, args.max_tries)
             summary[name] = {k: ref.get(k) for k in ("min_greedy_gap", "min_route_margin", "cross_checks")}
         except Exception as e:  # noqa: BLE001
             import traceback

@@ -372,6 +372,8 @@ def stage_model(args, out, name, device):
         cfg, steps, B, cap = SMOKE[name], args.smoke_steps, 2, 5.0
     if args.steps:
         steps = args.steps
+    if args.batch:
+        B = args.batch
     cap *= args.cap_scale
     T = args.seq
     t_start = time.time()
@@ -389,7 +391,7 @@ def stage_model(args, out, name, device):
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.95), eps=1e-8, **({"fused": True} if device.type == "cuda" else {}))
-    warm = max(1, min(100, steps // 10))
+    warm = args.warmup or max(1, min(100, steps // 10))
 
     def lr_at(s):
         if s < warm:
@@ -453,7 +455,8 @@ def stage_model(args, out, name, device):
     res = {"name": name, "fixture": FIXTURE_NAMES[name], "family": family, "config": c, "seed": seed,
            "steps_planned": planned, "steps_done": done,
            "steps_cut_to_fit_cap": steps != planned, "stopped_past_cap": cut_short, "batch": B, "seq_len": T,
-           "tokens_seen": done * B * T, "lr": lr, "train_seconds": round(train_s, 1),
+           "tokens_seen": done * B * T, "lr": lr, "warmup_steps": warm, "command": " ".join(sys.argv),
+           "train_seconds": round(train_s, 1),
            "stage_seconds": round(time.time() - t_start, 1), "heldout": ev, "history": hist,
            "params": n_params, "weight_bytes": weight_bytes, "dir_bytes": dir_bytes(tmp),
            "mtp_lambda": MTP_LAMBDA if family == "ds" else None,
@@ -477,6 +480,10 @@ def main():
     ap.add_argument("--smoke-steps", type=int, default=3)
     ap.add_argument("--steps", type=int, default=0, help="override every model's step count")
     ap.add_argument("--seq", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=0, help="override every model's batch (sequences a step)")
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="warm-up steps (default min(100, steps/10) of the planned steps; on a machine where the cap "
+                         "cuts the steps to a few hundred, give a short one: the fit at step 40 keeps it)")
     ap.add_argument("--cap-scale", type=float, default=1.0, help="multiply every model's wall-clock cap")
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
