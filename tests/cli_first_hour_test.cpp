@@ -301,6 +301,17 @@ TEST(CliFirstHour, AnUnwritableHeatIsAWarningNotAFailure) {
   EXPECT_EQ(json::parse(kept.out)["tokens"], json::parse(none.out)["tokens"]);
 }
 
+// A model without routed experts (the dense draft model) has nothing to
+// stream: --stream runs it as in RAM, same tokens.
+TEST(CliFirstHour, ADenseModelStreamsNothingAndRuns) {
+  const std::string args = "generate " + fixture("trained_draft_dense").string() +
+                           " --prompt-ids 5,6,7 -n 4 --ignore-eos --json --threads 2 --heat none";
+  const CommandResult ram = run_strata(args), streamed = run_strata(args + " --stream");
+  ASSERT_EQ(ram.exit_code, 0) << ram.err;
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+  EXPECT_EQ(json::parse(streamed.out)["tokens"], json::parse(ram.out)["tokens"]);
+}
+
 // The demo's default budget is never below what the loader needs, at the
 // smallest sizes too (0.5 GB used to be refused).
 class DemoSizes : public ::testing::TestWithParam<const char*> {};

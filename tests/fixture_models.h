@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "model/checkpoint.h"
+
 namespace strata {
 
 inline std::filesystem::path fixture_models_dir() { return std::filesystem::path(STRATA_FIXTURES_DIR) / "models"; }
@@ -16,6 +18,21 @@ inline std::vector<std::filesystem::path> fixture_model_dirs() {
   for (const auto& e : std::filesystem::directory_iterator(fixture_models_dir()))
     if (std::filesystem::exists(e.path() / "config.json")) dirs.push_back(e.path());
   std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+// The fixture models with routed experts (what streaming reads); a dense
+// one (trained_draft_dense) has none.
+inline std::vector<std::filesystem::path> fixture_moe_model_dirs() {
+  std::vector<std::filesystem::path> dirs;
+  for (const auto& d : fixture_model_dirs()) {
+    const ModelConfig c = open_checkpoint(d).config;
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      if (c.layer_is_moe(l)) {
+        dirs.push_back(d);
+        break;
+      }
+  }
   return dirs;
 }
 

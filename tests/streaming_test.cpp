@@ -174,7 +174,7 @@ TEST_P(Streaming, PackedOnTwoDrivesIsBitIdentical) {
   EXPECT_GT(small.stats.bytes_read, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Streaming, ::testing::ValuesIn(fixture_model_dirs()),
+INSTANTIATE_TEST_SUITE_P(Fixtures, Streaming, ::testing::ValuesIn(fixture_moe_model_dirs()),
                          [](const ::testing::TestParamInfo<fs::path>& i) { return i.param.filename().string(); });
 
 TEST(Pack, GgufSourceStreamsBitIdentical) {

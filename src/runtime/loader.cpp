@@ -197,7 +197,9 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   }
   if (budget.derived && options.notice) options.notice(budget.why);
   if (slots == 0) slots = static_cast<size_t>(experts);  // no budget: everything fits
-  slots = std::min<size_t>(slots, static_cast<size_t>(std::max<int64_t>(experts, 1)));
+  // A model without routed experts (a dense draft model, say) streams
+  // nothing: one idle slot keeps the provider well-formed.
+  slots = std::clamp<size_t>(slots, 1, static_cast<size_t>(std::max<int64_t>(experts, 1)));
   plan.budget = budget.ram;
   plan.cache = slots * slot_bytes;
 
