@@ -403,10 +403,13 @@ TEST(DraftLength, DraftsMoreWhenMoreIsAcceptedAndRowsAreCheap) {
     dear.record_step(3, 3.5);
   }
   EXPECT_EQ(dear.choose(good), 0);
-  // A sequence that stopped drafting tries one token every kProbeEvery steps.
-  int probes = 0;
-  for (int i = 0; i < 4 * DraftLength::kProbeEvery; ++i) probes += policy.choose(bad);
-  EXPECT_EQ(probes, 4);
+  // A sequence that stopped drafting tries one token after kProbeEvery
+  // steps, and waits twice as long after each probe that did not pay: 16,
+  // 32, 64 and 128 idle steps (its first idle step was the choice above).
+  std::vector<int> probes;
+  for (int i = 1; i <= 240; ++i)
+    if (policy.choose(bad) > 0) probes.push_back(i);
+  EXPECT_EQ(probes, (std::vector<int>{15, 47, 111, 239}));
   // One that keeps drafting skips once every kBaselineEvery steps.
   DraftAcceptance keen = good;
   int skipped = 0;

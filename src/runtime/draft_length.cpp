@@ -86,10 +86,19 @@ int DraftLength::choose(DraftAcceptance& a, size_t base_rows) const {
   }
   if (best == 0) {
     a.busy_steps = 0;
-    if (++a.idle_steps >= kProbeEvery) best = 1;  // try again now and then
-  } else if (++a.busy_steps >= kBaselineEvery) {
-    best = 0;  // measure the step without drafts now and then
-    a.busy_steps = 0;
+    if (a.probed) a.probe_every = std::min(2 * a.probe_every, kMaxProbeEvery);  // it did not pay: wait longer
+    a.probed = false;
+    if (++a.idle_steps >= a.probe_every) {  // try again now and then
+      best = 1;
+      a.probed = true;
+    }
+  } else {
+    a.probed = false;
+    a.probe_every = kProbeEvery;
+    if (++a.busy_steps >= kBaselineEvery) {
+      best = 0;  // measure the step without drafts now and then
+      a.busy_steps = 0;
+    }
   }
   if (best > 0) a.idle_steps = 0;
   return best;

@@ -15,10 +15,14 @@
 // k maximises E(k)/C(k) over [0, max]; 0 unless that beats 1 (no drafting).
 // Until two row counts have been measured, one more row is taken to cost a
 // third of a one-row step. A sequence that stopped drafting tries one token
-// every kProbeEvery steps, and one that keeps drafting skips it once every
-// kBaselineEvery steps, so that both the acceptance and the step without
-// drafts stay measured. Not adaptive (benchmarks at a fixed length, tests):
-// always max.
+// after kProbeEvery steps, and each probe that does not lead to drafting
+// doubles the wait (up to kMaxProbeEvery): a probe costs the drafter's
+// catching up on every token since the last one. One that keeps drafting
+// skips it once every kBaselineEvery steps, so that both the acceptance and
+// the step without drafts stay measured. d is measured on proposals that
+// follow a drafting step (the scheduler's record_draft), not on probes,
+// whose catching up says nothing of what drafting on costs. Not adaptive
+// (benchmarks at a fixed length, tests): always max.
 #include <array>
 #include <cstddef>
 
@@ -29,6 +33,8 @@ struct DraftAcceptance {
   double tried = 2, accepted = 1;  // a prior of 1/2
   int idle_steps = 0;              // steps since it last drafted
   int busy_steps = 0;              // steps since it last did not
+  int probe_every = 16;            // idle steps before the next probe (DraftLength::kProbeEvery, doubling)
+  bool probed = false;             // the last choice was a probe
   double rate() const { return accepted / tried; }
   // After a verification: `tried` drafted tokens compared with what the
   // model picked (the accepted ones and the first rejected), `accepted` kept.
@@ -38,6 +44,7 @@ struct DraftAcceptance {
 class DraftLength {
  public:
   static constexpr int kProbeEvery = 16;
+  static constexpr int kMaxProbeEvery = 256;
   static constexpr int kBaselineEvery = 64;
   static constexpr size_t kMaxRows = 256;
 

@@ -45,6 +45,7 @@ struct Scheduler::Sequence {
   // Speculation (null: this sequence does not draft).
   std::unique_ptr<DraftStream> draft;
   bool draft_prepared = false;  // DraftStream::prepare() ran
+  bool drafted_last = false;    // the last step had drafted rows
   DraftAcceptance acceptance;
   std::vector<int32_t> drafted;  // this step's, fed after `pending`
   // Kept tokens whose rows were rolled back with a recurrent state: those at
@@ -223,13 +224,18 @@ void Scheduler::draft(Sequence& s, size_t base_rows, size_t room) {
   // Kept tokens fed again after a rollback come first, alone: a snapshot
   // taken now would lie before them, and the next rollback would feed them
   // once more.
-  if (s.refeed > 0) return;
+  if (s.refeed > 0) {
+    s.drafted_last = false;
+    return;
+  }
   // Room: the step emits up to k + 1 tokens, at positions up to pos + k.
   const int64_t room_tokens = static_cast<int64_t>(s.req.max_tokens) - static_cast<int64_t>(s.output.size()) - 1;
   const int64_t room_context = model_.context() - 1 - s.pos;
   const int64_t room_rows = std::min<int64_t>(model_.max_batch_rows() - 1, static_cast<int64_t>(room));
   const int64_t k = std::min({static_cast<int64_t>(draft_length_.choose(s.acceptance, base_rows)), room_tokens,
                               room_context, room_rows});
+  const bool drafting_on = s.drafted_last;
+  s.drafted_last = k > 0;
   if (k <= 0) return;
   try {
     // A drafter that fails drafts no more for this sequence; the sequence
@@ -248,8 +254,10 @@ void Scheduler::draft(Sequence& s, size_t base_rows, size_t room) {
     const int32_t vocab = static_cast<int32_t>(model_.config().vocab_size);
     for (int32_t t : s.drafted)
       if (t < 0 || t >= vocab) throw Error("proposed token id " + std::to_string(t) + ", outside the vocabulary");
-    // What taking the hidden states cost since the last proposal is part of what drafting costs.
-    draft_length_.record_draft(dt + s.observe_s, static_cast<int>(s.drafted.size()));
+    // What taking the hidden states cost since the last proposal is part of
+    // what drafting costs. A probe after idle steps also catches up on them
+    // all: not what a proposal costs while drafting goes on.
+    if (drafting_on) draft_length_.record_draft(dt + s.observe_s, static_cast<int>(s.drafted.size()));
     s.observe_s = 0;
     std::lock_guard lock(m_);
     stats_.draft_s += dt;
@@ -359,12 +367,16 @@ void Scheduler::forward_step() {
     emitted += s.output.size() - before;
   }
   hand_hidden_states();
+  // What a row costs the draft length is the whole step's: the forward and,
+  // per row, sampling, verifying and handing out (in a small model those
+  // are a large share).
+  const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
   std::lock_guard lock(m_);
   ++stats_.steps;
   stats_.forward_s += dt;
   if (rows_.size() == decode_rows && dt > 0) {
     stats_.decode_tok_s = 0.8 * stats_.decode_tok_s + 0.2 * (static_cast<double>(emitted) / dt);
-    draft_length_.record_step(decode_rows, dt);
+    draft_length_.record_step(decode_rows, step_s);
   }
 }
 
