@@ -274,6 +274,20 @@ TEST(MtpDrafter, AStreamFailingToObserveStopsDraftingAndTheOutputIsUnchanged) {
   EXPECT_NE(err.find("observe failed"), std::string::npos) << err;
 }
 
+// Greedy with the MTP layer drafting gives the bits of greedy without, and
+// keeps some of its drafts (a trained layer guesses the continuation).
+void expect_mtp_drafts_kept(Model& m, const std::vector<int32_t>& prompt, int tokens) {
+  GenerateOptions g = every_step(tokens, 3);
+  const GenerateResult want = generate(m, prompt, g);
+  auto mtp = make_mtp_drafter(m);
+  g.drafter = mtp.get();
+  const GenerateResult got = generate(m, prompt, g);
+  expect_same_bits(want.tokens, want.logits, got.tokens, got.logits);
+  EXPECT_GT(got.accepted_tokens, 0);
+  ::testing::Test::RecordProperty("accepted",
+                                  std::to_string(got.accepted_tokens) + " of " + std::to_string(got.drafted_tokens));
+}
+
 // ds_mtp_trained (tools/train_fixtures/train_mtp_fixture.py): an MTP layer
 // trained with its model guesses the greedy continuation of held-out text
 // well enough that drafts are kept, and the output is that of no drafting.
@@ -282,14 +296,7 @@ TEST(MtpDrafter, ATrainedMtpLayersDraftsAreAcceptedUnderGreedy) {
   auto m = load(dir);
   const nlohmann::json trained = nlohmann::json::parse(std::ifstream(dir / "train_result.json"));
   const std::vector<int32_t> prompt = trained["prompt_ids"].get<std::vector<int32_t>>();
-  GenerateOptions g = every_step(48, 3);
-  const GenerateResult want = generate(*m, prompt, g);
-  auto mtp = make_mtp_drafter(*m);
-  g.drafter = mtp.get();
-  const GenerateResult got = generate(*m, prompt, g);
-  expect_same_bits(want.tokens, want.logits, got.tokens, got.logits);
-  EXPECT_GT(got.accepted_tokens, 0);
-  RecordProperty("accepted", std::to_string(got.accepted_tokens) + " of " + std::to_string(got.drafted_tokens));
+  expect_mtp_drafts_kept(*m, prompt, 48);
 }
 
 // trained_ds_mtp (tools/train_fixtures: a DeepSeek-V3 trained jointly with
@@ -314,15 +321,7 @@ TEST(MtpForward, TheTrainedLayersLogitsMatchTheReference) {
   m->mtp_forward(0, r, hidden.data(), logits.data(), out.data());
   expect_near(want, logits, "trained MTP logits");
 
-  const std::vector<int32_t> prompt = j["prompt_ids"].get<std::vector<int32_t>>();
-  GenerateOptions g = every_step(32, 3);
-  const GenerateResult plain = generate(*m, prompt, g);
-  auto mtp = make_mtp_drafter(*m);
-  g.drafter = mtp.get();
-  const GenerateResult drafted = generate(*m, prompt, g);
-  expect_same_bits(plain.tokens, plain.logits, drafted.tokens, drafted.logits);
-  EXPECT_GT(drafted.accepted_tokens, 0);
-  RecordProperty("accepted", std::to_string(drafted.accepted_tokens) + " of " + std::to_string(drafted.drafted_tokens));
+  expect_mtp_drafts_kept(*m, j["prompt_ids"].get<std::vector<int32_t>>(), 32);
 }
 
 // Streamed, the MTP layer's routed experts come through the expert cache
