@@ -13,6 +13,8 @@ constexpr double kPriorRowCost = 0.33;
 constexpr double kDecay = 0.9;
 }  // namespace
 
+static_assert(DraftAcceptance{}.probe_every == DraftLength::kProbeEvery);
+
 void DraftAcceptance::record(int tried_tokens, int accepted_tokens) {
   if (tried_tokens <= 0) return;
   tried = kDecay * tried + tried_tokens;

@@ -56,7 +56,6 @@ struct Scheduler::Sequence {
   // A drafter that reads hidden states (MTP): the next position whose state it gets.
   bool hidden = false;
   int64_t hidden_next = 0;
-  double observe_s = 0;  // its time taking them since it last proposed
 };
 
 Scheduler::Scheduler(Model& model, SchedulerOptions options)
@@ -232,8 +231,12 @@ void Scheduler::draft(Sequence& s, size_t base_rows, size_t room) {
   const int64_t room_tokens = static_cast<int64_t>(s.req.max_tokens) - static_cast<int64_t>(s.output.size()) - 1;
   const int64_t room_context = model_.context() - 1 - s.pos;
   const int64_t room_rows = std::min<int64_t>(model_.max_batch_rows() - 1, static_cast<int64_t>(room));
-  const int64_t k = std::min({static_cast<int64_t>(draft_length_.choose(s.acceptance, base_rows)), room_tokens,
-                              room_context, room_rows});
+  const DraftAcceptance before = s.acceptance;
+  const int chosen = draft_length_.choose(s.acceptance, base_rows);
+  const int64_t k = std::min({static_cast<int64_t>(chosen), room_tokens, room_context, room_rows});
+  // No room for what was chosen: as if not asked (a probe that could not run
+  // must not count as one that did not pay).
+  if (chosen > 0 && k <= 0) s.acceptance = before;
   const bool drafting_on = s.drafted_last;
   s.drafted_last = k > 0;
   if (k <= 0) return;
@@ -254,11 +257,11 @@ void Scheduler::draft(Sequence& s, size_t base_rows, size_t room) {
     const int32_t vocab = static_cast<int32_t>(model_.config().vocab_size);
     for (int32_t t : s.drafted)
       if (t < 0 || t >= vocab) throw Error("proposed token id " + std::to_string(t) + ", outside the vocabulary");
-    // What taking the hidden states cost since the last proposal is part of
-    // what drafting costs. A probe after idle steps also catches up on them
-    // all: not what a proposal costs while drafting goes on.
-    if (drafting_on) draft_length_.record_draft(dt + s.observe_s, static_cast<int>(s.drafted.size()));
-    s.observe_s = 0;
+    // What a proposal costs while drafting goes on (a probe after idle
+    // steps also catches up on them all). Taking the hidden states (an MTP
+    // layer fed every kept token) is paid drafting or not: it is in the
+    // step's time (forward_step), not here.
+    if (drafting_on) draft_length_.record_draft(dt, static_cast<int>(s.drafted.size()));
     std::lock_guard lock(m_);
     stats_.draft_s += dt;
   } catch (const std::exception& e) {
@@ -459,7 +462,6 @@ void Scheduler::hand_hidden_states() {
       stop_drafting(s, e);
     }
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    s.observe_s += dt;
     spent += dt;
     s.hidden_next = to;
   }

@@ -291,9 +291,8 @@ def make_one(name, out, smoke, tmp, reference="auto", min_route_margin=None, max
     held = torch.load(os.path.join(out, "data", "heldout.pt"))
     enc = tok.Encoder(os.path.join(out, "tokenizer"))
     use_tf = family != "k3" and have_transformers() and reference != "models"
-    if family != "k3" and not use_tf and not smoke and reference != "models":
-        raise SystemExit("transformers is needed for the DeepSeek-V3 / Qwen3-MoE references "
-                         "(or --reference models, or --smoke)")
+    if family != "k3" and not use_tf and not smoke and reference == "transformers":
+        raise SystemExit("transformers is needed for --reference transformers (or --reference models, or --smoke)")
     by_models = family != "k3" and not use_tf and not smoke
     c = dict(tr["config"])
     cross = {}

@@ -5,9 +5,9 @@ train_tokenizer() uses Hugging Face `tokenizers` (BpeTrainer over the training c
 otherwise the pure-Python trainer below (bpe_train: the same algorithm, most frequent pair first, pairs below
 min_frequency never merged; ties by the pair's text, so not necessarily HF's merge order).  Either way the result
 is a standard tokenizer.json; Encoder encodes it with `tokenizers` when installed, else with bpe_encode (merges
-applied lowest rank first, the GPT-2/HF BPE rule).  tests/tokenizer_trained_test.cpp checks strata's encoder on
-the trained tokenizer.json against transformers.js (tools/tokenizer_reference), an implementation independent of
-both.  --smoke may still use the stand-in without merges (the 256 byte tokens + the specials).
+applied lowest rank first, the GPT-2/HF BPE rule).  TokenizerReference.TrainedBpeMatchesReferenceIds
+(tests/tokenizer_reference_test.cpp) checks strata's encoder on the trained tokenizer.json against transformers.js
+(tools/tokenizer_reference), an implementation independent of both.  --smoke may still use the stand-in without merges (the 256 byte tokens + the specials).
 """
 
 import json
@@ -219,7 +219,7 @@ def write_tokenizer_doc(out_dir, vocab, merges):
 
 
 class Encoder:
-    """Encodes with `tokenizers` when installed, else (a stand-in tokenizer.json only) in pure Python."""
+    """Encodes with `tokenizers` when installed, else in pure Python (pre_tokenize + bpe_encode, any merges)."""
 
     def __init__(self, tok_dir):
         path = os.path.join(tok_dir, "tokenizer.json")
