@@ -422,9 +422,13 @@ def notes(family, fixture, use_tf, tr, by_models=False):
               f"{c.get('n_group')} topk_group {c.get('topk_group')}, {c.get('n_shared_experts')} shared, first "
               f"{c.get('first_k_dense_replace')} layer(s) dense, {c.get('num_nextn_predict_layers')} MTP layer "
               f"trained jointly (lambda {tr.get('mtp_lambda')})",
-        "qwen": f"Qwen3-MoE architecture trained on Debian documentation (tools/train_fixtures): "
-                f"{c.get('num_experts')} experts top-{c.get('num_experts_per_tok')}, mlp_only_layers "
-                f"{c.get('mlp_only_layers')}, tie_word_embeddings {c.get('tie_word_embeddings')}",
+        "qwen": (f"Qwen3-MoE architecture trained on Debian documentation (tools/train_fixtures): "
+                 f"{c.get('num_experts')} experts top-{c.get('num_experts_per_tok')}, mlp_only_layers "
+                 f"{c.get('mlp_only_layers')}, tie_word_embeddings {c.get('tie_word_embeddings')}"
+                 if len(c.get("mlp_only_layers") or []) < c.get("num_hidden_layers", 0) else
+                 f"a dense draft model in a Qwen3-MoE config (every layer in mlp_only_layers, so no routed "
+                 f"experts) trained on Debian documentation (tools/train_fixtures), "
+                 f"tie_word_embeddings {c.get('tie_word_embeddings')}"),
         "k3": "Kimi K3 architecture trained on Debian documentation (tools/train_fixtures): KDA and gated NoPE MLA "
               "layers, AttnRes, latent MoE with SiTU",
     }[family]
