@@ -52,7 +52,7 @@ TEST(CliDraft, TheMtpDraftersCachesCountInTheBudget) {
   const fs::path dir = fixture("ds_mtp");
   auto kv = [&](const std::string& extra) {
     const CommandResult r =
-        run_strata("generate " + dir.string() + " --prompt-ids 1,2,3 -n 2 --json --threads 2 --ram 0.05 " + extra);
+        run_strata("generate " + dir.string() + " --prompt-ids 1,2,3 -n 2 --json --threads 2 " + kAmpleRam + " " + extra);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return nlohmann::json::parse(r.out)["stats"]["memory"]["kv"].get<int64_t>();
   };
@@ -65,7 +65,7 @@ TEST(CliDraft, ADraftModelCountsInTheTargetsBudget) {
   const fs::path target = fixture("qwen_gqa"), draft = target;  // a draft model of the same vocabulary
   auto baseline = [&](const std::string& extra) {
     const CommandResult r =
-        run_strata("generate " + target.string() + " --prompt-ids 1,2,3 -n 2 --json --threads 2 --ram 0.05 " + extra);
+        run_strata("generate " + target.string() + " --prompt-ids 1,2,3 -n 2 --json --threads 2 " + kAmpleRam + " " + extra);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return nlohmann::json::parse(r.out)["stats"]["memory"]["baseline"].get<int64_t>();
   };

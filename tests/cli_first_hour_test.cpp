@@ -291,7 +291,7 @@ TEST(CliFirstHour, AnUnwritableHeatIsAWarningNotAFailure) {
   const fs::path home = tmp / "home";
   { std::ofstream(home) << "not a folder\n"; }
   const std::string args =
-      "generate " + fixture("qwen_gqa").string() + " --prompt-ids 1,2,3 -n 3 --json --threads 2 --ram 0.05";
+      "generate " + fixture("qwen_gqa").string() + " --prompt-ids 1,2,3 -n 3 --json --threads 2 " + kAmpleRam;
   const CommandResult kept = run_strata(args, "STRATA_HOME=" + home.string());
   ASSERT_EQ(kept.exit_code, 0) << kept.err;
   EXPECT_NE(kept.err.find("warning"), std::string::npos) << kept.err;

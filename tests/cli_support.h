@@ -43,6 +43,12 @@ inline CommandResult run_strata(const std::string& args, const std::string& env 
   return r;
 }
 
+// --ram for a run that streams under a budget without testing the budget's
+// size: far above what the fixture models need, whatever the process holds
+// itself before the model opens (under ASan that is tens of MB: its
+// allocator keeps freed memory in quarantine, and it counts as resident).
+inline const std::string kAmpleRam = "--ram 2";
+
 inline fs::path fixture(const std::string& name) { return fs::path(STRATA_FIXTURES_DIR) / "models" / name; }
 
 // One line on stderr, naming the problem; exit code 1.

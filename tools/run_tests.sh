@@ -12,7 +12,13 @@ for dir in tools/tokenizer_reference tests/server_e2e; do
   fi
 done
 bash tools/build.sh
-ctest --test-dir build --output-on-failure -j"$(nproc)"
+# CI keeps only the tail of the log: a failure's output is printed again
+# last (tools/sanitize_tests.sh does the same).
+if ! ctest --test-dir build --output-on-failure -j"$(nproc)"; then
+  echo "=== the failed tests again, one at a time ==="
+  ctest --test-dir build --rerun-failed --output-on-failure || true
+  exit 1
+fi
 # The same suite again built with AddressSanitizer + UndefinedBehaviorSanitizer
 # (tools/sanitize_tests.sh; STRATA_SKIP_SANITIZE=1 leaves it out while iterating).
 if [ "${STRATA_SKIP_SANITIZE:-0}" != 1 ]; then

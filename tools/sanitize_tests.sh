@@ -20,4 +20,8 @@ cmake --build "$build" -j"$(nproc)"
 # halt_on_error for UBSan comes from -fno-sanitize-recover; leaks are reports too.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=0:handle_sigbus=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -E 'LongContext|^Layering\.|^server_|^hostile_inputs$' "$@"
+if ! ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -E 'LongContext|^Layering\.|^server_|^hostile_inputs$' "$@"; then
+  echo "=== the failed tests again (sanitizer build), one at a time ==="
+  ctest --test-dir "$build" --rerun-failed --output-on-failure || true
+  exit 1
+fi

@@ -1,0 +1,346 @@
+#include "remote/http_client.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "util/error.h"
+
+namespace strata {
+
+namespace {
+
+void init_curl_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw Error("libcurl could not be initialised");
+  });
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+std::optional<uint64_t> parse_u64(std::string_view s) {
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+// "bytes FIRST-LAST/TOTAL" (TOTAL may be "*").
+struct ContentRange {
+  uint64_t first = 0, last = 0;
+};
+std::optional<ContentRange> parse_content_range(const std::string& v) {
+  if (!v.starts_with("bytes ")) return std::nullopt;
+  const std::string_view rest = std::string_view(v).substr(6);
+  const size_t dash = rest.find('-'), slash = rest.find('/');
+  if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash) return std::nullopt;
+  const auto first = parse_u64(rest.substr(0, dash)), last = parse_u64(rest.substr(dash + 1, slash - dash - 1));
+  if (!first || !last || *last < *first) return std::nullopt;
+  return ContentRange{*first, *last};
+}
+
+// A failure worth another try, and why.
+struct Transient {
+  std::string why;
+  double retry_after_s = -1;
+};
+
+bool retryable_curl_code(CURLcode c) {
+  switch (c) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_HTTP3:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool retryable_status(long s) { return s == 408 || s == 429 || (s >= 500 && s <= 599); }
+
+}  // namespace
+
+std::string url_for_messages(const std::string& url) {
+  std::string u = url.substr(0, url.find_first_of("?#"));
+  const size_t scheme = u.find("://");
+  if (scheme != std::string::npos) {
+    const size_t host = scheme + 3, slash = u.find('/', host), at = u.find('@', host);
+    if (at != std::string::npos && (slash == std::string::npos || at < slash)) u.erase(host, at + 1 - host);
+  }
+  return u;
+}
+
+std::string HttpHead::header(const std::string& lower_name) const {
+  const auto it = headers.find(lower_name);
+  return it == headers.end() ? std::string() : it->second;
+}
+
+struct HttpClient::Easy {
+  CURL* curl = nullptr;
+  Easy() {
+    init_curl_once();
+    curl = curl_easy_init();
+    if (!curl) throw Error("libcurl could not create a request handle");
+  }
+  ~Easy() { curl_easy_cleanup(curl); }
+};
+
+namespace {
+
+// One request, one try: what came back.
+struct Exchange {
+  // In: the range still wanted (GET), or none (HEAD).
+  bool head = false;
+  uint64_t offset = 0, length = 0;
+  const std::function<void(std::span<const uint8_t>)>* sink = nullptr;
+  // Out.
+  std::map<std::string, std::string> headers, last_hop;
+  uint64_t delivered = 0;
+  std::string refused;  // set by the write callback: the answer is not the range asked for
+  std::string error_body;
+  bool checked = false;
+  CURL* curl = nullptr;
+};
+
+size_t on_header(char* data, size_t size, size_t n, void* user) {
+  auto* x = static_cast<Exchange*>(user);
+  const std::string_view line(data, size * n);
+  if (line.starts_with("HTTP/")) {
+    x->last_hop.clear();
+    x->checked = false;
+  } else if (const size_t colon = line.find(':'); colon != std::string_view::npos) {
+    const std::string name = lower(std::string(line.substr(0, colon)));
+    const std::string value = trim(line.substr(colon + 1));
+    x->last_hop[name] = value;
+    x->headers[name] = value;
+  }
+  return size * n;
+}
+
+size_t on_body(char* data, size_t size, size_t n, void* user) {
+  auto* x = static_cast<Exchange*>(user);
+  const size_t bytes = size * n;
+  long status = 0;
+  curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (status != 200 && status != 206) {
+    if (x->error_body.size() < 512) x->error_body.append(data, std::min<size_t>(bytes, 512 - x->error_body.size()));
+    return bytes;
+  }
+  if (!x->checked) {
+    x->checked = true;
+    if (status == 206) {
+      const auto it = x->last_hop.find("content-range");
+      const auto r = it == x->last_hop.end() ? std::nullopt : parse_content_range(it->second);
+      if (!r || r->first != x->offset || r->last != x->offset + x->length - 1) {
+        x->refused = "answered another range (" + (it == x->last_hop.end() ? std::string("no Content-Range") : it->second) +
+                     ") than bytes " + std::to_string(x->offset) + "-" + std::to_string(x->offset + x->length - 1);
+        return 0;
+      }
+    } else if (x->offset != 0) {
+      x->refused = "ignored the range request (200 instead of 206)";
+      return 0;
+    }
+  }
+  const uint64_t room = x->length - x->delivered;
+  if (bytes > room) {
+    // A 200 for a range from 0: only right when the file is that long.
+    x->refused = status == 200 ? "ignored the range request (200 with more bytes than asked for)"
+                               : "sent more bytes than the range holds";
+    return 0;
+  }
+  (*x->sink)(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data), bytes));
+  x->delivered += bytes;
+  return bytes;
+}
+
+}  // namespace
+
+HttpClient::HttpClient(HttpAuth auth, RetryPolicy retry)
+    : easy_(std::make_unique<Easy>()), auth_(std::move(auth)), retry_(retry) {
+  sleep_ = [](double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); };
+}
+
+HttpClient::~HttpClient() = default;
+
+namespace {
+
+// Sets the handle up for one request; `headers` must outlive the request.
+void prepare(CURL* c, const std::string& url, const HttpAuth& auth, const RetryPolicy& retry, curl_slist*& headers,
+             Exchange& x) {
+  curl_easy_reset(c);
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(retry.connect_timeout_s * 1000));
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(std::lround(retry.stall_seconds))));
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "strata");
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
+  if (!auth.bearer.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + auth.bearer).c_str());
+  if (!auth.access_key.empty()) {
+    const std::string sigv4 = "aws:amz:" + auth.region + ":" + auth.service;
+    curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4.c_str());
+    curl_easy_setopt(c, CURLOPT_USERNAME, auth.access_key.c_str());
+    curl_easy_setopt(c, CURLOPT_PASSWORD, auth.secret_key.c_str());
+    if (!auth.session_token.empty())
+      headers = curl_slist_append(headers, ("x-amz-security-token: " + auth.session_token).c_str());
+  }
+  if (x.head) {
+    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  } else {
+    const std::string range = std::to_string(x.offset) + "-" + std::to_string(x.offset + x.length - 1);
+    curl_easy_setopt(c, CURLOPT_RANGE, range.c_str());  // copied by libcurl
+  }
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+}
+
+double retry_after_seconds(const std::map<std::string, std::string>& h) {
+  const auto it = h.find("retry-after");
+  if (it == h.end()) return -1;
+  const auto v = parse_u64(it->second);  // an HTTP date is left to the backoff
+  return v ? static_cast<double>(*v) : -1;
+}
+
+}  // namespace
+
+namespace {
+// The outcome of one try of `x` at `url`: nullopt when done (HEAD answered,
+// or every byte delivered); a Transient to try again; throws when final.
+std::optional<Transient> run_once(CURL* c, const std::string& url, const HttpAuth& auth, const RetryPolicy& retry,
+                                  Exchange& x, long& status) {
+  curl_slist* headers = nullptr;
+  x.curl = c;
+  prepare(c, url, auth, retry, headers, x);
+  char err[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
+  const CURLcode code = curl_easy_perform(c);
+  curl_slist_free_all(headers);
+  status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  const std::string shown = url_for_messages(url);
+  if (!x.refused.empty()) throw Error(shown + ": the server " + x.refused);
+  if (code != CURLE_OK) {
+    const std::string why = std::string(curl_easy_strerror(code)) + (err[0] ? std::string(" (") + err + ")" : "");
+    if (retryable_curl_code(code)) return Transient{why};
+    throw Error(shown + ": " + why);
+  }
+  if (retryable_status(status)) return Transient{"HTTP " + std::to_string(status), retry_after_seconds(x.last_hop)};
+  if (x.head) return std::nullopt;
+  if (status == 404) throw Error(shown + ": not found (HTTP 404)");
+  if (status != 200 && status != 206) {
+    std::string body = trim(x.error_body);
+    std::replace(body.begin(), body.end(), '\n', ' ');
+    if (body.size() > 200) body = body.substr(0, 200) + "...";
+    throw Error(shown + ": HTTP " + std::to_string(status) + (body.empty() ? "" : ": " + body));
+  }
+  if (x.delivered < x.length)
+    return Transient{"the answer ended after " + std::to_string(x.delivered) + " of " + std::to_string(x.length) + " bytes"};
+  return std::nullopt;
+}
+}  // namespace
+
+HttpHead HttpClient::head(const std::string& url) {
+  double delay = retry_.first_delay_s;
+  for (int attempt = 1;; ++attempt) {
+    Exchange x;
+    x.head = true;
+    long status = 0;
+    const std::optional<Transient> t = run_once(easy_->curl, url, auth_, retry_, x, status);
+    if (!t) {
+      if (status >= 400 && status != 404)
+        throw Error(url_for_messages(url) + ": HTTP " + std::to_string(status));
+      HttpHead h;
+      h.status = status;
+      h.headers = std::move(x.headers);
+      if (const auto it = x.last_hop.find("content-length"); it != x.last_hop.end()) h.content_length = parse_u64(it->second);
+      return h;
+    }
+    if (attempt >= retry_.attempts)
+      throw Error(url_for_messages(url) + ": " + t->why + ", after " + std::to_string(attempt) + " tries");
+    ++retries_;
+    last_retry_reason_ = t->why;
+    sleep_(t->retry_after_s >= 0 ? std::min(t->retry_after_s, retry_.max_delay_s) : delay);
+    delay = std::min(delay * 2, retry_.max_delay_s);
+  }
+}
+
+void HttpClient::read_range(const std::string& url, uint64_t offset, uint64_t length,
+                            const std::function<void(std::span<const uint8_t>)>& sink) {
+  if (length == 0) return;
+  if (offset + length < offset) throw Error(url_for_messages(url) + ": a range past 2^64 bytes");
+  uint64_t done = 0;
+  double delay = retry_.first_delay_s;
+  int failures = 0;
+  while (done < length) {
+    Exchange x;
+    x.offset = offset + done;
+    x.length = length - done;
+    x.sink = &sink;
+    long status = 0;
+    const std::optional<Transient> t = run_once(easy_->curl, url, auth_, retry_, x, status);
+    done += x.delivered;
+    if (!t) continue;
+    // Progress since the last failure earns a fresh count: a long download
+    // over a flaky link is not given up while it moves.
+    if (x.delivered > 0) {
+      failures = 0;
+      delay = retry_.first_delay_s;
+    }
+    if (++failures >= retry_.attempts)
+      throw Error(url_for_messages(url) + ": " + t->why + ", after " + std::to_string(failures) + " tries");
+    ++retries_;
+    last_retry_reason_ = t->why;
+    sleep_(t->retry_after_s >= 0 ? std::min(t->retry_after_s, retry_.max_delay_s) : delay);
+    delay = std::min(delay * 2, retry_.max_delay_s);
+  }
+}
+
+std::vector<uint8_t> HttpClient::read_range(const std::string& url, uint64_t offset, uint64_t length) {
+  std::vector<uint8_t> out;
+  out.reserve(length);
+  read_range(url, offset, length, [&](std::span<const uint8_t> b) { out.insert(out.end(), b.begin(), b.end()); });
+  return out;
+}
+
+std::optional<std::string> HttpClient::read_small_file(const std::string& url, uint64_t max_bytes) {
+  const HttpHead h = head(url);
+  if (h.status == 404) return std::nullopt;
+  if (!h.content_length) throw Error(url_for_messages(url) + ": the server does not say how long the file is");
+  if (*h.content_length > max_bytes)
+    throw Error(url_for_messages(url) + ": " + std::to_string(*h.content_length) + " bytes, more than the " +
+                std::to_string(max_bytes) + " such a file may have");
+  const std::vector<uint8_t> bytes = read_range(url, 0, *h.content_length);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+}  // namespace strata

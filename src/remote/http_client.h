@@ -1,0 +1,102 @@
+#pragma once
+// HTTP(S) requests for model sources, through libcurl: HEAD, and GET of a
+// byte range, with retries. Nothing here knows what a hub or a bucket is
+// (remote/source.h builds the URLs and the credentials).
+//
+// Contract:
+// - A range read returns exactly the bytes asked for, or throws. The answer
+//   must be a 206 whose Content-Range names those bytes (or a 200 holding
+//   the whole file when the range is the whole file); a server that ignores
+//   Range, sends more or fewer bytes, or names another range is an error,
+//   never data.
+// - Retried with exponential backoff (RetryPolicy), honouring Retry-After:
+//   429 and 5xx answers, dropped or refused connections, timeouts, and a
+//   body that stalls (below 1 KiB/s for `stall_seconds`) or ends early. A
+//   body cut short is resumed from the first byte not received, so what
+//   arrived is kept. Any other 4xx (401, 403, 404, 416, ...) is not retried:
+//   one strata::Error naming the URL (without its query, which may hold a
+//   signature) and the status.
+// - Redirects are followed (HF resolves LFS files to a CDN); only http and
+//   https, also after a redirect. Credentials set by Auth are sent to the
+//   first host only: libcurl drops them when a redirect changes host.
+// - Nothing is decompressed: the bytes are the file's bytes.
+// - One HttpClient reuses its connections; it is not thread-safe (one per
+//   thread, or a lock around it).
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct RetryPolicy {
+  int attempts = 8;            // tries in all, the first included
+  double first_delay_s = 0.25;  // doubled after each failure
+  double max_delay_s = 20;      // also caps Retry-After
+  double connect_timeout_s = 30;
+  double stall_seconds = 30;  // a body below 1 KiB/s this long is dropped and retried
+};
+
+// How requests prove who they are.
+struct HttpAuth {
+  std::string bearer;  // "Authorization: Bearer ..." (Hugging Face tokens)
+  // AWS Signature Version 4 (libcurl's CURLOPT_AWS_SIGV4): set when
+  // access_key is not empty.
+  std::string access_key, secret_key, session_token, region, service = "s3";
+};
+
+struct HttpHead {
+  long status = 0;
+  // Lower-cased names; when redirects were followed, every hop's headers,
+  // the later hop's value winning (HF puts X-Linked-Etag and X-Repo-Commit
+  // on the first answer, before the redirect to the CDN).
+  std::map<std::string, std::string> headers;
+  std::optional<uint64_t> content_length;  // of the last answer
+
+  std::string header(const std::string& lower_name) const;
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(HttpAuth auth = {}, RetryPolicy retry = {});
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // HEAD, retried like a read. A 404 returns its status (a file that may be
+  // absent is not an error here); other 4xx throw.
+  HttpHead head(const std::string& url);
+  // `length` bytes from `offset`, handed to `sink` in order as they arrive
+  // (a retry resumes after the last byte handed over). length 0 reads nothing.
+  void read_range(const std::string& url, uint64_t offset, uint64_t length,
+                  const std::function<void(std::span<const uint8_t>)>& sink);
+  std::vector<uint8_t> read_range(const std::string& url, uint64_t offset, uint64_t length);
+  // A whole small file (config.json, ...), at most `max_bytes`; nullopt on 404.
+  std::optional<std::string> read_small_file(const std::string& url, uint64_t max_bytes);
+
+  // How many requests were retried and why (the last reason), for stats.
+  int64_t retries() const { return retries_; }
+  const std::string& last_retry_reason() const { return last_retry_reason_; }
+
+  // Tests: no sleeping between tries.
+  void set_sleep(std::function<void(double seconds)> sleep) { sleep_ = std::move(sleep); }
+
+ private:
+  struct Easy;
+  std::unique_ptr<Easy> easy_;
+  HttpAuth auth_;
+  RetryPolicy retry_;
+  int64_t retries_ = 0;
+  std::string last_retry_reason_;
+  std::function<void(double)> sleep_;
+};
+
+// The URL as shown in messages: no query string (S3 and CDN URLs carry
+// signatures there), no user:password.
+std::string url_for_messages(const std::string& url);
+
+}  // namespace strata

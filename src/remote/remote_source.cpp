@@ -1,0 +1,169 @@
+// RemoteSource: a source's files over HTTP(S) (remote/source.h).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "remote/sha256.h"
+#include "remote/source.h"
+#include "storage/atomic_file.h"
+#include "util/error.h"
+#include "util/json_file.h"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_hex(const std::string& s, size_t n) {
+  if (s.size() != n) return false;
+  for (char c : s)
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+std::string unquoted_etag(std::string v) {
+  if (v.starts_with("W/")) v = v.substr(2);
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+  return v;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+void check_file_name(const SourceLocation& where, const std::string& file) {
+  if (file.empty() || file.front() == '/' || file.find("..") != std::string::npos || file.find('\\') != std::string::npos)
+    throw Error(where.text + ": '" + file + "' is not a file name within the source");
+}
+
+// Appends to a file descriptor, all or throw.
+void write_all(int fd, std::span<const uint8_t> b, const fs::path& shown) {
+  size_t done = 0;
+  while (done < b.size()) {
+    const ssize_t n = ::write(fd, b.data() + done, b.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(shown.string() + ": cannot write: " + std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+RemoteSource::RemoteSource(SourceLocation where, RetryPolicy retry)
+    : where_(std::move(where)), http_(where_.auth, retry) {
+  if (where_.kind != SourceLocation::Kind::Hub) return;
+  // Pin the revision: every file of one run comes from the same commit.
+  if (is_hex(where_.revision, 40)) {
+    commit_ = lower(where_.revision);
+    return;
+  }
+  const HttpHead h = http_.head(url("config.json"));
+  if (h.status == 404) throw Error(where_.text + ": no config.json at revision " + where_.revision);
+  const std::string commit = lower(h.header("x-repo-commit"));
+  if (is_hex(commit, 40)) {
+    commit_ = commit;
+    const size_t resolve = where_.base.rfind("/resolve/");
+    where_.base = where_.base.substr(0, resolve) + "/resolve/" + commit_;
+  }
+}
+
+std::string RemoteSource::url(const std::string& file) const {
+  check_file_name(where_, file);
+  return where_.base + "/" + encode_file_path(file);
+}
+
+RemoteFileInfo RemoteSource::stat(const std::string& file) {
+  const HttpHead h = http_.head(url(file));
+  RemoteFileInfo info;
+  if (h.status == 404) return info;
+  info.exists = true;
+  // A hub's LFS file: the first answer (before the CDN redirect) names its
+  // size and sha256.
+  const std::string linked_size = h.header("x-linked-size");
+  if (!linked_size.empty() && linked_size.find_first_not_of("0123456789") == std::string::npos && linked_size.size() < 20)
+    info.size = std::stoull(linked_size);
+  else if (h.content_length)
+    info.size = *h.content_length;
+  else
+    throw Error(url_for_messages(url(file)) + ": the server does not say how long the file is");
+  const std::string linked = lower(unquoted_etag(h.header("x-linked-etag")));
+  if (is_hex(linked, 64)) info.sha256 = linked;
+  info.etag = unquoted_etag(h.header("etag"));
+  return info;
+}
+
+std::vector<uint8_t> RemoteSource::read(const std::string& file, uint64_t offset, uint64_t length) {
+  return http_.read_range(url(file), offset, length);
+}
+
+std::optional<std::string> RemoteSource::read_small(const std::string& file, uint64_t max_bytes) {
+  return http_.read_small_file(url(file), max_bytes);
+}
+
+void RemoteSource::download(const std::string& file, const fs::path& dest, const std::function<void(uint64_t)>& progress) {
+  const RemoteFileInfo info = stat(file);
+  if (!info.exists) throw Error(url_for_messages(url(file)) + ": not found (HTTP 404)");
+  const fs::path part = fs::path(dest.string() + ".part"), meta = fs::path(dest.string() + ".part.json");
+  const nlohmann::json want = {{"url", url_for_messages(url(file))},
+                               {"size", info.size},
+                               {"etag", info.etag},
+                               {"sha256", info.sha256}};
+  std::error_code ec;
+  uint64_t have = 0;
+  bool resumable = false;
+  if (fs::exists(part, ec) && fs::exists(meta, ec)) {
+    try {
+      resumable = read_json_file(meta) == want;
+    } catch (const Error&) {
+      resumable = false;  // a damaged record: start over
+    }
+    if (resumable) have = fs::file_size(part, ec);
+    if (ec || have > info.size) resumable = false;
+  }
+  if (!resumable) {
+    have = 0;
+    fs::remove(part, ec);
+    if (!dest.parent_path().empty()) fs::create_directories(dest.parent_path(), ec);
+    write_file_atomically(meta, want.dump());
+  }
+  if (progress && have > 0) progress(have);
+  {
+    const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error(part.string() + ": cannot open: " + std::strerror(errno));
+    try {
+      http_.read_range(url(file), have, info.size - have, [&](std::span<const uint8_t> b) {
+        write_all(fd, b, part);
+        if (progress) progress(b.size());
+      });
+      if (::fsync(fd) != 0) throw Error(part.string() + ": cannot sync: " + std::strerror(errno));
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+  }
+  if (fs::file_size(part, ec) != info.size)
+    throw Error(part.string() + ": holds " + std::to_string(fs::file_size(part, ec)) + " bytes, not the " +
+                std::to_string(info.size) + " of " + url_for_messages(url(file)));
+  if (!info.sha256.empty()) {
+    const std::string got = sha256_of_file(part);
+    if (got != info.sha256) {
+      fs::remove(part, ec);
+      fs::remove(meta, ec);
+      throw Error(url_for_messages(url(file)) + ": the download's sha256 is " + got + ", the source publishes " +
+                  info.sha256 + "; it was removed (run again to fetch it anew)");
+    }
+  }
+  fs::rename(part, dest, ec);
+  if (ec) throw Error(dest.string() + ": cannot rename the finished download into place: " + ec.message());
+  fs::remove(meta, ec);
+}
+
+}  // namespace strata

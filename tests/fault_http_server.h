@@ -1,0 +1,156 @@
+#pragma once
+// A deliberately bad HTTP/1.1 file server for the remote tests, on
+// 127.0.0.1 and a free port: it serves one file (any path) with HEAD and
+// single-range GET, one connection at a time, and misbehaves as told for
+// the next requests: answers 503 or 429, cuts the body short and drops the
+// connection, stalls mid-body, names another range, ignores the range, or
+// flips a byte. Raw sockets, so that each fault is exactly what a broken
+// server or proxy sends (a library server would correct some of them).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace strata::testnet {
+
+enum class Fault { None, Status503, Status429, CutBody, Stall, WrongRange, IgnoreRange, FlipByte, Status403 };
+
+class FaultHttpServer {
+ public:
+  explicit FaultHttpServer(std::string body) : body_(std::move(body)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t n = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &n);
+    port_ = ntohs(a.sin_port);
+    ::listen(fd_, 16);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FaultHttpServer() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+
+  std::string url(const std::string& path = "/file") const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+  // The next GET requests (HEADs are always answered well) get these faults, in order.
+  void then(Fault f, int times = 1) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int i = 0; i < times; ++i) faults_.push_back(f);
+  }
+  int gets() const { return gets_; }
+  // The Range header of every GET, in order.
+  std::vector<std::string> ranges() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ranges_;
+  }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      handle(c);
+      ::close(c);
+    }
+  }
+
+  static void send_all(int c, const std::string& s) {
+    size_t done = 0;
+    while (done < s.size()) {
+      const ssize_t n = ::send(c, s.data() + done, s.size() - done, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      done += static_cast<size_t>(n);
+    }
+  }
+
+  void handle(int c) {
+    std::string req;
+    char buf[4096];
+    while (req.find("\r\n\r\n") == std::string::npos) {
+      const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+      if (n <= 0) return;
+      req.append(buf, static_cast<size_t>(n));
+    }
+    const bool head = req.starts_with("HEAD ");
+    std::string range;
+    for (const char* name : {"\r\nRange: ", "\r\nrange: "})
+      if (const size_t at = req.find(name); at != std::string::npos)
+        range = req.substr(at + std::strlen(name), req.find("\r\n", at + 2) - at - std::strlen(name));
+    const std::string total = std::to_string(body_.size());
+    if (head) {
+      send_all(c, "HTTP/1.1 200 OK\r\nContent-Length: " + total + "\r\nETag: \"v1\"\r\nAccept-Ranges: bytes\r\nConnection: close\r\n\r\n");
+      return;
+    }
+    ++gets_;
+    Fault f = Fault::None;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ranges_.push_back(range);
+      if (!faults_.empty()) {
+        f = faults_.front();
+        faults_.pop_front();
+      }
+    }
+    if (f == Fault::Status503 || f == Fault::Status429 || f == Fault::Status403) {
+      const std::string status = f == Fault::Status503 ? "503 Service Unavailable"
+                                 : f == Fault::Status429 ? "429 Too Many Requests" : "403 Forbidden";
+      send_all(c, "HTTP/1.1 " + status + "\r\nRetry-After: 0\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbusy");
+      return;
+    }
+    uint64_t first = 0, last = body_.size() - 1;
+    if (range.starts_with("bytes=")) {
+      const size_t dash = range.find('-');
+      first = std::stoull(range.substr(6, dash - 6));
+      last = std::min<uint64_t>(std::stoull(range.substr(dash + 1)), body_.size() - 1);
+    }
+    std::string part = body_.substr(first, last - first + 1);
+    if (f == Fault::IgnoreRange) {
+      send_all(c, "HTTP/1.1 200 OK\r\nContent-Length: " + total + "\r\nConnection: close\r\n\r\n" + body_);
+      return;
+    }
+    uint64_t shown_first = first;
+    if (f == Fault::WrongRange) shown_first = first + 1;
+    if (f == Fault::FlipByte) part[part.size() / 2] = static_cast<char>(part[part.size() / 2] ^ 0x40);
+    const std::string header = "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes " + std::to_string(shown_first) +
+                               "-" + std::to_string(shown_first + part.size() - 1) + "/" + total +
+                               "\r\nContent-Length: " + std::to_string(part.size()) + "\r\nConnection: close\r\n\r\n";
+    if (f == Fault::CutBody) {
+      send_all(c, header + part.substr(0, part.size() / 2));
+      return;
+    }
+    if (f == Fault::Stall) {
+      send_all(c, header + part.substr(0, part.size() / 3));
+      for (int i = 0; i < 20 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      return;  // the client has given up by now
+    }
+    send_all(c, header + part);
+  }
+
+  std::string body_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> gets_{0};
+  mutable std::mutex mu_;
+  std::deque<Fault> faults_;
+  std::vector<std::string> ranges_;
+  std::thread thread_;
+};
+
+}  // namespace strata::testnet

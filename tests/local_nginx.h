@@ -1,0 +1,102 @@
+#pragma once
+// nginx (Debian's), started by a test on 127.0.0.1 and a free port, serving
+// a folder as static files; stopped when the object goes. It runs in the
+// foreground as one process (no master, no user switch), with every path it
+// writes inside its own temporary folder. `extra_locations` is pasted into
+// the server block (a location that adds hub headers, say).
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "safetensors_writer.h"
+
+extern char** environ;
+
+namespace strata::testnet {
+
+// A port nothing listens on now (bound, read, released).
+inline int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+inline bool accepts(int port) {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(s);
+  return ok;
+}
+
+class LocalNginx {
+ public:
+  LocalNginx(const std::filesystem::path& root, const std::string& extra_locations = "")
+      : work_("strata-nginx"), port_(free_port()) {
+    const std::filesystem::path w = work_.path();
+    std::ofstream(w / "nginx.conf") << "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+                                    << "pid " << (w / "nginx.pid").string() << ";\n"
+                                    << "error_log " << (w / "error.log").string() << " warn;\n"
+                                    << "events { worker_connections 256; }\n"
+                                    << "http {\n  access_log off;\n  default_type application/octet-stream;\n"
+                                    << "  client_body_temp_path " << (w / "body").string() << ";\n"
+                                    << "  proxy_temp_path " << (w / "proxy").string() << ";\n"
+                                    << "  fastcgi_temp_path " << (w / "fastcgi").string() << ";\n"
+                                    << "  uwsgi_temp_path " << (w / "uwsgi").string() << ";\n"
+                                    << "  scgi_temp_path " << (w / "scgi").string() << ";\n"
+                                    << "  server {\n    listen 127.0.0.1:" << port_ << ";\n"
+                                    << "    root " << std::filesystem::absolute(root).string() << ";\n"
+                                    << extra_locations << "  }\n}\n";
+    const std::string conf = (w / "nginx.conf").string(), prefix = w.string() + "/";
+    std::vector<std::string> args = {"nginx", "-e", (w / "error.log").string(), "-p", prefix, "-c", conf};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (::posix_spawnp(&pid_, "nginx", nullptr, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    for (int i = 0; i < 200 && pid_ > 0 && !accepts(port_); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ~LocalNginx() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+  }
+  LocalNginx(const LocalNginx&) = delete;
+  LocalNginx& operator=(const LocalNginx&) = delete;
+
+  bool running() const { return pid_ > 0 && accepts(port_); }
+  // Why it is not running, for a failed assertion.
+  std::string log() const {
+    std::ifstream f(work_.path() / "error.log");
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  testfiles::TempDir work_;
+  int port_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace strata::testnet

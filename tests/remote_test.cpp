@@ -1,0 +1,324 @@
+// Model sources over HTTP (src/remote): range reads against nginx, a hub
+// layout with pinned commits and published sha256 (checked against
+// coreutils' sha256sum), resumable downloads, and every fault of
+// fault_http_server.h ending in a retry that gives the right bytes or in one
+// clear error. SOURCE parsing with the environment each form reads.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "fault_http_server.h"
+#include "local_nginx.h"
+#include "remote/http_client.h"
+#include "remote/sha256.h"
+#include "remote/source.h"
+#include "safetensors_writer.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+using testnet::Fault;
+using testnet::FaultHttpServer;
+using testnet::LocalNginx;
+
+std::string random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(g());
+  return s;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// coreutils' sha256sum: the reference the hub's published hashes are made with.
+std::string sha256sum(const fs::path& p) {
+  std::string out;
+  FILE* pipe = ::popen(("sha256sum '" + p.string() + "'").c_str(), "r");
+  char buf[256];
+  while (pipe && std::fgets(buf, sizeof buf, pipe)) out += buf;
+  if (pipe) ::pclose(pipe);
+  return out.substr(0, out.find(' '));
+}
+
+EnvLookup env_of(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+RetryPolicy quick() {
+  RetryPolicy r;
+  r.attempts = 4;
+  r.first_delay_s = 0;
+  r.stall_seconds = 1;
+  return r;
+}
+
+TEST(RemoteHttp, RangesAndWholeFilesFromNginx) {
+  testfiles::TempDir root("strata-remote-root");
+  const std::string body = random_bytes(300000, 1);
+  root.write("blob.bin", body);
+  LocalNginx nginx(root.path());
+  ASSERT_TRUE(nginx.running()) << nginx.log();
+  HttpClient http({}, quick());
+  const std::string url = nginx.url() + "/blob.bin";
+  const HttpHead h = http.head(url);
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.content_length, body.size());
+  for (const auto& [offset, length] : std::vector<std::pair<uint64_t, uint64_t>>{{0, 1}, {12345, 4096}, {299999, 1}, {0, 300000}}) {
+    const std::vector<uint8_t> got = http.read_range(url, offset, length);
+    EXPECT_EQ(std::string(got.begin(), got.end()), body.substr(offset, length)) << offset << "+" << length;
+  }
+  EXPECT_EQ(http.read_small_file(url, 1 << 20), body);
+  EXPECT_FALSE(http.read_small_file(nginx.url() + "/absent.json", 1 << 20).has_value());
+  EXPECT_NE(error_of([&] { http.read_small_file(url, 1000); }).find("more than the 1000"), std::string::npos);
+  EXPECT_NE(error_of([&] { http.read_range(nginx.url() + "/absent.bin", 0, 10); }).find("not found (HTTP 404)"),
+            std::string::npos);
+  // Past the end: nginx answers 416, which is final, not retried.
+  EXPECT_NE(error_of([&] { http.read_range(url, 300000, 10); }).find("HTTP 416"), std::string::npos);
+  EXPECT_EQ(http.retries(), 0);
+}
+
+TEST(RemoteHttp, TransientFaultsAreRetriedAndTheBytesAreRight) {
+  const std::string body = random_bytes(200000, 2);
+  for (Fault f : {Fault::Status503, Fault::Status429, Fault::CutBody, Fault::Stall}) {
+    SCOPED_TRACE(static_cast<int>(f));
+    FaultHttpServer server(body);
+    server.then(f, 2);
+    HttpClient http({}, quick());
+    const std::vector<uint8_t> got = http.read_range(server.url(), 1000, 150000);
+    EXPECT_EQ(std::string(got.begin(), got.end()), body.substr(1000, 150000));
+    EXPECT_EQ(http.retries(), 2);
+    EXPECT_EQ(server.gets(), 3);
+    if (f == Fault::CutBody) {
+      // Each retry asks only for what had not arrived.
+      const auto ranges = server.ranges();
+      ASSERT_EQ(ranges.size(), 3u);
+      EXPECT_EQ(ranges[0], "bytes=1000-150999");
+      EXPECT_EQ(ranges[1], "bytes=" + std::to_string(1000 + 75000) + "-150999");
+    }
+  }
+}
+
+TEST(RemoteHttp, WrongAnswersAreOneClearErrorNeverData) {
+  const std::string body = random_bytes(50000, 3);
+  struct Case {
+    Fault fault;
+    const char* says;
+  };
+  for (const Case& c : {Case{Fault::WrongRange, "another range"}, Case{Fault::IgnoreRange, "ignored the range"},
+                        Case{Fault::Status403, "HTTP 403"}}) {
+    SCOPED_TRACE(c.says);
+    FaultHttpServer server(body);
+    server.then(c.fault);
+    HttpClient http({}, quick());
+    const std::string e = error_of([&] { http.read_range(server.url(), 100, 1000); });
+    EXPECT_NE(e.find(c.says), std::string::npos) << e;
+    EXPECT_EQ(server.gets(), 1) << "not retried";
+  }
+  // A server that keeps failing: given up after the policy's tries.
+  FaultHttpServer server(body);
+  server.then(Fault::Status503, 10);
+  HttpClient http({}, quick());
+  const std::string e = error_of([&] { http.read_range(server.url(), 0, 10); });
+  EXPECT_NE(e.find("HTTP 503, after 4 tries"), std::string::npos) << e;
+}
+
+TEST(RemoteHttp, UrlsInMessagesLoseTheirSecrets) {
+  EXPECT_EQ(url_for_messages("https://u:p@h.example/a/b?X-Amz-Signature=abc#f"), "https://h.example/a/b");
+  EXPECT_EQ(url_for_messages("http://h/a"), "http://h/a");
+}
+
+// A hub layout as nginx serves it: {repo}/resolve/{commit}/{file}, "main"
+// a link to the commit, and the headers a hub adds (X-Repo-Commit on every
+// file, X-Linked-Etag/Size on LFS files).
+class RemoteHub : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const fs::path commit_dir = root_.path() / "org" / "model" / "resolve" / kCommit;
+    fs::create_directories(commit_dir);
+    fs::create_directory_symlink(kCommit, root_.path() / "org" / "model" / "resolve" / "main");
+    weights_ = random_bytes(1 << 20, 4);
+    testfiles::write_file(commit_dir / "model.safetensors", weights_);
+    testfiles::write_file(commit_dir / "config.json", "{\"model_type\": \"qwen3_moe\"}");
+    sha_ = sha256sum(commit_dir / "model.safetensors");
+    ASSERT_EQ(sha_.size(), 64u);
+  }
+  std::string locations(const std::string& published_sha) const {
+    return "    location ~ ^/org/model/resolve/[^/]+/model.safetensors$ {\n"
+           "      add_header X-Repo-Commit " + std::string(kCommit) + ";\n"
+           "      add_header X-Linked-Etag '\"" + published_sha + "\"';\n"
+           "      add_header X-Linked-Size " + std::to_string(weights_.size()) + ";\n    }\n"
+           "    location /org/ { add_header X-Repo-Commit " + std::string(kCommit) + "; }\n";
+  }
+  static constexpr const char* kCommit = "0123456789abcdef0123456789abcdef01234567";
+  testfiles::TempDir root_{"strata-hub-root"};
+  std::string weights_, sha_;
+};
+
+TEST_F(RemoteHub, PinsTheRevisionAndVerifiesThePublishedSha256) {
+  LocalNginx nginx(root_.path(), locations(sha_));
+  ASSERT_TRUE(nginx.running()) << nginx.log();
+  RemoteSource src(parse_source("hf://org/model", env_of({{"HF_ENDPOINT", nginx.url()}})), quick());
+  EXPECT_EQ(src.commit(), kCommit);
+  EXPECT_EQ(src.url("model.safetensors"), nginx.url() + "/org/model/resolve/" + kCommit + "/model.safetensors");
+  const RemoteFileInfo info = src.stat("model.safetensors");
+  EXPECT_TRUE(info.exists);
+  EXPECT_EQ(info.size, weights_.size());
+  EXPECT_EQ(info.sha256, sha_);
+  EXPECT_FALSE(src.stat("absent.json").exists);
+  EXPECT_EQ(src.read_small("config.json"), "{\"model_type\": \"qwen3_moe\"}");
+
+  testfiles::TempDir out("strata-hub-out");
+  uint64_t seen = 0;
+  src.download("model.safetensors", out / "model.safetensors", [&](uint64_t n) { seen += n; });
+  EXPECT_EQ(read_file(out / "model.safetensors"), weights_);
+  EXPECT_EQ(seen, weights_.size());
+  EXPECT_FALSE(fs::exists(out / "model.safetensors.part"));
+  EXPECT_FALSE(fs::exists(out / "model.safetensors.part.json"));
+}
+
+TEST_F(RemoteHub, ADownloadResumesAfterTheBytesItHas) {
+  LocalNginx nginx(root_.path(), locations(sha_));
+  ASSERT_TRUE(nginx.running()) << nginx.log();
+  RemoteSource src(parse_source("hf://org/model@main", env_of({{"HF_ENDPOINT", nginx.url()}})), quick());
+  testfiles::TempDir out("strata-hub-out");
+  const fs::path dest = out / "model.safetensors";
+  // An earlier run stopped a third of the way: its part and record.
+  const nlohmann::json record = {{"url", url_for_messages(src.url("model.safetensors"))},
+                                 {"size", weights_.size()},
+                                 {"etag", src.stat("model.safetensors").etag},
+                                 {"sha256", sha_}};
+  testfiles::write_file(fs::path(dest.string() + ".part"), weights_.substr(0, weights_.size() / 3));
+  testfiles::write_file(fs::path(dest.string() + ".part.json"), record.dump());
+  std::vector<uint64_t> progress;
+  src.download("model.safetensors", dest, [&](uint64_t n) { progress.push_back(n); });
+  EXPECT_EQ(read_file(dest), weights_);
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.front(), weights_.size() / 3) << "the bytes it had count first";
+
+  // A part whose bytes are not the file's: the whole-file hash refuses it,
+  // and the part is gone so the next run starts clean.
+  fs::remove(dest);
+  std::string bad = weights_.substr(0, weights_.size() / 2);
+  bad[100] = static_cast<char>(bad[100] ^ 1);
+  testfiles::write_file(fs::path(dest.string() + ".part"), bad);
+  testfiles::write_file(fs::path(dest.string() + ".part.json"), record.dump());
+  const std::string e = error_of([&] { src.download("model.safetensors", dest); });
+  EXPECT_NE(e.find("the source publishes " + sha_), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(dest));
+  EXPECT_FALSE(fs::exists(fs::path(dest.string() + ".part")));
+  src.download("model.safetensors", dest);
+  EXPECT_EQ(read_file(dest), weights_);
+}
+
+TEST_F(RemoteHub, AFileThatIsNotWhatTheHubPublishesIsRefused) {
+  std::string other = sha_;
+  other[0] = other[0] == 'a' ? 'b' : 'a';
+  LocalNginx nginx(root_.path(), locations(other));
+  ASSERT_TRUE(nginx.running()) << nginx.log();
+  RemoteSource src(parse_source("hf://org/model", env_of({{"HF_ENDPOINT", nginx.url()}})), quick());
+  testfiles::TempDir out("strata-hub-out");
+  const std::string e = error_of([&] { src.download("model.safetensors", out / "m.safetensors"); });
+  EXPECT_NE(e.find("sha256 is " + sha_ + ", the source publishes " + other), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(out / "m.safetensors"));
+}
+
+TEST(RemoteSourceParse, HubFormsTokensAndEndpoints) {
+  testfiles::TempDir home("strata-hub-home");
+  fs::create_directories(home / ".cache" / "huggingface");
+  testfiles::write_file(home / ".cache" / "huggingface" / "token", "hf_file_token\n");
+  SourceLocation l = parse_source("hf://org/model@v1.0", env_of({{"HOME", home.path().string()}}));
+  EXPECT_EQ(l.kind, SourceLocation::Kind::Hub);
+  EXPECT_EQ(l.base, "https://huggingface.co/org/model/resolve/v1.0");
+  EXPECT_EQ(l.auth.bearer, "hf_file_token");
+  l = parse_source("hf://org/model", env_of({{"HOME", home.path().string()}, {"HF_TOKEN", "hf_env"},
+                                             {"HF_ENDPOINT", "http://mirror.local:8080/"}}));
+  EXPECT_EQ(l.base, "http://mirror.local:8080/org/model/resolve/main");
+  EXPECT_EQ(l.auth.bearer, "hf_env");
+  EXPECT_EQ(parse_source("hf://org/model@refs/pr/1", env_of({})).base,
+            "https://huggingface.co/org/model/resolve/refs%2Fpr%2F1");
+  for (const char* bad : {"hf://", "hf:///model", "hf://a/b/c", "hf://org/mo del", "hf://org/model@", "hf://../x"})
+    EXPECT_NE(error_of([&] { parse_source(bad, env_of({})); }).find(bad), std::string::npos) << bad;
+  EXPECT_NE(error_of([&] { parse_source("hf://o/m", env_of({{"HF_ENDPOINT", "ftp://x"}})); }).find("HF_ENDPOINT"),
+            std::string::npos);
+}
+
+TEST(RemoteSourceParse, S3CredentialsRegionAndEndpoint) {
+  const auto keys = std::map<std::string, std::string>{{"AWS_ACCESS_KEY_ID", "AK"}, {"AWS_SECRET_ACCESS_KEY", "SK"}};
+  SourceLocation l = parse_source("s3://models/kimi/k3/", env_of(keys));
+  EXPECT_EQ(l.kind, SourceLocation::Kind::S3);
+  EXPECT_EQ(l.base, "https://models.s3.us-east-1.amazonaws.com/kimi/k3");
+  EXPECT_EQ(l.auth.access_key, "AK");
+  EXPECT_EQ(l.auth.region, "us-east-1");
+  auto with = keys;
+  with["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:9000/";
+  with["AWS_REGION"] = "eu-west-3";
+  l = parse_source("s3://models/k3", env_of(with));
+  EXPECT_EQ(l.base, "http://127.0.0.1:9000/models/k3");
+  EXPECT_EQ(l.auth.region, "eu-west-3");
+  EXPECT_EQ(parse_source("s3://my.models/x", env_of(keys)).base, "https://s3.us-east-1.amazonaws.com/my.models/x");
+
+  // The shared files, as the AWS tools write them.
+  testfiles::TempDir home("strata-aws-home");
+  fs::create_directories(home / ".aws");
+  testfiles::write_file(home / ".aws" / "credentials",
+                        "[default]\naws_access_key_id = D\naws_secret_access_key = DS\n\n[work]\n"
+                        "aws_access_key_id=W\naws_secret_access_key=WS\naws_session_token = WT\n");
+  testfiles::write_file(home / ".aws" / "config", "[default]\nregion = us-west-2\n[profile work]\nregion=ap-south-1\n");
+  l = parse_source("s3://bucket", env_of({{"HOME", home.path().string()}}));
+  EXPECT_EQ(l.auth.access_key, "D");
+  EXPECT_EQ(l.auth.region, "us-west-2");
+  l = parse_source("s3://bucket", env_of({{"HOME", home.path().string()}, {"AWS_PROFILE", "work"}}));
+  EXPECT_EQ(l.auth.access_key, "W");
+  EXPECT_EQ(l.auth.secret_key, "WS");
+  EXPECT_EQ(l.auth.session_token, "WT");
+  EXPECT_EQ(l.auth.region, "ap-south-1");
+
+  EXPECT_NE(error_of([&] { parse_source("s3://bucket", env_of({})); }).find("no AWS credentials"), std::string::npos);
+  EXPECT_TRUE(parse_source("s3://bucket", env_of({{"AWS_NO_SIGN_REQUEST", "true"}})).auth.access_key.empty());
+  for (const char* bad : {"s3://", "s3://B", "s3://ab", "s3://bucket//x", "s3://-bucket"})
+    EXPECT_NE(error_of([&] { parse_source(bad, env_of(keys)); }).find("s3://"), std::string::npos) << bad;
+}
+
+TEST(RemoteSourceParse, OtherFormsAndLocalPaths) {
+  EXPECT_EQ(parse_source("https://models.example/k3/", env_of({})).base, "https://models.example/k3");
+  EXPECT_NE(error_of([&] { parse_source("https://h/x?sig=1", env_of({})); }).find("query"), std::string::npos);
+  EXPECT_NE(error_of([&] { parse_source("/models/k3", env_of({})); }).find("not a source"), std::string::npos);
+  EXPECT_FALSE(is_remote_source("/models/k3"));
+  EXPECT_FALSE(is_remote_source("models/hf:/x"));
+  EXPECT_TRUE(is_remote_source("hf://org/model"));
+  EXPECT_TRUE(is_remote_source("s3://bucket/x"));
+}
+
+TEST(RemoteSha256, MatchesSha256sum) {
+  testfiles::TempDir dir("strata-sha");
+  for (size_t n : {size_t{0}, size_t{1}, size_t{3 << 20}}) {
+    const fs::path p = dir.write("f" + std::to_string(n), random_bytes(n, 5));
+    EXPECT_EQ(sha256_of_file(p), sha256sum(p)) << n;
+  }
+}
+
+}  // namespace
+}  // namespace strata
