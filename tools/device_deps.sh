@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.."
 # zlib, brotli: pkg-config fails without them), and pkgconf itself, since the
 # device image may have no pkg-config. zlib1g's runtime is left out on purpose:
 # every Ubuntu has libz.so.1, and a Debian one on LD_LIBRARY_PATH would shadow it.
+# libcurl (src/remote) with the runtime libraries its .so needs (untested on
+# the device so far: no device time was left when it was added).
 packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
   nlohmann-json3-dev libcli11-dev
@@ -21,6 +23,7 @@ packages=(
   libxxhash-dev libxxhash0 liburing-dev liburing2
   libcpp-httplib-dev libcpp-httplib0.11 libbrotli-dev libbrotli1
   libssl-dev libssl3 zlib1g-dev
+  libcurl4-openssl-dev libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libldap-2.5-0 libgssapi-krb5-2
   pkgconf pkgconf-bin libpkgconf3
 )
 

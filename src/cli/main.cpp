@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   strata::cli::register_synth(app, run);
   strata::cli::register_probe(app, run);
   strata::cli::register_pack(app, run);
+  strata::cli::register_pull(app, run);
   strata::cli::register_demo(app, run);
   strata::cli::register_serve(app, run);
   strata::cli::register_heat(app, run);

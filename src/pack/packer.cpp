@@ -272,7 +272,7 @@ PackReport pack_model(const PackOptions& o) {
     shared_drive = shared_drive || !is_inside;
     m.drives.push_back(pd);
   }
-  m.source = fs::weakly_canonical(o.source).string();
+  m.source = o.source_label.empty() ? fs::weakly_canonical(o.source).string() : o.source_label;
   m.options = {{"trunk", o.trunk}, {"experts", o.experts}, {"trace", o.trace.empty() ? "" : fs::weakly_canonical(o.trace).string()}};
   // Said apart from the options, so no reader has to know which options lose
   // precision; the fidelity is measured against the source afterwards

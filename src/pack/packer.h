@@ -46,6 +46,9 @@ namespace strata {
 
 struct PackOptions {
   std::filesystem::path source;
+  // What the manifest records as the source; "" = the source's path
+  // (`strata pull` records the remote source and commit instead).
+  std::string source_label;
   std::filesystem::path out;
   std::vector<std::filesystem::path> drives;  // empty: the pack directory itself
   std::string trunk = "keep";                 // keep | int8

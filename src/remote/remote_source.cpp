@@ -107,7 +107,7 @@ std::optional<std::string> RemoteSource::read_small(const std::string& file, uin
   return http_.read_small_file(url(file), max_bytes);
 }
 
-void RemoteSource::download(const std::string& file, const fs::path& dest, const std::function<void(uint64_t)>& progress) {
+uint64_t RemoteSource::download(const std::string& file, const fs::path& dest, const std::function<void(uint64_t)>& progress) {
   const RemoteFileInfo info = stat(file);
   if (!info.exists) throw Error(url_for_messages(url(file)) + ": not found (HTTP 404)");
   const fs::path part = fs::path(dest.string() + ".part"), meta = fs::path(dest.string() + ".part.json");
@@ -164,6 +164,7 @@ void RemoteSource::download(const std::string& file, const fs::path& dest, const
   fs::rename(part, dest, ec);
   if (ec) throw Error(dest.string() + ": cannot rename the finished download into place: " + ec.message());
   fs::remove(meta, ec);
+  return info.size - have;
 }
 
 }  // namespace strata

@@ -92,7 +92,8 @@ class RemoteSource {
   // publishes a sha256 the whole file must match it before it is renamed to
   // `dest`; otherwise the part is removed and the error names both hashes.
   // `progress` gets each chunk's byte count (the resumed bytes first).
-  void download(const std::string& file, const std::filesystem::path& dest,
+  // Returns the bytes this call fetched.
+  uint64_t download(const std::string& file, const std::filesystem::path& dest,
                 const std::function<void(uint64_t)>& progress = {});
 
   HttpClient& http() { return http_; }

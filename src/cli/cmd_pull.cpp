@@ -1,0 +1,75 @@
+// strata pull: a model from a hub, an HTTP(S) server or an S3-compatible
+// store installed as a pack (pack/pull.h).
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "pack/pull.h"
+#include "util/error.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct PullArgs {
+  std::string source, out, probe;
+  std::vector<std::string> drives;
+  bool full = false, json = false, quiet = false;
+};
+
+int run_pull(const PullArgs& a) {
+  if (!a.full)
+    throw Error("pull: --full is the install there is so far (every weight fetched and packed); --streaming is not built yet");
+  PullOptions o;
+  o.source = a.source;
+  o.out = a.out;
+  for (const auto& d : a.drives) o.drives.emplace_back(d);
+  o.probe = a.probe;
+  o.progress = !a.quiet && !a.json;
+  if (!a.quiet) o.notice = [](const std::string& line) { std::fprintf(stderr, "pull: %s\n", line.c_str()); };
+  const PullReport r = pull_full(o);
+  if (a.json) {
+    std::cout << nlohmann::json{{"out", a.out},
+                                {"source", r.source},
+                                {"commit", r.commit},
+                                {"files", r.files},
+                                {"bytes", r.bytes},
+                                {"fetched_bytes", r.fetched_bytes},
+                                {"already_pulled", r.already_pulled},
+                                {"layers_resumed", r.pack.layers_resumed},
+                                {"trunk_bytes", r.pack.trunk_bytes},
+                                {"expert_bytes", r.pack.expert_bytes},
+                                {"seconds", r.seconds}}
+                     .dump()
+              << "\n";
+  } else if (!a.quiet) {
+    if (r.already_pulled)
+      std::fprintf(stderr, "%s already holds %s, unchanged at the source\n", a.out.c_str(), r.source.c_str());
+    else
+      std::fprintf(stderr, "pulled %s -> %s: %lld files, %.2f GB (%.2f GB fetched now), packed in %.1f s\n",
+                   r.source.c_str(), a.out.c_str(), static_cast<long long>(r.files), r.bytes / 1e9,
+                   r.fetched_bytes / 1e9, r.seconds);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_pull(CLI::App& app, Action& run) {
+  auto a = std::make_shared<PullArgs>();
+  CLI::App* cmd = app.add_subcommand("pull", "Install a model from a hub, an HTTP(S) server or S3 as a pack");
+  cmd->add_option("source", a->source,
+                  "hf://ORG/REPO[@REVISION] (HF_ENDPOINT, HF_TOKEN), http(s)://URL of the model folder, or "
+                  "s3://BUCKET/PREFIX (AWS credentials, AWS_ENDPOINT_URL_S3)")
+      ->required();
+  cmd->add_option("--out", a->out, "Pack directory to install into (a re-run resumes there)")->required();
+  cmd->add_flag("--full", a->full, "Fetch every weight and pack it (needs the weights' size free in --out until done)");
+  cmd->add_option("--drive", a->drives, "Directory on a drive to hold expert blobs (repeat for several drives)");
+  cmd->add_option("--probe", a->probe, "Drive speeds from `strata probe` (as for pack)");
+  cmd->add_flag("--json", a->json, "Print one JSON object with what was done");
+  cmd->add_flag("-q,--quiet", a->quiet, "No progress bar or notes");
+  cmd->callback([&run, a] { run = [a] { return run_pull(*a); }; });
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,121 @@
+// strata pull --full against nginx serving a synthesized model in a hub's
+// layout: the install runs as the local model does (same tokens), two
+// installs are the same bytes wherever they are written, a re-run does
+// nothing, kill -9 at random moments and a re-run give the same bytes, and
+// a source that is not there is one clear error.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli_support.h"
+#include "local_nginx.h"
+
+namespace strata::clitest {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kCommit = "89abcdef0123456789abcdef0123456789abcdef";
+
+// Every regular file under `dir`, relative name -> bytes.
+std::map<std::string, std::string> tree(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = read_all(e.path());
+  return out;
+}
+
+class CliPull : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new testfiles::TempDir("strata-pull-root");
+    const fs::path resolve = root_->path() / "org" / "m" / "resolve";
+    fs::create_directories(resolve);
+    local_ = resolve / kCommit;
+    const CommandResult r = run_strata("synth --preset qwen3-30b-a3b --size 0.01 --format safetensors --seed 7 --out " +
+                                       local_.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    fs::create_directory_symlink(kCommit, resolve / "main");
+    nginx_ = new testnet::LocalNginx(root_->path(), "    location /org/ { add_header X-Repo-Commit " +
+                                                        std::string(kCommit) + "; }\n");
+  }
+  static void TearDownTestSuite() {
+    delete nginx_;
+    delete root_;
+  }
+  static std::string env() { return "HF_ENDPOINT=" + nginx_->url() + " HF_TOKEN= STRATA_HOME=" + (root_->path() / "home").string(); }
+  static CommandResult pull(const std::string& source, const fs::path& out) {
+    return run_strata("pull " + source + " --full --json --out " + out.string(), env());
+  }
+  static inline testfiles::TempDir* root_ = nullptr;
+  static inline testnet::LocalNginx* nginx_ = nullptr;
+  static inline fs::path local_;
+};
+
+TEST_F(CliPull, AHubInstallRunsAsTheLocalModelAndIsTheSameBytesAnywhere) {
+  ASSERT_TRUE(nginx_->running()) << nginx_->log();
+  testfiles::TempDir tmp("strata-pull");
+  const CommandResult a = pull("hf://org/m", tmp / "a");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const json ja = json::parse(a.out);
+  EXPECT_EQ(ja["commit"], kCommit);
+  EXPECT_EQ(ja["source"], std::string("hf://org/m@") + kCommit);
+  EXPECT_EQ(ja["fetched_bytes"], ja["bytes"]);
+  EXPECT_FALSE(fs::exists(tmp / "a" / ".strata-pull"));
+
+  const std::string run = " --prompt-ids 1,2,3 -n 4 --ignore-eos --json --threads 2 --heat none";
+  const CommandResult pulled = run_strata("generate " + (tmp / "a").string() + run);
+  const CommandResult local = run_strata("generate " + local_.string() + run);
+  ASSERT_EQ(pulled.exit_code, 0) << pulled.err;
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  EXPECT_EQ(json::parse(pulled.out)["tokens"], json::parse(local.out)["tokens"]);
+
+  // The same source by plain HTTP at the commit's folder: the same model;
+  // and the hub source again elsewhere: the same bytes.
+  const CommandResult b = pull("hf://org/m@main", tmp / "b");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(tree(tmp / "a"), tree(tmp / "b"));
+
+  // Unchanged at the source: nothing is fetched again.
+  const CommandResult again = pull("hf://org/m", tmp / "a");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(json::parse(again.out)["already_pulled"], true);
+  EXPECT_EQ(json::parse(again.out)["fetched_bytes"], 0);
+
+  const CommandResult http = pull(nginx_->url() + "/org/m/resolve/" + kCommit, tmp / "c");
+  ASSERT_EQ(http.exit_code, 0) << http.err;
+  const CommandResult plain = run_strata("generate " + (tmp / "c").string() + run);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(json::parse(plain.out)["tokens"], json::parse(local.out)["tokens"]);
+}
+
+TEST_F(CliPull, KilledAtRandomMomentsAndRunAgainItIsTheSameBytes) {
+  ASSERT_TRUE(nginx_->running()) << nginx_->log();
+  testfiles::TempDir tmp("strata-pull-kill");
+  const CommandResult whole = pull("hf://org/m", tmp / "whole");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const double took = json::parse(whole.out)["seconds"].get<double>();
+  std::mt19937 g(11);
+  for (int i = 0; i < 6; ++i) {
+    const fs::path out = tmp / ("k" + std::to_string(i));
+    const double at = std::uniform_real_distribution<double>(0, took * 1.2 + 0.05)(g);
+    const std::string script = env() + " " + STRATA_BINARY + " pull hf://org/m --full -q --out " + out.string() +
+                               " & pid=$!; sleep " + std::to_string(at) + "; kill -9 $pid 2>/dev/null; wait $pid";
+    std::ignore = std::system(("bash -c '" + script + "' >/dev/null 2>&1").c_str());
+    const CommandResult resumed = pull("hf://org/m", out);
+    ASSERT_EQ(resumed.exit_code, 0) << "killed at " << at << " s: " << resumed.err;
+    EXPECT_EQ(tree(out), tree(tmp / "whole")) << "killed at " << at << " s";
+  }
+}
+
+TEST_F(CliPull, ASourceThatIsNotThereIsOneClearError) {
+  testfiles::TempDir tmp("strata-pull-bad");
+  expect_clean_error(pull("hf://org/absent", tmp / "x"), "no config.json");
+  expect_clean_error(pull(nginx_->url() + "/nowhere", tmp / "y"), "has no config.json");
+  expect_clean_error(run_strata("pull hf://org/m --out " + (tmp / "z").string(), env()), "--full");
+  expect_clean_error(pull("ftp://host/m", tmp / "w"), "not a source");
+}
+
+}  // namespace
+}  // namespace strata::clitest
