@@ -54,6 +54,11 @@ class FaultHttpServer {
     for (int i = 0; i < times; ++i) faults_.push_back(f);
   }
   int gets() const { return gets_; }
+  // Every request's method line and headers, as received, in order.
+  std::vector<std::string> requests() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
   // The Range header of every GET, in order.
   std::vector<std::string> ranges() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -86,6 +91,10 @@ class FaultHttpServer {
       const ssize_t n = ::recv(c, buf, sizeof buf, 0);
       if (n <= 0) return;
       req.append(buf, static_cast<size_t>(n));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      requests_.push_back(req.substr(0, req.find("\r\n\r\n")));
     }
     const bool head = req.starts_with("HEAD ");
     std::string range;
@@ -149,7 +158,7 @@ class FaultHttpServer {
   std::atomic<int> gets_{0};
   mutable std::mutex mu_;
   std::deque<Fault> faults_;
-  std::vector<std::string> ranges_;
+  std::vector<std::string> ranges_, requests_;
   std::thread thread_;
 };
 

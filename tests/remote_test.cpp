@@ -245,6 +245,38 @@ TEST_F(RemoteHub, AFileThatIsNotWhatTheHubPublishesIsRefused) {
   EXPECT_FALSE(fs::exists(out / "m.safetensors"));
 }
 
+// The SigV4 signature libcurl puts on a request is the one botocore (the AWS
+// SDK's signer) computes for it, with and without a session token.
+TEST(RemoteS3, SignaturesAreWhatBotocoreComputes) {
+  for (const std::string token : {"", "FQoGZXIvYXdzEXAMPLETOKEN"}) {
+    SCOPED_TRACE(token);
+    FaultHttpServer server(random_bytes(100, 6));
+    HttpAuth auth;
+    auth.access_key = "AKIDEXAMPLE";
+    auth.secret_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+    auth.session_token = token;
+    auth.region = "eu-west-3";
+    HttpClient http(auth, quick());
+    const std::string url = server.url("/models/kimi/k3/model-00001-of-00002.safetensors");
+    http.read_range(url, 10, 50);
+    http.head(url);
+    testfiles::TempDir tmp("strata-sigv4");
+    for (const std::string& request : server.requests()) {
+      const fs::path file = tmp.write("request", request);
+      std::string out;
+      const std::string cmd = "python3 " STRATA_TESTS_DIR "/sigv4_reference.py " + file.string() + " '" + url + "' '" +
+                              auth.secret_key + "' " + auth.region + (token.empty() ? "" : " " + token) + " 2>&1";
+      FILE* pipe = ::popen(cmd.c_str(), "r");
+      char buf[512];
+      while (pipe && std::fgets(buf, sizeof buf, pipe)) out += buf;
+      const int status = pipe ? ::pclose(pipe) : -1;
+      EXPECT_EQ(status, 0) << out << "\n" << request;
+      EXPECT_EQ(out, "ok\n") << request;
+    }
+    EXPECT_EQ(server.requests().size(), 2u);
+  }
+}
+
 TEST(RemoteSourceParse, HubFormsTokensAndEndpoints) {
   testfiles::TempDir home("strata-hub-home");
   fs::create_directories(home / ".cache" / "huggingface");

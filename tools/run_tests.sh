@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The server's end-to-end test uses the official `openai` npm client.
-for dir in tools/tokenizer_reference tests/server_e2e; do
+for dir in tools/tokenizer_reference tests/server_e2e tests/s3_server; do
   if [ ! -d "$dir/node_modules" ]; then
     npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
   fi

@@ -94,6 +94,8 @@ PullReport pull_full(const PullOptions& o) {
       old = nullptr;  // damaged: pull again, the pack then says whether it matches
     }
     if (old == pulled) {
+      // Killed after the record was written: the staging folder may be left.
+      fs::remove_all(o.out / kPullStaging, ec);
       report.already_pulled = true;
       report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       return report;

@@ -212,6 +212,11 @@ void prepare(CURL* c, const std::string& url, const HttpAuth& auth, const RetryP
     curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4.c_str());
     curl_easy_setopt(c, CURLOPT_USERNAME, auth.access_key.c_str());
     curl_easy_setopt(c, CURLOPT_PASSWORD, auth.secret_key.c_str());
+    // S3 refuses a SigV4 request without the payload's hash; libcurl signs
+    // the value given here (these requests have no body: the empty hash).
+    if (auth.service == "s3")
+      headers = curl_slist_append(
+          headers, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     if (!auth.session_token.empty())
       headers = curl_slist_append(headers, ("x-amz-security-token: " + auth.session_token).c_str());
   }
@@ -277,6 +282,9 @@ HttpHead HttpClient::head(const std::string& url) {
     long status = 0;
     const std::optional<Transient> t = run_once(easy_->curl, url, auth_, retry_, x, status);
     if (!t) {
+      if (status == 401 || status == 403)
+        throw Error(url_for_messages(url) + ": HTTP " + std::to_string(status) +
+                    " (access denied: check the source's credentials)");
       if (status >= 400 && status != 404)
         throw Error(url_for_messages(url) + ": HTTP " + std::to_string(status));
       HttpHead h;
