@@ -49,6 +49,10 @@ class CliPull : public ::testing::Test {
                                        local_.string());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     fs::create_directory_symlink(kCommit, resolve / "main");
+    // A sharded checkpoint (five shards and their index) with transformers'
+    // greedy continuation beside it.
+    fs::create_directories(root_->path() / "org" / "sharded" / "resolve");
+    fs::create_directory_symlink(fixture("ds_sharded"), root_->path() / "org" / "sharded" / "resolve" / kCommit);
     nginx_ = new testnet::LocalNginx(root_->path(), "    location /org/ { add_header X-Repo-Commit " +
                                                         std::string(kCommit) + "; }\n");
   }
@@ -100,6 +104,24 @@ TEST_F(CliPull, AHubInstallRunsAsTheLocalModelAndIsTheSameBytesAnywhere) {
   const CommandResult plain = run_strata("generate " + (tmp / "c").string() + run);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(json::parse(plain.out)["tokens"], json::parse(local.out)["tokens"]);
+}
+
+// Five shards fetched three at a time: the install continues as
+// transformers does.
+TEST_F(CliPull, AShardedCheckpointFetchedInParallelIsTheReferenceModel) {
+  ASSERT_TRUE(nginx_->running()) << nginx_->log();
+  testfiles::TempDir tmp("strata-pull-sharded");
+  const CommandResult r = run_strata(
+      "pull hf://org/sharded@" + std::string(kCommit) + " --full --json --connections 3 --out " + (tmp / "p").string(), env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["files"], 8);  // config, generation config, index, five shards
+  const json ref = json::parse(read_all(fixture("ds_sharded") / "reference.json"));
+  std::string ids;
+  for (int id : ref["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  const CommandResult g = run_strata("generate " + (tmp / "p").string() + " --prompt-ids " + ids + " -n " +
+                                     std::to_string(ref["greedy_ids"].size()) + " --ignore-eos --json --threads 2 --heat none");
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(json::parse(g.out)["tokens"], ref["greedy_ids"]);
 }
 
 TEST_F(CliPull, KilledAtRandomMomentsAndRunAgainItIsTheSameBytes) {

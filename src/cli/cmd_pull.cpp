@@ -16,6 +16,7 @@ struct PullArgs {
   std::string source, out, probe;
   std::vector<std::string> drives;
   bool full = false, json = false, quiet = false;
+  int connections = 4;
 };
 
 int run_pull(const PullArgs& a) {
@@ -26,6 +27,7 @@ int run_pull(const PullArgs& a) {
   o.out = a.out;
   for (const auto& d : a.drives) o.drives.emplace_back(d);
   o.probe = a.probe;
+  o.connections = a.connections;
   o.progress = !a.quiet && !a.json;
   if (!a.quiet) o.notice = [](const std::string& line) { std::fprintf(stderr, "pull: %s\n", line.c_str()); };
   const PullReport r = pull_full(o);
@@ -67,6 +69,9 @@ void register_pull(CLI::App& app, Action& run) {
   cmd->add_flag("--full", a->full, "Fetch every weight and pack it (needs the weights' size free in --out until done)");
   cmd->add_option("--drive", a->drives, "Directory on a drive to hold expert blobs (repeat for several drives)");
   cmd->add_option("--probe", a->probe, "Drive speeds from `strata probe` (as for pack)");
+  cmd->add_option("--connections", a->connections, "Files fetched at once, one connection each")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object with what was done");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar or notes");
   cmd->callback([&run, a] { run = [a] { return run_pull(*a); }; });

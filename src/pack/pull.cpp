@@ -1,6 +1,11 @@
 #include "pack/pull.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -117,21 +122,56 @@ PullReport pull_full(const PullOptions& o) {
     }
   }
   Progress progress("pull", report.bytes, o.progress);
-  int64_t weights_done = 0;
+  std::vector<const Wanted*> todo;
   for (const Wanted& w : files) {
     const fs::path dest = into / w.name;
     if (done.contains(w.name) && done[w.name] == record_of(w) && fs::exists(dest, ec) &&
         fs::file_size(dest, ec) == w.info.size) {
       progress.add(w.info.size);
     } else {
-      fs::remove(dest, ec);
-      report.fetched_bytes += src.download(w.name, dest, [&](uint64_t n) { progress.add(n); });
-      done[w.name] = record_of(w);
-      write_file_atomically(done_path, done.dump());
+      todo.push_back(&w);
     }
-    if (w.name.ends_with(".safetensors") && ++weights_done == o.stop_after_files)
-      throw Error("pull stopped after " + std::to_string(weights_done) + " weight files (test)");
   }
+  // Files in parallel, one connection each; the first failure stops the
+  // others from starting a file and is the run's error (the files finished
+  // by then are recorded and kept).
+  std::mutex mu;
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  int64_t weights_done = 0;
+  auto worker = [&](RemoteSource& conn) {
+    try {
+      for (size_t i = next++; i < todo.size() && !failed; i = next++) {
+        const Wanted& w = *todo[i];
+        const fs::path dest = into / w.name;
+        std::error_code gone;
+        fs::remove(dest, gone);
+        const uint64_t fetched = conn.download(w.name, dest, [&](uint64_t n) {
+          std::lock_guard<std::mutex> lock(mu);
+          progress.add(n);
+        });
+        std::lock_guard<std::mutex> lock(mu);
+        report.fetched_bytes += fetched;
+        done[w.name] = record_of(w);
+        write_file_atomically(done_path, done.dump());
+        if (w.name.ends_with(".safetensors") && ++weights_done == o.stop_after_files)
+          throw Error("pull stopped after " + std::to_string(weights_done) + " weight files (test)");
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
+      failed = true;
+    }
+  };
+  const size_t connections = std::clamp<size_t>(static_cast<size_t>(std::max(o.connections, 1)), 1, std::max<size_t>(todo.size(), 1));
+  std::vector<RemoteSource> conns;
+  for (size_t c = 1; c < connections; ++c) conns.push_back(src.another_connection());
+  std::vector<std::thread> threads;
+  for (RemoteSource& c : conns) threads.emplace_back(worker, std::ref(c));
+  worker(src);
+  for (std::thread& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
   progress.finish();
 
   PackOptions po;

@@ -11,7 +11,7 @@
 // (RemoteSource::download); every expert blob then carries strata's own
 // checksum as in any pack.
 //
-// How: the files go to DIR/.strata-pull/ (kept across runs until the pack
+// How: the files go to DIR/.strata-pull/, several at once (kept across runs until the pack
 // is complete), then pack_model() packs them into DIR exactly as
 // `strata pack` would, with the source recorded as SOURCE and the hub
 // commit (so the same source and options give the same pack byte for byte,
@@ -44,6 +44,7 @@ struct PullOptions {
   std::filesystem::path probe;
   bool progress = false;
   std::function<void(const std::string&)> notice;
+  int connections = 4;  // files fetched at once, one connection each
   RetryPolicy retry;
   EnvLookup env = process_env;
   // Tests: stop (as a crash would) after this many weight files are complete; -1 = never.

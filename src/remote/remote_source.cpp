@@ -56,15 +56,21 @@ void write_all(int fd, std::span<const uint8_t> b, const fs::path& shown) {
 
 }  // namespace
 
+RemoteSource::RemoteSource(SourceLocation where, RetryPolicy retry, std::string commit)
+    : where_(std::move(where)), retry_(retry), http_(std::make_unique<HttpClient>(where_.auth, retry)),
+      commit_(std::move(commit)) {}
+
+RemoteSource RemoteSource::another_connection() const { return RemoteSource(where_, retry_, commit_); }
+
 RemoteSource::RemoteSource(SourceLocation where, RetryPolicy retry)
-    : where_(std::move(where)), http_(where_.auth, retry) {
+    : where_(std::move(where)), retry_(retry), http_(std::make_unique<HttpClient>(where_.auth, retry)) {
   if (where_.kind != SourceLocation::Kind::Hub) return;
   // Pin the revision: every file of one run comes from the same commit.
   if (is_hex(where_.revision, 40)) {
     commit_ = lower(where_.revision);
     return;
   }
-  const HttpHead h = http_.head(url("config.json"));
+  const HttpHead h = http_->head(url("config.json"));
   if (h.status == 404) throw Error(where_.text + ": no config.json at revision " + where_.revision);
   const std::string commit = lower(h.header("x-repo-commit"));
   if (is_hex(commit, 40)) {
@@ -80,7 +86,7 @@ std::string RemoteSource::url(const std::string& file) const {
 }
 
 RemoteFileInfo RemoteSource::stat(const std::string& file) {
-  const HttpHead h = http_.head(url(file));
+  const HttpHead h = http_->head(url(file));
   RemoteFileInfo info;
   if (h.status == 404) return info;
   info.exists = true;
@@ -100,11 +106,11 @@ RemoteFileInfo RemoteSource::stat(const std::string& file) {
 }
 
 std::vector<uint8_t> RemoteSource::read(const std::string& file, uint64_t offset, uint64_t length) {
-  return http_.read_range(url(file), offset, length);
+  return http_->read_range(url(file), offset, length);
 }
 
 std::optional<std::string> RemoteSource::read_small(const std::string& file, uint64_t max_bytes) {
-  return http_.read_small_file(url(file), max_bytes);
+  return http_->read_small_file(url(file), max_bytes);
 }
 
 uint64_t RemoteSource::download(const std::string& file, const fs::path& dest, const std::function<void(uint64_t)>& progress) {
@@ -138,7 +144,7 @@ uint64_t RemoteSource::download(const std::string& file, const fs::path& dest, c
     const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) throw Error(part.string() + ": cannot open: " + std::strerror(errno));
     try {
-      http_.read_range(url(file), have, info.size - have, [&](std::span<const uint8_t> b) {
+      http_->read_range(url(file), have, info.size - have, [&](std::span<const uint8_t> b) {
         write_all(fd, b, part);
         if (progress) progress(b.size());
       });

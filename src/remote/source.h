@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -74,6 +75,10 @@ class RemoteSource {
  public:
   explicit RemoteSource(SourceLocation where, RetryPolicy retry = {});
 
+  // Another connection to the same source at the same pinned commit (no
+  // request is made), for fetching in parallel.
+  RemoteSource another_connection() const;
+
   const SourceLocation& location() const { return where_; }
   // The hub commit the revision was pinned to ("" for other kinds, or a hub
   // that does not name commits).
@@ -96,11 +101,13 @@ class RemoteSource {
   uint64_t download(const std::string& file, const std::filesystem::path& dest,
                 const std::function<void(uint64_t)>& progress = {});
 
-  HttpClient& http() { return http_; }
+  HttpClient& http() { return *http_; }
 
  private:
+  RemoteSource(SourceLocation where, RetryPolicy retry, std::string commit);
   SourceLocation where_;
-  HttpClient http_;
+  RetryPolicy retry_;
+  std::unique_ptr<HttpClient> http_;
   std::string commit_;
 };
 
