@@ -53,6 +53,10 @@ class CliPull : public ::testing::Test {
     // greedy continuation beside it.
     fs::create_directories(root_->path() / "org" / "sharded" / "resolve");
     fs::create_directory_symlink(fixture("ds_sharded"), root_->path() / "org" / "sharded" / "resolve" / kCommit);
+    fs::create_directories(root_->path() / "files");
+    const CommandResult g = run_strata("synth --preset qwen3-30b-a3b --size 0.01 --format gguf --seed 8 --out " +
+                                       (root_->path() / "files" / "m.gguf").string());
+    ASSERT_EQ(g.exit_code, 0) << g.err;
     nginx_ = new testnet::LocalNginx(root_->path(), "    location /org/ { add_header X-Repo-Commit " +
                                                         std::string(kCommit) + "; }\n");
   }
@@ -122,6 +126,21 @@ TEST_F(CliPull, AShardedCheckpointFetchedInParallelIsTheReferenceModel) {
                                      std::to_string(ref["greedy_ids"].size()) + " --ignore-eos --json --threads 2 --heat none");
   ASSERT_EQ(g.exit_code, 0) << g.err;
   EXPECT_EQ(json::parse(g.out)["tokens"], ref["greedy_ids"]);
+}
+
+// One GGUF file of a folder, by plain HTTP: the install runs as the file does.
+TEST_F(CliPull, AGgufFileFromAnHttpFolder) {
+  testfiles::TempDir tmp("strata-pull-gguf");
+  const CommandResult r = pull(nginx_->url() + "/files/m.gguf", tmp / "g");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["files"], 1);
+  const std::string run = " --prompt-ids 1,2,3 -n 4 --ignore-eos --json --threads 2 --heat none";
+  const CommandResult pulled = run_strata("generate " + (tmp / "g").string() + run);
+  const CommandResult local = run_strata("generate " + (root_->path() / "files" / "m.gguf").string() + run);
+  ASSERT_EQ(pulled.exit_code, 0) << pulled.err;
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  EXPECT_EQ(json::parse(pulled.out)["tokens"], json::parse(local.out)["tokens"]);
+  expect_clean_error(pull(nginx_->url() + "/files/absent.gguf", tmp / "a"), "has no absent.gguf");
 }
 
 TEST_F(CliPull, KilledAtRandomMomentsAndRunAgainItIsTheSameBytes) {

@@ -338,6 +338,11 @@ TEST(RemoteSourceParse, OtherFormsAndLocalPaths) {
   EXPECT_EQ(parse_source("https://models.example/k3/", env_of({})).base, "https://models.example/k3");
   EXPECT_NE(error_of([&] { parse_source("https://h/x?sig=1", env_of({})); }).find("query"), std::string::npos);
   EXPECT_NE(error_of([&] { parse_source("/models/k3", env_of({})); }).find("not a source"), std::string::npos);
+  SourceLocation g = parse_source("hf://org/model@v2/model-Q4_K.gguf", env_of({}));
+  EXPECT_EQ(g.file, "model-Q4_K.gguf");
+  EXPECT_EQ(g.base, "https://huggingface.co/org/model/resolve/v2");
+  EXPECT_EQ(parse_source("https://h/m/x.gguf", env_of({})).base, "https://h/m");
+  EXPECT_NE(error_of([&] { parse_source("https://h/.gguf", env_of({})); }).find("NAME.gguf"), std::string::npos);
   EXPECT_FALSE(is_remote_source("/models/k3"));
   EXPECT_FALSE(is_remote_source("models/hf:/x"));
   EXPECT_TRUE(is_remote_source("hf://org/model"));

@@ -68,18 +68,24 @@ PullReport pull_full(const PullOptions& o) {
                       : o.source;
 
   // What to fetch, and what the source says of each file now.
-  std::vector<std::string> names = {"config.json"};
-  for (const char* side : kSideFiles) names.push_back(side);
-  for (const std::string& w : weight_files(src, o.source)) names.push_back(w);
+  std::vector<std::string> names;
+  if (!src.location().file.empty()) {
+    names.push_back(src.location().file);  // a GGUF file holds its config and tokenizer
+  } else {
+    names.push_back("config.json");
+    for (const char* side : kSideFiles) names.push_back(side);
+    for (const std::string& w : weight_files(src, o.source)) names.push_back(w);
+  }
   std::vector<Wanted> files;
   for (const std::string& name : names) {
     Wanted w{name, src.stat(name)};
-    const bool required = name == "config.json" || name.ends_with(".safetensors") || name.ends_with(".index.json");
+    const bool required = name == "config.json" || name.ends_with(".safetensors") || name.ends_with(".index.json") ||
+                          name == src.location().file;
     if (!w.info.exists) {
       if (required) throw Error(o.source + ": has no " + name);
       continue;
     }
-    if (!name.ends_with(".safetensors") && w.info.size > kSmallFileLimit)
+    if (!name.ends_with(".safetensors") && name != src.location().file && w.info.size > kSmallFileLimit)
       throw Error(src.url(name) + ": " + std::to_string(w.info.size) + " bytes, more than such a file may have");
     files.push_back(std::move(w));
     report.bytes += files.back().info.size;
@@ -155,7 +161,7 @@ PullReport pull_full(const PullOptions& o) {
         report.fetched_bytes += fetched;
         done[w.name] = record_of(w);
         write_file_atomically(done_path, done.dump());
-        if (w.name.ends_with(".safetensors") && ++weights_done == o.stop_after_files)
+        if ((w.name.ends_with(".safetensors") || w.name.ends_with(".gguf")) && ++weights_done == o.stop_after_files)
           throw Error("pull stopped after " + std::to_string(weights_done) + " weight files (test)");
       }
     } catch (...) {
@@ -175,7 +181,7 @@ PullReport pull_full(const PullOptions& o) {
   progress.finish();
 
   PackOptions po;
-  po.source = into;
+  po.source = src.location().file.empty() ? into : into / src.location().file;
   po.out = o.out;
   po.drives = o.drives;
   po.probe = o.probe;

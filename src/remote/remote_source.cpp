@@ -70,8 +70,9 @@ RemoteSource::RemoteSource(SourceLocation where, RetryPolicy retry)
     commit_ = lower(where_.revision);
     return;
   }
-  const HttpHead h = http_->head(url("config.json"));
-  if (h.status == 404) throw Error(where_.text + ": no config.json at revision " + where_.revision);
+  const std::string probe = where_.file.empty() ? "config.json" : where_.file;
+  const HttpHead h = http_->head(url(probe));
+  if (h.status == 404) throw Error(where_.text + ": no " + probe + " at revision " + where_.revision);
   const std::string commit = lower(h.header("x-repo-commit"));
   if (is_hex(commit, 40)) {
     commit_ = commit;

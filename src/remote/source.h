@@ -15,6 +15,9 @@
 //                              commits.
 //   http://... or https://...  any server that honours range requests:
 //                              files at {url}/{file}.
+//   any of these ending in /NAME.gguf
+//                              that one GGUF file of the folder (for a hub:
+//                              hf://ORG/REPO[@REVISION]/NAME.gguf).
 //   s3://BUCKET[/PREFIX]       an S3-compatible object store, signed with
 //                              AWS Signature Version 4: credentials from
 //                              $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY /
@@ -46,6 +49,7 @@ struct SourceLocation {
   std::string base;      // files are base + "/" + name (hub: before the revision is pinned)
   std::string repo;      // hub: ORG/REPO
   std::string revision;  // hub: as asked ("main" by default)
+  std::string file;      // a single-file source (NAME.gguf): its name in the folder; "" = a model folder
   HttpAuth auth;
 };
 

@@ -211,6 +211,16 @@ bool is_remote_source(const std::string& text) {
 }
 
 SourceLocation parse_source(const std::string& text, const EnvLookup& env) {
+  if (text.ends_with(".gguf") && is_remote_source(text)) {
+    const size_t slash = text.rfind('/');
+    const std::string folder = text.substr(0, slash), file = text.substr(slash + 1);
+    if (folder.ends_with("/") || folder.ends_with(":/") || file == ".gguf")
+      throw Error(text + ": expected FOLDER/NAME.gguf");
+    SourceLocation l = parse_source(folder, env);
+    l.text = text;
+    l.file = file;
+    return l;
+  }
   if (text.starts_with("hf://")) return parse_hub(text, env);
   if (text.starts_with("s3://")) return parse_s3(text, env);
   if (text.starts_with("http://") || text.starts_with("https://")) {
