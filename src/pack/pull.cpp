@@ -1,6 +1,11 @@
 #include "pack/pull.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -36,6 +41,7 @@ nlohmann::json record_of(const Wanted& w) {
 
 // The weight files: the index's shards, else model.safetensors.
 std::vector<std::string> weight_files(RemoteSource& src, const std::string& shown) {
+  if (!src.stat("model.safetensors.index.json", /*optional=*/true).exists) return {"model.safetensors"};
   const std::optional<std::string> index = src.read_small("model.safetensors.index.json", kSmallFileLimit);
   if (!index) return {"model.safetensors"};
   const std::string where = shown + ": model.safetensors.index.json";
@@ -46,8 +52,11 @@ std::vector<std::string> weight_files(RemoteSource& src, const std::string& show
   for (const auto& [tensor, file] : j["weight_map"].items()) {
     if (!file.is_string()) throw Error(where + ": the file of " + tensor + " is not a string");
     const std::string f = file.get<std::string>();
-    if (!f.ends_with(".safetensors") || f.find('/') != std::string::npos || f.starts_with("."))
-      throw Error(where + ": '" + f + "' is not a shard name (NAME.safetensors beside the index)");
+    const bool plain = std::all_of(f.begin(), f.end(), [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+    });
+    if (!plain || !f.ends_with(".safetensors") || f.starts_with("."))
+      throw Error(where + ": a shard name that is not NAME.safetensors beside the index (letters, digits, '-', '_', '.')");
     names.insert(f);
   }
   if (names.empty()) throw Error(where + ": the weight_map is empty");
@@ -78,15 +87,16 @@ PullReport pull_full(const PullOptions& o) {
   }
   std::vector<Wanted> files;
   for (const std::string& name : names) {
-    Wanted w{name, src.stat(name)};
     const bool required = name == "config.json" || name.ends_with(".safetensors") || name.ends_with(".index.json") ||
                           name == src.location().file;
+    Wanted w{name, src.stat(name, /*optional=*/!required)};
     if (!w.info.exists) {
       if (required) throw Error(o.source + ": has no " + name);
       continue;
     }
     if (!name.ends_with(".safetensors") && name != src.location().file && w.info.size > kSmallFileLimit)
-      throw Error(src.url(name) + ": " + std::to_string(w.info.size) + " bytes, more than such a file may have");
+      throw Error(url_for_messages(src.url(name)) + ": " + std::to_string(w.info.size) +
+                  " bytes, more than such a file may have");
     files.push_back(std::move(w));
     report.bytes += files.back().info.size;
   }
@@ -96,28 +106,45 @@ PullReport pull_full(const PullOptions& o) {
   const nlohmann::json pulled = {{"source", report.source}, {"files", listing}};
 
   std::error_code ec;
-  const fs::path record_path = o.out / kPullRecord;
-  if (fs::exists(record_path, ec) && fs::exists(o.out / "manifest.json", ec)) {
+  const fs::path record_path = o.out / kPullRecord, staging = o.out / kPullStaging;
+  if (fs::exists(o.out / "manifest.json", ec) && !fs::exists(staging, ec)) {
+    // A finished install: unchanged files (a new commit that changed none of
+    // them included) need nothing; anything else is not this install.
     nlohmann::json old;
     try {
       old = read_json_file(record_path);
     } catch (const Error&) {
-      old = nullptr;  // damaged: pull again, the pack then says whether it matches
+      old = nullptr;
     }
-    if (old == pulled) {
-      // Killed after the record was written: the staging folder may be left.
-      fs::remove_all(o.out / kPullStaging, ec);
+    if (old.is_object() && old.value("files", nlohmann::json()) == listing && old["source"].is_string()) {
+      report.source = old["source"].get<std::string>();
       report.already_pulled = true;
       report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       return report;
     }
+    throw Error(o.out.string() + " already holds a pack" +
+                (old.is_object() ? " pulled from " + old.value("source", std::string("?")) + ", and the source has changed since"
+                                 : " that was not pulled from " + report.source) +
+                "; remove it or choose another --out");
   }
 
   // Download into the staging folder, each finished file recorded so that a
   // re-run keeps it while the source still says the same of it.
-  const fs::path staging = o.out / kPullStaging, into = staging / "files", done_path = staging / "done.json";
+  const fs::path into = staging / "files", done_path = staging / "done.json";
   fs::create_directories(into, ec);
   if (ec) throw Error(into.string() + ": cannot create: " + ec.message());
+  // One pull at a time into a folder (two would append to the same parts).
+  const int lock_fd = ::open((staging / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (lock_fd >= 0) ::close(lock_fd);
+    throw Error(o.out.string() + ": another strata pull is writing there");
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() {
+      if (fd >= 0) ::close(fd);
+    }
+  } unlock{lock_fd};
   nlohmann::json done = nlohmann::json::object();
   if (fs::exists(done_path, ec)) {
     try {
@@ -145,7 +172,6 @@ PullReport pull_full(const PullOptions& o) {
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::exception_ptr error;
-  int64_t weights_done = 0;
   auto worker = [&](RemoteSource& conn) {
     try {
       for (size_t i = next++; i < todo.size() && !failed; i = next++) {
@@ -153,7 +179,7 @@ PullReport pull_full(const PullOptions& o) {
         const fs::path dest = into / w.name;
         std::error_code gone;
         fs::remove(dest, gone);
-        const uint64_t fetched = conn.download(w.name, dest, [&](uint64_t n) {
+        const uint64_t fetched = conn.download(w.name, w.info, dest, [&](uint64_t n) {
           std::lock_guard<std::mutex> lock(mu);
           progress.add(n);
         });
@@ -161,8 +187,6 @@ PullReport pull_full(const PullOptions& o) {
         report.fetched_bytes += fetched;
         done[w.name] = record_of(w);
         write_file_atomically(done_path, done.dump());
-        if ((w.name.ends_with(".safetensors") || w.name.ends_with(".gguf")) && ++weights_done == o.stop_after_files)
-          throw Error("pull stopped after " + std::to_string(weights_done) + " weight files (test)");
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu);
@@ -180,6 +204,13 @@ PullReport pull_full(const PullOptions& o) {
   if (error) std::rethrow_exception(error);
   progress.finish();
 
+  // Only this source's files go into the pack (its signature hashes the
+  // folder): what an earlier version of the source left is removed.
+  for (const auto& e : fs::directory_iterator(into)) {
+    const std::string name = e.path().filename().string();
+    if (std::none_of(files.begin(), files.end(), [&](const Wanted& w) { return w.name == name; }))
+      fs::remove_all(e.path(), ec);
+  }
   PackOptions po;
   po.source = src.location().file.empty() ? into : into / src.location().file;
   po.out = o.out;
@@ -190,6 +221,8 @@ PullReport pull_full(const PullOptions& o) {
   po.source_label = report.source;
   report.pack = pack_model(po);
   write_file_atomically(record_path, pulled.dump(1));
+  ::close(unlock.fd);
+  unlock.fd = -1;
   fs::remove_all(staging, ec);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;

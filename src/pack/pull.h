@@ -23,8 +23,11 @@
 // kept (a finished file's size and ETag, or the pinned commit, must still be
 // what the source says), a partial one resumes after its bytes, the pack
 // resumes after its last finished layer. A finished install records what it
-// was made from in DIR/pull.json; a re-run that finds the source unchanged
-// (one HEAD per file) does nothing.
+// was made from in DIR/pull.json; a re-run that finds the source's files
+// unchanged (one HEAD per file) does nothing, and one that finds them
+// changed, or a pack not pulled from SOURCE in DIR, is refused before
+// anything is fetched. One pull at a time per DIR (a lock in the staging
+// folder).
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -47,8 +50,6 @@ struct PullOptions {
   int connections = 4;  // files fetched at once, one connection each
   RetryPolicy retry;
   EnvLookup env = process_env;
-  // Tests: stop (as a crash would) after this many weight files are complete; -1 = never.
-  int64_t stop_after_files = -1;
 };
 
 struct PullReport {

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -63,7 +64,6 @@ struct Transient {
 
 bool retryable_curl_code(CURLcode c) {
   switch (c) {
-    case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_CONNECT:
     case CURLE_PARTIAL_FILE:
     case CURLE_OPERATION_TIMEDOUT:
@@ -115,6 +115,8 @@ namespace {
 struct Exchange {
   // In: the range still wanted (GET), or none (HEAD).
   bool head = false;
+  bool follow = true;       // follow redirects
+  std::string expect_etag;  // refuse an answer whose ETag differs (a file replaced mid-download)
   uint64_t offset = 0, length = 0;
   const std::function<void(std::span<const uint8_t>)>* sink = nullptr;
   // Out.
@@ -124,7 +126,17 @@ struct Exchange {
   std::string error_body;
   bool checked = false;
   CURL* curl = nullptr;
+  // An exception from the sink: kept here (it must not unwind through
+  // libcurl's C frames) and rethrown once curl_easy_perform has returned.
+  std::exception_ptr thrown;
 };
+
+// Anything but printable text becomes a space: messages stay one line.
+std::string printable(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  return s;
+}
 
 size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* x = static_cast<Exchange*>(user);
@@ -156,7 +168,7 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
       const auto it = x->last_hop.find("content-range");
       const auto r = it == x->last_hop.end() ? std::nullopt : parse_content_range(it->second);
       if (!r || r->first != x->offset || r->last != x->offset + x->length - 1) {
-        x->refused = "answered another range (" + (it == x->last_hop.end() ? std::string("no Content-Range") : it->second) +
+        x->refused = "answered another range (" + (it == x->last_hop.end() ? std::string("no Content-Range") : printable(it->second)) +
                      ") than bytes " + std::to_string(x->offset) + "-" + std::to_string(x->offset + x->length - 1);
         return 0;
       }
@@ -164,15 +176,36 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
       x->refused = "ignored the range request (200 instead of 206)";
       return 0;
     }
+    // Refused before any byte is handed over: an answer longer than the range.
+    if (const auto it = x->last_hop.find("content-length"); it != x->last_hop.end()) {
+      const auto n = parse_u64(it->second);
+      if (n && *n > x->length) {
+        x->refused = status == 200 ? "ignored the range request (200 with more bytes than asked for)"
+                                   : "sent more bytes than the range holds";
+        return 0;
+      }
+    }
+    if (!x->expect_etag.empty()) {
+      const auto it = x->last_hop.find("etag");
+      if (it != x->last_hop.end() && it->second != x->expect_etag) {
+        x->refused = "holds another version of the file now (ETag " + printable(it->second) + ", not " +
+                     x->expect_etag + "): it changed at the source";
+        return 0;
+      }
+    }
   }
   const uint64_t room = x->length - x->delivered;
   if (bytes > room) {
-    // A 200 for a range from 0: only right when the file is that long.
     x->refused = status == 200 ? "ignored the range request (200 with more bytes than asked for)"
                                : "sent more bytes than the range holds";
     return 0;
   }
-  (*x->sink)(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data), bytes));
+  try {
+    (*x->sink)(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data), bytes));
+  } catch (...) {
+    x->thrown = std::current_exception();
+    return 0;
+  }
   x->delivered += bytes;
   return bytes;
 }
@@ -194,7 +227,9 @@ void prepare(CURL* c, const std::string& url, const HttpAuth& auth, const RetryP
   curl_easy_reset(c);
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+  // A signed S3 request is not followed anywhere: libcurl would forward
+  // x-amz-security-token (a custom header) to another host.
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, x.follow && auth.access_key.empty() ? 1L : 0L);
   curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -245,26 +280,41 @@ std::optional<Transient> run_once(CURL* c, const std::string& url, const HttpAut
                                   Exchange& x, long& status) {
   curl_slist* headers = nullptr;
   x.curl = c;
-  prepare(c, url, auth, retry, headers, x);
   char err[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
-  const CURLcode code = curl_easy_perform(c);
-  curl_slist_free_all(headers);
+  CURLcode code;
+  {
+    // Nothing libcurl keeps may point at these once the request is done.
+    struct Release {
+      CURL* c;
+      curl_slist*& h;
+      ~Release() {
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, nullptr);
+        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);
+        curl_slist_free_all(h);
+      }
+    } release{c, headers};
+    prepare(c, url, auth, retry, headers, x);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
+    code = curl_easy_perform(c);
+  }
+  if (x.thrown) std::rethrow_exception(x.thrown);
   status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   const std::string shown = url_for_messages(url);
   if (!x.refused.empty()) throw Error(shown + ": the server " + x.refused);
   if (code != CURLE_OK) {
-    const std::string why = std::string(curl_easy_strerror(code)) + (err[0] ? std::string(" (") + err + ")" : "");
+    const std::string why =
+        std::string(curl_easy_strerror(code)) + (err[0] ? " (" + printable(trim(err)) + ")" : std::string());
     if (retryable_curl_code(code)) return Transient{why};
     throw Error(shown + ": " + why);
   }
   if (retryable_status(status)) return Transient{"HTTP " + std::to_string(status), retry_after_seconds(x.last_hop)};
   if (x.head) return std::nullopt;
   if (status == 404) throw Error(shown + ": not found (HTTP 404)");
+  if (status == 401 || status == 403)
+    throw Error(shown + ": HTTP " + std::to_string(status) + " (access denied: check the source's credentials)");
   if (status != 200 && status != 206) {
-    std::string body = trim(x.error_body);
-    std::replace(body.begin(), body.end(), '\n', ' ');
+    std::string body = printable(trim(x.error_body));
     if (body.size() > 200) body = body.substr(0, 200) + "...";
     throw Error(shown + ": HTTP " + std::to_string(status) + (body.empty() ? "" : ": " + body));
   }
@@ -274,18 +324,16 @@ std::optional<Transient> run_once(CURL* c, const std::string& url, const HttpAut
 }
 }  // namespace
 
-HttpHead HttpClient::head(const std::string& url) {
+HttpHead HttpClient::head(const std::string& url, bool follow_redirects) {
   double delay = retry_.first_delay_s;
   for (int attempt = 1;; ++attempt) {
     Exchange x;
     x.head = true;
+    x.follow = follow_redirects;
     long status = 0;
     const std::optional<Transient> t = run_once(easy_->curl, url, auth_, retry_, x, status);
     if (!t) {
-      if (status == 401 || status == 403)
-        throw Error(url_for_messages(url) + ": HTTP " + std::to_string(status) +
-                    " (access denied: check the source's credentials)");
-      if (status >= 400 && status != 404)
+      if (status >= 400 && status != 401 && status != 403 && status != 404)
         throw Error(url_for_messages(url) + ": HTTP " + std::to_string(status));
       HttpHead h;
       h.status = status;
@@ -303,29 +351,32 @@ HttpHead HttpClient::head(const std::string& url) {
 }
 
 void HttpClient::read_range(const std::string& url, uint64_t offset, uint64_t length,
-                            const std::function<void(std::span<const uint8_t>)>& sink) {
+                            const std::function<void(std::span<const uint8_t>)>& sink, const std::string& expect_etag) {
   if (length == 0) return;
   if (offset + length < offset) throw Error(url_for_messages(url) + ": a range past 2^64 bytes");
   uint64_t done = 0;
   double delay = retry_.first_delay_s;
-  int failures = 0;
+  int failures = 0, tries = 0;
+  // Progress earns a fresh count of failures only when it is real (a MiB),
+  // so a server that trickles a byte per connection is still given up on.
+  constexpr uint64_t kProgress = 1 << 20;
   while (done < length) {
     Exchange x;
     x.offset = offset + done;
     x.length = length - done;
     x.sink = &sink;
+    x.expect_etag = expect_etag;
     long status = 0;
     const std::optional<Transient> t = run_once(easy_->curl, url, auth_, retry_, x, status);
     done += x.delivered;
-    if (!t) continue;
-    // Progress since the last failure earns a fresh count: a long download
-    // over a flaky link is not given up while it moves.
-    if (x.delivered > 0) {
+    ++tries;
+    if (!t || done >= length) continue;
+    if (x.delivered >= kProgress) {
       failures = 0;
       delay = retry_.first_delay_s;
     }
-    if (++failures >= retry_.attempts)
-      throw Error(url_for_messages(url) + ": " + t->why + ", after " + std::to_string(failures) + " tries");
+    if (++failures >= retry_.attempts || tries >= retry_.attempts * 64)
+      throw Error(url_for_messages(url) + ": " + t->why + ", after " + std::to_string(tries) + " tries");
     ++retries_;
     last_retry_reason_ = t->why;
     sleep_(t->retry_after_s >= 0 ? std::min(t->retry_after_s, retry_.max_delay_s) : delay);
@@ -343,6 +394,11 @@ std::vector<uint8_t> HttpClient::read_range(const std::string& url, uint64_t off
 std::optional<std::string> HttpClient::read_small_file(const std::string& url, uint64_t max_bytes) {
   const HttpHead h = head(url);
   if (h.status == 404) return std::nullopt;
+  if (h.status == 401 || h.status == 403)
+    throw Error(url_for_messages(url) + ": HTTP " + std::to_string(h.status) +
+                " (access denied: check the source's credentials)");
+  if (h.status < 200 || h.status > 299)
+    throw Error(url_for_messages(url) + ": HTTP " + std::to_string(h.status) + " to a HEAD request");
   if (!h.content_length) throw Error(url_for_messages(url) + ": the server does not say how long the file is");
   if (*h.content_length > max_bytes)
     throw Error(url_for_messages(url) + ": " + std::to_string(*h.content_length) + " bytes, more than the " +

@@ -17,8 +17,12 @@
 //   one strata::Error naming the URL (without its query, which may hold a
 //   signature) and the status.
 // - Redirects are followed (HF resolves LFS files to a CDN); only http and
-//   https, also after a redirect. Credentials set by Auth are sent to the
-//   first host only: libcurl drops them when a redirect changes host.
+//   https, also after a redirect. A bearer token is sent to the first host
+//   only (libcurl drops Authorization when a redirect changes host); a
+//   SigV4-signed request is not followed at all (its x-amz-security-token
+//   header would be).
+// - An exception thrown by a sink (a full disk) ends the request and is
+//   rethrown by read_range; it never unwinds through libcurl.
 // - Nothing is decompressed: the bytes are the file's bytes.
 // - One HttpClient reuses its connections; it is not thread-safe (one per
 //   thread, or a lock around it).
@@ -67,13 +71,15 @@ class HttpClient {
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
-  // HEAD, retried like a read. A 404 returns its status (a file that may be
-  // absent is not an error here); other 4xx throw.
-  HttpHead head(const std::string& url);
+  // HEAD, retried like a read. 2xx, 3xx (when not following), 401, 403 and
+  // 404 return their status for the caller to judge; other 4xx throw.
+  HttpHead head(const std::string& url, bool follow_redirects = true);
   // `length` bytes from `offset`, handed to `sink` in order as they arrive
   // (a retry resumes after the last byte handed over). length 0 reads nothing.
+  // With `expect_etag`, an answer naming another ETag is refused (the file
+  // was replaced at the source between two requests).
   void read_range(const std::string& url, uint64_t offset, uint64_t length,
-                  const std::function<void(std::span<const uint8_t>)>& sink);
+                  const std::function<void(std::span<const uint8_t>)>& sink, const std::string& expect_etag = "");
   std::vector<uint8_t> read_range(const std::string& url, uint64_t offset, uint64_t length);
   // A whole small file (config.json, ...), at most `max_bytes`; nullopt on 404.
   std::optional<std::string> read_small_file(const std::string& url, uint64_t max_bytes);

@@ -86,23 +86,54 @@ std::string RemoteSource::url(const std::string& file) const {
   return where_.base + "/" + encode_file_path(file);
 }
 
-RemoteFileInfo RemoteSource::stat(const std::string& file) {
-  const HttpHead h = http_->head(url(file));
+namespace {
+uint64_t size_field(const std::string& v, const std::string& shown) {
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos)
+    throw Error(shown + ": the server gives no usable length (" + v + ")");
+  return std::stoull(v);
+}
+}  // namespace
+
+RemoteFileInfo RemoteSource::stat(const std::string& file, bool optional) {
+  const std::string u = url(file), shown = url_for_messages(u);
+  // The first answer alone: a hub names an LFS file's size and sha256 there,
+  // before it redirects to a CDN (huggingface_hub reads it the same way).
+  HttpHead h = http_->head(u, /*follow_redirects=*/false);
   RemoteFileInfo info;
+  if (h.status >= 300 && h.status <= 399 && !h.header("x-linked-size").empty()) {
+    info.exists = true;
+    info.size = size_field(h.header("x-linked-size"), shown);
+    const std::string linked = lower(unquoted_etag(h.header("x-linked-etag")));
+    if (is_hex(linked, 64)) info.sha256 = linked;
+    return info;
+  }
+  if (h.status >= 300 && h.status <= 399) {
+    if (!where_.auth.access_key.empty()) {
+      const std::string region = h.header("x-amz-bucket-region");
+      throw Error(shown + ": HTTP " + std::to_string(h.status) +
+                  (region.empty() ? " (a signed request is not redirected)"
+                                  : " (the bucket is in " + region + ": set AWS_REGION=" + region + ")"));
+    }
+    h = http_->head(u, /*follow_redirects=*/true);
+  }
   if (h.status == 404) return info;
+  if (h.status == 401 || h.status == 403) {
+    // S3 answers 403 for a key that is not there when the caller may not
+    // list the bucket: an optional file is taken as absent.
+    if (optional && where_.kind == SourceLocation::Kind::S3) return info;
+    throw Error(shown + ": HTTP " + std::to_string(h.status) + " (access denied: check the source's credentials)");
+  }
+  if (h.status < 200 || h.status > 299) throw Error(shown + ": HTTP " + std::to_string(h.status) + " to a HEAD request");
   info.exists = true;
-  // A hub's LFS file: the first answer (before the CDN redirect) names its
-  // size and sha256.
-  const std::string linked_size = h.header("x-linked-size");
-  if (!linked_size.empty() && linked_size.find_first_not_of("0123456789") == std::string::npos && linked_size.size() < 20)
-    info.size = std::stoull(linked_size);
+  if (!h.header("x-linked-size").empty())
+    info.size = size_field(h.header("x-linked-size"), shown);
   else if (h.content_length)
     info.size = *h.content_length;
   else
-    throw Error(url_for_messages(url(file)) + ": the server does not say how long the file is");
+    throw Error(shown + ": the server does not say how long the file is");
   const std::string linked = lower(unquoted_etag(h.header("x-linked-etag")));
   if (is_hex(linked, 64)) info.sha256 = linked;
-  info.etag = unquoted_etag(h.header("etag"));
+  info.etag = h.header("etag");
   return info;
 }
 
@@ -114,8 +145,13 @@ std::optional<std::string> RemoteSource::read_small(const std::string& file, uin
   return http_->read_small_file(url(file), max_bytes);
 }
 
-uint64_t RemoteSource::download(const std::string& file, const fs::path& dest, const std::function<void(uint64_t)>& progress) {
-  const RemoteFileInfo info = stat(file);
+uint64_t RemoteSource::download(const std::string& file, const fs::path& dest,
+                                const std::function<void(uint64_t)>& progress) {
+  return download(file, stat(file), dest, progress);
+}
+
+uint64_t RemoteSource::download(const std::string& file, const RemoteFileInfo& info, const fs::path& dest,
+                                const std::function<void(uint64_t)>& progress) {
   if (!info.exists) throw Error(url_for_messages(url(file)) + ": not found (HTTP 404)");
   const fs::path part = fs::path(dest.string() + ".part"), meta = fs::path(dest.string() + ".part.json");
   const nlohmann::json want = {{"url", url_for_messages(url(file))},
@@ -125,7 +161,10 @@ uint64_t RemoteSource::download(const std::string& file, const fs::path& dest, c
   std::error_code ec;
   uint64_t have = 0;
   bool resumable = false;
-  if (fs::exists(part, ec) && fs::exists(meta, ec)) {
+  // Resumed only when what is there can be told from another version of the
+  // file: by its sha256 at the end, or by an ETag every answer must repeat.
+  const bool checkable = !info.sha256.empty() || !info.etag.empty();
+  if (checkable && fs::exists(part, ec) && fs::exists(meta, ec)) {
     try {
       resumable = read_json_file(meta) == want;
     } catch (const Error&) {
@@ -145,10 +184,13 @@ uint64_t RemoteSource::download(const std::string& file, const fs::path& dest, c
     const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) throw Error(part.string() + ": cannot open: " + std::strerror(errno));
     try {
-      http_->read_range(url(file), have, info.size - have, [&](std::span<const uint8_t> b) {
-        write_all(fd, b, part);
-        if (progress) progress(b.size());
-      });
+      http_->read_range(
+          url(file), have, info.size - have,
+          [&](std::span<const uint8_t> b) {
+            write_all(fd, b, part);
+            if (progress) progress(b.size());
+          },
+          info.sha256.empty() ? info.etag : std::string());
       if (::fsync(fd) != 0) throw Error(part.string() + ": cannot sync: " + std::strerror(errno));
     } catch (...) {
       ::close(fd);

@@ -60,8 +60,9 @@ std::optional<std::string> process_env(const std::string& name);
 // True for the forms above; a local path is not a source.
 bool is_remote_source(const std::string& text);
 // Throws strata::Error naming the source for anything malformed (an empty
-// repo, a revision with a slash, a bucket that is not a bucket name, S3
-// without credentials, ...).
+// repo, an empty revision, a bucket that is not a bucket name, S3 without
+// credentials, user:password in a URL (it would be recorded in the pack),
+// ...). A revision may hold slashes (refs/pr/1): they are encoded.
 SourceLocation parse_source(const std::string& text, const EnvLookup& env = process_env);
 
 // A file name as a URL path (RFC 3986 unreserved characters and '/' kept).
@@ -89,7 +90,9 @@ class RemoteSource {
   const std::string& commit() const { return commit_; }
   std::string url(const std::string& file) const;
 
-  RemoteFileInfo stat(const std::string& file);
+  // `optional`: a file the model may lack; on S3 a 403 then means absent
+  // (S3 answers 403 for a missing key to a caller that may not list).
+  RemoteFileInfo stat(const std::string& file, bool optional = false);
   std::vector<uint8_t> read(const std::string& file, uint64_t offset, uint64_t length);
   // A small file whole (config.json, tokenizer.json, an index); nullopt when
   // the source does not have it.
@@ -97,13 +100,18 @@ class RemoteSource {
   // Downloads `file` to `dest`, resumably: bytes go to dest + ".part" (with
   // what was known of the file beside it in dest + ".part.json"); a later
   // call continues after the bytes already there when the file is unchanged
-  // (same size and ETag), and starts over when it changed. When the source
+  // (same size, ETag and sha256) and can be checked (a published sha256, or
+  // an ETag every answer must repeat), and starts over otherwise. When the source
   // publishes a sha256 the whole file must match it before it is renamed to
   // `dest`; otherwise the part is removed and the error names both hashes.
   // `progress` gets each chunk's byte count (the resumed bytes first).
   // Returns the bytes this call fetched.
   uint64_t download(const std::string& file, const std::filesystem::path& dest,
-                const std::function<void(uint64_t)>& progress = {});
+                    const std::function<void(uint64_t)>& progress = {});
+  // The same with what stat() said of the file (so a record of the download
+  // describes the bytes fetched).
+  uint64_t download(const std::string& file, const RemoteFileInfo& info, const std::filesystem::path& dest,
+                    const std::function<void(uint64_t)>& progress = {});
 
   HttpClient& http() { return *http_; }
 

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "remote/http_client.h"
 #include "remote/source.h"
 #include "util/error.h"
 
@@ -230,8 +231,11 @@ SourceLocation parse_source(const std::string& text, const EnvLookup& env) {
     if (text.find_first_of("?#") != std::string::npos)
       throw Error(text + ": a source URL names a folder; it cannot carry a query or fragment");
     l.base = without_trailing_slashes(text);
-    if (l.base.find('/', l.base.find("://") + 3) == std::string::npos && l.base.size() <= l.base.find("://") + 3)
-      throw Error(text + ": no host");
+    const size_t host = l.base.find("://") + 3;
+    const std::string authority = l.base.substr(host, l.base.find('/', host) - host);
+    if (authority.empty()) throw Error(text + ": no host");
+    if (authority.find('@') != std::string::npos)
+      throw Error(url_for_messages(text) + ": credentials in the URL are not accepted (they would be recorded in the pack)");
     return l;
   }
   throw Error(text + ": not a source (expected hf://ORG/REPO[@REVISION], http(s)://... or s3://BUCKET/PREFIX)");
