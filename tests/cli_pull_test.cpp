@@ -64,7 +64,15 @@ class CliPull : public ::testing::Test {
     delete nginx_;
     delete root_;
   }
-  static std::string env() { return "HF_ENDPOINT=" + nginx_->url() + " HF_TOKEN= STRATA_HOME=" + (root_->path() / "home").string(); }
+  // Nothing of the machine's own setup reaches the runs: no hub token, no
+  // AWS profile or variables, a home of the test's own.
+  static std::string env() {
+    const std::string home = (root_->path() / "home").string();
+    return "env -u HF_TOKEN -u HUGGING_FACE_HUB_TOKEN -u HF_TOKEN_PATH -u AWS_PROFILE -u AWS_NO_SIGN_REQUEST "
+           "-u AWS_SESSION_TOKEN -u AWS_REGION -u AWS_DEFAULT_REGION -u AWS_ENDPOINT_URL "
+           "-u AWS_SHARED_CREDENTIALS_FILE -u AWS_CONFIG_FILE HOME=" + home + " HF_HOME=" + home +
+           "/hf XDG_CACHE_HOME=" + home + "/cache STRATA_HOME=" + home + " HF_ENDPOINT=" + nginx_->url();
+  }
   static CommandResult pull(const std::string& source, const fs::path& out) {
     return run_strata("pull " + source + " --full --json --out " + out.string(), env());
   }
@@ -150,16 +158,37 @@ TEST_F(CliPull, KilledAtRandomMomentsAndRunAgainItIsTheSameBytes) {
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
   const double took = json::parse(whole.out)["seconds"].get<double>();
   std::mt19937 g(11);
+  int mid_way = 0;
   for (int i = 0; i < 20; ++i) {
     const fs::path out = tmp / ("k" + std::to_string(i));
     const double at = std::uniform_real_distribution<double>(0, took * 1.2 + 0.05)(g);
     const std::string script = env() + " " + STRATA_BINARY + " pull hf://org/m --full -q --out " + out.string() +
                                " & pid=$!; sleep " + std::to_string(at) + "; kill -9 $pid 2>/dev/null; wait $pid";
     std::ignore = std::system(("bash -c '" + script + "' >/dev/null 2>&1").c_str());
+    // Killed part way: a staging folder or a pack in the making is left.
+    const bool partial = fs::exists(out / ".strata-pull") && !fs::exists(out / "pull.json");
+    mid_way += partial;
     const CommandResult resumed = pull("hf://org/m", out);
     ASSERT_EQ(resumed.exit_code, 0) << "killed at " << at << " s: " << resumed.err;
+    if (partial) {
+      EXPECT_EQ(json::parse(resumed.out)["already_pulled"], false);
+    }
     EXPECT_EQ(differences(tree(out), tree(tmp / "whole")), "") << "killed at " << at << " s";
   }
+  // The moments are spread over the run: most kills land part way.
+  EXPECT_GE(mid_way, 5);
+}
+
+// A finished install is not overwritten by another version of its source,
+// nor is a folder holding another pack: refused before anything is fetched.
+TEST_F(CliPull, AChangedSourceOverAnInstallIsRefused) {
+  ASSERT_TRUE(nginx_->running()) << nginx_->log();
+  testfiles::TempDir tmp("strata-pull-changed");
+  ASSERT_EQ(pull("hf://org/m", tmp / "a").exit_code, 0);
+  expect_clean_error(pull("hf://org/sharded@" + std::string(kCommit), tmp / "a"), "already holds a pack pulled from hf://org/m@");
+  const CommandResult packed = run_strata("pack " + local_.string() + " --out " + (tmp / "p").string() + " -q");
+  ASSERT_EQ(packed.exit_code, 0) << packed.err;
+  expect_clean_error(pull("hf://org/m", tmp / "p"), "that was not pulled from");
 }
 
 // The same model in an S3-compatible store (s3rver, tests/s3_server), pulled

@@ -3,11 +3,12 @@
 // 127.0.0.1 and a free port: it serves one file (any path) with HEAD and
 // single-range GET, one connection at a time, and misbehaves as told for
 // the next requests: answers 503 or 429, cuts the body short and drops the
-// connection, stalls mid-body, names another range, ignores the range, or
-// flips a byte. Raw sockets, so that each fault is exactly what a broken
+// connection, stalls mid-body (until the client hangs up), names another
+// range, ignores the range, or answers with another ETag (the file replaced). Raw sockets, so that each fault is exactly what a broken
 // server or proxy sends (a library server would correct some of them).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,11 +23,12 @@
 
 namespace strata::testnet {
 
-enum class Fault { None, Status503, Status429, CutBody, Stall, WrongRange, IgnoreRange, FlipByte, Status403 };
+enum class Fault { None, Status503, Status429, CutBody, Stall, WrongRange, IgnoreRange, Status403, NewEtag };
 
 class FaultHttpServer {
  public:
-  explicit FaultHttpServer(std::string body) : body_(std::move(body)) {
+  // `retry_after`: the Retry-After of its 503 and 429 answers.
+  explicit FaultHttpServer(std::string body, int retry_after = 0) : body_(std::move(body)), retry_after_(retry_after) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     const int one = 1;
     ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -119,7 +121,8 @@ class FaultHttpServer {
     if (f == Fault::Status503 || f == Fault::Status429 || f == Fault::Status403) {
       const std::string status = f == Fault::Status503 ? "503 Service Unavailable"
                                  : f == Fault::Status429 ? "429 Too Many Requests" : "403 Forbidden";
-      send_all(c, "HTTP/1.1 " + status + "\r\nRetry-After: 0\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbusy");
+      send_all(c, "HTTP/1.1 " + status + "\r\nRetry-After: " + std::to_string(retry_after_) +
+                      "\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbusy");
       return;
     }
     uint64_t first = 0, last = body_.size() - 1;
@@ -135,23 +138,32 @@ class FaultHttpServer {
     }
     uint64_t shown_first = first;
     if (f == Fault::WrongRange) shown_first = first + 1;
-    if (f == Fault::FlipByte) part[part.size() / 2] = static_cast<char>(part[part.size() / 2] ^ 0x40);
     const std::string header = "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes " + std::to_string(shown_first) +
                                "-" + std::to_string(shown_first + part.size() - 1) + "/" + total +
-                               "\r\nContent-Length: " + std::to_string(part.size()) + "\r\nConnection: close\r\n\r\n";
+                               "\r\nContent-Length: " + std::to_string(part.size()) + "\r\nETag: " +
+                               (f == Fault::NewEtag ? "\"v2\"" : "\"v1\"") + "\r\nConnection: close\r\n\r\n";
     if (f == Fault::CutBody) {
       send_all(c, header + part.substr(0, part.size() / 2));
       return;
     }
     if (f == Fault::Stall) {
+      // A third of the body, then nothing until the client gives up.
       send_all(c, header + part.substr(0, part.size() / 3));
-      for (int i = 0; i < 20 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      return;  // the client has given up by now
+      for (int i = 0; i < 600 && !stop_; ++i) {
+        pollfd p{c, POLLIN | POLLRDHUP, 0};
+        if (::poll(&p, 1, 100) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) break;
+        if (p.revents & POLLIN) {
+          char b;
+          if (::recv(c, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) break;
+        }
+      }
+      return;
     }
     send_all(c, header + part);
   }
 
   std::string body_;
+  int retry_after_ = 0;
   int fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};

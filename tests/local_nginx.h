@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,8 +19,6 @@
 #include <thread>
 
 #include "safetensors_writer.h"
-
-extern char** environ;
 
 namespace strata::testnet {
 
@@ -66,14 +64,22 @@ class LocalNginx {
                                     << "  server {\n    listen 127.0.0.1:" << port_ << ";\n"
                                     << "    root " << std::filesystem::absolute(root).string() << ";\n"
                                     << extra_locations << "  }\n}\n";
-    const std::string conf = (w / "nginx.conf").string(), prefix = w.string() + "/";
-    std::vector<std::string> args = {"nginx", "-e", (w / "error.log").string(), "-p", prefix, "-c", conf};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (::posix_spawnp(&pid_, "nginx", nullptr, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    for (int i = 0; i < 200 && pid_ > 0 && !accepts(port_); ++i)
+    const std::string conf = (w / "nginx.conf").string(), prefix = w.string() + "/", log = (w / "error.log").string();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // Ends with the test process, however that ends.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      ::execlp("nginx", "nginx", "-e", log.c_str(), "-p", prefix.c_str(), "-c", conf.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 400 && pid_ > 0 && !accepts(port_); ++i) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {  // it exited (the port was taken, say)
+        pid_ = -1;
+        break;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
   }
   ~LocalNginx() {
     if (pid_ > 0) {

@@ -67,11 +67,13 @@ std::string error_of(F&& f) {
   return "";
 }
 
-RetryPolicy quick() {
+// No waiting between tries; a stall is 5 s (so that a loaded machine is not
+// taken for a stalled server), 1 s where a test stalls on purpose.
+RetryPolicy quick(double stall_seconds = 5) {
   RetryPolicy r;
   r.attempts = 4;
   r.first_delay_s = 0;
-  r.stall_seconds = 1;
+  r.stall_seconds = stall_seconds;
   return r;
 }
 
@@ -106,11 +108,13 @@ TEST(RemoteHttp, TransientFaultsAreRetriedAndTheBytesAreRight) {
     SCOPED_TRACE(static_cast<int>(f));
     FaultHttpServer server(body);
     server.then(f, 2);
-    HttpClient http({}, quick());
+    HttpClient http({}, quick(1));
     const std::vector<uint8_t> got = http.read_range(server.url(), 1000, 150000);
     EXPECT_EQ(std::string(got.begin(), got.end()), body.substr(1000, 150000));
     EXPECT_EQ(http.retries(), 2);
     EXPECT_EQ(server.gets(), 3);
+    // A stalled body is dropped for being too slow, not for ending.
+    if (f == Fault::Stall) EXPECT_NE(http.last_retry_reason().find("too slow"), std::string::npos) << http.last_retry_reason();
     if (f == Fault::CutBody) {
       // Each retry asks only for what had not arrived.
       const auto ranges = server.ranges();
@@ -119,6 +123,61 @@ TEST(RemoteHttp, TransientFaultsAreRetriedAndTheBytesAreRight) {
       EXPECT_EQ(ranges[1], "bytes=" + std::to_string(1000 + 75000) + "-150999");
     }
   }
+}
+
+// Retry-After is waited for (capped by the policy), not the backoff.
+TEST(RemoteHttp, RetryAfterIsHonoured) {
+  const std::string body = random_bytes(1000, 7);
+  FaultHttpServer server(body, /*retry_after=*/3);
+  server.then(Fault::Status429);
+  server.then(Fault::Status503);
+  RetryPolicy policy = quick();
+  policy.first_delay_s = 0.5;
+  policy.max_delay_s = 2;
+  HttpClient http({}, policy);
+  std::vector<double> slept;
+  http.set_sleep([&](double s) { slept.push_back(s); });
+  const std::vector<uint8_t> got = http.read_range(server.url(), 0, 1000);
+  EXPECT_EQ(std::string(got.begin(), got.end()), body);
+  EXPECT_EQ(slept, (std::vector<double>{2, 2}));  // 3 s asked, capped at 2
+  FaultHttpServer plain(body);
+  plain.then(Fault::Status503, 2);
+  HttpClient backoff({}, policy);
+  slept.clear();
+  backoff.set_sleep([&](double s) { slept.push_back(s); });
+  backoff.read_range(plain.url(), 0, 10);
+  EXPECT_EQ(slept, (std::vector<double>{0, 0}));  // Retry-After: 0 is honoured too
+}
+
+// A file replaced at the source between two requests of one download: an
+// answer naming another ETag than the one expected is refused.
+TEST(RemoteHttp, AnotherVersionOfTheFileIsRefused) {
+  const std::string body = random_bytes(5000, 8);
+  FaultHttpServer server(body);
+  server.then(Fault::NewEtag);
+  HttpClient http({}, quick());
+  std::string got;
+  const std::string e = error_of([&] {
+    http.read_range(server.url(), 100, 1000, [&](std::span<const uint8_t> b) { got.append(b.begin(), b.end()); },
+                    "\"v1\"");
+  });
+  EXPECT_NE(e.find("changed at the source"), std::string::npos) << e;
+  EXPECT_TRUE(got.empty()) << "no byte of the other version is handed over";
+  const std::vector<uint8_t> ok = http.read_range(server.url(), 100, 1000);  // and with the same ETag, read
+  EXPECT_EQ(std::string(ok.begin(), ok.end()), body.substr(100, 1000));
+}
+
+// A sink that throws (a full disk) ends the read with its error.
+TEST(RemoteHttp, ASinkErrorEndsTheReadCleanly) {
+  const std::string body = random_bytes(300000, 9);
+  FaultHttpServer server(body);
+  HttpClient http({}, quick());
+  const std::string e = error_of([&] {
+    http.read_range(server.url(), 0, body.size(), [](std::span<const uint8_t>) { throw Error("disk full (test)"); });
+  });
+  EXPECT_EQ(e, "disk full (test)");
+  const std::vector<uint8_t> after = http.read_range(server.url(), 10, 10);  // the client still works
+  EXPECT_EQ(std::string(after.begin(), after.end()), body.substr(10, 10));
 }
 
 TEST(RemoteHttp, WrongAnswersAreOneClearErrorNeverData) {
@@ -251,16 +310,23 @@ TEST(RemoteS3, SignaturesAreWhatBotocoreComputes) {
   for (const std::string token : {"", "FQoGZXIvYXdzEXAMPLETOKEN"}) {
     SCOPED_TRACE(token);
     FaultHttpServer server(random_bytes(100, 6));
-    HttpAuth auth;
+    HttpAuth auth;  // the values the source below is given
     auth.access_key = "AKIDEXAMPLE";
     auth.secret_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
     auth.session_token = token;
     auth.region = "eu-west-3";
-    HttpClient http(auth, quick());
-    const std::string url = server.url("/models/kimi/k3/model-00001-of-00002.safetensors");
-    http.read_range(url, 10, 50);
-    http.head(url);
-    testfiles::TempDir tmp("strata-sigv4");
+    // Through the S3 source, with a key that needs encoding.
+    RemoteSource src(parse_source("s3://models/kimi k3+x%/v1",
+                                  env_of({{"AWS_ENDPOINT_URL_S3", server.url("")},
+                                          {"AWS_ACCESS_KEY_ID", auth.access_key},
+                                          {"AWS_SECRET_ACCESS_KEY", auth.secret_key},
+                                          {"AWS_SESSION_TOKEN", token},
+                                          {"AWS_REGION", auth.region}})),
+                     quick());
+    const std::string url = src.url("model 00001+of%2.safetensors");
+    EXPECT_EQ(url, server.url("/models/kimi%20k3%2Bx%25/v1/model%2000001%2Bof%252.safetensors"));
+    src.read("model 00001+of%2.safetensors", 10, 50);
+    src.stat("model 00001+of%2.safetensors");    testfiles::TempDir tmp("strata-sigv4");
     for (const std::string& request : server.requests()) {
       const fs::path file = tmp.write("request", request);
       std::string out;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks a SigV4-signed request against botocore (the AWS SDK's own signer).
+"""Checks a SigV4-signed S3 request against botocore's S3 signer (S3SigV4Auth).
 
   python3 sigv4_reference.py REQUEST_FILE URL SECRET_KEY REGION [SESSION_TOKEN]
 
@@ -11,7 +11,7 @@ signed (SignedHeaders), at the request's own X-Amz-Date; the script prints
 import re
 import sys
 
-from botocore.auth import SigV4Auth
+from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
@@ -39,7 +39,7 @@ def main():
     names = signed.split(";")
     request = AWSRequest(method=method, url=url, headers={n: headers[n] for n in names if n in headers})
     request.context["timestamp"] = headers["x-amz-date"]
-    signer = SigV4Auth(Credentials(access_key, secret, token), service, region)
+    signer = S3SigV4Auth(Credentials(access_key, secret, token), service, region)
     canonical = signer.canonical_request(request)
     expected = signer.signature(signer.string_to_sign(request, canonical), request)
     if expected != signature:
