@@ -285,7 +285,8 @@ PackReport pack_model(const PackOptions& o) {
       what.push_back("trace " + std::string(std::istreambuf_iterator<char>(t), {}));
     }
     for (const PackDrive& d : m.drives) what.push_back("drive " + d.path + " " + d.relative);
-    m.options["signature"] = pack_signature(ck, what);
+    if (o.feed) what.push_back("source " + o.feed->source_identity);
+    m.options["signature"] = pack_signature(ck, what, /*sample_trunk=*/!o.feed);
   }
   const uint64_t signature = m.options["signature"].get<uint64_t>();
   // Expert files are named by what they hold, so the same source and options
@@ -334,7 +335,7 @@ PackReport pack_model(const PackOptions& o) {
     });
     if (!ours && in_drive && name.starts_with("strata-experts-") && name.ends_with(".bin")) fs::remove(f, ec);
   }
-  if (resume) {
+  if (resume && !o.feed) {
     for (int64_t l = 0; l < resume->layers() && why_not.empty(); ++l) {
       if (resume->partial->experts[l].empty()) continue;
       WeightBinder binder(*ck.source, c);
@@ -399,15 +400,19 @@ PackReport pack_model(const PackOptions& o) {
   }
   Progress progress("pack", trunk_source + expert_source_bytes, o.progress);
 
-  if (!r.trunk || !fs::exists(o.out / m.trunk) || !fs::exists(o.out / kTrunkChecksums)) {
-    TrunkResult tr = write_trunk(ck, o.out, o.trunk == "int8", [&](uint64_t n) { progress.add(n); });
-    report.trunk_bytes = tr.bytes;
-    m.tensors = tr.tensors;
-    r.trunk = true;
-    write_progress(progress_path, progress_json(signature, r.trunk, r.cursors, m));
-  } else {
-    progress.add(trunk_source);
-  }
+  auto pack_trunk = [&] {
+    if (!r.trunk || !fs::exists(o.out / m.trunk) || !fs::exists(o.out / kTrunkChecksums)) {
+      if (o.feed && o.feed->before_trunk) o.feed->before_trunk();
+      TrunkResult tr = write_trunk(ck, o.out, o.trunk == "int8", [&](uint64_t n) { progress.add(n); });
+      report.trunk_bytes = tr.bytes;
+      m.tensors = tr.tensors;
+      r.trunk = true;
+      write_progress(progress_path, progress_json(signature, r.trunk, r.cursors, m));
+    } else {
+      progress.add(trunk_source);
+    }
+  };
+  if (!o.feed) pack_trunk();
 
   std::vector<std::unique_ptr<BlobFile>> files;
   for (size_t d = 0; d < dirs.size(); ++d) {
@@ -422,6 +427,7 @@ PackReport pack_model(const PackOptions& o) {
     }
     std::vector<PackedExpert> records;
     if (c.layer_is_moe(l)) {
+      if (o.feed && o.feed->before_layer) o.feed->before_layer(l);
       // A fresh binder per layer: whatever it converts is freed with it.
       WeightBinder binder(*ck.source, c);
       ExpertBindFn bind = expert_binder(c, *ck.source, binder);
@@ -447,8 +453,10 @@ PackReport pack_model(const PackOptions& o) {
     m.experts.push_back(std::move(records));
     // Record the finished layer (atomically) before starting the next.
     write_progress(progress_path, progress_json(signature, r.trunk, r.cursors, m));
+    if (o.feed && o.feed->after_layer && c.layer_is_moe(l)) o.feed->after_layer(l);
     if (o.stop_after_layers >= 0 && l + 1 >= o.stop_after_layers) throw Error("pack stopped after layer " + std::to_string(l) + " (test)");
   }
+  if (o.feed) pack_trunk();
   progress.finish();
 
   for (size_t d = 0; d < dirs.size(); ++d) m.drives[d].bytes = r.cursors[d];

@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,24 @@ struct PackOptions {
   std::function<void(const std::string&)> notice;
   // Tests: stop (as a crash would) once this many layers are recorded; -1 = never.
   int64_t stop_after_layers = -1;
+
+  // A source whose bytes arrive while it is packed (`strata pull`, which
+  // fetches the files as the pack goes and frees what is packed). Then:
+  // before_layer(l) is called before layer l's experts are read and returns
+  // when their bytes are there; after_layer(l) once they are written and
+  // synced (the source's bytes of them may go); before_trunk() before the
+  // trunk is read, which is then written last, after every layer. The
+  // signature covers the source's headers and small files as always, and
+  // `source_identity` (the hashes the source publishes) instead of samples
+  // of the trunk; the layers a resumed run finds done are not made again
+  // from the source (their bytes are gone): the feeder vouches for the
+  // source, and removes the progress record when the source changed.
+  struct Feed {
+    std::function<void(int64_t layer)> before_layer, after_layer;
+    std::function<void()> before_trunk;
+    std::string source_identity;
+  };
+  std::optional<Feed> feed;
 };
 
 struct PackReport {

@@ -12,9 +12,13 @@
 #include <mutex>
 #include <thread>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
+#include "model/checkpoint.h"
+#include "pack/shard_feed.h"
 #include "storage/atomic_file.h"
+#include "storage/pack_dir.h"
 #include "util/error.h"
 #include "util/json_file.h"
 #include "util/progress.h"
@@ -145,6 +149,23 @@ PullReport pull_full(const PullOptions& o) {
       if (fd >= 0) ::close(fd);
     }
   } unlock{lock_fd};
+  // The source changed since an interrupted run (another size, ETag or
+  // hash of any file): what that run packed is not of this source, and the
+  // pack's own signature cannot tell when no hash is published.
+  const fs::path listing_path = staging / "listing.json";
+  if (fs::exists(listing_path, ec)) {
+    nlohmann::json before;
+    try {
+      before = read_json_file(listing_path);
+    } catch (const Error&) {
+      before = nullptr;
+    }
+    if (before != listing) {
+      if (o.notice) o.notice(o.out.string() + ": the source changed since the interrupted pull: starting over");
+      fs::remove(o.out / kPackProgress, ec);
+    }
+  }
+  write_file_atomically(listing_path, listing.dump());
   nlohmann::json done = nlohmann::json::object();
   if (fs::exists(done_path, ec)) {
     try {
@@ -155,8 +176,12 @@ PullReport pull_full(const PullOptions& o) {
     }
   }
   Progress progress("pull", report.bytes, o.progress);
+  // A safetensors checkpoint's shards arrive while they are packed
+  // (pack/shard_feed.h); every other file is fetched whole first.
+  const bool feed_shards = src.location().file.empty();
   std::vector<const Wanted*> todo;
   for (const Wanted& w : files) {
+    if (feed_shards && w.name.ends_with(".safetensors")) continue;
     const fs::path dest = into / w.name;
     if (done.contains(w.name) && done[w.name] == record_of(w) && fs::exists(dest, ec) &&
         fs::file_size(dest, ec) == w.info.size) {
@@ -202,7 +227,6 @@ PullReport pull_full(const PullOptions& o) {
   worker(src);
   for (std::thread& t : threads) t.join();
   if (error) std::rethrow_exception(error);
-  progress.finish();
 
   // Only this source's files go into the pack (its signature hashes the
   // folder): what an earlier version of the source left is removed.
@@ -216,10 +240,45 @@ PullReport pull_full(const PullOptions& o) {
   po.out = o.out;
   po.drives = o.drives;
   po.probe = o.probe;
-  po.progress = o.progress;
   po.notice = o.notice;
   po.source_label = report.source;
-  report.pack = pack_model(po);
+  if (!feed_shards) {
+    progress.finish();
+    po.progress = o.progress;
+    report.pack = pack_model(po);
+  } else {
+    std::vector<FeedShard> shards;
+    for (const Wanted& w : files)
+      if (w.name.ends_with(".safetensors")) shards.push_back({w.name, w.info});
+    ShardFeed feed(src, std::move(shards), into, o.connections, [&](uint64_t n) {
+      std::lock_guard<std::mutex> lock(mu);
+      progress.add(n);
+    });
+    feed.prepare();
+    // Each layer's routed-expert bytes, by shard, from the headers.
+    std::map<int64_t, std::vector<ShardRange>> layer_ranges;
+    {
+      const Checkpoint ck = open_checkpoint(into);
+      for (const std::string& name : ck.source->names()) {
+        const auto layer = routed_expert_layer(name);
+        if (!layer) continue;
+        const TensorView& t = ck.source->get(name);
+        if (t.file.empty()) continue;
+        layer_ranges[*layer].push_back({fs::path(t.file).filename().string(), t.offset, t.nbytes});
+      }
+    }
+    feed.start();
+    PackOptions::Feed f;
+    f.before_layer = [&](int64_t l) { feed.wait_for(layer_ranges[l]); };
+    f.after_layer = [&](int64_t l) { feed.release(layer_ranges[l]); };
+    f.before_trunk = [&] { feed.wait_all(); };
+    for (const Wanted& w : files)
+      if (w.name.ends_with(".safetensors")) f.source_identity += w.name + " " + w.info.sha256 + "\n";
+    po.feed = std::move(f);
+    report.pack = pack_model(po);
+    report.fetched_bytes += feed.fetched_bytes();
+    progress.finish();
+  }
   write_file_atomically(record_path, pulled.dump(1));
   ::close(unlock.fd);
   unlock.fd = -1;

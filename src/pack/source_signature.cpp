@@ -74,7 +74,7 @@ void add_samples(Digest& d, const TensorView& t) {
 
 }  // namespace
 
-uint64_t pack_signature(const Checkpoint& ck, const std::vector<std::string>& options) {
+uint64_t pack_signature(const Checkpoint& ck, const std::vector<std::string>& options, bool sample_trunk) {
   Digest d;
   d.add(kPackFormat);
   for (const std::string& o : options) d.add(o);
@@ -95,7 +95,7 @@ uint64_t pack_signature(const Checkpoint& ck, const std::vector<std::string>& op
     d.add(name);
     d.add(dtype_name(t.dtype));
     for (int64_t s : t.shape) d.add_u64(static_cast<uint64_t>(s));
-    add_samples(d, t);
+    if (sample_trunk) add_samples(d, t);
   }
   return d.value();
 }

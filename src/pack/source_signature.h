@@ -28,6 +28,9 @@ inline constexpr const char* kPackFormat = "strata-pack 2";
 
 // `options`: what else decides the bytes written (pack's options, the
 // trace's content, the drive folders as the manifest records them).
-uint64_t pack_signature(const Checkpoint& source, const std::vector<std::string>& options);
+// `sample_trunk` false: the trunk's bytes are left out (`strata pull`,
+// whose trunk arrives after the signature is needed; it vouches for the
+// bytes by the source's published hashes and its own records instead).
+uint64_t pack_signature(const Checkpoint& ck, const std::vector<std::string>& options, bool sample_trunk = true);
 
 }  // namespace strata
