@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <cstdio>
 #include <random>
 #include <thread>
 
@@ -38,6 +39,16 @@ std::string differences(const std::map<std::string, std::string>& a, const std::
   return out;
 }
 
+// coreutils' sha256sum: the hashes a hub publishes are made the same way.
+std::string sha256sum(const fs::path& p) {
+  std::string out;
+  FILE* pipe = ::popen(("sha256sum '" + p.string() + "'").c_str(), "r");
+  char buf[256];
+  while (pipe && std::fgets(buf, sizeof buf, pipe)) out += buf;
+  if (pipe) ::pclose(pipe);
+  return out.substr(0, out.find(' '));
+}
+
 class CliPull : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -57,7 +68,23 @@ class CliPull : public ::testing::Test {
     const CommandResult g = run_strata("synth --preset qwen3-30b-a3b --size 0.01 --format gguf --seed 8 --out " +
                                        (root_->path() / "files" / "m.gguf").string());
     ASSERT_EQ(g.exit_code, 0) << g.err;
-    nginx_ = new testnet::LocalNginx(root_->path(), "    location /org/ { add_header X-Repo-Commit " +
+    // The hub's headers: the commit everywhere, and for the sharded model
+    // each shard's sha256 (coreutils' sha256sum), published right under
+    // org/sharded and wrongly (one hash of another shard) under org/badsha.
+    fs::create_directories(root_->path() / "org" / "badsha" / "resolve");
+    fs::create_directory_symlink(fixture("ds_sharded"), root_->path() / "org" / "badsha" / "resolve" / kCommit);
+    std::string locations;
+    std::vector<std::string> shas;
+    for (int i = 1; i <= 5; ++i) {
+      const std::string shard = "model-0000" + std::to_string(i) + "-of-00005.safetensors";
+      shas.push_back(sha256sum(fixture("ds_sharded") / shard));
+      for (const std::string repo : {"sharded", "badsha"}) {
+        const std::string published = repo == "badsha" && i == 3 ? shas[0] : shas.back();
+        locations += "    location = /org/" + repo + "/resolve/" + kCommit + "/" + shard + " { add_header X-Repo-Commit " +
+                     kCommit + "; add_header X-Linked-Etag '\"" + published + "\"'; }\n";
+      }
+    }
+    nginx_ = new testnet::LocalNginx(root_->path(), locations + "    location /org/ { add_header X-Repo-Commit " +
                                                         std::string(kCommit) + "; }\n");
   }
   static void TearDownTestSuite() {
@@ -118,8 +145,8 @@ TEST_F(CliPull, AHubInstallRunsAsTheLocalModelAndIsTheSameBytesAnywhere) {
   EXPECT_EQ(json::parse(plain.out)["tokens"], json::parse(local.out)["tokens"]);
 }
 
-// Five shards fetched three at a time: the install continues as
-// transformers does.
+// Five shards fetched three at a time, each checked against the sha256 the
+// hub publishes: the install continues as transformers does.
 TEST_F(CliPull, AShardedCheckpointFetchedInParallelIsTheReferenceModel) {
   ASSERT_TRUE(nginx_->running()) << nginx_->log();
   testfiles::TempDir tmp("strata-pull-sharded");
@@ -134,6 +161,11 @@ TEST_F(CliPull, AShardedCheckpointFetchedInParallelIsTheReferenceModel) {
                                      std::to_string(ref["greedy_ids"].size()) + " --ignore-eos --json --threads 2 --heat none");
   ASSERT_EQ(g.exit_code, 0) << g.err;
   EXPECT_EQ(json::parse(g.out)["tokens"], ref["greedy_ids"]);
+  // A shard that is not what the hub publishes: one clear error, and a
+  // re-run fetches it anew (and fails the same way) rather than trusting it.
+  for (int run = 0; run < 2; ++run)
+    expect_clean_error(pull("hf://org/badsha@" + std::string(kCommit), tmp / "bad"), "the source publishes " + sha256sum(fixture("ds_sharded") / "model-00001-of-00005.safetensors"));
+  EXPECT_FALSE(fs::exists(tmp / "bad" / "manifest.json"));
 }
 
 // One GGUF file of a folder, by plain HTTP: the install runs as the file does.
