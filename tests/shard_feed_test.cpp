@@ -36,8 +36,12 @@ TEST(ShardFeed, PackedBytesAreFreedAndFetchedAgainWhenWanted) {
   std::mt19937 g(3);
   std::string weights(4 << 20, '\0');
   for (char& c : weights) c = static_cast<char>(g());
-  const std::string file = testfiles::safetensors_bytes(
-      {{"a", "U8", {1 << 20}, weights.substr(0, 1 << 20)}, {"b", "U8", {3 << 20}, weights.substr(1 << 20)}}, {}, 4096);
+  // An expert's bytes ("b") between two trunk tensors, the one after it
+  // starting mid-block: freeing b must not touch a byte of "c".
+  const std::string file = testfiles::safetensors_bytes({{"a", "U8", {1 << 20}, weights.substr(0, 1 << 20)},
+                                                          {"b", "U8", {(3 << 20) - 100}, weights.substr(1 << 20, (3 << 20) - 100)},
+                                                          {"c", "U8", {100}, weights.substr((4 << 20) - 100)}},
+                                                         {}, 4096);
   root.write("model.safetensors", file);
   testnet::LocalNginx nginx(root.path());
   ASSERT_TRUE(nginx.running()) << nginx.log();
@@ -49,7 +53,7 @@ TEST(ShardFeed, PackedBytesAreFreedAndFetchedAgainWhenWanted) {
   const fs::path dir = work / "files";
   fs::create_directories(dir);
   const fs::path shard = dir / "model.safetensors";
-  const uint64_t b_at = file.size() - (3u << 20), b_len = 3u << 20;
+  const uint64_t b_len = (3u << 20) - 100, b_at = file.size() - 100 - b_len;
   {
     uint64_t seen = 0;
     ShardFeed feed(src, {{"model.safetensors", info}}, dir, 2, [&](uint64_t n) { seen += n; });
@@ -64,7 +68,10 @@ TEST(ShardFeed, PackedBytesAreFreedAndFetchedAgainWhenWanted) {
     EXPECT_EQ(fs::file_size(shard), file.size());
     EXPECT_LE(allocated_bytes(shard), before - b_len + 8192) << "the packed range's blocks are freed";
     EXPECT_EQ(read_range(shard, b_at, 16), std::string(16, '\0'));
-    EXPECT_EQ(read_range(shard, 0, b_at), file.substr(0, b_at)) << "nothing else is touched";
+    EXPECT_EQ(read_range(shard, 0, b_at), file.substr(0, b_at)) << "nothing before it is touched";
+    EXPECT_EQ(read_range(shard, b_at + b_len, 100), file.substr(b_at + b_len)) << "nor after it, in its last block";
+    const uint64_t header = b_at - (1u << 20);  // fetched by prepare(), before the progress counts
+    EXPECT_EQ(seen, file.size() - header) << "every byte the downloads fetched is reported";
   }
   // A later run (the pack started over) asks for the freed range again.
   ShardFeed again(src, {{"model.safetensors", info}}, dir, 1, {});

@@ -66,7 +66,7 @@ void register_pull(CLI::App& app, Action& run) {
                   "s3://BUCKET/PREFIX (AWS credentials, AWS_ENDPOINT_URL_S3)")
       ->required();
   cmd->add_option("--out", a->out, "Pack directory to install into (a re-run resumes there)")->required();
-  cmd->add_flag("--full", a->full, "Fetch every weight and pack it (needs the weights' size free in --out until done)");
+  cmd->add_flag("--full", a->full, "Fetch every weight and pack it as it arrives (a safetensors source's bytes are freed layer by layer)");
   cmd->add_option("--drive", a->drives, "Directory on a drive to hold expert blobs (repeat for several drives)");
   cmd->add_option("--probe", a->probe, "Drive speeds from `strata probe` (as for pack)");
   cmd->add_option("--connections", a->connections, "Files fetched at once, one connection each")

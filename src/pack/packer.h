@@ -62,6 +62,9 @@ struct PackOptions {
   // What the user should hear of (folders sharing a device, a probe
   // measured): one line each, without a prefix. Not called when unset.
   std::function<void(const std::string&)> notice;
+  // An interrupted pack here is not resumed (its expert files are still
+  // cleared away): the caller knows its source changed.
+  bool start_over = false;
   // Tests: stop (as a crash would) once this many layers are recorded; -1 = never.
   int64_t stop_after_layers = -1;
 

@@ -111,18 +111,43 @@ PullReport pull_full(const PullOptions& o) {
 
   std::error_code ec;
   const fs::path record_path = o.out / kPullRecord, staging = o.out / kPullStaging;
-  if (fs::exists(o.out / "manifest.json", ec) && !fs::exists(staging, ec)) {
+  fs::create_directories(o.out, ec);
+  if (ec) throw Error(o.out.string() + ": cannot create: " + ec.message());
+  // One pull at a time into a folder; the lock sits beside the staging
+  // folder (which goes at the end) and is held until then.
+  const int lock_fd = ::open((o.out / kPullLock).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (lock_fd >= 0) ::close(lock_fd);
+    throw Error(o.out.string() + ": another strata pull is writing there");
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }
+  } unlock{lock_fd};
+
+  const fs::path listing_path = staging / "listing.json";
+  auto read_or_null = [](const fs::path& p) {
+    try {
+      return read_json_file(p);
+    } catch (const Error&) {
+      return nlohmann::json();
+    }
+  };
+  const bool has_manifest = fs::exists(o.out / "manifest.json", ec);
+  if (has_manifest) {
+    // Killed while the staging folder was being removed: the record is there.
+    const nlohmann::json old = read_or_null(record_path);
+    if (old.is_object() && old.value("files", nlohmann::json()) == listing) fs::remove_all(staging, ec);
+  }
+  const bool has_staging = fs::exists(staging, ec);
+  if (has_manifest && !has_staging) {
     // A finished install: unchanged files (a new commit that changed none of
     // them included) need nothing; anything else is not this install.
-    nlohmann::json old;
-    try {
-      old = read_json_file(record_path);
-    } catch (const Error&) {
-      old = nullptr;
-    }
+    const nlohmann::json old = read_or_null(record_path);
     if (old.is_object() && old.value("files", nlohmann::json()) == listing && old["source"].is_string()) {
       report.source = old["source"].get<std::string>();
       report.already_pulled = true;
+      fs::remove(o.out / kPullLock, ec);
       report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       return report;
     }
@@ -131,40 +156,33 @@ PullReport pull_full(const PullOptions& o) {
                                  : " that was not pulled from " + report.source) +
                 "; remove it or choose another --out");
   }
+  if (!has_staging && fs::exists(o.out / kPackProgress, ec))
+    throw Error(o.out.string() + " holds a pack in the making that this pull did not start (strata pack?); "
+                "remove it or choose another --out");
+  if (has_manifest && has_staging) {
+    // Killed after the pack was complete: only the record was missing.
+    if (read_or_null(listing_path) != listing)
+      throw Error(o.out.string() + " already holds a pack, and the source has changed since it was pulled; "
+                  "remove it or choose another --out");
+    write_file_atomically(record_path, pulled.dump(1));
+    fs::remove_all(staging, ec);
+    fs::remove(o.out / kPullLock, ec);
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return report;
+  }
 
   // Download into the staging folder, each finished file recorded so that a
   // re-run keeps it while the source still says the same of it.
   const fs::path into = staging / "files", done_path = staging / "done.json";
+  // The source changed since an interrupted run (another size, ETag or
+  // hash of any file), or that run's record of it is gone: what it packed
+  // may not be of this source, and the pack's own signature cannot tell when
+  // no hash is published.
+  const bool start_over = has_staging && read_or_null(listing_path) != listing;
+  if (start_over && o.notice && fs::exists(o.out / kPackProgress, ec))
+    o.notice(o.out.string() + ": the source changed since the interrupted pull: starting over");
   fs::create_directories(into, ec);
   if (ec) throw Error(into.string() + ": cannot create: " + ec.message());
-  // One pull at a time into a folder (two would append to the same parts).
-  const int lock_fd = ::open((staging / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    if (lock_fd >= 0) ::close(lock_fd);
-    throw Error(o.out.string() + ": another strata pull is writing there");
-  }
-  struct Unlock {
-    int fd;
-    ~Unlock() {
-      if (fd >= 0) ::close(fd);
-    }
-  } unlock{lock_fd};
-  // The source changed since an interrupted run (another size, ETag or
-  // hash of any file): what that run packed is not of this source, and the
-  // pack's own signature cannot tell when no hash is published.
-  const fs::path listing_path = staging / "listing.json";
-  if (fs::exists(listing_path, ec)) {
-    nlohmann::json before;
-    try {
-      before = read_json_file(listing_path);
-    } catch (const Error&) {
-      before = nullptr;
-    }
-    if (before != listing) {
-      if (o.notice) o.notice(o.out.string() + ": the source changed since the interrupted pull: starting over");
-      fs::remove(o.out / kPackProgress, ec);
-    }
-  }
   write_file_atomically(listing_path, listing.dump());
   nlohmann::json done = nlohmann::json::object();
   if (fs::exists(done_path, ec)) {
@@ -242,6 +260,7 @@ PullReport pull_full(const PullOptions& o) {
   po.probe = o.probe;
   po.notice = o.notice;
   po.source_label = report.source;
+  po.start_over = start_over;
   if (!feed_shards) {
     progress.finish();
     po.progress = o.progress;
@@ -272,17 +291,20 @@ PullReport pull_full(const PullOptions& o) {
     f.before_layer = [&](int64_t l) { feed.wait_for(layer_ranges[l]); };
     f.after_layer = [&](int64_t l) { feed.release(layer_ranges[l]); };
     f.before_trunk = [&] { feed.wait_all(); };
+    // What the source says of each shard's content: its sha256, else its
+    // size and ETag (the same bytes from another server then make another
+    // signature, which only renames the expert files).
     for (const Wanted& w : files)
-      if (w.name.ends_with(".safetensors")) f.source_identity += w.name + " " + w.info.sha256 + "\n";
+      if (w.name.ends_with(".safetensors"))
+        f.source_identity += w.name + " " + (w.info.sha256.empty() ? std::to_string(w.info.size) + " " + w.info.etag : w.info.sha256) + "\n";
     po.feed = std::move(f);
     report.pack = pack_model(po);
     report.fetched_bytes += feed.fetched_bytes();
     progress.finish();
   }
   write_file_atomically(record_path, pulled.dump(1));
-  ::close(unlock.fd);
-  unlock.fd = -1;
   fs::remove_all(staging, ec);
+  fs::remove(o.out / kPullLock, ec);  // still held: a pull starting now fails its lock, then finds the record
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }

@@ -6,28 +6,30 @@
 // files a model may have (tokenizer.json, tokenizer_config.json,
 // special_tokens_map.json, generation_config.json, chat_template.jinja,
 // tiktoken.model), and the weights: the shards model.safetensors.index.json
-// names, else model.safetensors. Each file is downloaded resumably and,
-// where the source publishes a sha256 (hub LFS files), verified whole
-// (RemoteSource::download); every expert blob then carries strata's own
-// checksum as in any pack.
+// names, else model.safetensors (or the one NAME.gguf of a GGUF source).
+// Where the source publishes a sha256 (hub LFS files) every file is checked
+// against it before any of it is packed; every expert blob then carries
+// strata's own checksum as in any pack.
 //
-// How: the files go to DIR/.strata-pull/, several at once (kept across runs until the pack
-// is complete), then pack_model() packs them into DIR exactly as
-// `strata pack` would, with the source recorded as SOURCE and the hub
-// commit (so the same source and options give the same pack byte for byte,
-// wherever it is written). The staging folder is removed at the end; it
-// needs as much free space as the weights until then (the straight-to-pack
-// path, range reads per layer, is not built yet).
+// How: small files (and a GGUF file) are downloaded whole into
+// DIR/.strata-pull/files, several at once (RemoteSource::download). A
+// safetensors checkpoint's shards arrive while pack_model() packs them
+// (pack/shard_feed.h: each layer's bytes are freed once it is packed, the
+// trunk is packed last), so the source never sits whole beside its pack.
+// The pack records SOURCE and the hub commit as its source, so the same
+// source and options give the same pack byte for byte wherever it is
+// written (another server of the same files gives other expert file names
+// when it publishes no sha256).
 //
 // Resuming: killed at any moment, a re-run continues: finished files are
-// kept (a finished file's size and ETag, or the pinned commit, must still be
-// what the source says), a partial one resumes after its bytes, the pack
-// resumes after its last finished layer. A finished install records what it
-// was made from in DIR/pull.json; a re-run that finds the source's files
-// unchanged (one HEAD per file) does nothing, and one that finds them
-// changed, or a pack not pulled from SOURCE in DIR, is refused before
-// anything is fetched. One pull at a time per DIR (a lock in the staging
-// folder).
+// kept while the source says the same of them, partial ones resume, shards
+// after their synced bytes, the pack after its last finished layer; a
+// source changed since (or whose record is gone) starts the pack over. A
+// finished install records what it was made from in DIR/pull.json; a re-run
+// that finds the source's files unchanged (one HEAD per file) does nothing,
+// and one that finds them changed, or a pack in DIR not pulled from SOURCE
+// (finished or in the making), is refused before anything is fetched. One
+// pull at a time per DIR (DIR/.strata-pull.lock).
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -68,5 +70,6 @@ PullReport pull_full(const PullOptions& options);
 // The staging folder pull_full uses inside DIR.
 inline constexpr const char* kPullStaging = ".strata-pull";
 inline constexpr const char* kPullRecord = "pull.json";
+inline constexpr const char* kPullLock = ".strata-pull.lock";
 
 }  // namespace strata

@@ -78,10 +78,14 @@ ShardFeed::ShardFeed(const RemoteSource& source, std::vector<FeedShard> shards, 
       if (same && fs::exists(path(s.name), ec) && fs::file_size(path(s.name), ec) == s.info.size) {
         st.have = std::min(e.value("have", uint64_t{0}), s.info.size);
         st.whole = e.value("whole", false) && st.have == s.info.size;
-        if (e.contains("punched") && e["punched"].is_array())
+        // Freed ranges are only ever those of a whole shard; past its end
+        // they are not of this file.
+        if (st.whole && e.contains("punched") && e["punched"].is_array())
           for (const auto& r : e["punched"])
-            if (r.is_array() && r.size() == 2 && r[0].is_number_unsigned() && r[1].is_number_unsigned())
+            if (r.is_array() && r.size() == 2 && r[0].is_number_unsigned() && r[1].is_number_unsigned() &&
+                r[0].get<uint64_t>() <= s.info.size && r[1].get<uint64_t>() <= s.info.size - r[0].get<uint64_t>())
               st.punched.emplace_back(r[0].get<uint64_t>(), r[1].get<uint64_t>());
+        if (!st.whole && e.contains("punched") && e["punched"].is_array() && !e["punched"].empty()) st.have = 0;
       }
     }
     // Bytes already there count only when they can be checked: by the
@@ -97,6 +101,7 @@ ShardFeed::~ShardFeed() {
     stop_ = true;
   }
   changed_.notify_all();
+  for (auto& c : conns_) c->http().cancel();  // a stalled or backing-off request ends now
   for (std::thread& t : threads_) t.join();
 }
 
@@ -140,18 +145,26 @@ void ShardFeed::prepare() {
   }
 }
 
-void ShardFeed::start() {
-  for (int c = 0; c < connections_; ++c) threads_.emplace_back([this, conn = source_.another_connection()]() mutable {
-    worker(std::move(conn));
-  });
+ShardFeed::State& ShardFeed::state_locked(const std::string& shard) {
+  const auto it = state_.find(shard);
+  if (it == state_.end()) throw Error("internal: no shard named " + shard + " is being fetched");
+  return it->second;
 }
 
-void ShardFeed::worker(RemoteSource conn) {
+void ShardFeed::start() {
+  for (int c = 0; c < connections_; ++c) conns_.push_back(std::make_unique<RemoteSource>(source_.another_connection()));
+  for (auto& conn : conns_) threads_.emplace_back([this, c = conn.get()] { worker(*c); });
+}
+
+void ShardFeed::worker(RemoteSource& conn) {
   for (;;) {
     size_t i;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      while (next_ < shards_.size() && state_.at(shards_[next_].name).whole) ++next_;
+      std::unique_lock<std::mutex> lock(mu_);
+      changed_.wait(lock, [&] {
+        while (next_ < shards_.size() && state_.at(shards_[next_].name).whole) ++next_;
+        return stop_ || error_ || next_ >= shards_.size() || next_ <= wanted_ + static_cast<size_t>(connections_);
+      });
       if (stop_ || error_ || next_ >= shards_.size()) return;
       i = next_++;
     }
@@ -182,7 +195,8 @@ void ShardFeed::download(size_t i, RemoteSource& conn) {
     for (uint64_t at = 0; at < have;) {
       const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), have - at));
       const ssize_t r = ::pread(fd.get(), buf.data(), want, static_cast<off_t>(at));
-      if (r <= 0) throw Error(p.string() + ": cannot read back: " + std::strerror(errno));
+      if (r < 0) throw Error(p.string() + ": cannot read back: " + std::strerror(errno));
+      if (r == 0) throw Error(p.string() + ": shorter than its record says");
       hash.update(std::span<const uint8_t>(buf.data(), static_cast<size_t>(r)));
       at += static_cast<uint64_t>(r);
     }
@@ -232,10 +246,16 @@ void ShardFeed::wait_for(const std::vector<ShardRange>& ranges) {
   std::vector<ShardRange> again;
   {
     std::unique_lock<std::mutex> lock(mu_);
+    for (const ShardRange& r : ranges) {
+      state_locked(r.shard);
+      for (size_t i = 0; i < shards_.size(); ++i)
+        if (shards_[i].name == r.shard) wanted_ = std::max(wanted_, i);
+    }
+    changed_.notify_all();
     changed_.wait(lock, [&] {
       if (error_ || stop_) return true;
       for (const ShardRange& r : ranges)
-        if (!state_.at(r.shard).whole) return false;
+        if (!state_locked(r.shard).whole) return false;
       return true;
     });
     if (error_) std::rethrow_exception(error_);
@@ -251,13 +271,24 @@ void ShardFeed::wait_for(const std::vector<ShardRange>& ranges) {
     }
   }
   for (const ShardRange& r : again) {
-    const std::vector<uint8_t> bytes = source_.read(r.shard, r.offset, r.length);
+    // Checked by transport only (HTTP status, Content-Range, the ETag the
+    // shard had): no published hash covers a range.
     const fs::path p = path(r.shard);
     Fd fd(p, O_WRONLY);
-    pwrite_all(fd.get(), bytes.data(), bytes.size(), r.offset, p);
+    std::string etag;
+    for (const FeedShard& s : shards_)
+      if (s.name == r.shard) etag = s.info.etag;
+    uint64_t at = r.offset;
+    source_.http().read_range(
+        source_.url(r.shard), r.offset, r.length,
+        [&](std::span<const uint8_t> b) {
+          pwrite_all(fd.get(), b.data(), b.size(), at, p);
+          at += b.size();
+        },
+        etag);
     sync_data(fd.get(), p);
     std::lock_guard<std::mutex> lock(mu_);
-    fetched_ += bytes.size();
+    fetched_ += r.length;
     auto& punched = state_.at(r.shard).punched;
     std::vector<std::pair<uint64_t, uint64_t>> kept;
     for (const auto& [off, len] : punched) {
@@ -274,6 +305,10 @@ void ShardFeed::wait_for(const std::vector<ShardRange>& ranges) {
 }
 
 void ShardFeed::wait_all() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wanted_ = shards_.size();
+  }
   std::vector<ShardRange> all;
   for (const FeedShard& s : shards_) all.push_back({s.name, 0, 0});
   wait_for(all);
@@ -283,17 +318,21 @@ void ShardFeed::release(const std::vector<ShardRange>& ranges) {
   std::map<std::string, std::vector<ShardRange>> by_shard;
   for (const ShardRange& r : ranges) by_shard[r.shard].push_back(r);
   for (const auto& [shard, rs] : by_shard) {
+    // Recorded before the bytes go: a run killed in between refetches bytes
+    // that are still there, never reads zeros it thinks are data.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const ShardRange& r : rs) state_locked(shard).punched.emplace_back(r.offset, r.length);
+      save_locked();
+    }
     const fs::path p = path(shard);
     Fd fd(p, O_WRONLY);
     for (const ShardRange& r : rs)
       if (r.length > 0 &&
           ::fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(r.offset),
                       static_cast<off_t>(r.length)) != 0 &&
-          errno != EOPNOTSUPP)
+          errno != EOPNOTSUPP && errno != ENOSYS)  // a filesystem that cannot punch keeps the bytes
         throw Error(p.string() + ": cannot free packed bytes: " + std::strerror(errno));
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const ShardRange& r : rs) state_.at(shard).punched.emplace_back(r.offset, r.length);
-    save_locked();
   }
 }
 

@@ -11,7 +11,8 @@
 // The packer waits for the shards a layer's experts are in (wait_for) and
 // then frees their ranges (release: holes punched, the file keeps its size),
 // so what stays on disk is the trunk's share of the shards and the shards in
-// flight.
+// flight: downloads run at most `connections` shards ahead of the furthest
+// one the packer has asked for.
 //
 // Crash safety: shards.json beside DIR (DIR is the folder the shards are
 // in; the record stays out of it, whose other files the pack copies) records each shard's bytes known to be on
@@ -25,6 +26,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -71,7 +73,8 @@ class ShardFeed {
     std::vector<std::pair<uint64_t, uint64_t>> punched;  // released ranges
   };
   void download(size_t i, RemoteSource& conn);
-  void worker(RemoteSource conn);
+  void worker(RemoteSource& conn);
+  State& state_locked(const std::string& shard);
   void save_locked();
   std::filesystem::path path(const std::string& shard) const { return dir_ / shard; }
 
@@ -85,6 +88,11 @@ class ShardFeed {
   std::condition_variable changed_;
   std::map<std::string, State> state_;
   size_t next_ = 0;
+  // The furthest shard the packer has waited for: downloads run at most
+  // `connections` shards past it, so the source does not pile up on disk
+  // while the packer is the slower one.
+  size_t wanted_ = 0;
+  std::vector<std::unique_ptr<RemoteSource>> conns_;
   bool stop_ = false;
   std::exception_ptr error_;
   uint64_t fetched_ = 0;

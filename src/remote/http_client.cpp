@@ -129,7 +129,13 @@ struct Exchange {
   // An exception from the sink: kept here (it must not unwind through
   // libcurl's C frames) and rethrown once curl_easy_perform has returned.
   std::exception_ptr thrown;
+  const std::atomic<bool>* cancelled = nullptr;
 };
+
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto* x = static_cast<const Exchange*>(user);
+  return x->cancelled && *x->cancelled ? 1 : 0;  // non-zero aborts the transfer
+}
 
 // Anything but printable text becomes a space: messages stay one line.
 std::string printable(std::string s) {
@@ -187,8 +193,9 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
     }
     if (!x->expect_etag.empty()) {
       const auto it = x->last_hop.find("etag");
-      if (it != x->last_hop.end() && it->second != x->expect_etag) {
-        x->refused = "holds another version of the file now (ETag " + printable(it->second) + ", not " +
+      if (it == x->last_hop.end() || it->second != x->expect_etag) {
+        x->refused = "holds another version of the file now (ETag " +
+                     (it == x->last_hop.end() ? std::string("none") : printable(it->second)) + ", not " +
                      x->expect_etag + "): it changed at the source";
         return 0;
       }
@@ -214,7 +221,12 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
 
 HttpClient::HttpClient(HttpAuth auth, RetryPolicy retry)
     : easy_(std::make_unique<Easy>()), auth_(std::move(auth)), retry_(retry) {
-  sleep_ = [](double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); };
+  // In slices, so that cancel() is heard during a backoff too.
+  sleep_ = [this](double s) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(s);
+    while (!cancelled_ && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  };
 }
 
 HttpClient::~HttpClient() = default;
@@ -241,6 +253,9 @@ void prepare(CURL* c, const std::string& url, const HttpAuth& auth, const RetryP
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   if (!auth.bearer.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + auth.bearer).c_str());
   if (!auth.access_key.empty()) {
     const std::string sigv4 = "aws:amz:" + auth.region + ":" + auth.service;
@@ -298,6 +313,7 @@ std::optional<Transient> run_once(CURL* c, const std::string& url, const HttpAut
     code = curl_easy_perform(c);
   }
   if (x.thrown) std::rethrow_exception(x.thrown);
+  if (x.cancelled && *x.cancelled) throw Error(url_for_messages(url) + ": cancelled");
   status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   const std::string shown = url_for_messages(url);
@@ -327,9 +343,11 @@ std::optional<Transient> run_once(CURL* c, const std::string& url, const HttpAut
 HttpHead HttpClient::head(const std::string& url, bool follow_redirects) {
   double delay = retry_.first_delay_s;
   for (int attempt = 1;; ++attempt) {
+    if (cancelled_) throw Error(url_for_messages(url) + ": cancelled");
     Exchange x;
     x.head = true;
     x.follow = follow_redirects;
+    x.cancelled = &cancelled_;
     long status = 0;
     const std::optional<Transient> t = run_once(easy_->curl, url, auth_, retry_, x, status);
     if (!t) {
@@ -356,12 +374,14 @@ void HttpClient::read_range(const std::string& url, uint64_t offset, uint64_t le
   if (offset + length < offset) throw Error(url_for_messages(url) + ": a range past 2^64 bytes");
   uint64_t done = 0;
   double delay = retry_.first_delay_s;
-  int failures = 0, tries = 0;
+  int failures = 0, tries = 0;  // failures since the last MiB of progress; tries in all
   // Progress earns a fresh count of failures only when it is real (a MiB),
   // so a server that trickles a byte per connection is still given up on.
   constexpr uint64_t kProgress = 1 << 20;
   while (done < length) {
+    if (cancelled_) throw Error(url_for_messages(url) + ": cancelled");
     Exchange x;
+    x.cancelled = &cancelled_;
     x.offset = offset + done;
     x.length = length - done;
     x.sink = &sink;
@@ -375,7 +395,7 @@ void HttpClient::read_range(const std::string& url, uint64_t offset, uint64_t le
       failures = 0;
       delay = retry_.first_delay_s;
     }
-    if (++failures >= retry_.attempts || tries >= retry_.attempts * 64)
+    if (++failures >= retry_.attempts)
       throw Error(url_for_messages(url) + ": " + t->why + ", after " + std::to_string(tries) + " tries");
     ++retries_;
     last_retry_reason_ = t->why;

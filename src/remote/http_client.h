@@ -26,6 +26,7 @@
 // - Nothing is decompressed: the bytes are the file's bytes.
 // - One HttpClient reuses its connections; it is not thread-safe (one per
 //   thread, or a lock around it).
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -90,6 +91,9 @@ class HttpClient {
 
   // Tests: no sleeping between tries.
   void set_sleep(std::function<void(double seconds)> sleep) { sleep_ = std::move(sleep); }
+  // From any thread: the request in flight ends within a fraction of a
+  // second with strata::Error "cancelled", and so does every later one.
+  void cancel() { cancelled_ = true; }
 
  private:
   struct Easy;
@@ -99,6 +103,7 @@ class HttpClient {
   int64_t retries_ = 0;
   std::string last_retry_reason_;
   std::function<void(double)> sleep_;
+  std::atomic<bool> cancelled_{false};
 };
 
 // The URL as shown in messages: no query string (S3 and CDN URLs carry
