@@ -12,9 +12,12 @@
 
 #include "cli_support.h"
 #include "local_nginx.h"
+#include "sha256sum.h"
 
 namespace strata::clitest {
 namespace {
+
+using testfiles::sha256sum;
 
 using nlohmann::json;
 
@@ -39,15 +42,6 @@ std::string differences(const std::map<std::string, std::string>& a, const std::
   return out;
 }
 
-// coreutils' sha256sum: the hashes a hub publishes are made the same way.
-std::string sha256sum(const fs::path& p) {
-  std::string out;
-  FILE* pipe = ::popen(("sha256sum '" + p.string() + "'").c_str(), "r");
-  char buf[256];
-  while (pipe && std::fgets(buf, sizeof buf, pipe)) out += buf;
-  if (pipe) ::pclose(pipe);
-  return out.substr(0, out.find(' '));
-}
 
 class CliPull : public ::testing::Test {
  protected:

@@ -13,6 +13,7 @@
 
 #include "fault_http_server.h"
 #include "local_nginx.h"
+#include "sha256sum.h"
 #include "remote/http_client.h"
 #include "remote/sha256.h"
 #include "remote/source.h"
@@ -21,6 +22,8 @@
 
 namespace strata {
 namespace {
+
+using testfiles::sha256sum;
 
 namespace fs = std::filesystem;
 using testnet::Fault;
@@ -39,15 +42,6 @@ std::string read_file(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-// coreutils' sha256sum: the reference the hub's published hashes are made with.
-std::string sha256sum(const fs::path& p) {
-  std::string out;
-  FILE* pipe = ::popen(("sha256sum '" + p.string() + "'").c_str(), "r");
-  char buf[256];
-  while (pipe && std::fgets(buf, sizeof buf, pipe)) out += buf;
-  if (pipe) ::pclose(pipe);
-  return out.substr(0, out.find(' '));
-}
 
 EnvLookup env_of(std::map<std::string, std::string> vars) {
   return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
