@@ -15,13 +15,12 @@ namespace {
 struct PullArgs {
   std::string source, out, probe;
   std::vector<std::string> drives;
-  bool full = false, json = false, quiet = false;
+  bool full = false, streaming = false, json = false, quiet = false;
   int connections = 4;
 };
 
 int run_pull(const PullArgs& a) {
-  if (!a.full)
-    throw Error("pull: --full is the install there is so far (every weight fetched and packed); --streaming is not built yet");
+  if (a.full == a.streaming) throw Error("pull: choose --full (every weight fetched and packed) or --streaming");
   PullOptions o;
   o.source = a.source;
   o.out = a.out;
@@ -30,7 +29,7 @@ int run_pull(const PullArgs& a) {
   o.connections = a.connections;
   o.progress = !a.quiet && !a.json;
   if (!a.quiet) o.notice = [](const std::string& line) { std::fprintf(stderr, "pull: %s\n", line.c_str()); };
-  const PullReport r = pull_full(o);
+  const PullReport r = a.full ? pull_full(o) : pull_streaming(o);
   if (a.json) {
     std::cout << nlohmann::json{{"out", a.out},
                                 {"source", r.source},
@@ -67,6 +66,9 @@ void register_pull(CLI::App& app, Action& run) {
       ->required();
   cmd->add_option("--out", a->out, "Pack directory to install into (a re-run resumes there)")->required();
   cmd->add_flag("--full", a->full, "Fetch every weight and pack it as it arrives (a safetensors source's bytes are freed layer by layer)");
+  cmd->add_flag("--streaming", a->streaming,
+                "Fetch the config, tokenizer and trunk; routed experts are fetched by range as decoding first needs "
+                "them, into the install, and read from the drive ever after");
   cmd->add_option("--drive", a->drives, "Directory on a drive to hold expert blobs (repeat for several drives)");
   cmd->add_option("--probe", a->probe, "Drive speeds from `strata probe` (as for pack)");
   cmd->add_option("--connections", a->connections, "Files fetched at once, one connection each")

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <cctype>
 #include <atomic>
 #include <chrono>
@@ -15,8 +16,10 @@
 #include <map>
 #include <set>
 
+#include "formats/safetensors.h"
 #include "model/checkpoint.h"
 #include "pack/shard_feed.h"
+#include "remote/remote_mirror.h"
 #include "storage/atomic_file.h"
 #include "storage/pack_dir.h"
 #include "util/error.h"
@@ -69,17 +72,20 @@ std::vector<std::string> weight_files(RemoteSource& src, const std::string& show
   return out;
 }
 
-}  // namespace
+// What every install starts with: the source opened (a hub revision
+// pinned), the files it has and what it says of each, and the lock on DIR.
+struct Start {
+  RemoteSource src;
+  std::vector<Wanted> files;
+  nlohmann::json listing;
+};
 
-PullReport pull_full(const PullOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  PullReport report;
+Start start_pull(const PullOptions& o, PullReport& report) {
   RemoteSource src(parse_source(o.source, o.env), o.retry);
   report.commit = src.commit();
   report.source = src.location().kind == SourceLocation::Kind::Hub && !report.commit.empty()
                       ? "hf://" + src.location().repo + "@" + report.commit
                       : o.source;
-
   // What to fetch, and what the source says of each file now.
   std::vector<std::string> names;
   if (!src.location().file.empty()) {
@@ -107,23 +113,54 @@ PullReport pull_full(const PullOptions& o) {
   report.files = static_cast<int64_t>(files.size());
   nlohmann::json listing = nlohmann::json::array();
   for (const Wanted& w : files) listing.push_back(record_of(w));
+  return Start{std::move(src), std::move(files), std::move(listing)};
+}
+
+// One pull at a time into a folder; the lock file sits beside the staging
+// folder (which goes at the end) and is held until the process is done.
+class DirLock {
+ public:
+  explicit DirLock(const fs::path& out) : path_(out / kPullLock) {
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec) throw Error(out.string() + ": cannot create: " + ec.message());
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (fd_ >= 0) ::close(fd_);
+      throw Error(out.string() + ": another strata pull is writing there");
+    }
+  }
+  ~DirLock() { ::close(fd_); }
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+  // The work is done: the file goes (still held, so a pull starting now
+  // fails its lock, then finds the finished install).
+  void done() {
+    std::error_code ec;
+    fs::remove(path_, ec);
+  }
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+};
+
+}  // namespace
+
+PullReport pull_full(const PullOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PullReport report;
+  Start st = start_pull(o, report);
+  RemoteSource& src = st.src;
+  const std::vector<Wanted>& files = st.files;
+  const nlohmann::json& listing = st.listing;
   const nlohmann::json pulled = {{"source", report.source}, {"files", listing}};
 
   std::error_code ec;
   const fs::path record_path = o.out / kPullRecord, staging = o.out / kPullStaging;
-  fs::create_directories(o.out, ec);
-  if (ec) throw Error(o.out.string() + ": cannot create: " + ec.message());
-  // One pull at a time into a folder; the lock sits beside the staging
-  // folder (which goes at the end) and is held until then.
-  const int lock_fd = ::open((o.out / kPullLock).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    if (lock_fd >= 0) ::close(lock_fd);
-    throw Error(o.out.string() + ": another strata pull is writing there");
-  }
-  struct Unlock {
-    int fd;
-    ~Unlock() { ::close(fd); }
-  } unlock{lock_fd};
+  if (RemoteMirror::is_mirror(o.out))
+    throw Error(o.out.string() + " is a streaming install; completing one (strata upgrade) is not built yet");
+  DirLock lock(o.out);
 
   const fs::path listing_path = staging / "listing.json";
   auto read_or_null = [](const fs::path& p) {
@@ -147,7 +184,7 @@ PullReport pull_full(const PullOptions& o) {
     if (old.is_object() && old.value("files", nlohmann::json()) == listing && old["source"].is_string()) {
       report.source = old["source"].get<std::string>();
       report.already_pulled = true;
-      fs::remove(o.out / kPullLock, ec);
+      lock.done();
       report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       return report;
     }
@@ -166,7 +203,7 @@ PullReport pull_full(const PullOptions& o) {
                   "remove it or choose another --out");
     write_file_atomically(record_path, pulled.dump(1));
     fs::remove_all(staging, ec);
-    fs::remove(o.out / kPullLock, ec);
+    lock.done();
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return report;
   }
@@ -304,7 +341,100 @@ PullReport pull_full(const PullOptions& o) {
   }
   write_file_atomically(record_path, pulled.dump(1));
   fs::remove_all(staging, ec);
-  fs::remove(o.out / kPullLock, ec);  // still held: a pull starting now fails its lock, then finds the record
+  lock.done();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace strata
+
+namespace strata {
+
+PullReport pull_streaming(const PullOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PullReport report;
+  Start st = start_pull(o, report);
+  RemoteSource& src = st.src;
+  if (!src.location().file.empty())
+    throw Error(o.source + ": --streaming installs a safetensors model folder; a GGUF file is installed with --full");
+  std::error_code ec;
+  if (fs::exists(o.out / "manifest.json", ec) || fs::exists(o.out / kPackProgress, ec) || fs::exists(o.out / kPullStaging, ec))
+    throw Error(o.out.string() + " holds a pack or a full install; choose another --out");
+  DirLock lock(o.out);
+  std::map<std::string, RemoteFileInfo> infos;
+  for (const Wanted& w : st.files) infos[w.name] = w.info;
+  if (RemoteMirror::is_mirror(o.out)) {
+    const RemoteMirror before(o.out, o.env, o.retry);
+    bool same = before.source() == report.source && before.files().size() == infos.size();
+    for (const auto& [name, info] : before.files())
+      same = same && infos.contains(name) && infos[name].size == info.size && infos[name].etag == info.etag &&
+             infos[name].sha256 == info.sha256;
+    if (!same)
+      throw Error(o.out.string() + " is a streaming install of " + before.source() +
+                  " as it was; the source has changed since (or is another): choose another --out");
+  } else {
+    RemoteMirror::create(o.out, report.source, infos, o.env("HF_ENDPOINT").value_or(""));
+  }
+  RemoteMirror mirror(o.out, o.env, o.retry);
+
+  // Small files whole (resumably); every shard as a sparse file of its size.
+  for (const Wanted& w : st.files) {
+    const fs::path dest = o.out / w.name;
+    if (w.name.ends_with(".safetensors")) {
+      if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != w.info.size) {
+        const int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        const bool sized = fd >= 0 && ::ftruncate(fd, static_cast<off_t>(w.info.size)) == 0;
+        if (fd >= 0) ::close(fd);
+        if (!sized) throw Error(dest.string() + ": cannot create: " + std::strerror(errno));
+      }
+      // The header: its length, then the JSON.
+      mirror.ensure(w.name, 0, 8);
+      uint8_t len[8];
+      std::ifstream in(dest, std::ios::binary);
+      in.read(reinterpret_cast<char*>(len), 8);
+      uint64_t n = 0;
+      for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
+      if (!in || n > SafetensorsFile::kMaxHeaderBytes || 8 + n > w.info.size)
+        throw Error(url_for_messages(src.url(w.name)) + ": not a safetensors file (a header of " + std::to_string(n) + " bytes)");
+      mirror.ensure(w.name, 8, n);
+    } else if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != w.info.size) {
+      report.fetched_bytes += src.download(w.name, w.info, dest);
+    }
+  }
+  // The trunk: every tensor but the routed experts', fetched by range (runs
+  // of tensors less than 1 MiB apart as one request).
+  std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> runs;
+  uint64_t trunk_bytes = 0;
+  {
+    const Checkpoint ck = open_checkpoint(o.out);
+    std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> ranges;
+    for (const std::string& name : ck.source->names()) {
+      if (routed_expert_layer(name)) continue;
+      const TensorView& t = ck.source->get(name);
+      if (t.file.empty() || t.nbytes == 0) continue;
+      ranges[fs::path(t.file).filename().string()].emplace_back(t.offset, t.offset + t.nbytes);
+      trunk_bytes += t.nbytes;
+    }
+    for (auto& [file, rs] : ranges) {
+      std::sort(rs.begin(), rs.end());
+      for (const auto& [b, e] : rs) {
+        auto& out = runs[file];
+        if (!out.empty() && b <= out.back().second + (1u << 20))
+          out.back().second = std::max(out.back().second, e);
+        else
+          out.emplace_back(b, e);
+      }
+    }
+  }
+  Progress progress("trunk", trunk_bytes, o.progress);
+  for (const auto& [file, rs] : runs)
+    for (const auto& [b, e] : rs) {
+      mirror.ensure(file, b, e - b);
+      progress.add(e - b);
+    }
+  progress.finish();
+  report.fetched_bytes += mirror.stats().bytes;
+  lock.done();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }

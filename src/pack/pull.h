@@ -67,6 +67,16 @@ struct PullReport {
 
 PullReport pull_full(const PullOptions& options);
 
+// `strata pull SOURCE --out DIR --streaming`: the model folder as a
+// streaming install (remote/remote_mirror.h): config, tokenizer and
+// template files whole, every shard a sparse file holding its header and
+// the trunk's tensors; the routed experts are fetched from the source as
+// decoding first needs them, into their place in the shards. Resumable (the
+// record of what is present is appended as it lands); a DIR holding a pack,
+// or a streaming install of another source or of this source as it was
+// before it changed, is refused.
+PullReport pull_streaming(const PullOptions& options);
+
 // The staging folder pull_full uses inside DIR.
 inline constexpr const char* kPullStaging = ".strata-pull";
 inline constexpr const char* kPullRecord = "pull.json";

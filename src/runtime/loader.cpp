@@ -10,6 +10,7 @@
 #include "model/expert_catalog.h"
 #include "model/expert_heat.h"
 #include "pack/manifest.h"
+#include "remote/remote_mirror.h"
 #include "runtime/streaming_experts.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -118,6 +119,9 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   so.backend = options.io_backend;
   std::unique_ptr<Storage> storage = options.storage ? options.storage(so) : make_storage(so);
   if (!storage) throw Error("internal: the storage factory returned no storage");
+  // A streaming install: experts not fetched yet are fetched as they are read.
+  if (!packed && RemoteMirror::is_mirror(model.dir()))
+    storage = std::make_unique<RangeFillingStorage>(std::move(storage), std::make_shared<RemoteMirror>(model.dir()));
   ExpertCatalog catalog = packed ? catalog_from_manifest(*manifest, model.dir(), *storage)
                                  : checkpoint_catalog(model, bind, *storage);
 
@@ -273,7 +277,10 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
     model->set_approximation(manifest->approximation());
   }
   // A pack's experts are not in its trunk: they are only ever streamed.
-  bool streaming = packed || options.stream || options.ram_bytes > 0 || options.cache_slots > 0;
+  // A streaming install's experts are only ever streamed: most of their
+  // bytes are not on the drive yet (remote/remote_mirror.h).
+  const bool mirror = !packed && RemoteMirror::is_mirror(model->dir());
+  bool streaming = packed || mirror || options.stream || options.ram_bytes > 0 || options.cache_slots > 0;
   const Budget budget = choose_budget(*model, options, baseline, &streaming);
   ExpertBindFn bind;
   if (!packed) bind = expert_binder(model->config(), model->tensors(), model->binder());
@@ -287,7 +294,9 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   // Auto is on: guesses are background reads that only use an idle drive
   // and are cancelled when their layer does not ask for them; measured
   // (docs/PERFORMANCE.md, issue 4) they shorten a cold decode step.
-  model->attach_experts(std::move(experts), options.prefetch != LoadOptions::Prefetch::Off, plan);
+  // No guesses for a streaming install: a guess of a missing expert would
+  // be a fetch from the source.
+  model->attach_experts(std::move(experts), options.prefetch != LoadOptions::Prefetch::Off && !mirror, plan);
   return model;
 }
 
