@@ -211,6 +211,49 @@ TEST_F(CliPull, KilledAtRandomMomentsAndRunAgainItIsTheSameBytes) {
   EXPECT_GE(resumed_pack, 1);
 }
 
+// A streaming install: the trunk is fetched, the experts as decoding first
+// reads them; the greedy continuation is transformers' (the sharded fixture
+// with its published hashes), a second run needs no network at all (its
+// source is then a port nothing listens on), a killed install resumes, and
+// a full install or another source over it is refused.
+TEST_F(CliPull, AStreamingInstallFetchesExpertsAsDecodingNeedsThem) {
+  ASSERT_TRUE(nginx_->running()) << nginx_->log();
+  testfiles::TempDir tmp("strata-pull-streaming");
+  const fs::path out = tmp / "s";
+  // Killed at a few moments first; each re-run resumes.
+  for (double at : {0.01, 0.05, 0.1}) {
+    const std::string script = env() + " " + STRATA_BINARY + " pull hf://org/sharded@" + kCommit +
+                               " --streaming -q --out " + out.string() + " & pid=$!; sleep " + std::to_string(at) +
+                               "; kill -9 $pid 2>/dev/null; wait $pid";
+    std::ignore = std::system(("bash -c '" + script + "' >/dev/null 2>&1").c_str());
+  }
+  const CommandResult r =
+      run_strata("pull hf://org/sharded@" + std::string(kCommit) + " --streaming --json --out " + out.string(), env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json ref = json::parse(read_all(fixture("ds_sharded") / "reference.json"));
+  std::string ids;
+  for (int id : ref["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  const std::string run = " --prompt-ids " + ids + " -n " + std::to_string(ref["greedy_ids"].size()) +
+                          " --ignore-eos --json --threads 2 --heat none";
+  const auto present_lines = [&] {
+    const std::string log = read_all(out / "present.log");
+    return std::count(log.begin(), log.end(), '\n');
+  };
+  const auto after_install = present_lines();
+  const CommandResult first = run_strata("generate " + out.string() + run, env());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(json::parse(first.out)["tokens"], ref["greedy_ids"]);
+  EXPECT_GT(present_lines(), after_install) << "experts were fetched as they were read";
+  const auto after_first = present_lines();
+  const CommandResult second = run_strata("generate " + out.string() + run, env() + " HF_ENDPOINT=http://127.0.0.1:1");
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(json::parse(second.out)["tokens"], ref["greedy_ids"]);
+  EXPECT_EQ(present_lines(), after_first) << "nothing fetched twice";
+  // Not a full install's folder, nor another source's.
+  expect_clean_error(pull("hf://org/m", out), "is a streaming install");
+  expect_clean_error(run_strata("pull hf://org/m --streaming --out " + out.string(), env()), "or is another");
+}
+
 // A finished install is not overwritten by another version of its source,
 // nor is a folder holding another pack: refused before anything is fetched.
 TEST_F(CliPull, AChangedSourceOverAnInstallIsRefused) {
