@@ -22,6 +22,10 @@ using testfiles::sha256sum;
 using nlohmann::json;
 
 constexpr const char* kCommit = "89abcdef0123456789abcdef0123456789abcdef";
+// Fixtures whose experts bind from more than their main matrices: FP8 block
+// scales, int4 shapes and scales, gpt-oss biases (and its BF16 layout, whose
+// experts are transposed into RAM), MXFP4 scales, an MTP layer, Kimi K3.
+constexpr const char* kFormats[] = {"ds_fp8", "ds_int4_ct", "gptoss_mxfp4", "gptoss_bf16", "qwen_mxfp4_ct", "ds_mtp", "k3_mxfp4"};
 
 // Every regular file under `dir`, relative name -> bytes.
 std::map<std::string, std::string> tree(const fs::path& dir) {
@@ -62,6 +66,11 @@ class CliPull : public ::testing::Test {
     const CommandResult g = run_strata("synth --preset qwen3-30b-a3b --size 0.01 --format gguf --seed 8 --out " +
                                        (root_->path() / "files" / "m.gguf").string());
     ASSERT_EQ(g.exit_code, 0) << g.err;
+    // Every storage format's fixture, for the streaming install.
+    for (const char* name : kFormats) {
+      fs::create_directories(root_->path() / "org" / name / "resolve");
+      fs::create_directory_symlink(fixture(name), root_->path() / "org" / name / "resolve" / kCommit);
+    }
     // The hub's headers: the commit everywhere, and for the sharded model
     // each shard's sha256 (coreutils' sha256sum), published right under
     // org/sharded and wrongly (one hash of another shard) under org/badsha.
@@ -252,6 +261,30 @@ TEST_F(CliPull, AStreamingInstallFetchesExpertsAsDecodingNeedsThem) {
   // Not a full install's folder, nor another source's.
   expect_clean_error(pull("hf://org/m", out), "is a streaming install");
   expect_clean_error(run_strata("pull hf://org/m --streaming --out " + out.string(), env()), "or is another");
+}
+
+// Whatever an expert binds from besides what streams (scales, shapes,
+// biases) is fetched at install: every format's streaming install continues
+// as transformers does.
+TEST_F(CliPull, AStreamingInstallOfEveryFormatIsTheReferenceModel) {
+  ASSERT_TRUE(nginx_->running()) << nginx_->log();
+  testfiles::TempDir tmp("strata-pull-formats");
+  for (const char* name : kFormats) {
+    SCOPED_TRACE(name);
+    const fs::path out = tmp / name;
+    const CommandResult r = run_strata(
+        "pull hf://org/" + std::string(name) + "@" + kCommit + " --streaming -q --out " + out.string(), env());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json ref = json::parse(read_all(fixture(name) / "reference.json"));
+    std::string ids;
+    for (int id : ref["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    const CommandResult g = run_strata("generate " + out.string() + " --prompt-ids " + ids + " -n " +
+                                           std::to_string(ref["greedy_ids"].size()) +
+                                           " --ignore-eos --json --threads 2 --heat none",
+                                       env());
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    EXPECT_EQ(json::parse(g.out)["tokens"], ref["greedy_ids"]);
+  }
 }
 
 // A finished install is not overwritten by another version of its source,

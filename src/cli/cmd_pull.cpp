@@ -21,6 +21,8 @@ struct PullArgs {
 
 int run_pull(const PullArgs& a) {
   if (a.full == a.streaming) throw Error("pull: choose --full (every weight fetched and packed) or --streaming");
+  if (a.streaming && (!a.drives.empty() || !a.probe.empty()))
+    throw Error("pull: --drive and --probe place a pack's experts; a streaming install keeps the source's files");
   PullOptions o;
   o.source = a.source;
   o.out = a.out;

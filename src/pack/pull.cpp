@@ -18,9 +18,12 @@
 
 #include "formats/safetensors.h"
 #include "model/checkpoint.h"
+#include "model/expert_catalog.h"
+#include "model/weights.h"
 #include "pack/shard_feed.h"
 #include "remote/remote_mirror.h"
 #include "storage/atomic_file.h"
+#include "storage/storage.h"
 #include "storage/pack_dir.h"
 #include "util/error.h"
 #include "util/json_file.h"
@@ -357,9 +360,15 @@ PullReport pull_streaming(const PullOptions& o) {
   RemoteSource& src = st.src;
   if (!src.location().file.empty())
     throw Error(o.source + ": --streaming installs a safetensors model folder; a GGUF file is installed with --full");
+  // Later runs fetch from the source as it is then: only a pinned hub
+  // commit, or files whose every answer names their version (an ETag), can
+  // be told from another version of themselves.
+  if (src.commit().empty())
+    for (const Wanted& w : st.files)
+      if (w.info.etag.empty())
+        throw Error(o.source + ": " + w.name + " comes without an ETag (and no hub commit pins it): a streaming install "
+                    "could not tell a changed file from this one; use --full");
   std::error_code ec;
-  if (fs::exists(o.out / "manifest.json", ec) || fs::exists(o.out / kPackProgress, ec) || fs::exists(o.out / kPullStaging, ec))
-    throw Error(o.out.string() + " holds a pack or a full install; choose another --out");
   DirLock lock(o.out);
   std::map<std::string, RemoteFileInfo> infos;
   for (const Wanted& w : st.files) infos[w.name] = w.info;
@@ -373,6 +382,9 @@ PullReport pull_streaming(const PullOptions& o) {
       throw Error(o.out.string() + " is a streaming install of " + before.source() +
                   " as it was; the source has changed since (or is another): choose another --out");
   } else {
+    for (const auto& e : fs::directory_iterator(o.out, ec))
+      if (e.path().filename() != kPullLock)
+        throw Error(o.out.string() + " is not empty; a streaming install goes into a folder of its own");
     RemoteMirror::create(o.out, report.source, infos, o.env("HF_ENDPOINT").value_or(""));
   }
   RemoteMirror mirror(o.out, o.env, o.retry);
@@ -382,57 +394,108 @@ PullReport pull_streaming(const PullOptions& o) {
     const fs::path dest = o.out / w.name;
     if (w.name.ends_with(".safetensors")) {
       if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != w.info.size) {
-        const int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        mirror.forget(w.name);  // whatever the log said of an earlier file there
+        const int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         const bool sized = fd >= 0 && ::ftruncate(fd, static_cast<off_t>(w.info.size)) == 0;
         if (fd >= 0) ::close(fd);
         if (!sized) throw Error(dest.string() + ": cannot create: " + std::strerror(errno));
       }
       // The header: its length, then the JSON.
       mirror.ensure(w.name, 0, 8);
-      uint8_t len[8];
+      uint8_t len[8] = {0};
       std::ifstream in(dest, std::ios::binary);
-      in.read(reinterpret_cast<char*>(len), 8);
+      if (!in.read(reinterpret_cast<char*>(len), 8)) throw Error(dest.string() + ": cannot read its header back");
       uint64_t n = 0;
       for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
-      if (!in || n > SafetensorsFile::kMaxHeaderBytes || 8 + n > w.info.size)
-        throw Error(url_for_messages(src.url(w.name)) + ": not a safetensors file (a header of " + std::to_string(n) + " bytes)");
+      if (n == 0 || n > SafetensorsFile::kMaxHeaderBytes || 8 + n > w.info.size)
+        throw Error(url_for_messages(src.url(w.name)) + ": not a safetensors file (a header of " + std::to_string(n) +
+                    " bytes)");
       mirror.ensure(w.name, 8, n);
     } else if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != w.info.size) {
       report.fetched_bytes += src.download(w.name, w.info, dest);
     }
   }
-  // The trunk: every tensor but the routed experts', fetched by range (runs
-  // of tensors less than 1 MiB apart as one request).
-  std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> runs;
-  uint64_t trunk_bytes = 0;
-  {
-    const Checkpoint ck = open_checkpoint(o.out);
-    std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> ranges;
-    for (const std::string& name : ck.source->names()) {
-      if (routed_expert_layer(name)) continue;
-      const TensorView& t = ck.source->get(name);
-      if (t.file.empty() || t.nbytes == 0) continue;
-      ranges[fs::path(t.file).filename().string()].emplace_back(t.offset, t.offset + t.nbytes);
-      trunk_bytes += t.nbytes;
-    }
+
+  // What must be on disk before the model loads: every tensor but the
+  // routed experts', and of the experts' tensors whatever the expert cache
+  // does not read through the storage (FP8 scales, gpt-oss biases, shapes:
+  // copied when the experts are bound). The small expert tensors first, so
+  // that binding can read them; then the catalog says which bytes it reads.
+  using Runs = std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>>;
+  auto fetch_runs = [&](Runs ranges, const char* label) {
+    // Ranges less than 1 MiB apart are one request, of at most 64 MiB.
+    Runs runs;
+    uint64_t total = 0;
     for (auto& [file, rs] : ranges) {
       std::sort(rs.begin(), rs.end());
       for (const auto& [b, e] : rs) {
         auto& out = runs[file];
-        if (!out.empty() && b <= out.back().second + (1u << 20))
+        if (!out.empty() && b <= out.back().second + (1u << 20) && e - out.back().first <= (64u << 20))
           out.back().second = std::max(out.back().second, e);
         else
           out.emplace_back(b, e);
       }
+      for (const auto& [b, e] : runs[file]) total += e - b;
     }
+    Progress progress(label, total, o.progress);
+    for (const auto& [file, rs] : runs)
+      for (const auto& [b, e] : rs) {
+        mirror.ensure(file, b, e - b);
+        progress.add(e - b);
+      }
+    progress.finish();
+  };
+  {
+    const Checkpoint ck = open_checkpoint(o.out);
+    Runs trunk, small_experts;
+    for (const std::string& name : ck.source->names()) {
+      const TensorView& t = ck.source->get(name);
+      if (t.file.empty() || t.nbytes == 0) continue;
+      const std::string file = fs::path(t.file).filename().string();
+      // An expert's main matrices (".weight", int4 "weight_packed", MXFP4
+      // "_blocks", gpt-oss's fused BF16 "gate_up_proj"/"down_proj") are what
+      // streams; its other tensors are small (scales, shapes, biases).
+      const bool main_weight = name.ends_with(".weight") || name.ends_with("weight_packed") ||
+                               name.ends_with("_blocks") || name.ends_with("gate_up_proj") || name.ends_with("down_proj");
+      if (!routed_expert_layer(name))
+        trunk[file].emplace_back(t.offset, t.offset + t.nbytes);
+      else if (!main_weight)
+        small_experts[file].emplace_back(t.offset, t.offset + t.nbytes);
+    }
+    fetch_runs(std::move(trunk), "trunk");
+    fetch_runs(std::move(small_experts), "experts' small tensors");
   }
-  Progress progress("trunk", trunk_bytes, o.progress);
-  for (const auto& [file, rs] : runs)
-    for (const auto& [b, e] : rs) {
-      mirror.ensure(file, b, e - b);
-      progress.add(e - b);
+  {
+    const Checkpoint ck = open_checkpoint(o.out);
+    WeightBinder binder(*ck.source, ck.config);
+    const ExpertBindFn bind = expert_binder(ck.config, *ck.source, binder);
+    const std::unique_ptr<Storage> storage = make_storage();
+    const ExpertCatalog catalog = catalog_from_bound_experts(ck.config, bind, *ck.source, *storage);
+    std::map<std::string, std::map<uint64_t, uint64_t>> read;  // file -> start -> end of the cache's reads
+    for (const auto& layer : catalog.layers)
+      for (const StreamedExpert& e : layer)
+        for (const ExpertRead& r : e.reads) {
+          auto& m = read[fs::path(storage->file(r.file).path).filename().string()];
+          m[r.offset] = std::max(m[r.offset], r.offset + r.length);
+        }
+    auto covered = [&](const std::string& file, uint64_t b, uint64_t e) {
+      const auto f = read.find(file);
+      if (f == read.end()) return false;
+      uint64_t at = b;
+      for (auto it = f->second.begin(); it != f->second.end() && it->first <= at; ++it) at = std::max(at, it->second);
+      return at >= e;
+    };
+    Runs rest;
+    for (const std::string& name : ck.source->names()) {
+      if (!routed_expert_layer(name)) continue;
+      const TensorView& t = ck.source->get(name);
+      if (t.file.empty() || t.nbytes == 0) continue;
+      const std::string file = fs::path(t.file).filename().string();
+      if (!covered(file, t.offset, t.offset + t.nbytes)) rest[file].emplace_back(t.offset, t.offset + t.nbytes);
     }
-  progress.finish();
+    fetch_runs(std::move(rest), "experts' resident tensors");
+  }
+  mirror.set_complete();
   report.fetched_bytes += mirror.stats().bytes;
   lock.done();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -7,10 +7,13 @@
 //
 // On disk, beside the checkpoint's files:
 //   remote.json   {"format": "strata-remote-mirror", "version": 1,
-//                  "source": SOURCE, "hf_endpoint": "...",
+//                  "source": SOURCE, "hf_endpoint": "...", "complete": BOOL,
 //                  "files": {NAME: {"size", "etag", "sha256"}}}
 //                 (hf_endpoint: $HF_ENDPOINT at install, used when it is
-//                 not set later, so a mirror hub keeps serving the install)
+//                 not set later, without the user's hub token unless it is
+//                 huggingface.co; complete: the install fetched everything
+//                 but the experts' streamed bytes; a folder that is not
+//                 complete does not load)
 //   present.log   one line per range known to be on disk, "NAME OFFSET LENGTH",
 //                 appended (and synced) after the bytes were written and
 //                 synced: a crash loses at most ranges that are fetched again.
@@ -18,8 +21,12 @@
 // its size is ignored (fetched again), a damaged remote.json is an error.
 //
 // Fetched ranges are checked by transport only (HTTP status, Content-Range,
-// the ETag the file had when installed): no published hash covers a range.
-// `strata pull --full` over the same source checks whole files.
+// and the ETag the file had when installed, when it has one): no published
+// hash covers a range. Each run checks once per file, before its first
+// fetch, that the source still says the same of it (size, ETag, sha256); the
+// install itself is only made of a pinned hub commit or files with ETags.
+// Fetched bytes are written with the file's modification time kept, so the
+// weights' identity (expert heat, sessions) stays that of the install.
 //
 // RangeFillingStorage is the Storage the loader hands the expert cache for
 // such a folder: each extent's file range is made present (fetched if need
@@ -27,8 +34,10 @@
 // Network access happens only here, for a folder the user installed this way.
 #include <cstdint>
 #include <filesystem>
+#include <deque>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -49,10 +58,15 @@ struct RemoteFetchStats {
 
 class RemoteMirror {
  public:
+  // A folder with a strata remote.json (another program's file of that name
+  // is not one).
   static bool is_mirror(const std::filesystem::path& dir);
   // Writes remote.json for a new install (the folder must exist).
   static void create(const std::filesystem::path& dir, const std::string& source,
                      const std::map<std::string, RemoteFileInfo>& files, const std::string& hf_endpoint);
+  // Marks the install complete (everything but the experts' streamed bytes).
+  void set_complete();
+  bool complete() const { return complete_; }
 
   // Opens the folder's record and log; the source is opened (and a hub
   // revision pinned) on the first fetch, not before.
@@ -65,8 +79,8 @@ class RemoteMirror {
   // present, fetching what is missing. Thread-safe.
   void ensure(const std::string& file, uint64_t offset, uint64_t length);
   bool present(const std::string& file, uint64_t offset, uint64_t length) const;
-  // Records a range written by the caller (pull writes headers this way).
-  void mark_present(const std::string& file, uint64_t offset, uint64_t length);
+  // Drops what the log says of `file` (recreated: its bytes are gone).
+  void forget(const std::string& file);
   RemoteFetchStats stats() const;
 
  private:
@@ -74,22 +88,29 @@ class RemoteMirror {
   static void add(Intervals& set, uint64_t begin, uint64_t end);
   bool present_locked(const std::string& file, uint64_t begin, uint64_t end) const;
   void append_log_locked(const std::string& file, uint64_t offset, uint64_t length);
+  void open_log_locked();
   RemoteSource& source_locked();
+  void check_unchanged_locked(const std::string& file);
 
   std::filesystem::path dir_;
   EnvLookup env_;
   RetryPolicy retry_;
   std::string source_, hf_endpoint_;
+  bool complete_ = false;
+  nlohmann::json record_;
   std::map<std::string, RemoteFileInfo> files_;
   mutable std::mutex mu_;
   std::map<std::string, Intervals> present_;
   std::unique_ptr<RemoteSource> remote_;
+  std::map<std::string, bool> checked_;  // files checked against the source this run
   int log_fd_ = -1;
   RemoteFetchStats stats_;
 };
 
 // The Storage for a mirror's files: reads of ranges that are not present
-// yet fetch them first. Everything else is the inner storage's.
+// yet fetch them first. A fetch that fails completes its extent with EIO
+// and the error's message (never an exception out of submit()).
+// Everything else is the inner storage's.
 class RangeFillingStorage final : public Storage {
  public:
   RangeFillingStorage(std::unique_ptr<Storage> inner, std::shared_ptr<RemoteMirror> mirror);
@@ -98,11 +119,9 @@ class RangeFillingStorage final : public Storage {
   FileInfo file(FileId id) const override { return inner_->file(id); }
   std::vector<DriveInfo> drives() const override { return inner_->drives(); }
   void submit(std::span<const Extent> extents) override;
-  size_t poll(std::vector<Completion>& out) override { return inner_->poll(out); }
-  size_t wait(std::vector<Completion>& out, size_t min_count, std::chrono::milliseconds timeout) override {
-    return inner_->wait(out, min_count, timeout);
-  }
-  size_t pending() const override { return inner_->pending(); }
+  size_t poll(std::vector<Completion>& out) override;
+  size_t wait(std::vector<Completion>& out, size_t min_count, std::chrono::milliseconds timeout) override;
+  size_t pending() const override;
   size_t cancel(std::span<const uint64_t> tags) override { return inner_->cancel(tags); }
   void promote(std::span<const uint64_t> tags) override { inner_->promote(tags); }
   bool register_buffers(std::span<const BufferRegion> regions) override { return inner_->register_buffers(regions); }
@@ -115,6 +134,8 @@ class RangeFillingStorage final : public Storage {
   std::shared_ptr<RemoteMirror> mirror_;
   mutable std::mutex mu_;
   std::map<FileId, std::string> names_;  // files of the mirror, by id
+  std::deque<Completion> failed_;         // extents whose fetch failed, not handed out yet
+  size_t take_failed(std::vector<Completion>& out);
 };
 
 }  // namespace strata

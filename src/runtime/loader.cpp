@@ -264,6 +264,11 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   // built first (the tokenizer and chat template, which the CLI and the
   // server load before the model) and the runtime itself.
   const uint64_t baseline = resident_anonymous_bytes() + options.held_bytes;
+  // A streaming install loads once its trunk is all there (before anything
+  // reads it).
+  if (RemoteMirror::is_mirror(path) && !RemoteMirror(path).complete())
+    throw Error(path.string() + " is a streaming install that did not finish (its trunk is not all there): "
+                "run the same strata pull --streaming again");
   Checkpoint ck = open_checkpoint(path);
   if (options.notice)
     for (const std::string& note : ck.notes) options.notice(note);
