@@ -382,8 +382,9 @@ PullReport pull_streaming(const PullOptions& o) {
       throw Error(o.out.string() + " is a streaming install of " + before.source() +
                   " as it was; the source has changed since (or is another): choose another --out");
   } else {
+    // (The lock, and a record a killed run was writing, are this pull's own.)
     for (const auto& e : fs::directory_iterator(o.out, ec))
-      if (e.path().filename() != kPullLock)
+      if (e.path().filename() != kPullLock && e.path().filename() != std::string(kRemoteMirrorRecord) + ".tmp")
         throw Error(o.out.string() + " is not empty; a streaming install goes into a folder of its own");
     RemoteMirror::create(o.out, report.source, infos, o.env("HF_ENDPOINT").value_or(""));
   }
