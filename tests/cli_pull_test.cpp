@@ -248,16 +248,27 @@ TEST_F(CliPull, AStreamingInstallFetchesExpertsAsDecodingNeedsThem) {
     const std::string log = read_all(out / "present.log");
     return std::count(log.begin(), log.end(), '\n');
   };
+  // The run's stats name the source as a drive: the bytes it gave.
+  const auto remote_bytes = [](const json& j) {
+    uint64_t bytes = 0;
+    for (const char* phase : {"prefill", "decode"})
+      if (j["stats"]["experts"].contains(phase))
+        for (const auto& d : j["stats"]["experts"][phase]["drives"])
+          if (d["name"].get<std::string>().starts_with("remote hf://org/sharded@")) bytes += d["bytes"].get<uint64_t>();
+    return bytes;
+  };
   const auto after_install = present_lines();
   const CommandResult first = run_strata("generate " + out.string() + run, env());
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(json::parse(first.out)["tokens"], ref["greedy_ids"]);
   EXPECT_GT(present_lines(), after_install) << "experts were fetched as they were read";
+  EXPECT_GT(remote_bytes(json::parse(first.out)), 0u) << first.out;
   const auto after_first = present_lines();
   const CommandResult second = run_strata("generate " + out.string() + run, env() + " HF_ENDPOINT=http://127.0.0.1:1");
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_EQ(json::parse(second.out)["tokens"], ref["greedy_ids"]);
   EXPECT_EQ(present_lines(), after_first) << "nothing fetched twice";
+  EXPECT_EQ(remote_bytes(json::parse(second.out)), 0u);
   // Not a full install's folder, nor another source's.
   expect_clean_error(pull("hf://org/m", out), "is a streaming install");
   expect_clean_error(run_strata("pull hf://org/m --streaming --out " + out.string(), env()), "or is another");

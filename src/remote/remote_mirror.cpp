@@ -333,6 +333,17 @@ void RangeFillingStorage::submit(std::span<const Extent> extents) {
   if (!ready.empty()) inner_->submit(ready);
 }
 
+std::vector<DriveInfo> RangeFillingStorage::drives() const {
+  std::vector<DriveInfo> d = inner_->drives();
+  const RemoteFetchStats st = mirror_->stats();
+  DriveInfo remote;
+  remote.name = "remote " + mirror_->source();
+  remote.bytes_read = st.bytes;
+  remote.busy_s = st.seconds;
+  d.push_back(remote);
+  return d;
+}
+
 size_t RangeFillingStorage::take_failed(std::vector<Completion>& out) {
   std::lock_guard<std::mutex> lock(mu_);
   const size_t n = failed_.size();

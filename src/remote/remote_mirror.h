@@ -117,7 +117,10 @@ class RangeFillingStorage final : public Storage {
 
   FileId open(const std::filesystem::path& path, OpenMode mode) override;
   FileInfo file(FileId id) const override { return inner_->file(id); }
-  std::vector<DriveInfo> drives() const override { return inner_->drives(); }
+  // The inner storage's drives, and the source as one more ("remote
+  // SOURCE": bytes fetched and the time spent fetching), so that a run's
+  // stats and /metrics say what came over the network.
+  std::vector<DriveInfo> drives() const override;
   void submit(std::span<const Extent> extents) override;
   size_t poll(std::vector<Completion>& out) override;
   size_t wait(std::vector<Completion>& out, size_t min_count, std::chrono::milliseconds timeout) override;
