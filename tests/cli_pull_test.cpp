@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <cstdio>
 #include <random>
+#include <regex>
+#include <sstream>
 #include <thread>
 
 #include "cli_support.h"
@@ -269,6 +271,33 @@ TEST_F(CliPull, AStreamingInstallFetchesExpertsAsDecodingNeedsThem) {
   EXPECT_EQ(json::parse(second.out)["tokens"], ref["greedy_ids"]);
   EXPECT_EQ(present_lines(), after_first) << "nothing fetched twice";
   EXPECT_EQ(remote_bytes(json::parse(second.out)), 0u);
+  // serve's /metrics count what came from the source: the bytes of the
+  // ranges its run added to present.log.
+  const fs::path err = tmp / "serve.err", metrics = tmp / "metrics";
+  const std::string script = env() + " " + STRATA_BINARY + " serve " + out.string() + " --port 0 --threads 1 --heat none 2>" +
+                             err.string() + " & pid=$!; for i in $(seq 400); do grep -q \"model loaded\" " + err.string() +
+                             " && break; sleep 0.05; done; port=$(sed -n \"s/.*listening on http:\\/\\/[^:]*:\\([0-9]*\\).*/\\1/p\" " +
+                             err.string() + "); curl -s http://127.0.0.1:$port/v1/completions -H \"Content-Type: application/json\" -d \"{\\\"prompt\\\": [5, 6, 7, 8, 9, 10, 11], \\\"max_tokens\\\": 8}\" >/dev/null; curl -s http://127.0.0.1:$port/metrics >" +
+                             metrics.string() + "; kill -TERM $pid; wait $pid";
+  std::ofstream(tmp / "serve.sh") << script;
+  ASSERT_EQ(std::system(("bash " + (tmp / "serve.sh").string()).c_str()), 0) << read_all(err);
+  std::smatch m;
+  const std::string text = read_all(metrics);
+  ASSERT_TRUE(std::regex_search(text, m, std::regex("\nstrata_remote_bytes_total ([0-9.e+]+)"))) << text;
+  uint64_t logged = 0;
+  {
+    std::istringstream log(read_all(out / "present.log"));
+    std::string line;
+    for (int64_t n = 0; std::getline(log, line); ++n) {
+      if (n < after_first) continue;
+      std::istringstream in(line);
+      std::string name;
+      uint64_t offset = 0, length = 0;
+      if (in >> name >> offset >> length) logged += length;
+    }
+  }
+  EXPECT_GT(logged, 0u) << "the new prompt fetched experts";
+  EXPECT_EQ(std::stod(m[1]), static_cast<double>(logged)) << text;
   // Not a full install's folder, nor another source's.
   expect_clean_error(pull("hf://org/m", out), "is a streaming install");
   expect_clean_error(run_strata("pull hf://org/m --streaming --out " + out.string(), env()), "or is another");

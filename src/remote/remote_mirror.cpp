@@ -337,7 +337,7 @@ std::vector<DriveInfo> RangeFillingStorage::drives() const {
   std::vector<DriveInfo> d = inner_->drives();
   const RemoteFetchStats st = mirror_->stats();
   DriveInfo remote;
-  remote.name = "remote " + mirror_->source();
+  remote.name = kRemoteDrivePrefix + mirror_->source();
   remote.bytes_read = st.bytes;
   remote.busy_s = st.seconds;
   d.push_back(remote);

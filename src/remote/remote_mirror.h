@@ -49,6 +49,8 @@ namespace strata {
 
 inline constexpr const char* kRemoteMirrorRecord = "remote.json";
 inline constexpr const char* kRemoteMirrorLog = "present.log";
+// How RangeFillingStorage names the source among the drives of a run's stats.
+inline constexpr const char* kRemoteDrivePrefix = "remote ";
 
 struct RemoteFetchStats {
   uint64_t bytes = 0;     // fetched from the source

@@ -1,5 +1,7 @@
 #include "runtime/scheduler.h"
 
+#include "remote/remote_mirror.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -551,6 +553,13 @@ void Scheduler::sweep() {
   const ExpertStats xs = model_.expert_stats();  // read here: the provider belongs to the step thread
   std::lock_guard lock(m_);
   stats_.expert_bytes_read = xs.bytes_read;
+  stats_.remote_bytes = 0;
+  stats_.remote_s = 0;
+  for (const auto& d : xs.drives)
+    if (d.name.starts_with(kRemoteDrivePrefix)) {
+      stats_.remote_bytes += d.bytes;
+      stats_.remote_s += d.busy_s;
+    }
   stats_.expert_requests = xs.requests;
   stats_.expert_hits = xs.hits;
   std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->ended; });

@@ -73,6 +73,10 @@ struct SchedulerStats {
   size_t queued = 0, running = 0;
   // The model's expert counters, read on the step thread after each step.
   uint64_t expert_bytes_read = 0, expert_requests = 0, expert_hits = 0;
+  // A streaming install's source (remote/remote_mirror.h): bytes fetched
+  // and the time spent fetching them.
+  uint64_t remote_bytes = 0;
+  double remote_s = 0;
   // Speculation: tokens drafted and fed, of those kept; seconds in the
   // drafter and in forward steps.
   uint64_t drafted_tokens = 0, accepted_tokens = 0;

@@ -251,6 +251,10 @@ class Server {
          static_cast<double>(s.accepted_tokens));
     line("strata_draft_seconds_total", "counter", "Time spent in the drafter", s.draft_s);
     line("strata_expert_bytes_read_total", "counter", "Expert bytes read from drives", static_cast<double>(s.expert_bytes_read));
+    line("strata_remote_bytes_total", "counter", "Expert bytes fetched from a streaming install's source",
+         static_cast<double>(s.remote_bytes));
+    line("strata_remote_fetch_seconds_total", "counter", "Time spent fetching from a streaming install's source",
+         s.remote_s);
     line("strata_expert_cache_hit_ratio", "gauge", "Share of expert requests served from RAM",
          s.expert_requests ? static_cast<double>(s.expert_hits) / static_cast<double>(s.expert_requests) : 0.0);
     // An info metric: the label says how the weights were re-quantized and
