@@ -295,7 +295,7 @@ RemoteFetchStats RemoteMirror::stats() const {
 }
 
 RangeFillingStorage::RangeFillingStorage(std::unique_ptr<Storage> inner, std::shared_ptr<RemoteMirror> mirror)
-    : inner_(std::move(inner)), mirror_(std::move(mirror)) {}
+    : ForwardingStorage(std::move(inner)), mirror_(std::move(mirror)) {}
 
 FileId RangeFillingStorage::open(const fs::path& path, OpenMode mode) {
   const FileId id = inner_->open(path, mode);

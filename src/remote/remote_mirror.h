@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "remote/source.h"
-#include "storage/storage.h"
+#include "storage/forwarding_storage.h"
 
 namespace strata {
 
@@ -113,29 +113,22 @@ class RemoteMirror {
 // yet fetch them first. A fetch that fails completes its extent with EIO
 // and the error's message (never an exception out of submit()).
 // Everything else is the inner storage's.
-class RangeFillingStorage final : public Storage {
+class RangeFillingStorage final : public ForwardingStorage {
  public:
   RangeFillingStorage(std::unique_ptr<Storage> inner, std::shared_ptr<RemoteMirror> mirror);
 
-  FileId open(const std::filesystem::path& path, OpenMode mode) override;
-  FileInfo file(FileId id) const override { return inner_->file(id); }
+  FileId open(const std::filesystem::path& path, OpenMode mode = OpenMode::Auto) override;
   // The inner storage's drives, and the source as one more ("remote
   // SOURCE": bytes fetched and the time spent fetching), so that a run's
   // stats and /metrics say what came over the network.
   std::vector<DriveInfo> drives() const override;
   void submit(std::span<const Extent> extents) override;
   size_t poll(std::vector<Completion>& out) override;
-  size_t wait(std::vector<Completion>& out, size_t min_count, std::chrono::milliseconds timeout) override;
+  size_t wait(std::vector<Completion>& out, size_t min_count = 1,
+              std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) override;
   size_t pending() const override;
-  size_t cancel(std::span<const uint64_t> tags) override { return inner_->cancel(tags); }
-  void promote(std::span<const uint64_t> tags) override { inner_->promote(tags); }
-  bool register_buffers(std::span<const BufferRegion> regions) override { return inner_->register_buffers(regions); }
-  std::string_view backend() const override { return inner_->backend(); }
-  unsigned queue_depth() const override { return inner_->queue_depth(); }
-  std::vector<std::string> notes() const override { return inner_->notes(); }
 
  private:
-  std::unique_ptr<Storage> inner_;
   std::shared_ptr<RemoteMirror> mirror_;
   mutable std::mutex mu_;
   std::map<FileId, std::string> names_;  // files of the mirror, by id

@@ -7,7 +7,7 @@
 
 namespace strata {
 
-FaultInjectingStorage::FaultInjectingStorage(std::unique_ptr<Storage> inner) : inner_(std::move(inner)) {
+FaultInjectingStorage::FaultInjectingStorage(std::unique_ptr<Storage> inner) : ForwardingStorage(std::move(inner)) {
   engine_ = dynamic_cast<detail::StorageEngine*>(inner_.get());
   if (!engine_) throw Error("fault injection needs an io_uring or pread storage underneath");
   engine_->set_fault_hook(this);

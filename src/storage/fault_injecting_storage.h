@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "storage/forwarding_storage.h"
 #include "storage/storage_engine.h"
 
 namespace strata {
@@ -41,7 +42,7 @@ struct FaultStats {
   uint64_t delays = 0;         // reads slowed
 };
 
-class FaultInjectingStorage final : public Storage, private detail::FaultHook {
+class FaultInjectingStorage final : public ForwardingStorage, private detail::FaultHook {
  public:
   // `inner` must be an IoUringStorage or PreadPoolStorage (what make_storage returns).
   explicit FaultInjectingStorage(std::unique_ptr<Storage> inner);
@@ -64,27 +65,7 @@ class FaultInjectingStorage final : public Storage, private detail::FaultHook {
   void clear();
   FaultStats stats() const;
 
-  Storage& inner() { return *inner_; }
-
-  // Storage, forwarded to the inner backend.
-  FileId open(const std::filesystem::path& path, OpenMode mode = OpenMode::Auto) override {
-    return inner_->open(path, mode);
-  }
-  FileInfo file(FileId id) const override { return inner_->file(id); }
-  std::vector<DriveInfo> drives() const override { return inner_->drives(); }
-  void submit(std::span<const Extent> extents) override { inner_->submit(extents); }
-  size_t poll(std::vector<Completion>& out) override { return inner_->poll(out); }
-  size_t wait(std::vector<Completion>& out, size_t min_count = 1,
-              std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) override {
-    return inner_->wait(out, min_count, timeout);
-  }
-  size_t pending() const override { return inner_->pending(); }
-  size_t cancel(std::span<const uint64_t> tags) override { return inner_->cancel(tags); }
-  void promote(std::span<const uint64_t> tags) override { inner_->promote(tags); }
-  bool register_buffers(std::span<const BufferRegion> regions) override { return inner_->register_buffers(regions); }
-  std::string_view backend() const override { return inner_->backend(); }
-  unsigned queue_depth() const override { return inner_->queue_depth(); }
-  std::vector<std::string> notes() const override { return inner_->notes(); }
+  // Every Storage call is forwarded to the inner backend (ForwardingStorage).
 
  private:
   void before_issue(detail::RawRead& raw, const Extent& extent) override;
@@ -103,7 +84,6 @@ class FaultInjectingStorage final : public Storage, private detail::FaultHook {
     uint8_t mask;
   };
 
-  std::unique_ptr<Storage> inner_;
   detail::StorageEngine* engine_;
   mutable std::mutex mutex_;
   uint64_t short_max_ = 0;
