@@ -231,13 +231,21 @@ TEST_F(CliPull, AStreamingInstallFetchesExpertsAsDecodingNeedsThem) {
   ASSERT_TRUE(nginx_->running()) << nginx_->log();
   testfiles::TempDir tmp("strata-pull-streaming");
   const fs::path out = tmp / "s";
-  // Killed at a few moments first; each re-run resumes.
-  for (double at : {0.01, 0.05, 0.1}) {
+  // Killed at a few moments first; each re-run resumes. An install a kill
+  // left unfinished does not load: one clear error, not zeros for a trunk.
+  int unfinished = 0;
+  for (double at : {0.01, 0.03, 0.05, 0.08, 0.1}) {
     const std::string script = env() + " " + STRATA_BINARY + " pull hf://org/sharded@" + kCommit +
                                " --streaming -q --out " + out.string() + " & pid=$!; sleep " + std::to_string(at) +
                                "; kill -9 $pid 2>/dev/null; wait $pid";
     std::ignore = std::system(("bash -c '" + script + "' >/dev/null 2>&1").c_str());
+    if (fs::exists(out / "remote.json") && !json::parse(read_all(out / "remote.json"))["complete"].get<bool>()) {
+      ++unfinished;
+      expect_clean_error(run_strata("generate " + out.string() + " --prompt-ids 1,2,3 -n 2 --threads 2 --heat none", env()),
+                         "did not finish");
+    }
   }
+  EXPECT_GE(unfinished, 1) << "no kill landed during the install";
   const CommandResult r =
       run_strata("pull hf://org/sharded@" + std::string(kCommit) + " --streaming --json --out " + out.string(), env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
