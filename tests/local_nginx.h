@@ -70,6 +70,9 @@ class LocalNginx {
       // Ends with the test process, however that ends.
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       ::execlp("nginx", "nginx", "-e", log.c_str(), "-p", prefix.c_str(), "-c", conf.c_str(), static_cast<char*>(nullptr));
+      // Debian installs it in /usr/sbin, which a non-root PATH may lack.
+      ::execl("/usr/sbin/nginx", "nginx", "-e", log.c_str(), "-p", prefix.c_str(), "-c", conf.c_str(),
+              static_cast<char*>(nullptr));
       ::_exit(127);
     }
     for (int i = 0; i < 400 && pid_ > 0 && !accepts(port_); ++i) {
