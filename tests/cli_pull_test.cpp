@@ -245,7 +245,7 @@ TEST_F(CliPull, AStreamingInstallFetchesExpertsAsDecodingNeedsThem) {
                          "did not finish");
     }
   }
-  EXPECT_GE(unfinished, 1) << "no kill landed during the install";
+  std::ignore = unfinished;  // how many kills landed mid-install depends on the machine's speed
   const CommandResult r =
       run_strata("pull hf://org/sharded@" + std::string(kCommit) + " --streaming --json --out " + out.string(), env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -285,8 +285,9 @@ TEST_F(CliPull, AStreamingInstallFetchesExpertsAsDecodingNeedsThem) {
   const std::string script = env() + " " + STRATA_BINARY + " serve " + out.string() + " --port 0 --threads 1 --heat none 2>" +
                              err.string() + " & pid=$!; for i in $(seq 400); do grep -q \"model loaded\" " + err.string() +
                              " && break; sleep 0.05; done; port=$(sed -n \"s/.*listening on http:\\/\\/[^:]*:\\([0-9]*\\).*/\\1/p\" " +
-                             err.string() + "); curl -s http://127.0.0.1:$port/v1/completions -H \"Content-Type: application/json\" -d \"{\\\"prompt\\\": [5, 6, 7, 8, 9, 10, 11], \\\"max_tokens\\\": 8}\" >/dev/null; curl -s http://127.0.0.1:$port/metrics >" +
-                             metrics.string() + "; kill -TERM $pid; wait $pid";
+                             err.string() + "); curl -s --max-time 60 http://127.0.0.1:$port/v1/completions -H \"Content-Type: application/json\" -d \"{\\\"prompt\\\": [5, 6, 7, 8, 9, 10, 11], \\\"max_tokens\\\": 8}\" >/dev/null; for i in $(seq 50); do curl -s --max-time 10 http://127.0.0.1:$port/metrics >" +
+                             metrics.string() + "; grep -q \"^strata_remote_bytes_total [1-9]\" " + metrics.string() +
+                             " && break; sleep 0.1; done; kill -TERM $pid; wait $pid";
   std::ofstream(tmp / "serve.sh") << script;
   ASSERT_EQ(std::system(("bash " + (tmp / "serve.sh").string()).c_str()), 0) << read_all(err);
   std::smatch m;
@@ -306,6 +307,16 @@ TEST_F(CliPull, AStreamingInstallFetchesExpertsAsDecodingNeedsThem) {
   }
   EXPECT_GT(logged, 0u) << "the new prompt fetched experts";
   EXPECT_EQ(std::stod(m[1]), static_cast<double>(logged)) << text;
+  // An unfinished install does not load (made so here, not left to a kill's
+  // timing): one clear error rather than zeros read as a trunk.
+  const fs::path unfinished_copy = tmp / "unfinished";
+  fs::copy(out, unfinished_copy, fs::copy_options::recursive);
+  json record = json::parse(read_all(unfinished_copy / "remote.json"));
+  record["complete"] = false;
+  std::ofstream(unfinished_copy / "remote.json") << record.dump();
+  expect_clean_error(run_strata("generate " + unfinished_copy.string() + " --prompt-ids 1,2,3 -n 2 --threads 2 --heat none",
+                                env()),
+                     "did not finish");
   // Not a full install's folder, nor another source's.
   expect_clean_error(pull("hf://org/m", out), "is a streaming install");
   expect_clean_error(run_strata("pull hf://org/m --streaming --out " + out.string(), env()), "or is another");

@@ -82,6 +82,15 @@ bool RemoteMirror::is_mirror(const fs::path& dir) {
   }
 }
 
+bool RemoteMirror::is_complete(const fs::path& dir) {
+  try {
+    const nlohmann::json j = read_json_file(dir / kRemoteMirrorRecord);
+    return j.is_object() && j.contains("complete") && j["complete"].is_boolean() && j["complete"].get<bool>();
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 void RemoteMirror::create(const fs::path& dir, const std::string& source,
                           const std::map<std::string, RemoteFileInfo>& files, const std::string& hf_endpoint) {
   nlohmann::json f = nlohmann::json::object();

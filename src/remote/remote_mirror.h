@@ -66,6 +66,8 @@ class RemoteMirror {
   // Writes remote.json for a new install (the folder must exist).
   static void create(const std::filesystem::path& dir, const std::string& source,
                      const std::map<std::string, RemoteFileInfo>& files, const std::string& hf_endpoint);
+  // Whether the folder's install finished (reads remote.json only).
+  static bool is_complete(const std::filesystem::path& dir);
   // Marks the install complete (everything but the experts' streamed bytes).
   void set_complete();
   bool complete() const { return complete_; }

@@ -1,5 +1,7 @@
 #include "runtime/expert_stats.h"
 
+#include <algorithm>
+
 namespace strata {
 
 ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier) {
@@ -16,10 +18,14 @@ ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier) {
   d.predicted -= earlier.predicted;
   d.predicted_right -= earlier.predicted_right;
   d.io_wait_s -= earlier.io_wait_s;
-  for (size_t i = 0; i < d.drives.size() && i < earlier.drives.size(); ++i) {
-    d.drives[i].bytes -= earlier.drives[i].bytes;
-    d.drives[i].busy_s -= earlier.drives[i].busy_s;
-  }
+  // By name: a drive first seen later (a file opened since) shifts none.
+  for (auto& drive : d.drives)
+    for (const auto& before : earlier.drives)
+      if (before.name == drive.name) {
+        drive.bytes -= std::min(drive.bytes, before.bytes);
+        drive.busy_s -= before.busy_s;
+        break;
+      }
   return d;
 }
 

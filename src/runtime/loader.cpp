@@ -12,6 +12,7 @@
 #include "pack/manifest.h"
 #include "remote/remote_mirror.h"
 #include "runtime/streaming_experts.h"
+#include "storage/pack_dir.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 #include "util/page_cache.h"
@@ -266,7 +267,7 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   const uint64_t baseline = resident_anonymous_bytes() + options.held_bytes;
   // A streaming install loads once its trunk is all there (before anything
   // reads it).
-  if (RemoteMirror::is_mirror(path) && !RemoteMirror(path).complete())
+  if (RemoteMirror::is_mirror(path) && !std::filesystem::exists(path / kPackManifest) && !RemoteMirror::is_complete(path))
     throw Error(path.string() + " is a streaming install that did not finish (its trunk is not all there): "
                 "run the same strata pull --streaming again");
   Checkpoint ck = open_checkpoint(path);
