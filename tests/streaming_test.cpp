@@ -8,6 +8,7 @@
 
 #include "model/model.h"
 #include "runtime/loader.h"
+#include "storage/forwarding_storage.h"
 #include "pack/manifest.h"
 #include "pack/packer.h"
 #include "pack/placement.h"
@@ -109,31 +110,16 @@ TEST(StreamingPrefetch, EveryMoeLayerIsGuessedForAfterDenseLayers) {
 }
 
 // Forwards to a real backend and keeps the extents of every submit().
-class RecordingStorage final : public Storage {
+class RecordingStorage final : public ForwardingStorage {
  public:
   RecordingStorage(std::unique_ptr<Storage> inner, std::vector<std::vector<Extent>>& log)
-      : inner_(std::move(inner)), log_(log) {}
-  FileId open(const std::filesystem::path& p, OpenMode m) override { return inner_->open(p, m); }
-  FileInfo file(FileId id) const override { return inner_->file(id); }
-  std::vector<DriveInfo> drives() const override { return inner_->drives(); }
+      : ForwardingStorage(std::move(inner)), log_(log) {}
   void submit(std::span<const Extent> x) override {
     log_.emplace_back(x.begin(), x.end());
     inner_->submit(x);
   }
-  size_t poll(std::vector<Completion>& out) override { return inner_->poll(out); }
-  size_t wait(std::vector<Completion>& out, size_t n, std::chrono::milliseconds t) override {
-    return inner_->wait(out, n, t);
-  }
-  size_t pending() const override { return inner_->pending(); }
-  size_t cancel(std::span<const uint64_t> tags) override { return inner_->cancel(tags); }
-  void promote(std::span<const uint64_t> tags) override { inner_->promote(tags); }
-  bool register_buffers(std::span<const BufferRegion> r) override { return inner_->register_buffers(r); }
-  std::string_view backend() const override { return inner_->backend(); }
-  unsigned queue_depth() const override { return inner_->queue_depth(); }
-  std::vector<std::string> notes() const override { return inner_->notes(); }
 
  private:
-  std::unique_ptr<Storage> inner_;
   std::vector<std::vector<Extent>>& log_;
 };
 
