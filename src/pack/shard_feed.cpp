@@ -11,6 +11,7 @@
 #include "formats/safetensors.h"
 #include "remote/sha256.h"
 #include "storage/atomic_file.h"
+#include "storage/write_at.h"
 #include "util/error.h"
 #include "util/json_file.h"
 
@@ -35,17 +36,6 @@ class Fd {
  private:
   int fd_;
 };
-
-void pwrite_all(int fd, const uint8_t* data, size_t n, uint64_t at, const fs::path& shown) {
-  while (n > 0) {
-    const ssize_t w = ::pwrite(fd, data, n, static_cast<off_t>(at));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw Error(shown.string() + ": cannot write: " + std::strerror(errno));
-    data += w;
-    n -= static_cast<size_t>(w);
-    at += static_cast<uint64_t>(w);
-  }
-}
 
 void sync_data(int fd, const fs::path& shown) {
   if (::fdatasync(fd) != 0) throw Error(shown.string() + ": cannot sync: " + std::strerror(errno));
@@ -134,8 +124,8 @@ void ShardFeed::prepare() {
     Fd fd(p, O_WRONLY | O_CREAT | O_TRUNC);
     if (::ftruncate(fd.get(), static_cast<off_t>(s.info.size)) != 0)
       throw Error(p.string() + ": cannot size it: " + std::strerror(errno));
-    pwrite_all(fd.get(), len.data(), len.size(), 0, p);
-    pwrite_all(fd.get(), header.data(), header.size(), 8, p);
+    write_all_at(fd.get(), len, 0, p);
+    write_all_at(fd.get(), header, 8, p);
     sync_data(fd.get(), p);
     std::lock_guard<std::mutex> lock(mu_);
     fetched_ += 8 + n;
@@ -210,7 +200,7 @@ void ShardFeed::download(size_t i, RemoteSource& conn) {
           if (stop_) throw Error("pull stopped");
           fetched_ += b.size();
         }
-        pwrite_all(fd.get(), b.data(), b.size(), at, p);
+        write_all_at(fd.get(), b, at, p);
         if (!s.info.sha256.empty()) hash.update(b);
         at += b.size();
         if (progress_) progress_(b.size());
@@ -282,7 +272,7 @@ void ShardFeed::wait_for(const std::vector<ShardRange>& ranges) {
     source_.http().read_range(
         source_.url(r.shard), r.offset, r.length,
         [&](std::span<const uint8_t> b) {
-          pwrite_all(fd.get(), b.data(), b.size(), at, p);
+          write_all_at(fd.get(), b, at, p);
           at += b.size();
         },
         etag);

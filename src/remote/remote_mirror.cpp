@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "storage/atomic_file.h"
+#include "storage/write_at.h"
 #include "util/error.h"
 #include "util/json_file.h"
 
@@ -37,16 +38,7 @@ class RangeWriter {
     }
   }
   ~RangeWriter() { ::close(fd_); }
-  void write(std::span<const uint8_t> bytes, uint64_t at) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t w = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(at + done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) throw Error(path_.string() + ": cannot write: " + std::strerror(errno));
-      if (w == 0) throw Error(path_.string() + ": cannot write (no progress)");
-      done += static_cast<size_t>(w);
-    }
-  }
+  void write(std::span<const uint8_t> bytes, uint64_t at) { write_all_at(fd_, bytes, at, path_); }
   void finish() {
     if (::fdatasync(fd_) != 0) throw Error(path_.string() + ": cannot sync: " + std::strerror(errno));
     if (have_times_) ::futimens(fd_, times_);

@@ -11,6 +11,7 @@
 #include "remote/sha256.h"
 #include "remote/source.h"
 #include "storage/atomic_file.h"
+#include "storage/write_at.h"
 #include "util/error.h"
 #include "util/json_file.h"
 
@@ -41,17 +42,6 @@ std::string lower(std::string s) {
 void check_file_name(const SourceLocation& where, const std::string& file) {
   if (file.empty() || file.front() == '/' || file.find("..") != std::string::npos || file.find('\\') != std::string::npos)
     throw Error(where.text + ": '" + file + "' is not a file name within the source");
-}
-
-// Appends to a file descriptor, all or throw.
-void write_all(int fd, std::span<const uint8_t> b, const fs::path& shown) {
-  size_t done = 0;
-  while (done < b.size()) {
-    const ssize_t n = ::write(fd, b.data() + done, b.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(shown.string() + ": cannot write: " + std::strerror(errno));
-    done += static_cast<size_t>(n);
-  }
 }
 
 }  // namespace
@@ -181,13 +171,14 @@ uint64_t RemoteSource::download(const std::string& file, const RemoteFileInfo& i
   }
   if (progress && have > 0) progress(have);
   {
-    const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) throw Error(part.string() + ": cannot open: " + std::strerror(errno));
     try {
       http_->read_range(
           url(file), have, info.size - have,
-          [&](std::span<const uint8_t> b) {
-            write_all(fd, b, part);
+          [&, at = have](std::span<const uint8_t> b) mutable {
+            write_all_at(fd, b, at, part);
+            at += b.size();
             if (progress) progress(b.size());
           },
           info.sha256.empty() ? info.etag : std::string());
