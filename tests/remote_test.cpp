@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "fault_http_server.h"
 #include "local_nginx.h"
@@ -108,7 +109,9 @@ TEST(RemoteHttp, TransientFaultsAreRetriedAndTheBytesAreRight) {
     EXPECT_EQ(http.retries(), 2);
     EXPECT_EQ(server.gets(), 3);
     // A stalled body is dropped for being too slow, not for ending.
-    if (f == Fault::Stall) EXPECT_NE(http.last_retry_reason().find("too slow"), std::string::npos) << http.last_retry_reason();
+    if (f == Fault::Stall) {
+      EXPECT_NE(http.last_retry_reason().find("too slow"), std::string::npos) << http.last_retry_reason();
+    }
     if (f == Fault::CutBody) {
       // Each retry asks only for what had not arrived.
       const auto ranges = server.ranges();
@@ -196,6 +199,125 @@ TEST(RemoteHttp, WrongAnswersAreOneClearErrorNeverData) {
   HttpClient http({}, quick());
   const std::string e = error_of([&] { http.read_range(server.url(), 0, 10); });
   EXPECT_NE(e.find("HTTP 503, after 4 tries"), std::string::npos) << e;
+}
+
+// fetch_ranges hands out ranges from a list and records how each ended.
+struct RangeBatch {
+  struct Result {
+    std::string bytes, error;
+    bool ended = false;
+  };
+  std::vector<RangeRequest> todo;
+  std::vector<Result> results;
+  size_t next = 0;
+  void add(const std::string& url, uint64_t offset, uint64_t length) {
+    const size_t i = todo.size();
+    RangeRequest r;
+    r.url = url;
+    r.offset = offset;
+    r.length = length;
+    r.sink = [this, i](std::span<const uint8_t> b) { results[i].bytes.append(b.begin(), b.end()); };
+    r.done = [this, i](const std::string& e) {
+      EXPECT_FALSE(results[i].ended) << "range " << i << " ended twice";
+      results[i].ended = true;
+      results[i].error = e;
+    };
+    todo.push_back(std::move(r));
+    results.emplace_back();
+  }
+  std::function<std::optional<RangeRequest>()> feed() {
+    return [this]() -> std::optional<RangeRequest> {
+      if (next >= todo.size()) return std::nullopt;
+      return todo[next++];
+    };
+  }
+};
+
+// Many ranges at once over the multi interface: every byte right, a range
+// that fails (absent file, past the end) fails alone.
+TEST(RemoteHttp, ManyRangesAtOnceFromNginx) {
+  testfiles::TempDir root("strata-remote-root");
+  const std::string body = random_bytes(3 << 20, 11);
+  root.write("blob.bin", body);
+  LocalNginx nginx(root.path());
+  ASSERT_TRUE(nginx.running()) << nginx.log();
+  HttpClient http({}, quick());
+  RangeBatch batch;
+  std::mt19937 g(5);
+  std::vector<std::pair<uint64_t, uint64_t>> asked;
+  for (int i = 0; i < 60; ++i) {
+    const uint64_t off = g() % body.size(), len = 1 + g() % std::min<uint64_t>(body.size() - off, 400000);
+    batch.add(nginx.url() + "/blob.bin", off, len);
+    asked.emplace_back(off, len);
+  }
+  batch.add(nginx.url() + "/absent.bin", 0, 10);
+  batch.add(nginx.url() + "/blob.bin", body.size(), 10);
+  batch.add(nginx.url() + "/blob.bin", 5, 0);  // nothing: ends at once
+  http.fetch_ranges(8, batch.feed());
+  for (size_t i = 0; i < asked.size(); ++i) {
+    ASSERT_TRUE(batch.results[i].ended) << i;
+    EXPECT_EQ(batch.results[i].error, "") << i;
+    EXPECT_TRUE(batch.results[i].bytes == body.substr(asked[i].first, asked[i].second)) << i;
+  }
+  EXPECT_NE(batch.results[60].error.find("not found (HTTP 404)"), std::string::npos) << batch.results[60].error;
+  EXPECT_NE(batch.results[61].error.find("HTTP 416"), std::string::npos) << batch.results[61].error;
+  EXPECT_TRUE(batch.results[62].ended);
+  EXPECT_EQ(batch.results[62].error, "");
+  EXPECT_EQ(http.retries(), 0);
+  // The client still reads one range at a time afterwards.
+  const std::vector<uint8_t> after = http.read_range(nginx.url() + "/blob.bin", 7, 9);
+  EXPECT_EQ(std::string(after.begin(), after.end()), body.substr(7, 9));
+}
+
+// In a batch, each range is retried on its own faults, and a wrong answer
+// fails only its range (never data).
+TEST(RemoteHttp, ManyRangesRetryEachOnItsOwn) {
+  const std::string body = random_bytes(400000, 12);
+  FaultHttpServer server(body);
+  server.then(Fault::Status503);
+  server.then(Fault::CutBody);
+  server.then(Fault::WrongRange);
+  server.then(Fault::Status429);
+  HttpClient http({}, quick(1));
+  RangeBatch batch;
+  for (int i = 0; i < 6; ++i) batch.add(server.url(), 1000 + i * 50000u, 40000);
+  http.fetch_ranges(4, batch.feed());
+  int wrong = 0;
+  for (size_t i = 0; i < 6; ++i) {
+    ASSERT_TRUE(batch.results[i].ended) << i;
+    if (!batch.results[i].error.empty()) {
+      EXPECT_NE(batch.results[i].error.find("answered another range"), std::string::npos) << batch.results[i].error;
+      ++wrong;
+      continue;
+    }
+    EXPECT_TRUE(batch.results[i].bytes == body.substr(1000 + i * 50000u, 40000)) << i;
+  }
+  EXPECT_EQ(wrong, 1);
+  EXPECT_EQ(http.retries(), 3);
+}
+
+// cancel() from another thread ends a batch stuck on a stalled server at once.
+TEST(RemoteHttp, ABatchIsCancelledPromptly) {
+  const std::string body = random_bytes(300000, 13);
+  FaultHttpServer server(body);
+  server.then(Fault::Stall, 10);
+  HttpClient http({}, quick(30));
+  RangeBatch batch;
+  for (int i = 0; i < 3; ++i) batch.add(server.url(), i * 1000u, 100000);
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    http.cancel();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  http.fetch_ranges(2, batch.feed(), [] { return true; });  // would wait for more forever
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  canceller.join();
+  EXPECT_LT(s, 5.0);
+  for (const auto& r : batch.results)
+    if (r.ended) {
+      EXPECT_NE(r.error.find("cancelled"), std::string::npos) << r.error;
+    }
+  EXPECT_TRUE(batch.results[0].ended);
 }
 
 TEST(RemoteHttp, UrlsInMessagesLoseTheirSecrets) {

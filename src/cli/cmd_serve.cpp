@@ -5,9 +5,16 @@
 // checked before the port is bound: `strata serve BROKEN` exits with one
 // error line and never listens. Only reading the weights in (a "load" bar on
 // a terminal) happens after, while /health says 503.
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <thread>
+
 #include "cli/commands.h"
 #include "cli/draft_flags.h"
 #include "cli/model_flags.h"
+#include "remote/remote_mirror.h"
+#include "runtime/install_warmup.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -23,6 +30,46 @@ struct Opened {
   std::unique_ptr<Model> model;
   bool show_progress = false;
 };
+
+struct WarmFlags {
+  bool on = false;
+  std::vector<std::string> from;
+  double budget_gb = 0, rate_mb = 0;
+};
+
+// serve --warm: whenever no request has run or waited for a second, the
+// install's likeliest experts are fetched (runtime/install_warmup.h); a
+// request that arrives stops it between batches, and it resumes (skipping
+// what is on the drive) once the server is idle again, until every ranked
+// expert is there or the budget is spent.
+IdleWork warm_when_idle(const std::string& dir, const WarmFlags& f) {
+  return [dir, f](const std::function<bool()>& busy, const std::function<bool()>& stopping) {
+    InstallWarmupOptions o;
+    o.dir = dir;
+    for (const auto& p : f.from) o.from.emplace_back(p);
+    o.budget_bytes = static_cast<uint64_t>(f.budget_gb * 1e9);
+    o.max_rate = f.rate_mb * 1e6;
+    o.stop = busy;
+    uint64_t fetched = 0;
+    for (;;) {
+      // A second with nothing running or waiting.
+      for (int idle_ticks = 0; idle_ticks < 20;) {
+        if (stopping()) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        idle_ticks = busy() ? 0 : idle_ticks + 1;
+      }
+      const InstallWarmupReport r = warm_install(o);
+      fetched += r.fetched_bytes;
+      if (o.budget_bytes > 0) o.budget_bytes = o.budget_bytes > r.fetched_bytes ? o.budget_bytes - r.fetched_bytes : 1;
+      if (!r.stopped) {
+        std::fprintf(stderr, "strata serve: warm-up done: %.3f GB fetched, %lld of %lld ranked experts were already on the drive%s\n",
+                     fetched / 1e9, static_cast<long long>(r.already_local), static_cast<long long>(r.ranked),
+                     r.budget_reached ? "; the budget ended it" : "");
+        return;
+      }
+    }
+  };
+}
 
 }  // namespace
 
@@ -59,8 +106,22 @@ void register_serve(CLI::App& app, Action& run) {
                   "(for `strata heat`)");
   add_model_flags(cmd, *flags);
   add_draft_flags(cmd, *draft_flags);
-  cmd->callback([&run, o, flags, draft_flags, body_mib] {
-    run = [o, flags, draft_flags, body_mib] {
+  auto warm = std::make_shared<WarmFlags>();
+  cmd->add_flag("--warm", warm->on,
+                "A streaming install: while no request runs, fetch its likeliest experts ahead (strata warm), "
+                "giving way to requests");
+  cmd->add_option("--warm-from", warm->from, "Router traces or heat files to rank experts by (default: the install's own heat)");
+  cmd->add_option("--warm-budget", warm->budget_gb, "Warm-up fetches at most this many GB (0: every ranked expert)")
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--warm-rate", warm->rate_mb, "Warm-up fetches at most this many MB a second (0: no limit)")
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->callback([&run, o, flags, draft_flags, body_mib, warm] {
+    run = [o, flags, draft_flags, body_mib, warm] {
+      if (!warm->on && (!warm->from.empty() || warm->budget_gb > 0 || warm->rate_mb > 0))
+        throw Error("--warm-from, --warm-budget and --warm-rate go with --warm");
+      if (warm->on && (!RemoteMirror::is_mirror(o->model) || RemoteMirror::is_full(o->model)))
+        throw Error("--warm: " + o->model + " is not a streaming install with experts left to fetch");
+      if (warm->on) o->idle_work = warm_when_idle(o->model, *warm);
       LoadOptions lo = load_options(*flags);
       if (o->max_running < 1) throw Error("--max-running must be at least 1");
       if (o->max_connections < 1) throw Error("--max-connections must be at least 1");

@@ -15,6 +15,8 @@ void register_synth(CLI::App& app, Action& run);
 void register_probe(CLI::App& app, Action& run);
 void register_pack(CLI::App& app, Action& run);
 void register_pull(CLI::App& app, Action& run);
+void register_upgrade(CLI::App& app, Action& run);
+void register_warm(CLI::App& app, Action& run);
 void register_demo(CLI::App& app, Action& run);
 void register_serve(CLI::App& app, Action& run);
 void register_heat(CLI::App& app, Action& run);

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   strata::cli::register_probe(app, run);
   strata::cli::register_pack(app, run);
   strata::cli::register_pull(app, run);
+  strata::cli::register_upgrade(app, run);
+  strata::cli::register_warm(app, run);
   strata::cli::register_demo(app, run);
   strata::cli::register_serve(app, run);
   strata::cli::register_heat(app, run);

@@ -239,9 +239,9 @@ PackReport pack_model(const PackOptions& o) {
   if (o.trunk != "keep" && o.trunk != "int8") throw Error("--trunk must be keep or int8");
   if (o.experts != "keep" && o.experts != "q8" && o.experts != "int4" && o.experts != "mxfp4")
     throw Error("--experts must be keep, q8, int4 or mxfp4");
-  if (RemoteMirror::is_mirror(o.source))
+  if (RemoteMirror::is_mirror(o.source) && !RemoteMirror::is_full(o.source))
     throw Error(o.source.string() + " is a streaming install: most of its experts are not on the drive yet "
-                "(pack its source, or pull it with --full)");
+                "(strata upgrade it --full first, pack its source, or pull it with --full)");
   Checkpoint ck = open_checkpoint(o.source);
   if (ck.kind == Checkpoint::Kind::Pack) throw Error(o.source.string() + " is already a pack; pack its source instead");
   const ModelConfig& c = ck.config;

@@ -119,34 +119,6 @@ Start start_pull(const PullOptions& o, PullReport& report) {
   return Start{std::move(src), std::move(files), std::move(listing)};
 }
 
-// One pull at a time into a folder; the lock file sits beside the staging
-// folder (which goes at the end) and is held until the process is done.
-class DirLock {
- public:
-  explicit DirLock(const fs::path& out) : path_(out / kPullLock) {
-    std::error_code ec;
-    fs::create_directories(out, ec);
-    if (ec) throw Error(out.string() + ": cannot create: " + ec.message());
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      if (fd_ >= 0) ::close(fd_);
-      throw Error(out.string() + ": another strata pull is writing there");
-    }
-  }
-  ~DirLock() { ::close(fd_); }
-  DirLock(const DirLock&) = delete;
-  DirLock& operator=(const DirLock&) = delete;
-  // The work is done: the file goes (still held, so a pull starting now
-  // fails its lock, then finds the finished install).
-  void done() {
-    std::error_code ec;
-    fs::remove(path_, ec);
-  }
-
- private:
-  fs::path path_;
-  int fd_ = -1;
-};
 
 }  // namespace
 
@@ -389,6 +361,7 @@ PullReport pull_streaming(const PullOptions& o) {
     RemoteMirror::create(o.out, report.source, infos, o.env("HF_ENDPOINT").value_or(""));
   }
   RemoteMirror mirror(o.out, o.env, o.retry);
+  mirror.set_connections(o.connections);
 
   // Small files whole (resumably); every shard as a sparse file of its size.
   for (const Wanted& w : st.files) {
@@ -439,11 +412,10 @@ PullReport pull_streaming(const PullOptions& o) {
       for (const auto& [b, e] : runs[file]) total += e - b;
     }
     Progress progress(label, total, o.progress);
+    std::vector<RemoteMirror::Range> all;
     for (const auto& [file, rs] : runs)
-      for (const auto& [b, e] : rs) {
-        mirror.ensure(file, b, e - b);
-        progress.add(e - b);
-      }
+      for (const auto& [b, e] : rs) all.push_back({file, b, e - b});
+    mirror.ensure_all(all, FetchPriority::Demand, [&](uint64_t n) { progress.add(n); });
     progress.finish();
   };
   {

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "pack/dir_lock.h"
 #include "pack/packer.h"
 #include "remote/http_client.h"
 #include "remote/source.h"
@@ -80,6 +81,5 @@ PullReport pull_streaming(const PullOptions& options);
 // The staging folder pull_full uses inside DIR.
 inline constexpr const char* kPullStaging = ".strata-pull";
 inline constexpr const char* kPullRecord = "pull.json";
-inline constexpr const char* kPullLock = ".strata-pull.lock";
 
 }  // namespace strata

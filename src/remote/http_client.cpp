@@ -109,6 +109,16 @@ struct HttpClient::Easy {
   ~Easy() { curl_easy_cleanup(curl); }
 };
 
+struct HttpClient::Multi {
+  CURLM* multi = nullptr;
+  Multi() {
+    init_curl_once();
+    multi = curl_multi_init();
+    if (!multi) throw Error("libcurl could not create a transfer set");
+  }
+  ~Multi() { curl_multi_cleanup(multi); }
+};
+
 namespace {
 
 // One request, one try: what came back.
@@ -220,7 +230,7 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
 }  // namespace
 
 HttpClient::HttpClient(HttpAuth auth, RetryPolicy retry)
-    : easy_(std::make_unique<Easy>()), auth_(std::move(auth)), retry_(retry) {
+    : easy_(std::make_unique<Easy>()), multi_(std::make_unique<Multi>()), auth_(std::move(auth)), retry_(retry) {
   // In slices, so that cancel() is heard during a backoff too.
   sleep_ = [this](double s) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(s);
@@ -289,29 +299,11 @@ double retry_after_seconds(const std::map<std::string, std::string>& h) {
 }  // namespace
 
 namespace {
-// The outcome of one try of `x` at `url`: nullopt when done (HEAD answered,
-// or every byte delivered); a Transient to try again; throws when final.
-std::optional<Transient> run_once(CURL* c, const std::string& url, const HttpAuth& auth, const RetryPolicy& retry,
-                                  Exchange& x, long& status) {
-  curl_slist* headers = nullptr;
-  x.curl = c;
-  char err[CURL_ERROR_SIZE] = {0};
-  CURLcode code;
-  {
-    // Nothing libcurl keeps may point at these once the request is done.
-    struct Release {
-      CURL* c;
-      curl_slist*& h;
-      ~Release() {
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, nullptr);
-        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);
-        curl_slist_free_all(h);
-      }
-    } release{c, headers};
-    prepare(c, url, auth, retry, headers, x);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
-    code = curl_easy_perform(c);
-  }
+// What one try of `x` at `url` came to, once libcurl is done with it:
+// nullopt when done (HEAD answered, or every byte delivered); a Transient to
+// try again; throws when final.
+std::optional<Transient> judge_try(CURL* c, const std::string& url, CURLcode code, const char* err, Exchange& x,
+                                   long& status) {
   if (x.thrown) std::rethrow_exception(x.thrown);
   if (x.cancelled && *x.cancelled) throw Error(url_for_messages(url) + ": cancelled");
   status = 0;
@@ -337,6 +329,35 @@ std::optional<Transient> run_once(CURL* c, const std::string& url, const HttpAut
   if (x.delivered < x.length)
     return Transient{"the answer ended after " + std::to_string(x.delivered) + " of " + std::to_string(x.length) + " bytes"};
   return std::nullopt;
+}
+
+// Nothing libcurl keeps may point at a request's header list or error
+// buffer once the request is done.
+void release_request(CURL* c, curl_slist*& headers) {
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, nullptr);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);
+  curl_slist_free_all(headers);
+  headers = nullptr;
+}
+
+// One try, performed on this thread.
+std::optional<Transient> run_once(CURL* c, const std::string& url, const HttpAuth& auth, const RetryPolicy& retry,
+                                  Exchange& x, long& status) {
+  curl_slist* headers = nullptr;
+  x.curl = c;
+  char err[CURL_ERROR_SIZE] = {0};
+  CURLcode code;
+  {
+    struct Release {
+      CURL* c;
+      curl_slist*& h;
+      ~Release() { release_request(c, h); }
+    } release{c, headers};
+    prepare(c, url, auth, retry, headers, x);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
+    code = curl_easy_perform(c);
+  }
+  return judge_try(c, url, code, err, x, status);
 }
 }  // namespace
 
@@ -409,6 +430,181 @@ std::vector<uint8_t> HttpClient::read_range(const std::string& url, uint64_t off
   out.reserve(length);
   read_range(url, offset, length, [&](std::span<const uint8_t> b) { out.insert(out.end(), b.begin(), b.end()); });
   return out;
+}
+
+void HttpClient::wake() { curl_multi_wakeup(multi_->multi); }
+
+void HttpClient::fetch_ranges(int max_in_flight, const std::function<std::optional<RangeRequest>()>& next,
+                              const std::function<bool()>& keep_going) {
+  using Clock = std::chrono::steady_clock;
+  struct Job {
+    RangeRequest r;
+    uint64_t done = 0;
+    int failures = 0, tries = 0;  // as in read_range
+    double delay = 0;
+    Clock::time_point not_before{};
+  };
+  struct Slot {
+    CURL* curl = nullptr;
+    Exchange x;
+    curl_slist* headers = nullptr;
+    char err[CURL_ERROR_SIZE] = {0};
+    std::unique_ptr<Job> job;  // null: free
+    ~Slot() {
+      if (curl) curl_easy_cleanup(curl);
+    }
+  };
+  constexpr uint64_t kProgress = 1 << 20;
+  CURLM* m = multi_->multi;
+  max_in_flight = std::max(1, max_in_flight);
+  curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(max_in_flight));
+  std::vector<std::unique_ptr<Slot>> slots;
+  for (int i = 0; i < max_in_flight; ++i) slots.push_back(std::make_unique<Slot>());
+  std::vector<std::unique_ptr<Job>> waiting;  // backing off before another try
+  int active = 0;
+
+  auto finish = [](Job& j, const std::string& error) {
+    if (j.r.done) j.r.done(error);
+  };
+  auto start = [&](Slot& s, std::unique_ptr<Job> j) {
+    if (!s.curl) {
+      init_curl_once();
+      s.curl = curl_easy_init();
+      if (!s.curl) {
+        finish(*j, "libcurl could not create a request handle");
+        return;
+      }
+    }
+    s.x = Exchange{};
+    s.x.cancelled = &cancelled_;
+    s.x.offset = j->r.offset + j->done;
+    s.x.length = j->r.length - j->done;
+    s.x.sink = &j->r.sink;
+    s.x.expect_etag = j->r.expect_etag;
+    s.x.curl = s.curl;
+    s.err[0] = 0;
+    prepare(s.curl, j->r.url, auth_, retry_, s.headers, s.x);
+    if (j->r.max_bytes_per_s > 0)
+      curl_easy_setopt(s.curl, CURLOPT_MAX_RECV_SPEED_LARGE, static_cast<curl_off_t>(j->r.max_bytes_per_s));
+    curl_easy_setopt(s.curl, CURLOPT_ERRORBUFFER, s.err);
+    curl_easy_setopt(s.curl, CURLOPT_PRIVATE, &s);
+    s.job = std::move(j);
+    curl_multi_add_handle(m, s.curl);
+    ++active;
+  };
+  auto stop = [&](Slot& s) {
+    curl_multi_remove_handle(m, s.curl);
+    release_request(s.curl, s.headers);
+    --active;
+    return std::move(s.job);
+  };
+  auto settle = [&](Slot& s, CURLcode code) {
+    std::unique_ptr<Job> j = stop(s);
+    long status = 0;
+    std::optional<Transient> t;
+    try {
+      t = judge_try(s.curl, j->r.url, code, s.err, s.x, status);
+    } catch (const std::exception& e) {
+      finish(*j, e.what());
+      return;
+    } catch (...) {
+      finish(*j, url_for_messages(j->r.url) + ": failed");
+      return;
+    }
+    j->done += s.x.delivered;
+    ++j->tries;
+    if (!t || j->done >= j->r.length) return finish(*j, "");
+    if (s.x.delivered >= kProgress) {
+      j->failures = 0;
+      j->delay = retry_.first_delay_s;
+    }
+    if (++j->failures >= retry_.attempts)
+      return finish(*j, url_for_messages(j->r.url) + ": " + t->why + ", after " + std::to_string(j->tries) + " tries");
+    ++retries_;
+    last_retry_reason_ = t->why;
+    double d = t->retry_after_s >= 0 ? std::min(t->retry_after_s, retry_.max_delay_s) : j->delay;
+    j->delay = std::min(j->delay * 2, retry_.max_delay_s);
+    if (custom_sleep_) {
+      sleep_(d);
+      d = 0;
+    }
+    j->not_before = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(d));
+    waiting.push_back(std::move(j));
+  };
+  // Ends everything in hand with `error`.
+  auto abandon = [&](const std::string& error) {
+    for (auto& s : slots)
+      if (s->job) finish(*stop(*s), error);
+    for (auto& j : waiting) finish(*j, error);
+    waiting.clear();
+  };
+  // The next range to start: a retry that is due, else a new one.
+  auto take = [&]() -> std::unique_ptr<Job> {
+    const auto now = Clock::now();
+    for (auto it = waiting.begin(); it != waiting.end(); ++it)
+      if ((*it)->not_before <= now) {
+        std::unique_ptr<Job> j = std::move(*it);
+        waiting.erase(it);
+        return j;
+      }
+    std::optional<RangeRequest> r = next();
+    if (!r) return nullptr;
+    auto j = std::make_unique<Job>();
+    j->r = std::move(*r);
+    j->delay = retry_.first_delay_s;
+    return j;
+  };
+
+  // Starts what it can; whether anything started.
+  auto fill = [&] {
+    bool any = false;
+    for (auto& s : slots) {
+      if (s->job) continue;
+      for (;;) {
+        std::unique_ptr<Job> j = take();
+        if (!j) return any;
+        if (j->r.length == 0) {
+          finish(*j, "");
+        } else if (j->r.offset + j->r.length < j->r.offset) {
+          finish(*j, url_for_messages(j->r.url) + ": a range past 2^64 bytes");
+        } else {
+          start(*s, std::move(j));
+          any = true;
+          break;
+        }
+      }
+    }
+    return any;
+  };
+
+  try {
+    for (;;) {
+      if (cancelled_) return abandon("cancelled");
+      fill();
+      int running = 0;
+      curl_multi_perform(m, &running);
+      int left = 0;
+      while (CURLMsg* msg = curl_multi_info_read(m, &left)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        Slot* s = nullptr;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &s);
+        settle(*s, msg->data.result);
+      }
+      if (active == 0 && waiting.empty() && !fill() && (!keep_going || !keep_going())) return;
+      int timeout_ms = 100;
+      if (!waiting.empty()) {
+        auto soonest = waiting.front()->not_before;
+        for (const auto& j : waiting) soonest = std::min(soonest, j->not_before);
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(soonest - Clock::now()).count();
+        timeout_ms = static_cast<int>(std::clamp<int64_t>(ms, 0, timeout_ms));
+      }
+      if (active > 0 || !waiting.empty() || (keep_going && keep_going()))
+        curl_multi_poll(m, nullptr, 0, timeout_ms, nullptr);
+    }
+  } catch (...) {
+    abandon("stopped");
+    throw;
+  }
 }
 
 std::optional<std::string> HttpClient::read_small_file(const std::string& url, uint64_t max_bytes) {

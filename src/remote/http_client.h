@@ -54,6 +54,20 @@ struct HttpAuth {
   std::string access_key, secret_key, session_token, region, service = "s3";
 };
 
+// One range of HttpClient::fetch_ranges.
+struct RangeRequest {
+  std::string url;
+  uint64_t offset = 0, length = 0;
+  std::string expect_etag;  // as read_range's
+  uint64_t max_bytes_per_s = 0;  // 0: as fast as it comes
+  // The bytes in order as they arrive (a retry resumes after the last byte
+  // handed over). May throw: the range then fails with that message.
+  std::function<void(std::span<const uint8_t>)> sink;
+  // Once, at the end: "" when every byte went to `sink`, otherwise the
+  // error read_range would have thrown. Must not throw.
+  std::function<void(const std::string& error)> done;
+};
+
 struct HttpHead {
   long status = 0;
   // Lower-cased names; when redirects were followed, every hop's headers,
@@ -82,6 +96,21 @@ class HttpClient {
   void read_range(const std::string& url, uint64_t offset, uint64_t length,
                   const std::function<void(std::span<const uint8_t>)>& sink, const std::string& expect_etag = "");
   std::vector<uint8_t> read_range(const std::string& url, uint64_t offset, uint64_t length);
+  // Many ranges at once, over libcurl's multi interface: up to
+  // `max_in_flight` transfers run together (and at most that many
+  // connections to one host; HTTP/2 multiplexes them over fewer), each
+  // checked and retried as read_range's; one range's failure goes to its
+  // done() and stops no other. `next` is asked for another range whenever
+  // fewer than max_in_flight run (nullopt: none now). Returns once nothing
+  // runs or waits for a retry and `next` has none, unless `keep_going()`
+  // says to wait for more: then it asks again after wake() or a tenth of a
+  // second. After cancel(), every range in hand ends "cancelled" and it
+  // returns. Only the thread calling it touches this client meanwhile.
+  void fetch_ranges(int max_in_flight, const std::function<std::optional<RangeRequest>()>& next,
+                    const std::function<bool()>& keep_going = {});
+  // From any thread: a fetch_ranges waiting for work asks `next` now.
+  void wake();
+
   // A whole small file (config.json, ...), at most `max_bytes`; nullopt on 404.
   std::optional<std::string> read_small_file(const std::string& url, uint64_t max_bytes);
 
@@ -90,19 +119,29 @@ class HttpClient {
   const std::string& last_retry_reason() const { return last_retry_reason_; }
 
   // Tests: no sleeping between tries.
-  void set_sleep(std::function<void(double seconds)> sleep) { sleep_ = std::move(sleep); }
+  // fetch_ranges calls it with each backoff and does not wait itself.
+  void set_sleep(std::function<void(double seconds)> sleep) {
+    sleep_ = std::move(sleep);
+    custom_sleep_ = true;
+  }
   // From any thread: the request in flight ends within a fraction of a
   // second with strata::Error "cancelled", and so does every later one.
-  void cancel() { cancelled_ = true; }
+  void cancel() {
+    cancelled_ = true;
+    wake();
+  }
 
  private:
   struct Easy;
+  struct Multi;
   std::unique_ptr<Easy> easy_;
+  std::unique_ptr<Multi> multi_;
   HttpAuth auth_;
   RetryPolicy retry_;
   int64_t retries_ = 0;
   std::string last_retry_reason_;
   std::function<void(double)> sleep_;
+  bool custom_sleep_ = false;
   std::atomic<bool> cancelled_{false};
 };
 

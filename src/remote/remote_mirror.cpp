@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -24,33 +26,9 @@ namespace {
 
 constexpr const char* kFormat = "strata-remote-mirror";
 
-// Writes `bytes` at `at` as the sink hands them over, synced at the end,
-// with the file's modification time put back (weights_identity hashes it).
-class RangeWriter {
- public:
-  explicit RangeWriter(const fs::path& p) : path_(p), fd_(::open(p.c_str(), O_WRONLY | O_CLOEXEC)) {
-    if (fd_ < 0) throw Error(p.string() + ": cannot open: " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd_, &st) == 0) {
-      times_[0] = st.st_atim;
-      times_[1] = st.st_mtim;
-      have_times_ = true;
-    }
-  }
-  ~RangeWriter() { ::close(fd_); }
-  void write(std::span<const uint8_t> bytes, uint64_t at) { write_all_at(fd_, bytes, at, path_); }
-  void finish() {
-    if (::fdatasync(fd_) != 0) throw Error(path_.string() + ": cannot sync: " + std::strerror(errno));
-    if (have_times_) ::futimens(fd_, times_);
-  }
-
- private:
-  fs::path path_;
-  int fd_;
-  timespec times_[2]{};
-  bool have_times_ = false;
-};
-
+// Where a file's fetched pieces are written: one descriptor per file for
+// the mirror's life, the modification time taken when it was first opened
+// and put back after each piece (weights_identity hashes it).
 std::string string_field(const nlohmann::json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) return "";
   if (!j[key].is_string()) throw Error(where + ": \"" + key + "\" is not a string");
@@ -63,6 +41,32 @@ bool is_hub_default(const std::string& endpoint) {
 
 }  // namespace
 
+class RemoteMirror::PieceWriter {
+ public:
+  explicit PieceWriter(const fs::path& p) : path_(p), fd_(::open(p.c_str(), O_WRONLY | O_CLOEXEC)) {
+    if (fd_ < 0) throw Error(p.string() + ": cannot open: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0) {
+      times_[0] = st.st_atim;
+      times_[1] = st.st_mtim;
+      have_times_ = true;
+    }
+  }
+  ~PieceWriter() { ::close(fd_); }
+  void write(std::span<const uint8_t> bytes, uint64_t at) { write_all_at(fd_, bytes, at, path_); }
+  // Synced, with the time put back: then the piece may be logged.
+  void finish() {
+    if (::fdatasync(fd_) != 0) throw Error(path_.string() + ": cannot sync: " + std::strerror(errno));
+    if (have_times_) ::futimens(fd_, times_);
+  }
+
+ private:
+  fs::path path_;
+  int fd_;
+  timespec times_[2]{};
+  bool have_times_ = false;
+};
+
 bool RemoteMirror::is_mirror(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec) || !fs::exists(dir / kRemoteMirrorRecord, ec)) return false;
@@ -72,6 +76,66 @@ bool RemoteMirror::is_mirror(const fs::path& dir) {
   } catch (const Error&) {
     return true;  // damaged: opening it says so, rather than reading sparse files as whole
   }
+}
+
+std::shared_ptr<RemoteMirror> RemoteMirror::open_shared(const fs::path& dir) {
+  static std::mutex m;
+  static std::map<std::string, std::weak_ptr<RemoteMirror>> open;
+  std::error_code ec;
+  const fs::path canonical = fs::weakly_canonical(dir, ec);
+  const std::string key = (ec ? dir : canonical).string();
+  std::lock_guard<std::mutex> lock(m);
+  if (std::shared_ptr<RemoteMirror> there = open[key].lock()) return there;
+  auto made = std::make_shared<RemoteMirror>(dir);
+  open[key] = made;
+  return made;
+}
+
+bool RemoteMirror::is_full(const fs::path& dir) {
+  try {
+    const nlohmann::json j = read_json_file(dir / kRemoteMirrorRecord);
+    return j.is_object() && j.contains("full") && j["full"].is_boolean() && j["full"].get<bool>();
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+void RemoteMirror::set_full() {
+  std::lock_guard<std::mutex> lock(mu_);
+  record_["full"] = true;
+  write_file_atomically(dir_ / kRemoteMirrorRecord, record_.dump(1));
+  full_ = true;
+}
+
+std::vector<RemoteMirror::Range> RemoteMirror::missing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Range> out;
+  for (const auto& [name, info] : files_) {
+    uint64_t at = 0;
+    if (const auto f = present_.find(name); f != present_.end())
+      for (const auto& [b, e] : f->second) {
+        if (b > at) out.push_back({name, at, b - at});
+        at = std::max(at, e);
+      }
+    if (at < info.size) out.push_back({name, at, info.size - at});
+  }
+  return out;
+}
+
+void RemoteMirror::drop_background() {
+  Calls calls;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_wants_locked([](const Want& w) { return w.priority == FetchPriority::Background; }, "stopped", calls);
+  }
+  for (auto& [done, error] : calls) done(error);
+}
+
+void RemoteMirror::set_background_rate(double bytes_per_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  background_rate_ = std::max(0.0, bytes_per_s);
+  background_handed_ = 0;
+  background_since_ = std::chrono::steady_clock::now();
 }
 
 bool RemoteMirror::is_complete(const fs::path& dir) {
@@ -111,6 +175,7 @@ RemoteMirror::RemoteMirror(fs::path dir, EnvLookup env, RetryPolicy retry)
   if (source_.empty()) throw Error(where + ": no \"source\"");
   hf_endpoint_ = string_field(j, "hf_endpoint", where);
   complete_ = j.contains("complete") && j["complete"].is_boolean() && j["complete"].get<bool>();
+  full_ = j.contains("full") && j["full"].is_boolean() && j["full"].get<bool>();
   if (!j.contains("files") || !j["files"].is_object()) throw Error(where + ": no \"files\"");
   for (const auto& [name, e] : j["files"].items()) {
     if (!e.is_object() || !e.contains("size") || !e["size"].is_number_unsigned())
@@ -146,7 +211,29 @@ RemoteMirror::RemoteMirror(fs::path dir, EnvLookup env, RetryPolicy retry)
 }
 
 RemoteMirror::~RemoteMirror() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (remote_) remote_->http().cancel();  // what is in flight ends now, "cancelled"
+  }
+  wake_.notify_all();
+  if (fetcher_.joinable()) fetcher_.join();
   if (log_fd_ >= 0) ::close(log_fd_);
+}
+
+void RemoteMirror::remove(Intervals& set, uint64_t begin, uint64_t end) {
+  auto it = set.upper_bound(begin);
+  if (it != set.begin()) --it;
+  while (it != set.end() && it->first < end) {
+    const uint64_t b = it->first, e = it->second;
+    if (e <= begin) {
+      ++it;
+      continue;
+    }
+    it = set.erase(it);
+    if (b < begin) set[b] = begin;
+    if (e > end) set[end] = e;
+  }
 }
 
 void RemoteMirror::add(Intervals& set, uint64_t begin, uint64_t end) {
@@ -233,70 +320,306 @@ RemoteSource& RemoteMirror::source_locked() {
   return *remote_;
 }
 
-void RemoteMirror::check_unchanged_locked(const std::string& file) {
-  if (checked_[file]) return;
+void RemoteMirror::check_unchanged(const std::string& file) {
   const RemoteFileInfo& want = files_.at(file);
-  const RemoteFileInfo now = source_locked().stat(file);
+  const RemoteFileInfo now = remote_->stat(file);
   if (!now.exists || now.size != want.size || now.etag != want.etag || now.sha256 != want.sha256)
     throw Error(dir_.string() + ": " + file + " is not at the source as it was when this streaming install was made (" +
                 source_ + "); install it again into another folder");
-  checked_[file] = true;
+}
+
+void RemoteMirror::set_connections(int n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  connections_ = std::max(1, n);
+}
+
+bool RemoteMirror::request(const std::string& file, uint64_t offset, uint64_t length, FetchPriority priority,
+                           std::function<void(const std::string&)> done) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto f = files_.find(file);
+  if (f == files_.end() || offset >= f->second.size || length == 0) return true;  // not the mirror's, or nothing
+  const uint64_t end = length > f->second.size - offset ? f->second.size : offset + length;
+  if (present_locked(file, offset, end)) {
+    if (priority == FetchPriority::Demand) ++stats_.local_reads;
+    return true;
+  }
+  if (stopping_) {
+    done(dir_.string() + ": the streaming install is closing");
+    return false;
+  }
+  wants_.push_back(Want{file, offset, end, priority, std::move(done), std::chrono::steady_clock::now()});
+  if (!fetcher_.joinable()) fetcher_ = std::thread([this] { fetch_loop(); });
+  if (remote_) remote_->http().wake();
+  wake_.notify_all();
+  return false;
 }
 
 void RemoteMirror::ensure(const std::string& file, uint64_t offset, uint64_t length) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto f = files_.find(file);
-  if (f == files_.end()) return;  // not a file of the mirror: on disk whole
-  if (offset >= f->second.size) return;
-  const uint64_t end = length > f->second.size - offset ? f->second.size : offset + length;
-  if (present_locked(file, offset, end)) return;
-  // The gaps in [offset, end), each fetched whole.
-  std::vector<std::pair<uint64_t, uint64_t>> gaps;
-  uint64_t at = offset;
-  const Intervals& have = present_[file];
-  auto it = have.upper_bound(at);
-  if (it != have.begin() && std::prev(it)->second > at) at = std::prev(it)->second;
-  for (; at < end;) {
-    while (it != have.end() && it->second <= at) ++it;
-    const uint64_t gap_end = it == have.end() ? end : std::min(end, it->first);
-    if (gap_end > at) gaps.emplace_back(at, gap_end);
-    if (it == have.end()) break;
-    at = it->second;
-  }
-  if (gaps.empty()) return;
-  check_unchanged_locked(file);
-  RemoteSource& src = source_locked();
-  for (const auto& [b, e] : gaps) {
-    const auto t0 = std::chrono::steady_clock::now();
-    RangeWriter out(dir_ / file);
-    uint64_t pos = b;
-    try {
-      src.http().read_range(
-          src.url(file), b, e - b,
-          [&](std::span<const uint8_t> chunk) {
-            out.write(chunk, pos);
-            pos += chunk.size();
-          },
-          f->second.etag);
-      out.finish();
-    } catch (const Error& err) {
-      throw Error(dir_.string() + " is a streaming install; fetching " + file + " bytes " + std::to_string(b) + "-" +
-                  std::to_string(e - 1) + " failed: " + err.what());
+  const Range r{file, offset, length};
+  ensure_all(std::span<const Range>(&r, 1));
+}
+
+void RemoteMirror::ensure_all(std::span<const Range> ranges, FetchPriority priority,
+                              const std::function<void(uint64_t)>& progress) {
+  std::mutex m;
+  std::condition_variable cv;
+  size_t left = 0;
+  uint64_t landed = 0;
+  std::string first_error;
+  auto ended = [&](uint64_t bytes, const std::string& error) {
+    std::lock_guard<std::mutex> lock(m);
+    if (!error.empty() && first_error.empty()) first_error = error;
+    if (error.empty()) landed += bytes;
+    --left;
+    cv.notify_all();
+  };
+  for (const Range& r : ranges) {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      ++left;
     }
-    append_log_locked(file, b, e - b);
-    stats_.bytes += e - b;
-    stats_.requests += 1;
-    stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (request(r.file, r.offset, r.length, priority, [&ended, n = r.length](const std::string& e) { ended(n, e); }))
+      ended(r.length, "");
   }
+  std::unique_lock<std::mutex> lock(m);
+  for (;;) {
+    cv.wait(lock, [&] { return left == 0 || landed > 0; });
+    const uint64_t n = std::exchange(landed, 0);
+    if (progress && n > 0) {
+      lock.unlock();
+      progress(n);
+      lock.lock();
+    }
+    if (left == 0 && landed == 0) break;
+  }
+  if (!first_error.empty()) throw Error(first_error);
+}
+
+void RemoteMirror::fail_wants_locked(const std::function<bool(const Want&)>& which, const std::string& error,
+                                     Calls& calls) {
+  for (auto it = wants_.begin(); it != wants_.end();)
+    if (which(*it)) {
+      calls.emplace_back(std::move(it->done), error);
+      it = wants_.erase(it);
+    } else {
+      ++it;
+    }
+}
+
+namespace {
+void call_all(std::vector<std::pair<std::function<void(const std::string&)>, std::string>>& calls) {
+  for (auto& [done, error] : calls) done(error);
+  calls.clear();
+}
+}  // namespace
+
+void RemoteMirror::fetch_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    if (wants_.empty()) {
+      wake_.wait(lock);
+      continue;
+    }
+    HttpClient* http = nullptr;
+    int connections = connections_;
+    try {
+      http = &source_locked().http();
+    } catch (const std::exception& e) {
+      Calls calls;
+      fail_wants_locked([](const Want&) { return true; },
+                        dir_.string() + " is a streaming install; its source cannot be reached: " + e.what(), calls);
+      lock.unlock();
+      call_all(calls);
+      lock.lock();
+      continue;
+    }
+    lock.unlock();
+    try {
+      http->fetch_ranges(connections, [this] { return next_piece(); },
+                         [this] {
+                           std::lock_guard<std::mutex> l(mu_);
+                           return !stopping_ && !wants_.empty();
+                         });
+    } catch (const std::exception& e) {
+      lock.lock();
+      Calls calls;
+      fail_wants_locked([](const Want&) { return true; }, e.what(), calls);
+      lock.unlock();
+      call_all(calls);
+    }
+    lock.lock();
+  }
+  Calls calls;
+  fail_wants_locked([](const Want&) { return true; }, dir_.string() + ": the streaming install was closed", calls);
+  lock.unlock();
+  call_all(calls);
+}
+
+std::optional<RangeRequest> RemoteMirror::next_piece() {
+  for (;;) {
+    Calls calls;
+    std::optional<RangeRequest> r;
+    std::string to_check;  // a file to ask the source about first
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return std::nullopt;
+      // Background pieces are handed out no faster than the rate allows
+      // (each also received at its share of it).
+      const auto now = std::chrono::steady_clock::now();
+      const bool background_may =
+          background_rate_ <= 0 ||
+          static_cast<double>(background_handed_) <=
+              background_rate_ * std::chrono::duration<double>(now - background_since_).count();
+      for (const FetchPriority pass : {FetchPriority::Demand, FetchPriority::Background}) {
+        if (pass == FetchPriority::Background && !background_may) break;
+        for (auto it = wants_.begin(); it != wants_.end() && !r && to_check.empty(); ++it) {
+          if (it->priority != pass) continue;
+          // The first byte of the want that is neither on the drive nor coming.
+          const Intervals& have = present_[it->file];
+          const Intervals& coming = in_flight_[it->file];
+          uint64_t at = it->begin;
+          for (bool moved = true; moved;) {
+            moved = false;
+            for (const Intervals* set : {&have, &coming}) {
+              auto next = set->upper_bound(at);
+              if (next != set->begin() && std::prev(next)->second > at) {
+                at = std::prev(next)->second;
+                moved = true;
+              }
+            }
+          }
+          if (at >= it->end) continue;
+          const std::string& file = it->file;
+          if (!checked_[file]) {
+            to_check = file;
+            break;
+          }
+          uint64_t gap_end = std::min(it->end, at + kFetchPieceBytes);
+          for (const Intervals* set : {&have, &coming})
+            if (auto next = set->upper_bound(at); next != set->end()) gap_end = std::min(gap_end, next->first);
+          try {
+            if (!writers_.contains(file)) writers_[file] = std::make_unique<PieceWriter>(dir_ / file);
+          } catch (const std::exception& e) {
+            const std::string failed = file;
+            fail_wants_locked([&](const Want& w) { return w.file == failed; }, e.what(), calls);
+            break;  // the list changed: look again
+          }
+          add(in_flight_[file], at, gap_end);
+          if (pieces_in_flight_++ == 0) busy_since_ = std::chrono::steady_clock::now();
+          RangeRequest q;
+          q.url = remote_->url(file);
+          q.offset = at;
+          q.length = gap_end - at;
+          q.expect_etag = files_.at(file).etag;
+          if (pass == FetchPriority::Background && background_rate_ > 0) {
+            q.max_bytes_per_s = std::max<uint64_t>(1, static_cast<uint64_t>(background_rate_ / connections_));
+            background_handed_ += q.length;
+          }
+          PieceWriter* out = writers_.at(file).get();
+          auto pos = std::make_shared<uint64_t>(at);
+          q.sink = [out, pos](std::span<const uint8_t> chunk) {
+            out->write(chunk, *pos);
+            *pos += chunk.size();
+          };
+          q.done = [this, file, b = at, e = gap_end](const std::string& error) { piece_done(file, b, e, error); };
+          r = std::move(q);
+        }
+        if (r || !to_check.empty() || !calls.empty()) break;
+      }
+    }
+    if (!to_check.empty()) {
+      std::string error;
+      try {
+        check_unchanged(to_check);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error.empty()) checked_[to_check] = true;
+      else fail_wants_locked([&](const Want& w) { return w.file == to_check; }, error, calls);
+    }
+    const bool failed_some = !calls.empty();
+    call_all(calls);
+    if (r) return r;
+    if (to_check.empty() && !failed_some) return std::nullopt;  // nothing to fetch now
+  }
+}
+
+void RemoteMirror::piece_done(const std::string& file, uint64_t begin, uint64_t end, std::string error) {
+  if (error.empty()) {
+    try {
+      writers_.at(file)->finish();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  Calls calls;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    remove(in_flight_[file], begin, end);
+    const auto now = std::chrono::steady_clock::now();
+    if (--pieces_in_flight_ == 0) stats_.seconds += std::chrono::duration<double>(now - busy_since_).count();
+    if (error.empty()) {
+      try {
+        append_log_locked(file, begin, end - begin);
+        stats_.bytes += end - begin;
+        stats_.requests += 1;
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (!error.empty()) {
+      const std::string message = dir_.string() + " is a streaming install; fetching " + file + " bytes " +
+                                  std::to_string(begin) + "-" + std::to_string(end - 1) + " failed: " + error;
+      fail_wants_locked([&](const Want& w) { return w.file == file && w.begin < end && begin < w.end; }, message,
+                        calls);
+    }
+    for (auto it = wants_.begin(); it != wants_.end();)
+      if (it->file == file && present_locked(file, it->begin, it->end)) {
+        if (it->priority == FetchPriority::Demand) {
+          stats_.remote_reads += 1;
+          stats_.remote_wait_s += std::chrono::duration<double>(now - it->since).count();
+        }
+        calls.emplace_back(std::move(it->done), "");
+        it = wants_.erase(it);
+      } else {
+        ++it;
+      }
+  }
+  call_all(calls);
 }
 
 RemoteFetchStats RemoteMirror::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  RemoteFetchStats s = stats_;
+  if (pieces_in_flight_ > 0) s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since_).count();
+  return s;
 }
 
+struct RangeFillingStorage::Inbox {
+  std::mutex mu;
+  std::condition_variable landed;
+  uint64_t next_id = 0;
+  std::map<uint64_t, Extent> waiting;  // by arrival: extents whose bytes are being fetched
+  std::vector<Extent> ready;          // fetched: to be read from the drive
+  std::deque<Completion> failed;      // failed or cancelled: handed out as they are
+};
+
+namespace {
+Completion failure(const Extent& e, int error, std::string message) {
+  Completion c;
+  c.tag = e.tag;
+  c.error = error;
+  c.message = std::move(message);
+  c.landed = std::chrono::steady_clock::now();
+  return c;
+}
+}  // namespace
+
 RangeFillingStorage::RangeFillingStorage(std::unique_ptr<Storage> inner, std::shared_ptr<RemoteMirror> mirror)
-    : ForwardingStorage(std::move(inner)), mirror_(std::move(mirror)) {}
+    : ForwardingStorage(std::move(inner)), mirror_(std::move(mirror)), inbox_(std::make_shared<Inbox>()) {}
+
+RangeFillingStorage::~RangeFillingStorage() = default;
 
 FileId RangeFillingStorage::open(const fs::path& path, OpenMode mode) {
   const FileId id = inner_->open(path, mode);
@@ -318,20 +641,54 @@ void RangeFillingStorage::submit(std::span<const Extent> extents) {
       const auto it = names_.find(e.file);
       if (it != names_.end()) name = it->second;
     }
-    try {
-      if (!name.empty()) mirror_->ensure(name, e.offset, e.length);
+    if (name.empty()) {
       ready.push_back(e);
-    } catch (const Error& err) {
-      Completion c;
-      c.tag = e.tag;
-      c.error = EIO;
-      c.message = err.what();
-      c.landed = std::chrono::steady_clock::now();
-      std::lock_guard<std::mutex> lock(mu_);
-      failed_.push_back(std::move(c));
+      continue;
+    }
+    uint64_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(inbox_->mu);
+      id = inbox_->next_id++;
+      inbox_->waiting[id] = e;
+    }
+    const std::weak_ptr<Inbox> weak = inbox_;
+    const bool present = mirror_->request(name, e.offset, e.length, FetchPriority::Demand,
+                                          [weak, id](const std::string& error) {
+                                            const std::shared_ptr<Inbox> box = weak.lock();
+                                            if (!box) return;
+                                            std::lock_guard<std::mutex> lock(box->mu);
+                                            const auto it = box->waiting.find(id);
+                                            if (it == box->waiting.end()) return;
+                                            if (!error.empty())
+                                              box->failed.push_back(failure(it->second, EIO, error));
+                                            else
+                                              box->ready.push_back(it->second);
+                                            box->waiting.erase(it);
+                                            box->landed.notify_all();
+                                          });
+    if (present) {
+      std::lock_guard<std::mutex> lock(inbox_->mu);
+      inbox_->waiting.erase(id);
+      ready.push_back(e);
     }
   }
   if (!ready.empty()) inner_->submit(ready);
+}
+
+size_t RangeFillingStorage::drain(std::vector<Completion>& out) {
+  std::vector<Extent> ready;
+  size_t failed = 0;
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    ready.swap(inbox_->ready);
+    failed = inbox_->failed.size();
+    while (!inbox_->failed.empty()) {
+      out.push_back(std::move(inbox_->failed.front()));
+      inbox_->failed.pop_front();
+    }
+  }
+  if (!ready.empty()) inner_->submit(ready);
+  return failed;
 }
 
 std::vector<DriveInfo> RangeFillingStorage::drives() const {
@@ -341,31 +698,91 @@ std::vector<DriveInfo> RangeFillingStorage::drives() const {
   remote.name = kRemoteDrivePrefix + mirror_->source();
   remote.bytes_read = st.bytes;
   remote.busy_s = st.seconds;
+  remote.fetched_reads = st.remote_reads;
+  remote.fetch_wait_s = st.remote_wait_s;
+  remote.local_reads = st.local_reads;
   d.push_back(remote);
   return d;
 }
 
-size_t RangeFillingStorage::take_failed(std::vector<Completion>& out) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const size_t n = failed_.size();
-  while (!failed_.empty()) {
-    out.push_back(std::move(failed_.front()));
-    failed_.pop_front();
-  }
-  return n;
-}
-
-size_t RangeFillingStorage::poll(std::vector<Completion>& out) { return take_failed(out) + inner_->poll(out); }
+size_t RangeFillingStorage::poll(std::vector<Completion>& out) { return drain(out) + inner_->poll(out); }
 
 size_t RangeFillingStorage::wait(std::vector<Completion>& out, size_t min_count, std::chrono::milliseconds timeout) {
-  const size_t failed = take_failed(out);
-  if (failed >= min_count) return failed + inner_->poll(out);
-  return failed + inner_->wait(out, min_count - failed, timeout);
+  using Clock = std::chrono::steady_clock;
+  const bool forever = timeout.count() < 0;
+  const auto deadline = forever ? Clock::time_point::max() : Clock::now() + timeout;
+  size_t got = 0;
+  for (;;) {
+    got += drain(out);
+    if (got >= min_count) return got + inner_->poll(out);
+    bool fetching = false;
+    {
+      std::lock_guard<std::mutex> lock(inbox_->mu);
+      fetching = !inbox_->waiting.empty() || !inbox_->ready.empty() || !inbox_->failed.empty();
+    }
+    const auto now = Clock::now();
+    if (!forever && now >= deadline) return got + inner_->poll(out);
+    const auto left =
+        forever ? std::chrono::milliseconds(-1) : std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    if (!fetching) return got + inner_->wait(out, min_count - got, left);  // only the drive's reads are left
+    if (inner_->pending() > 0) {
+      // Reads below and fetches above at once: look up now and then.
+      const auto slice = std::chrono::milliseconds(2);
+      got += inner_->wait(out, min_count - got, forever ? slice : std::min(slice, left));
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(inbox_->mu);
+    auto arrived = [&] { return !inbox_->ready.empty() || !inbox_->failed.empty() || inbox_->waiting.empty(); };
+    if (forever) inbox_->landed.wait(lock, arrived);
+    else inbox_->landed.wait_until(lock, deadline, arrived);
+  }
 }
 
 size_t RangeFillingStorage::pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return failed_.size() + inner_->pending();
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    n = inbox_->waiting.size() + inbox_->ready.size() + inbox_->failed.size();
+  }
+  return n + inner_->pending();
+}
+
+size_t RangeFillingStorage::cancel(std::span<const uint64_t> tags) {
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    // Still being fetched: they complete now (the fetch goes on; its bytes
+    // stay on the drive).
+    for (auto it = inbox_->waiting.begin(); it != inbox_->waiting.end();)
+      if (it->second.background && std::find(tags.begin(), tags.end(), it->second.tag) != tags.end()) {
+        inbox_->failed.push_back(failure(it->second, ECANCELED, "cancelled"));
+        it = inbox_->waiting.erase(it);
+        ++n;
+      } else {
+        ++it;
+      }
+    // Fetched but not handed down yet: they complete now.
+    for (auto it = inbox_->ready.begin(); it != inbox_->ready.end();)
+      if (it->background && std::find(tags.begin(), tags.end(), it->tag) != tags.end()) {
+        inbox_->failed.push_back(failure(*it, ECANCELED, "cancelled"));
+        it = inbox_->ready.erase(it);
+        ++n;
+      } else {
+        ++it;
+      }
+  }
+  return n + inner_->cancel(tags);
+}
+
+void RangeFillingStorage::promote(std::span<const uint64_t> tags) {
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    for (auto& [id, e] : inbox_->waiting)
+      if (std::find(tags.begin(), tags.end(), e.tag) != tags.end()) e.background = false;
+    for (Extent& e : inbox_->ready)
+      if (std::find(tags.begin(), tags.end(), e.tag) != tags.end()) e.background = false;
+  }
+  inner_->promote(tags);
 }
 
 }  // namespace strata

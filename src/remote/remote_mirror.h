@@ -8,12 +8,15 @@
 // On disk, beside the checkpoint's files:
 //   remote.json   {"format": "strata-remote-mirror", "version": 1,
 //                  "source": SOURCE, "hf_endpoint": "...", "complete": BOOL,
-//                  "files": {NAME: {"size", "etag", "sha256"}}}
+//                  "full": BOOL, "files": {NAME: {"size", "etag", "sha256"}}}
 //                 (hf_endpoint: $HF_ENDPOINT at install, used when it is
 //                 not set later, without the user's hub token unless it is
 //                 huggingface.co; complete: the install fetched everything
 //                 but the experts' streamed bytes; a folder that is not
-//                 complete does not load)
+//                 complete does not load; full: every byte is on the drive
+//                 and each file was checked against its published sha256
+//                 where there is one (`strata upgrade --full`): the folder
+//                 is read as a plain checkpoint, without the network)
 //   present.log   one line per range known to be on disk, "NAME OFFSET LENGTH",
 //                 appended (and synced) after the bytes were written and
 //                 synced: a crash loses at most ranges that are fetched again.
@@ -22,24 +25,39 @@
 //
 // Fetched ranges are checked by transport only (HTTP status, Content-Range,
 // and the ETag the file had when installed, when it has one): no published
-// hash covers a range. Each run checks once per file, before its first
-// fetch, that the source still says the same of it (size, ETag, sha256); the
-// install itself is only made of a pinned hub commit or files with ETags.
-// Fetched bytes are written with the file's modification time kept, so the
-// weights' identity (expert heat, sessions) stays that of the install.
+// hash covers a range (`strata upgrade` checks whole files against their
+// published sha256 once they are complete). Each run checks once per file,
+// before its first fetch, that the source still says the same of it (size,
+// ETag, sha256); the install itself is only made of a pinned hub commit or
+// files with ETags. Fetched bytes are written with the file's modification
+// time kept, so the weights' identity (expert heat, sessions) stays that of
+// the install.
+//
+// Fetching runs on a thread of the mirror's, through libcurl's multi
+// interface: many ranges in flight (set_connections), in pieces of at most
+// kFetchPieceBytes, what a reader waits for (Demand) before what warm-up or
+// an upgrade asks for (Background), each range fetched once however many ask.
 //
 // RangeFillingStorage is the Storage the loader hands the expert cache for
-// such a folder: each extent's file range is made present (fetched if need
-// be, in submit(), on the caller's thread) before the inner storage reads it.
+// such a folder: an extent whose file range is not present is held back
+// until the mirror has fetched it, then read from the drive; the caller's
+// thread never waits on the network in submit(), so guesses of the next
+// layer's experts fetch ahead like any prefetch.
 // Network access happens only here, for a folder the user installed this way.
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
-#include <deque>
+#include <functional>
+#include <list>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "remote/source.h"
@@ -52,11 +70,20 @@ inline constexpr const char* kRemoteMirrorLog = "present.log";
 // How RangeFillingStorage names the source among the drives of a run's stats.
 inline constexpr const char* kRemoteDrivePrefix = "remote ";
 
+// Ranges are fetched in requests of at most this many bytes.
+inline constexpr uint64_t kFetchPieceBytes = 8ull << 20;
+
 struct RemoteFetchStats {
   uint64_t bytes = 0;     // fetched from the source
-  uint64_t requests = 0;  // ranges fetched
-  double seconds = 0;     // spent fetching
+  uint64_t requests = 0;  // range requests that brought them
+  double seconds = 0;     // wall time with at least one request in flight
+  // Reads asked of the mirror (Demand requests): served by bytes already
+  // on the drive, or made to wait for a fetch (and how long, summed).
+  uint64_t local_reads = 0, remote_reads = 0;
+  double remote_wait_s = 0;
 };
+
+enum class FetchPriority { Demand, Background };
 
 class RemoteMirror {
  public:
@@ -71,17 +98,49 @@ class RemoteMirror {
   // Marks the install complete (everything but the experts' streamed bytes).
   void set_complete();
   bool complete() const { return complete_; }
+  // Whether every byte was fetched and checked (reads remote.json only).
+  static bool is_full(const std::filesystem::path& dir);
+  void set_full();
+  bool full() const { return full_; }
 
   // Opens the folder's record and log; the source is opened (and a hub
   // revision pinned) on the first fetch, not before.
   RemoteMirror(std::filesystem::path dir, EnvLookup env = process_env, RetryPolicy retry = {});
   ~RemoteMirror();
+  // The mirror of `dir` this process has open, or a new one: one per folder
+  // and process, so that readers and warm-up see what the others fetched.
+  static std::shared_ptr<RemoteMirror> open_shared(const std::filesystem::path& dir);
 
   const std::string& source() const { return source_; }
   const std::map<std::string, RemoteFileInfo>& files() const { return files_; }
-  // Makes bytes [offset, offset + length) of `file` (a name in files())
-  // present, fetching what is missing. Thread-safe.
+  // Asks for bytes [offset, offset + length) of `file` (a name in files();
+  // any other file is on the drive whole): true when they are present
+  // already (`done` is not called); otherwise they are fetched and `done`
+  // runs on the mirror's thread once they are present ("") or could not be
+  // fetched (the error). `done` must not call into the mirror. Thread-safe.
+  bool request(const std::string& file, uint64_t offset, uint64_t length, FetchPriority priority,
+               std::function<void(const std::string& error)> done);
+  // The same, waiting; throws the error.
   void ensure(const std::string& file, uint64_t offset, uint64_t length);
+  struct Range {
+    std::string file;
+    uint64_t offset = 0, length = 0;
+  };
+  // All of them, fetched together; `progress` gets each range's length as
+  // it becomes present (on this thread). Once every range has ended, throws
+  // the first error, if any.
+  void ensure_all(std::span<const Range> ranges, FetchPriority priority = FetchPriority::Demand,
+                  const std::function<void(uint64_t bytes)>& progress = {});
+  // Requests in flight at once (default 8).
+  void set_connections(int n);
+  // Background fetches at most this fast in all (0: no limit), shared
+  // evenly by the requests in flight.
+  void set_background_rate(double bytes_per_s);
+  // Background requests not fetched yet end now with "stopped" (pieces in
+  // flight still land); for a warm-up that gives way.
+  void drop_background();
+  // What is not on the drive yet, file by file in order.
+  std::vector<Range> missing() const;
   bool present(const std::string& file, uint64_t offset, uint64_t length) const;
   // Drops what the log says of `file` (recreated: its bytes are gone).
   void forget(const std::string& file);
@@ -90,17 +149,34 @@ class RemoteMirror {
  private:
   using Intervals = std::map<uint64_t, uint64_t>;  // start -> end, disjoint, not touching
   static void add(Intervals& set, uint64_t begin, uint64_t end);
+  static void remove(Intervals& set, uint64_t begin, uint64_t end);
   bool present_locked(const std::string& file, uint64_t begin, uint64_t end) const;
   void append_log_locked(const std::string& file, uint64_t offset, uint64_t length);
   void open_log_locked();
   RemoteSource& source_locked();
-  void check_unchanged_locked(const std::string& file);
+  // Asks the source (on the fetching thread, without the lock held).
+  void check_unchanged(const std::string& file);
+
+  // A reader's (or warm-up's) wait for a range.
+  struct Want {
+    std::string file;
+    uint64_t begin = 0, end = 0;
+    FetchPriority priority = FetchPriority::Demand;
+    std::function<void(const std::string&)> done;
+    std::chrono::steady_clock::time_point since;
+  };
+  using Calls = std::vector<std::pair<std::function<void(const std::string&)>, std::string>>;
+  class PieceWriter;
+  void fetch_loop();
+  std::optional<RangeRequest> next_piece();
+  void piece_done(const std::string& file, uint64_t begin, uint64_t end, std::string error);
+  void fail_wants_locked(const std::function<bool(const Want&)>& which, const std::string& error, Calls& calls);
 
   std::filesystem::path dir_;
   EnvLookup env_;
   RetryPolicy retry_;
   std::string source_, hf_endpoint_;
-  bool complete_ = false;
+  bool complete_ = false, full_ = false;
   nlohmann::json record_;
   std::map<std::string, RemoteFileInfo> files_;
   mutable std::mutex mu_;
@@ -109,33 +185,58 @@ class RemoteMirror {
   std::map<std::string, bool> checked_;  // files checked against the source this run
   int log_fd_ = -1;
   RemoteFetchStats stats_;
+
+  // The fetching thread's (started at the first range not present).
+  std::list<Want> wants_;
+  std::map<std::string, Intervals> in_flight_;
+  std::map<std::string, std::unique_ptr<PieceWriter>> writers_;  // touched by the fetching thread only
+  int connections_ = 8;
+  double background_rate_ = 0;
+  uint64_t background_handed_ = 0;  // bytes of background pieces handed out since the rate was set
+  std::chrono::steady_clock::time_point background_since_;
+  int pieces_in_flight_ = 0;
+  std::chrono::steady_clock::time_point busy_since_;
+  bool stopping_ = false;
+  std::condition_variable wake_;
+  std::thread fetcher_;
 };
 
 // The Storage for a mirror's files: reads of ranges that are not present
-// yet fetch them first. A fetch that fails completes its extent with EIO
-// and the error's message (never an exception out of submit()).
-// Everything else is the inner storage's.
+// yet wait (off the caller's thread) until the mirror has fetched them. A
+// fetch that fails completes its extent with EIO and the error's message
+// (never an exception out of submit()). Everything else is the inner
+// storage's.
 class RangeFillingStorage final : public ForwardingStorage {
  public:
   RangeFillingStorage(std::unique_ptr<Storage> inner, std::shared_ptr<RemoteMirror> mirror);
+  ~RangeFillingStorage() override;
 
   FileId open(const std::filesystem::path& path, OpenMode mode = OpenMode::Auto) override;
   // The inner storage's drives, and the source as one more ("remote
-  // SOURCE": bytes fetched and the time spent fetching), so that a run's
-  // stats and /metrics say what came over the network.
+  // SOURCE": bytes fetched, time with a fetch in flight, reads that waited
+  // for a fetch and their summed wait, reads served locally), so that a
+  // run's stats and /metrics say what came over the network.
   std::vector<DriveInfo> drives() const override;
   void submit(std::span<const Extent> extents) override;
   size_t poll(std::vector<Completion>& out) override;
   size_t wait(std::vector<Completion>& out, size_t min_count = 1,
               std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) override;
   size_t pending() const override;
+  // Extents still waiting for a fetch are cancelled here (ECANCELED when
+  // the fetch ends; the fetched bytes stay on the drive), the rest below.
+  size_t cancel(std::span<const uint64_t> tags) override;
+  void promote(std::span<const uint64_t> tags) override;
 
  private:
+  // Extents waiting for the mirror, shared with its fetching thread's
+  // callbacks (which may outlive this storage).
+  struct Inbox;
   std::shared_ptr<RemoteMirror> mirror_;
+  std::shared_ptr<Inbox> inbox_;
   mutable std::mutex mu_;
   std::map<FileId, std::string> names_;  // files of the mirror, by id
-  std::deque<Completion> failed_;         // extents whose fetch failed, not handed out yet
-  size_t take_failed(std::vector<Completion>& out);
+  // Hands fetched extents to the inner storage and failed ones to `out`.
+  size_t drain(std::vector<Completion>& out);
 };
 
 }  // namespace strata

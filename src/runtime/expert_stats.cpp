@@ -24,6 +24,9 @@ ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier) {
       if (before.name == drive.name) {
         drive.bytes -= std::min(drive.bytes, before.bytes);
         drive.busy_s -= before.busy_s;
+        drive.fetched_reads -= std::min(drive.fetched_reads, before.fetched_reads);
+        drive.local_reads -= std::min(drive.local_reads, before.local_reads);
+        drive.fetch_wait_s -= before.fetch_wait_s;
         break;
       }
   return d;
@@ -32,11 +35,24 @@ ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier) {
 nlohmann::json expert_stats_json(const ExpertStats& s, double wall_s) {
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   nlohmann::json drives = nlohmann::json::array();
-  for (const auto& d : s.drives)
-    drives.push_back({{"name", d.name},
-                      {"bytes", d.bytes},
-                      {"busy_s", d.busy_s},
-                      {"gbps", ratio(static_cast<double>(d.bytes) / 1e9, d.busy_s)}});
+  for (const auto& d : s.drives) {
+    nlohmann::json j = {{"name", d.name},
+                        {"bytes", d.bytes},
+                        {"busy_s", d.busy_s},
+                        {"gbps", ratio(static_cast<double>(d.bytes) / 1e9, d.busy_s)}};
+    if (d.fetched_reads + d.local_reads > 0) {
+      // A streaming install's source: how many reads found their bytes
+      // on the drive, and how long the others waited for the network.
+      const double reads = static_cast<double>(d.fetched_reads + d.local_reads);
+      j["fetched_reads"] = d.fetched_reads;
+      j["local_reads"] = d.local_reads;
+      j["local_share"] = static_cast<double>(d.local_reads) / reads;
+      j["remote_share"] = static_cast<double>(d.fetched_reads) / reads;
+      j["fetch_wait_s"] = d.fetch_wait_s;
+      j["mean_fetch_wait_ms"] = ratio(d.fetch_wait_s * 1e3, static_cast<double>(d.fetched_reads));
+    }
+    drives.push_back(std::move(j));
+  }
   return {{"requests", s.requests},
           {"hits", s.hits},
           {"misses", s.misses},

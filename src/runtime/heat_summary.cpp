@@ -105,10 +105,11 @@ LayerHeatSummary summarise_layer(int64_t layer, std::vector<double> counts, int6
 
 }  // namespace
 
-HeatSummary summarise_heat(const std::vector<std::filesystem::path>& files) {
+namespace {
+// Every file summed; `experts`: the widest shape seen.
+Counts read_counts(const std::vector<std::filesystem::path>& files, uint64_t& tokens, int64_t& experts) {
   if (files.empty()) throw Error("no trace or heat file given");
   Counts counts;
-  HeatSummary out;
   int64_t width = 0, traced_width = 0;
   for (const auto& f : files) {
     const std::string text = read_text_file(f);
@@ -117,12 +118,33 @@ HeatSummary summarise_heat(const std::vector<std::filesystem::path>& files) {
     const nlohmann::json j = parse_json_or_discarded(text);
     const bool heat = j.is_object() && j.contains("layers");
     if (heat) read_heat_file(j, f.string(), counts, width);
-    if (!heat) read_trace(text, f.string(), counts, out.tokens, traced_width);
+    if (!heat) read_trace(text, f.string(), counts, tokens, traced_width);
   }
   int64_t widest = 0;
   for (const auto& row : counts)
     for (const auto& [e, n] : row) widest = std::max(widest, e + 1);
-  out.experts = std::max({width, traced_width, widest});
+  experts = std::max({width, traced_width, widest});
+  return counts;
+}
+}  // namespace
+
+std::vector<RankedExpert> hottest_experts(const std::vector<std::filesystem::path>& files) {
+  uint64_t tokens = 0;
+  int64_t experts = 0;
+  const Counts counts = read_counts(files, tokens, experts);
+  std::vector<RankedExpert> out;
+  for (size_t l = 0; l < counts.size(); ++l)
+    for (const auto& [e, n] : counts[l]) out.push_back({static_cast<int64_t>(l), e, n});
+  std::sort(out.begin(), out.end(), [](const RankedExpert& a, const RankedExpert& b) {
+    if (a.count != b.count) return a.count > b.count;
+    return a.layer != b.layer ? a.layer < b.layer : a.expert < b.expert;
+  });
+  return out;
+}
+
+HeatSummary summarise_heat(const std::vector<std::filesystem::path>& files) {
+  HeatSummary out;
+  const Counts counts = read_counts(files, out.tokens, out.experts);
   for (size_t l = 0; l < counts.size(); ++l) {
     if (counts[l].empty()) continue;  // a dense layer
     std::vector<double> row;

@@ -37,6 +37,14 @@ struct HeatSummary {
 // below 0 or above 2^20, or heat files of different shapes.
 HeatSummary summarise_heat(const std::vector<std::filesystem::path>& files);
 
+// The (layer, expert) pairs the files count, summed, hottest first (ties by
+// layer, then expert); same errors as summarise_heat.
+struct RankedExpert {
+  int64_t layer = 0, expert = 0;
+  double count = 0;
+};
+std::vector<RankedExpert> hottest_experts(const std::vector<std::filesystem::path>& files);
+
 std::string heat_table(const HeatSummary& s);
 // A line chart (SVG 1.1): per layer, distinct experts and cover50/90/99.
 std::string heat_svg(const HeatSummary& s);

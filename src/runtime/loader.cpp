@@ -120,9 +120,10 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   so.backend = options.io_backend;
   std::unique_ptr<Storage> storage = options.storage ? options.storage(so) : make_storage(so);
   if (!storage) throw Error("internal: the storage factory returned no storage");
-  // A streaming install: experts not fetched yet are fetched as they are read.
-  if (!packed && RemoteMirror::is_mirror(model.dir()))
-    storage = std::make_unique<RangeFillingStorage>(std::move(storage), std::make_shared<RemoteMirror>(model.dir()));
+  // A streaming install: experts not fetched yet are fetched as they are
+  // read (one upgraded to full has them all: it is read as any checkpoint).
+  if (!packed && RemoteMirror::is_mirror(model.dir()) && !RemoteMirror::is_full(model.dir()))
+    storage = std::make_unique<RangeFillingStorage>(std::move(storage), RemoteMirror::open_shared(model.dir()));
   ExpertCatalog catalog = packed ? catalog_from_manifest(*manifest, model.dir(), *storage)
                                  : checkpoint_catalog(model, bind, *storage);
 
@@ -285,7 +286,7 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   // A pack's experts are not in its trunk: they are only ever streamed.
   // A streaming install's experts are only ever streamed: most of their
   // bytes are not on the drive yet (remote/remote_mirror.h).
-  const bool mirror = !packed && RemoteMirror::is_mirror(model->dir());
+  const bool mirror = !packed && RemoteMirror::is_mirror(model->dir()) && !RemoteMirror::is_full(model->dir());
   bool streaming = packed || mirror || options.stream || options.ram_bytes > 0 || options.cache_slots > 0;
   const Budget budget = choose_budget(*model, options, baseline, &streaming);
   ExpertBindFn bind;
@@ -300,9 +301,9 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   // Auto is on: guesses are background reads that only use an idle drive
   // and are cancelled when their layer does not ask for them; measured
   // (docs/PERFORMANCE.md, issue 4) they shorten a cold decode step.
-  // No guesses for a streaming install: a guess of a missing expert would
-  // be a fetch from the source.
-  model->attach_experts(std::move(experts), options.prefetch != LoadOptions::Prefetch::Off && !mirror, plan);
+  // A streaming install guesses too: a guessed expert that is not on the
+  // drive yet is fetched ahead of its layer (and stays on the drive).
+  model->attach_experts(std::move(experts), options.prefetch != LoadOptions::Prefetch::Off, plan);
   return model;
 }
 

@@ -555,10 +555,15 @@ void Scheduler::sweep() {
   stats_.expert_bytes_read = xs.bytes_read;
   stats_.remote_bytes = 0;
   stats_.remote_s = 0;
+  stats_.remote_fetched_reads = stats_.remote_local_reads = 0;
+  stats_.remote_wait_s = 0;
   for (const auto& d : xs.drives)
     if (d.name.starts_with(kRemoteDrivePrefix)) {
       stats_.remote_bytes += d.bytes;
       stats_.remote_s += d.busy_s;
+      stats_.remote_fetched_reads += d.fetched_reads;
+      stats_.remote_local_reads += d.local_reads;
+      stats_.remote_wait_s += d.fetch_wait_s;
     }
   stats_.expert_requests = xs.requests;
   stats_.expert_hits = xs.hits;

@@ -73,10 +73,11 @@ struct SchedulerStats {
   size_t queued = 0, running = 0;
   // The model's expert counters, read on the step thread after each step.
   uint64_t expert_bytes_read = 0, expert_requests = 0, expert_hits = 0;
-  // A streaming install's source (remote/remote_mirror.h): bytes fetched
-  // and the time spent fetching them.
-  uint64_t remote_bytes = 0;
-  double remote_s = 0;
+  // A streaming install's source (remote/remote_mirror.h): bytes fetched,
+  // the time with a fetch in flight, expert reads that waited for a fetch
+  // (and their summed wait) and reads whose bytes were on the drive.
+  uint64_t remote_bytes = 0, remote_fetched_reads = 0, remote_local_reads = 0;
+  double remote_s = 0, remote_wait_s = 0;
   // Speculation: tokens drafted and fed, of those kept; seconds in the
   // drafter and in forward steps.
   uint64_t drafted_tokens = 0, accepted_tokens = 0;

@@ -334,8 +334,11 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
       where_[key(slot.layer, slot.expert)] = static_cast<int>(s);
     }
     if (slot.failed) {
-      // Forget it (a later request reads it again) and fail the step.
-      if (failure.empty()) failure = slot.failure;
+      // Forget it (a later request reads it again) and fail the step,
+      // unless it was a guess nobody has asked for yet (a streaming
+      // install's source away for a moment): the request that needs it
+      // reads it again, and fails then if it must.
+      if (failure.empty() && !slot.prefetched) failure = slot.failure;
       where_.erase(key(slot.layer, slot.expert));
       free_slot(slot);
       continue;
@@ -483,7 +486,8 @@ ExpertStats StreamingExpertProvider::stats() const {
   // Per drive: what the drive transferred (whole 4 KiB pages, cancelled
   // guesses' pieces too); bytes_read above: the extents that landed.
   s.drives.resize(drives.size());
-  for (size_t d = 0; d < drives.size(); ++d) s.drives[d] = {drives[d].name, drives[d].bytes_read, drives[d].busy_s};
+  for (size_t d = 0; d < drives.size(); ++d) s.drives[d] = {drives[d].name,          drives[d].bytes_read,  drives[d].busy_s,
+                                                          drives[d].fetched_reads, drives[d].local_reads, drives[d].fetch_wait_s};
   return s;
 }
 

@@ -197,6 +197,20 @@ class Server {
       step_thread_ = std::thread([this] { scheduler_->run(); });
       ready_ = true;
       std::fprintf(stderr, "strata serve: model loaded\n");
+      if (o_.idle_work)
+        idle_thread_ = std::thread([this] {
+          const std::function<bool()> busy = [this] {
+            if (stopping_) return true;
+            const SchedulerStats s = scheduler_->stats();
+            return s.running + s.queued > 0;
+          };
+          const std::function<bool()> stopping = [this] { return stopping_.load(); };
+          try {
+            o_.idle_work(busy, stopping);
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "strata serve: idle-time work stopped: %s\n", e.what());
+          }
+        });
     } catch (const std::exception& e) {
       load_error_ = e.what();
       failed_ = true;  // after the text: readers check the flag, then read it
@@ -207,6 +221,8 @@ class Server {
   // Stops the step thread (what is left ends as cancelled) and keeps this
   // run's expert heat for the next, as `generate` does.
   void shutdown() {
+    stopping_ = true;
+    if (idle_thread_.joinable()) idle_thread_.join();
     if (scheduler_) {
       scheduler_->stop();
       if (step_thread_.joinable()) step_thread_.join();
@@ -255,6 +271,19 @@ class Server {
          static_cast<double>(s.remote_bytes));
     line("strata_remote_fetch_seconds_total", "counter", "Time spent fetching from a streaming install's source",
          s.remote_s);
+    line("strata_remote_fetched_reads_total", "counter",
+         "Expert reads of a streaming install that waited for a fetch from its source",
+         static_cast<double>(s.remote_fetched_reads));
+    line("strata_remote_local_reads_total", "counter",
+         "Expert reads of a streaming install whose bytes were already on the drive",
+         static_cast<double>(s.remote_local_reads));
+    line("strata_remote_fetch_wait_seconds_total", "counter",
+         "Summed wait of the expert reads that waited for a fetch", s.remote_wait_s);
+    line("strata_remote_local_share", "gauge", "Share of a streaming install's expert reads served from the drive",
+         s.remote_fetched_reads + s.remote_local_reads
+             ? static_cast<double>(s.remote_local_reads) /
+                   static_cast<double>(s.remote_fetched_reads + s.remote_local_reads)
+             : 0.0);
     line("strata_expert_cache_hit_ratio", "gauge", "Share of expert requests served from RAM",
          s.expert_requests ? static_cast<double>(s.expert_hits) / static_cast<double>(s.expert_requests) : 0.0);
     // An info metric: the label says how the weights were re-quantized and
@@ -666,6 +695,8 @@ class Server {
   std::unique_ptr<RouteTrace> trace_;  // before the scheduler: it outlives it
   std::unique_ptr<Scheduler> scheduler_;
   std::thread step_thread_;
+  std::atomic<bool> stopping_{false};
+  std::thread idle_thread_;  // ServeOptions::idle_work
 };
 
 }  // namespace

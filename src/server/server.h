@@ -24,6 +24,8 @@ class Drafter;
 
 class Model;
 
+using IdleWork = std::function<void(const std::function<bool()>& busy, const std::function<bool()>& stopping)>;
+
 struct ServeOptions {
   std::string model;             // its path: the tokenizer and chat template are read from it
   // Loads the model (on a thread of its own: /health says 503 meanwhile).
@@ -41,6 +43,11 @@ struct ServeOptions {
   Drafter* drafter = nullptr;
   int draft_max = 8;
   std::string trace;  // router trace file (runtime/route_trace.h); "" = none
+  // Work for idle time (serve --warm: runtime/install_warmup.h), run on a
+  // thread of its own once the model has loaded. `busy()` is true while a
+  // request runs or waits, and once `stopping()` is (then the work must
+  // return soon: shutdown waits for it); it should give way while busy.
+  IdleWork idle_work;
   size_t max_body_bytes = 8u << 20;
   // Request bodies held at once, from their reading until they are token ids
   // (server/body_budget.h); at least max_body_bytes. A body that does not fit

@@ -64,6 +64,11 @@ struct DriveInfo {
   // wall time during which at least one of its reads was issued and not back.
   uint64_t bytes_read = 0;
   double busy_s = 0;
+  // A source that fetches over the network (remote/remote_mirror.h): reads
+  // that had to wait for a fetch and their summed wait, and reads it served
+  // from bytes already on the drive. Zero for a drive.
+  uint64_t fetched_reads = 0, local_reads = 0;
+  double fetch_wait_s = 0;
 };
 
 struct Extent {

@@ -1,0 +1,71 @@
+#include "pack/upgrade.h"
+
+#include <chrono>
+
+#include "pack/dir_lock.h"
+#include "remote/remote_mirror.h"
+#include "remote/sha256.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+UpgradeReport upgrade_full(const UpgradeOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!RemoteMirror::is_mirror(o.dir))
+    throw Error(o.dir.string() + " is not a streaming install (strata pull --streaming makes one)");
+  DirLock lock(o.dir);
+  RemoteMirror mirror(o.dir, o.env, o.retry);
+  if (!mirror.complete())
+    throw Error(o.dir.string() + " is a streaming install that did not finish: run the same strata pull --streaming again");
+  UpgradeReport report;
+  report.source = mirror.source();
+  report.files = static_cast<int64_t>(mirror.files().size());
+  for (const auto& [name, info] : mirror.files()) report.bytes += info.size;
+  if (mirror.full()) {
+    report.already_full = true;
+    report.local_bytes = report.bytes;
+    lock.done();
+    return report;
+  }
+  mirror.set_connections(o.connections);
+  mirror.set_background_rate(o.max_rate);
+  uint64_t missing = 0;
+  for (const auto& r : mirror.missing()) missing += r.length;
+  report.local_bytes = report.bytes - missing;
+
+  auto fetch_missing = [&](const char* label) {
+    const std::vector<RemoteMirror::Range> todo = mirror.missing();
+    uint64_t total = 0;
+    for (const auto& r : todo) total += r.length;
+    if (total == 0) return;
+    Progress progress(label, total, o.progress);
+    mirror.ensure_all(todo, FetchPriority::Background, [&](uint64_t n) { progress.add(n); });
+    progress.finish();
+  };
+  fetch_missing("upgrade");
+  // Whole files against what the source publishes: the ranges were checked
+  // by transport only.
+  for (const auto& [name, info] : mirror.files()) {
+    if (info.sha256.empty()) continue;
+    if (sha256_of_file(o.dir / name) != info.sha256) {
+      mirror.forget(name);
+      ++report.refetched;
+      fetch_missing(("upgrade: " + name + " again").c_str());
+      const std::string again = sha256_of_file(o.dir / name);
+      if (again != info.sha256)
+        throw Error(o.dir.string() + ": " + name + " fetched twice has sha256 " + again + ", the source publishes " +
+                    info.sha256);
+    }
+    ++report.verified;
+  }
+  report.fetched_bytes = mirror.stats().bytes;
+  mirror.set_full();
+  lock.done();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace strata

@@ -1,0 +1,148 @@
+#include "runtime/install_warmup.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "model/checkpoint.h"
+#include "model/expert_catalog.h"
+#include "model/expert_heat.h"
+#include "model/weights.h"
+#include "remote/remote_mirror.h"
+#include "runtime/heat_summary.h"
+#include "storage/storage.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+InstallWarmupReport warm_install(const InstallWarmupOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!RemoteMirror::is_mirror(o.dir))
+    throw Error(o.dir.string() + " is not a streaming install (strata pull --streaming makes one): nothing to warm");
+  if (!RemoteMirror::is_complete(o.dir))
+    throw Error(o.dir.string() + " is a streaming install that did not finish: run the same strata pull --streaming again");
+  InstallWarmupReport report;
+  const std::shared_ptr<RemoteMirror> mirror = RemoteMirror::open_shared(o.dir);
+
+  // Where every expert's bytes are.
+  const Checkpoint ck = open_checkpoint(o.dir);
+  WeightBinder binder(*ck.source, ck.config);
+  const ExpertBindFn bind = expert_binder(ck.config, *ck.source, binder);
+  const std::unique_ptr<Storage> storage = make_storage();
+  const ExpertCatalog catalog = catalog_from_bound_experts(ck.config, bind, *ck.source, *storage);
+
+  // The ranking.
+  std::vector<RankedExpert> ranked;
+  if (!o.from.empty()) {
+    ranked = hottest_experts(o.from);
+    report.heat = std::to_string(o.from.size()) + " trace/heat file(s)";
+  } else {
+    const fs::path path = default_heat_path(ck.identity);
+    const int64_t layers = static_cast<int64_t>(catalog.layers.size());
+    int64_t experts = 0;
+    for (const auto& l : catalog.layers) experts = std::max<int64_t>(experts, static_cast<int64_t>(l.size()));
+    const ExpertHeat heat = ExpertHeat::load(path, ck.identity, layers, experts);
+    for (const auto& [l, e] : heat.hottest(static_cast<size_t>(layers * experts)))
+      ranked.push_back({l, e, heat.count(l, e)});
+    report.heat = path.string();
+    if (ranked.empty())
+      throw Error(o.dir.string() + ": no heat recorded for this install yet (" + path.string() +
+                  "): give router traces or heat files with --from");
+  }
+  report.ranked = static_cast<int64_t>(ranked.size());
+
+  mirror->set_background_rate(o.max_rate);
+  // What each expert reads, by file name (the mirror's names).
+  auto ranges_of = [&](const StreamedExpert& e) {
+    std::vector<RemoteMirror::Range> out;
+    for (const ExpertRead& r : e.reads)
+      out.push_back({fs::path(storage->file(r.file).path).filename().string(), r.offset, r.length});
+    return out;
+  };
+  Progress progress("warm", o.budget_bytes, o.progress && o.budget_bytes > 0);
+  const size_t batch = static_cast<size_t>(std::max(1, o.connections));
+  std::vector<RemoteMirror::Range> todo;
+  int64_t in_batch = 0;
+  // One batch, given up when stop() says so (what is in flight still lands).
+  auto flush = [&] {
+    if (todo.empty()) return;
+    const uint64_t before = mirror->stats().bytes;
+    std::mutex m;
+    std::condition_variable cv;
+    size_t left = 0;
+    std::string error;
+    for (const auto& r : todo) {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        ++left;
+      }
+      const bool present = mirror->request(r.file, r.offset, r.length, FetchPriority::Background,
+                                           [&](const std::string& e) {
+                                             std::lock_guard<std::mutex> lock(m);
+                                             if (!e.empty() && e != "stopped" && error.empty()) error = e;
+                                             --left;
+                                             cv.notify_all();
+                                           });
+      if (present) {
+        std::lock_guard<std::mutex> lock(m);
+        --left;
+      }
+    }
+    {
+      std::unique_lock<std::mutex> lock(m);
+      while (left > 0) {
+        cv.wait_for(lock, std::chrono::milliseconds(50));
+        if (left > 0 && !report.stopped && o.stop && o.stop()) {
+          report.stopped = true;
+          lock.unlock();
+          mirror->drop_background();
+          lock.lock();
+        }
+      }
+    }
+    const uint64_t got = mirror->stats().bytes - before;
+    report.fetched_bytes += got;
+    progress.add(got);
+    if (!report.stopped) report.warmed += in_batch;
+    todo.clear();
+    in_batch = 0;
+    if (!error.empty()) throw Error(error);
+  };
+  uint64_t planned = 0;
+  for (const RankedExpert& x : ranked) {
+    if (x.layer < 0 || x.layer >= static_cast<int64_t>(catalog.layers.size()) ||
+        x.expert >= static_cast<int64_t>(catalog.layers[x.layer].size()))
+      continue;  // a trace of another model's shape: its ids name no expert here
+    const std::vector<RemoteMirror::Range> ranges = ranges_of(catalog.at(x.layer, x.expert));
+    uint64_t missing = 0;
+    for (const auto& r : ranges)
+      if (!mirror->present(r.file, r.offset, r.length)) missing += r.length;
+    if (missing == 0) {
+      ++report.already_local;
+      continue;
+    }
+    if (o.budget_bytes > 0 && planned + missing > o.budget_bytes) {
+      report.budget_reached = true;
+      break;
+    }
+    if (o.stop && o.stop()) {
+      report.stopped = true;
+      break;
+    }
+    planned += missing;
+    todo.insert(todo.end(), ranges.begin(), ranges.end());
+    if (++in_batch >= static_cast<int64_t>(batch)) flush();
+    if (report.stopped) break;
+  }
+  flush();
+  progress.finish();
+  mirror->set_background_rate(0);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace strata

@@ -1,0 +1,193 @@
+// A streaming install's range filling (remote/remote_mirror.h) against nginx:
+// reads of missing ranges wait off the caller's thread while the mirror
+// fetches them, many at once and each byte once however many reads ask;
+// the bytes read are the source's; what was fetched is served from the
+// drive afterwards, also by a new mirror of the same folder (present.log);
+// a guess cancelled while its fetch runs completes as cancelled; a failed
+// fetch is an EIO completion naming the range.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "local_nginx.h"
+#include "remote/remote_mirror.h"
+#include "remote/source.h"
+#include "safetensors_writer.h"
+#include "storage/aligned_buffer.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(g());
+  return s;
+}
+
+class MirrorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    body_ = random_bytes(6 << 20, 21);
+    fs::create_directories(root_.path() / "model");
+    root_.write("model/blob.bin", body_);
+    nginx_ = std::make_unique<testnet::LocalNginx>(root_.path());
+    ASSERT_TRUE(nginx_->running()) << nginx_->log();
+    source_ = nginx_->url() + "/model";
+    RemoteSource src(parse_source(source_));
+    std::map<std::string, RemoteFileInfo> files{{"blob.bin", src.stat("blob.bin")}};
+    RemoteMirror::create(dir_.path(), source_, files, "");
+    const fs::path sparse = dir_.path() / "blob.bin";
+    const int fd = ::open(sparse.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(body_.size())), 0);
+    ::close(fd);
+  }
+
+  // Reads `ranges` of blob.bin through a RangeFillingStorage over `mirror`;
+  // returns the bytes read, or the completions' errors.
+  std::vector<std::string> read(const std::shared_ptr<RemoteMirror>& mirror,
+                                const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
+                                std::vector<std::string>* errors = nullptr) {
+    RangeFillingStorage storage(make_storage(), mirror);
+    const FileId f = storage.open(dir_.path() / "blob.bin");
+    std::vector<AlignedBuffer> bufs;
+    std::vector<Extent> extents;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      bufs.emplace_back(ranges[i].second + 8192);
+      Extent e;
+      e.file = f;
+      e.offset = ranges[i].first;
+      e.length = ranges[i].second;
+      e.dest = bufs.back().data();
+      e.capacity = bufs.back().size();
+      e.tag = i;
+      extents.push_back(e);
+    }
+    storage.submit(extents);
+    std::vector<Completion> done;
+    while (done.size() < extents.size()) {
+      const size_t before = done.size();
+      storage.wait(done, extents.size() - done.size(), std::chrono::milliseconds(20000));
+      if (done.size() == before) break;
+    }
+    EXPECT_EQ(done.size(), extents.size());
+    EXPECT_EQ(storage.pending(), 0u);
+    std::vector<std::string> out(ranges.size());
+    for (const Completion& c : done) {
+      if (!c.ok()) {
+        if (errors) errors->push_back(c.message);
+        continue;
+      }
+      out[c.tag].assign(static_cast<const char*>(extents[c.tag].dest), ranges[c.tag].second);
+    }
+    return out;
+  }
+
+  testfiles::TempDir root_{"strata-mirror-root"}, dir_{"strata-mirror"};
+  std::unique_ptr<testnet::LocalNginx> nginx_;
+  std::string body_, source_;
+};
+
+TEST_F(MirrorTest, OverlappingReadsFetchEachByteOnceAndAreTheSourcesBytes) {
+  auto mirror = std::make_shared<RemoteMirror>(dir_.path());
+  mirror->set_connections(6);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  std::mt19937 g(3);
+  for (int i = 0; i < 40; ++i) {
+    const uint64_t off = g() % (body_.size() - 1), len = 1 + g() % std::min<uint64_t>(body_.size() - off, 700000);
+    ranges.emplace_back(off, len);
+  }
+  ranges.emplace_back(ranges[0]);  // the same range twice in one submit
+  const std::vector<std::string> got = read(mirror, ranges);
+  std::map<uint64_t, uint64_t> covered;  // the union, to count the bytes that had to come
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    EXPECT_TRUE(got[i] == body_.substr(ranges[i].first, ranges[i].second)) << i;
+    covered[ranges[i].first] = std::max(covered[ranges[i].first], ranges[i].first + ranges[i].second);
+  }
+  uint64_t unique = 0, at = 0;
+  for (const auto& [b, e] : covered) {
+    if (e <= at) continue;
+    unique += e - std::max(b, at);
+    at = e;
+  }
+  const RemoteFetchStats s = mirror->stats();
+  EXPECT_EQ(s.bytes, unique) << "each byte fetched once";
+  EXPECT_EQ(s.remote_reads + s.local_reads, ranges.size());
+  EXPECT_GT(s.remote_reads, 0u);
+  EXPECT_GE(s.requests, 2u);
+
+  // The same reads again: all from the drive, nothing fetched.
+  const std::vector<std::string> again = read(mirror, ranges);
+  for (size_t i = 0; i < ranges.size(); ++i) EXPECT_TRUE(again[i] == got[i]) << i;
+  EXPECT_EQ(mirror->stats().bytes, unique);
+  EXPECT_EQ(mirror->stats().local_reads, s.local_reads + ranges.size());
+
+  // A new mirror of the folder knows what is there from present.log, even
+  // with the source gone.
+  nginx_.reset();
+  auto reopened = std::make_shared<RemoteMirror>(dir_.path());
+  const std::vector<std::string> third = read(reopened, ranges);
+  for (size_t i = 0; i < ranges.size(); ++i) EXPECT_TRUE(third[i] == got[i]) << i;
+  EXPECT_EQ(reopened->stats().bytes, 0u);
+  EXPECT_EQ(reopened->stats().local_reads, ranges.size());
+}
+
+TEST_F(MirrorTest, AFailedFetchIsAnErrorCompletionAndOthersStillLand) {
+  RetryPolicy quick;  // a source that is gone is given up on after a few quick tries
+  quick.attempts = 3;
+  quick.first_delay_s = 0.01;
+  auto mirror = std::make_shared<RemoteMirror>(dir_.path(), process_env, quick);
+  mirror->ensure("blob.bin", 0, 4096);  // the source checked and a first range there
+  nginx_.reset();                        // then the source goes away
+  std::vector<std::string> errors;
+  const std::vector<std::string> got = read(mirror, {{0, 4096}, {100000, 5000}}, &errors);
+  EXPECT_TRUE(got[0] == body_.substr(0, 4096));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("is a streaming install; fetching blob.bin bytes 100000-104999 failed"), std::string::npos)
+      << errors[0];
+}
+
+TEST_F(MirrorTest, AGuessCancelledWhileFetchingCompletesAsCancelled) {
+  auto mirror = std::make_shared<RemoteMirror>(dir_.path());
+  RangeFillingStorage storage(make_storage(), mirror);
+  const FileId f = storage.open(dir_.path() / "blob.bin");
+  AlignedBuffer buf(4 << 20);
+  Extent e;
+  e.file = f;
+  e.offset = 1 << 20;
+  e.length = 3 << 20;
+  e.dest = buf.data();
+  e.capacity = buf.size();
+  e.tag = 7;
+  e.background = true;
+  storage.submit(std::span<const Extent>(&e, 1));
+  const uint64_t tag = 7;
+  const size_t cancelled = storage.cancel(std::span<const uint64_t>(&tag, 1));
+  std::vector<Completion> done;
+  storage.wait(done, 1, std::chrono::milliseconds(20000));
+  ASSERT_EQ(done.size(), 1u);
+  if (cancelled == 1) {
+    EXPECT_EQ(done[0].error, ECANCELED);
+  } else {
+    EXPECT_TRUE(done[0].ok());  // it had landed before the cancel: read as usual
+  }
+  // The fetch itself went on: its bytes end up on the drive.
+  mirror->ensure("blob.bin", e.offset, e.length);
+  std::ifstream in(dir_.path() / "blob.bin", std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(e.offset));
+  std::string back(e.length, '\0');
+  in.read(back.data(), static_cast<std::streamsize>(back.size()));
+  EXPECT_TRUE(back == body_.substr(e.offset, e.length));
+}
+
+}  // namespace
+}  // namespace strata
