@@ -2,9 +2,9 @@
 # The long fuzz campaign on a machine without clang (the Ubuntu device
 # machine): the targets are built HERE and carried as one archive.
 #
-#   here:   tools/device_fuzz.sh pack
-#           -> builds the targets (tools/fuzz.sh's build) and writes
-#              .carry/fuzzers.tar.xz (~18 MB)
+#   here:   tools/device_fuzz.sh pack [target...]
+#           -> builds the targets (tools/fuzz.sh's build; all without names)
+#              and writes .carry/fuzzers.tar.xz (~18 MB for all)
 #   there:  run with carry [".carry", ".deb/prefix"] (tools/device_deps.sh):
 #           bash tools/device_fuzz.sh run [tools/fuzz.sh options] [target...]
 #           -> unpacks into build-fuzz/, runs tools/fuzz.sh --no-build with the
@@ -17,9 +17,14 @@ cd "$(dirname "$0")/.."
 
 case "${1:-}" in
   pack)
-    bash tools/fuzz.sh --build-only >/dev/null
+    shift
+    bash tools/fuzz.sh --build-only "$@" >/dev/null
     mkdir -p .carry
-    tar -cJf .carry/fuzzers.tar.xz -C build-fuzz $(cd build-fuzz && ls fuzz/fuzz_*)
+    if (($#)); then
+      tar -cJf .carry/fuzzers.tar.xz -C build-fuzz "${@/#/fuzz/fuzz_}"
+    else
+      tar -cJf .carry/fuzzers.tar.xz -C build-fuzz $(cd build-fuzz && ls fuzz/fuzz_*)
+    fi
     ls -la .carry/fuzzers.tar.xz
     ;;
   run)
