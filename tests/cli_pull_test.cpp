@@ -297,10 +297,10 @@ TEST_F(CliPull, AStreamingInstallFetchesExpertsAsDecodingNeedsThem) {
   ASSERT_TRUE(first_prefill.contains("fetched_reads")) << first.out;
   EXPECT_GT(first_prefill["fetched_reads"].get<uint64_t>(), 0u);
   EXPECT_GT(first_prefill["mean_fetch_wait_ms"].get<double>(), 0.0);
-  const json second_decode = remote_drive(json::parse(second.out), "decode");
-  ASSERT_TRUE(second_decode.contains("local_share")) << second.out;
-  EXPECT_EQ(second_decode["fetched_reads"], 0);
-  EXPECT_EQ(second_decode["local_share"], 1.0);
+  const json second_prefill = remote_drive(json::parse(second.out), "prefill");
+  ASSERT_TRUE(second_prefill.contains("local_share")) << second.out;
+  EXPECT_EQ(second_prefill["fetched_reads"], 0);
+  EXPECT_EQ(second_prefill["local_share"], 1.0);
   // serve's /metrics count what came from the source: the bytes of the
   // ranges its run added to present.log (read once the count is still:
   // guesses of the next layer's experts may still be fetching).
@@ -547,6 +547,14 @@ TEST_F(CliPull, KilledWhileFetchingAndUpgradingItIsStillTheSourcesBytes) {
   EXPECT_EQ(json::parse(offline.out)["tokens"], run.ref["greedy_ids"]);
   EXPECT_EQ(offline.out.find("\"remote "), std::string::npos);
   expect_clean_error(run_strata("upgrade " + (tmp / "nothing").string() + " --full", env()), "not a streaming install");
+  // A shard that is not what the hub publishes: fetched again once, then
+  // one clear error naming both hashes; the install is not marked full.
+  const fs::path bad = tmp / "bad";
+  ASSERT_EQ(run_strata("pull hf://org/badsha@" + std::string(kCommit) + " --streaming -q --out " + bad.string(), env()).exit_code, 0);
+  expect_clean_error(run_strata("upgrade " + bad.string() + " --full -q", env()),
+                     "fetched twice has sha256 " + sha256sum(fixture("ds_sharded") / "model-00003-of-00005.safetensors") +
+                         ", the source publishes " + sha256sum(fixture("ds_sharded") / "model-00001-of-00005.safetensors"));
+  EXPECT_FALSE(full_install(bad));
 }
 
 // strata warm from a router trace of a prompt: afterwards that prompt runs

@@ -14,7 +14,9 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <thread>
 
+#include "fault_http_server.h"
 #include "local_nginx.h"
 #include "remote/remote_mirror.h"
 #include "remote/source.h"
@@ -187,6 +189,59 @@ TEST_F(MirrorTest, AGuessCancelledWhileFetchingCompletesAsCancelled) {
   std::string back(e.length, '\0');
   in.read(back.data(), static_cast<std::streamsize>(back.size()));
   EXPECT_TRUE(back == body_.substr(e.offset, e.length));
+}
+
+// A guess whose fetch is stalled at the source: cancelled, it completes at
+// once as cancelled, and the mirror stops waiting for it. Warm-up's
+// Background requests end with "stopped" when dropped.
+TEST(MirrorFaults, ACancelledGuessAndADroppedWarmUpEndAtOnce) {
+  const std::string body = random_bytes(1 << 20, 31);
+  testnet::FaultHttpServer server(body);
+  testfiles::TempDir dir("strata-mirror-faults");
+  const std::string source = server.url("/m");
+  RemoteSource src(parse_source(source));
+  RemoteMirror::create(dir.path(), source, {{"blob.bin", src.stat("blob.bin")}}, "");
+  {
+    std::ofstream sparse(dir.path() / "blob.bin", std::ios::binary);
+    sparse.seekp(static_cast<std::streamoff>(body.size() - 1));
+    sparse.put('\0');
+  }
+  RetryPolicy slow_stall;
+  slow_stall.stall_seconds = 30;  // the stall lasts: nothing ends it but the cancel
+  auto mirror = std::make_shared<RemoteMirror>(dir.path(), process_env, slow_stall);
+  server.then(testnet::Fault::Stall, 4);
+  RangeFillingStorage storage(make_storage(), mirror);
+  const FileId f = storage.open(dir.path() / "blob.bin");
+  AlignedBuffer buf(1 << 20);
+  Extent e;
+  e.file = f;
+  e.offset = 0;
+  e.length = 1 << 19;
+  e.dest = buf.data();
+  e.capacity = buf.size();
+  e.tag = 3;
+  e.background = true;
+  storage.submit(std::span<const Extent>(&e, 1));
+  for (int i = 0; i < 100 && server.gets() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GT(server.gets(), 0) << "the fetch started";
+  const uint64_t tag = 3;
+  EXPECT_EQ(storage.cancel(std::span<const uint64_t>(&tag, 1)), 1u);
+  std::vector<Completion> done;
+  const auto t0 = std::chrono::steady_clock::now();
+  storage.wait(done, 1, std::chrono::milliseconds(5000));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].error, ECANCELED);
+  EXPECT_EQ(storage.pending(), 0u);
+
+  // Warm-up's requests behind the stalled piece: dropped, they end now.
+  std::string ended = "not yet";
+  EXPECT_FALSE(mirror->request("blob.bin", 600000, 1000, FetchPriority::Background,
+                               [&](const std::string& error) { ended = error; }));
+  mirror->drop_background();
+  EXPECT_EQ(ended, "stopped");
+  // One mirror per folder in a process.
+  EXPECT_EQ(RemoteMirror::open_shared(dir.path()), RemoteMirror::open_shared(dir.path() / "."));
 }
 
 }  // namespace

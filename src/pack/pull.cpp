@@ -385,8 +385,10 @@ PullReport pull_streaming(const PullOptions& o) {
         throw Error(url_for_messages(src.url(w.name)) + ": not a safetensors file (a header of " + std::to_string(n) +
                     " bytes)");
       mirror.ensure(w.name, 8, n);
-    } else if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != w.info.size) {
-      report.fetched_bytes += src.download(w.name, w.info, dest);
+    } else {
+      if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != w.info.size)
+        report.fetched_bytes += src.download(w.name, w.info, dest);
+      mirror.record_present(w.name, 0, w.info.size);  // whole (downloads are renamed into place when complete)
     }
   }
 
@@ -397,14 +399,16 @@ PullReport pull_streaming(const PullOptions& o) {
   // that binding can read them; then the catalog says which bytes it reads.
   using Runs = std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>>;
   auto fetch_runs = [&](Runs ranges, const char* label) {
-    // Ranges less than 1 MiB apart are one request, of at most 64 MiB.
+    // Ranges less than 16 KiB apart are one request, of at most 64 MiB: a
+    // wider gap could be an expert's weights (MXFP4 checkpoints interleave
+    // each matrix with its small scales), fetched for nothing.
     Runs runs;
     uint64_t total = 0;
     for (auto& [file, rs] : ranges) {
       std::sort(rs.begin(), rs.end());
       for (const auto& [b, e] : rs) {
         auto& out = runs[file];
-        if (!out.empty() && b <= out.back().second + (1u << 20) && e - out.back().first <= (64u << 20))
+        if (!out.empty() && b <= out.back().second + (16u << 10) && e - out.back().first <= (64u << 20))
           out.back().second = std::max(out.back().second, e);
         else
           out.emplace_back(b, e);

@@ -30,6 +30,13 @@ UpgradeReport upgrade_full(const UpgradeOptions& o) {
     lock.done();
     return report;
   }
+  // Files downloaded whole at install (config, tokenizer, index) are there
+  // whole: an install made before they were recorded says so now.
+  for (const auto& [name, info] : mirror.files()) {
+    std::error_code ec;
+    if (!name.ends_with(".safetensors") && fs::file_size(o.dir / name, ec) == info.size && !ec)
+      mirror.record_present(name, 0, info.size);
+  }
   mirror.set_connections(o.connections);
   mirror.set_background_rate(o.max_rate);
   uint64_t missing = 0;

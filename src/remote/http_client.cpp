@@ -484,8 +484,6 @@ void HttpClient::fetch_ranges(int max_in_flight, const std::function<std::option
     s.x.curl = s.curl;
     s.err[0] = 0;
     prepare(s.curl, j->r.url, auth_, retry_, s.headers, s.x);
-    if (j->r.max_bytes_per_s > 0)
-      curl_easy_setopt(s.curl, CURLOPT_MAX_RECV_SPEED_LARGE, static_cast<curl_off_t>(j->r.max_bytes_per_s));
     curl_easy_setopt(s.curl, CURLOPT_ERRORBUFFER, s.err);
     curl_easy_setopt(s.curl, CURLOPT_PRIVATE, &s);
     s.job = std::move(j);
@@ -538,7 +536,9 @@ void HttpClient::fetch_ranges(int max_in_flight, const std::function<std::option
     for (auto& j : waiting) finish(*j, error);
     waiting.clear();
   };
-  // The next range to start: a retry that is due, else a new one.
+  // The next range to start: a retry that is due, else a new one, but no
+  // new one while a retry waits (the server asked us to slow down, or is
+  // failing: new requests would not help it).
   auto take = [&]() -> std::unique_ptr<Job> {
     const auto now = Clock::now();
     for (auto it = waiting.begin(); it != waiting.end(); ++it)
@@ -547,6 +547,7 @@ void HttpClient::fetch_ranges(int max_in_flight, const std::function<std::option
         waiting.erase(it);
         return j;
       }
+    if (!waiting.empty()) return nullptr;
     std::optional<RangeRequest> r = next();
     if (!r) return nullptr;
     auto j = std::make_unique<Job>();
@@ -591,8 +592,10 @@ void HttpClient::fetch_ranges(int max_in_flight, const std::function<std::option
         settle(*s, msg->data.result);
       }
       if (active == 0 && waiting.empty() && !fill() && (!keep_going || !keep_going())) return;
+      // Woken by any transfer's progress; by a retry falling due only when
+      // a slot is free for it.
       int timeout_ms = 100;
-      if (!waiting.empty()) {
+      if (!waiting.empty() && active < max_in_flight) {
         auto soonest = waiting.front()->not_before;
         for (const auto& j : waiting) soonest = std::min(soonest, j->not_before);
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(soonest - Clock::now()).count();

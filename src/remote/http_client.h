@@ -59,7 +59,6 @@ struct RangeRequest {
   std::string url;
   uint64_t offset = 0, length = 0;
   std::string expect_etag;  // as read_range's
-  uint64_t max_bytes_per_s = 0;  // 0: as fast as it comes
   // The bytes in order as they arrive (a retry resumes after the last byte
   // handed over). May throw: the range then fails with that message.
   std::function<void(std::span<const uint8_t>)> sink;
@@ -100,8 +99,9 @@ class HttpClient {
   // `max_in_flight` transfers run together (and at most that many
   // connections to one host; HTTP/2 multiplexes them over fewer), each
   // checked and retried as read_range's; one range's failure goes to its
-  // done() and stops no other. `next` is asked for another range whenever
-  // fewer than max_in_flight run (nullopt: none now). Returns once nothing
+  // done() and stops no other; while a range waits to be retried no new
+  // range starts. `next` is asked for another range whenever fewer than
+  // max_in_flight run (nullopt: none now). Returns once nothing
   // runs or waits for a retry and `next` has none, unless `keep_going()`
   // says to wait for more: then it asks again after wake() or a tenth of a
   // second. After cancel(), every range in hand ends "cancelled" and it

@@ -267,7 +267,7 @@ bool RemoteMirror::present(const std::string& file, uint64_t offset, uint64_t le
   return present_locked(file, offset, offset + length);
 }
 
-void RemoteMirror::open_log_locked() {
+void RemoteMirror::open_log() {
   if (log_fd_ >= 0) return;
   // Opened at the first write only: a complete install on a read-only
   // folder still loads.
@@ -280,17 +280,24 @@ void RemoteMirror::open_log_locked() {
     if (::write(log_fd_, "\n", 1) != 1) throw Error((dir_ / kRemoteMirrorLog).string() + ": cannot write");
 }
 
-void RemoteMirror::append_log_locked(const std::string& file, uint64_t offset, uint64_t length) {
-  open_log_locked();
+void RemoteMirror::append_log(const std::string& file, uint64_t offset, uint64_t length) {
+  std::lock_guard<std::mutex> lock(log_mu_);
+  open_log();
   const std::string line = file + " " + std::to_string(offset) + " " + std::to_string(length) + "\n";
   if (::write(log_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size()) || ::fdatasync(log_fd_) != 0)
     throw Error((dir_ / kRemoteMirrorLog).string() + ": cannot record a fetched range: " + std::strerror(errno));
-  if (length > 0) add(present_[file], offset, offset + length);
+}
+
+void RemoteMirror::record_present(const std::string& file, uint64_t offset, uint64_t length) {
+  if (length == 0 || present(file, offset, length)) return;
+  append_log(file, offset, length);
+  std::lock_guard<std::mutex> lock(mu_);
+  add(present_[file], offset, offset + length);
 }
 
 void RemoteMirror::forget(const std::string& file) {
+  append_log(file, 0, 0);
   std::lock_guard<std::mutex> lock(mu_);
-  append_log_locked(file, 0, 0);
   present_.erase(file);
 }
 
@@ -301,8 +308,8 @@ void RemoteMirror::set_complete() {
   complete_ = true;
 }
 
-RemoteSource& RemoteMirror::source_locked() {
-  if (!remote_) {
+std::unique_ptr<RemoteSource> RemoteMirror::open_source() const {
+  {
     // The hub the install came from, unless the environment names one now;
     // a recorded endpoint other than huggingface.co gets no token of the
     // user's (the folder chose it, not the user).
@@ -315,9 +322,8 @@ RemoteSource& RemoteMirror::source_locked() {
         return std::nullopt;
       return env_(name);
     };
-    remote_ = std::make_unique<RemoteSource>(parse_source(source_, env), retry_);
+    return std::make_unique<RemoteSource>(parse_source(source_, env), retry_);
   }
-  return *remote_;
 }
 
 void RemoteMirror::check_unchanged(const std::string& file) {
@@ -334,7 +340,7 @@ void RemoteMirror::set_connections(int n) {
 }
 
 bool RemoteMirror::request(const std::string& file, uint64_t offset, uint64_t length, FetchPriority priority,
-                           std::function<void(const std::string&)> done) {
+                           std::function<void(const std::string&)> done, uint64_t* id) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto f = files_.find(file);
   if (f == files_.end() || offset >= f->second.size || length == 0) return true;  // not the mirror's, or nothing
@@ -347,11 +353,29 @@ bool RemoteMirror::request(const std::string& file, uint64_t offset, uint64_t le
     done(dir_.string() + ": the streaming install is closing");
     return false;
   }
-  wants_.push_back(Want{file, offset, end, priority, std::move(done), std::chrono::steady_clock::now()});
+  const uint64_t want_id = next_want_id_++;
+  if (id) *id = want_id;
   if (!fetcher_.joinable()) fetcher_ = std::thread([this] { fetch_loop(); });
+  wants_.push_back(Want{file, offset, end, priority, std::move(done), std::chrono::steady_clock::now(), want_id});
   if (remote_) remote_->http().wake();
   wake_.notify_all();
   return false;
+}
+
+void RemoteMirror::reprioritize(uint64_t id, FetchPriority priority) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Want& w : wants_)
+    if (w.id == id) w.priority = priority;
+  if (remote_) remote_->http().wake();
+}
+
+void RemoteMirror::withdraw(uint64_t id) {
+  Calls calls;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_wants_locked([id](const Want& w) { return w.id == id; }, "withdrawn", calls);
+  }
+  for (auto& [done, error] : calls) done(error);
 }
 
 void RemoteMirror::ensure(const std::string& file, uint64_t offset, uint64_t length) {
@@ -378,8 +402,13 @@ void RemoteMirror::ensure_all(std::span<const Range> ranges, FetchPriority prior
       std::lock_guard<std::mutex> lock(m);
       ++left;
     }
-    if (request(r.file, r.offset, r.length, priority, [&ended, n = r.length](const std::string& e) { ended(n, e); }))
-      ended(r.length, "");
+    try {
+      if (request(r.file, r.offset, r.length, priority, [&ended, n = r.length](const std::string& e) { ended(n, e); }))
+        ended(r.length, "");
+    } catch (const std::exception& e) {
+      ended(0, e.what());  // and wait for the ones already asked for: their callbacks point here
+      break;
+    }
   }
   std::unique_lock<std::mutex> lock(m);
   for (;;) {
@@ -420,19 +449,31 @@ void RemoteMirror::fetch_loop() {
       wake_.wait(lock);
       continue;
     }
-    HttpClient* http = nullptr;
-    int connections = connections_;
-    try {
-      http = &source_locked().http();
-    } catch (const std::exception& e) {
-      Calls calls;
-      fail_wants_locked([](const Want&) { return true; },
-                        dir_.string() + " is a streaming install; its source cannot be reached: " + e.what(), calls);
+    if (!remote_) {
+      // Opened without the lock: pinning a hub revision is a request.
       lock.unlock();
-      call_all(calls);
+      std::unique_ptr<RemoteSource> opened;
+      std::string error;
+      try {
+        opened = open_source();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
       lock.lock();
-      continue;
+      if (!opened) {
+        Calls calls;
+        fail_wants_locked([](const Want&) { return true; },
+                          dir_.string() + " is a streaming install; its source cannot be reached: " + error, calls);
+        lock.unlock();
+        call_all(calls);
+        lock.lock();
+        continue;
+      }
+      remote_ = std::move(opened);
+      if (stopping_) remote_->http().cancel();
     }
+    HttpClient* http = &remote_->http();
+    const int connections = connections_;
     lock.unlock();
     try {
       http->fetch_ranges(connections, [this] { return next_piece(); },
@@ -463,14 +504,15 @@ std::optional<RangeRequest> RemoteMirror::next_piece() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return std::nullopt;
-      // Background pieces are handed out no faster than the rate allows
-      // (each also received at its share of it).
+      // Background pieces: at most one slot short of all (a reader's fetch
+      // always finds one), no faster than the rate allows, and small, so
+      // that a reader whose bytes one of them brings is not kept long.
       const auto now = std::chrono::steady_clock::now();
       const bool background_may =
-          background_rate_ <= 0 ||
-          static_cast<double>(background_handed_) <=
-              background_rate_ * std::chrono::duration<double>(now - background_since_).count();
-      for (const FetchPriority pass : {FetchPriority::Demand, FetchPriority::Background}) {
+          (connections_ == 1 || background_in_flight_ < connections_ - 1) &&
+          (background_rate_ <= 0 || static_cast<double>(background_handed_) <=
+                                        background_rate_ * std::chrono::duration<double>(now - background_since_).count());
+      for (const FetchPriority pass : {FetchPriority::Demand, FetchPriority::Guess, FetchPriority::Background}) {
         if (pass == FetchPriority::Background && !background_may) break;
         for (auto it = wants_.begin(); it != wants_.end() && !r && to_check.empty(); ++it) {
           if (it->priority != pass) continue;
@@ -494,34 +536,39 @@ std::optional<RangeRequest> RemoteMirror::next_piece() {
             to_check = file;
             break;
           }
-          uint64_t gap_end = std::min(it->end, at + kFetchPieceBytes);
+          const uint64_t piece = pass == FetchPriority::Background ? kBackgroundPieceBytes : kFetchPieceBytes;
+          uint64_t gap_end = std::min(it->end, at + piece);
           for (const Intervals* set : {&have, &coming})
             if (auto next = set->upper_bound(at); next != set->end()) gap_end = std::min(gap_end, next->first);
+          RangeRequest q;
           try {
             if (!writers_.contains(file)) writers_[file] = std::make_unique<PieceWriter>(dir_ / file);
+            q.url = remote_->url(file);
           } catch (const std::exception& e) {
             const std::string failed = file;
             fail_wants_locked([&](const Want& w) { return w.file == failed; }, e.what(), calls);
             break;  // the list changed: look again
           }
-          add(in_flight_[file], at, gap_end);
-          if (pieces_in_flight_++ == 0) busy_since_ = std::chrono::steady_clock::now();
-          RangeRequest q;
-          q.url = remote_->url(file);
           q.offset = at;
           q.length = gap_end - at;
           q.expect_etag = files_.at(file).etag;
-          if (pass == FetchPriority::Background && background_rate_ > 0) {
-            q.max_bytes_per_s = std::max<uint64_t>(1, static_cast<uint64_t>(background_rate_ / connections_));
-            background_handed_ += q.length;
-          }
           PieceWriter* out = writers_.at(file).get();
           auto pos = std::make_shared<uint64_t>(at);
           q.sink = [out, pos](std::span<const uint8_t> chunk) {
             out->write(chunk, *pos);
             *pos += chunk.size();
           };
-          q.done = [this, file, b = at, e = gap_end](const std::string& error) { piece_done(file, b, e, error); };
+          const bool background = pass == FetchPriority::Background;
+          q.done = [this, file, b = at, e = gap_end, background](const std::string& error) {
+            piece_done(file, b, e, background, error);
+          };
+          // Marked only once nothing above can throw.
+          add(in_flight_[file], at, gap_end);
+          if (pieces_in_flight_++ == 0) busy_since_ = now;
+          if (background) {
+            ++background_in_flight_;
+            background_handed_ += q.length;
+          }
           r = std::move(q);
         }
         if (r || !to_check.empty() || !calls.empty()) break;
@@ -545,10 +592,11 @@ std::optional<RangeRequest> RemoteMirror::next_piece() {
   }
 }
 
-void RemoteMirror::piece_done(const std::string& file, uint64_t begin, uint64_t end, std::string error) {
+void RemoteMirror::piece_done(const std::string& file, uint64_t begin, uint64_t end, bool background, std::string error) {
   if (error.empty()) {
     try {
       writers_.at(file)->finish();
+      append_log(file, begin, end - begin);  // synced: from now on the range is there, whatever happens
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -559,16 +607,12 @@ void RemoteMirror::piece_done(const std::string& file, uint64_t begin, uint64_t 
     remove(in_flight_[file], begin, end);
     const auto now = std::chrono::steady_clock::now();
     if (--pieces_in_flight_ == 0) stats_.seconds += std::chrono::duration<double>(now - busy_since_).count();
+    if (background) --background_in_flight_;
     if (error.empty()) {
-      try {
-        append_log_locked(file, begin, end - begin);
-        stats_.bytes += end - begin;
-        stats_.requests += 1;
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
-    if (!error.empty()) {
+      add(present_[file], begin, end);
+      stats_.bytes += end - begin;
+      stats_.requests += 1;
+    } else {
       const std::string message = dir_.string() + " is a streaming install; fetching " + file + " bytes " +
                                   std::to_string(begin) + "-" + std::to_string(end - 1) + " failed: " + error;
       fail_wants_locked([&](const Want& w) { return w.file == file && w.begin < end && begin < w.end; }, message,
@@ -587,6 +631,7 @@ void RemoteMirror::piece_done(const std::string& file, uint64_t begin, uint64_t 
       }
   }
   call_all(calls);
+  if (remote_) remote_->http().wake();  // a background piece may start now
 }
 
 RemoteFetchStats RemoteMirror::stats() const {
@@ -600,7 +645,11 @@ struct RangeFillingStorage::Inbox {
   std::mutex mu;
   std::condition_variable landed;
   uint64_t next_id = 0;
-  std::map<uint64_t, Extent> waiting;  // by arrival: extents whose bytes are being fetched
+  struct Held {
+    Extent extent;
+    uint64_t want = 0;  // the mirror's id of the wait (0 until known)
+  };
+  std::map<uint64_t, Held> waiting;  // by arrival: extents whose bytes are being fetched
   std::vector<Extent> ready;          // fetched: to be read from the drive
   std::deque<Completion> failed;      // failed or cancelled: handed out as they are
 };
@@ -649,27 +698,38 @@ void RangeFillingStorage::submit(std::span<const Extent> extents) {
     {
       std::lock_guard<std::mutex> lock(inbox_->mu);
       id = inbox_->next_id++;
-      inbox_->waiting[id] = e;
+      inbox_->waiting[id] = Inbox::Held{e};
     }
     const std::weak_ptr<Inbox> weak = inbox_;
-    const bool present = mirror_->request(name, e.offset, e.length, FetchPriority::Demand,
-                                          [weak, id](const std::string& error) {
-                                            const std::shared_ptr<Inbox> box = weak.lock();
-                                            if (!box) return;
-                                            std::lock_guard<std::mutex> lock(box->mu);
-                                            const auto it = box->waiting.find(id);
-                                            if (it == box->waiting.end()) return;
-                                            if (!error.empty())
-                                              box->failed.push_back(failure(it->second, EIO, error));
-                                            else
-                                              box->ready.push_back(it->second);
-                                            box->waiting.erase(it);
-                                            box->landed.notify_all();
-                                          });
+    auto landed = [weak, id](const std::string& error) {
+      const std::shared_ptr<Inbox> box = weak.lock();
+      if (!box) return;
+      std::lock_guard<std::mutex> lock(box->mu);
+      const auto it = box->waiting.find(id);
+      if (it == box->waiting.end()) return;  // cancelled meanwhile: its completion is out
+      if (!error.empty()) box->failed.push_back(failure(it->second.extent, EIO, error));
+      else box->ready.push_back(it->second.extent);
+      box->waiting.erase(it);
+      box->landed.notify_all();
+    };
+    uint64_t want = 0;
+    bool present = false;
+    try {
+      // A guess waits behind reads; promote() makes it one.
+      present = mirror_->request(name, e.offset, e.length, e.background ? FetchPriority::Guess : FetchPriority::Demand,
+                                 landed, &want);
+    } catch (const std::exception& err) {
+      landed(std::string("cannot fetch: ") + err.what());
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    const auto it = inbox_->waiting.find(id);
+    if (it == inbox_->waiting.end()) continue;  // done or cancelled already
     if (present) {
-      std::lock_guard<std::mutex> lock(inbox_->mu);
-      inbox_->waiting.erase(id);
+      inbox_->waiting.erase(it);
       ready.push_back(e);
+    } else {
+      it->second.want = want;
     }
   }
   if (!ready.empty()) inner_->submit(ready);
@@ -749,13 +809,15 @@ size_t RangeFillingStorage::pending() const {
 
 size_t RangeFillingStorage::cancel(std::span<const uint64_t> tags) {
   size_t n = 0;
+  std::vector<uint64_t> withdrawn;
   {
     std::lock_guard<std::mutex> lock(inbox_->mu);
-    // Still being fetched: they complete now (the fetch goes on; its bytes
-    // stay on the drive).
+    // Still being fetched: they complete now, and their fetch is withdrawn
+    // (a piece in flight still lands; its bytes stay on the drive).
     for (auto it = inbox_->waiting.begin(); it != inbox_->waiting.end();)
-      if (it->second.background && std::find(tags.begin(), tags.end(), it->second.tag) != tags.end()) {
-        inbox_->failed.push_back(failure(it->second, ECANCELED, "cancelled"));
+      if (it->second.extent.background && std::find(tags.begin(), tags.end(), it->second.extent.tag) != tags.end()) {
+        inbox_->failed.push_back(failure(it->second.extent, ECANCELED, "cancelled"));
+        if (it->second.want) withdrawn.push_back(it->second.want);
         it = inbox_->waiting.erase(it);
         ++n;
       } else {
@@ -770,18 +832,25 @@ size_t RangeFillingStorage::cancel(std::span<const uint64_t> tags) {
       } else {
         ++it;
       }
+    if (n > 0) inbox_->landed.notify_all();
   }
+  for (const uint64_t w : withdrawn) mirror_->withdraw(w);
   return n + inner_->cancel(tags);
 }
 
 void RangeFillingStorage::promote(std::span<const uint64_t> tags) {
+  std::vector<uint64_t> now_read;
   {
     std::lock_guard<std::mutex> lock(inbox_->mu);
-    for (auto& [id, e] : inbox_->waiting)
-      if (std::find(tags.begin(), tags.end(), e.tag) != tags.end()) e.background = false;
+    for (auto& [id, held] : inbox_->waiting)
+      if (std::find(tags.begin(), tags.end(), held.extent.tag) != tags.end()) {
+        held.extent.background = false;
+        if (held.want) now_read.push_back(held.want);
+      }
     for (Extent& e : inbox_->ready)
       if (std::find(tags.begin(), tags.end(), e.tag) != tags.end()) e.background = false;
   }
+  for (const uint64_t w : now_read) mirror_->reprioritize(w, FetchPriority::Demand);
   inner_->promote(tags);
 }
 

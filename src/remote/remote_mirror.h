@@ -70,8 +70,11 @@ inline constexpr const char* kRemoteMirrorLog = "present.log";
 // How RangeFillingStorage names the source among the drives of a run's stats.
 inline constexpr const char* kRemoteDrivePrefix = "remote ";
 
-// Ranges are fetched in requests of at most this many bytes.
+// Ranges are fetched in requests of at most this many bytes; warm-up's and
+// upgrades' (Background) in smaller ones, so that a reader whose bytes one
+// of them is bringing does not wait long.
 inline constexpr uint64_t kFetchPieceBytes = 8ull << 20;
+inline constexpr uint64_t kBackgroundPieceBytes = 1ull << 20;
 
 struct RemoteFetchStats {
   uint64_t bytes = 0;     // fetched from the source
@@ -83,7 +86,10 @@ struct RemoteFetchStats {
   double remote_wait_s = 0;
 };
 
-enum class FetchPriority { Demand, Background };
+// Who waits: a reader (Demand), a guess of the next layer's experts (Guess),
+// warm-up or an upgrade (Background). Fetched in that order; only Demand
+// counts in the read statistics.
+enum class FetchPriority { Demand, Guess, Background };
 
 class RemoteMirror {
  public:
@@ -118,8 +124,15 @@ class RemoteMirror {
   // already (`done` is not called); otherwise they are fetched and `done`
   // runs on the mirror's thread once they are present ("") or could not be
   // fetched (the error). `done` must not call into the mirror. Thread-safe.
+  // `id` (when given) names the wait for reprioritize() and withdraw().
   bool request(const std::string& file, uint64_t offset, uint64_t length, FetchPriority priority,
-               std::function<void(const std::string& error)> done);
+               std::function<void(const std::string& error)> done, uint64_t* id = nullptr);
+  // A wait changes priority (a guess now read), or ends now with "withdrawn"
+  // (a guess given up; pieces in flight still land). Unknown ids: nothing.
+  void reprioritize(uint64_t id, FetchPriority priority);
+  void withdraw(uint64_t id);
+  // Records a range written by other means (a small file downloaded whole).
+  void record_present(const std::string& file, uint64_t offset, uint64_t length);
   // The same, waiting; throws the error.
   void ensure(const std::string& file, uint64_t offset, uint64_t length);
   struct Range {
@@ -151,9 +164,10 @@ class RemoteMirror {
   static void add(Intervals& set, uint64_t begin, uint64_t end);
   static void remove(Intervals& set, uint64_t begin, uint64_t end);
   bool present_locked(const std::string& file, uint64_t begin, uint64_t end) const;
-  void append_log_locked(const std::string& file, uint64_t offset, uint64_t length);
-  void open_log_locked();
-  RemoteSource& source_locked();
+  // The log has a lock of its own (log_mu_): it is synced, never under mu_.
+  void append_log(const std::string& file, uint64_t offset, uint64_t length);
+  void open_log();
+  std::unique_ptr<RemoteSource> open_source() const;
   // Asks the source (on the fetching thread, without the lock held).
   void check_unchanged(const std::string& file);
 
@@ -164,12 +178,13 @@ class RemoteMirror {
     FetchPriority priority = FetchPriority::Demand;
     std::function<void(const std::string&)> done;
     std::chrono::steady_clock::time_point since;
+    uint64_t id = 0;
   };
   using Calls = std::vector<std::pair<std::function<void(const std::string&)>, std::string>>;
   class PieceWriter;
   void fetch_loop();
   std::optional<RangeRequest> next_piece();
-  void piece_done(const std::string& file, uint64_t begin, uint64_t end, std::string error);
+  void piece_done(const std::string& file, uint64_t begin, uint64_t end, bool background, std::string error);
   void fail_wants_locked(const std::function<bool(const Want&)>& which, const std::string& error, Calls& calls);
 
   std::filesystem::path dir_;
@@ -183,6 +198,7 @@ class RemoteMirror {
   std::map<std::string, Intervals> present_;
   std::unique_ptr<RemoteSource> remote_;
   std::map<std::string, bool> checked_;  // files checked against the source this run
+  std::mutex log_mu_;
   int log_fd_ = -1;
   RemoteFetchStats stats_;
 
@@ -194,7 +210,8 @@ class RemoteMirror {
   double background_rate_ = 0;
   uint64_t background_handed_ = 0;  // bytes of background pieces handed out since the rate was set
   std::chrono::steady_clock::time_point background_since_;
-  int pieces_in_flight_ = 0;
+  int pieces_in_flight_ = 0, background_in_flight_ = 0;
+  uint64_t next_want_id_ = 1;
   std::chrono::steady_clock::time_point busy_since_;
   bool stopping_ = false;
   std::condition_variable wake_;

@@ -64,52 +64,57 @@ InstallWarmupReport warm_install(const InstallWarmupOptions& o) {
     return out;
   };
   Progress progress("warm", o.budget_bytes, o.progress && o.budget_bytes > 0);
+  mirror->set_connections(o.connections);
   const size_t batch = static_cast<size_t>(std::max(1, o.connections));
   std::vector<RemoteMirror::Range> todo;
   int64_t in_batch = 0;
+  uint64_t batch_bytes = 0;  // what the batch's experts lacked
   // One batch, given up when stop() says so (what is in flight still lands).
   auto flush = [&] {
     if (todo.empty()) return;
-    const uint64_t before = mirror->stats().bytes;
     std::mutex m;
     std::condition_variable cv;
     size_t left = 0;
     std::string error;
+    auto ended = [&](const std::string& e) {
+      std::lock_guard<std::mutex> lock(m);
+      if (!e.empty() && e != "stopped" && error.empty()) error = e;
+      --left;
+      cv.notify_all();
+    };
     for (const auto& r : todo) {
       {
         std::lock_guard<std::mutex> lock(m);
         ++left;
       }
-      const bool present = mirror->request(r.file, r.offset, r.length, FetchPriority::Background,
-                                           [&](const std::string& e) {
-                                             std::lock_guard<std::mutex> lock(m);
-                                             if (!e.empty() && e != "stopped" && error.empty()) error = e;
-                                             --left;
-                                             cv.notify_all();
-                                           });
-      if (present) {
-        std::lock_guard<std::mutex> lock(m);
-        --left;
+      try {
+        if (mirror->request(r.file, r.offset, r.length, FetchPriority::Background, ended)) ended("");
+      } catch (const std::exception& e) {
+        ended(e.what());  // then wait for those asked for already: their callbacks point here
+        break;
       }
     }
+    bool dropped = false;
     {
       std::unique_lock<std::mutex> lock(m);
       while (left > 0) {
         cv.wait_for(lock, std::chrono::milliseconds(50));
-        if (left > 0 && !report.stopped && o.stop && o.stop()) {
-          report.stopped = true;
+        if (left > 0 && !dropped && o.stop && o.stop()) {
+          dropped = report.stopped = true;
           lock.unlock();
           mirror->drop_background();
           lock.lock();
         }
       }
     }
-    const uint64_t got = mirror->stats().bytes - before;
-    report.fetched_bytes += got;
-    progress.add(got);
-    if (!report.stopped) report.warmed += in_batch;
+    if (!dropped && error.empty()) {
+      report.warmed += in_batch;
+      report.fetched_bytes += batch_bytes;
+      progress.add(batch_bytes);
+    }
     todo.clear();
     in_batch = 0;
+    batch_bytes = 0;
     if (!error.empty()) throw Error(error);
   };
   uint64_t planned = 0;
@@ -134,11 +139,12 @@ InstallWarmupReport warm_install(const InstallWarmupOptions& o) {
       break;
     }
     planned += missing;
+    batch_bytes += missing;
     todo.insert(todo.end(), ranges.begin(), ranges.end());
     if (++in_batch >= static_cast<int64_t>(batch)) flush();
     if (report.stopped) break;
   }
-  flush();
+  if (!report.stopped) flush();
   progress.finish();
   mirror->set_background_rate(0);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -36,7 +36,7 @@ struct InstallWarmupReport {
   int64_t ranked = 0;        // experts with a count
   int64_t already_local = 0; // of those, on the drive before
   int64_t warmed = 0;        // fetched now
-  uint64_t fetched_bytes = 0;
+  uint64_t fetched_bytes = 0;  // what the warmed experts lacked (a range two of them share counted for each)
   bool budget_reached = false, stopped = false;
   double seconds = 0;
 };
