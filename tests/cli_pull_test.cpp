@@ -489,7 +489,7 @@ TEST_F(CliPull, KilledWhileFetchingAndUpgradingItIsStillTheSourcesBytes) {
   std::mt19937 g(17);
   // Fetch on demand, killed (the decode takes well under a second here).
   // Without guesses, so that the upgrade below has experts left to fetch.
-  for (int i = 0; i < 10; ++i)
+  for (int i = 0; i < 20; ++i)
     kill_after(env() + " " + STRATA_BINARY + " generate " + out.string() + run.flags + " --prefetch off",
                std::uniform_real_distribution<double>(0.02, 0.4)(g));
   const CommandResult first = run_strata("generate " + out.string() + run.flags + " --prefetch off", env());
@@ -594,6 +594,26 @@ TEST_F(CliPull, WarmFetchesWhatTracesSayAndServeWarmsWhileIdle) {
   EXPECT_EQ(json::parse(b.out)["budget_reached"], true);
   EXPECT_LT(json::parse(b.out)["warmed"].get<int64_t>(), jw["warmed"].get<int64_t>());
   EXPECT_LE(json::parse(b.out)["fetched_bytes"].get<uint64_t>(), 20000u);
+
+  // A first share at install, ranked by the trace: all of it (every traced
+  // expert), then the prompt runs offline; a tenth: fewer experts.
+  const CommandResult shared = run_strata("pull " + source + " --streaming --json -q --local-share 1 --local-from " +
+                                              trace.string() + " --out " + (tmp / "l").string(),
+                                          env());
+  ASSERT_EQ(shared.exit_code, 0) << shared.err;
+  EXPECT_EQ(json::parse(shared.out)["local_share_experts"], jw["ranked"]);
+  const CommandResult tenth = run_strata("pull " + source + " --streaming --json -q --local-share 0.1 --out " +
+                                             (tmp / "t").string(),
+                                         env());
+  ASSERT_EQ(tenth.exit_code, 0) << tenth.err;
+  EXPECT_GT(json::parse(tenth.out)["local_share_experts"].get<int64_t>(), 0);
+  EXPECT_LT(json::parse(tenth.out)["local_share_experts"].get<int64_t>(), jw["ranked"].get<int64_t>());
+  const CommandResult first_share = run_strata("generate " + (tmp / "l").string() + run.flags + " --prefetch off",
+                                               env() + " HF_ENDPOINT=http://127.0.0.1:1");
+  ASSERT_EQ(first_share.exit_code, 0) << first_share.err;
+  EXPECT_EQ(json::parse(first_share.out)["tokens"], run.ref["greedy_ids"]);
+  expect_clean_error(run_strata("pull " + source + " --full --local-share 0.5 --out " + (tmp / "x").string(), env()),
+                     "go with --streaming");
 
   // serve --warm: idle, it warms; then the prompt runs offline.
   const fs::path err = tmp / "serve.err";

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "pack/pull.h"
+#include "runtime/install_warmup.h"
 #include "util/error.h"
 
 namespace strata::cli {
@@ -17,10 +18,15 @@ struct PullArgs {
   std::vector<std::string> drives;
   bool full = false, streaming = false, json = false, quiet = false;
   int connections = 4;
+  double local_share = 0;
+  std::vector<std::string> local_from;
 };
 
 int run_pull(const PullArgs& a) {
   if (a.full == a.streaming) throw Error("pull: choose --full (every weight fetched and packed) or --streaming");
+  if (!a.streaming && (a.local_share > 0 || !a.local_from.empty()))
+    throw Error("pull: --local-share and --local-from go with --streaming");
+  if (!a.local_from.empty() && a.local_share <= 0) throw Error("pull: --local-from ranks experts for --local-share");
   if (a.streaming && (!a.drives.empty() || !a.probe.empty()))
     throw Error("pull: --drive and --probe place a pack's experts; a streaming install keeps the source's files");
   PullOptions o;
@@ -32,13 +38,27 @@ int run_pull(const PullArgs& a) {
   o.progress = !a.quiet && !a.json;
   if (!a.quiet) o.notice = [](const std::string& line) { std::fprintf(stderr, "pull: %s\n", line.c_str()); };
   const PullReport r = a.full ? pull_full(o) : pull_streaming(o);
+  // A first share of the experts at install: the hottest where traces or
+  // heat are given, else layer by layer (runtime/install_warmup.h).
+  InstallWarmupReport first;
+  if (a.local_share > 0) {
+    InstallWarmupOptions w;
+    w.dir = a.out;
+    for (const auto& f : a.local_from) w.from.emplace_back(f);
+    w.budget_share = a.local_share;
+    w.any_order_without_heat = true;
+    w.connections = a.connections;
+    w.progress = o.progress;
+    first = warm_install(w);
+  }
   if (a.json) {
     std::cout << nlohmann::json{{"out", a.out},
                                 {"source", r.source},
                                 {"commit", r.commit},
                                 {"files", r.files},
                                 {"bytes", r.bytes},
-                                {"fetched_bytes", r.fetched_bytes},
+                                {"fetched_bytes", r.fetched_bytes + first.fetched_bytes},
+                                {"local_share_experts", first.warmed + first.already_local},
                                 {"already_pulled", r.already_pulled},
                                 {"layers_resumed", r.pack.layers_resumed},
                                 {"trunk_bytes", r.pack.trunk_bytes},
@@ -71,6 +91,11 @@ void register_pull(CLI::App& app, Action& run) {
   cmd->add_flag("--streaming", a->streaming,
                 "Fetch the config, tokenizer and trunk; routed experts are fetched by range as decoding first needs "
                 "them, into the install, and read from the drive ever after");
+  cmd->add_option("--local-share", a->local_share,
+                  "With --streaming: fetch this share (0-1) of the experts' bytes at install, the hottest first "
+                  "where --local-from gives traces or heat, else layer by layer")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--local-from", a->local_from, "Router traces or heat files that rank experts for --local-share");
   cmd->add_option("--drive", a->drives, "Directory on a drive to hold expert blobs (repeat for several drives)");
   cmd->add_option("--probe", a->probe, "Drive speeds from `strata probe` (as for pack)");
   cmd->add_option("--connections", a->connections, "Files fetched at once, one connection each")

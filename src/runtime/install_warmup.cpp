@@ -49,6 +49,11 @@ InstallWarmupReport warm_install(const InstallWarmupOptions& o) {
     for (const auto& [l, e] : heat.hottest(static_cast<size_t>(layers * experts)))
       ranked.push_back({l, e, heat.count(l, e)});
     report.heat = path.string();
+    if (ranked.empty() && o.any_order_without_heat) {
+      for (int64_t l = 0; l < layers; ++l)
+        for (int64_t e = 0; e < static_cast<int64_t>(catalog.layers[l].size()); ++e) ranked.push_back({l, e, 0});
+      report.heat = "no heat: layer by layer";
+    }
     if (ranked.empty())
       throw Error(o.dir.string() + ": no heat recorded for this install yet (" + path.string() +
                   "): give router traces or heat files with --from");
@@ -56,6 +61,14 @@ InstallWarmupReport warm_install(const InstallWarmupOptions& o) {
   report.ranked = static_cast<int64_t>(ranked.size());
 
   mirror->set_background_rate(o.max_rate);
+  uint64_t budget = o.budget_bytes;
+  if (o.budget_share > 0) {
+    uint64_t all = 0;
+    for (const auto& layer : catalog.layers)
+      for (const StreamedExpert& e : layer)
+        for (const ExpertRead& r : e.reads) all += r.length;
+    budget = static_cast<uint64_t>(o.budget_share * static_cast<double>(all));
+  }
   // What each expert reads, by file name (the mirror's names).
   auto ranges_of = [&](const StreamedExpert& e) {
     std::vector<RemoteMirror::Range> out;
@@ -63,7 +76,7 @@ InstallWarmupReport warm_install(const InstallWarmupOptions& o) {
       out.push_back({fs::path(storage->file(r.file).path).filename().string(), r.offset, r.length});
     return out;
   };
-  Progress progress("warm", o.budget_bytes, o.progress && o.budget_bytes > 0);
+  Progress progress("warm", budget, o.progress && budget > 0);
   mirror->set_connections(o.connections);
   const size_t batch = static_cast<size_t>(std::max(1, o.connections));
   std::vector<RemoteMirror::Range> todo;
@@ -130,7 +143,7 @@ InstallWarmupReport warm_install(const InstallWarmupOptions& o) {
       ++report.already_local;
       continue;
     }
-    if (o.budget_bytes > 0 && planned + missing > o.budget_bytes) {
+    if (budget > 0 && planned + missing > budget) {
       report.budget_reached = true;
       break;
     }

@@ -25,6 +25,10 @@ struct InstallWarmupOptions {
   std::filesystem::path dir;
   std::vector<std::filesystem::path> from;  // traces / heat files; empty: the install's own heat
   uint64_t budget_bytes = 0;                // 0: no limit
+  double budget_share = 0;                  // > 0: the budget is this share of all routed experts' bytes
+  // Without `from` and without recorded heat: every expert, layer by layer
+  // in id order (pull --local-share), rather than an error.
+  bool any_order_without_heat = false;
   double max_rate = 0;                      // bytes a second; 0: no limit
   int connections = 4;
   bool progress = false;
