@@ -630,6 +630,7 @@ TEST_F(CliPull, WarmFetchesWhatTracesSayAndServeWarmsWhileIdle) {
   EXPECT_EQ(json::parse(served.out)["tokens"], run.ref["greedy_ids"]);
   expect_clean_error(run_strata("warm " + (tmp / "s").string() + " --json", env()), "no heat recorded");
   expect_clean_error(run_strata("serve " + fixture("ds_sharded").string() + " --warm", env()), "not a streaming install");
+  expect_clean_error(run_strata("serve " + (tmp / "b").string() + " --warm --port 0", env()), "no heat recorded");
 }
 
 TEST_F(CliPull, ASourceThatIsNotThereIsOneClearError) {

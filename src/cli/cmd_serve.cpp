@@ -7,12 +7,14 @@
 // a terminal) happens after, while /health says 503.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/draft_flags.h"
 #include "cli/model_flags.h"
+#include "model/expert_heat.h"
 #include "remote/remote_mirror.h"
 #include "runtime/install_warmup.h"
 #include "server/server.h"
@@ -50,6 +52,7 @@ IdleWork warm_when_idle(const std::string& dir, const WarmFlags& f) {
     o.budget_bytes = static_cast<uint64_t>(f.budget_gb * 1e9);
     o.max_rate = f.rate_mb * 1e6;
     o.stop = busy;
+    o.connections = 0;  // the readers' pool stays as it is
     uint64_t fetched = 0;
     for (;;) {
       // A second with nothing running or waiting.
@@ -136,6 +139,9 @@ void register_serve(CLI::App& app, Action& run) {
       opened->counted = Tokenizer::for_model(o->model);
       opened->draft = load_draft(*draft_flags, lo);  // so is a draft model
       opened->model = open_model(o->model, lo);
+      if (warm->on && warm->from.empty() && !std::filesystem::exists(default_heat_path(opened->model->identity())))
+        throw Error("--warm: no heat recorded for " + o->model + " yet (" +
+                    default_heat_path(opened->model->identity()).string() + "): give --warm-from TRACES");
       start_drafter(opened->draft, *draft_flags, *opened->model);
       o->drafter = opened->draft.drafter.get();
       o->draft_max = draft_flags->draft_max;

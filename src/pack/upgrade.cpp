@@ -49,7 +49,10 @@ UpgradeReport upgrade_full(const UpgradeOptions& o) {
     for (const auto& r : todo) total += r.length;
     if (total == 0) return;
     Progress progress(label, total, o.progress);
-    mirror.ensure_all(todo, FetchPriority::Background, [&](uint64_t n) { progress.add(n); });
+    // Nobody reads in this process: full-size pieces over every connection,
+    // unless a rate is asked for (only Background fetches are paced).
+    mirror.ensure_all(todo, o.max_rate > 0 ? FetchPriority::Background : FetchPriority::Demand,
+                      [&](uint64_t n) { progress.add(n); });
     progress.finish();
   };
   fetch_missing("upgrade");

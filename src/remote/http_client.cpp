@@ -466,28 +466,32 @@ void HttpClient::fetch_ranges(int max_in_flight, const std::function<std::option
   auto finish = [](Job& j, const std::string& error) {
     if (j.r.done) j.r.done(error);
   };
+  // Starts `j` in `s`; a range libcurl cannot take fails alone.
   auto start = [&](Slot& s, std::unique_ptr<Job> j) {
-    if (!s.curl) {
-      init_curl_once();
-      s.curl = curl_easy_init();
+    try {
       if (!s.curl) {
-        finish(*j, "libcurl could not create a request handle");
-        return;
+        init_curl_once();
+        s.curl = curl_easy_init();
+        if (!s.curl) throw Error("libcurl could not create a request handle");
       }
+      s.x = Exchange{};
+      s.x.cancelled = &cancelled_;
+      s.x.offset = j->r.offset + j->done;
+      s.x.length = j->r.length - j->done;
+      s.x.sink = &j->r.sink;
+      s.x.expect_etag = j->r.expect_etag;
+      s.x.curl = s.curl;
+      s.err[0] = 0;
+      prepare(s.curl, j->r.url, auth_, retry_, s.headers, s.x);
+      curl_easy_setopt(s.curl, CURLOPT_ERRORBUFFER, s.err);
+      curl_easy_setopt(s.curl, CURLOPT_PRIVATE, &s);
+      if (curl_multi_add_handle(m, s.curl) != CURLM_OK) throw Error("libcurl could not start the request");
+    } catch (const std::exception& e) {
+      if (s.curl) release_request(s.curl, s.headers);
+      finish(*j, url_for_messages(j->r.url) + ": " + e.what());
+      return;
     }
-    s.x = Exchange{};
-    s.x.cancelled = &cancelled_;
-    s.x.offset = j->r.offset + j->done;
-    s.x.length = j->r.length - j->done;
-    s.x.sink = &j->r.sink;
-    s.x.expect_etag = j->r.expect_etag;
-    s.x.curl = s.curl;
-    s.err[0] = 0;
-    prepare(s.curl, j->r.url, auth_, retry_, s.headers, s.x);
-    curl_easy_setopt(s.curl, CURLOPT_ERRORBUFFER, s.err);
-    curl_easy_setopt(s.curl, CURLOPT_PRIVATE, &s);
     s.job = std::move(j);
-    curl_multi_add_handle(m, s.curl);
     ++active;
   };
   auto stop = [&](Slot& s) {
@@ -570,6 +574,7 @@ void HttpClient::fetch_ranges(int max_in_flight, const std::function<std::option
           finish(*j, url_for_messages(j->r.url) + ": a range past 2^64 bytes");
         } else {
           start(*s, std::move(j));
+          if (!s->job) continue;  // it failed at once
           any = true;
           break;
         }

@@ -42,7 +42,8 @@ InstallWarmupReport warm_install(const InstallWarmupOptions& o) {
     report.heat = std::to_string(o.from.size()) + " trace/heat file(s)";
   } else {
     const fs::path path = default_heat_path(ck.identity);
-    const int64_t layers = static_cast<int64_t>(catalog.layers.size());
+    // Heat is kept for the decoder layers (not an MTP layer's).
+    const int64_t layers = std::min<int64_t>(ck.config.num_layers, static_cast<int64_t>(catalog.layers.size()));
     int64_t experts = 0;
     for (const auto& l : catalog.layers) experts = std::max<int64_t>(experts, static_cast<int64_t>(l.size()));
     const ExpertHeat heat = ExpertHeat::load(path, ck.identity, layers, experts);
@@ -56,7 +57,7 @@ InstallWarmupReport warm_install(const InstallWarmupOptions& o) {
     }
     if (ranked.empty())
       throw Error(o.dir.string() + ": no heat recorded for this install yet (" + path.string() +
-                  "): give router traces or heat files with --from");
+                  "): give router traces or heat files (strata warm --from, serve --warm-from)");
   }
   report.ranked = static_cast<int64_t>(ranked.size());
 
@@ -67,7 +68,7 @@ InstallWarmupReport warm_install(const InstallWarmupOptions& o) {
     for (const auto& layer : catalog.layers)
       for (const StreamedExpert& e : layer)
         for (const ExpertRead& r : e.reads) all += r.length;
-    budget = static_cast<uint64_t>(o.budget_share * static_cast<double>(all));
+    budget = std::max<uint64_t>(1, static_cast<uint64_t>(o.budget_share * static_cast<double>(all)));
   }
   // What each expert reads, by file name (the mirror's names).
   auto ranges_of = [&](const StreamedExpert& e) {
@@ -77,8 +78,8 @@ InstallWarmupReport warm_install(const InstallWarmupOptions& o) {
     return out;
   };
   Progress progress("warm", budget, o.progress && budget > 0);
-  mirror->set_connections(o.connections);
-  const size_t batch = static_cast<size_t>(std::max(1, o.connections));
+  if (o.connections > 0) mirror->set_connections(o.connections);
+  const size_t batch = static_cast<size_t>(o.connections > 0 ? o.connections : 4);
   std::vector<RemoteMirror::Range> todo;
   int64_t in_batch = 0;
   uint64_t batch_bytes = 0;  // what the batch's experts lacked
@@ -139,6 +140,17 @@ InstallWarmupReport warm_install(const InstallWarmupOptions& o) {
     uint64_t missing = 0;
     for (const auto& r : ranges)
       if (!mirror->present(r.file, r.offset, r.length)) missing += r.length;
+    if (o.budget_share > 0) {
+      // A share of all experts: those already on the drive count in it (a
+      // re-run does not fetch another share).
+      uint64_t bytes = 0;
+      for (const auto& r : ranges) bytes += r.length;
+      if (planned + bytes > budget) {
+        report.budget_reached = true;
+        break;
+      }
+      planned += bytes - missing;
+    }
     if (missing == 0) {
       ++report.already_local;
       continue;

@@ -30,7 +30,7 @@ struct InstallWarmupOptions {
   // in id order (pull --local-share), rather than an error.
   bool any_order_without_heat = false;
   double max_rate = 0;                      // bytes a second; 0: no limit
-  int connections = 4;
+  int connections = 4;  // a batch's experts, and the mirror's requests in flight; 0: batches of 4, the mirror as it is
   bool progress = false;
   std::function<bool()> stop;
 };
