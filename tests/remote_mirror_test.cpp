@@ -18,6 +18,7 @@
 
 #include "fault_http_server.h"
 #include "local_nginx.h"
+#include "remote/range_filling_storage.h"
 #include "remote/remote_mirror.h"
 #include "remote/source.h"
 #include "safetensors_writer.h"

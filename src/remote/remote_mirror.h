@@ -38,11 +38,8 @@
 // kFetchPieceBytes, what a reader waits for (Demand) before what warm-up or
 // an upgrade asks for (Background), each range fetched once however many ask.
 //
-// RangeFillingStorage is the Storage the loader hands the expert cache for
-// such a folder: an extent whose file range is not present is held back
-// until the mirror has fetched it, then read from the drive; the caller's
-// thread never waits on the network in submit(), so guesses of the next
-// layer's experts fetch ahead like any prefetch.
+// remote/range_filling_storage.h is the Storage the loader hands the expert
+// cache for such a folder.
 // Network access happens only here, for a folder the user installed this way.
 #include <chrono>
 #include <condition_variable>
@@ -61,7 +58,6 @@
 #include <vector>
 
 #include "remote/source.h"
-#include "storage/forwarding_storage.h"
 
 namespace strata {
 
@@ -216,44 +212,6 @@ class RemoteMirror {
   bool stopping_ = false;
   std::condition_variable wake_;
   std::thread fetcher_;
-};
-
-// The Storage for a mirror's files: reads of ranges that are not present
-// yet wait (off the caller's thread) until the mirror has fetched them. A
-// fetch that fails completes its extent with EIO and the error's message
-// (never an exception out of submit()). Everything else is the inner
-// storage's.
-class RangeFillingStorage final : public ForwardingStorage {
- public:
-  RangeFillingStorage(std::unique_ptr<Storage> inner, std::shared_ptr<RemoteMirror> mirror);
-  ~RangeFillingStorage() override;
-
-  FileId open(const std::filesystem::path& path, OpenMode mode = OpenMode::Auto) override;
-  // The inner storage's drives, and the source as one more ("remote
-  // SOURCE": bytes fetched, time with a fetch in flight, reads that waited
-  // for a fetch and their summed wait, reads served locally), so that a
-  // run's stats and /metrics say what came over the network.
-  std::vector<DriveInfo> drives() const override;
-  void submit(std::span<const Extent> extents) override;
-  size_t poll(std::vector<Completion>& out) override;
-  size_t wait(std::vector<Completion>& out, size_t min_count = 1,
-              std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) override;
-  size_t pending() const override;
-  // Extents still waiting for a fetch are cancelled here (ECANCELED when
-  // the fetch ends; the fetched bytes stay on the drive), the rest below.
-  size_t cancel(std::span<const uint64_t> tags) override;
-  void promote(std::span<const uint64_t> tags) override;
-
- private:
-  // Extents waiting for the mirror, shared with its fetching thread's
-  // callbacks (which may outlive this storage).
-  struct Inbox;
-  std::shared_ptr<RemoteMirror> mirror_;
-  std::shared_ptr<Inbox> inbox_;
-  mutable std::mutex mu_;
-  std::map<FileId, std::string> names_;  // files of the mirror, by id
-  // Hands fetched extents to the inner storage and failed ones to `out`.
-  size_t drain(std::vector<Completion>& out);
 };
 
 }  // namespace strata

@@ -10,6 +10,7 @@
 #include "model/expert_catalog.h"
 #include "model/expert_heat.h"
 #include "pack/manifest.h"
+#include "remote/range_filling_storage.h"
 #include "remote/remote_mirror.h"
 #include "runtime/streaming_experts.h"
 #include "storage/pack_dir.h"
