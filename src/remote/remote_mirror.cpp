@@ -383,8 +383,8 @@ void RemoteMirror::ensure(const std::string& file, uint64_t offset, uint64_t len
   ensure_all(std::span<const Range>(&r, 1));
 }
 
-void RemoteMirror::ensure_all(std::span<const Range> ranges, FetchPriority priority,
-                              const std::function<void(uint64_t)>& progress) {
+bool RemoteMirror::ensure_all(std::span<const Range> ranges, FetchPriority priority,
+                              const std::function<void(uint64_t)>& progress, const std::function<bool()>& stop) {
   std::mutex m;
   std::condition_variable cv;
   size_t left = 0;
@@ -392,7 +392,7 @@ void RemoteMirror::ensure_all(std::span<const Range> ranges, FetchPriority prior
   std::string first_error;
   auto ended = [&](uint64_t bytes, const std::string& error) {
     std::lock_guard<std::mutex> lock(m);
-    if (!error.empty() && first_error.empty()) first_error = error;
+    if (!error.empty() && error != "stopped" && first_error.empty()) first_error = error;
     if (error.empty()) landed += bytes;
     --left;
     cv.notify_all();
@@ -410,9 +410,11 @@ void RemoteMirror::ensure_all(std::span<const Range> ranges, FetchPriority prior
       break;
     }
   }
+  bool stopped = false;
   std::unique_lock<std::mutex> lock(m);
   for (;;) {
-    cv.wait(lock, [&] { return left == 0 || landed > 0; });
+    if (stop) cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return left == 0 || landed > 0; });
+    else cv.wait(lock, [&] { return left == 0 || landed > 0; });
     const uint64_t n = std::exchange(landed, 0);
     if (progress && n > 0) {
       lock.unlock();
@@ -420,8 +422,15 @@ void RemoteMirror::ensure_all(std::span<const Range> ranges, FetchPriority prior
       lock.lock();
     }
     if (left == 0 && landed == 0) break;
+    if (stop && !stopped && left > 0) {
+      lock.unlock();
+      stopped = stop();
+      if (stopped) drop_background();
+      lock.lock();
+    }
   }
   if (!first_error.empty()) throw Error(first_error);
+  return !stopped;
 }
 
 void RemoteMirror::fail_wants_locked(const std::function<bool(const Want&)>& which, const std::string& error,

@@ -136,10 +136,13 @@ class RemoteMirror {
     uint64_t offset = 0, length = 0;
   };
   // All of them, fetched together; `progress` gets each range's length as
-  // it becomes present (on this thread). Once every range has ended, throws
-  // the first error, if any.
-  void ensure_all(std::span<const Range> ranges, FetchPriority priority = FetchPriority::Demand,
-                  const std::function<void(uint64_t bytes)>& progress = {});
+  // it becomes present (on this thread). `stop` is asked every 50 ms while
+  // waiting: once it says so, Background requests are dropped
+  // (drop_background) and false is returned when every range has ended.
+  // Once every range has ended, throws the first error, if any ("stopped"
+  // is none).
+  bool ensure_all(std::span<const Range> ranges, FetchPriority priority = FetchPriority::Demand,
+                  const std::function<void(uint64_t bytes)>& progress = {}, const std::function<bool()>& stop = {});
   // Requests in flight at once (default 8).
   void set_connections(int n);
   // Background fetches at most this fast in all (0: no limit), shared

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 
 #include "model/checkpoint.h"
 #include "model/expert_catalog.h"
@@ -86,50 +84,17 @@ InstallWarmupReport warm_install(const InstallWarmupOptions& o) {
   // One batch, given up when stop() says so (what is in flight still lands).
   auto flush = [&] {
     if (todo.empty()) return;
-    std::mutex m;
-    std::condition_variable cv;
-    size_t left = 0;
-    std::string error;
-    auto ended = [&](const std::string& e) {
-      std::lock_guard<std::mutex> lock(m);
-      if (!e.empty() && e != "stopped" && error.empty()) error = e;
-      --left;
-      cv.notify_all();
-    };
-    for (const auto& r : todo) {
-      {
-        std::lock_guard<std::mutex> lock(m);
-        ++left;
-      }
-      try {
-        if (mirror->request(r.file, r.offset, r.length, FetchPriority::Background, ended)) ended("");
-      } catch (const std::exception& e) {
-        ended(e.what());  // then wait for those asked for already: their callbacks point here
-        break;
-      }
-    }
-    bool dropped = false;
-    {
-      std::unique_lock<std::mutex> lock(m);
-      while (left > 0) {
-        cv.wait_for(lock, std::chrono::milliseconds(50));
-        if (left > 0 && !dropped && o.stop && o.stop()) {
-          dropped = report.stopped = true;
-          lock.unlock();
-          mirror->drop_background();
-          lock.lock();
-        }
-      }
-    }
-    if (!dropped && error.empty()) {
+    const bool finished = mirror->ensure_all(todo, FetchPriority::Background, {}, o.stop);
+    if (finished) {
       report.warmed += in_batch;
       report.fetched_bytes += batch_bytes;
       progress.add(batch_bytes);
+    } else {
+      report.stopped = true;
     }
     todo.clear();
     in_batch = 0;
     batch_bytes = 0;
-    if (!error.empty()) throw Error(error);
   };
   uint64_t planned = 0;
   for (const RankedExpert& x : ranked) {
