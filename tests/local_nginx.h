@@ -101,6 +101,7 @@ class LocalNginx {
     return std::string(std::istreambuf_iterator<char>(f), {});
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
 
  private:
   testfiles::TempDir work_;

@@ -12,17 +12,22 @@
 
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <set>
 #include <thread>
 
 #include "fault_http_server.h"
+#include "fault_proxy.h"
 #include "local_nginx.h"
+#include "remote/block_sums.h"
 #include "remote/range_filling_storage.h"
 #include "remote/remote_mirror.h"
 #include "remote/source.h"
 #include "safetensors_writer.h"
 #include "storage/aligned_buffer.h"
+#include "util/error.h"
 
 namespace strata {
 namespace {
@@ -34,6 +39,11 @@ std::string random_bytes(size_t n, uint32_t seed) {
   std::string s(n, '\0');
   for (char& c : s) c = static_cast<char>(g());
   return s;
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
 class MirrorTest : public ::testing::Test {
@@ -190,6 +200,118 @@ TEST_F(MirrorTest, AGuessCancelledWhileFetchingCompletesAsCancelled) {
   std::string back(e.length, '\0');
   in.read(back.data(), static_cast<std::streamsize>(back.size()));
   EXPECT_TRUE(back == body_.substr(e.offset, e.length));
+}
+
+// With the source's block sums published, wrong bytes from the source (a
+// proxy changes one byte of every second answer) are never read nor logged:
+// the block is fetched again. A block wrong every time is one error naming
+// both sums, and stays missing.
+TEST_F(MirrorTest, WithBlockSumsWrongBytesAreFetchedAgainAndNeverUsed) {
+  write_block_sums(dir_.path() / kBlockSumsFile, compute_block_sums(root_.path() / "model", {"blob.bin"}, 64 << 10));
+  testnet::FaultProxy proxy(nginx_->port(), 2, {testnet::ProxyFault::WrongBytes});
+  RemoteSource src(parse_source(source_));
+  RemoteMirror::create(dir_.path(), proxy.url("/model"), {{"blob.bin", src.stat("blob.bin")}}, "");
+  auto mirror = std::make_shared<RemoteMirror>(dir_.path());
+  ASSERT_TRUE(mirror->checks_blocks());
+  // One read at a time over one connection: a block spoiled by one answer
+  // is fetched again by the next, which the proxy leaves alone.
+  mirror->set_connections(1);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  std::mt19937 g(5);
+  for (int i = 0; i < 30; ++i) {
+    const uint64_t off = g() % (body_.size() - 1), len = 1 + g() % std::min<uint64_t>(body_.size() - off, 300000);
+    ranges.emplace_back(off, len);
+  }
+  std::vector<std::string> errors, got;
+  for (const auto& r : ranges) got.push_back(read(mirror, {r}, &errors)[0]);
+  EXPECT_EQ(errors.size(), 0u) << errors[0];
+  for (size_t i = 0; i < ranges.size(); ++i) EXPECT_TRUE(got[i] == body_.substr(ranges[i].first, ranges[i].second)) << i;
+  EXPECT_GT(proxy.injected()[testnet::ProxyFault::WrongBytes], 0);
+  EXPECT_GT(mirror->stats().rejected_bytes, 0u);
+  // Whole blocks were fetched, and everything the log says is there is the source's.
+  std::istringstream log(read_all(dir_.path() / kRemoteMirrorLog));
+  const std::string on_drive = read_all(dir_.path() / "blob.bin");
+  std::string name;
+  uint64_t offset = 0, length = 0, logged = 0;
+  while (log >> name >> offset >> length) {
+    EXPECT_EQ(offset % (64 << 10), 0u);
+    EXPECT_TRUE(on_drive.substr(offset, length) == body_.substr(offset, length)) << offset << "+" << length;
+    logged += length;
+  }
+  EXPECT_GT(logged, 0u);
+
+  // Every answer wrong: one error naming the block's sums, nothing logged.
+  proxy.set_every(1);
+  errors.clear();
+  uint64_t missing_at = 0;
+  for (const auto& r : mirror->missing())
+    if (r.length >= (64 << 10)) {
+      missing_at = (r.offset + (64 << 10) - 1) / (64 << 10) * (64 << 10);
+      if (missing_at + (64 << 10) <= r.offset + r.length) break;
+    }
+  read(mirror, {{missing_at + 100, 1000}}, &errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("twice, both times unlike the source's strata-blocks.json"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("checksum mismatch (expected 0x"), std::string::npos) << errors[0];
+  EXPECT_FALSE(mirror->present("blob.bin", missing_at, 1000));
+}
+
+TEST(BlockSums, WrittenReadAndCheckedAndBadFilesAreOneClearError) {
+  testfiles::TempDir dir("strata-block-sums");
+  const std::string body = random_bytes((3 << 16) + 123, 9);
+  dir.write("w.safetensors", body);
+  const BlockSums sums = compute_block_sums(dir.path(), {"w.safetensors"}, 1 << 16);
+  ASSERT_EQ(sums.files.at("w.safetensors").xxh3.size(), 4u);
+  write_block_sums(dir.path() / kBlockSumsFile, sums);
+  const BlockSums back = read_block_sums(dir.path() / kBlockSumsFile);
+  EXPECT_EQ(back.block_bytes, 1u << 16);
+  EXPECT_EQ(back.files.at("w.safetensors").xxh3, sums.files.at("w.safetensors").xxh3);
+  EXPECT_EQ(back.files.at("w.safetensors").size, body.size());
+  EXPECT_FALSE(first_bad_block(dir.path() / "w.safetensors", "w.safetensors", back));
+  // One byte changed in the third block; then a shorter file.
+  std::string changed = body;
+  changed[(2 << 16) + 5] ^= 1;
+  dir.write("w.safetensors", changed);
+  auto bad = first_bad_block(dir.path() / "w.safetensors", "w.safetensors", back);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->offset, 2u << 16);
+  EXPECT_NE(bad->message.find("checksum mismatch"), std::string::npos) << bad->message;
+  dir.write("w.safetensors", body.substr(0, body.size() - 200));
+  bad = first_bad_block(dir.path() / "w.safetensors", "w.safetensors", back);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->offset, 2u << 16);  // the last block it has is short
+  // Files that are not sums.
+  const std::string good = read_all(dir.path() / kBlockSumsFile);
+  const std::string digits = nlohmann::json::parse(good)["files"]["w.safetensors"]["xxh3"];
+  struct Case {
+    std::string text, says;
+  };
+  auto with = [&](const char* key, nlohmann::json v) {
+    nlohmann::json j = nlohmann::json::parse(good);
+    j[key] = std::move(v);
+    return j.dump();
+  };
+  auto with_file = [&](const std::string& name, nlohmann::json v) {
+    nlohmann::json j = nlohmann::json::parse(good);
+    j["files"] = {{name, std::move(v)}};
+    return j.dump();
+  };
+  for (const Case& c : {Case{"[1, 2]", "not a strata-blocks file"}, Case{with("version", 2), "of version 1"},
+                        Case{with("block_bytes", 3000), "power of two"}, Case{with("block_bytes", -1), "power of two"},
+                        Case{with_file("w.safetensors", {{"size", body.size()}, {"xxh3", digits.substr(16)}}), "need"},
+                        Case{with_file("w.safetensors", {{"size", body.size()}, {"xxh3", "zz" + digits.substr(2)}}),
+                             "not 16 hex digits"},
+                        Case{with_file("../w", {{"size", 1}, {"xxh3", digits.substr(0, 16)}}), "not a file of the folder"},
+                        Case{with_file("w.safetensors", {{"size", "big"}, {"xxh3", digits}}), "has no size"},
+                        Case{"{\"format\": \"strata-blocks\"", "strata-blocks.json"}}) {
+    dir.write(kBlockSumsFile, c.text);
+    try {
+      read_block_sums(dir.path() / kBlockSumsFile);
+      ADD_FAILURE() << "accepted: " << c.text.substr(0, 200);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+    }
+  }
 }
 
 // A guess whose fetch is stalled at the source: cancelled, it completes at

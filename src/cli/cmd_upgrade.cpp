@@ -45,7 +45,7 @@ int run_upgrade(const UpgradeArgs& a) {
     else
       std::fprintf(stderr,
                    "upgraded %s to a full install of %s: %.2f GB, %.2f GB of it on the drive before, %.2f GB fetched "
-                   "in %.1f s; %lld of %lld files checked against their published sha256\n",
+                   "in %.1f s; %lld of %lld files checked against what the source publishes (sha256 or block sums)\n",
                    a.dir.c_str(), r.source.c_str(), r.bytes / 1e9, r.local_bytes / 1e9, r.fetched_bytes / 1e9,
                    r.seconds, static_cast<long long>(r.verified), static_cast<long long>(r.files));
   }
@@ -60,7 +60,7 @@ void register_upgrade(CLI::App& app, Action& run) {
   cmd->add_option("dir", a->dir, "The streaming install (strata pull --streaming)")->required();
   cmd->add_flag("--full", a->full,
                 "Fetch every byte not on the drive yet (keeping what was fetched), check each file against its "
-                "published sha256; then the install needs no network");
+                "published sha256 or block sums; then the install needs no network");
   cmd->add_option("--connections", a->connections, "Ranges fetched at once")->check(CLI::Range(1, 64))->capture_default_str();
   cmd->add_option("--max-rate", a->max_rate_mb, "At most this many MB a second (0: no limit)")
       ->check(CLI::Range(0.0, 1e6))

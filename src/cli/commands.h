@@ -20,5 +20,6 @@ void register_warm(CLI::App& app, Action& run);
 void register_demo(CLI::App& app, Action& run);
 void register_serve(CLI::App& app, Action& run);
 void register_heat(CLI::App& app, Action& run);
+void register_checksums(CLI::App& app, Action& run);
 
 }  // namespace strata::cli

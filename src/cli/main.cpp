@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   strata::cli::register_demo(app, run);
   strata::cli::register_serve(app, run);
   strata::cli::register_heat(app, run);
+  strata::cli::register_checksums(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -21,6 +21,7 @@
 #include "model/expert_catalog.h"
 #include "model/weights.h"
 #include "pack/shard_feed.h"
+#include "remote/block_sums.h"
 #include "remote/remote_mirror.h"
 #include "storage/atomic_file.h"
 #include "storage/storage.h"
@@ -39,6 +40,7 @@ namespace {
 constexpr const char* kSideFiles[] = {"generation_config.json", "tokenizer.json",     "tokenizer_config.json",
                                       "special_tokens_map.json", "chat_template.jinja", "tiktoken.model"};
 constexpr uint64_t kSmallFileLimit = 64ull << 20;
+constexpr uint64_t kBlockSumsLimit = 256ull << 20;  // 16 digits a block: 16 TB of weights in 1 MiB blocks
 
 struct Wanted {
   std::string name;
@@ -134,7 +136,7 @@ PullReport pull_full(const PullOptions& o) {
   std::error_code ec;
   const fs::path record_path = o.out / kPullRecord, staging = o.out / kPullStaging;
   if (RemoteMirror::is_mirror(o.out))
-    throw Error(o.out.string() + " is a streaming install; completing one (strata upgrade) is not built yet");
+    throw Error(o.out.string() + " is a streaming install; `strata upgrade " + o.out.string() + " --full` completes it");
   DirLock lock(o.out);
 
   const fs::path listing_path = staging / "listing.json";
@@ -220,6 +222,11 @@ PullReport pull_full(const PullOptions& o) {
       todo.push_back(&w);
     }
   }
+  // The source's block sums, when it publishes them: each file is checked
+  // against them too (the only check of a server that publishes no sha256).
+  std::optional<BlockSums> sums;
+  if (const std::optional<std::string> text = src.read_small(kBlockSumsFile, kBlockSumsLimit))
+    sums = parse_block_sums(*text, url_for_messages(src.url(kBlockSumsFile)));
   // Files in parallel, one connection each; the first failure stops the
   // others from starting a file and is the run's error (the files finished
   // by then are recorded and kept).
@@ -238,6 +245,12 @@ PullReport pull_full(const PullOptions& o) {
           std::lock_guard<std::mutex> lock(mu);
           progress.add(n);
         });
+        if (sums)
+          if (const std::optional<BadBlock> bad = first_bad_block(dest, w.name, *sums)) {
+            fs::remove(dest, gone);
+            throw Error(url_for_messages(conn.url(w.name)) + ": the download is not what the source publishes: " +
+                        bad->message + "; it was removed (run again to fetch it anew)");
+          }
         std::lock_guard<std::mutex> lock(mu);
         report.fetched_bytes += fetched;
         done[w.name] = record_of(w);
@@ -285,6 +298,7 @@ PullReport pull_full(const PullOptions& o) {
       std::lock_guard<std::mutex> lock(mu);
       progress.add(n);
     });
+    if (sums) feed.check_blocks(&*sums);
     feed.prepare();
     // Each layer's routed-expert bytes, by shard, from the headers.
     std::map<int64_t, std::vector<ShardRange>> layer_ranges;
@@ -340,6 +354,19 @@ PullReport pull_streaming(const PullOptions& o) {
       if (w.info.etag.empty())
         throw Error(o.source + ": " + w.name + " comes without an ETag (and no hub commit pins it): a streaming install "
                     "could not tell a changed file from this one; use --full");
+  // The source's block sums, when it publishes them: every range fetched
+  // later is then checked (remote/block_sums.h).
+  Wanted sums{kBlockSumsFile, src.stat(kBlockSumsFile, /*optional=*/true)};
+  if (sums.info.exists) {
+    if (sums.info.size > kBlockSumsLimit)
+      throw Error(url_for_messages(src.url(sums.name)) + ": " + std::to_string(sums.info.size) +
+                  " bytes, more than such a file may have");
+    st.files.insert(st.files.begin(), sums);
+  } else if (o.notice) {
+    o.notice(o.source + " publishes no " + kBlockSumsFile + ": experts fetched later are checked by transport only "
+             "(status, range, ETag) until `strata upgrade " + o.out.string() + " --full` checks whole files against "
+             "their sha256 (where the source publishes one)");
+  }
   std::error_code ec;
   DirLock lock(o.out);
   std::map<std::string, RemoteFileInfo> infos;
@@ -359,6 +386,15 @@ PullReport pull_streaming(const PullOptions& o) {
       if (e.path().filename() != kPullLock && e.path().filename() != std::string(kRemoteMirrorRecord) + ".tmp")
         throw Error(o.out.string() + " is not empty; a streaming install goes into a folder of its own");
     RemoteMirror::create(o.out, report.source, infos, o.env("HF_ENDPOINT").value_or(""));
+  }
+  if (sums.info.exists) {
+    const fs::path dest = o.out / kBlockSumsFile;
+    if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != sums.info.size)
+      report.fetched_bytes += src.download(sums.name, sums.info, dest);
+    const BlockSums got = read_block_sums(dest);
+    for (const Wanted& w : st.files)
+      if (w.name.ends_with(".safetensors") && !got.find(w.name) && o.notice)
+        o.notice(std::string(kBlockSumsFile) + " has no sums for " + w.name + ": its ranges are checked by transport only");
   }
   RemoteMirror mirror(o.out, o.env, o.retry);
   mirror.set_connections(o.connections);

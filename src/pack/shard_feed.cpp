@@ -224,6 +224,15 @@ void ShardFeed::download(size_t i, RemoteSource& conn) {
                   ", the source publishes " + s.info.sha256 + "; run again to fetch it anew");
     }
   }
+  if (sums_) {
+    if (const std::optional<BadBlock> bad = first_bad_block(p, s.name, *sums_)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      state_.at(s.name).have = bad->offset;
+      save_locked();
+      throw Error(url_for_messages(conn.url(s.name)) + ": the download is not what the source publishes: " +
+                  bad->message + "; run again to fetch it anew from there");
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   State& st = state_.at(s.name);
   st.have = s.info.size;

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "remote/block_sums.h"
 #include "remote/source.h"
 
 namespace strata {
@@ -55,6 +56,10 @@ class ShardFeed {
   ShardFeed(const ShardFeed&) = delete;
   ShardFeed& operator=(const ShardFeed&) = delete;
 
+  // Shards these sums describe are checked against them once whole (before
+  // any of them is packed); a bad block sets the shard back to it and is
+  // the run's error. Call before start(); `sums` outlives the feed.
+  void check_blocks(const BlockSums* sums) { sums_ = sums; }
   // Every shard at its size with its header in place (fetched now if not).
   void prepare();
   void start();
@@ -83,6 +88,7 @@ class ShardFeed {
   int connections_;
   std::function<void(uint64_t)> progress_;
   RemoteSource source_;
+  const BlockSums* sums_ = nullptr;
 
   mutable std::mutex mu_;
   std::condition_variable changed_;

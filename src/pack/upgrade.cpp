@@ -1,8 +1,10 @@
 #include "pack/upgrade.h"
 
 #include <chrono>
+#include <optional>
 
 #include "pack/dir_lock.h"
+#include "remote/block_sums.h"
 #include "remote/remote_mirror.h"
 #include "remote/sha256.h"
 #include "util/error.h"
@@ -56,18 +58,28 @@ UpgradeReport upgrade_full(const UpgradeOptions& o) {
     progress.finish();
   };
   fetch_missing("upgrade");
-  // Whole files against what the source publishes: the ranges were checked
-  // by transport only.
+  // Whole files against what the source publishes: their sha256 (hub LFS
+  // files), else the block sums (which the ranges were checked against as
+  // they came; this reads them back from the drive once more).
+  std::optional<BlockSums> sums;
+  if (std::error_code ec; fs::exists(o.dir / kBlockSumsFile, ec)) sums = read_block_sums(o.dir / kBlockSumsFile);
+  auto mismatch = [&](const std::string& name, const RemoteFileInfo& info) -> std::string {
+    if (!info.sha256.empty()) {
+      const std::string got = sha256_of_file(o.dir / name);
+      return got == info.sha256 ? "" : "sha256 " + got + ", the source publishes " + info.sha256;
+    }
+    const std::optional<BadBlock> bad = first_bad_block(o.dir / name, name, *sums);
+    if (bad) return bad->message;
+    return "";
+  };
   for (const auto& [name, info] : mirror.files()) {
-    if (info.sha256.empty()) continue;
-    if (sha256_of_file(o.dir / name) != info.sha256) {
+    if (info.sha256.empty() && !(sums && sums->find(name))) continue;
+    if (!mismatch(name, info).empty()) {
       mirror.forget(name);
       ++report.refetched;
       fetch_missing(("upgrade: " + name + " again").c_str());
-      const std::string again = sha256_of_file(o.dir / name);
-      if (again != info.sha256)
-        throw Error(o.dir.string() + ": " + name + " fetched twice has sha256 " + again + ", the source publishes " +
-                    info.sha256);
+      const std::string again = mismatch(name, info);
+      if (!again.empty()) throw Error(o.dir.string() + ": " + name + " fetched twice has " + again);
     }
     ++report.verified;
   }

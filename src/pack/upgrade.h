@@ -3,8 +3,9 @@
 // made whole. Every byte of its files that is not on the drive yet is
 // fetched (what earlier runs fetched is kept), many ranges in flight and at
 // most `max_rate` bytes a second; then each file is checked whole against
-// the sha256 its source publishes (hub LFS files; a file that fails is
-// fetched again once from scratch, then is an error), and the folder is
+// the sha256 its source publishes (hub LFS files), else against the
+// source's block sums (remote/block_sums.h); a file that fails is fetched
+// again once from scratch, then is an error. The folder is then
 // recorded as full: from then on it loads as a plain checkpoint, without any
 // network access, and `strata pack` takes it.
 //
@@ -36,7 +37,7 @@ struct UpgradeReport {
   uint64_t bytes = 0;          // the files' bytes in all
   uint64_t local_bytes = 0;    // on the drive before this run
   uint64_t fetched_bytes = 0;  // fetched by this run
-  int64_t verified = 0;        // files checked against a published sha256
+  int64_t verified = 0;        // files checked against a published sha256 or block sums
   int64_t refetched = 0;       // files that failed it once and were fetched again
   bool already_full = false;
   double seconds = 0;

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "storage/atomic_file.h"
+#include "storage/checksum.h"
 #include "storage/write_at.h"
 #include "util/error.h"
 #include "util/json_file.h"
@@ -189,6 +190,15 @@ RemoteMirror::RemoteMirror(fs::path dir, EnvLookup env, RetryPolicy retry)
     info.etag = string_field(e, "etag", where);
     info.sha256 = string_field(e, "sha256", where);
     files_[name] = info;
+  }
+  // The source's block sums, when the install fetched them: they must
+  // describe the files as they were installed.
+  if (std::error_code ec; fs::exists(dir_ / kBlockSumsFile, ec)) {
+    sums_ = read_block_sums(dir_ / kBlockSumsFile);
+    for (const auto& [name, f] : sums_->files)
+      if (const auto it = files_.find(name); it != files_.end() && it->second.size != f.size)
+        throw Error((dir_ / kBlockSumsFile).string() + ": says " + name + " has " + std::to_string(f.size) +
+                    " bytes; the source has " + std::to_string(it->second.size));
   }
   // The log: only whole lines (a crash may leave a torn last one) that
   // describe a range of a known file; the rest is fetched again when wanted.
@@ -525,13 +535,21 @@ std::optional<RangeRequest> RemoteMirror::next_piece() {
         if (pass == FetchPriority::Background && !background_may) break;
         for (auto it = wants_.begin(); it != wants_.end() && !r && to_check.empty(); ++it) {
           if (it->priority != pass) continue;
-          // The first byte of the want that is neither on the drive nor coming.
+          // The first byte of the want that is neither on the drive nor
+          // coming (nor landed, waiting for the rest of its block). With
+          // published block sums, whole blocks are fetched: only those can
+          // be checked.
           const Intervals& have = present_[it->file];
           const Intervals& coming = in_flight_[it->file];
-          uint64_t at = it->begin;
+          const Intervals& waiting = landed_[it->file];
+          const BlockSums::File* sums = sums_ ? sums_->find(it->file) : nullptr;
+          const uint64_t block = sums ? sums_->block_bytes : 1;
+          const uint64_t want_begin = it->begin / block * block;
+          const uint64_t want_end = sums ? std::min(sums->size, (it->end + block - 1) / block * block) : it->end;
+          uint64_t at = want_begin;
           for (bool moved = true; moved;) {
             moved = false;
-            for (const Intervals* set : {&have, &coming}) {
+            for (const Intervals* set : {&have, &coming, &waiting}) {
               auto next = set->upper_bound(at);
               if (next != set->begin() && std::prev(next)->second > at) {
                 at = std::prev(next)->second;
@@ -539,15 +557,17 @@ std::optional<RangeRequest> RemoteMirror::next_piece() {
               }
             }
           }
-          if (at >= it->end) continue;
+          if (at >= want_end) continue;
           const std::string& file = it->file;
           if (!checked_[file]) {
             to_check = file;
             break;
           }
           const uint64_t piece = pass == FetchPriority::Background ? kBackgroundPieceBytes : kFetchPieceBytes;
-          uint64_t gap_end = std::min(it->end, at + piece);
-          for (const Intervals* set : {&have, &coming})
+          uint64_t gap_end = std::min(want_end, at + piece);
+          // A piece that stops short of the want ends on a block's end where it can.
+          if (gap_end < want_end && gap_end / block * block > at) gap_end = gap_end / block * block;
+          for (const Intervals* set : {&have, &coming, &waiting})
             if (auto next = set->upper_bound(at); next != set->end()) gap_end = std::min(gap_end, next->first);
           RangeRequest q;
           try {
@@ -601,16 +621,92 @@ std::optional<RangeRequest> RemoteMirror::next_piece() {
   }
 }
 
+std::string RemoteMirror::check_blocks(const std::string& file, uint64_t begin, uint64_t end, Intervals& good,
+                                      Calls& calls) {
+  const BlockSums::File& sums = *sums_->find(file);
+  const uint64_t block = sums_->block_bytes;
+  // The blocks this piece finished: every byte landed, or there before
+  // (bytes of the trunk fetched with a neighbouring range).
+  std::vector<uint64_t> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Intervals& waiting = landed_[file];
+    add(waiting, begin, end);
+    for (uint64_t k = begin / block; k * block < end; ++k) {
+      const uint64_t b = sums_->block_begin(k), e = sums_->block_end(sums, k);
+      uint64_t at = b;
+      for (bool moved = true; moved && at < e;) {
+        moved = false;
+        for (const Intervals* set : {&present_[file], &waiting}) {
+          auto next = set->upper_bound(at);
+          if (next != set->begin() && std::prev(next)->second > at) {
+            at = std::prev(next)->second;
+            moved = true;
+          }
+        }
+      }
+      if (at >= e) done.push_back(k);
+    }
+    for (uint64_t k : done) remove(waiting, sums_->block_begin(k), sums_->block_end(sums, k));
+  }
+  if (done.empty()) return "";
+  // Read back from the drive: what is checked is what readers will read.
+  const fs::path path = dir_ / file;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return path.string() + ": cannot open: " + std::strerror(errno);
+  std::vector<uint8_t> buf(block);
+  std::string error;
+  for (uint64_t k : done) {
+    const uint64_t b = sums_->block_begin(k), n = sums_->block_end(sums, k) - b;
+    uint64_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(fd, buf.data() + got, n - got, static_cast<off_t>(b + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += static_cast<uint64_t>(r);
+    }
+    if (got < n) {
+      error = path.string() + ": cannot read back bytes " + std::to_string(b) + "-" + std::to_string(b + n - 1);
+      break;
+    }
+    const uint64_t h = xxh3_64(buf.data(), n);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (h == sums.xxh3[k]) {
+      add(good, b, b + n);
+      bad_blocks_.erase({file, k});
+      continue;
+    }
+    // Wrong bytes: not used. Fetched once more while someone waits for
+    // them; wrong twice in a row, the waits end with the error.
+    stats_.rejected_bytes += n;
+    remove(present_[file], b, b + n);
+    if (++bad_blocks_[{file, k}] < 2) continue;
+    bad_blocks_.erase({file, k});
+    const std::string message = dir_.string() + " is a streaming install; " + file + " bytes " + std::to_string(b) +
+                                "-" + std::to_string(b + n - 1) + " came from " + source_ +
+                                " twice, both times unlike the source's " + kBlockSumsFile + " says: " +
+                                checksum_mismatch_message(file, b, n, sums.xxh3[k], h) + "; they were not used";
+    fail_wants_locked([&](const Want& w) { return w.file == file && w.begin < b + n && b < w.end; }, message, calls);
+  }
+  ::close(fd);
+  return error;
+}
+
 void RemoteMirror::piece_done(const std::string& file, uint64_t begin, uint64_t end, bool background, std::string error) {
+  Intervals good;  // what may be logged and used
+  Calls calls;
   if (error.empty()) {
     try {
       writers_.at(file)->finish();
-      append_log(file, begin, end - begin);  // synced: from now on the range is there, whatever happens
+      if (sums_ && sums_->find(file)) error = check_blocks(file, begin, end, good, calls);
+      else add(good, begin, end);
+      // Synced: from now on the ranges are there, whatever happens.
+      if (error.empty())
+        for (const auto& [b, e] : good) append_log(file, b, e - b);
     } catch (const std::exception& e) {
       error = e.what();
     }
   }
-  Calls calls;
   {
     std::lock_guard<std::mutex> lock(mu_);
     remove(in_flight_[file], begin, end);
@@ -618,10 +714,11 @@ void RemoteMirror::piece_done(const std::string& file, uint64_t begin, uint64_t 
     if (--pieces_in_flight_ == 0) stats_.seconds += std::chrono::duration<double>(now - busy_since_).count();
     if (background) --background_in_flight_;
     if (error.empty()) {
-      add(present_[file], begin, end);
+      for (const auto& [b, e] : good) add(present_[file], b, e);
       stats_.bytes += end - begin;
       stats_.requests += 1;
     } else {
+      remove(landed_[file], begin, end);
       const std::string message = dir_.string() + " is a streaming install; fetching " + file + " bytes " +
                                   std::to_string(begin) + "-" + std::to_string(end - 1) + " failed: " + error;
       fail_wants_locked([&](const Want& w) { return w.file == file && w.begin < end && begin < w.end; }, message,

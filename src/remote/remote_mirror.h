@@ -23,10 +23,14 @@
 // Both are input like any file: a line naming another file or a range past
 // its size is ignored (fetched again), a damaged remote.json is an error.
 //
-// Fetched ranges are checked by transport only (HTTP status, Content-Range,
-// and the ETag the file had when installed, when it has one): no published
-// hash covers a range (`strata upgrade` checks whole files against their
-// published sha256 once they are complete). Each run checks once per file,
+// Fetched ranges are checked against the source's strata-blocks.json
+// (remote/block_sums.h) when it published one and the install fetched it:
+// whole blocks are fetched, read back from the drive and compared before
+// they are logged or read; wrong bytes are fetched once more, then are an
+// error naming both sums. Without that file a range is checked by transport
+// only (HTTP status, Content-Range, and the ETag the file had when
+// installed, when it has one): a hub's sha256 covers whole files only
+// (`strata upgrade` checks them once they are complete). Each run checks once per file,
 // before its first fetch, that the source still says the same of it (size,
 // ETag, sha256); the install itself is only made of a pinned hub commit or
 // files with ETags. Fetched bytes are written with the file's modification
@@ -57,6 +61,7 @@
 #include <thread>
 #include <vector>
 
+#include "remote/block_sums.h"
 #include "remote/source.h"
 
 namespace strata {
@@ -80,6 +85,7 @@ struct RemoteFetchStats {
   // on the drive, or made to wait for a fetch (and how long, summed).
   uint64_t local_reads = 0, remote_reads = 0;
   double remote_wait_s = 0;
+  uint64_t rejected_bytes = 0;  // fetched, unlike the published block sums, not used
 };
 
 // Who waits: a reader (Demand), a guess of the next layer's experts (Guess),
@@ -115,6 +121,8 @@ class RemoteMirror {
 
   const std::string& source() const { return source_; }
   const std::map<std::string, RemoteFileInfo>& files() const { return files_; }
+  // Whether fetched ranges are checked against published block sums.
+  bool checks_blocks() const { return sums_.has_value(); }
   // Asks for bytes [offset, offset + length) of `file` (a name in files();
   // any other file is on the drive whole): true when they are present
   // already (`done` is not called); otherwise they are fetched and `done`
@@ -184,6 +192,10 @@ class RemoteMirror {
   void fetch_loop();
   std::optional<RangeRequest> next_piece();
   void piece_done(const std::string& file, uint64_t begin, uint64_t end, bool background, std::string error);
+  // After a piece of a file with block sums landed: checks the blocks it
+  // completed, adds the good ones to `good`; wrong twice, the waits for a
+  // block end in `calls`. An error: the drive could not be read.
+  std::string check_blocks(const std::string& file, uint64_t begin, uint64_t end, Intervals& good, Calls& calls);
   void fail_wants_locked(const std::function<bool(const Want&)>& which, const std::string& error, Calls& calls);
 
   std::filesystem::path dir_;
@@ -204,6 +216,10 @@ class RemoteMirror {
   // The fetching thread's (started at the first range not present).
   std::list<Want> wants_;
   std::map<std::string, Intervals> in_flight_;
+  std::optional<BlockSums> sums_;
+  // Landed and synced, not checked yet: the rest of their block is coming.
+  std::map<std::string, Intervals> landed_;
+  std::map<std::pair<std::string, uint64_t>, int> bad_blocks_;  // (file, block) -> wrong answers in a row
   std::map<std::string, std::unique_ptr<PieceWriter>> writers_;  // touched by the fetching thread only
   int connections_ = 8;
   double background_rate_ = 0;

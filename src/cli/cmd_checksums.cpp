@@ -1,0 +1,65 @@
+// strata checksums: a model folder's block sums, for publishing beside its
+// weight files (remote/block_sums.h): streaming installs of it then check
+// every range they fetch.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "remote/block_sums.h"
+#include "util/error.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct ChecksumsArgs {
+  std::string dir;
+  uint64_t block_kib = kDefaultSumBlockBytes >> 10;
+  bool quiet = false;
+};
+
+int run_checksums(const ChecksumsArgs& a) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(a.dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && (name.ends_with(".safetensors") || name.ends_with(".gguf"))) names.push_back(name);
+  }
+  if (ec) throw Error(a.dir + ": cannot list: " + ec.message());
+  if (names.empty()) throw Error(a.dir + ": no .safetensors or .gguf files to sum");
+  std::sort(names.begin(), names.end());
+  const BlockSums sums = compute_block_sums(a.dir, names, a.block_kib << 10);
+  write_block_sums(fs::path(a.dir) / kBlockSumsFile, sums);
+  if (!a.quiet) {
+    uint64_t bytes = 0, blocks = 0;
+    for (const auto& [name, f] : sums.files) {
+      bytes += f.size;
+      blocks += f.xxh3.size();
+    }
+    std::fprintf(stderr, "wrote %s/%s: %zu files, %.2f GB in %llu blocks of %llu KiB\n", a.dir.c_str(), kBlockSumsFile,
+                 names.size(), bytes / 1e9, static_cast<unsigned long long>(blocks),
+                 static_cast<unsigned long long>(a.block_kib));
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_checksums(CLI::App& app, Action& run) {
+  auto a = std::make_shared<ChecksumsArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "checksums", "Write DIR/strata-blocks.json, the xxh3 of every block of its weight files, to publish beside them "
+                   "(streaming installs then check every range they fetch)");
+  cmd->add_option("dir", a->dir, "A model folder (safetensors or GGUF)")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--block-kib", a->block_kib,
+                  "Block size in KiB (a power of two, 4 to 65536); a fetch reads up to a block beyond what it needs "
+                  "at each end")
+      ->check(CLI::IsMember({4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536}))
+      ->capture_default_str();
+  cmd->add_flag("-q,--quiet", a->quiet, "Print nothing");
+  cmd->callback([&run, a] { run = [a] { return run_checksums(*a); }; });
+}
+
+}  // namespace strata::cli
