@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli_support.h"
+#include "fault_proxy.h"
 #include "local_nginx.h"
 #include "sha256sum.h"
 
@@ -254,6 +255,10 @@ TEST_F(CliPull, AStreamingInstallFetchesExpertsAsDecodingNeedsThem) {
   const CommandResult r =
       run_strata("pull hf://org/sharded@" + std::string(kCommit) + " --streaming --json --out " + out.string(), env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // No block sums at this source: the install says what its ranges are checked by.
+  EXPECT_NE(r.err.find("publishes no strata-blocks.json: experts fetched later are checked by transport only"),
+            std::string::npos)
+      << r.err;
   const json ref = json::parse(read_all(fixture("ds_sharded") / "reference.json"));
   std::string ids;
   for (int id : ref["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id);
@@ -372,6 +377,94 @@ TEST_F(CliPull, AStreamingInstallOfEveryFormatIsTheReferenceModel) {
 
 // A finished install is not overwritten by another version of its source,
 // nor is a folder holding another pack: refused before anything is fetched.
+// Every third answer between strata and the server is spoiled by a proxy
+// (changed bytes, 503 and 429, bodies cut short or truncated), from a
+// source that publishes no sha256 but its block sums: nothing wrong is ever
+// used. A full pull, run again after each clear error, is the same bytes as
+// a pull without the proxy; a streaming install, decoding and an upgrade
+// through it continue as transformers does, and every range the install
+// logged as on the drive is the source's.
+TEST_F(CliPull, ThroughAProxyThatSpoilsAnswersNothingWrongIsUsed) {
+  ASSERT_TRUE(nginx_->running()) << nginx_->log();
+  testfiles::TempDir tmp("strata-pull-proxy");
+  const fs::path repo = root_->path() / "org" / "summed" / "resolve" / kCommit;
+  if (!fs::exists(repo)) {
+    fs::create_directories(repo.parent_path());
+    fs::copy(fixture("ds_sharded"), repo, fs::copy_options::recursive);
+    fs::create_directory_symlink(kCommit, repo.parent_path() / "main");
+    // 16 KiB blocks: the fixture's experts are small.
+    const CommandResult c = run_strata("checksums " + repo.string() + " --block-kib 16 -q");
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+  }
+  using testnet::ProxyFault;
+  testnet::FaultProxy proxy(nginx_->port(), 3,
+                            {ProxyFault::WrongBytes, ProxyFault::Status503, ProxyFault::CutBody, ProxyFault::Truncate,
+                             ProxyFault::Status429});
+  const std::string via = env() + " HF_ENDPOINT=" + proxy.url();
+  // Runs `command` until it succeeds; every failure is one clear error.
+  int failed_runs = 0;
+  auto until_done = [&](const std::string& command, const std::string& env) {
+    CommandResult r;
+    for (int i = 0; i < 15; ++i) {
+      r = run_strata(command, env);
+      if (r.exit_code == 0) break;
+      ++failed_runs;
+      EXPECT_EQ(r.exit_code, 1) << r.err;
+      EXPECT_EQ(r.err.rfind("strata: error: ", 0), 0u) << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+    return r;
+  };
+
+  const CommandResult clean = pull("hf://org/summed", tmp / "clean");
+  ASSERT_EQ(clean.exit_code, 0) << clean.err;
+  const CommandResult full = until_done("pull hf://org/summed --full -q --json --out " + (tmp / "full").string(), via);
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  EXPECT_EQ(differences(tree(tmp / "full"), tree(tmp / "clean")), "");
+  EXPECT_GT(proxy.injected()[ProxyFault::WrongBytes], 0);
+
+  const fs::path out = tmp / "streaming";
+  const CommandResult installed = until_done(
+      "pull hf://org/summed@" + std::string(kCommit) + " --streaming -q --json --out " + out.string(), via);
+  ASSERT_EQ(installed.exit_code, 0) << installed.err;
+  const json ref = json::parse(read_all(fixture("ds_sharded") / "reference.json"));
+  std::string ids;
+  for (int id : ref["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  const CommandResult decoded =
+      until_done("generate " + out.string() + " --prompt-ids " + ids + " -n " + std::to_string(ref["greedy_ids"].size()) +
+                     " --ignore-eos --json --threads 2 --heat none",
+                 via);
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.err;
+  EXPECT_EQ(json::parse(decoded.out)["tokens"], ref["greedy_ids"]);
+  auto logged_ranges_are_the_sources = [&] {
+    std::istringstream log(read_all(out / "present.log"));
+    std::map<std::string, std::string> files;
+    std::string name;
+    uint64_t offset = 0, length = 0, checked = 0;
+    while (log >> name >> offset >> length) {
+      if (!files.contains(name)) files[name] = read_all(out / name);
+      EXPECT_TRUE(files[name].substr(offset, length) == read_all(repo / name).substr(offset, length))
+          << name << " " << offset << "+" << length;
+      checked += length;
+    }
+    return checked;
+  };
+  EXPECT_GT(logged_ranges_are_the_sources(), 0u);
+  const CommandResult upgraded = until_done("upgrade " + out.string() + " --full -q --json", via);
+  ASSERT_EQ(upgraded.exit_code, 0) << upgraded.err;
+  EXPECT_EQ(json::parse(upgraded.out)["verified"], json::parse(upgraded.out)["files"].get<int64_t>() - 1)
+      << "every file but the sums themselves checked against them";
+  for (const auto& e : fs::directory_iterator(repo))
+    if (e.path().extension() == ".safetensors")
+      EXPECT_TRUE(read_all(out / e.path().filename()) == read_all(e.path())) << e.path().filename();
+  logged_ranges_are_the_sources();
+  const auto injected = proxy.injected();
+  for (ProxyFault f : {ProxyFault::WrongBytes, ProxyFault::Status503, ProxyFault::CutBody, ProxyFault::Truncate,
+                       ProxyFault::Status429})
+    RecordProperty(std::string("injected ") + testnet::fault_name(f), injected.contains(f) ? injected.at(f) : 0);
+  RecordProperty("runs that ended in an error", failed_runs);
+}
+
 TEST_F(CliPull, AChangedSourceOverAnInstallIsRefused) {
   ASSERT_TRUE(nginx_->running()) << nginx_->log();
   testfiles::TempDir tmp("strata-pull-changed");

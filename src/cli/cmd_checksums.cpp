@@ -1,6 +1,6 @@
-// strata checksums: a model folder's block sums, for publishing beside its
-// weight files (remote/block_sums.h): streaming installs of it then check
-// every range they fetch.
+// strata checksums: a model folder's block sums (every file at its top),
+// for publishing beside them (remote/block_sums.h): installs of it then
+// check every byte they fetch.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -25,10 +25,13 @@ int run_checksums(const ChecksumsArgs& a) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(a.dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (e.is_regular_file() && (name.ends_with(".safetensors") || name.ends_with(".gguf"))) names.push_back(name);
+    // Every file a pull may fetch: not hidden ones, nor a sums file.
+    if (e.is_regular_file() && !name.starts_with(".") && name != kBlockSumsFile) names.push_back(name);
   }
   if (ec) throw Error(a.dir + ": cannot list: " + ec.message());
-  if (names.empty()) throw Error(a.dir + ": no .safetensors or .gguf files to sum");
+  if (std::none_of(names.begin(), names.end(),
+                   [](const std::string& n) { return n.ends_with(".safetensors") || n.ends_with(".gguf"); }))
+    throw Error(a.dir + ": no .safetensors or .gguf files to sum");
   std::sort(names.begin(), names.end());
   const BlockSums sums = compute_block_sums(a.dir, names, a.block_kib << 10);
   write_block_sums(fs::path(a.dir) / kBlockSumsFile, sums);
@@ -50,8 +53,8 @@ int run_checksums(const ChecksumsArgs& a) {
 void register_checksums(CLI::App& app, Action& run) {
   auto a = std::make_shared<ChecksumsArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "checksums", "Write DIR/strata-blocks.json, the xxh3 of every block of its weight files, to publish beside them "
-                   "(streaming installs then check every range they fetch)");
+      "checksums", "Write DIR/strata-blocks.json, the xxh3 of every block of its files, to publish beside them "
+                   "(installs then check every byte they fetch)");
   cmd->add_option("dir", a->dir, "A model folder (safetensors or GGUF)")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--block-kib", a->block_kib,
                   "Block size in KiB (a power of two, 4 to 65536); a fetch reads up to a block beyond what it needs "

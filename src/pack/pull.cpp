@@ -303,7 +303,17 @@ PullReport pull_full(const PullOptions& o) {
     // Each layer's routed-expert bytes, by shard, from the headers.
     std::map<int64_t, std::vector<ShardRange>> layer_ranges;
     {
-      const Checkpoint ck = open_checkpoint(into);
+      std::optional<Checkpoint> opened;
+      try {
+        opened.emplace(open_checkpoint(into));
+      } catch (const Error& e) {
+        // A header spoiled on its way (none of it checked yet, where the
+        // source publishes no block sums): fetched anew by the next run,
+        // rather than failing the same way on every run.
+        feed.forget_partial();
+        throw Error(std::string(e.what()) + " (the shards' headers will be fetched again by the next run)");
+      }
+      const Checkpoint& ck = *opened;
       for (const std::string& name : ck.source->names()) {
         const auto layer = routed_expert_layer(name);
         if (!layer) continue;
@@ -362,10 +372,6 @@ PullReport pull_streaming(const PullOptions& o) {
       throw Error(url_for_messages(src.url(sums.name)) + ": " + std::to_string(sums.info.size) +
                   " bytes, more than such a file may have");
     st.files.insert(st.files.begin(), sums);
-  } else if (o.notice) {
-    o.notice(o.source + " publishes no " + kBlockSumsFile + ": experts fetched later are checked by transport only "
-             "(status, range, ETag) until `strata upgrade " + o.out.string() + " --full` checks whole files against "
-             "their sha256 (where the source publishes one)");
   }
   std::error_code ec;
   DirLock lock(o.out);
@@ -387,11 +393,21 @@ PullReport pull_streaming(const PullOptions& o) {
         throw Error(o.out.string() + " is not empty; a streaming install goes into a folder of its own");
     RemoteMirror::create(o.out, report.source, infos, o.env("HF_ENDPOINT").value_or(""));
   }
+  if (!sums.info.exists && o.notice)
+    o.notice(o.source + " publishes no " + kBlockSumsFile + ": experts fetched later are checked by transport only "
+             "(status, range, ETag) until `strata upgrade " + o.out.string() + " --full` checks whole files against "
+             "their sha256 (where the source publishes one)");
   if (sums.info.exists) {
     const fs::path dest = o.out / kBlockSumsFile;
     if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != sums.info.size)
       report.fetched_bytes += src.download(sums.name, sums.info, dest);
-    const BlockSums got = read_block_sums(dest);
+    BlockSums got;
+    try {
+      got = read_block_sums(dest);
+    } catch (const Error& e) {
+      fs::remove(dest, ec);  // the next run fetches it anew
+      throw Error(std::string(e.what()) + "; it was removed (run again to fetch it anew)");
+    }
     for (const Wanted& w : st.files)
       if (w.name.ends_with(".safetensors") && !got.find(w.name) && o.notice)
         o.notice(std::string(kBlockSumsFile) + " has no sums for " + w.name + ": its ranges are checked by transport only");
@@ -424,6 +440,13 @@ PullReport pull_streaming(const PullOptions& o) {
     } else {
       if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != w.info.size)
         report.fetched_bytes += src.download(w.name, w.info, dest);
+      // Checked on every run (a kill may have come between the download and its check).
+      if (mirror.checks_blocks())
+        if (const std::optional<BadBlock> bad = first_bad_block(dest, w.name, read_block_sums(o.out / kBlockSumsFile))) {
+          fs::remove(dest, ec);
+          throw Error(url_for_messages(src.url(w.name)) + ": the download is not what the source publishes: " +
+                      bad->message + "; it was removed (run again to fetch it anew)");
+        }
       mirror.record_present(w.name, 0, w.info.size);  // whole (downloads are renamed into place when complete)
     }
   }

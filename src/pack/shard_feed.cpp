@@ -10,6 +10,7 @@
 
 #include "formats/safetensors.h"
 #include "remote/sha256.h"
+#include "storage/checksum.h"
 #include "storage/atomic_file.h"
 #include "storage/write_at.h"
 #include "util/error.h"
@@ -120,7 +121,25 @@ void ShardFeed::prepare() {
     if (n > SafetensorsFile::kMaxHeaderBytes || 8 + n > s.info.size)
       throw Error(url_for_messages(source_.url(s.name)) + ": a header of " + std::to_string(n) +
                   " bytes, more than the file or the limit");
-    const std::vector<uint8_t> header = source_.read(s.name, 8, n);
+    // With block sums, up to the end of the header's last block, every
+    // block checked now: the checkpoint is opened from this header long
+    // before the shard is whole and checked.
+    const BlockSums::File* sums = sums_ ? sums_->find(s.name) : nullptr;
+    const uint64_t block = sums_ ? sums_->block_bytes : 1;
+    const uint64_t end = sums ? std::min(s.info.size, (8 + n + block - 1) / block * block) : 8 + n;
+    const std::vector<uint8_t> header = source_.read(s.name, 8, end - 8);
+    if (sums) {
+      std::vector<uint8_t> all(len);
+      all.insert(all.end(), header.begin(), header.end());
+      for (uint64_t k = 0; k * block < end; ++k) {
+        const uint64_t b = sums_->block_begin(k), e = sums_->block_end(*sums, k);
+        const uint64_t got = xxh3_64(all.data() + b, e - b);
+        if (got != sums->xxh3[k])
+          throw Error(url_for_messages(source_.url(s.name)) + ": the header's bytes are not what the source publishes: " +
+                      checksum_mismatch_message(s.name, b, e - b, sums->xxh3[k], got) + " (" + kBlockSumsFile +
+                      "); run again to fetch them anew");
+      }
+    }
     Fd fd(p, O_WRONLY | O_CREAT | O_TRUNC);
     if (::ftruncate(fd.get(), static_cast<off_t>(s.info.size)) != 0)
       throw Error(p.string() + ": cannot size it: " + std::strerror(errno));
@@ -128,11 +147,21 @@ void ShardFeed::prepare() {
     write_all_at(fd.get(), header, 8, p);
     sync_data(fd.get(), p);
     std::lock_guard<std::mutex> lock(mu_);
-    fetched_ += 8 + n;
-    st.have = 8 + n;
+    fetched_ += end;
+    st.have = end;
     st.punched.clear();
     save_locked();
   }
+}
+
+void ShardFeed::forget_partial() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [name, st] : state_)
+    if (!st.whole) {
+      st.have = 0;
+      st.punched.clear();
+    }
+  save_locked();
 }
 
 ShardFeed::State& ShardFeed::state_locked(const std::string& shard) {

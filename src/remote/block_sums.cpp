@@ -18,6 +18,19 @@ namespace {
 constexpr const char* kFormat = "strata-blocks";
 
 uint64_t blocks_of(uint64_t size, uint64_t block_bytes) { return (size + block_bytes - 1) / block_bytes; }
+
+// The file's own check: a byte changed on its way that leaves valid JSON
+// (a digit for another) is caught here rather than as a block of the
+// weights that can never be fetched right.
+uint64_t sums_check(const BlockSums& sums) {
+  std::string all = std::to_string(sums.block_bytes) + "\n";
+  for (const auto& [name, f] : sums.files) {
+    all += name + "\n" + std::to_string(f.size) + "\n";
+    for (uint64_t h : f.xxh3) all += hash_digits(h);
+    all += "\n";
+  }
+  return xxh3_64(all.data(), all.size());
+}
 }  // namespace
 
 BlockSums read_block_sums(const std::filesystem::path& path) { return parse_block_sums(read_text_file(path), path.string()); }
@@ -55,6 +68,10 @@ BlockSums parse_block_sums(std::string_view text, const std::string& where) {
     }
     sums.files[name] = std::move(f);
   }
+  const std::optional<uint64_t> check =
+      j.contains("check") && j["check"].is_string() ? parse_hash_digits(j["check"].get<std::string>()) : std::nullopt;
+  if (!check) throw Error(where + ": no \"check\"");
+  if (*check != sums_check(sums)) throw Error(where + ": damaged (its \"check\" does not match its sums)");
   return sums;
 }
 
@@ -69,7 +86,8 @@ void write_block_sums(const std::filesystem::path& path, const BlockSums& sums) 
   write_file_atomically(path, nlohmann::json{{"format", kFormat},
                                              {"version", 1},
                                              {"block_bytes", sums.block_bytes},
-                                             {"files", std::move(files)}}
+                                             {"files", std::move(files)},
+                                             {"check", hash_digits(sums_check(sums))}}
                                   .dump(1));
 }
 

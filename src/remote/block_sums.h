@@ -1,14 +1,19 @@
 #pragma once
-// strata-blocks.json: the xxh3-64 of every block of a model's weight files,
+// strata-blocks.json: the xxh3-64 of every block of a model folder's files,
 // published beside them (`strata checksums DIR` writes it), so that a
 // streaming install can check each range it fetches. A hub publishes the
-// sha256 of whole files only, which a range cannot be checked against; with
-// this file every byte fetched is checked before it is used, whatever the
-// server or proxy in between did to it.
+// sha256 of its large (LFS) files only, whole, which a range cannot be
+// checked against, and a plain server publishes nothing; with this file
+// every byte fetched (config and tokenizer too) is checked before it is
+// used, whatever the server or a proxy in between did to it.
 //
 //   {"format": "strata-blocks", "version": 1, "block_bytes": B,
-//    "files": {NAME: {"size": S, "xxh3": "<16 hex digits per block>"}}}
+//    "files": {NAME: {"size": S, "xxh3": "<16 hex digits per block>"}},
+//    "check": "<16 hex digits>"}
 //
+// "check" is the xxh3 of the sums themselves (block_bytes, then each file's
+// name, size and digits, a line each, by name), so that a sum changed on
+// its way is a damaged file rather than a block that never fetches right.
 // Block k of a file is bytes [k*B, min((k+1)*B, S)); B is a power of two
 // from 4 KiB to 64 MiB. A range is fetched as whole blocks, so B is what a
 // fetch may read beyond what was asked for at each end: 1 MiB by default,
