@@ -5,7 +5,7 @@
 # (not run by CI).
 #
 #   bash bench/fetch_bench.sh [--size GB] [--experts E] [--rate MB/s] [--ram GiB] [--runs R]
-#        [--tokens N] [--prompt-len P] [--warm-budget GB] [--threads T] [--out DIR]
+#        [--tokens N] [--prompt-len P] [--warm-budget GB] [--block-kib K] [--threads T] [--out DIR]
 #
 #   --size GB        the synthesized model (default 2): strata synth --preset kimi-k3 --size GB
 #                    --experts E --vocab 16384 --quant mxfp4 --seed 1, kept in $MODELS
@@ -17,6 +17,8 @@
 #                    seed = round) so that routing varies as in real text
 #   --prompt-len P   prompt ids (1000 + 37·i + 101·seed) mod 16000, i < P (default 64)
 #   --warm-budget GB strata warm's --budget (default: a quarter of the experts' bytes)
+#   --block-kib K    the block size of the "sums" row's published block sums (default 1024,
+#                    strata checksums' own)
 #   --threads T      (default: all cores)
 #   --out DIR        results (default /work/bench-results/fetch_bench/<date>)
 #
@@ -30,6 +32,9 @@
 #           the same generate. TRACES: router traces of two other prompts (seeds S+100,
 #           S+200) decoded from the local model first, unmeasured (--trace is never on in a
 #           measured run) - the "recorded routing" warm-up works from
+#   sums    as cold, from a second repository of the same files that also publishes their
+#           block sums (strata checksums --block-kib K): every fetched range is checked, whole
+#           blocks are fetched - what the checks cost
 #   local   the same generate on the synthesized folder itself (no network): the ceiling
 # Every row of a round must give the same tokens. Figures from generate's JSON stats:
 # decode tok/s, and over prefill + decode: bytes from the "remote ..." drive per generated
@@ -46,9 +51,9 @@ MODELS=${MODELS:-$repo/.bench-models}
 STRATA=${STRATA:-$repo/build/strata}
 NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 
-usage() { sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
-size=2; experts=128; rate=25; ram=2; runs=3; tokens=32; plen=64; budget=; threads=$(nproc); out=
+size=2; experts=128; rate=25; ram=2; runs=3; tokens=32; plen=64; budget=; block_kib=1024; threads=$(nproc); out=
 while [ $# -gt 0 ]; do
   case "$1" in
     --size) size=$2; shift 2 ;;
@@ -59,6 +64,7 @@ while [ $# -gt 0 ]; do
     --tokens) tokens=$2; shift 2 ;;
     --prompt-len) plen=$2; shift 2 ;;
     --warm-budget) budget=$2; shift 2 ;;
+    --block-kib) block_kib=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     -h|--help) usage ;;
@@ -82,6 +88,10 @@ trap 'kill $(cat "$work/nginx.pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$wo
 mkdir -p "$work/root/org/k3/resolve" "$work/home"
 ln -s "$model" "$work/root/org/k3/resolve/$commit"
 ln -s "$model" "$work/root/org/k3/resolve/main"
+# The same files under org/k3s, with their block sums beside them.
+mkdir -p "$work/root/org/k3s/resolve/$commit"
+for f in "$model"/*; do ln -s "$f" "$work/root/org/k3s/resolve/$commit/"; done
+"$STRATA" checksums "$work/root/org/k3s/resolve/$commit" --block-kib "$block_kib" >"$out/logs/checksums.log" 2>&1
 port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$work/nginx.conf" <<EOF
 daemon off;
@@ -127,6 +137,10 @@ gen() {  # MODEL SEED LOG [extra...]
 start=$(date +%s.%N)
 "$STRATA" pull hf://org/k3 --streaming --json -q --out "$work/base" >"$out/logs/pull.json" 2>"$out/logs/pull.err"
 echo "install: $(echo "$(date +%s.%N) - $start" | bc) s, $(du -sh "$work/base" | cut -f1) on disk" >>"$out/setup.txt"
+start=$(date +%s.%N)
+"$STRATA" pull hf://org/k3s@$commit --streaming --json -q --out "$work/base-sums" >"$out/logs/pull-sums.json" \
+  2>"$out/logs/pull-sums.err"
+echo "install with block sums of ${block_kib} KiB: $(echo "$(date +%s.%N) - $start" | bc) s, $(du -sh "$work/base-sums" | cut -f1) on disk" >>"$out/setup.txt"
 if [ -z "$budget" ]; then
   budget=$(du -sb --apparent-size "$model" | awk '{printf "%.3f", $1/4/1e9}')
 fi
@@ -135,10 +149,11 @@ echo "warm budget: $budget GB" >>"$out/setup.txt"
 : >"$out/runs.jsonl"
 : >"$out/commands.txt"
 for r in $(seq 1 "$runs"); do
-  for row in cold warm local; do
+  for row in cold sums warm local; do
     log=$out/logs/$row-$r
     case $row in
       cold) cp -a --sparse=always "$work/base" "$work/c$r"; target=$work/c$r; warm_s=0 ;;
+      sums) cp -a --sparse=always "$work/base-sums" "$work/s$r"; target=$work/s$r; warm_s=0 ;;
       warm)
         cp -a --sparse=always "$work/base" "$work/w$r"; target=$work/w$r
         gen "$model" $((r + 100)) "$log-trace1" --trace "$work/t$r-1.jsonl"
@@ -190,7 +205,7 @@ def col(row, key):
     return f"{statistics.median(v):.3g} ({min(v):.3g}-{max(v):.3g})"
 print("| row | decode tok/s | TTFT s | remote bytes/token | local share of expert reads | mean fetch wait ms | warm-up s | warm-up MB |")
 print("|---|---|---|---|---|---|---|---|")
-for row in ("cold", "warm", "local"):
+for row in ("cold", "sums", "warm", "local"):
     wm = [x["warm_fetched_bytes"] / 1e6 for x in runs if x["row"] == row and "warm_fetched_bytes" in x]
     print(f"| {row} | {col(row,'decode_tok_s')} | {col(row,'ttft_s')} | {col(row,'remote_bytes_per_token')} | "
           f"{col(row,'local_share')} | {col(row,'mean_fetch_wait_ms')} | {col(row,'warm_s')} | "
