@@ -423,6 +423,7 @@ TEST_F(CliPull, ThroughAProxyThatSpoilsAnswersNothingWrongIsUsed) {
   EXPECT_EQ(differences(tree(tmp / "full"), tree(tmp / "clean")), "");
   EXPECT_GT(proxy.injected()[ProxyFault::WrongBytes], 0);
 
+  const int wrong_after_full = proxy.injected()[ProxyFault::WrongBytes];
   const fs::path out = tmp / "streaming";
   const CommandResult installed = until_done(
       "pull hf://org/summed@" + std::string(kCommit) + " --streaming -q --json --out " + out.string(), via);
@@ -436,6 +437,7 @@ TEST_F(CliPull, ThroughAProxyThatSpoilsAnswersNothingWrongIsUsed) {
                  via);
   ASSERT_EQ(decoded.exit_code, 0) << decoded.err;
   EXPECT_EQ(json::parse(decoded.out)["tokens"], ref["greedy_ids"]);
+  EXPECT_GT(proxy.injected()[ProxyFault::WrongBytes], wrong_after_full) << "the streaming install's fetches met wrong bytes";
   auto logged_ranges_are_the_sources = [&] {
     std::istringstream log(read_all(out / "present.log"));
     std::map<std::string, std::string> files;

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -207,7 +208,15 @@ TEST_F(MirrorTest, AGuessCancelledWhileFetchingCompletesAsCancelled) {
 // the block is fetched again. A block wrong every time is one error naming
 // both sums, and stays missing.
 TEST_F(MirrorTest, WithBlockSumsWrongBytesAreFetchedAgainAndNeverUsed) {
-  write_block_sums(dir_.path() / kBlockSumsFile, compute_block_sums(root_.path() / "model", {"blob.bin"}, 64 << 10));
+  // Blocks of many sizes: cut as `strata checksums` cuts tensors (a small
+  // one, a large one, one byte), then 64 KiB ones and a short last one.
+  const std::vector<uint64_t> cuts =
+      cut_blocks(body_.size() - 1000, {{0, 100}, {100, 3000000}, {3000000, 3000001}}, 64 << 10);
+  std::vector<uint64_t> ends = cuts;
+  ends.push_back(body_.size());
+  write_block_sums(dir_.path() / kBlockSumsFile,
+                   compute_block_sums(root_.path() / "model", {"blob.bin"}, 64 << 10, {{"blob.bin", ends}}));
+  const std::set<uint64_t> edges(ends.begin(), ends.end());
   testnet::FaultProxy proxy(nginx_->port(), 2, {testnet::ProxyFault::WrongBytes});
   RemoteSource src(parse_source(source_));
   RemoteMirror::create(dir_.path(), proxy.url("/model"), {{"blob.bin", src.stat("blob.bin")}}, "");
@@ -234,7 +243,8 @@ TEST_F(MirrorTest, WithBlockSumsWrongBytesAreFetchedAgainAndNeverUsed) {
   std::string name;
   uint64_t offset = 0, length = 0, logged = 0;
   while (log >> name >> offset >> length) {
-    EXPECT_EQ(offset % (64 << 10), 0u);
+    EXPECT_TRUE(offset == 0 || edges.contains(offset)) << offset;
+    EXPECT_TRUE(edges.contains(offset + length)) << offset + length;
     EXPECT_TRUE(on_drive.substr(offset, length) == body_.substr(offset, length)) << offset << "+" << length;
     logged += length;
   }
@@ -245,15 +255,53 @@ TEST_F(MirrorTest, WithBlockSumsWrongBytesAreFetchedAgainAndNeverUsed) {
   errors.clear();
   uint64_t missing_at = 0;
   for (const auto& r : mirror->missing())
-    if (r.length >= (64 << 10)) {
-      missing_at = (r.offset + (64 << 10) - 1) / (64 << 10) * (64 << 10);
-      if (missing_at + (64 << 10) <= r.offset + r.length) break;
+    if (r.length >= 2000) {
+      missing_at = r.offset;
+      break;
     }
-  read(mirror, {{missing_at + 100, 1000}}, &errors);
+  ASSERT_FALSE(mirror->present("blob.bin", missing_at, 1000));
+  read(mirror, {{missing_at, 1000}}, &errors);
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_NE(errors[0].find("twice, both times unlike the source's strata-blocks.json"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("twice, both times other than the source's strata-blocks.json says"), std::string::npos) << errors[0];
   EXPECT_NE(errors[0].find("checksum mismatch (expected 0x"), std::string::npos) << errors[0];
   EXPECT_FALSE(mirror->present("blob.bin", missing_at, 1000));
+}
+
+// A block larger than a background piece: a piece of it that fails for
+// good ends the waits it was fetched for, even one for bytes in another
+// piece of the block.
+TEST(MirrorFaults, AFailedPieceOfABlockEndsTheWaitsForTheBlock) {
+  const std::string body = random_bytes(4 << 20, 41);
+  testnet::FaultHttpServer server(body);
+  testfiles::TempDir dir("strata-mirror-block-fault");
+  const std::string source = server.url("/m");
+  RemoteSource src(parse_source(source));
+  RemoteMirror::create(dir.path(), source, {{"blob.bin", src.stat("blob.bin")}}, "");
+  dir.write("blob.bin", body);  // to sum it; then emptied
+  write_block_sums(dir.path() / kBlockSumsFile, compute_block_sums(dir.path(), {"blob.bin"}, 2 << 20));
+  {
+    std::ofstream sparse(dir.path() / "blob.bin", std::ios::binary | std::ios::trunc);
+    sparse.seekp(static_cast<std::streamoff>(body.size() - 1));
+    sparse.put('\0');
+  }
+  auto mirror = std::make_shared<RemoteMirror>(dir.path());
+  mirror->set_connections(1);
+  server.then(testnet::Fault::NewEtag);  // the first piece: the file "changed" (final)
+  std::mutex m;
+  std::condition_variable cv;
+  std::string ended = "not yet";
+  EXPECT_FALSE(mirror->request("blob.bin", (2 << 20) + (3 << 19), 1000, FetchPriority::Background,
+                               [&](const std::string& error) {
+                                 std::lock_guard<std::mutex> lock(m);
+                                 ended = error;
+                                 cv.notify_all();
+                               }));
+  std::unique_lock<std::mutex> lock(m);
+  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return ended != "not yet"; }))
+      << "the wait never ended";
+  EXPECT_NE(ended.find("changed at the source"), std::string::npos) << ended;
+  lock.unlock();
+  mirror.reset();  // (ends a wait that never did)
 }
 
 TEST(BlockSums, WrittenReadAndCheckedAndBadFilesAreOneClearError) {
@@ -280,8 +328,43 @@ TEST(BlockSums, WrittenReadAndCheckedAndBadFilesAreOneClearError) {
   bad = first_bad_block(dir.path() / "w.safetensors", "w.safetensors", back);
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->offset, 2u << 16);  // the last block it has is short
+  // Blocks cut at given ends (a safetensors file's tensors): the same checks.
+  dir.write("w.safetensors", body);
+  const std::vector<uint64_t> ends = cut_blocks(body.size(), {{0, 100}, {100, 90000}, {90000, 90001}}, 1 << 16);
+  // A tensor's last block is at most 64 KiB, the bytes after the last tensor in blocks of B.
+  EXPECT_EQ(ends, (std::vector<uint64_t>{100, 90000 - 65536, 90000, 90001, 90001 + 65536, body.size()}));
+  const BlockSums cut = compute_block_sums(dir.path(), {"w.safetensors"}, 1 << 16, {{"w.safetensors", ends}});
+  EXPECT_EQ(cut.files.at("w.safetensors").ends, ends);
+  write_block_sums(dir.path() / "cut.json", cut);
+  const BlockSums cut_back = read_block_sums(dir.path() / "cut.json");
+  EXPECT_TRUE(cut_back.files.at("w.safetensors").cut);
+  EXPECT_EQ(cut_back.files.at("w.safetensors").ends, ends);
+  EXPECT_FALSE(first_bad_block(dir.path() / "w.safetensors", "w.safetensors", cut_back));
+  changed = body;
+  changed[95000] ^= 1;
+  dir.write("w.safetensors", changed);
+  bad = first_bad_block(dir.path() / "w.safetensors", "w.safetensors", cut_back);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->offset, 90001u);  // the block after the one-byte tensor
+  dir.write("w.safetensors", body + "x");
+  bad = first_bad_block(dir.path() / "w.safetensors", "w.safetensors", cut_back);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->message.find("bytes, strata-blocks.json says"), std::string::npos) << bad->message;
   // Files that are not sums.
   const std::string good = read_all(dir.path() / kBlockSumsFile);
+  const nlohmann::json cut_json = nlohmann::json::parse(read_all(dir.path() / "cut.json"));
+  auto with_units = [&](nlohmann::json units) {
+    nlohmann::json j = cut_json;
+    j["files"]["w.safetensors"]["units"] = std::move(units);
+    return j.dump();
+  };
+  nlohmann::json short_units = cut_json["files"]["w.safetensors"]["units"];
+  short_units.erase(short_units.size() - 1);
+  nlohmann::json big_unit = cut_json["files"]["w.safetensors"]["units"];
+  big_unit[0] = 1 << 17;
+  nlohmann::json changed_unit = cut_json["files"]["w.safetensors"]["units"];
+  changed_unit[0] = changed_unit[0].get<int64_t>() - 1;
+  changed_unit[1] = changed_unit[1].get<int64_t>() + 1;
   const std::string digits = nlohmann::json::parse(good)["files"]["w.safetensors"]["xxh3"];
   struct Case {
     std::string text, says;
@@ -303,7 +386,9 @@ TEST(BlockSums, WrittenReadAndCheckedAndBadFilesAreOneClearError) {
                              "not 16 hex digits"},
                         Case{with_file("../w", {{"size", 1}, {"xxh3", digits.substr(0, 16)}}), "not a file of the folder"},
                         Case{with_file("w.safetensors", {{"size", "big"}, {"xxh3", digits}}), "has no size"},
-                        Case{"{\"format\": \"strata-blocks\"", "strata-blocks.json"}}) {
+                        Case{"{\"format\": \"strata-blocks\"", "strata-blocks.json"},
+                        Case{with_units(short_units), "add up to"}, Case{with_units(big_unit), "units are 1 to block_bytes"},
+                        Case{with_units("all"), "not a list"}, Case{with_units(changed_unit), "damaged"}}) {
     dir.write(kBlockSumsFile, c.text);
     try {
       read_block_sums(dir.path() / kBlockSumsFile);

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "cli/commands.h"
+#include "formats/safetensors.h"
 #include "remote/block_sums.h"
 #include "util/error.h"
 
@@ -33,7 +35,21 @@ int run_checksums(const ChecksumsArgs& a) {
                    [](const std::string& n) { return n.ends_with(".safetensors") || n.ends_with(".gguf"); }))
     throw Error(a.dir + ": no .safetensors or .gguf files to sum");
   std::sort(names.begin(), names.end());
-  const BlockSums sums = compute_block_sums(a.dir, names, a.block_kib << 10);
+  // A safetensors file's blocks end where its header and each tensor end,
+  // so that fetching one tensor fetches little of another (block_sums.h).
+  std::map<std::string, std::vector<uint64_t>> cuts;
+  for (const std::string& name : names) {
+    if (!name.ends_with(".safetensors")) continue;
+    const SafetensorsFile st(fs::path(a.dir) / name);
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    for (const TensorView& t : st.tensors())
+      if (t.nbytes > 0) ranges.emplace_back(t.offset, t.offset + t.nbytes);
+    std::sort(ranges.begin(), ranges.end());
+    const uint64_t size = fs::file_size(fs::path(a.dir) / name);
+    ranges.insert(ranges.begin(), {0, ranges.empty() ? size : ranges.front().first});  // the header
+    cuts[name] = cut_blocks(size, ranges, a.block_kib << 10);
+  }
+  const BlockSums sums = compute_block_sums(a.dir, names, a.block_kib << 10, cuts);
   write_block_sums(fs::path(a.dir) / kBlockSumsFile, sums);
   if (!a.quiet) {
     uint64_t bytes = 0, blocks = 0;
@@ -41,7 +57,7 @@ int run_checksums(const ChecksumsArgs& a) {
       bytes += f.size;
       blocks += f.xxh3.size();
     }
-    std::fprintf(stderr, "wrote %s/%s: %zu files, %.2f GB in %llu blocks of %llu KiB\n", a.dir.c_str(), kBlockSumsFile,
+    std::fprintf(stderr, "wrote %s/%s: %zu files, %.2f GB in %llu blocks of at most %llu KiB\n", a.dir.c_str(), kBlockSumsFile,
                  names.size(), bytes / 1e9, static_cast<unsigned long long>(blocks),
                  static_cast<unsigned long long>(a.block_kib));
   }
@@ -57,8 +73,8 @@ void register_checksums(CLI::App& app, Action& run) {
                    "(installs then check every byte they fetch)");
   cmd->add_option("dir", a->dir, "A model folder (safetensors or GGUF)")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--block-kib", a->block_kib,
-                  "Block size in KiB (a power of two, 4 to 65536); a fetch reads up to a block beyond what it needs "
-                  "at each end")
+                  "Largest block in KiB (a power of two, 4 to 65536); safetensors files are also cut at every "
+                  "tensor's ends, so a fetch reads little beyond what it needs")
       ->check(CLI::IsMember({4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536}))
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", a->quiet, "Print nothing");

@@ -225,8 +225,14 @@ PullReport pull_full(const PullOptions& o) {
   // The source's block sums, when it publishes them: each file is checked
   // against them too (the only check of a server that publishes no sha256).
   std::optional<BlockSums> sums;
-  if (const std::optional<std::string> text = src.read_small(kBlockSumsFile, kBlockSumsLimit))
+  if (const std::optional<std::string> text = src.read_small(kBlockSumsFile, kBlockSumsLimit)) {
     sums = parse_block_sums(*text, url_for_messages(src.url(kBlockSumsFile)));
+    for (const Wanted& w : files)
+      if (const BlockSums::File* f = sums->find(w.name); f && f->size != w.info.size)
+        throw Error(url_for_messages(src.url(kBlockSumsFile)) + ": describes another version of " + w.name + " (" +
+                    std::to_string(f->size) + " bytes, the source has " + std::to_string(w.info.size) +
+                    "): the source's sums are stale");
+  }
   // Files in parallel, one connection each; the first failure stops the
   // others from starting a file and is the run's error (the files finished
   // by then are recorded and kept).
@@ -245,7 +251,7 @@ PullReport pull_full(const PullOptions& o) {
           std::lock_guard<std::mutex> lock(mu);
           progress.add(n);
         });
-        if (sums)
+        if (sums && w.info.sha256.empty())  // a matched sha256 says more
           if (const std::optional<BadBlock> bad = first_bad_block(dest, w.name, *sums)) {
             fs::remove(dest, gone);
             throw Error(url_for_messages(conn.url(w.name)) + ": the download is not what the source publishes: " +
@@ -310,8 +316,10 @@ PullReport pull_full(const PullOptions& o) {
         // A header spoiled on its way (none of it checked yet, where the
         // source publishes no block sums): fetched anew by the next run,
         // rather than failing the same way on every run.
-        feed.forget_partial();
-        throw Error(std::string(e.what()) + " (the shards' headers will be fetched again by the next run)");
+        if (feed.forget_partial() > 0)
+          throw Error(std::string(e.what()) + " (shards whose headers could be what is wrong will be fetched again by "
+                      "the next run)");
+        throw;
       }
       const Checkpoint& ck = *opened;
       for (const std::string& name : ck.source->names()) {
@@ -377,6 +385,14 @@ PullReport pull_streaming(const PullOptions& o) {
   DirLock lock(o.out);
   std::map<std::string, RemoteFileInfo> infos;
   for (const Wanted& w : st.files) infos[w.name] = w.info;
+  const fs::path sums_path = o.out / kBlockSumsFile;
+  if (fs::exists(sums_path, ec)) {
+    try {
+      read_block_sums(sums_path);
+    } catch (const Error&) {
+      fs::remove(sums_path, ec);  // damaged on the drive: fetched anew below
+    }
+  }
   if (RemoteMirror::is_mirror(o.out)) {
     const RemoteMirror before(o.out, o.env, o.retry);
     bool same = before.source() == report.source && before.files().size() == infos.size();
@@ -397,19 +413,29 @@ PullReport pull_streaming(const PullOptions& o) {
     o.notice(o.source + " publishes no " + kBlockSumsFile + ": experts fetched later are checked by transport only "
              "(status, range, ETag) until `strata upgrade " + o.out.string() + " --full` checks whole files against "
              "their sha256 (where the source publishes one)");
+  std::optional<BlockSums> block_sums;
   if (sums.info.exists) {
-    const fs::path dest = o.out / kBlockSumsFile;
-    if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != sums.info.size)
-      report.fetched_bytes += src.download(sums.name, sums.info, dest);
-    BlockSums got;
-    try {
-      got = read_block_sums(dest);
-    } catch (const Error& e) {
-      fs::remove(dest, ec);  // the next run fetches it anew
-      throw Error(std::string(e.what()) + "; it was removed (run again to fetch it anew)");
+    // Into place only once it reads as sums of these files: the mirror
+    // trusts what it finds there.
+    if (!fs::exists(sums_path, ec) || fs::file_size(sums_path, ec) != sums.info.size) {
+      const fs::path fresh = o.out / (std::string(kBlockSumsFile) + ".new");
+      report.fetched_bytes += src.download(sums.name, sums.info, fresh);
+      try {
+        const BlockSums got = read_block_sums(fresh);
+        for (const auto& [name, f] : got.files)
+          if (infos.contains(name) && infos[name].size != f.size)
+            throw Error(url_for_messages(src.url(sums.name)) + ": describes another version of " + name + " (" +
+                        std::to_string(f.size) + " bytes, the source has " + std::to_string(infos[name].size) +
+                        "): the source's sums are stale");
+      } catch (const Error& e) {
+        fs::remove(fresh, ec);
+        throw Error(std::string(e.what()) + " (run again to fetch it anew)");
+      }
+      fs::rename(fresh, sums_path);
     }
+    block_sums = read_block_sums(sums_path);
     for (const Wanted& w : st.files)
-      if (w.name.ends_with(".safetensors") && !got.find(w.name) && o.notice)
+      if (w.name.ends_with(".safetensors") && !block_sums->find(w.name) && o.notice)
         o.notice(std::string(kBlockSumsFile) + " has no sums for " + w.name + ": its ranges are checked by transport only");
   }
   RemoteMirror mirror(o.out, o.env, o.retry);
@@ -441,8 +467,8 @@ PullReport pull_streaming(const PullOptions& o) {
       if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != w.info.size)
         report.fetched_bytes += src.download(w.name, w.info, dest);
       // Checked on every run (a kill may have come between the download and its check).
-      if (mirror.checks_blocks())
-        if (const std::optional<BadBlock> bad = first_bad_block(dest, w.name, read_block_sums(o.out / kBlockSumsFile))) {
+      if (block_sums)
+        if (const std::optional<BadBlock> bad = first_bad_block(dest, w.name, *block_sums)) {
           fs::remove(dest, ec);
           throw Error(url_for_messages(src.url(w.name)) + ": the download is not what the source publishes: " +
                       bad->message + "; it was removed (run again to fetch it anew)");

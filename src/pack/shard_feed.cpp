@@ -125,14 +125,16 @@ void ShardFeed::prepare() {
     // block checked now: the checkpoint is opened from this header long
     // before the shard is whole and checked.
     const BlockSums::File* sums = sums_ ? sums_->find(s.name) : nullptr;
-    const uint64_t block = sums_ ? sums_->block_bytes : 1;
-    const uint64_t end = sums ? std::min(s.info.size, (8 + n + block - 1) / block * block) : 8 + n;
+    if (sums && sums->size != s.info.size)
+      throw Error(url_for_messages(source_.url(s.name)) + ": " + std::to_string(s.info.size) + " bytes, the source's " +
+                  kBlockSumsFile + " says " + std::to_string(sums->size));
+    const uint64_t end = sums ? sums->end(sums->block_of(8 + n - 1)) : 8 + n;
     const std::vector<uint8_t> header = source_.read(s.name, 8, end - 8);
     if (sums) {
       std::vector<uint8_t> all(len);
       all.insert(all.end(), header.begin(), header.end());
-      for (uint64_t k = 0; k * block < end; ++k) {
-        const uint64_t b = sums_->block_begin(k), e = sums_->block_end(*sums, k);
+      for (size_t k = 0; k < sums->ends.size() && sums->begin(k) < end; ++k) {
+        const uint64_t b = sums->begin(k), e = sums->end(k);
         const uint64_t got = xxh3_64(all.data() + b, e - b);
         if (got != sums->xxh3[k])
           throw Error(url_for_messages(source_.url(s.name)) + ": the header's bytes are not what the source publishes: " +
@@ -154,14 +156,17 @@ void ShardFeed::prepare() {
   }
 }
 
-void ShardFeed::forget_partial() {
+int ShardFeed::forget_partial() {
   std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
   for (auto& [name, st] : state_)
-    if (!st.whole) {
+    if (!st.whole && st.have > 0 && !(sums_ && sums_->find(name))) {
       st.have = 0;
       st.punched.clear();
+      ++n;
     }
-  save_locked();
+  if (n > 0) save_locked();
+  return n;
 }
 
 ShardFeed::State& ShardFeed::state_locked(const std::string& shard) {
@@ -253,10 +258,17 @@ void ShardFeed::download(size_t i, RemoteSource& conn) {
                   ", the source publishes " + s.info.sha256 + "; run again to fetch it anew");
     }
   }
-  if (sums_) {
+  // A published sha256 that matched says more than the block sums.
+  if (sums_ && s.info.sha256.empty()) {
     if (const std::optional<BadBlock> bad = first_bad_block(p, s.name, *sums_)) {
+      // From the bad block on; from the start when it is in the header,
+      // which the next run must fetch (and check) before opening anything.
+      uint8_t len[8] = {0};
+      uint64_t n = 0;
+      if (::pread(fd.get(), len, 8, 0) == 8)
+        for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
       std::lock_guard<std::mutex> lock(mu_);
-      state_.at(s.name).have = bad->offset;
+      state_.at(s.name).have = bad->offset < 8 + std::min<uint64_t>(n, s.info.size) ? 0 : bad->offset;
       save_locked();
       throw Error(url_for_messages(conn.url(s.name)) + ": the download is not what the source publishes: " +
                   bad->message + "; run again to fetch it anew from there");
@@ -299,24 +311,44 @@ void ShardFeed::wait_for(const std::vector<ShardRange>& ranges) {
     }
   }
   for (const ShardRange& r : again) {
-    // Checked by transport only (HTTP status, Content-Range, the ETag the
-    // shard had): no published hash covers a range.
+    // Checked against the source's block sums where it publishes them (the
+    // range widened to whole blocks, fetched once more if wrong), else by
+    // transport only (HTTP status, Content-Range, the ETag the shard had).
     const fs::path p = path(r.shard);
     Fd fd(p, O_WRONLY);
     std::string etag;
     for (const FeedShard& s : shards_)
       if (s.name == r.shard) etag = s.info.etag;
-    uint64_t at = r.offset;
-    source_.http().read_range(
-        source_.url(r.shard), r.offset, r.length,
-        [&](std::span<const uint8_t> b) {
-          write_all_at(fd.get(), b, at, p);
-          at += b.size();
-        },
-        etag);
+    const BlockSums::File* sums = sums_ ? sums_->find(r.shard) : nullptr;
+    uint64_t b = r.offset, e = r.offset + r.length;
+    if (sums && r.length > 0) {
+      b = sums->begin(sums->block_of(b));
+      e = sums->end(sums->block_of(e - 1));
+    }
+    std::vector<uint8_t> bytes;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      bytes.clear();
+      source_.http().read_range(
+          source_.url(r.shard), b, e - b,
+          [&](std::span<const uint8_t> chunk) { bytes.insert(bytes.end(), chunk.begin(), chunk.end()); }, etag);
+      if (!sums || r.length == 0) break;
+      std::string wrong;
+      for (size_t k = sums->block_of(b); k < sums->ends.size() && sums->begin(k) < e; ++k) {
+        const uint64_t got = xxh3_64(bytes.data() + (sums->begin(k) - b), sums->end(k) - sums->begin(k));
+        if (got != sums->xxh3[k]) {
+          wrong = checksum_mismatch_message(r.shard, sums->begin(k), sums->end(k) - sums->begin(k), sums->xxh3[k], got);
+          break;
+        }
+      }
+      if (wrong.empty()) break;
+      if (attempt == 1)
+        throw Error(url_for_messages(source_.url(r.shard)) + ": fetched twice, both times other than the source's " +
+                    kBlockSumsFile + " says (" + wrong + "); run again to fetch it anew");
+    }
+    write_all_at(fd.get(), bytes, b, p);
     sync_data(fd.get(), p);
     std::lock_guard<std::mutex> lock(mu_);
-    fetched_ += r.length;
+    fetched_ += e - b;
     auto& punched = state_.at(r.shard).punched;
     std::vector<std::pair<uint64_t, uint64_t>> kept;
     for (const auto& [off, len] : punched) {

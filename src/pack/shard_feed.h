@@ -63,9 +63,10 @@ class ShardFeed {
   // Every shard at its size with its header in place (fetched now if not).
   void prepare();
   void start();
-  // Shards not whole yet start over in the next run (their headers may be
-  // what is wrong). Before start().
-  void forget_partial();
+  // Shards not whole yet whose headers were not checked against block
+  // sums start over in the next run (their headers may be what is wrong);
+  // how many. Before start().
+  int forget_partial();
   // Returns once the shards holding `ranges` are whole and verified, and
   // `ranges` are on disk; rethrows a download's error.
   void wait_for(const std::vector<ShardRange>& ranges);

@@ -91,15 +91,24 @@ void RangeFillingStorage::submit(std::span<const Extent> extents) {
       landed(std::string("cannot fetch: ") + err.what());
       continue;
     }
-    std::lock_guard<std::mutex> lock(inbox_->mu);
-    const auto it = inbox_->waiting.find(id);
-    if (it == inbox_->waiting.end()) continue;  // done or cancelled already
-    if (present) {
-      inbox_->waiting.erase(it);
-      ready.push_back(e);
-    } else {
-      it->second.want = want;
+    // A cancel or promote that came while the mirror was being asked did
+    // not know the wait's id yet: it is passed on now.
+    bool withdraw = false, raise = false;
+    {
+      std::lock_guard<std::mutex> lock(inbox_->mu);
+      const auto it = inbox_->waiting.find(id);
+      if (it == inbox_->waiting.end()) {
+        withdraw = !present && want != 0;  // done (then unknown to the mirror: nothing) or cancelled
+      } else if (present) {
+        inbox_->waiting.erase(it);
+        ready.push_back(e);
+      } else {
+        it->second.want = want;
+        raise = e.background && !it->second.extent.background;
+      }
     }
+    if (withdraw) mirror_->withdraw(want);
+    if (raise) mirror_->reprioritize(want, FetchPriority::Demand);
   }
   if (!ready.empty()) inner_->submit(ready);
 }

@@ -197,8 +197,9 @@ RemoteMirror::RemoteMirror(fs::path dir, EnvLookup env, RetryPolicy retry)
     sums_ = read_block_sums(dir_ / kBlockSumsFile);
     for (const auto& [name, f] : sums_->files)
       if (const auto it = files_.find(name); it != files_.end() && it->second.size != f.size)
-        throw Error((dir_ / kBlockSumsFile).string() + ": says " + name + " has " + std::to_string(f.size) +
-                    " bytes; the source has " + std::to_string(it->second.size));
+        throw Error((dir_ / kBlockSumsFile).string() + ": its block sums describe another version of " + name + " (" +
+                    std::to_string(f.size) + " bytes, not the install's " + std::to_string(it->second.size) +
+                    "): the source's sums are stale; install it again into another folder once they are not");
   }
   // The log: only whole lines (a crash may leave a torn last one) that
   // describe a range of a known file; the rest is fetched again when wanted.
@@ -216,7 +217,15 @@ RemoteMirror::RemoteMirror(fs::path dir, EnvLookup env, RetryPolicy retry)
     }
     const auto it = files_.find(name);
     if (it == files_.end() || length == 0 || offset > it->second.size || length > it->second.size - offset) continue;
-    add(present_[name], offset, offset + length);
+    uint64_t b = offset, e = offset + length;
+    if (const BlockSums::File* sums = sums_ ? sums_->find(name) : nullptr) {
+      // Whole checked blocks only: what a torn line (ended by the next
+      // write) says of a block's part is not believed.
+      if (const size_t k = sums->block_of(b); sums->begin(k) != b) b = sums->end(k);
+      if (e < sums->size) e = sums->begin(sums->block_of(e));
+      if (b >= e) continue;
+    }
+    add(present_[name], b, e);
   }
 }
 
@@ -443,6 +452,12 @@ bool RemoteMirror::ensure_all(std::span<const Range> ranges, FetchPriority prior
   return !stopped;
 }
 
+std::pair<uint64_t, uint64_t> RemoteMirror::fetched_span(const Want& w) const {
+  const BlockSums::File* sums = sums_ ? sums_->find(w.file) : nullptr;
+  if (!sums) return {w.begin, w.end};
+  return {sums->begin(sums->block_of(w.begin)), sums->end(sums->block_of(w.end - 1))};
+}
+
 void RemoteMirror::fail_wants_locked(const std::function<bool(const Want&)>& which, const std::string& error,
                                      Calls& calls) {
   for (auto it = wants_.begin(); it != wants_.end();)
@@ -543,9 +558,7 @@ std::optional<RangeRequest> RemoteMirror::next_piece() {
           const Intervals& coming = in_flight_[it->file];
           const Intervals& waiting = landed_[it->file];
           const BlockSums::File* sums = sums_ ? sums_->find(it->file) : nullptr;
-          const uint64_t block = sums ? sums_->block_bytes : 1;
-          const uint64_t want_begin = it->begin / block * block;
-          const uint64_t want_end = sums ? std::min(sums->size, (it->end + block - 1) / block * block) : it->end;
+          const auto [want_begin, want_end] = fetched_span(*it);
           uint64_t at = want_begin;
           for (bool moved = true; moved;) {
             moved = false;
@@ -566,7 +579,10 @@ std::optional<RangeRequest> RemoteMirror::next_piece() {
           const uint64_t piece = pass == FetchPriority::Background ? kBackgroundPieceBytes : kFetchPieceBytes;
           uint64_t gap_end = std::min(want_end, at + piece);
           // A piece that stops short of the want ends on a block's end where it can.
-          if (gap_end < want_end && gap_end / block * block > at) gap_end = gap_end / block * block;
+          if (sums && gap_end < want_end) {
+            const uint64_t cut = sums->begin(sums->block_of(gap_end));
+            if (cut > at) gap_end = cut;
+          }
           for (const Intervals* set : {&have, &coming, &waiting})
             if (auto next = set->upper_bound(at); next != set->end()) gap_end = std::min(gap_end, next->first);
           RangeRequest q;
@@ -624,16 +640,15 @@ std::optional<RangeRequest> RemoteMirror::next_piece() {
 std::string RemoteMirror::check_blocks(const std::string& file, uint64_t begin, uint64_t end, Intervals& good,
                                       Calls& calls) {
   const BlockSums::File& sums = *sums_->find(file);
-  const uint64_t block = sums_->block_bytes;
   // The blocks this piece finished: every byte landed, or there before
   // (bytes of the trunk fetched with a neighbouring range).
-  std::vector<uint64_t> done;
+  std::vector<size_t> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Intervals& waiting = landed_[file];
     add(waiting, begin, end);
-    for (uint64_t k = begin / block; k * block < end; ++k) {
-      const uint64_t b = sums_->block_begin(k), e = sums_->block_end(sums, k);
+    for (size_t k = sums.block_of(begin); k < sums.ends.size() && sums.begin(k) < end; ++k) {
+      const uint64_t b = sums.begin(k), e = sums.end(k);
       uint64_t at = b;
       for (bool moved = true; moved && at < e;) {
         moved = false;
@@ -647,26 +662,31 @@ std::string RemoteMirror::check_blocks(const std::string& file, uint64_t begin, 
       }
       if (at >= e) done.push_back(k);
     }
-    for (uint64_t k : done) remove(waiting, sums_->block_begin(k), sums_->block_end(sums, k));
+    for (size_t k : done) remove(waiting, sums.begin(k), sums.end(k));
   }
   if (done.empty()) return "";
   // Read back from the drive: what is checked is what readers will read.
   const fs::path path = dir_ / file;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return path.string() + ": cannot open: " + std::strerror(errno);
-  std::vector<uint8_t> buf(block);
+  uint64_t longest = 0;
+  for (size_t k : done) longest = std::max(longest, sums.end(k) - sums.begin(k));
+  std::vector<uint8_t> buf(longest);
   std::string error;
-  for (uint64_t k : done) {
-    const uint64_t b = sums_->block_begin(k), n = sums_->block_end(sums, k) - b;
+  for (size_t k : done) {
+    const uint64_t b = sums.begin(k), n = sums.end(k) - b;
     uint64_t got = 0;
+    int read_error = 0;
     while (got < n) {
       const ssize_t r = ::pread(fd, buf.data() + got, n - got, static_cast<off_t>(b + got));
       if (r < 0 && errno == EINTR) continue;
+      if (r < 0) read_error = errno;
       if (r <= 0) break;
       got += static_cast<uint64_t>(r);
     }
     if (got < n) {
-      error = path.string() + ": cannot read back bytes " + std::to_string(b) + "-" + std::to_string(b + n - 1);
+      error = path.string() + ": cannot read back bytes " + std::to_string(b) + "-" + std::to_string(b + n - 1) +
+              " just written: " + (read_error ? std::strerror(read_error) : "the file ends first");
       break;
     }
     const uint64_t h = xxh3_64(buf.data(), n);
@@ -684,9 +704,16 @@ std::string RemoteMirror::check_blocks(const std::string& file, uint64_t begin, 
     bad_blocks_.erase({file, k});
     const std::string message = dir_.string() + " is a streaming install; " + file + " bytes " + std::to_string(b) +
                                 "-" + std::to_string(b + n - 1) + " came from " + source_ +
-                                " twice, both times unlike the source's " + kBlockSumsFile + " says: " +
-                                checksum_mismatch_message(file, b, n, sums.xxh3[k], h) + "; they were not used";
-    fail_wants_locked([&](const Want& w) { return w.file == file && w.begin < b + n && b < w.end; }, message, calls);
+                                " twice, both times other than the source's " + kBlockSumsFile + " says (" +
+                                checksum_mismatch_message(file, b, n, sums.xxh3[k], h) +
+                                "); they were not used (if it lasts, the source or a proxy on the way changes them, "
+                                "or the sums are stale)";
+    fail_wants_locked(
+        [&](const Want& w) {
+          const auto [wb, we] = fetched_span(w);
+          return w.file == file && wb < b + n && b < we;
+        },
+        message, calls);
   }
   ::close(fd);
   return error;
@@ -721,8 +748,14 @@ void RemoteMirror::piece_done(const std::string& file, uint64_t begin, uint64_t 
       remove(landed_[file], begin, end);
       const std::string message = dir_.string() + " is a streaming install; fetching " + file + " bytes " +
                                   std::to_string(begin) + "-" + std::to_string(end - 1) + " failed: " + error;
-      fail_wants_locked([&](const Want& w) { return w.file == file && w.begin < end && begin < w.end; }, message,
-                        calls);
+      // Every wait this piece was fetched for (with block sums, a piece of
+      // a block may lie outside the bytes asked for).
+      fail_wants_locked(
+          [&](const Want& w) {
+            const auto [wb, we] = fetched_span(w);
+            return w.file == file && wb < end && begin < we;
+          },
+          message, calls);
     }
     for (auto it = wants_.begin(); it != wants_.end();)
       if (it->file == file && present_locked(file, it->begin, it->end)) {

@@ -188,6 +188,9 @@ class RemoteMirror {
     uint64_t id = 0;
   };
   using Calls = std::vector<std::pair<std::function<void(const std::string&)>, std::string>>;
+  // The bytes fetched for a wait: its own, widened to whole blocks where
+  // the file has block sums.
+  std::pair<uint64_t, uint64_t> fetched_span(const Want& w) const;
   class PieceWriter;
   void fetch_loop();
   std::optional<RangeRequest> next_piece();

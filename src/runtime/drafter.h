@@ -75,8 +75,9 @@ std::unique_ptr<Drafter> make_model_drafter(Model& draft, const Model& target);
 
 // The target's own next-token-prediction layer (DeepSeek-V3's MTP,
 // model/mtp_layer.h): each sequence keeps an MTP cache in step with its
-// kept tokens, fed the target's hidden states as they come (prompt
-// included); a proposal runs the layer once per token, each further token
+// kept tokens, fed the target's hidden states (prompt included) in batches
+// when it next proposes, at most 256 rows behind; a proposal runs the layer
+// once per token, each further token
 // on the layer's own output (as vLLM drafts k > 1 with one MTP layer),
 // picking as the target's sampler would (the same noise, no penalties).
 // Throws strata::Error when `target` has no MTP layer.

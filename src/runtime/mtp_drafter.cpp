@@ -8,6 +8,13 @@
 // those rows are dropped again once the proposal is made: the next
 // observe() writes the real ones over them.
 //
+// The rows are not fed as the hidden states come: they wait (at most
+// kLagRows of them) until the next proposal, and go in as one batch. While
+// drafting is off (the draft length control found it does not pay) the
+// layer then costs a batched forward every kLagRows tokens instead of a
+// one-row forward every token; the cache is the same either way (the
+// kernels are batch-invariant), so the proposals are too.
+//
 // Positions whose hidden state never came (a session's reused prefix: the
 // target did not run them this time) are fed a zero state, which hnorm
 // keeps zero: the layer sees their tokens alone. Its guesses are then not
@@ -24,6 +31,8 @@ namespace {
 
 // Rows of zero hidden states fed at a time.
 constexpr int64_t kZeroRows = 64;
+// Kept rows waiting to be fed, at most (then fed, drafting or not).
+constexpr int64_t kLagRows = 256;
 
 class MtpStream final : public DraftStream {
  public:
@@ -46,8 +55,9 @@ class MtpStream final : public DraftStream {
   void observe(std::span<const int32_t> tokens, int64_t from, std::span<const float> hidden) override {
     int64_t n = static_cast<int64_t>(hidden.size() / width_);
     const float* h = hidden.data();
-    if (from < fed_) {  // positions it has already: not the contract's, skipped
-      const int64_t skip = std::min(n, fed_ - from);
+    const int64_t known = fed_ + waiting_rows();
+    if (from < known) {  // positions it has already: not the contract's, skipped
+      const int64_t skip = std::min(n, known - from);
       h += static_cast<size_t>(skip) * width_;
       n -= skip;
       from += skip;
@@ -55,11 +65,16 @@ class MtpStream final : public DraftStream {
     if (n <= 0) return;
     if (from + n >= static_cast<int64_t>(tokens.size()))
       throw Error("internal: an MTP stream was handed a hidden state before the token after it");
-    if (from > fed_) feed(tokens, fed_, from - fed_, nullptr);
-    feed(tokens, from, n, h);
+    if (from > known) {  // a gap (never fed): the waiting rows, then zeros for it
+      catch_up(tokens);
+      feed(tokens, fed_, from - fed_, nullptr);
+    }
+    waiting_.insert(waiting_.end(), h, h + static_cast<size_t>(n) * width_);
+    if (waiting_rows() >= kLagRows) catch_up(tokens);
   }
 
   void propose(std::span<const int32_t> tokens, uint64_t first_index, int max, std::vector<int32_t>& out) override {
+    catch_up(tokens);
     const int64_t last = static_cast<int64_t>(tokens.size()) - 1;  // the pending token's position
     // The rows up to the pending token's must all be in: else nothing to go on.
     if (fed_ == 0 || fed_ != last) return;
@@ -80,6 +95,13 @@ class MtpStream final : public DraftStream {
   }
 
  private:
+  int64_t waiting_rows() const { return static_cast<int64_t>(waiting_.size() / width_); }
+  // The waiting rows, fed in batches of at most kLagRows.
+  void catch_up(std::span<const int32_t> tokens) {
+    for (int64_t at = 0, n = waiting_rows(); at < n; at += kLagRows)
+      feed(tokens, fed_, std::min(kLagRows, n - at), waiting_.data() + static_cast<size_t>(at) * width_);
+    waiting_.clear();
+  }
   // MTP rows [p0, p0 + n): token t_{p+1} and hidden state row p - p0 of
   // `hidden` (null: zeros). Keeps the last row's logits and output.
   void feed(std::span<const int32_t> tokens, int64_t p0, int64_t n, const float* hidden) {
@@ -101,6 +123,7 @@ class MtpStream final : public DraftStream {
   size_t width_;
   std::unique_ptr<KvCache> cache_;
   int64_t fed_ = 0;  // MTP rows of the kept sequence in cache_
+  std::vector<float> waiting_;  // hidden states of rows fed_, fed_ + 1, ... not fed yet
   std::vector<Row> rows_;
   std::vector<float> logits_, out_;  // row fed_ - 1's: its logits and output hidden state
   std::vector<float> chain_logits_, chain_in_, chain_out_;
