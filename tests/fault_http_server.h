@@ -21,6 +21,8 @@
 #include <string>
 #include <thread>
 
+#include "loopback_listener.h"
+
 namespace strata::testnet {
 
 enum class Fault { None, Status503, Status429, CutBody, Stall, WrongRange, IgnoreRange, Status403, NewEtag };
@@ -29,17 +31,7 @@ class FaultHttpServer {
  public:
   // `retry_after`: the Retry-After of its 503 and 429 answers.
   explicit FaultHttpServer(std::string body, int retry_after = 0) : body_(std::move(body)), retry_after_(retry_after) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    const int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t n = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &n);
-    port_ = ntohs(a.sin_port);
-    ::listen(fd_, 16);
+    fd_ = listen_on_loopback(port_, 16);
     thread_ = std::thread([this] { serve(); });
   }
   ~FaultHttpServer() {

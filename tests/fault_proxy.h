@@ -30,6 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "loopback_listener.h"
+
 namespace strata::testnet {
 
 enum class ProxyFault { None, Status503, Status429, CutBody, Truncate, WrongBytes, Stall };
@@ -51,17 +53,7 @@ class FaultProxy {
  public:
   FaultProxy(int upstream_port, int every, std::vector<ProxyFault> kinds)
       : upstream_(upstream_port), every_(every), kinds_(std::move(kinds)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    const int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t n = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &n);
-    port_ = ntohs(a.sin_port);
-    ::listen(fd_, 64);
+    fd_ = listen_on_loopback(port_, 64);
     accept_ = std::thread([this] { serve(); });
   }
   ~FaultProxy() {

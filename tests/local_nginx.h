@@ -18,21 +18,16 @@
 #include <string>
 #include <thread>
 
+#include "loopback_listener.h"
 #include "safetensors_writer.h"
 
 namespace strata::testnet {
 
 // A port nothing listens on now (bound, read, released).
 inline int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
-  ::close(s);
-  return ntohs(a.sin_port);
+  int port = 0;
+  ::close(listen_on_loopback(port, 1));
+  return port;
 }
 
 inline bool accepts(int port) {

@@ -47,6 +47,13 @@ std::string read_all(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
+// A file of `size` bytes with none written (a new install's shard).
+void make_sparse(const fs::path& p, size_t size) {
+  std::ofstream sparse(p, std::ios::binary | std::ios::trunc);
+  sparse.seekp(static_cast<std::streamoff>(size - 1));
+  sparse.put('\0');
+}
+
 class MirrorTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -279,11 +286,7 @@ TEST(MirrorFaults, AFailedPieceOfABlockEndsTheWaitsForTheBlock) {
   RemoteMirror::create(dir.path(), source, {{"blob.bin", src.stat("blob.bin")}}, "");
   dir.write("blob.bin", body);  // to sum it; then emptied
   write_block_sums(dir.path() / kBlockSumsFile, compute_block_sums(dir.path(), {"blob.bin"}, 2 << 20));
-  {
-    std::ofstream sparse(dir.path() / "blob.bin", std::ios::binary | std::ios::trunc);
-    sparse.seekp(static_cast<std::streamoff>(body.size() - 1));
-    sparse.put('\0');
-  }
+  make_sparse(dir.path() / "blob.bin", body.size());
   auto mirror = std::make_shared<RemoteMirror>(dir.path());
   mirror->set_connections(1);
   server.then(testnet::Fault::NewEtag);  // the first piece: the file "changed" (final)
@@ -409,11 +412,7 @@ TEST(MirrorFaults, ACancelledGuessAndADroppedWarmUpEndAtOnce) {
   const std::string source = server.url("/m");
   RemoteSource src(parse_source(source));
   RemoteMirror::create(dir.path(), source, {{"blob.bin", src.stat("blob.bin")}}, "");
-  {
-    std::ofstream sparse(dir.path() / "blob.bin", std::ios::binary);
-    sparse.seekp(static_cast<std::streamoff>(body.size() - 1));
-    sparse.put('\0');
-  }
+  make_sparse(dir.path() / "blob.bin", body.size());
   RetryPolicy slow_stall;
   slow_stall.stall_seconds = 30;  // the stall lasts: nothing ends it but the cancel
   auto mirror = std::make_shared<RemoteMirror>(dir.path(), process_env, slow_stall);
