@@ -410,11 +410,44 @@ TEST(DraftLength, DraftsMoreWhenMoreIsAcceptedAndRowsAreCheap) {
   for (int i = 1; i <= 240; ++i)
     if (policy.choose(bad) > 0) probes.push_back(i);
   EXPECT_EQ(probes, (std::vector<int>{15, 47, 111, 239}));
-  // One that keeps drafting skips once every kBaselineEvery steps.
+  // One that keeps drafting skips every 8th step until steps without drafts
+  // are measured, then once every kBaselineEvery steps.
   DraftAcceptance keen = good;
   int skipped = 0;
+  for (int i = 0; i < 64; ++i) skipped += policy.choose(keen) == 0;
+  EXPECT_EQ(skipped, 8);
+  for (int i = 0; i < 5; ++i) policy.record_outcome(false, 1.0, 1);
+  skipped = 0;
   for (int i = 0; i < 2 * DraftLength::kBaselineEvery; ++i) skipped += policy.choose(keen) == 0;
   EXPECT_EQ(skipped, 2);
+}
+
+// What whole steps measured overrules the model: drafting that came out
+// slower per emitted token than not drafting stops, whatever the model
+// says; probes fade that measurement, so drafting runs (and is measured)
+// again after a while, and stays on once it measures faster.
+TEST(DraftLength, DraftingMeasuredSlowerStopsAndIsTriedAgainLater) {
+  DraftLength policy(8);
+  DraftAcceptance good;
+  for (int i = 0; i < 30; ++i) good.record(4, 4);
+  for (int i = 0; i < 20; ++i) {
+    policy.record_step(1, 1.0);
+    policy.record_step(5, 1.1);
+  }
+  EXPECT_GT(policy.choose(good), 0);  // the model: drafting pays
+  for (int i = 0; i < 5; ++i) {
+    policy.record_outcome(false, 1.0, 1);
+    policy.record_outcome(true, 6.0, 4);  // 1.5 s a token drafting, 1.0 without
+  }
+  EXPECT_TRUE(policy.drafting_measured_slower());
+  EXPECT_EQ(policy.choose(good), 0);
+  int tried_again = 0;
+  for (int i = 1; i <= 100 && tried_again == 0; ++i)
+    if (policy.choose(good) > 1) tried_again = i;  // more than a probe's one token
+  EXPECT_EQ(tried_again, 16) << "the first probe (15 idle steps after the refusal) faded it";
+  for (int i = 0; i < 5; ++i) policy.record_outcome(true, 2.0, 4);
+  EXPECT_FALSE(policy.drafting_measured_slower());
+  EXPECT_GT(policy.choose(good), 1);
 }
 
 // Never a one-row step (always drafting, or several sequences): the costs are

@@ -35,6 +35,19 @@ void DraftLength::record_draft(double seconds, int tokens) {
   draft_weight_ = draft_weight_ * kDecay + 1;
 }
 
+void DraftLength::record_outcome(bool drafted, double seconds, uint64_t tokens) {
+  if (tokens == 0 || !(seconds > 0) || !std::isfinite(seconds)) return;
+  const double per = seconds / static_cast<double>(tokens);
+  double& mean = drafted ? on_s_per_token_ : off_s_per_token_;
+  double& w = drafted ? on_weight_ : off_weight_;
+  mean = (mean * w * kDecay + per) / (w * kDecay + 1);
+  w = w * kDecay + 1;
+}
+
+bool DraftLength::drafting_measured_slower() const {
+  return on_weight_ >= kOutcomeWeight && off_weight_ >= kOutcomeWeight && on_s_per_token_ > off_s_per_token_;
+}
+
 bool DraftLength::line(double& t0, double& t1) const {
   double w = 0, r = 0, t = 0;
   int counts = 0;
@@ -86,6 +99,8 @@ int DraftLength::choose(DraftAcceptance& a, size_t base_rows) const {
       best_value = value;
     }
   }
+  // What was measured overrules the model.
+  if (best > 0 && drafting_measured_slower()) best = 0;
   if (best == 0) {
     a.busy_steps = 0;
     if (a.probed) a.probe_every = std::min(2 * a.probe_every, kMaxProbeEvery);  // it did not pay: wait longer
@@ -93,11 +108,15 @@ int DraftLength::choose(DraftAcceptance& a, size_t base_rows) const {
     if (++a.idle_steps >= a.probe_every) {  // try again now and then
       best = 1;
       a.probed = true;
+      // Where the outcome said no, it fades at each probe: after a few,
+      // drafting runs a few steps to be measured again.
+      if (drafting_measured_slower()) on_weight_ *= 0.5;
     }
   } else {
     a.probed = false;
     a.probe_every = kProbeEvery;
-    if (++a.busy_steps >= kBaselineEvery) {
+    // Until steps without drafts are measured, every 8th; then every kBaselineEvery-th.
+    if (++a.busy_steps >= (off_weight_ < kOutcomeWeight ? 8 : kBaselineEvery)) {
       best = 0;  // measure the step without drafts now and then
       a.busy_steps = 0;
     }

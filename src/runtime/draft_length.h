@@ -18,13 +18,25 @@
 // after kProbeEvery steps, and each probe that does not lead to drafting
 // doubles the wait (up to kMaxProbeEvery): a probe costs the drafter's
 // catching up on every token since the last one. One that keeps drafting
-// skips it once every kBaselineEvery steps, so that both the acceptance and
-// the step without drafts stay measured. d is measured on proposals that
+// skips it once every kBaselineEvery steps (every 8th until steps without
+// drafts have been measured), so that both the acceptance and the step
+// without drafts stay measured. d is measured on proposals that
 // follow a drafting step (the scheduler's record_draft), not on probes,
-// whose catching up says nothing of what drafting on costs. Not adaptive
-// (benchmarks at a fixed length, tests): always max.
+// whose catching up says nothing of what drafting on costs.
+//
+// The model above can miss costs (a drafter's own bookkeeping, rolling a
+// cache back, per-row work outside the forward). So the outcome is measured
+// too: the wall time per emitted token of whole steps that drafted (after a
+// drafting step) and of steps that did not (record_outcome). Once both are
+// measured, drafting that is slower per token than not drafting is turned
+// off whatever the model says; each probe while that holds halves the
+// weight of the drafting measurement, so that after a few probes drafting
+// runs a few steps to be measured again (conditions change: a stretch of
+// code after prose). Not adaptive (benchmarks at a fixed length,
+// tests): always max.
 #include <array>
 #include <cstddef>
+#include <cstdint>
 
 namespace strata {
 
@@ -57,8 +69,15 @@ class DraftLength {
   void record_step(size_t rows, double seconds);
   // The drafter took `seconds` to propose `tokens` tokens.
   void record_draft(double seconds, int tokens);
+  // A whole decode step (drafting included) took `seconds` and emitted
+  // `tokens`; `drafted`: its sequences drafted, after a drafting step.
+  void record_outcome(bool drafted, double seconds, uint64_t tokens);
+  // Whether drafting measured slower per emitted token than not drafting.
+  bool drafting_measured_slower() const;
   // C(k) above for a step of `base_rows` rows.
   double cost(int k, size_t base_rows) const;
+  // Samples (decayed) each side needs before the outcomes overrule the model.
+  static constexpr double kOutcomeWeight = 3;
 
  private:
   // t(r) = t0 + t1·r; false until two row counts are measured.
@@ -69,6 +88,10 @@ class DraftLength {
   std::array<double, kMaxRows + 1> step_s_{};  // EMA of step time by row count
   std::array<double, kMaxRows + 1> weight_{};  // samples behind each (decayed)
   double draft_s_per_token_ = 0, draft_weight_ = 0;
+  // Seconds per emitted token of whole steps, without and with drafting.
+  // Mutable: a probe in choose() halves the drafting side's weight.
+  double off_s_per_token_ = 0, off_weight_ = 0;
+  mutable double on_s_per_token_ = 0, on_weight_ = 0;
 };
 
 }  // namespace strata

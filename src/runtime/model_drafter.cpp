@@ -3,6 +3,15 @@
 // where they part after a rejection), and proposes by running the draft
 // model one row at a time, picking as the target's sampler would (the same
 // noise, no penalties).
+//
+// A proposal after steps without drafting (a probe of the draft length
+// control) does not catch up on every token since the last one: more than
+// kWindowTokens behind, the cache starts over at the last kWindowTokens
+// tokens (at positions from 0: RoPE sees the same distances, the model less
+// context), so that drafting costs nothing while it is off and a probe at
+// most a window. So does a recurrent draft model after a rejection (its
+// state cannot rewind) and one near the end of its context. The output
+// never depends on it; only how much is accepted.
 #include <algorithm>
 
 #include "model/model.h"
@@ -12,6 +21,8 @@
 namespace strata {
 
 namespace {
+
+constexpr int64_t kWindowTokens = 32;
 
 class ModelStream final : public DraftStream {
  public:
@@ -34,25 +45,34 @@ class ModelStream final : public DraftStream {
   void propose(std::span<const int32_t> tokens, uint64_t first_index, int max, std::vector<int32_t>& out) override {
     if (max <= 0 || tokens.empty()) return;
     const int64_t L = static_cast<int64_t>(tokens.size());
-    max = static_cast<int>(std::min<int64_t>(max, draft_.context() - L));
-    if (max <= 0) return;  // the draft model's context is shorter
-    // Keep what the cache holds of `tokens`, all but the last at most (its
-    // logits are needed).
+    // Keep what the cache holds of `tokens` (from base_ on), all but the
+    // last at most (its logits are needed).
     size_t common = 0;
-    while (common < cached_.size() && common + 1 < tokens.size() && cached_[common] == tokens[common]) ++common;
-    if (!cache_ || !cache_->can_rewind_to(static_cast<int64_t>(common))) {
+    const auto tail = base_ < L ? tokens.subspan(static_cast<size_t>(base_)) : std::span<const int32_t>();
+    while (common < cached_.size() && common + 1 < tail.size() && cached_[common] == tail[common]) ++common;
+    const bool behind = L - (base_ + static_cast<int64_t>(common)) > kWindowTokens;
+    const bool full = L - base_ + max > draft_.context();
+    // Start over at the last window: far behind, near the end of the draft
+    // model's context, or a cache that cannot rewind to where the sequence
+    // parted from it (a recurrent state).
+    if (!cache_ || behind || full || !cache_->can_rewind_to(static_cast<int64_t>(common))) {
+      base_ = std::max<int64_t>(0, L - kWindowTokens);
       cache_ = draft_.new_cache();
       common = 0;
     }
+    const auto fed = tokens.subspan(static_cast<size_t>(base_));
+    const int64_t n = static_cast<int64_t>(fed.size());
+    max = static_cast<int>(std::min<int64_t>(max, draft_.context() - n));
+    if (max <= 0) return;  // the draft model's context is shorter
     cache_->set_length(static_cast<int64_t>(common));
-    cached_.assign(tokens.begin(), tokens.end());
+    cached_.assign(fed.begin(), fed.end());
     logits_.resize(static_cast<size_t>(draft_.config().vocab_size));
-    draft_.prefill(tokens, common, *cache_, logits_.data());
+    draft_.prefill(fed, common, *cache_, logits_.data());
     for (int i = 0;; ++i) {
       const int32_t t = pick_token(logits_, sampling_, first_index + static_cast<uint64_t>(i));
       out.push_back(t);
       if (i + 1 == max) break;
-      const Row row{t, L + i, cache_.get(), true};
+      const Row row{t, n + i, cache_.get(), true};
       draft_.forward(std::span<const Row>(&row, 1), logits_.data());
       cached_.push_back(t);
     }
@@ -62,7 +82,8 @@ class ModelStream final : public DraftStream {
   Model& draft_;
   SamplingParams sampling_;
   std::unique_ptr<KvCache> cache_;
-  std::vector<int32_t> cached_;  // the tokens whose rows cache_ holds
+  int64_t base_ = 0;              // the position in the sequence of cache_'s row 0
+  std::vector<int32_t> cached_;  // the tokens whose rows cache_ holds (from base_)
   std::vector<float> logits_;
 };
 

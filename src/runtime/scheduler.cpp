@@ -47,7 +47,8 @@ struct Scheduler::Sequence {
   // Speculation (null: this sequence does not draft).
   std::unique_ptr<DraftStream> draft;
   bool draft_prepared = false;  // DraftStream::prepare() ran
-  bool drafted_last = false;    // the last step had drafted rows
+  bool drafted_last = false;    // the last step had drafted rows (or fed rows again after drafting)
+  bool probing = false;         // this step drafts after steps that did not (catching up)
   DraftAcceptance acceptance;
   std::vector<int32_t> drafted;  // this step's, fed after `pending`
   // Kept tokens whose rows were rolled back with a recurrent state: those at
@@ -225,10 +226,7 @@ void Scheduler::draft(Sequence& s, size_t base_rows, size_t room) {
   // Kept tokens fed again after a rollback come first, alone: a snapshot
   // taken now would lie before them, and the next rollback would feed them
   // once more.
-  if (s.refeed > 0) {
-    s.drafted_last = false;
-    return;
-  }
+  if (s.refeed > 0) return;  // (a part of drafting: drafted_last stays)
   // Room: the step emits up to k + 1 tokens, at positions up to pos + k.
   const int64_t room_tokens = static_cast<int64_t>(s.req.max_tokens) - static_cast<int64_t>(s.output.size()) - 1;
   const int64_t room_context = model_.context() - 1 - s.pos;
@@ -241,6 +239,7 @@ void Scheduler::draft(Sequence& s, size_t base_rows, size_t room) {
   if (chosen > 0 && k <= 0) s.acceptance = before;
   const bool drafting_on = s.drafted_last;
   s.drafted_last = k > 0;
+  s.probing = k > 0 && !drafting_on;
   if (k <= 0) return;
   try {
     // A drafter that fails drafts no more for this sequence; the sequence
@@ -282,11 +281,13 @@ void Scheduler::stop_drafting(Sequence& s, const std::exception& e) {
 }
 
 void Scheduler::forward_step() {
+  const auto step_begin = Clock::now();
   rows_.clear();
   logit_owners_.clear();
   hidden_owners_.clear();
   size_t base_rows = 0;  // one per decoding sequence, and rows fed again
   bool prefilling = false;
+  bool outcome_drafted = false, outcome_probe = false;
   for (auto& s : running_)
     if (!s->ended) {
       if (s->decoding) base_rows += 1 + s->refeed;
@@ -299,6 +300,10 @@ void Scheduler::forward_step() {
     if (!s->ended && s->decoding) {
       draft(*s, base_rows, draft_room);
       draft_room -= std::min(draft_room, s->drafted.size());
+      // The step's outcome counts for drafting (rows fed again after a
+      // rollback are drafting's cost too), unless a sequence catches up.
+      if (!s->drafted.empty() && s->probing) outcome_probe = true;
+      if (!s->drafted.empty() || s->refeed > 0) outcome_drafted = true;
       s->refed_now = s->refeed;
       const bool hidden = s->hidden && s->draft;  // a drafter that failed reads no more
       for (size_t i = s->refeed; i > 0; --i) {
@@ -382,6 +387,9 @@ void Scheduler::forward_step() {
   if (rows_.size() == decode_rows && dt > 0) {
     stats_.decode_tok_s = 0.8 * stats_.decode_tok_s + 0.2 * (static_cast<double>(emitted) / dt);
     draft_length_.record_step(decode_rows, step_s);
+    if (!outcome_probe)
+      draft_length_.record_outcome(outcome_drafted,
+                                   std::chrono::duration<double>(Clock::now() - step_begin).count(), emitted);
   }
 }
 
