@@ -410,16 +410,22 @@ TEST(DraftLength, DraftsMoreWhenMoreIsAcceptedAndRowsAreCheap) {
   for (int i = 1; i <= 240; ++i)
     if (policy.choose(bad) > 0) probes.push_back(i);
   EXPECT_EQ(probes, (std::vector<int>{15, 47, 111, 239}));
-  // One that keeps drafting skips every 8th step until steps without drafts
-  // are measured, then once every kBaselineEvery steps.
+  // One that keeps drafting skips kBaselineSteps steps in a row after every
+  // 16 until steps without drafts are measured, then after every kBaselineEvery.
   DraftAcceptance keen = good;
   int skipped = 0;
   for (int i = 0; i < 64; ++i) skipped += policy.choose(keen) == 0;
-  EXPECT_EQ(skipped, 8);
+  EXPECT_EQ(skipped, 3 * DraftLength::kBaselineSteps);  // 3 rounds of 15 drafting steps and a baseline, then 1
   for (int i = 0; i < 5; ++i) policy.record_outcome(false, 1.0, 1);
+  DraftAcceptance steady = good;
   skipped = 0;
-  for (int i = 0; i < 2 * DraftLength::kBaselineEvery; ++i) skipped += policy.choose(keen) == 0;
-  EXPECT_EQ(skipped, 2);
+  for (int i = 0; i < 2 * DraftLength::kBaselineEvery; ++i) skipped += policy.choose(steady) == 0;
+  EXPECT_EQ(skipped, DraftLength::kBaselineSteps);
+  // A sequence that starts with a baseline skips its first steps.
+  DraftAcceptance fresh = good;
+  fresh.baseline_left = DraftLength::kBaselineSteps;
+  for (int i = 0; i < DraftLength::kBaselineSteps; ++i) EXPECT_EQ(policy.choose(fresh), 0);
+  EXPECT_GT(policy.choose(fresh), 0);
 }
 
 // What whole steps measured overrules the model: drafting that came out

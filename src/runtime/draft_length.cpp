@@ -87,6 +87,10 @@ double DraftLength::cost(int k, size_t base_rows) const {
 
 int DraftLength::choose(DraftAcceptance& a, size_t base_rows) const {
   if (max_ <= 0 || !adaptive_) return max_;
+  if (a.baseline_left > 0) {  // measuring steps without drafts
+    --a.baseline_left;
+    return 0;
+  }
   const double rate = std::clamp(a.rate(), 0.0, 0.999);
   int best = 0;
   double best_value = 1.0, expected = 1.0, term = 1.0;
@@ -115,10 +119,11 @@ int DraftLength::choose(DraftAcceptance& a, size_t base_rows) const {
   } else {
     a.probed = false;
     a.probe_every = kProbeEvery;
-    // Until steps without drafts are measured, every 8th; then every kBaselineEvery-th.
-    if (++a.busy_steps >= (off_weight_ < kOutcomeWeight ? 8 : kBaselineEvery)) {
+    // Until steps without drafts are measured, after every 16; then every kBaselineEvery.
+    if (++a.busy_steps >= (off_weight_ < kOutcomeWeight ? 16 : kBaselineEvery)) {
       best = 0;  // measure the step without drafts now and then
       a.busy_steps = 0;
+      a.baseline_left = kBaselineSteps - 1;
     }
   }
   if (best > 0) a.idle_steps = 0;

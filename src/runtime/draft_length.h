@@ -18,9 +18,14 @@
 // after kProbeEvery steps, and each probe that does not lead to drafting
 // doubles the wait (up to kMaxProbeEvery): a probe costs the drafter's
 // catching up on every token since the last one. One that keeps drafting
-// skips it once every kBaselineEvery steps (every 8th until steps without
-// drafts have been measured), so that both the acceptance and the step
-// without drafts stay measured. d is measured on proposals that
+// skips it for kBaselineSteps steps in a row once every kBaselineEvery
+// steps (every 16 until steps without drafts have been measured), and a
+// sequence starts with such a baseline (the scheduler sets baseline_left),
+// so that both the acceptance and the step without drafts stay measured.
+// Only a baseline's later steps measure a step without drafts fairly: the
+// first ones after drafting run with the drafter's weights in the CPU's
+// caches instead of the target's (measured: twice the time of a steady
+// step on the 2-core machine); the scheduler reports from the third on. d is measured on proposals that
 // follow a drafting step (the scheduler's record_draft), not on probes,
 // whose catching up says nothing of what drafting on costs.
 //
@@ -47,6 +52,7 @@ struct DraftAcceptance {
   int busy_steps = 0;              // steps since it last did not
   int probe_every = 16;            // idle steps before the next probe (DraftLength::kProbeEvery, doubling)
   bool probed = false;             // the last choice was a probe
+  int baseline_left = 0;           // steps still to skip in this baseline
   double rate() const { return accepted / tried; }
   // After a verification: `tried` drafted tokens compared with what the
   // model picked (the accepted ones and the first rejected), `accepted` kept.
@@ -58,6 +64,7 @@ class DraftLength {
   static constexpr int kProbeEvery = 16;
   static constexpr int kMaxProbeEvery = 256;
   static constexpr int kBaselineEvery = 64;
+  static constexpr int kBaselineSteps = 6;
   static constexpr size_t kMaxRows = 256;
 
   explicit DraftLength(int max, bool adaptive = true) : max_(max), adaptive_(adaptive) {}
@@ -70,7 +77,9 @@ class DraftLength {
   // The drafter took `seconds` to propose `tokens` tokens.
   void record_draft(double seconds, int tokens);
   // A whole decode step (drafting included) took `seconds` and emitted
-  // `tokens`; `drafted`: its sequences drafted, after a drafting step.
+  // `tokens`; `drafted`: its sequences drafted, after a drafting step. The
+  // scheduler reports a step without drafts only as the third or later of
+  // a run of them.
   void record_outcome(bool drafted, double seconds, uint64_t tokens);
   // Whether drafting measured slower per emitted token than not drafting.
   bool drafting_measured_slower() const;

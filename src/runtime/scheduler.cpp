@@ -215,6 +215,7 @@ void Scheduler::start(Sequence& s) {
   if (options_.drafter && s.req.draft && draft_length_.max() > 0) {
     s.draft = options_.drafter->start(s.req.sampling);
     s.hidden = s.draft->wants_hidden();
+    s.acceptance.baseline_left = DraftLength::kBaselineSteps;  // steps without drafts measured first
   }
   if (s.req.tokenizer) s.text = std::make_unique<TextStream>(*s.req.tokenizer, s.req.stop_strings);
 }
@@ -387,7 +388,10 @@ void Scheduler::forward_step() {
   if (rows_.size() == decode_rows && dt > 0) {
     stats_.decode_tok_s = 0.8 * stats_.decode_tok_s + 0.2 * (static_cast<double>(emitted) / dt);
     draft_length_.record_step(decode_rows, step_s);
-    if (!outcome_probe)
+    // The first steps without drafts after drafting are not fair samples
+    // (the drafter's weights are in the CPU's caches, not the target's).
+    off_run_ = outcome_drafted || outcome_probe ? 0 : off_run_ + 1;
+    if (!outcome_probe && (outcome_drafted || off_run_ >= 3))
       draft_length_.record_outcome(outcome_drafted,
                                    std::chrono::duration<double>(Clock::now() - step_begin).count(), emitted);
   }

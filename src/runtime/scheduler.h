@@ -160,6 +160,7 @@ class Scheduler {
   // Hands each drafter the hidden states of the rows its sequence kept.
   void hand_hidden_states();
   DraftLength draft_length_;
+  int off_run_ = 0;  // decode steps in a row without drafts (runtime/draft_length.h)
   std::vector<float> logits_;
   std::vector<float> hidden_;
 };
