@@ -448,9 +448,10 @@ TEST(DraftLength, DraftingMeasuredSlowerStopsAndIsTriedAgainLater) {
   EXPECT_TRUE(policy.drafting_measured_slower());
   EXPECT_EQ(policy.choose(good), 0);
   int tried_again = 0;
-  for (int i = 1; i <= 100 && tried_again == 0; ++i)
+  for (int i = 1; i <= 2 * DraftLength::kMaxProbeEvery && tried_again == 0; ++i)
     if (policy.choose(good) > 1) tried_again = i;  // more than a probe's one token
-  EXPECT_EQ(tried_again, 16) << "the first probe (15 idle steps after the refusal) faded it";
+  EXPECT_EQ(tried_again, DraftLength::kMaxProbeEvery)
+      << "the first probe (kMaxProbeEvery - 1 idle steps after the refusal) faded it";
   for (int i = 0; i < 5; ++i) policy.record_outcome(true, 2.0, 4);
   EXPECT_FALSE(policy.drafting_measured_slower());
   EXPECT_GT(policy.choose(good), 1);

@@ -103,11 +103,14 @@ int DraftLength::choose(DraftAcceptance& a, size_t base_rows) const {
       best_value = value;
     }
   }
-  // What was measured overrules the model.
-  if (best > 0 && drafting_measured_slower()) best = 0;
+  // What was measured overrules the model; then probes come at the longest
+  // wait at once (each costs a catch-up, and the caches' refill after it).
+  const bool refused = best > 0 && drafting_measured_slower();
+  if (refused) best = 0;
   if (best == 0) {
     a.busy_steps = 0;
     if (a.probed) a.probe_every = std::min(2 * a.probe_every, kMaxProbeEvery);  // it did not pay: wait longer
+    if (refused) a.probe_every = kMaxProbeEvery;
     a.probed = false;
     if (++a.idle_steps >= a.probe_every) {  // try again now and then
       best = 1;

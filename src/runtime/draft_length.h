@@ -34,7 +34,9 @@
 // too: the wall time per emitted token of whole steps that drafted (after a
 // drafting step) and of steps that did not (record_outcome). Once both are
 // measured, drafting that is slower per token than not drafting is turned
-// off whatever the model says; each probe while that holds halves the
+// off whatever the model says, the next probe kMaxProbeEvery steps away
+// (a probe costs a catch-up and the CPU caches' refill after it); each
+// probe while that holds halves the
 // weight of the drafting measurement, so that after a few probes drafting
 // runs a few steps to be measured again (conditions change: a stretch of
 // code after prose). Not adaptive (benchmarks at a fixed length,
