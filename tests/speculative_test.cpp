@@ -137,6 +137,61 @@ TEST_P(Speculative, OutputIsTheSameWithAnyDrafter) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, Speculative, ::testing::ValuesIn(fixture_model_dirs()),
                          [](const auto& info) { return info.param.filename().string(); });
 
+// The draft length as it runs for users (adaptive: baselines, probes, the
+// measured outcome turning drafting off and on, the drafters' catch-up
+// windows restarting their caches, a recurrent target's rollbacks) over
+// longer runs: the output is still that of no drafting, bit for bit.
+TEST(SpeculativeAdaptive, LongRunsGiveTheBitsOfNoDrafting) {
+  for (const char* name : {"ds_mtp", "k3_bf16"}) {
+    SCOPED_TRACE(name);
+    auto m = load(kModels / name);
+    auto self = make_model_drafter(*m, *m);
+    auto ngram = make_ngram_drafter();
+    auto mtp = m->mtp_layers().empty() ? nullptr : make_mtp_drafter(*m);
+    for (const SamplingParams& sp : {SamplingParams{}, SamplingParams{0.9f, 99}}) {
+      GenerateOptions g;
+      g.max_new_tokens = 160;
+      g.keep_logits = true;
+      g.sampling = sp;
+      const GenerateResult want = generate(*m, kPrompt, g);
+      std::vector<Drafter*> drafters = {self.get(), ngram.get()};
+      if (mtp) drafters.push_back(mtp.get());
+      for (Drafter* d : drafters) {
+        SCOPED_TRACE(d->name());
+        g.drafter = d;
+        g.draft_max = 4;
+        g.draft_adaptive = true;
+        const GenerateResult got = generate(*m, kPrompt, g);
+        expect_same_bits(want.tokens, want.logits, got.tokens, got.logits);
+      }
+    }
+  }
+}
+
+// A draft model far behind starts over at the last 32 tokens, at positions
+// from 0: its proposal is that of a fresh stream given only those tokens.
+TEST(ModelDrafterWindow, FarBehindItProposesAsAFreshStreamOfTheLastWindow) {
+  auto m = load(kModels / "qwen_gqa");
+  auto drafter = make_model_drafter(*m, *m);
+  std::vector<int32_t> seq(kPrompt.begin(), kPrompt.end());
+  for (int i = 0; seq.size() < 100; ++i) seq.push_back(3 + (i * 37) % 200);
+  const SamplingParams greedy;
+  auto stream = drafter->start(greedy);
+  stream->prepare(std::span<const int32_t>(seq).first(kPrompt.size()));
+  std::vector<int32_t> out;
+  stream->propose(std::span<const int32_t>(seq).first(kPrompt.size()), 0, 3, out);
+  ASSERT_EQ(out.size(), 3u);
+  out.clear();
+  stream->propose(seq, 0, 4, out);  // 100 - kPrompt.size() tokens behind
+  const std::span<const int32_t> window = std::span<const int32_t>(seq).last(32);
+  auto fresh = drafter->start(greedy);
+  fresh->prepare(window);
+  std::vector<int32_t> want;
+  fresh->propose(window, 0, 4, want);
+  ASSERT_EQ(want.size(), 4u);
+  EXPECT_EQ(out, want);
+}
+
 // The oracle under the longest draft: acceptance is counted as it happened.
 TEST(SpeculativeCounts, AcceptedTokensAreTheDraftedOnesKept) {
   auto m = load(kModels / "qwen_gqa");
@@ -243,7 +298,7 @@ TEST(SpeculativeSession, ARecurrentModelsSessionIsReusedAsWithoutDrafting) {
 }
 
 // The MTP drafter on a reused session: the target computes no hidden states
-// for the reused prefix, so the MTP cache gets zero states there (runtime/
+// for the reused prefix, so the MTP cache starts over after it (runtime/
 // mtp_drafter.cpp); it drafts on, and the output is that of no drafting.
 TEST(SpeculativeSession, AnMtpDraftersSessionIsReusedAsWithoutDrafting) {
   auto m = load(kModels / "ds_mtp");
@@ -448,8 +503,11 @@ TEST(DraftLength, DraftingMeasuredSlowerStopsAndIsTriedAgainLater) {
   EXPECT_TRUE(policy.drafting_measured_slower());
   EXPECT_EQ(policy.choose(good), 0);
   int tried_again = 0;
-  for (int i = 1; i <= 2 * DraftLength::kMaxProbeEvery && tried_again == 0; ++i)
-    if (policy.choose(good) > 1) tried_again = i;  // more than a probe's one token
+  for (int i = 1; i <= 2 * DraftLength::kMaxProbeEvery && tried_again == 0; ++i) {
+    const int k = policy.choose(good);
+    if (k > 0 && good.probed) policy.note_probe();  // the scheduler's part: the probe ran
+    if (k > 1) tried_again = i;                     // more than a probe's one token
+  }
   EXPECT_EQ(tried_again, DraftLength::kMaxProbeEvery)
       << "the first probe (kMaxProbeEvery - 1 idle steps after the refusal) faded it";
   for (int i = 0; i < 5; ++i) policy.record_outcome(true, 2.0, 4);

@@ -48,6 +48,12 @@ bool DraftLength::drafting_measured_slower() const {
   return on_weight_ >= kOutcomeWeight && off_weight_ >= kOutcomeWeight && on_s_per_token_ > off_s_per_token_;
 }
 
+void DraftLength::note_probe() {
+  // Where the outcome said no, it fades at each probe: after a few,
+  // drafting runs a few steps to be measured again.
+  if (drafting_measured_slower()) on_weight_ *= 0.5;
+}
+
 bool DraftLength::line(double& t0, double& t1) const {
   double w = 0, r = 0, t = 0;
   int counts = 0;
@@ -115,18 +121,19 @@ int DraftLength::choose(DraftAcceptance& a, size_t base_rows) const {
     if (++a.idle_steps >= a.probe_every) {  // try again now and then
       best = 1;
       a.probed = true;
-      // Where the outcome said no, it fades at each probe: after a few,
-      // drafting runs a few steps to be measured again.
-      if (drafting_measured_slower()) on_weight_ *= 0.5;
+
     }
   } else {
     a.probed = false;
     a.probe_every = kProbeEvery;
-    // Until steps without drafts are measured, after every 16; then every kBaselineEvery.
-    if (++a.busy_steps >= (off_weight_ < kOutcomeWeight ? 16 : kBaselineEvery)) {
+    // Until steps without drafts are measured, after every 16 (three times
+    // at most); then every kBaselineEvery.
+    const bool early = off_weight_ < kOutcomeWeight && a.baselines < 3;
+    if (++a.busy_steps >= (early ? 16 : kBaselineEvery)) {
       best = 0;  // measure the step without drafts now and then
       a.busy_steps = 0;
       a.baseline_left = kBaselineSteps - 1;
+      a.baselines += early ? 1 : 0;
     }
   }
   if (best > 0) a.idle_steps = 0;

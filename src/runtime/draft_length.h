@@ -19,7 +19,9 @@
 // doubles the wait (up to kMaxProbeEvery): a probe costs the drafter's
 // catching up on every token since the last one. One that keeps drafting
 // skips it for kBaselineSteps steps in a row once every kBaselineEvery
-// steps (every 16 until steps without drafts have been measured), and a
+// steps (every 16 until steps without drafts have been measured, three
+// times at most: with several sequences their baselines seldom coincide,
+// and only a step in which none drafts measures one), and a
 // sequence starts with such a baseline (the scheduler sets baseline_left),
 // so that both the acceptance and the step without drafts stay measured.
 // Only a baseline's later steps measure a step without drafts fairly: the
@@ -55,6 +57,7 @@ struct DraftAcceptance {
   int probe_every = 16;            // idle steps before the next probe (DraftLength::kProbeEvery, doubling)
   bool probed = false;             // the last choice was a probe
   int baseline_left = 0;           // steps still to skip in this baseline
+  int baselines = 0;               // baselines taken at the short interval
   double rate() const { return accepted / tried; }
   // After a verification: `tried` drafted tokens compared with what the
   // model picked (the accepted ones and the first rejected), `accepted` kept.
@@ -85,6 +88,9 @@ class DraftLength {
   void record_outcome(bool drafted, double seconds, uint64_t tokens);
   // Whether drafting measured slower per emitted token than not drafting.
   bool drafting_measured_slower() const;
+  // A probe chosen by choose() ran (it had room): while drafting measures
+  // slower, each one halves the weight of that measurement.
+  void note_probe();
   // C(k) above for a step of `base_rows` rows.
   double cost(int k, size_t base_rows) const;
   // Samples (decayed) each side needs before the outcomes overrule the model.
@@ -100,9 +106,8 @@ class DraftLength {
   std::array<double, kMaxRows + 1> weight_{};  // samples behind each (decayed)
   double draft_s_per_token_ = 0, draft_weight_ = 0;
   // Seconds per emitted token of whole steps, without and with drafting.
-  // Mutable: a probe in choose() halves the drafting side's weight.
   double off_s_per_token_ = 0, off_weight_ = 0;
-  mutable double on_s_per_token_ = 0, on_weight_ = 0;
+  double on_s_per_token_ = 0, on_weight_ = 0;
 };
 
 }  // namespace strata

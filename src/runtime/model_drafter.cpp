@@ -34,7 +34,9 @@ class ModelStream final : public DraftStream {
   // The prompt into the draft model's cache (all but the last token, whose
   // logits the first propose() needs).
   void prepare(std::span<const int32_t> tokens) override {
-    if (tokens.size() < 2 || static_cast<int64_t>(tokens.size()) > draft_.context()) return;
+    // (A prompt near the end of the draft model's context is left to the
+    // first proposal, which starts at its last window.)
+    if (tokens.size() < 2 || static_cast<int64_t>(tokens.size()) + kWindowTokens > draft_.context()) return;
     cache_ = draft_.new_cache();
     logits_.resize(static_cast<size_t>(draft_.config().vocab_size));
     const auto head = tokens.first(tokens.size() - 1);
@@ -63,7 +65,7 @@ class ModelStream final : public DraftStream {
     const auto fed = tokens.subspan(static_cast<size_t>(base_));
     const int64_t n = static_cast<int64_t>(fed.size());
     max = static_cast<int>(std::min<int64_t>(max, draft_.context() - n));
-    if (max <= 0) return;  // the draft model's context is shorter
+    if (max <= 0) return;  // the draft model's context is shorter than a window and a token
     cache_->set_length(static_cast<int64_t>(common));
     cached_.assign(fed.begin(), fed.end());
     logits_.resize(static_cast<size_t>(draft_.config().vocab_size));

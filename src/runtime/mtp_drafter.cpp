@@ -68,10 +68,12 @@ class MtpStream final : public DraftStream {
       wait_from_ = from;
     }
     waiting_.insert(waiting_.end(), h, h + static_cast<size_t>(n) * width_);
-    // The prompt goes in whole, before any proposal (as a draft model's
-    // prepare() catches up on it); later, only a window waits.
-    if (!proposed_) {
-      if (waiting_rows() >= kWindowRows) catch_up(tokens);
+    // The prompt goes in whole (as a draft model's prepare() catches up on
+    // it), its last rows once it is all there (then the rows reach the
+    // token before the pending one); later, only a window waits.
+    if (!prompt_in_) {
+      prompt_in_ = from + n + 1 == static_cast<int64_t>(tokens.size());
+      if (prompt_in_ || waiting_rows() >= kWindowRows) catch_up(tokens);
       return;
     }
     if (const int64_t excess = waiting_rows() - kWindowRows; excess > 0) {
@@ -81,7 +83,7 @@ class MtpStream final : public DraftStream {
   }
 
   void propose(std::span<const int32_t> tokens, uint64_t first_index, int max, std::vector<int32_t>& out) override {
-    proposed_ = true;
+    prompt_in_ = true;
     catch_up(tokens);
     const int64_t last = static_cast<int64_t>(tokens.size()) - 1;  // the pending token's position
     // The rows up to the pending token's must all be in: else nothing to go on.
@@ -130,7 +132,7 @@ class MtpStream final : public DraftStream {
   int64_t base_ = 0, fed_ = 0;
   std::vector<float> waiting_;  // hidden states of positions wait_from_, wait_from_ + 1, ... not fed yet
   int64_t wait_from_ = 0;
-  bool proposed_ = false;
+  bool prompt_in_ = false;  // the prompt's rows are all in: from now on only a window waits
   std::vector<Row> rows_;
   std::vector<float> logits_, out_;  // row fed_ - 1's: its logits and output hidden state
   std::vector<float> chain_logits_, chain_in_, chain_out_;

@@ -241,6 +241,7 @@ void Scheduler::draft(Sequence& s, size_t base_rows, size_t room) {
   const bool drafting_on = s.drafted_last;
   s.drafted_last = k > 0;
   s.probing = k > 0 && !drafting_on;
+  if (k > 0 && s.acceptance.probed) draft_length_.note_probe();
   if (k <= 0) return;
   try {
     // A drafter that fails drafts no more for this sequence; the sequence
@@ -303,7 +304,8 @@ void Scheduler::forward_step() {
       draft_room -= std::min(draft_room, s->drafted.size());
       // The step's outcome counts for drafting (rows fed again after a
       // rollback are drafting's cost too), unless a sequence catches up.
-      if (!s->drafted.empty() && s->probing) outcome_probe = true;
+      // (A probe's rollback, fed again in the next step, is the probe's.)
+      if ((!s->drafted.empty() || s->refeed > 0) && s->probing) outcome_probe = true;
       if (!s->drafted.empty() || s->refeed > 0) outcome_drafted = true;
       s->refed_now = s->refeed;
       const bool hidden = s->hidden && s->draft;  // a drafter that failed reads no more
@@ -378,6 +380,10 @@ void Scheduler::forward_step() {
     emitted += s.output.size() - before;
   }
   hand_hidden_states();
+  // The first steps without drafts after drafting are not fair samples
+  // (the drafter's weights are in the CPU's caches, not the target's): a
+  // run of them is counted over every step, prompt chunks or not.
+  off_run_ = outcome_drafted || outcome_probe ? 0 : off_run_ + 1;
   // What a row costs the draft length is the whole step's: the forward and,
   // per row, sampling, verifying and handing out (in a small model those
   // are a large share).
@@ -388,9 +394,6 @@ void Scheduler::forward_step() {
   if (rows_.size() == decode_rows && dt > 0) {
     stats_.decode_tok_s = 0.8 * stats_.decode_tok_s + 0.2 * (static_cast<double>(emitted) / dt);
     draft_length_.record_step(decode_rows, step_s);
-    // The first steps without drafts after drafting are not fair samples
-    // (the drafter's weights are in the CPU's caches, not the target's).
-    off_run_ = outcome_drafted || outcome_probe ? 0 : off_run_ + 1;
     if (!outcome_probe && (outcome_drafted || off_run_ >= 3))
       draft_length_.record_outcome(outcome_drafted,
                                    std::chrono::duration<double>(Clock::now() - step_begin).count(), emitted);
