@@ -74,10 +74,11 @@ std::unique_ptr<Drafter> make_ngram_drafter(int min_n = 2, int max_n = 4);
 std::unique_ptr<Drafter> make_model_drafter(Model& draft, const Model& target);
 
 // The target's own next-token-prediction layer (DeepSeek-V3's MTP,
-// model/mtp_layer.h): each sequence keeps an MTP cache in step with its
-// kept tokens, fed the target's hidden states (prompt included) in batches
-// when it next proposes, at most 256 rows behind; a proposal runs the layer
-// once per token, each further token
+// model/mtp_layer.h): each sequence keeps an MTP cache of its kept
+// tokens, fed the target's hidden states: the prompt's as they come, later
+// ones in a batch when it next proposes, at most 32 waiting (older ones
+// dropped: the cache then starts over at those 32); a proposal runs the
+// layer once per token, each further token
 // on the layer's own output (as vLLM drafts k > 1 with one MTP layer),
 // picking as the target's sampler would (the same noise, no penalties).
 // Throws strata::Error when `target` has no MTP layer.
