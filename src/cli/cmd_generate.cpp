@@ -114,6 +114,7 @@ int run_generate(const GenerateArgs& a) {
   if (!a.trace.empty()) trace = std::make_unique<RouteTrace>(a.trace, model->config().num_layers, model->config().n_routed_experts);
   opt.trace = trace.get();
   opt.draft_max = a.draft_flags.draft_max;
+  opt.draft_adaptive = !a.draft_flags.fixed;
   if (!a.ignore_eos) opt.stop_tokens = prompts.stop_ids();
   Session session;
   if (!a.session.empty()) {

@@ -145,6 +145,7 @@ void register_serve(CLI::App& app, Action& run) {
       start_drafter(opened->draft, *draft_flags, *opened->model);
       o->drafter = opened->draft.drafter.get();
       o->draft_max = draft_flags->draft_max;
+      o->draft_adaptive = !draft_flags->fixed;
       o->approximation = opened->model->approximation();
       opened->show_progress = lo.show_progress;
       o->load_model = [opened] {

@@ -11,6 +11,9 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& f) {
                   "tokenizer (held in RAM; --ram counts it). Output is unchanged");
   cmd->add_option("--draft-max", f.draft_max, "Tokens drafted per step at most (adapts below it; 0: off)")
       ->capture_default_str();
+  cmd->add_flag("--draft-fixed", f.fixed,
+                "Draft --draft-max tokens every step instead of adapting (for benchmarks and tests: it may be "
+                "slower than no drafting)");
 }
 
 DraftSetup load_draft(const DraftFlags& f, LoadOptions& target) {

@@ -9,6 +9,8 @@
 //                            --ram budget counts it)
 //   --draft-max N            tokens drafted per step at most (the length
 //                            adapts below it); 0 turns drafting off
+//   --draft-fixed            N every step, where there is room (benchmarks,
+//                            tests: drafting that may be slower than none)
 // The output is the same with or without a drafter; only speed changes.
 #include <CLI/CLI.hpp>
 #include <memory>
@@ -23,6 +25,7 @@ namespace strata::cli {
 struct DraftFlags {
   std::string draft;  // empty: no drafting
   int draft_max = 8;
+  bool fixed = false;  // --draft-fixed
 };
 
 void add_draft_flags(CLI::App* cmd, DraftFlags& f);

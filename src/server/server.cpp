@@ -191,7 +191,7 @@ class Server {
         std::fprintf(stderr, "strata serve: the chat template does not compile: %s\n",
                      prompts_->template_error().c_str());
       if (!o_.trace.empty()) trace_ = std::make_unique<RouteTrace>(o_.trace, model_->config().num_layers, model_->config().n_routed_experts);
-      SchedulerOptions so{o_.max_running, o_.max_queue, o_.drafter, o_.draft_max};
+      SchedulerOptions so{o_.max_running, o_.max_queue, o_.drafter, o_.draft_max, o_.draft_adaptive};
       so.trace = trace_.get();
       scheduler_ = std::make_unique<Scheduler>(*model_, so);
       step_thread_ = std::thread([this] { scheduler_->run(); });

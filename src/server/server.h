@@ -42,6 +42,7 @@ struct ServeOptions {
   // running sequence drafts unless its request says "draft": false.
   Drafter* drafter = nullptr;
   int draft_max = 8;
+  bool draft_adaptive = true;  // false: draft_max every step (--draft-fixed)
   std::string trace;  // router trace file (runtime/route_trace.h); "" = none
   // Work for idle time (serve --warm: runtime/install_warmup.h), run on a
   // thread of its own once the model has loaded. `busy()` is true while a

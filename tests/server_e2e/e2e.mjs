@@ -354,9 +354,11 @@ await stopServer(lossy);
 // Speculative decoding: the served model drafts for itself (a draft model
 // sharing the tokenizer); four concurrent requests each draft, their
 // verifications batched in the same steps, and each one's text and
-// logprobs are those of the same request with "draft": false.
+// logprobs are those of the same request with "draft": false. A fixed
+// draft length: drafting with the target itself never pays, and the
+// adaptive length would rightly turn it off.
 const tracePath = `${work}/serve-trace.jsonl`;
-const drafting = await startServer(["--draft", model, "--draft-max", "4", "--max-running", "4", "--trace", tracePath]);
+const drafting = await startServer(["--draft", model, "--draft-max", "4", "--draft-fixed", "--max-running", "4", "--trace", tracePath]);
 await check("serve --draft: output as without drafting, concurrent requests, usage and metrics", async () => {
   await waitReady(drafting.url);
   const c5 = new OpenAI({ apiKey: "none", baseURL: `${drafting.url}/v1`, maxRetries: 0 });
