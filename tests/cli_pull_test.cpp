@@ -16,6 +16,7 @@
 #include "cli_support.h"
 #include "fault_proxy.h"
 #include "local_nginx.h"
+#include "remote/block_sums.h"
 #include "sha256sum.h"
 
 namespace strata::clitest {
@@ -91,6 +92,8 @@ class CliPull : public ::testing::Test {
                      kCommit + "; add_header X-Linked-Etag '\"" + published + "\"'; }\n";
       }
     }
+    // A plain server that names no version of its files (no ETag).
+    locations += "    location /plain-noetag/ { etag off; }\n";
     nginx_ = new testnet::LocalNginx(root_->path(), locations + "    location /org/ { add_header X-Repo-Commit " +
                                                         std::string(kCommit) + "; }\n");
   }
@@ -460,6 +463,26 @@ TEST_F(CliPull, ThroughAProxyThatSpoilsAnswersNothingWrongIsUsed) {
     if (e.path().extension() == ".safetensors")
       EXPECT_TRUE(read_all(out / e.path().filename()) == read_all(e.path())) << e.path().filename();
   logged_ranges_are_the_sources();
+  // A plain server without ETags: its block sums tell a changed file (every
+  // byte fetched is checked), so a streaming install of it is taken, and
+  // decodes as transformers does; without sums it is refused.
+  const fs::path plain = root_->path() / "plain-noetag" / "summed";
+  fs::create_directories(plain.parent_path());
+  fs::copy(repo, plain, fs::copy_options::recursive);
+  const CommandResult plain_install = run_strata(
+      "pull " + nginx_->url() + "/plain-noetag/summed --streaming -q --json --out " + (tmp / "plain").string(), env());
+  ASSERT_EQ(plain_install.exit_code, 0) << plain_install.err;
+  const CommandResult plain_decoded =
+      run_strata("generate " + (tmp / "plain").string() + " --prompt-ids " + ids + " -n " +
+                     std::to_string(ref["greedy_ids"].size()) + " --ignore-eos --json --threads 2 --heat none",
+                 env());
+  ASSERT_EQ(plain_decoded.exit_code, 0) << plain_decoded.err;
+  EXPECT_EQ(json::parse(plain_decoded.out)["tokens"], ref["greedy_ids"]);
+  fs::remove(plain / kBlockSumsFile);
+  expect_clean_error(run_strata("pull " + nginx_->url() + "/plain-noetag/summed --streaming -q --out " +
+                                    (tmp / "plain2").string(),
+                                env()),
+                     "comes without an ETag");
   const auto injected = proxy.injected();
   for (ProxyFault f : {ProxyFault::WrongBytes, ProxyFault::Status503, ProxyFault::CutBody, ProxyFault::Truncate,
                        ProxyFault::Status429})

@@ -364,14 +364,6 @@ PullReport pull_streaming(const PullOptions& o) {
   RemoteSource& src = st.src;
   if (!src.location().file.empty())
     throw Error(o.source + ": --streaming installs a safetensors model folder; a GGUF file is installed with --full");
-  // Later runs fetch from the source as it is then: only a pinned hub
-  // commit, or files whose every answer names their version (an ETag), can
-  // be told from another version of themselves.
-  if (src.commit().empty())
-    for (const Wanted& w : st.files)
-      if (w.info.etag.empty())
-        throw Error(o.source + ": " + w.name + " comes without an ETag (and no hub commit pins it): a streaming install "
-                    "could not tell a changed file from this one; use --full");
   // The source's block sums, when it publishes them: every range fetched
   // later is then checked (remote/block_sums.h).
   Wanted sums{kBlockSumsFile, src.stat(kBlockSumsFile, /*optional=*/true)};
@@ -381,6 +373,16 @@ PullReport pull_streaming(const PullOptions& o) {
                   " bytes, more than such a file may have");
     st.files.insert(st.files.begin(), sums);
   }
+  // Later runs fetch from the source as it is then: only a pinned hub
+  // commit, files whose every answer names their version (an ETag), or
+  // files the source's block sums describe (every byte fetched is checked
+  // against them) can be told from another version of themselves.
+  if (src.commit().empty())
+    for (const Wanted& w : st.files)
+      if (w.info.etag.empty() && !sums.info.exists)
+        throw Error(o.source + ": " + w.name + " comes without an ETag (and no hub commit pins it, nor block sums "
+                    "describe it): a streaming install could not tell a changed file from this one; use --full, or "
+                    "publish its block sums (strata checksums)");
   std::error_code ec;
   DirLock lock(o.out);
   std::map<std::string, RemoteFileInfo> infos;
@@ -434,9 +436,14 @@ PullReport pull_streaming(const PullOptions& o) {
       fs::rename(fresh, sums_path);
     }
     block_sums = read_block_sums(sums_path);
-    for (const Wanted& w : st.files)
-      if (w.name.ends_with(".safetensors") && !block_sums->find(w.name) && o.notice)
+    for (const Wanted& w : st.files) {
+      if (!w.name.ends_with(".safetensors") || block_sums->find(w.name)) continue;
+      if (src.commit().empty() && w.info.etag.empty())
+        throw Error(o.source + ": " + w.name + " comes without an ETag (and no hub commit pins it, nor do its block "
+                    "sums describe it): a streaming install could not tell a changed file from this one; use --full");
+      if (o.notice)
         o.notice(std::string(kBlockSumsFile) + " has no sums for " + w.name + ": its ranges are checked by transport only");
+    }
   }
   RemoteMirror mirror(o.out, o.env, o.retry);
   mirror.set_connections(o.connections);
