@@ -34,7 +34,9 @@
 // The model above can miss costs (a drafter's own bookkeeping, rolling a
 // cache back, per-row work outside the forward). So the outcome is measured
 // too: the wall time per emitted token of whole steps that drafted (after a
-// drafting step) and of steps that did not (record_outcome). Once both are
+// drafting step) and of steps that did not (record_outcome; the scheduler
+// reports steps of one decoding sequence only: per-token times of steps of
+// different batch sizes do not compare). Once both are
 // measured, drafting that is slower per token than not drafting is turned
 // off whatever the model says, the next probe kMaxProbeEvery steps away
 // (a probe costs a catch-up and the CPU caches' refill after it); each

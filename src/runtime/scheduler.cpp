@@ -290,9 +290,13 @@ void Scheduler::forward_step() {
   size_t base_rows = 0;  // one per decoding sequence, and rows fed again
   bool prefilling = false;
   bool outcome_drafted = false, outcome_probe = false;
+  size_t decoding = 0;  // sequences
   for (auto& s : running_)
     if (!s->ended) {
-      if (s->decoding) base_rows += 1 + s->refeed;
+      if (s->decoding) {
+        base_rows += 1 + s->refeed;
+        ++decoding;
+      }
       else prefilling = true;
     }
   // Drafted rows leave half the step to prompts waiting for their prefill.
@@ -394,7 +398,10 @@ void Scheduler::forward_step() {
   if (rows_.size() == decode_rows && dt > 0) {
     stats_.decode_tok_s = 0.8 * stats_.decode_tok_s + 0.2 * (static_cast<double>(emitted) / dt);
     draft_length_.record_step(decode_rows, step_s);
-    if (!outcome_probe && (outcome_drafted || off_run_ >= 3))
+    // Only steps of one sequence: per-token times of steps with different
+    // numbers of sequences are not comparable (with several, the cost
+    // model decides alone).
+    if (decoding == 1 && !outcome_probe && (outcome_drafted || off_run_ >= 3))
       draft_length_.record_outcome(outcome_drafted,
                                    std::chrono::duration<double>(Clock::now() - step_begin).count(), emitted);
   }
