@@ -467,6 +467,7 @@ TEST_F(CliPull, ThroughAProxyThatSpoilsAnswersNothingWrongIsUsed) {
   // byte fetched is checked), so a streaming install of it is taken, and
   // decodes as transformers does; without sums it is refused.
   const fs::path plain = root_->path() / "plain-noetag" / "summed";
+  fs::remove_all(plain);
   fs::create_directories(plain.parent_path());
   fs::copy(repo, plain, fs::copy_options::recursive);
   const CommandResult plain_install = run_strata(
