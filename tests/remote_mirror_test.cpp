@@ -54,6 +54,15 @@ void make_sparse(const fs::path& p, size_t size) {
   sparse.put('\0');
 }
 
+// A streaming install in `dir` of the one file `server` serves, as blob.bin
+// with none of its bytes.
+void install_blob(const fs::path& dir, const testnet::FaultHttpServer& server, size_t size) {
+  const std::string source = server.url("/m");
+  RemoteSource src(parse_source(source));
+  RemoteMirror::create(dir, source, {{"blob.bin", src.stat("blob.bin")}}, "");
+  make_sparse(dir / "blob.bin", size);
+}
+
 class MirrorTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -281,12 +290,9 @@ TEST(MirrorFaults, AFailedPieceOfABlockEndsTheWaitsForTheBlock) {
   const std::string body = random_bytes(4 << 20, 41);
   testnet::FaultHttpServer server(body);
   testfiles::TempDir dir("strata-mirror-block-fault");
-  const std::string source = server.url("/m");
-  RemoteSource src(parse_source(source));
-  RemoteMirror::create(dir.path(), source, {{"blob.bin", src.stat("blob.bin")}}, "");
   dir.write("blob.bin", body);  // to sum it; then emptied
   write_block_sums(dir.path() / kBlockSumsFile, compute_block_sums(dir.path(), {"blob.bin"}, 2 << 20));
-  make_sparse(dir.path() / "blob.bin", body.size());
+  install_blob(dir.path(), server, body.size());
   auto mirror = std::make_shared<RemoteMirror>(dir.path());
   mirror->set_connections(1);
   server.then(testnet::Fault::NewEtag);  // the first piece: the file "changed" (final)
@@ -409,10 +415,7 @@ TEST(MirrorFaults, ACancelledGuessAndADroppedWarmUpEndAtOnce) {
   const std::string body = random_bytes(1 << 20, 31);
   testnet::FaultHttpServer server(body);
   testfiles::TempDir dir("strata-mirror-faults");
-  const std::string source = server.url("/m");
-  RemoteSource src(parse_source(source));
-  RemoteMirror::create(dir.path(), source, {{"blob.bin", src.stat("blob.bin")}}, "");
-  make_sparse(dir.path() / "blob.bin", body.size());
+  install_blob(dir.path(), server, body.size());
   RetryPolicy slow_stall;
   slow_stall.stall_seconds = 30;  // the stall lasts: nothing ends it but the cancel
   auto mirror = std::make_shared<RemoteMirror>(dir.path(), process_env, slow_stall);

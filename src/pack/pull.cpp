@@ -122,6 +122,15 @@ Start start_pull(const PullOptions& o, PullReport& report) {
 }
 
 
+// Sums of a size other than the source serves are of another version of
+// the file: one clear error (`where` names the sums).
+void check_sums_describe(const BlockSums& sums, const std::vector<Wanted>& files, const std::string& where) {
+  for (const Wanted& w : files)
+    if (const BlockSums::File* f = sums.find(w.name); f && f->size != w.info.size)
+      throw Error(where + ": describes another version of " + w.name + " (" + std::to_string(f->size) +
+                  " bytes, the source has " + std::to_string(w.info.size) + "): the source's sums are stale");
+}
+
 }  // namespace
 
 PullReport pull_full(const PullOptions& o) {
@@ -227,11 +236,7 @@ PullReport pull_full(const PullOptions& o) {
   std::optional<BlockSums> sums;
   if (const std::optional<std::string> text = src.read_small(kBlockSumsFile, kBlockSumsLimit)) {
     sums = parse_block_sums(*text, url_for_messages(src.url(kBlockSumsFile)));
-    for (const Wanted& w : files)
-      if (const BlockSums::File* f = sums->find(w.name); f && f->size != w.info.size)
-        throw Error(url_for_messages(src.url(kBlockSumsFile)) + ": describes another version of " + w.name + " (" +
-                    std::to_string(f->size) + " bytes, the source has " + std::to_string(w.info.size) +
-                    "): the source's sums are stale");
+    check_sums_describe(*sums, files, url_for_messages(src.url(kBlockSumsFile)));
   }
   // Files in parallel, one connection each; the first failure stops the
   // others from starting a file and is the run's error (the files finished
@@ -423,12 +428,7 @@ PullReport pull_streaming(const PullOptions& o) {
       const fs::path fresh = o.out / (std::string(kBlockSumsFile) + ".new");
       report.fetched_bytes += src.download(sums.name, sums.info, fresh);
       try {
-        const BlockSums got = read_block_sums(fresh);
-        for (const auto& [name, f] : got.files)
-          if (infos.contains(name) && infos[name].size != f.size)
-            throw Error(url_for_messages(src.url(sums.name)) + ": describes another version of " + name + " (" +
-                        std::to_string(f.size) + " bytes, the source has " + std::to_string(infos[name].size) +
-                        "): the source's sums are stale");
+        check_sums_describe(read_block_sums(fresh), st.files, url_for_messages(src.url(sums.name)));
       } catch (const Error& e) {
         fs::remove(fresh, ec);
         throw Error(std::string(e.what()) + " (run again to fetch it anew)");

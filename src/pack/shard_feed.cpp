@@ -10,7 +10,6 @@
 
 #include "formats/safetensors.h"
 #include "remote/sha256.h"
-#include "storage/checksum.h"
 #include "storage/atomic_file.h"
 #include "storage/write_at.h"
 #include "util/error.h"
@@ -133,14 +132,9 @@ void ShardFeed::prepare() {
     if (sums) {
       std::vector<uint8_t> all(len);
       all.insert(all.end(), header.begin(), header.end());
-      for (size_t k = 0; k < sums->ends.size() && sums->begin(k) < end; ++k) {
-        const uint64_t b = sums->begin(k), e = sums->end(k);
-        const uint64_t got = xxh3_64(all.data() + b, e - b);
-        if (got != sums->xxh3[k])
-          throw Error(url_for_messages(source_.url(s.name)) + ": the header's bytes are not what the source publishes: " +
-                      checksum_mismatch_message(s.name, b, e - b, sums->xxh3[k], got) + " (" + kBlockSumsFile +
-                      "); run again to fetch them anew");
-      }
+      if (const std::string wrong = first_mismatch(*sums, s.name, 0, all); !wrong.empty())
+        throw Error(url_for_messages(source_.url(s.name)) + ": the header's bytes are not what the source publishes: " +
+                    wrong + " (" + kBlockSumsFile + "); run again to fetch them anew");
     }
     Fd fd(p, O_WRONLY | O_CREAT | O_TRUNC);
     if (::ftruncate(fd.get(), static_cast<off_t>(s.info.size)) != 0)
@@ -332,14 +326,7 @@ void ShardFeed::wait_for(const std::vector<ShardRange>& ranges) {
           source_.url(r.shard), b, e - b,
           [&](std::span<const uint8_t> chunk) { bytes.insert(bytes.end(), chunk.begin(), chunk.end()); }, etag);
       if (!sums || r.length == 0) break;
-      std::string wrong;
-      for (size_t k = sums->block_of(b); k < sums->ends.size() && sums->begin(k) < e; ++k) {
-        const uint64_t got = xxh3_64(bytes.data() + (sums->begin(k) - b), sums->end(k) - sums->begin(k));
-        if (got != sums->xxh3[k]) {
-          wrong = checksum_mismatch_message(r.shard, sums->begin(k), sums->end(k) - sums->begin(k), sums->xxh3[k], got);
-          break;
-        }
-      }
+      const std::string wrong = first_mismatch(*sums, r.shard, b, bytes);
       if (wrong.empty()) break;
       if (attempt == 1)
         throw Error(url_for_messages(source_.url(r.shard)) + ": fetched twice, both times other than the source's " +

@@ -195,6 +195,18 @@ BlockSums compute_block_sums(const std::filesystem::path& dir, const std::vector
   return sums;
 }
 
+std::string first_mismatch(const BlockSums::File& f, const std::string& name, uint64_t at,
+                           std::span<const uint8_t> bytes) {
+  const uint64_t end = at + bytes.size();
+  for (size_t k = at < f.size ? f.block_of(at) : f.ends.size(); k < f.ends.size() && f.end(k) <= end; ++k) {
+    if (f.begin(k) < at) continue;  // only part of it is here
+    const uint64_t n = f.end(k) - f.begin(k);
+    const uint64_t got = xxh3_64(bytes.data() + (f.begin(k) - at), n);
+    if (got != f.xxh3[k]) return checksum_mismatch_message(name, f.begin(k), n, f.xxh3[k], got);
+  }
+  return "";
+}
+
 std::optional<BadBlock> first_bad_block(const std::filesystem::path& path, const std::string& name,
                                         const BlockSums& sums) {
   const BlockSums::File* want = sums.find(name);

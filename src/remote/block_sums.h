@@ -29,6 +29,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -85,6 +86,12 @@ std::vector<uint64_t> cut_blocks(uint64_t size, const std::vector<std::pair<uint
 BlockSums compute_block_sums(const std::filesystem::path& dir, const std::vector<std::string>& names,
                              uint64_t block_bytes = kDefaultSumBlockBytes,
                              const std::map<std::string, std::vector<uint64_t>>& cuts = {});
+
+// `bytes` are the file's from offset `at` on: the first block of `f` they
+// hold whole whose sum they do not match, as checksum_mismatch_message(name,
+// ...) says it; "" when every such block matches.
+std::string first_mismatch(const BlockSums::File& f, const std::string& name, uint64_t at,
+                           std::span<const uint8_t> bytes);
 
 // The first block of the file at `path` (named `name` in `sums`) unlike its
 // sum: where it starts and "NAME offset O length L: checksum mismatch

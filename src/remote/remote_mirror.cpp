@@ -14,7 +14,6 @@
 #include <sstream>
 
 #include "storage/atomic_file.h"
-#include "storage/checksum.h"
 #include "storage/write_at.h"
 #include "util/error.h"
 #include "util/json_file.h"
@@ -270,6 +269,20 @@ void RemoteMirror::add(Intervals& set, uint64_t begin, uint64_t end) {
     it = set.erase(it);
   }
   set[begin] = end;
+}
+
+uint64_t RemoteMirror::covered_until(uint64_t at, std::initializer_list<const Intervals*> sets) {
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (const Intervals* set : sets) {
+      auto next = set->upper_bound(at);
+      if (next != set->begin() && std::prev(next)->second > at) {
+        at = std::prev(next)->second;
+        moved = true;
+      }
+    }
+  }
+  return at;
 }
 
 bool RemoteMirror::present_locked(const std::string& file, uint64_t begin, uint64_t end) const {
@@ -559,17 +572,7 @@ std::optional<RangeRequest> RemoteMirror::next_piece() {
           const Intervals& waiting = landed_[it->file];
           const BlockSums::File* sums = sums_ ? sums_->find(it->file) : nullptr;
           const auto [want_begin, want_end] = fetched_span(*it);
-          uint64_t at = want_begin;
-          for (bool moved = true; moved;) {
-            moved = false;
-            for (const Intervals* set : {&have, &coming, &waiting}) {
-              auto next = set->upper_bound(at);
-              if (next != set->begin() && std::prev(next)->second > at) {
-                at = std::prev(next)->second;
-                moved = true;
-              }
-            }
-          }
+          const uint64_t at = covered_until(want_begin, {&have, &coming, &waiting});
           if (at >= want_end) continue;
           const std::string& file = it->file;
           if (!checked_[file]) {
@@ -648,19 +651,7 @@ std::string RemoteMirror::check_blocks(const std::string& file, uint64_t begin, 
     Intervals& waiting = landed_[file];
     add(waiting, begin, end);
     for (size_t k = sums.block_of(begin); k < sums.ends.size() && sums.begin(k) < end; ++k) {
-      const uint64_t b = sums.begin(k), e = sums.end(k);
-      uint64_t at = b;
-      for (bool moved = true; moved && at < e;) {
-        moved = false;
-        for (const Intervals* set : {&present_[file], &waiting}) {
-          auto next = set->upper_bound(at);
-          if (next != set->begin() && std::prev(next)->second > at) {
-            at = std::prev(next)->second;
-            moved = true;
-          }
-        }
-      }
-      if (at >= e) done.push_back(k);
+      if (covered_until(sums.begin(k), {&present_[file], &waiting}) >= sums.end(k)) done.push_back(k);
     }
     for (size_t k : done) remove(waiting, sums.begin(k), sums.end(k));
   }
@@ -689,9 +680,9 @@ std::string RemoteMirror::check_blocks(const std::string& file, uint64_t begin, 
               " just written: " + (read_error ? std::strerror(read_error) : "the file ends first");
       break;
     }
-    const uint64_t h = xxh3_64(buf.data(), n);
+    const std::string wrong = first_mismatch(sums, file, b, std::span<const uint8_t>(buf.data(), n));
     std::lock_guard<std::mutex> lock(mu_);
-    if (h == sums.xxh3[k]) {
+    if (wrong.empty()) {
       add(good, b, b + n);
       bad_blocks_.erase({file, k});
       continue;
@@ -704,8 +695,7 @@ std::string RemoteMirror::check_blocks(const std::string& file, uint64_t begin, 
     bad_blocks_.erase({file, k});
     const std::string message = dir_.string() + " is a streaming install; " + file + " bytes " + std::to_string(b) +
                                 "-" + std::to_string(b + n - 1) + " came from " + source_ +
-                                " twice, both times other than the source's " + kBlockSumsFile + " says (" +
-                                checksum_mismatch_message(file, b, n, sums.xxh3[k], h) +
+                                " twice, both times other than the source's " + kBlockSumsFile + " says (" + wrong +
                                 "); they were not used (if it lasts, the source or a proxy on the way changes them, "
                                 "or the sums are stale)";
     fail_wants_locked(

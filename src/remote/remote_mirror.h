@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <list>
 #include <map>
 #include <memory>
@@ -170,6 +171,8 @@ class RemoteMirror {
   using Intervals = std::map<uint64_t, uint64_t>;  // start -> end, disjoint, not touching
   static void add(Intervals& set, uint64_t begin, uint64_t end);
   static void remove(Intervals& set, uint64_t begin, uint64_t end);
+  // The first byte from `at` on that none of `sets` holds.
+  static uint64_t covered_until(uint64_t at, std::initializer_list<const Intervals*> sets);
   bool present_locked(const std::string& file, uint64_t begin, uint64_t end) const;
   // The log has a lock of its own (log_mu_): it is synced, never under mu_.
   void append_log(const std::string& file, uint64_t offset, uint64_t length);
