@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cpu_attention.h"
+#include "backend/host_routing.h"
 #include "kernels/ops.h"
 #include "util/error.h"
 
@@ -53,8 +54,8 @@ CpuBackend::ScratchSizes CpuBackend::scratch_sizes(const StepLimits& l) const {
   z.attn_ints = threads * cpu_attention_ints(z.attn_block);
   z.expert_act = slots * (l.fused_gate_up ? 4 : 2) * l.expert_width;
   z.expert_sums = slots * sums;
-  z.route_floats = 3 * l.experts;
-  z.route_ints = 3 * l.experts;
+  z.route_floats = route_scratch_floats(static_cast<int64_t>(l.experts));
+  z.route_ints = route_scratch_ints(static_cast<int64_t>(l.experts));
   z.combine_order = l.experts_per_token;
   z.runs = l.rows;
   z.depth_scores = l.depth_values;

@@ -1,9 +1,10 @@
-// The CPU backend's routing (RouteSpec in backend.h).
+// Routing on the host (RouteSpec in backend.h, backend/host_routing.h).
 #include <algorithm>
 #include <limits>
 #include <numeric>
 
 #include "backend/cpu_backend.h"
+#include "backend/host_routing.h"
 #include "kernels/ops.h"
 #include "util/error.h"
 
@@ -32,16 +33,17 @@ float take_weights(const float* from, const int32_t* ids, int64_t K, float* weig
 
 }  // namespace
 
-void CpuBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* ids, float* weights) {
+size_t route_scratch_floats(int64_t experts) { return 3 * static_cast<size_t>(experts); }
+size_t route_scratch_ints(int64_t experts) { return 3 * static_cast<size_t>(experts); }
+
+void route_on_host(const RouteSpec& spec, float* all, size_t n, int32_t* ids, float* weights, float* floats,
+                   int32_t* ints) {
   const int64_t E = spec.experts, K = spec.k;
-  if (static_cast<size_t>(E) > limits_.experts || K > E || K < 1)
-    throw Error("internal: routing over more experts than planned");
-  float* all = host(logits.slice(0, n * static_cast<uint64_t>(E)));
-  int32_t* idx = route_ints_.data();
+  int32_t* idx = ints;
   switch (spec.kind) {
     case RouteSpec::Kind::SigmoidGroup: {
       const int64_t G = spec.groups, per = E / G;
-      float* scores = route_floats_.data();
+      float* scores = floats;
       float* choice = scores + E;
       float* group_scores = choice + E;
       int32_t* groups = idx + E;  // topk_groups of them; "keep" reuses the rest
@@ -99,6 +101,13 @@ void CpuBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* 
       }
       break;
   }
+}
+
+void CpuBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* ids, float* weights) {
+  if (static_cast<size_t>(spec.experts) > limits_.experts || spec.k > spec.experts || spec.k < 1)
+    throw Error("internal: routing over more experts than planned");
+  float* all = host(logits.slice(0, n * static_cast<uint64_t>(spec.experts)));
+  route_on_host(spec, all, n, ids, weights, route_floats_.data(), route_ints_.data());
 }
 
 }  // namespace strata

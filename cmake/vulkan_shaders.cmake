@@ -1,0 +1,46 @@
+# The Vulkan backend's compute shaders (src/vulkan/*.comp) compiled to SPIR-V
+# by glslc at build time and embedded in strata_vulkan (vulkan/vk_shaders.h
+# finds them by name). A shader that reads weights is built once per weight
+# format, with -DFMT=<n> (the numbering of vulkan/vk_formats.h).
+set(STRATA_SHADER_DIR ${CMAKE_CURRENT_SOURCE_DIR}/vulkan)
+set(STRATA_SPIRV_DIR ${PROJECT_BINARY_DIR}/spirv)
+file(MAKE_DIRECTORY ${STRATA_SPIRV_DIR})
+file(GLOB STRATA_SHADER_INCLUDES CONFIGURE_DEPENDS ${STRATA_SHADER_DIR}/*.glsl)
+
+# name of the shader in the binary, its source, glslc's extra arguments.
+set(STRATA_SPVS "")
+set(STRATA_SPV_FILES "")
+function(strata_shader name source)
+  set(spv ${STRATA_SPIRV_DIR}/${name}.spv)
+  add_custom_command(OUTPUT ${spv}
+    COMMAND ${GLSLC_EXECUTABLE} --target-env=vulkan1.2 -O -Werror ${ARGN} -o ${spv} ${STRATA_SHADER_DIR}/${source}
+    DEPENDS ${STRATA_SHADER_DIR}/${source} ${STRATA_SHADER_INCLUDES}
+    COMMENT "glslc ${name}" VERBATIM)
+  set(STRATA_SPVS ${STRATA_SPVS} "${name}=${spv}" PARENT_SCOPE)
+  set(STRATA_SPV_FILES ${STRATA_SPV_FILES} ${spv} PARENT_SCOPE)
+endfunction()
+
+# The weight formats, in vulkan/vk_formats.h's order (WeightFormat).
+set(STRATA_WEIGHT_FORMATS f32 bf16 f16 f8_e4m3 i8_row i4_group mxfp4_split q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k
+    q5_k q6_k mxfp4)
+set(fmt 0)
+foreach(f IN LISTS STRATA_WEIGHT_FORMATS)
+  strata_shader(linear_${f} linear.comp -DFMT=${fmt})
+  strata_shader(embed_${f} embed.comp -DFMT=${fmt})
+  math(EXPR fmt "${fmt} + 1")
+endforeach()
+file(GLOB plain_shaders CONFIGURE_DEPENDS ${STRATA_SHADER_DIR}/*.comp)
+foreach(path IN LISTS plain_shaders)
+  get_filename_component(name ${path} NAME_WE)
+  if(NOT name MATCHES "^(linear|embed)$")
+    strata_shader(${name} ${name}.comp)
+  endif()
+endforeach()
+
+set(shaders_cpp ${PROJECT_BINARY_DIR}/generated/vk_shaders.cpp)
+list(JOIN STRATA_SPVS "," spv_arg)
+add_custom_command(OUTPUT ${shaders_cpp}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${shaders_cpp} "-DSPVS=${spv_arg}" -P ${PROJECT_SOURCE_DIR}/cmake/embed_spirv.cmake
+  DEPENDS ${STRATA_SPV_FILES} ${PROJECT_SOURCE_DIR}/cmake/embed_spirv.cmake
+  COMMENT "Embedding the SPIR-V shaders")
+target_sources(strata_vulkan PRIVATE ${shaders_cpp})

@@ -1,0 +1,29 @@
+// What every shader of the Vulkan backend shares: memory is reached by
+// device address (buffer_reference), never by descriptor, so an op's push
+// constants name every array it touches. Every result that the backend's
+// bits depend on is `precise`: no contraction of a * b + c into one fused
+// operation, no reassociation; where the CPU's expression is a fused
+// multiply-add, the shader writes fma().
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats { float v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Ints { int v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Uints { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) readonly buffer Halves { uint16_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 1) readonly buffer Bytes { uint8_t v[]; };
+
+float f16_value(uint h) { return unpackHalf2x16(h).x; }
+float bf16_value(uint h) { return uintBitsToFloat(h << 16); }
+
+float sigmoid(float x) {
+  precise float d = 1.0 + exp(-x);
+  return 1.0 / d;
+}
+
+// tanh for every x: drivers may compute it from exponentials that overflow
+// (inf / inf) past |x| ~ 44; |x| >= 15 rounds to ±1 in f32 anyway.
+float tanh_f(float x) { return tanh(clamp(x, -15.0, 15.0)); }

@@ -1,0 +1,27 @@
+// The 16-lane dot of kernels::dot (linear.h's order) over a workgroup of 16
+// invocations: lane j sums fma(a[i], b[i], ·) for i ≡ j (mod 16) in
+// increasing i; the lanes fold by the tree w = 8, 4, 2, 1; every lane gets
+// the total.
+shared float fold_lanes[16];
+
+float fold16(float partial) {
+  const uint lane = gl_LocalInvocationID.x;
+  fold_lanes[lane] = partial;
+  barrier();
+  for (uint w = 8; w >= 1; w /= 2) {
+    if (lane < w) {
+      precise float s = fold_lanes[lane] + fold_lanes[lane + w];
+      fold_lanes[lane] = s;
+    }
+    barrier();
+  }
+  const float total = fold_lanes[0];
+  barrier();
+  return total;
+}
+
+float dot16(Floats a, uint a0, Floats b, uint b0, uint n) {
+  precise float acc = 0.0;
+  for (uint i = gl_LocalInvocationID.x; i < n; i += 16) acc = fma(a.v[a0 + i], b.v[b0 + i], acc);
+  return fold16(acc);
+}

@@ -1,0 +1,136 @@
+// The Vulkan backend's routing and routed experts (backend.h).
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "backend/host_routing.h"
+#include "util/error.h"
+#include "vulkan/vk_backend_impl.h"
+
+namespace strata::vk {
+
+void VulkanBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* ids, float* weights) {
+  if (static_cast<size_t>(spec.experts) > limits_.experts || spec.k > spec.experts || spec.k < 1)
+    throw Error("internal: routing over more experts than planned");
+  // The host needs the chosen ids anyway (to fetch the experts), so the
+  // logits come back and the choice is the CPU's, from the same logits.
+  std::vector<float> all(n * static_cast<size_t>(spec.experts));
+  download(logits.slice(0, all.size()), all.data());
+  std::vector<float> floats(route_scratch_floats(spec.experts));
+  std::vector<int32_t> ints(route_scratch_ints(spec.experts));
+  route_on_host(spec, all.data(), n, ids, weights, floats.data(), ints.data());
+}
+
+void VulkanBackend::gather_rows(Tensor src, size_t width, std::span<const uint32_t> rows, Tensor dst) {
+  for (uint32_t r : rows)
+    if ((static_cast<uint64_t>(r) + 1) * width > src.size) throw Error("internal: gather_rows() past its source");
+  if (rows.empty()) return;
+  struct {
+    uint64_t src, dst, rows;
+    uint32_t width;
+  } push{address(src), address(dst.slice(0, rows.size() * width)), stage(rows.data(), rows.size_bytes()).address,
+         static_cast<uint32_t>(width)};
+  stream_->dispatch("gather_rows", push, static_cast<uint32_t>((width + 255) / 256), static_cast<uint32_t>(rows.size()));
+}
+
+WeightRef VulkanBackend::staged(const kernels::WeightMatrix& w) {
+  weight_format(w);
+  const WeightSpans s = weight_spans(w);
+  auto put = [&](const void* p, uint64_t bytes) -> uint64_t { return p && bytes ? stage(p, bytes).address : 0; };
+  // A slice's FP8 scale grid is addressed from the parent's first row.
+  return weight_ref(w, put(w.data, s.data), put(w.scales, s.scales), put(w.block_scale, s.block_scale),
+                    put(w.bias, s.bias));
+}
+
+void VulkanBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertActivation& act, Tensor xs, Tensor ys,
+                                size_t hidden, bool one_per_thread) {
+  (void)one_per_thread;  // one expert after another; the bits are the same either way
+  for (const ExpertJob& j : jobs) {
+    const ExpertWeights& e = *j.weights;
+    const bool fused = e.gate_up.valid();
+    const size_t width = static_cast<size_t>(fused ? e.gate_up.out / 2 : e.gate.out);
+    const size_t in = static_cast<size_t>(fused ? e.gate_up.in : e.gate.in);
+    if ((j.first + j.rows) * hidden > std::min(xs.size, ys.size) || in != hidden ||
+        static_cast<size_t>(e.down.in) != width || static_cast<size_t>(e.down.out) != hidden)
+      throw Error("internal: an expert's shape or rows do not match its tensors");
+    if (width > limits_.expert_width || (fused && !limits_.fused_gate_up) ||
+        j.rows * (fused ? 4 : 2) * width > expert_act_.size)
+      throw Error("internal: an expert wider or with more rows than planned");
+  }
+  for (const ExpertJob& j : jobs) {
+    const ExpertWeights& e = *j.weights;
+    const bool fused = e.gate_up.valid();
+    const size_t width = static_cast<size_t>(fused ? e.gate_up.out / 2 : e.gate.out), n = j.rows;
+    // The job's weights are host memory valid only during this call: staged
+    // (copied) now, read by the shaders from there.
+    const uint64_t gate = expert_act_.piece.address, up = gate + n * width * sizeof(float);
+    const uint64_t x = address(xs.rows(j.first, n, hidden)), y = address(ys.rows(j.first, n, hidden));
+    if (fused) {
+      const uint64_t gu = up + n * width * sizeof(float);
+      product(staged(e.gate_up), weight_format(e.gate_up), x, n, gu);
+      struct {
+        uint64_t y, x, z;
+        uint32_t count, mode;
+        float a, b;
+      } push{gate, up, gu, static_cast<uint32_t>(n * width), static_cast<uint32_t>(Elementwise::SplitGateUp), 0, 0};
+      stream_->dispatch("elementwise", push, static_cast<uint32_t>(std::min<uint64_t>((n * width + 255) / 256, 65535)));
+    } else {
+      product(staged(e.gate), weight_format(e.gate), x, n, gate);
+      product(staged(e.up), weight_format(e.up), x, n, up);
+    }
+    switch (act.kind) {
+      case ExpertActivation::Kind::SiluGlu: elementwise(Elementwise::SiluGlu, gate, up, n * width); break;
+      case ExpertActivation::Kind::ClampedSwiGlu:
+        elementwise(Elementwise::ClampedSwiGlu, gate, up, n * width, act.limit, act.alpha);
+        break;
+      case ExpertActivation::Kind::Situ:
+        elementwise(Elementwise::Situ, gate, up, n * width, act.beta, act.linear_beta);
+        break;
+    }
+    product(staged(e.down), weight_format(e.down), gate, n, y);
+  }
+}
+
+void VulkanBackend::combine_experts(Tensor ys, size_t hidden, std::span<const uint32_t> slot_rows, const int32_t* ids,
+                                    const float* weights, size_t n, size_t k, Tensor shared, Tensor out) {
+  // Each row's slots in increasing expert id, as the CPU sums them.
+  std::vector<uint32_t> rows(n * k);
+  std::vector<float> w(n * k);
+  std::vector<uint32_t> order(k);
+  for (size_t r = 0; r < n; ++r) {
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return ids[r * k + a] < ids[r * k + b]; });
+    for (size_t j = 0; j < k; ++j) {
+      const size_t s = r * k + order[j];
+      if ((static_cast<uint64_t>(slot_rows[s]) + 1) * hidden > ys.size) throw Error("internal: a slot past the experts' rows");
+      rows[r * k + j] = slot_rows[s];
+      w[r * k + j] = weights[s];
+    }
+  }
+  if (n == 0) return;
+  struct {
+    uint64_t ys, out, shared, rows, weights;
+    uint32_t hidden, k, has_shared;
+  } push{address(ys), address(out.slice(0, n * hidden)), shared.empty() ? 0 : address(shared.slice(0, n * hidden)),
+         stage(rows.data(), rows.size() * sizeof(uint32_t)).address, stage(w.data(), w.size() * sizeof(float)).address,
+         static_cast<uint32_t>(hidden), static_cast<uint32_t>(k), shared.empty() ? 0u : 1u};
+  stream_->dispatch("combine", push, static_cast<uint32_t>((hidden + 255) / 256), static_cast<uint32_t>(n));
+}
+
+// --- not on the GPU yet: attention and its caches --------------------------------
+
+namespace {
+[[noreturn]] void not_yet(const char* what) {
+  throw Error(std::string("the Vulkan backend does not compute ") + what + " yet");
+}
+}  // namespace
+
+std::unique_ptr<KvCache> VulkanBackend::new_cache(const CacheShape&) { not_yet("attention caches"); }
+uint64_t VulkanBackend::cache_bytes(const CacheShape&) const { return 0; }
+uint64_t VulkanBackend::cache_snapshot_bytes(const CacheShape&) const { return 0; }
+void VulkanBackend::gqa_attention(const GqaAttend&) { not_yet("grouped-query attention"); }
+void VulkanBackend::mla_attention(const MlaAttend&) { not_yet("latent attention"); }
+void VulkanBackend::kda_attention(const KdaAttend&) { not_yet("Kimi Delta Attention"); }
+
+}  // namespace strata::vk

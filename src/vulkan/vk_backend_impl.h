@@ -1,0 +1,92 @@
+#pragma once
+// The Vulkan backend's class (vulkan_backend.h states its contract); its ops
+// are spread over vk_backend*.cpp by kind.
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "vulkan/vk_arena.h"
+#include "vulkan/vk_context.h"
+#include "vulkan/vk_formats.h"
+#include "vulkan/vk_stream.h"
+#include "vulkan/vk_weights.h"
+
+namespace strata::vk {
+
+class VulkanBackend final : public Backend {
+ public:
+  explicit VulkanBackend(int index);
+  ~VulkanBackend() override;
+
+  std::string name() const override { return "vulkan"; }
+  int threads() const override { return 1; }
+
+  Tensor allocate(uint64_t size) override;
+  void release_tensors() override;
+  void plan(const StepLimits& limits) override;
+  uint64_t scratch_bytes(const StepLimits& limits) const override;
+  uint64_t allocated_bytes() const override;
+  void upload(Tensor dst, const float* src) override;
+  void download(Tensor src, float* dst) override;
+  std::unique_ptr<KvCache> new_cache(const CacheShape& shape) override;
+  uint64_t cache_bytes(const CacheShape& shape) const override;
+  uint64_t cache_snapshot_bytes(const CacheShape& shape) const override;
+
+  void embed(const kernels::WeightMatrix& table, std::span<const int32_t> tokens, Tensor out) override;
+  void linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tensor y) override;
+  void rms_norm(Tensor x, const float* weight, size_t rows, size_t width, float eps, Tensor y) override;
+  void add(Tensor y, Tensor x) override;
+  void copy(Tensor dst, Tensor src) override;
+  void glu(const ExpertActivation& act, Tensor gate, Tensor up) override;
+  void sigmoid_mul(Tensor y, Tensor gate) override;
+  void depth_mix(std::span<const Tensor> blocks, Tensor partial, const float* query, size_t rows, size_t width,
+                 float eps, Tensor out) override;
+  void gqa_attention(const GqaAttend& op) override;
+  void mla_attention(const MlaAttend& op) override;
+  void kda_attention(const KdaAttend& op) override;
+  void route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* ids, float* weights) override;
+  void gather_rows(Tensor src, size_t width, std::span<const uint32_t> rows, Tensor dst) override;
+  void run_experts(std::span<const ExpertJob> jobs, const ExpertActivation& act, Tensor xs, Tensor ys, size_t hidden,
+                   bool one_per_thread) override;
+  void combine_experts(Tensor ys, size_t hidden, std::span<const uint32_t> slot_rows, const int32_t* ids,
+                       const float* weights, size_t n, size_t k, Tensor shared, Tensor out) override;
+
+ private:
+  struct Slot {
+    Arena::Piece piece;
+    uint64_t size = 0;  // floats
+  };
+  // The device address of `t`'s first value (strata::Error when it is not one of this backend's tensors).
+  uint64_t address(Tensor t) const;
+  const Slot& slot(Tensor t) const;
+  // `bytes` of host staging, valid until the stream next finishes. When the
+  // staging in use would pass its cap, what is recorded is run first.
+  Arena::Piece stage(uint64_t bytes);
+  Arena::Piece stage(const void* src, uint64_t bytes);
+  // Runs what is recorded and waits; the staging is free again.
+  void finish();
+  // y = x · wᵀ for `w` at `ref` (resident or staged).
+  void product(const WeightRef& ref, WeightFormat f, uint64_t x, size_t n, uint64_t y);
+  // `w` staged in host memory for the current submission.
+  WeightRef staged(const kernels::WeightMatrix& w);
+  // elementwise.comp's modes.
+  enum class Elementwise : uint32_t { Add, Copy, SigmoidMul, SiluGlu, ClampedSwiGlu, Situ, SplitGateUp };
+  void elementwise(Elementwise mode, uint64_t y, uint64_t x, uint64_t count, float a = 0, float b = 0);
+  void check_step(size_t rows) const;
+
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<Arena> tensors_;
+  std::unique_ptr<Arena> staging_;
+  std::unique_ptr<WeightStore> weights_;
+  std::vector<Slot> slots_;
+  uint64_t tensor_bytes_ = 0;
+  StepLimits limits_;
+  uint64_t scratch_floats_ = 0;
+  Slot expert_act_;  // the planned activations of one expert job: gate, up (fused: gate_up too)
+  std::unique_ptr<Buffer> readback_;
+};
+
+}  // namespace strata::vk

@@ -1,0 +1,115 @@
+#include "vulkan/vk_stream.h"
+
+#include <string>
+
+#include "util/error.h"
+#include "vulkan/vk_shaders.h"
+
+namespace strata::vk {
+
+Stream::Stream(const Context& ctx) : ctx_(ctx) {
+  VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes};
+  VkPipelineLayoutCreateInfo li{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  li.pushConstantRangeCount = 1;
+  li.pPushConstantRanges = &range;
+  check(vkCreatePipelineLayout(ctx.device(), &li, nullptr, &layout_), "vkCreatePipelineLayout");
+  VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pi.queueFamilyIndex = ctx.queue_family();
+  check(vkCreateCommandPool(ctx.device(), &pi, nullptr, &pool_), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  check(vkAllocateCommandBuffers(ctx.device(), &ai, &cmd_), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  check(vkCreateFence(ctx.device(), &fi, nullptr, &fence_), "vkCreateFence");
+}
+
+Stream::~Stream() {
+  VkDevice d = ctx_.device();
+  vkDeviceWaitIdle(d);
+  for (auto& [name, p] : pipelines_) vkDestroyPipeline(d, p, nullptr);
+  vkDestroyFence(d, fence_, nullptr);
+  vkDestroyCommandPool(d, pool_, nullptr);
+  vkDestroyPipelineLayout(d, layout_, nullptr);
+}
+
+VkPipeline Stream::pipeline(std::string_view name) {
+  auto it = pipelines_.find(std::string(name));
+  if (it != pipelines_.end()) return it->second;
+  const Shader* found = nullptr;
+  for (const Shader& s : shaders())
+    if (name == s.name) found = &s;
+  if (!found) throw Error("internal: no Vulkan shader named " + std::string(name));
+  VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  mi.codeSize = found->count * 4;
+  mi.pCode = found->words;
+  VkShaderModule module = VK_NULL_HANDLE;
+  check(vkCreateShaderModule(ctx_.device(), &mi, nullptr, &module), "vkCreateShaderModule");
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = module;
+  ci.stage.pName = "main";
+  ci.layout = layout_;
+  VkPipeline p = VK_NULL_HANDLE;
+  const VkResult r = vkCreateComputePipelines(ctx_.device(), VK_NULL_HANDLE, 1, &ci, nullptr, &p);
+  vkDestroyShaderModule(ctx_.device(), module, nullptr);
+  check(r, "vkCreateComputePipelines");
+  pipelines_.emplace(std::string(name), p);
+  return p;
+}
+
+void Stream::begin() {
+  if (recording_) return;
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+  recording_ = true;
+  recorded_ = 0;
+}
+
+void Stream::barrier() {
+  VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                    VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  vkCmdPipelineBarrier(cmd_, stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
+}
+
+void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, uint32_t x, uint32_t y, uint32_t z) {
+  if (x == 0 || y == 0 || z == 0) return;
+  const VkPipeline p = pipeline(name);
+  begin();
+  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+  vkCmdPushConstants(cmd_, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, push);
+  vkCmdDispatch(cmd_, x, y, z);
+  barrier();
+  ++recorded_;
+}
+
+void Stream::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes) {
+  if (bytes == 0) return;
+  begin();
+  VkBufferCopy region{src_offset, dst_offset, bytes};
+  vkCmdCopyBuffer(cmd_, src, dst, 1, &region);
+  barrier();
+  ++recorded_;
+}
+
+void Stream::finish() {
+  if (!recording_) return;
+  recording_ = false;
+  check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd_;
+  check(vkQueueSubmit(ctx_.queue(), 1, &si, fence_), "vkQueueSubmit");
+  check(vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  check(vkResetFences(ctx_.device(), 1, &fence_), "vkResetFences");
+  check(vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
+}
+
+}  // namespace strata::vk

@@ -1,0 +1,40 @@
+#pragma once
+// Device copies of host arrays that outlive the model (the trunk's matrices,
+// norm weights, biases), made once on first use and found again by host
+// address: a head's row slice of a matrix already copied resolves inside
+// that copy. Routed experts are not kept here (their memory is reused for
+// other experts, backend.h); the backend stages them per call.
+#include <cstdint>
+#include <functional>
+#include <map>
+
+#include "kernels/linear.h"
+#include "vulkan/vk_arena.h"
+#include "vulkan/vk_formats.h"
+#include "vulkan/vk_stream.h"
+
+namespace strata::vk {
+
+class WeightStore {
+ public:
+  // `upload(piece, host, bytes)` copies host bytes into a device piece.
+  using Upload = std::function<void(const Arena::Piece&, const void*, uint64_t)>;
+  WeightStore(const Context& ctx, Upload upload) : arena_(ctx, Buffer::Where::Device, 256ull << 20), upload_(std::move(upload)) {}
+
+  // The device address of host bytes [p, p + bytes), copied on first use.
+  uint64_t address(const void* p, uint64_t bytes);
+  // `w` with every array resident.
+  WeightRef resident(const kernels::WeightMatrix& w);
+  uint64_t bytes() const { return arena_.reserved(); }
+
+ private:
+  struct Copy {
+    uint64_t bytes;
+    uint64_t address;
+  };
+  Arena arena_;
+  Upload upload_;
+  std::map<uintptr_t, Copy> copies_;  // by host start address
+};
+
+}  // namespace strata::vk
