@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/rope.h"
 #include "kernels/dispatch.h"
 #include "kernels/linear.h"
 #include "kernels_test_support.h"
@@ -313,6 +314,173 @@ TEST(VulkanOps, RoutedExpertsAgreeWithTheCpu) {
     p.vk->run_experts(jobs, a, vx, vx, hidden, false);  // in place
     expect_same_bits(got, get(*p.vk, vx), "in place");
   }
+}
+
+// ---- attention: the same steps through both backends' caches ----------------
+
+// Runs `steps` (rows per step) of one sequence through `op(backend, rows,
+// step)` on a fresh cache of `shape`; returns each step's output tensor values.
+template <class Op>
+std::vector<std::vector<float>> run_steps(Backend& b, const CacheShape& shape, const std::vector<size_t>& steps, Op op) {
+  auto cache = b.new_cache(shape);
+  std::vector<std::vector<float>> outs;
+  int64_t pos = 0;
+  for (size_t n : steps) {
+    cache->ensure(pos + static_cast<int64_t>(n));
+    std::vector<Row> rows(n);
+    for (size_t i = 0; i < n; ++i) rows[i] = Row{1, pos + static_cast<int64_t>(i), cache.get(), true, false};
+    outs.push_back(op(b, std::span<const Row>(rows), pos));
+    pos += static_cast<int64_t>(n);
+    cache->set_length(pos);
+  }
+  return outs;
+}
+
+std::vector<float> concat(const std::vector<std::vector<float>>& parts) {
+  std::vector<float> all;
+  for (const auto& p : parts) all.insert(all.end(), p.begin(), p.end());
+  return all;
+}
+
+// A prefill chunk then decode steps: the CPU's values, and on the GPU the
+// same bits whether the positions came as one chunk or one by one.
+template <class Op>
+void expect_attention_agrees(const CacheShape& shape, size_t rows, Op op, double rel, const char* what) {
+  StepLimits l = limits(rows, 64);
+  l.context = shape.max_positions;
+  l.heads = 8;
+  l.latent = 64;
+  l.latent_rope = 16;
+  l.kda_head_dim = 64;
+  Pair p(l);
+  const std::vector<size_t> chunked = {rows - 2, 1, 1}, single(rows, 1);
+  const auto want = concat(run_steps(*p.cpu, shape, chunked, op));
+  const auto got = concat(run_steps(*p.vk, shape, chunked, op));
+  expect_close(want, got, rel, what);
+  expect_same_bits(got, concat(run_steps(*p.vk, shape, single, op)), std::string(what) + ": one row per step");
+}
+
+// The step's inputs for positions [pos, pos + n): values seeded by position,
+// so a position's inputs do not depend on how the steps were cut.
+std::vector<float> per_position(size_t n, int64_t pos, size_t width, uint64_t seed) {
+  std::vector<float> v;
+  for (size_t i = 0; i < n; ++i) {
+    const auto r = random_vector(width, seed * 1000 + static_cast<uint64_t>(pos) + i);
+    v.insert(v.end(), r.begin(), r.end());
+  }
+  return v;
+}
+
+TEST(VulkanAttention, GroupedQueryAttentionAgreesWithTheCpu) {
+  const int64_t H = 4, KV = 2, d = 32;
+  RopeConfig rc;
+  const Rope rope(rc, d, false), rope_il(rc, 16, true);
+  const std::vector<float> qn = random_vector(d, 40), kn = random_vector(d, 41), sinks = random_vector(H, 42);
+  for (int variant = 0; variant < 3; ++variant) {
+    CacheShape shape;
+    shape.layers = 1;
+    shape.key_width = shape.value_width = KV * d;
+    shape.max_positions = 16;
+    shape.max_batch = 8;
+    if (variant == 2) shape.windows = {3};
+    auto op = [&](Backend& b, std::span<const Row> rows, int64_t pos) {
+      const size_t n = rows.size();
+      Tensor q = put(b, per_position(n, pos, H * d, 1)), k = put(b, per_position(n, pos, KV * d, 2)),
+             v = put(b, per_position(n, pos, KV * d, 3)), out = b.allocate(n * H * d);
+      GqaAttend a;
+      a.rows = rows;
+      a.q = q, a.k = k, a.v = v, a.out = out;
+      a.heads = H, a.kv_heads = KV, a.head_dim = d;
+      a.rope = variant == 1 ? &rope_il : &rope;
+      a.q_norm = variant == 1 ? qn.data() : nullptr;
+      a.k_norm = variant == 1 ? kn.data() : nullptr;
+      a.eps = 1e-6f;
+      a.sinks = variant == 2 ? sinks.data() : nullptr;
+      a.window = variant == 2 ? 3 : 0;
+      a.scale = 0.17f;
+      b.gqa_attention(a);
+      return get(b, out);
+    };
+    expect_attention_agrees(shape, 7, op, 1e-5, variant == 0 ? "gqa" : variant == 1 ? "gqa + norms, interleaved" : "gqa, window + sinks");
+  }
+}
+
+TEST(VulkanAttention, LatentAttentionAgreesWithTheCpu) {
+  const int64_t H = 2, nope = 16, rope_dim = 8, lora = 64, vdim = 16;
+  RopeConfig rc;
+  const Rope rope(rc, rope_dim, true);
+  const std::vector<float> kv_norm = random_vector(lora, 50);
+  Mat fused = random_matrix(Fmt::BF16, H * (nope + vdim), lora, 51);
+  // Split per-head matrices: k_b in one allocation (one matrix to the GPU),
+  // v_b each its own.
+  Mat k_all = random_matrix(Fmt::F32, H * lora, nope, 52);
+  std::vector<Mat> v_each;
+  for (int64_t h = 0; h < H; ++h) v_each.push_back(random_matrix(Fmt::Q8_0, vdim, lora, 53 + h));
+  std::vector<kernels::WeightMatrix> k_b, v_b;
+  for (int64_t h = 0; h < H; ++h) {
+    k_b.push_back(k_all.w.row_slice(h * lora, lora));
+    v_b.push_back(v_each[h].w);
+  }
+  for (int variant = 0; variant < 3; ++variant) {
+    CacheShape shape;
+    shape.layers = 1;
+    shape.key_width = lora + rope_dim;
+    shape.value_width = 0;
+    shape.max_positions = 16;
+    shape.max_batch = 8;
+    auto op = [&](Backend& b, std::span<const Row> rows, int64_t pos) {
+      const size_t n = rows.size();
+      Tensor q = put(b, per_position(n, pos, H * (nope + rope_dim), 4)),
+             kv = put(b, per_position(n, pos, lora + rope_dim, 5)), out = b.allocate(n * H * vdim);
+      MlaAttend a;
+      a.rows = rows;
+      a.q = q, a.kv = kv, a.out = out;
+      a.heads = H, a.nope = nope, a.rope_dim = rope_dim, a.latent = lora, a.v_dim = vdim;
+      a.rope = variant == 2 ? nullptr : &rope;
+      a.kv_norm = kv_norm.data();
+      a.eps = 1e-6f;
+      a.scale = 0.2f;
+      if (variant == 1) {
+        a.k_b = k_b;
+        a.v_b = v_b;
+      } else {
+        a.kv_b = &fused.w;
+      }
+      b.mla_attention(a);
+      return get(b, out);
+    };
+    expect_attention_agrees(shape, 7, op, 2e-5, variant == 0 ? "mla, fused kv_b" : variant == 1 ? "mla, split k_b v_b" : "mla, NoPE");
+  }
+}
+
+TEST(VulkanAttention, KimiDeltaAttentionAgreesWithTheCpu) {
+  const int64_t H = 2, K = 32, W = 4, D = H * K;
+  std::vector<std::vector<float>> conv;
+  for (int i = 0; i < 3; ++i) conv.push_back(random_vector(D * W, 60 + i));
+  const std::vector<float> a_log = random_vector(H, 63), dt_bias = random_vector(D, 64), o_norm = random_vector(K, 65);
+  CacheShape shape;
+  shape.layers = 1;
+  shape.max_positions = 16;
+  shape.max_batch = 8;
+  shape.state_floats = {kda_state_floats(H, K, W)};
+  auto op = [&](Backend& b, std::span<const Row> rows, int64_t pos) {
+    const size_t n = rows.size();
+    KdaAttend a;
+    a.rows = rows;
+    a.q = put(b, per_position(n, pos, D, 6));
+    a.k = put(b, per_position(n, pos, D, 7));
+    a.v = put(b, per_position(n, pos, D, 8));
+    a.decay = put(b, per_position(n, pos, D, 9));
+    a.beta = put(b, per_position(n, pos, H, 10));
+    a.gate = put(b, per_position(n, pos, D, 11));
+    a.out = b.allocate(n * D);
+    a.heads = H, a.head_dim = K, a.conv_kernel = W;
+    for (int i = 0; i < 3; ++i) a.conv[i] = conv[i].data();
+    a.a_log = a_log.data(), a.dt_bias = dt_bias.data(), a.o_norm = o_norm.data();
+    b.kda_attention(a);
+    return get(b, a.out);
+  };
+  expect_attention_agrees(shape, 7, op, 2e-5, "kda");
 }
 
 }  // namespace

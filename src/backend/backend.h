@@ -71,6 +71,7 @@ struct StepLimits {
   bool fused_gate_up = false;  // experts store gate and up as one interleaved matrix
   size_t latent = 0, latent_rope = 0;  // MLA: kv_lora_rank, qk_rope_head_dim; 0 without MLA
   size_t kda_head_dim = 0;             // Kimi Delta Attention's head width; 0 without it
+  size_t heads = 0;                    // the most heads of any attention layer
   size_t depth_values = 0;             // the most values a depth_mix() softmax runs over
 };
 

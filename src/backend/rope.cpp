@@ -68,18 +68,24 @@ Rope::Rope(const RopeConfig& c, int64_t dim, bool interleaved) : dim_(dim), inte
   }
 }
 
+void Rope::rotation(int64_t pos, float* cos, float* sin) const {
+  const float p = static_cast<float>(pos);
+  for (int64_t i = 0; i < dim_ / 2; ++i) {
+    const float angle = inv_freq_[i] * p;
+    cos[i] = std::cos(angle) * attention_factor_;
+    sin[i] = std::sin(angle) * attention_factor_;
+  }
+}
+
 void Rope::apply(float* x, int64_t pos) const {
   const int64_t half = dim_ / 2;
-  float buf[kMaxDim];
-  const float p = static_cast<float>(pos);
+  float buf[kMaxDim], c[kMaxDim / 2], s[kMaxDim / 2];
+  rotation(pos, c, s);
   for (int64_t i = 0; i < half; ++i) {
-    const float angle = inv_freq_[i] * p;
-    const float c = std::cos(angle) * attention_factor_;
-    const float s = std::sin(angle) * attention_factor_;
     const float a = interleaved_ ? x[2 * i] : x[i];
     const float b = interleaved_ ? x[2 * i + 1] : x[i + half];
-    buf[i] = a * c - b * s;
-    buf[i + half] = b * c + a * s;
+    buf[i] = a * c[i] - b * s[i];
+    buf[i + half] = b * c[i] + a * s[i];
   }
   std::copy_n(buf, dim_, x);
 }

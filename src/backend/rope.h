@@ -37,6 +37,11 @@ class Rope {
   // elements, then all second ones) as transformers does; since queries and
   // keys get the same permutation, their dot products are unchanged.
   void apply(float* x, int64_t pos) const;
+  // The factors apply() rotates pair i by at `pos`: cos[i] and sin[i] for
+  // i < dim/2, already times attention_factor() (a device backend rotates
+  // with these host values: its own cos and sin would differ in the last bits).
+  void rotation(int64_t pos, float* cos, float* sin) const;
+  bool interleaved() const { return interleaved_; }
 
   int64_t dim() const { return dim_; }
   const std::vector<float>& inv_freq() const { return inv_freq_; }

@@ -185,6 +185,7 @@ StepLimits Model::step_limits(const StepSizes& z) const {
     l.latent_rope = static_cast<size_t>(c.qk_rope_head_dim);
   }
   l.kda_head_dim = static_cast<size_t>(c.kda_head_dim);
+  l.heads = static_cast<size_t>(std::max(c.num_heads, c.kda_heads));
   l.depth_values = z.depth_blocks ? z.depth_blocks + 1 : 0;
   const AttentionWidths& a = z.attention;
   l.widest_in = std::max({z.hidden, a.out, a.q_latent, a.kv, z.dense_width, z.shared_width, l.expert_width,

@@ -1,12 +1,12 @@
 // The 16-lane dot of kernels::dot (linear.h's order) over a workgroup of 16
-// invocations: lane j sums fma(a[i], b[i], ·) for i ≡ j (mod 16) in
+// invocations (the first 16 of a larger one): lane j sums fma(a[i], b[i], ·) for i ≡ j (mod 16) in
 // increasing i; the lanes fold by the tree w = 8, 4, 2, 1; every lane gets
 // the total.
 shared float fold_lanes[16];
 
 float fold16(float partial) {
   const uint lane = gl_LocalInvocationID.x;
-  fold_lanes[lane] = partial;
+  if (lane < 16) fold_lanes[lane] = partial;
   barrier();
   for (uint w = 8; w >= 1; w /= 2) {
     if (lane < w) {
@@ -22,6 +22,20 @@ float fold16(float partial) {
 
 float dot16(Floats a, uint a0, Floats b, uint b0, uint n) {
   precise float acc = 0.0;
-  for (uint i = gl_LocalInvocationID.x; i < n; i += 16) acc = fma(a.v[a0 + i], b.v[b0 + i], acc);
+  if (gl_LocalInvocationID.x < 16)
+    for (uint i = gl_LocalInvocationID.x; i < n; i += 16) acc = fma(a.v[a0 + i], b.v[b0 + i], acc);
   return fold16(acc);
+}
+
+// y[at ..) = rms_norm(x[at .. at + width), weight) as kernels::rms_norm
+// (the 16-lane dot, then weight · (x · inv)); x and y may be the same.
+void rms_norm16(Floats x, uint xa, Floats weight, float eps, uint width, Floats y, uint ya) {
+  const float ss = dot16(x, xa, x, xa, width);
+  precise float mean = ss / float(width) + eps;
+  precise float inv = 1.0 / sqrt(mean);
+  for (uint i = gl_LocalInvocationID.x; i < width; i += 16) {
+    precise float v = weight.v[i] * (x.v[xa + i] * inv);
+    y.v[ya + i] = v;
+  }
+  barrier();
 }

@@ -1,10 +1,15 @@
 #version 450
-// y [n × out] = x [n × in] · Wᵀ (+ bias) for one weight format (FMT, see
-// weights.glsl), in linear.h's order: for output (r, o) lane j of 16 sums
-// fma(W[o][i], x[r][i], ·) over i ≡ j (mod 16) in increasing i, then the
-// lanes fold as the tree w = 8, 4, 2, 1. A workgroup is 4 outputs × 16 lanes
-// for up to ROWS batch rows; each (r, o) is computed alone, so a row's
-// result does not depend on the others in its batch.
+// y = x · Wᵀ (+ bias) for one weight format (FMT, see weights.glsl), in
+// linear.h's order: for output (r, o) lane j of 16 sums fma(W[o][i],
+// x[r][i], ·) over i ≡ j (mod 16) in increasing i, then the lanes fold as
+// the tree w = 8, 4, 2, 1. A workgroup is 4 outputs × 16 lanes for up to
+// ROWS batch rows; each (r, o) is computed alone, so a row's result does
+// not depend on the others in its batch.
+//
+// Heads (gl_WorkGroupID.z = h): head h multiplies by rows [h·head_rows,
+// h·head_rows + out) of the matrix, reads x from h·x_head and writes y from
+// h·y_head (MLA's per-head absorbed products); rows of x and y are x_stride
+// and y_stride values apart.
 #include "common.glsl"
 #include "weights.glsl"
 
@@ -16,23 +21,26 @@ layout(push_constant) uniform Push {
   Floats x;
   Floats y;
   uint n;
+  uint x_stride, y_stride;
+  uint head_rows, x_head, y_head;
 } p;
 
 shared float lanes[4][ROWS][16];
 
 void main() {
-  const uint lane = gl_LocalInvocationID.x, slot = gl_LocalInvocationID.y;
+  const uint lane = gl_LocalInvocationID.x, slot = gl_LocalInvocationID.y, h = gl_WorkGroupID.z;
   const uint o = gl_WorkGroupID.x * 4 + slot;
   const uint r0 = gl_WorkGroupID.y * ROWS;
   const bool live = o < p.w.out_rows;
+  const uint row = h * p.head_rows + o;
+  const uint x0 = h * p.x_head, in_w = p.w.in_cols;
   precise float acc[ROWS];
   for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
   if (live) {
-    const uint in_w = p.w.in_cols;
     for (uint i = lane; i < in_w; i += 16) {
-      const float wt = weight(p.w, o, i);
+      const float wt = weight(p.w, row, i);
       for (uint r = 0; r < ROWS; ++r)
-        if (r0 + r < p.n) acc[r] = fma(wt, p.x.v[(r0 + r) * in_w + i], acc[r]);
+        if (r0 + r < p.n) acc[r] = fma(wt, p.x.v[x0 + (r0 + r) * p.x_stride + i], acc[r]);
     }
   }
   for (uint r = 0; r < ROWS; ++r) lanes[slot][r][lane] = acc[r];
@@ -47,7 +55,7 @@ void main() {
   }
   if (live && lane < ROWS && r0 + lane < p.n) {
     precise float v = lanes[slot][lane][0];
-    if (p.w.has_bias != 0) v = v + p.w.bias.v[o];
-    p.y.v[(r0 + lane) * p.w.out_rows + o] = v;
+    if (p.w.has_bias != 0) v = v + p.w.bias.v[row];
+    p.y.v[h * p.y_head + (r0 + lane) * p.y_stride + o] = v;
   }
 }

@@ -38,19 +38,9 @@ VulkanBackend::VulkanBackend(int index) : ctx_(std::make_unique<Context>(index))
   stream_ = std::make_unique<Stream>(*ctx_);
   tensors_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Device, 64ull << 20);
   staging_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, 64ull << 20);
+  uploads_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, 64ull << 20);
   weights_ = std::make_unique<WeightStore>(*ctx_, [this](const Arena::Piece& dst, const void* src, uint64_t bytes) {
-    if (dst.mapped) {
-      std::memcpy(dst.mapped, src, bytes);
-      return;
-    }
-    // In pieces no larger than the staging cap.
-    const auto* s = static_cast<const uint8_t*>(src);
-    for (uint64_t at = 0; at < bytes;) {
-      const uint64_t part = std::min(bytes - at, kStagingCap / 2);
-      const Arena::Piece st = stage(s + at, part);
-      stream_->copy(st.buffer, st.offset, dst.buffer, dst.offset + at, part);
-      at += part;
-    }
+    copy_in(dst.buffer, dst.offset, dst.mapped, src, bytes, true);
   });
   // Slot 0 is never handed out, so a default Tensor is never a real one.
   slots_.emplace_back();
@@ -83,7 +73,7 @@ void VulkanBackend::release_tensors() {
   tensors_->clear();
   tensor_bytes_ = 0;
   // The planned scratch lives with the tensors: plan again after this.
-  expert_act_ = Slot{};
+  expert_act_ = scores_ = mla_ = Slot{};
   scratch_floats_ = 0;
 }
 
@@ -91,14 +81,30 @@ namespace {
 uint64_t expert_act_floats(const StepLimits& l) {
   return static_cast<uint64_t>(l.rows) * l.experts_per_token * (l.fused_gate_up ? 4 : 2) * l.expert_width;
 }
+
+// Attention scores: rows × heads × (context + 1), but no more than this many
+// at once (a long prefill attends in chunks of rows).
+constexpr uint64_t kScoreFloats = 16ull << 20;
+uint64_t score_floats(const StepLimits& l) {
+  const uint64_t per_row = static_cast<uint64_t>(l.heads) * static_cast<uint64_t>(l.context + 1);
+  return std::min<uint64_t>(l.rows * per_row, std::max(per_row, kScoreFloats));
+}
+uint64_t mla_floats(const StepLimits& l) {
+  return static_cast<uint64_t>(l.rows) * l.heads * (2 * l.latent + l.latent_rope);
+}
 }  // namespace
 
-uint64_t VulkanBackend::scratch_bytes(const StepLimits& l) const { return expert_act_floats(l) * sizeof(float); }
+uint64_t VulkanBackend::scratch_bytes(const StepLimits& l) const {
+  return (expert_act_floats(l) + score_floats(l) + mla_floats(l)) * sizeof(float);
+}
 
 void VulkanBackend::plan(const StepLimits& l) {
   limits_ = l;
-  scratch_floats_ = expert_act_floats(l);
-  expert_act_ = Slot{tensors_->take(scratch_floats_ * sizeof(float)), scratch_floats_};
+  auto take = [&](uint64_t floats) { return Slot{tensors_->take(floats * sizeof(float)), floats}; };
+  expert_act_ = take(expert_act_floats(l));
+  scores_ = take(score_floats(l));
+  mla_ = take(mla_floats(l));
+  scratch_floats_ = expert_act_.size + scores_.size + mla_.size;
 }
 
 uint64_t VulkanBackend::allocated_bytes() const { return tensor_bytes_ + scratch_floats_ * sizeof(float); }
@@ -109,9 +115,10 @@ void VulkanBackend::check_step(size_t rows) const {
                 std::to_string(limits_.rows));
 }
 
-Arena::Piece VulkanBackend::stage(uint64_t bytes) {
-  if (staging_->used() + bytes > kStagingCap && !stream_->idle()) finish();
-  return staging_->take(bytes);
+Arena::Piece VulkanBackend::stage(uint64_t bytes) { return staging_->take(bytes); }
+
+void VulkanBackend::make_room() {
+  if (staging_->used() > kStagingCap) finish();
 }
 
 Arena::Piece VulkanBackend::stage(const void* src, uint64_t bytes) {
@@ -123,64 +130,106 @@ Arena::Piece VulkanBackend::stage(const void* src, uint64_t bytes) {
 void VulkanBackend::finish() {
   stream_->finish();
   staging_->rewind();
+  uploads_->rewind();
 }
 
-void VulkanBackend::upload(Tensor dst, const float* src) {
-  const Slot& s = slot(dst);
-  const uint64_t bytes = dst.size * sizeof(float);
-  if (s.piece.mapped) {
-    finish();  // ops recorded before may still read or write it
-    std::memcpy(s.piece.mapped + dst.offset * sizeof(float), src, bytes);
+void VulkanBackend::copy_in(VkBuffer buffer, uint64_t offset, uint8_t* mapped, const void* src, uint64_t bytes,
+                            bool fresh) {
+  if (mapped) {
+    if (!fresh) finish();  // ops recorded before may still read or write it
+    std::memcpy(mapped, src, bytes);
     return;
   }
-  const Arena::Piece st = stage(src, bytes);
-  stream_->copy(st.buffer, st.offset, s.piece.buffer, s.piece.offset + dst.offset * sizeof(float), bytes);
+  // Through the upload staging, whose pieces no op's arguments share: when
+  // it fills, the copies recorded so far are run and it is reused, while the
+  // arguments of an op being put together stay where they are.
+  const auto* s = static_cast<const uint8_t*>(src);
+  for (uint64_t at = 0; at < bytes;) {
+    const uint64_t part = std::min(bytes - at, kStagingCap / 4);
+    if (uploads_->used() + part > kStagingCap) {
+      stream_->finish();
+      uploads_->rewind();
+    }
+    const Arena::Piece st = uploads_->take(part);
+    std::memcpy(st.mapped, s + at, part);
+    stream_->copy(st.buffer, st.offset, buffer, offset + at, part);
+    at += part;
+  }
 }
 
-void VulkanBackend::download(Tensor src, float* dst) {
-  const Slot& s = slot(src);
-  const uint64_t bytes = src.size * sizeof(float);
-  if (s.piece.mapped) {
+void VulkanBackend::copy_out(VkBuffer buffer, uint64_t offset, const uint8_t* mapped, void* dst, uint64_t bytes) {
+  if (mapped) {
     finish();
-    std::memcpy(dst, s.piece.mapped + src.offset * sizeof(float), bytes);
+    std::memcpy(dst, mapped, bytes);
     return;
   }
   if (!readback_ || readback_->bytes() < bytes)
     readback_ = std::make_unique<Buffer>(*ctx_, std::max<uint64_t>(bytes, 1 << 20), Buffer::Where::Host);
-  stream_->copy(s.piece.buffer, s.piece.offset + src.offset * sizeof(float), readback_->handle(), 0, bytes);
+  stream_->copy(buffer, offset, readback_->handle(), 0, bytes);
   finish();
   std::memcpy(dst, readback_->mapped(), bytes);
+}
+
+void VulkanBackend::upload(Tensor dst, const float* src) {
+  const Slot& s = slot(dst);
+  const uint64_t at = dst.offset * sizeof(float);
+  copy_in(s.piece.buffer, s.piece.offset + at, s.piece.mapped ? s.piece.mapped + at : nullptr, src,
+          dst.size * sizeof(float), false);
+}
+
+void VulkanBackend::download(Tensor src, float* dst) {
+  const Slot& s = slot(src);
+  const uint64_t at = src.offset * sizeof(float);
+  copy_out(s.piece.buffer, s.piece.offset + at, s.piece.mapped ? s.piece.mapped + at : nullptr, dst,
+           src.size * sizeof(float));
+}
+
+void VulkanBackend::copy_on_device(const Buffer& src, const Buffer& dst, uint64_t bytes) {
+  stream_->copy(src.handle(), 0, dst.handle(), 0, bytes);
+}
+
+void VulkanBackend::zero(const Buffer& b) { stream_->zero(b.handle(), 0, b.bytes()); }
+
+void VulkanBackend::read(const Buffer& src, void* dst, uint64_t bytes) {
+  copy_out(src.handle(), 0, src.mapped(), dst, bytes);
+}
+
+void VulkanBackend::write(const Buffer& dst, const void* src, uint64_t bytes) {
+  copy_in(dst.handle(), 0, dst.mapped(), src, bytes, false);
 }
 
 void VulkanBackend::embed(const kernels::WeightMatrix& table, std::span<const int32_t> tokens, Tensor out) {
   const WeightFormat f = weight_format(table);
   for (int32_t t : tokens)
     if (t < 0 || t >= table.out) throw Error("internal: token " + std::to_string(t) + " outside the token table");
+  const WeightRef ref = weights_->resident(table);
+  make_room();
   struct {
     WeightRef w;
     uint64_t tokens, out;
     uint32_t count;
-  } push{weights_->resident(table), stage(tokens.data(), tokens.size_bytes()).address,
+  } push{ref, stage(tokens.data(), tokens.size_bytes()).address,
          address(out.rows(0, tokens.size(), static_cast<uint64_t>(table.in))), static_cast<uint32_t>(tokens.size())};
   stream_->dispatch(std::string("embed_") + format_name(f), push, static_cast<uint32_t>((table.in + 255) / 256),
                     static_cast<uint32_t>(tokens.size()));
 }
 
-void VulkanBackend::product(const WeightRef& ref, WeightFormat f, uint64_t x, size_t n, uint64_t y) {
+void VulkanBackend::product(const WeightRef& ref, WeightFormat f, uint64_t x, uint64_t y, const ProductShape& s) {
   struct {
     WeightRef w;
     uint64_t x, y;
-    uint32_t n;
-  } push{ref, x, y, static_cast<uint32_t>(n)};
+    uint32_t n, x_stride, y_stride, head_rows, x_head, y_head;
+  } push{ref, x, y, static_cast<uint32_t>(s.n), s.x_stride, s.y_stride, s.head_rows, s.x_head, s.y_head};
+  static_assert(sizeof(push) <= Stream::kPushBytes);
   constexpr uint32_t kOutputsPerGroup = 4, kRowsPerGroup = 4;  // linear.comp's workgroup
   const uint64_t groups_x = (ref.out_rows + kOutputsPerGroup - 1) / kOutputsPerGroup;
-  const uint64_t groups_y = (n + kRowsPerGroup - 1) / kRowsPerGroup;
-  const uint32_t limit = ctx_->properties().limits.maxComputeWorkGroupCount[0];
-  if (groups_x > limit || groups_y > ctx_->properties().limits.maxComputeWorkGroupCount[1])
-    throw Error("the Vulkan backend cannot multiply " + std::to_string(n) + " rows by a matrix of " +
+  const uint64_t groups_y = (s.n + kRowsPerGroup - 1) / kRowsPerGroup;
+  const auto& limit = ctx_->properties().limits.maxComputeWorkGroupCount;
+  if (groups_x > limit[0] || groups_y > limit[1] || s.heads > limit[2])
+    throw Error("the Vulkan backend cannot multiply " + std::to_string(s.n) + " rows by a matrix of " +
                 std::to_string(ref.out_rows) + " outputs on " + ctx_->info().name + " (too many workgroups)");
   stream_->dispatch(std::string("linear_") + format_name(f), push, static_cast<uint32_t>(groups_x),
-                    static_cast<uint32_t>(groups_y));
+                    static_cast<uint32_t>(groups_y), s.heads);
 }
 
 void VulkanBackend::linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tensor y) {
@@ -234,6 +283,8 @@ void VulkanBackend::depth_mix(std::span<const Tensor> blocks, Tensor partial, co
                               size_t width, float eps, Tensor out) {
   const size_t count = blocks.size() + 1;
   if (count > 64) throw Error("internal: a depth mix over more than 64 values");
+  const uint64_t q = weights_->address(query, width * sizeof(float));
+  make_room();
   std::vector<uint64_t> values;
   for (const Tensor& b : blocks) values.push_back(address(b.slice(0, rows * width)));
   values.push_back(address(partial.slice(0, rows * width)));
@@ -241,8 +292,7 @@ void VulkanBackend::depth_mix(std::span<const Tensor> blocks, Tensor partial, co
     uint64_t values, query, out;
     uint32_t width, count;
     float eps;
-  } push{stage(values.data(), values.size() * sizeof(uint64_t)).address,
-         weights_->address(query, width * sizeof(float)), address(out.slice(0, rows * width)),
+  } push{stage(values.data(), values.size() * sizeof(uint64_t)).address, q, address(out.slice(0, rows * width)),
          static_cast<uint32_t>(width), static_cast<uint32_t>(count), eps};
   stream_->dispatch("depth_mix", push, static_cast<uint32_t>(rows));
 }

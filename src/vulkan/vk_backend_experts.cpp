@@ -26,6 +26,7 @@ void VulkanBackend::gather_rows(Tensor src, size_t width, std::span<const uint32
   for (uint32_t r : rows)
     if ((static_cast<uint64_t>(r) + 1) * width > src.size) throw Error("internal: gather_rows() past its source");
   if (rows.empty()) return;
+  make_room();
   struct {
     uint64_t src, dst, rows;
     uint32_t width;
@@ -59,6 +60,7 @@ void VulkanBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertAct
       throw Error("internal: an expert wider or with more rows than planned");
   }
   for (const ExpertJob& j : jobs) {
+    make_room();  // between jobs: nothing of the next one is staged yet
     const ExpertWeights& e = *j.weights;
     const bool fused = e.gate_up.valid();
     const size_t width = static_cast<size_t>(fused ? e.gate_up.out / 2 : e.gate.out), n = j.rows;
@@ -109,6 +111,7 @@ void VulkanBackend::combine_experts(Tensor ys, size_t hidden, std::span<const ui
     }
   }
   if (n == 0) return;
+  make_room();
   struct {
     uint64_t ys, out, shared, rows, weights;
     uint32_t hidden, k, has_shared;
@@ -117,20 +120,5 @@ void VulkanBackend::combine_experts(Tensor ys, size_t hidden, std::span<const ui
          static_cast<uint32_t>(hidden), static_cast<uint32_t>(k), shared.empty() ? 0u : 1u};
   stream_->dispatch("combine", push, static_cast<uint32_t>((hidden + 255) / 256), static_cast<uint32_t>(n));
 }
-
-// --- not on the GPU yet: attention and its caches --------------------------------
-
-namespace {
-[[noreturn]] void not_yet(const char* what) {
-  throw Error(std::string("the Vulkan backend does not compute ") + what + " yet");
-}
-}  // namespace
-
-std::unique_ptr<KvCache> VulkanBackend::new_cache(const CacheShape&) { not_yet("attention caches"); }
-uint64_t VulkanBackend::cache_bytes(const CacheShape&) const { return 0; }
-uint64_t VulkanBackend::cache_snapshot_bytes(const CacheShape&) const { return 0; }
-void VulkanBackend::gqa_attention(const GqaAttend&) { not_yet("grouped-query attention"); }
-void VulkanBackend::mla_attention(const MlaAttend&) { not_yet("latent attention"); }
-void VulkanBackend::kda_attention(const KdaAttend&) { not_yet("Kimi Delta Attention"); }
 
 }  // namespace strata::vk

@@ -10,12 +10,13 @@
 #include "vulkan/vk_arena.h"
 #include "vulkan/vk_context.h"
 #include "vulkan/vk_formats.h"
+#include "vulkan/vk_kv_cache.h"
 #include "vulkan/vk_stream.h"
 #include "vulkan/vk_weights.h"
 
 namespace strata::vk {
 
-class VulkanBackend final : public Backend {
+class VulkanBackend final : public Backend, private CacheIo {
  public:
   explicit VulkanBackend(int index);
   ~VulkanBackend() override;
@@ -61,14 +62,55 @@ class VulkanBackend final : public Backend {
   // The device address of `t`'s first value (strata::Error when it is not one of this backend's tensors).
   uint64_t address(Tensor t) const;
   const Slot& slot(Tensor t) const;
-  // `bytes` of host staging, valid until the stream next finishes. When the
-  // staging in use would pass its cap, what is recorded is run first.
+  // `bytes` of host staging for an op's arguments, valid until the stream
+  // next finishes (finish() rewinds it). Nothing between an op's first
+  // stage() and its last dispatch may finish: an op makes its weights
+  // resident first, and calls make_room() (which may finish) only before it
+  // stages anything.
   Arena::Piece stage(uint64_t bytes);
+  // Runs what is recorded when the staging has passed its cap.
+  void make_room();
   Arena::Piece stage(const void* src, uint64_t bytes);
+  // Host bytes into device memory (mapped: written in place once the
+  // recorded ops are done; else staged and copied in order), and back.
+  // `fresh`: memory no recorded op refers to yet (a new weight copy), written
+  // without waiting.
+  void copy_in(VkBuffer buffer, uint64_t offset, uint8_t* mapped, const void* src, uint64_t bytes, bool fresh);
+  void copy_out(VkBuffer buffer, uint64_t offset, const uint8_t* mapped, void* dst, uint64_t bytes);
   // Runs what is recorded and waits; the staging is free again.
-  void finish();
+  void finish() override;
+  // CacheIo, for the caches this backend makes.
+  const Context& context() const override { return *ctx_; }
+  void copy_on_device(const Buffer& src, const Buffer& dst, uint64_t bytes) override;
+  void zero(const Buffer& b) override;
+  void read(const Buffer& src, void* dst, uint64_t bytes) override;
+  void write(const Buffer& dst, const void* src, uint64_t bytes) override;
+
+  // How a product walks its rows (linear.comp): n rows x_stride and y_stride
+  // values apart; with heads > 1, head h uses matrix rows from h·head_rows
+  // and x, y from h·x_head, h·y_head.
+  struct ProductShape {
+    size_t n = 0;
+    uint32_t x_stride = 0, y_stride = 0;
+    uint32_t heads = 1, head_rows = 0, x_head = 0, y_head = 0;
+  };
   // y = x · wᵀ for `w` at `ref` (resident or staged).
-  void product(const WeightRef& ref, WeightFormat f, uint64_t x, size_t n, uint64_t y);
+  void product(const WeightRef& ref, WeightFormat f, uint64_t x, uint64_t y, const ProductShape& shape);
+  void product(const WeightRef& ref, WeightFormat f, uint64_t x, size_t n, uint64_t y) {
+    product(ref, f, x, y, ProductShape{n, ref.in_cols, ref.out_rows});
+  }
+  // MLA's per-head products: per_head[h] (or rows [h·head_rows + row0, +
+  // rows_per_head) of `fused`) times head h of x.
+  void head_products(std::span<const kernels::WeightMatrix> per_head, const kernels::WeightMatrix* fused, int64_t row0,
+                     int64_t rows_per_head, int64_t head_rows, uint64_t x, uint32_t x_stride, uint32_t x_head,
+                     size_t n, uint64_t y, uint32_t y_stride, uint32_t y_head, int64_t heads);
+  void check_positions(std::span<const Row> rows) const;
+  // The rows' RowRefs (attention.glsl) for `layer`, staged.
+  uint64_t row_refs(std::span<const Row> rows, int64_t layer, int64_t window);
+  // The rows' rotation factors (Rope::rotation), staged.
+  uint64_t rotations(std::span<const Row> rows, const Rope* rope);
+  // Rows of a step whose scores fit the planned score scratch at once.
+  size_t score_rows(size_t heads) const;
   // `w` staged in host memory for the current submission.
   WeightRef staged(const kernels::WeightMatrix& w);
   // elementwise.comp's modes.
@@ -79,13 +121,16 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<Arena> tensors_;
-  std::unique_ptr<Arena> staging_;
+  std::unique_ptr<Arena> staging_;  // op arguments, staged expert weights
+  std::unique_ptr<Arena> uploads_;  // copies of resident weights and tensors on their way up
   std::unique_ptr<WeightStore> weights_;
   std::vector<Slot> slots_;
   uint64_t tensor_bytes_ = 0;
   StepLimits limits_;
   uint64_t scratch_floats_ = 0;
   Slot expert_act_;  // the planned activations of one expert job: gate, up (fused: gate_up too)
+  Slot scores_;      // attention scores: score_rows() rows × heads × (context + 1)
+  Slot mla_;         // MLA's absorbed queries, rotated queries and attended latents
   std::unique_ptr<Buffer> readback_;
 };
 

@@ -99,6 +99,14 @@ void Stream::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_
   ++recorded_;
 }
 
+void Stream::zero(VkBuffer dst, uint64_t offset, uint64_t bytes) {
+  if (bytes == 0) return;
+  begin();
+  vkCmdFillBuffer(cmd_, dst, offset, bytes, 0);
+  barrier();
+  ++recorded_;
+}
+
 void Stream::finish() {
   if (!recording_) return;
   recording_ = false;

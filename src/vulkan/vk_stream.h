@@ -34,6 +34,8 @@ class Stream {
     dispatch(name, &push, sizeof(P), x, y, z);
   }
   void copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes);
+  // Zeroes `bytes` (a multiple of 4) from `offset`.
+  void zero(VkBuffer dst, uint64_t offset, uint64_t bytes);
   // Submits what was recorded and waits until it is done (no-op when nothing was).
   void finish();
   bool idle() const { return !recording_; }

@@ -1,0 +1,74 @@
+// Softmax over the scores of one (row, head) held in global scratch, by a
+// workgroup of 64: s[0 .. count) (and an optional extra logit, a sink, with
+// no value). The maximum is exact in any order; each invocation sums the
+// exponentials of its positions (j ≡ tid mod 64) in increasing j and the 64
+// partial sums fold by a fixed tree, the sink's added last: the same order
+// whatever else the step holds. On return s[j] = e^(s[j]-m) / sum.
+shared float reduce64[64];
+
+float max64(float v) {
+  const uint t = gl_LocalInvocationID.x;
+  reduce64[t] = v;
+  barrier();
+  for (uint w = 32; w >= 1; w /= 2) {
+    if (t < w) reduce64[t] = max(reduce64[t], reduce64[t + w]);
+    barrier();
+  }
+  const float m = reduce64[0];
+  barrier();
+  return m;
+}
+
+float sum64(float v) {
+  const uint t = gl_LocalInvocationID.x;
+  reduce64[t] = v;
+  barrier();
+  for (uint w = 32; w >= 1; w /= 2) {
+    if (t < w) {
+      precise float s = reduce64[t] + reduce64[t + w];
+      reduce64[t] = s;
+    }
+    barrier();
+  }
+  const float s = reduce64[0];
+  barrier();
+  return s;
+}
+
+void softmax64(Floats s, uint at, uint count, bool has_sink, float sink) {
+  const uint t = gl_LocalInvocationID.x;
+  float m = -3.402823466e38;
+  for (uint j = t; j < count; j += 64) m = max(m, s.v[at + j]);
+  m = max64(m);
+  if (has_sink) m = max(m, sink);
+  precise float part = 0.0;
+  for (uint j = t; j < count; j += 64) {
+    precise float e = exp(s.v[at + j] - m);
+    s.v[at + j] = e;
+    part = part + e;
+  }
+  precise float sum = sum64(part);
+  if (has_sink) {
+    precise float e = exp(sink - m);
+    sum = sum + e;
+  }
+  precise float inv = 1.0 / sum;
+  for (uint j = t; j < count; j += 64) {
+    precise float v = s.v[at + j] * inv;
+    s.v[at + j] = v;
+  }
+  barrier();
+}
+
+// The 16-lane dot (kernels::dot's order) by one invocation alone.
+float dot_serial(Floats a, uint a0, Floats b, uint b0, uint n) {
+  precise float acc[16];
+  for (uint j = 0; j < 16; ++j) acc[j] = 0.0;
+  for (uint i = 0; i < n; ++i) acc[i % 16] = fma(a.v[a0 + i], b.v[b0 + i], acc[i % 16]);
+  for (uint w = 8; w >= 1; w /= 2)
+    for (uint j = 0; j < w; ++j) {
+      precise float s = acc[j] + acc[j + w];
+      acc[j] = s;
+    }
+  return acc[0];
+}

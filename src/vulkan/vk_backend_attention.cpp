@@ -1,0 +1,274 @@
+// The Vulkan backend's attention ops (GqaAttend, MlaAttend, KdaAttend in
+// backend.h) and its caches.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "util/error.h"
+#include "vulkan/vk_backend_impl.h"
+#include "vulkan/vk_kv_cache.h"
+
+namespace strata::vk {
+
+namespace {
+
+// attention.glsl's RowRef.
+struct RowRef {
+  uint64_t keys = 0, values = 0;
+  uint32_t pos = 0, ring = 0, first = 0, count = 0;
+};
+static_assert(sizeof(RowRef) == 32);
+
+VulkanKvCache& device_cache(KvCache* cache) {
+  auto* c = dynamic_cast<VulkanKvCache*>(cache);
+  if (!c) throw Error("internal: a row whose cache the Vulkan backend did not make");
+  return *c;
+}
+
+}  // namespace
+
+std::unique_ptr<KvCache> VulkanBackend::new_cache(const CacheShape& shape) {
+  return std::make_unique<VulkanKvCache>(static_cast<CacheIo&>(*this), shape);
+}
+uint64_t VulkanBackend::cache_bytes(const CacheShape& shape) const { return CacheBook::bytes_at(shape); }
+uint64_t VulkanBackend::cache_snapshot_bytes(const CacheShape& shape) const { return CacheBook::snapshot_bytes_at(shape); }
+
+void VulkanBackend::check_positions(std::span<const Row> rows) const {
+  check_step(rows.size());
+  for (const Row& r : rows)
+    if (r.pos < 0 || r.pos >= limits_.context)
+      throw Error("internal: a row at position " + std::to_string(r.pos) + " on a backend planned for a context of " +
+                  std::to_string(limits_.context));
+}
+
+uint64_t VulkanBackend::row_refs(std::span<const Row> rows, int64_t layer, int64_t window) {
+  std::vector<RowRef> refs(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const VulkanKvCache& c = device_cache(rows[i].cache);
+    const int64_t pos = rows[i].pos, first = window ? std::max<int64_t>(0, pos - window + 1) : 0;
+    refs[i] = RowRef{c.keys(layer), c.values(layer), static_cast<uint32_t>(pos),
+                     static_cast<uint32_t>(c.book().ring(layer)), static_cast<uint32_t>(first),
+                     static_cast<uint32_t>(pos + 1 - first)};
+  }
+  return stage(refs.data(), refs.size() * sizeof(RowRef)).address;
+}
+
+uint64_t VulkanBackend::rotations(std::span<const Row> rows, const Rope* rope) {
+  if (!rope || rope->dim() == 0) return stage(4).address;
+  const size_t half = static_cast<size_t>(rope->dim() / 2);
+  std::vector<float> table(rows.size() * 2 * half);
+  for (size_t i = 0; i < rows.size(); ++i) rope->rotation(rows[i].pos, &table[i * 2 * half], &table[i * 2 * half + half]);
+  return stage(table.data(), table.size() * sizeof(float)).address;
+}
+
+size_t VulkanBackend::score_rows(size_t heads) const {
+  const size_t per_row = heads * static_cast<size_t>(limits_.context + 1);
+  return std::max<size_t>(1, std::min<size_t>(scores_.size / std::max<size_t>(per_row, 1), limits_.rows));
+}
+
+void VulkanBackend::gqa_attention(const GqaAttend& op) {
+  const size_t n = op.rows.size();
+  check_positions(op.rows);
+  const int64_t H = op.heads, KV = op.kv_heads, d = op.head_dim;
+  if (static_cast<size_t>(H) > limits_.heads || KV < 1 || H % KV != 0 || !op.rope || op.rope->dim() > d)
+    throw Error("internal: an attention layer with more heads than planned");
+  const uint64_t q_norm = weights_->address(op.q_norm, op.q_norm ? d * sizeof(float) : 0),
+                 k_norm = weights_->address(op.k_norm, op.k_norm ? d * sizeof(float) : 0),
+                 sinks = weights_->address(op.sinks, op.sinks ? H * sizeof(float) : 0);
+  make_room();
+  const uint64_t rows = row_refs(op.rows, op.layer, op.window);
+  struct {
+    uint64_t q, k, v, rows, rot, q_norm, k_norm;
+    uint32_t heads, kv_heads, head_dim, rot_dim;
+    float eps;
+    uint32_t interleaved, has_q_norm, has_k_norm;
+  } prep{address(op.q.slice(0, n * H * d)), address(op.k.slice(0, n * KV * d)), address(op.v.slice(0, n * KV * d)),
+         rows, rotations(op.rows, op.rope), q_norm, k_norm, static_cast<uint32_t>(H), static_cast<uint32_t>(KV), static_cast<uint32_t>(d),
+         static_cast<uint32_t>(op.rope->dim()), op.eps, op.rope->interleaved() ? 1u : 0u, op.q_norm ? 1u : 0u,
+         op.k_norm ? 1u : 0u};
+  stream_->dispatch("gqa_prep", prep, static_cast<uint32_t>(H + KV), static_cast<uint32_t>(n));
+  const size_t chunk = score_rows(static_cast<size_t>(H));
+  for (size_t r0 = 0; r0 < n; r0 += chunk) {
+    struct {
+      uint64_t q, out, rows, scores, sinks;
+      uint32_t heads, kv_heads, head_dim, score_stride;
+      float scale;
+      uint32_t has_sinks, row0;
+    } attend{prep.q, address(op.out.slice(0, n * H * d)), rows, scores_.piece.address,
+             sinks, static_cast<uint32_t>(H),
+             static_cast<uint32_t>(KV), static_cast<uint32_t>(d), static_cast<uint32_t>(limits_.context + 1),
+             op.scale, op.sinks ? 1u : 0u, static_cast<uint32_t>(r0)};
+    stream_->dispatch("gqa_attend", attend, static_cast<uint32_t>(H), static_cast<uint32_t>(std::min(chunk, n - r0)));
+  }
+}
+
+namespace {
+// The per-head matrices as one of H·rows rows when they lie one after another
+// in memory (a 3-D checkpoint tensor sliced per head), else nothing.
+std::optional<kernels::WeightMatrix> one_matrix(std::span<const kernels::WeightMatrix> per_head) {
+  const kernels::WeightMatrix& m0 = per_head[0];
+  const size_t bytes = static_cast<size_t>(m0.out) * m0.row_bytes();
+  for (size_t h = 0; h < per_head.size(); ++h) {
+    const kernels::WeightMatrix& m = per_head[h];
+    if (m.data != m0.data + h * bytes || m.dtype != m0.dtype || m.packing != m0.packing || m.out != m0.out ||
+        m.in != m0.in || m.bias || m.block_scale || m.scales)
+      return std::nullopt;
+  }
+  kernels::WeightMatrix all = m0;
+  all.out = m0.out * static_cast<int64_t>(per_head.size());
+  return all;
+}
+}  // namespace
+
+void VulkanBackend::head_products(std::span<const kernels::WeightMatrix> per_head, const kernels::WeightMatrix* fused,
+                                  int64_t row0, int64_t rows_per_head, int64_t head_rows, uint64_t x,
+                                  uint32_t x_stride, uint32_t x_head, size_t n, uint64_t y, uint32_t y_stride,
+                                  uint32_t y_head, int64_t heads) {
+  ProductShape s{n, x_stride, y_stride, 1, 0, x_head, y_head};
+  if (fused) {
+    // Rows [h·head_rows + row0, + rows_per_head) of the fused matrix for head h.
+    const kernels::WeightMatrix span = fused->row_slice(row0, heads * head_rows - row0);
+    WeightRef ref = weights_->resident(span);
+    ref.out_rows = static_cast<uint32_t>(rows_per_head);
+    s.heads = static_cast<uint32_t>(heads);
+    s.head_rows = static_cast<uint32_t>(head_rows);
+    return product(ref, weight_format(span), x, y, s);
+  }
+  if (auto all = one_matrix(per_head)) {
+    WeightRef ref = weights_->resident(*all);
+    ref.out_rows = static_cast<uint32_t>(per_head[0].out);
+    s.heads = static_cast<uint32_t>(heads);
+    s.head_rows = static_cast<uint32_t>(per_head[0].out);
+    return product(ref, weight_format(*all), x, y, s);
+  }
+  for (int64_t h = 0; h < heads; ++h) {
+    const kernels::WeightMatrix& m = per_head[static_cast<size_t>(h)];
+    product(weights_->resident(m), weight_format(m), x + h * x_head * sizeof(float), y + h * y_head * sizeof(float),
+            ProductShape{n, x_stride, y_stride, 1, 0, 0, 0});
+  }
+}
+
+void VulkanBackend::mla_attention(const MlaAttend& op) {
+  const size_t n = op.rows.size();
+  check_positions(op.rows);
+  const int64_t H = op.heads, nope = op.nope, rope = op.rope_dim, qk = nope + rope, lora = op.latent, vdim = op.v_dim;
+  if (static_cast<size_t>(lora) > limits_.latent || static_cast<size_t>(rope) > limits_.latent_rope ||
+      static_cast<size_t>(H) > limits_.heads)
+    throw Error("internal: latent attention wider than planned");
+  // Every weight resident before anything is staged (see stage()).
+  const uint64_t kv_norm = weights_->address(op.kv_norm, lora * sizeof(float));
+  if (op.kv_b) {
+    weights_->resident(op.kv_b->row_slice(0, H * (nope + vdim)));
+    weights_->resident(op.kv_b->row_slice(nope, H * (nope + vdim) - nope));
+  } else {
+    for (auto per_head : {op.k_b, op.v_b}) {
+      if (auto all = one_matrix(per_head))
+        weights_->resident(*all);
+      else
+        for (const auto& m : per_head) weights_->resident(m);
+    }
+  }
+  make_room();
+  const uint64_t rows = row_refs(op.rows, op.layer, 0);
+  const uint64_t q = address(op.q.slice(0, n * H * qk));
+  const uint64_t q_abs = mla_.piece.address, q_rot = q_abs + limits_.rows * limits_.heads * limits_.latent * 4,
+                 latent = q_rot + limits_.rows * limits_.heads * limits_.latent_rope * 4;
+  struct {
+    uint64_t q, kv, q_rot, rows, rot, kv_norm;
+    uint32_t heads, qk, nope, latent, rope_dim;
+    float eps;
+    uint32_t has_rope, interleaved;
+  } prep{q, address(op.kv.slice(0, n * (lora + rope))), q_rot, rows, rotations(op.rows, op.rope),
+         kv_norm, static_cast<uint32_t>(H), static_cast<uint32_t>(qk),
+         static_cast<uint32_t>(nope), static_cast<uint32_t>(lora), static_cast<uint32_t>(rope), op.eps,
+         op.rope ? 1u : 0u, op.rope && op.rope->interleaved() ? 1u : 0u};
+  stream_->dispatch("mla_prep", prep, static_cast<uint32_t>(H + 1), static_cast<uint32_t>(n));
+
+  // The absorbed query: q_nope · W_UK[h].
+  if (op.kv_b) {
+    const kernels::WeightMatrix span = op.kv_b->row_slice(0, H * (nope + vdim));
+    struct {
+      WeightRef w;
+      uint64_t x, y;
+      uint32_t n, count, x_stride, y_stride, head_rows, x_head, y_head;
+    } push{weights_->resident(span), q, q_abs, static_cast<uint32_t>(n), static_cast<uint32_t>(nope),
+           static_cast<uint32_t>(H * qk), static_cast<uint32_t>(H * lora), static_cast<uint32_t>(nope + vdim),
+           static_cast<uint32_t>(qk), static_cast<uint32_t>(lora)};
+    stream_->dispatch(std::string("linear_t_") + format_name(weight_format(span)), push,
+                      static_cast<uint32_t>((lora + 63) / 64), static_cast<uint32_t>(n), static_cast<uint32_t>(H));
+  } else {
+    head_products(op.k_b, nullptr, 0, lora, lora, q, static_cast<uint32_t>(H * qk), static_cast<uint32_t>(qk), n, q_abs,
+                  static_cast<uint32_t>(H * lora), static_cast<uint32_t>(lora), H);
+  }
+
+  const size_t chunk = score_rows(static_cast<size_t>(H));
+  for (size_t r0 = 0; r0 < n; r0 += chunk) {
+    struct {
+      uint64_t q_abs, q_rot, latent, rows, scores;
+      uint32_t heads, latent_w, rope_dim, score_stride;
+      float scale;
+      uint32_t row0;
+    } attend{q_abs, q_rot, latent, rows, scores_.piece.address, static_cast<uint32_t>(H), static_cast<uint32_t>(lora),
+             static_cast<uint32_t>(rope), static_cast<uint32_t>(limits_.context + 1), op.scale,
+             static_cast<uint32_t>(r0)};
+    stream_->dispatch("mla_attend", attend, static_cast<uint32_t>(H), static_cast<uint32_t>(std::min(chunk, n - r0)));
+  }
+  // Expanded through W_UV[h].
+  head_products(op.v_b, op.kv_b, nope, vdim, nope + vdim, latent, static_cast<uint32_t>(H * lora),
+                static_cast<uint32_t>(lora), n, address(op.out.slice(0, n * H * vdim)), static_cast<uint32_t>(H * vdim),
+                static_cast<uint32_t>(vdim), H);
+}
+
+void VulkanBackend::kda_attention(const KdaAttend& op) {
+  const std::span<const Row> rows = op.rows;
+  const size_t n = rows.size();
+  check_positions(rows);
+  const int64_t H = op.heads, K = op.head_dim, D = H * K, W = op.conv_kernel;
+  if (K > 512 || K % 16 != 0 || W < 1 || static_cast<size_t>(H) > limits_.heads)
+    throw Error("internal: a KDA layer the Vulkan backend does not plan for");
+  struct Run {
+    uint64_t state;
+    uint32_t first, count;
+  };
+  std::vector<Run> runs;
+  std::vector<KvCache*> seen;
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && rows[j].cache == rows[i].cache) ++j;
+    if (std::find(seen.begin(), seen.end(), rows[i].cache) != seen.end())
+      throw Error("internal: a sequence's KDA rows are not consecutive in the step");
+    seen.push_back(rows[i].cache);
+    for (size_t r = i; r < j; ++r)
+      if (rows[r].pos != rows[i].cache->length() + static_cast<int64_t>(r - i))
+        throw Error("internal: KDA rows must continue their sequence in order (position " + std::to_string(rows[r].pos) +
+                    ", the state holds " + std::to_string(rows[i].cache->length()) + ")");
+    runs.push_back(Run{device_cache(rows[i].cache).state(op.layer), static_cast<uint32_t>(i), static_cast<uint32_t>(j - i)});
+    i = j;
+  }
+  const uint64_t conv_bytes = static_cast<uint64_t>(D * W) * sizeof(float);
+  const uint64_t conv_q = weights_->address(op.conv[0], conv_bytes), conv_k = weights_->address(op.conv[1], conv_bytes),
+                 conv_v = weights_->address(op.conv[2], conv_bytes),
+                 dt_bias = weights_->address(op.dt_bias, D * sizeof(float)),
+                 o_norm = weights_->address(op.o_norm, K * sizeof(float));
+  make_room();
+  // e^A_log per head on the host, as the CPU computes it.
+  std::vector<float> a(static_cast<size_t>(H));
+  for (int64_t h = 0; h < H; ++h) a[h] = std::exp(op.a_log[h]);
+  struct {
+    uint64_t q, k, v, decay, beta, gate, out, conv_q, conv_k, conv_v, a, dt_bias, o_norm;
+    uint32_t heads, head_dim, kernel;
+    float lower_bound, eps, scale;
+  } params{address(op.q.slice(0, n * D)), address(op.k.slice(0, n * D)), address(op.v.slice(0, n * D)),
+           address(op.decay.slice(0, n * D)), address(op.beta.slice(0, n * H)), address(op.gate.slice(0, n * D)),
+           address(op.out.slice(0, n * D)), conv_q, conv_k, conv_v, stage(a.data(), a.size() * sizeof(float)).address,
+           dt_bias, o_norm, static_cast<uint32_t>(H), static_cast<uint32_t>(K),
+           static_cast<uint32_t>(W), op.lower_bound, op.eps, 1.0f / std::sqrt(static_cast<float>(K))};
+  static_assert(sizeof(params) == 128);
+  struct {
+    uint64_t params, runs;
+  } push{stage(&params, sizeof(params)).address, stage(runs.data(), runs.size() * sizeof(Run)).address};
+  stream_->dispatch("kda", push, static_cast<uint32_t>(runs.size()), static_cast<uint32_t>(H));
+}
+
+}  // namespace strata::vk
