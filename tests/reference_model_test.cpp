@@ -108,12 +108,33 @@ float max_abs_diff(const float* a, const float* b, int64_t n) {
   return m;
 }
 
-class ReferenceModel : public ::testing::TestWithParam<fs::path> {};
+// Each fixture on each device: the CPU, and Vulkan (lavapipe in CI, a GPU
+// where there is one).
+struct Case {
+  fs::path dir;
+  const char* device;
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.dir.filename().string() << " on " << c.device; }
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (const char* device : {"cpu", "vulkan"})
+    for (const fs::path& dir : fixture_dirs()) v.push_back(Case{dir, device});
+  return v;
+}
+
+LoadOptions options(const Case& c, int threads) {
+  LoadOptions o{threads};
+  o.device = parse_device(c.device);
+  return o;
+}
+
+class ReferenceModel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReferenceModel, PromptLogitsMatchTransformers) {
-  const fs::path dir = GetParam();
+  const fs::path dir = GetParam().dir;
   Reference ref = load_reference(dir);
-  auto model = load_model(model_dir(dir), LoadOptions{2});
+  auto model = load_model(model_dir(dir), options(GetParam(), 2));
   ASSERT_EQ(model->config().vocab_size, ref.vocab);
   auto cache = model->new_cache();
   std::vector<Row> rows;
@@ -126,9 +147,9 @@ TEST_P(ReferenceModel, PromptLogitsMatchTransformers) {
 }
 
 TEST_P(ReferenceModel, GreedyContinuationMatchesTransformers) {
-  const fs::path dir = GetParam();
+  const fs::path dir = GetParam().dir;
   Reference ref = load_reference(dir);
-  auto model = load_model(model_dir(dir), LoadOptions{2});
+  auto model = load_model(model_dir(dir), options(GetParam(), 2));
   GenerateOptions opt;
   opt.max_new_tokens = static_cast<int>(ref.greedy.size());
   opt.keep_logits = true;
@@ -143,10 +164,10 @@ TEST_P(ReferenceModel, GreedyContinuationMatchesTransformers) {
 // A position's logits are the same bits whether computed inside a prefill
 // batch or one token at a time, at any thread count.
 TEST_P(ReferenceModel, PrefillAndStepwiseDecodeAreBitIdentical) {
-  const fs::path dir = GetParam();
+  const fs::path dir = GetParam().dir;
   Reference ref = load_reference(dir);
-  auto batched_model = load_model(model_dir(dir), LoadOptions{2});
-  auto single_model = load_model(model_dir(dir), LoadOptions{1});
+  auto batched_model = load_model(model_dir(dir), options(GetParam(), 2));
+  auto single_model = load_model(model_dir(dir), options(GetParam(), 1));
   const int64_t V = ref.vocab;
   std::vector<int32_t> tokens = ref.prompt;
   tokens.insert(tokens.end(), ref.greedy.begin(), ref.greedy.end() - 1);
@@ -167,7 +188,31 @@ TEST_P(ReferenceModel, PrefillAndStepwiseDecodeAreBitIdentical) {
 }
 
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReferenceModel);
-INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceModel, ::testing::ValuesIn(fixture_dirs()),
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceModel, ::testing::ValuesIn(cases()), [](const auto& info) {
+  return info.param.dir.filename().string() + "_" + info.param.device;
+});
+
+// The Vulkan backend against the CPU's on every fixture: the same greedy
+// tokens, and every logit of the prompt and the continuation within 1e-4
+// (vulkan_backend.h says why not the same bits).
+class VulkanAgainstCpu : public ::testing::TestWithParam<fs::path> {};
+
+TEST_P(VulkanAgainstCpu, SameTokensAndLogitsWithin1e4) {
+  const fs::path dir = GetParam();
+  Reference ref = load_reference(dir);
+  GenerateOptions opt;
+  opt.max_new_tokens = static_cast<int>(ref.greedy.size());
+  opt.keep_logits = true;
+  auto cpu = load_model(model_dir(dir), options(Case{dir, "cpu"}, 2));
+  auto gpu = load_model(model_dir(dir), options(Case{dir, "vulkan"}, 2));
+  const GenerateResult a = generate(*cpu, ref.prompt, opt), b = generate(*gpu, ref.prompt, opt);
+  ASSERT_EQ(a.tokens, b.tokens);
+  ASSERT_EQ(a.logits.size(), b.logits.size());
+  for (size_t k = 0; k < a.logits.size(); ++k)
+    EXPECT_LE(max_abs_diff(a.logits[k].data(), b.logits[k].data(), ref.vocab), 1e-4f) << "token " << k;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, VulkanAgainstCpu, ::testing::ValuesIn(fixture_dirs()),
                          [](const auto& info) { return info.param.filename().string(); });
 
 TEST(ReferenceFixtures, ArePresent) { EXPECT_GE(fixture_dirs().size(), 4u); }

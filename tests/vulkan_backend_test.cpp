@@ -23,6 +23,7 @@
 #include "backend/backend.h"
 #include "backend/rope.h"
 #include "kernels/dispatch.h"
+#include "kernels/interleave.h"
 #include "kernels/linear.h"
 #include "kernels_test_support.h"
 #include "vulkan/vulkan_backend.h"
@@ -139,6 +140,31 @@ TEST_P(VulkanFormats, EmbeddingIsTheDequantizedRow) {
   std::vector<float> want(tokens.size() * in);
   for (size_t i = 0; i < tokens.size(); ++i) kernels::dequantize_row(m.w, tokens[i], &want[i * in]);
   expect_same_bits(want, get(g, t), GetParam().name);
+}
+
+// The CPU kernels' interleaved layouts (packs store Q8_0, MXFP4 and Q4_K
+// experts so): the same order as the CPU's interleaved kernels.
+TEST(VulkanInterleaved, ProductsAgreeWithTheCpuKernelsAndIgnoreTheBatch) {
+  kernel_tests::IsaGuard guard;
+  kernels::set_isa(kernels::Isa::Scalar);
+  for (Fmt f : {Fmt::Q8_0, Fmt::Mxfp4, Fmt::Q4_K}) {
+    const int64_t out = 48, in = f == Fmt::Q4_K ? 768 : 544;  // 544: 17 blocks, a partial pass of 16
+    Mat m = random_matrix(f, out, in, 7);
+    std::vector<uint8_t> il(m.data.size());
+    const kernels::WeightMatrix w = kernels::interleave(m.w, il.data());
+    auto gp = gpu();
+    Backend& g = *gp;
+    g.plan(limits(9, static_cast<size_t>(in)));
+    std::vector<float> x = random_vector(9 * in, 8), want(9 * out);
+    kernels::linear(w, x.data(), 9, want.data(), nullptr);
+    const std::vector<float> mag = magnitudes(m.w, x, 9);
+    Tensor tx = put(g, x), ty = g.allocate(9 * out), t1 = g.allocate(out);
+    g.linear(w, tx, 9, ty);
+    const std::vector<float> y = get(g, ty);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(want[i], y[i], 1e-6 * mag[i] + 1e-30) << dtype_name(w.dtype) << " " << i;
+    g.linear(w, tx.rows(4, 1, in), 1, t1);
+    expect_same_bits(std::vector<float>(y.begin() + 4 * out, y.begin() + 5 * out), get(g, t1), "row 4 alone");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, VulkanFormats, ::testing::ValuesIn(kCases),

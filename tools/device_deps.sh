@@ -15,7 +15,9 @@ cd "$(dirname "$0")/.."
 # device image may have no pkg-config. zlib1g's runtime is left out on purpose:
 # every Ubuntu has libz.so.1, and a Debian one on LD_LIBRARY_PATH would shadow it.
 # libcurl (src/remote) with the runtime libraries its .so needs (untested on
-# the device so far: no device time was left when it was added).
+# the device so far: no device time was left when it was added). The Vulkan
+# loader and its headers, and glslc (the shaders are compiled at build time);
+# the driver is the machine's own (device_env.sh finds NVIDIA's).
 packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
   nlohmann-json3-dev libcli11-dev
@@ -25,6 +27,7 @@ packages=(
   libssl-dev libssl3 zlib1g-dev
   libcurl4-openssl-dev libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libldap-2.5-0 libgssapi-krb5-2
   pkgconf pkgconf-bin libpkgconf3
+  libvulkan-dev libvulkan1 glslc libshaderc1
 )
 
 grep -qx '/.deb/' .git/info/exclude 2>/dev/null || echo '/.deb/' >> .git/info/exclude

@@ -182,6 +182,10 @@ class Backend {
   virtual std::string name() const = 0;
   // Threads the backend computes with (the CPU's pool).
   virtual int threads() const = 0;
+  // Whether resident weights should be rewritten into the CPU kernels'
+  // interleaved layouts (kernels/interleave.h): faster there, and a layout
+  // only the CPU kernels read.
+  virtual bool wants_interleaved() const { return false; }
 
   // --- memory ---
   // A tensor of `size` values (contents undefined until written), held until

@@ -42,6 +42,7 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return "cpu"; }
   int threads() const override { return pool_.size(); }
+  bool wants_interleaved() const override { return true; }
 
   Tensor allocate(uint64_t size) override;
   void release_tensors() override;

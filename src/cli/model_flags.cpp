@@ -13,6 +13,10 @@ void add_model_argument(CLI::App* cmd, std::string& model, const std::string& he
 
 void add_model_flags(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("--threads", f.threads, "Worker threads (default: all cores)");
+  cmd->add_option("--device", f.device,
+                  "Where to compute: cpu, vulkan (the best Vulkan device), vulkan:N (strata devices lists them), "
+                  "or auto (a Vulkan GPU when there is one, else the CPU, saying so)")
+      ->capture_default_str();
   cmd->add_option("--ram", f.ram_gib,
                   "RAM budget in GiB for the whole process (trunk + KV + buffers + expert cache); "
                   "experts beyond it are streamed from the drives. Default: the model runs in RAM when it fits in "
@@ -43,6 +47,7 @@ LoadOptions load_options(const ModelFlags& f) {
   if (f.ctx && *f.ctx < 1) throw Error("--ctx must be at least 1");
   LoadOptions o;
   o.threads = f.threads;
+  o.device = parse_device(f.device);
   o.stream = f.stream;
   o.ram_bytes = static_cast<uint64_t>(f.ram_gib * 1024.0 * 1024.0 * 1024.0);
   o.cache_slots = f.cache_experts;

@@ -18,11 +18,12 @@ Model::Model(Checkpoint checkpoint, const ModelSetup& setup)
       config_(std::move(checkpoint.config)),
       source_(std::move(checkpoint.source)),
       binder_(*source_, config_),
-      backend_(make_cpu_backend(setup.threads)),
       kind_(checkpoint.kind),
       trunk_path_(std::move(checkpoint.trunk_path)),
       context_(setup.context),
       max_batch_(setup.max_batch) {
+  backend_ = open_backend(setup.device, setup.threads, &device_notice_);
+  binder_.set_interleave(backend_->wants_interleaved());
   const ModelConfig& c = config_;
   if (context_ < 1 || max_batch_ < 1)
     throw Error("internal: a model needs a context and a step of at least one position");
@@ -91,7 +92,8 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   if (c.num_nextn_predict_layers > 0) {
     const int64_t end = c.expert_layers();
     if (!experts_->serves_layer(c.num_layers))
-      mtp_experts = std::make_unique<InMemoryExpertProvider>(c, expert_binder(c, *source_, binder_), c.num_layers, end);
+      mtp_experts = std::make_unique<InMemoryExpertProvider>(c, expert_binder(c, *source_, binder_),
+                                                             backend_->wants_interleaved(), c.num_layers, end);
     ExpertProvider& from = mtp_experts ? *mtp_experts : *experts_;
     for (int64_t l = c.num_layers; l < end; ++l)
       mtp.push_back({arch_spec(c.arch).bind_layer(binder_, c, l, from), bind_mtp_head(binder_, c, l)});

@@ -16,6 +16,7 @@
 #include "kernels/linear.h"
 #include "model/attention.h"
 #include "model/checkpoint.h"
+#include "model/compute_device.h"
 #include "model/expert_provider.h"
 #include "model/model_config.h"
 #include "model/moe.h"
@@ -29,6 +30,7 @@ namespace strata {
 // How a model runs, as runtime/loader.h planned it from the load options.
 struct ModelSetup {
   int threads = 0;           // 0: all hardware threads
+  ComputeDevice device;      // --device
   int64_t context = 4096;    // positions a sequence may reach (--ctx); >= 1
   int64_t max_batch = 4096;  // rows of one sequence per step (prefill chunk); >= 1
 };
@@ -188,6 +190,9 @@ class Model {
   uint64_t mtp_cache_bytes_at_context() const;
 
   Backend& backend() { return *backend_; }
+  // Why the model computes on the CPU though --device auto asked for a GPU
+  // (empty otherwise): one line for the user.
+  const std::string& device_notice() const { return device_notice_; }
 
   // Router traces: `o` (or null) sees every MoE layer's choices from the
   // next step on; it must outlive the steps it sees.
@@ -220,6 +225,7 @@ class Model {
   std::filesystem::path dir_;
   std::string identity_;
   std::string approximation_;
+  std::string device_notice_;
   ModelConfig config_;
   std::unique_ptr<TensorSource> source_;
   WeightBinder binder_;

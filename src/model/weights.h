@@ -47,7 +47,9 @@ class WeightBinder {
   // A matrix used only through kernels::linear() for the whole run (the
   // trunk's projections): repointed at an interleaved copy owned here when
   // its format has that faster layout (kernels/interleave.h).
-  kernels::WeightMatrix resident(const kernels::WeightMatrix& m) { return interleaved_.adopt(m); }
+  kernels::WeightMatrix resident(const kernels::WeightMatrix& m) { return interleave_ ? interleaved_.adopt(m) : m; }
+  // Whether resident() rewrites (the backend's wants_interleaved()).
+  void set_interleave(bool on) { interleave_ = on; }
   // A 2-D table such as the token embedding, read row by row.
   kernels::WeightMatrix table(const std::string& name, int64_t rows, int64_t cols);
   // A 1-D tensor of `n` elements as f32 (norm weights, biases).
@@ -83,6 +85,7 @@ class WeightBinder {
   const ModelConfig& config_;
   std::deque<std::vector<float>> owned_;
   InterleavedWeights interleaved_;
+  bool interleave_ = true;
   int64_t widest_in_ = 0;
 };
 

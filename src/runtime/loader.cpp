@@ -54,6 +54,7 @@ ModelSetup plan_setup(const ModelConfig& c, const LoadOptions& options, const st
   if (options.sequences < 1) throw Error("internal: a model runs at least one sequence");
   ModelSetup s;
   s.threads = options.threads;
+  s.device = options.device;
   s.context = plan_context(c, options, path);
   // Rows one step may carry for a sequence: a prompt longer than this is
   // prefilled in chunks (under a budget, make_streaming() narrows it).
@@ -212,6 +213,7 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
 
   StreamingOptions opt;
   opt.slots = slots;
+  opt.interleave = model.backend().wants_interleaved();
   opt.verify = options.verify;
   if (options.heat != "none") {
     // Kept under what the weights are, not where: a replaced model drops
@@ -277,6 +279,7 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
     for (const std::string& note : ck.notes) options.notice(note);
   const ModelSetup setup = plan_setup(ck.config, options, path);
   auto model = std::make_unique<Model>(std::move(ck), setup);
+  if (options.notice && !model->device_notice().empty()) options.notice(model->device_notice());
   const bool packed = model->kind() == Checkpoint::Kind::Pack;
   std::optional<Manifest> manifest;
   if (packed) {
@@ -293,7 +296,9 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   ExpertBindFn bind;
   if (!packed) bind = expert_binder(model->config(), model->tensors(), model->binder());
   if (!streaming) {
-    model->attach_experts(std::make_unique<InMemoryExpertProvider>(model->config(), bind), false, MemoryPlan{});
+    model->attach_experts(
+        std::make_unique<InMemoryExpertProvider>(model->config(), bind, model->backend().wants_interleaved()), false,
+        MemoryPlan{});
     return model;
   }
   MemoryPlan plan;

@@ -45,6 +45,7 @@ struct LoadOptions {
   LoadOptions() = default;
   explicit LoadOptions(int worker_threads) : threads(worker_threads) {}
   int threads = 0;  // 0: all hardware threads
+  ComputeDevice device;  // --device
   // Read routed experts from the drives into a RAM cache instead of serving
   // them from the mapped checkpoint. Implied by ram_bytes and by packed models.
   bool stream = false;

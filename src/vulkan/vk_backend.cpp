@@ -200,6 +200,7 @@ void VulkanBackend::write(const Buffer& dst, const void* src, uint64_t bytes) {
 
 void VulkanBackend::embed(const kernels::WeightMatrix& table, std::span<const int32_t> tokens, Tensor out) {
   const WeightFormat f = weight_format(table);
+  if (is_interleaved(f)) throw Error("internal: a token table in the CPU kernels' interleaved layout");
   for (int32_t t : tokens)
     if (t < 0 || t >= table.out) throw Error("internal: token " + std::to_string(t) + " outside the token table");
   const WeightRef ref = weights_->resident(table);

@@ -188,6 +188,7 @@ void VulkanBackend::mla_attention(const MlaAttend& op) {
   // The absorbed query: q_nope · W_UK[h].
   if (op.kv_b) {
     const kernels::WeightMatrix span = op.kv_b->row_slice(0, H * (nope + vdim));
+    if (is_interleaved(weight_format(span))) throw Error("internal: MLA's kv_b in the CPU kernels' interleaved layout");
     struct {
       WeightRef w;
       uint64_t x, y;
@@ -225,7 +226,7 @@ void VulkanBackend::kda_attention(const KdaAttend& op) {
   const size_t n = rows.size();
   check_positions(rows);
   const int64_t H = op.heads, K = op.head_dim, D = H * K, W = op.conv_kernel;
-  if (K > 512 || K % 16 != 0 || W < 1 || static_cast<size_t>(H) > limits_.heads)
+  if (K > 512 || W < 1 || static_cast<size_t>(H) > limits_.heads)
     throw Error("internal: a KDA layer the Vulkan backend does not plan for");
   struct Run {
     uint64_t state;

@@ -10,7 +10,8 @@ namespace strata::vk {
 const char* format_name(WeightFormat f) {
   static const char* const names[] = {"f32",  "bf16", "f16",  "f8_e4m3", "i8_row", "i4_group",
                                       "mxfp4_split", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
-                                      "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "mxfp4"};
+                                      "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "mxfp4",
+                                      "il_q8_0", "il_mxfp4", "il_q4_k"};
   return names[static_cast<uint32_t>(f)];
 }
 
@@ -39,7 +40,13 @@ WeightFormat weight_format(const kernels::WeightMatrix& w) {
   switch (w.packing) {
     case kernels::Packing::Int4x8: return WeightFormat::I4_GROUP;
     case kernels::Packing::Mxfp4Split: return WeightFormat::MXFP4_SPLIT;
-    case kernels::Packing::Interleaved16: unreadable(w, "the CPU kernels' interleaved layout");
+    case kernels::Packing::Interleaved16:
+      switch (w.dtype) {
+        case DType::Q8_0: return WeightFormat::IL_Q8_0;
+        case DType::MXFP4: return WeightFormat::IL_MXFP4;
+        case DType::Q4_K: return WeightFormat::IL_Q4_K;
+        default: unreadable(w, "an interleaved layout the shaders do not know");
+      }
     case kernels::Packing::Plain: break;
   }
   switch (w.dtype) {

@@ -13,13 +13,15 @@ namespace strata::vk {
 enum class WeightFormat : uint32_t {
   F32, BF16, F16, F8_E4M3, I8_ROW, I4_GROUP, MXFP4_SPLIT, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K,
   Q6_K, MXFP4,
+  // Packing::Interleaved16 (products only: linear_il.comp).
+  IL_Q8_0, IL_MXFP4, IL_Q4_K,
 };
 
+inline bool is_interleaved(WeightFormat f) { return f >= WeightFormat::IL_Q8_0; }
 // The shaders' name for it ("q8_0"): shader "linear_q8_0" multiplies by it.
 const char* format_name(WeightFormat f);
 // Throws strata::Error when the shaders cannot read `w` (the interleaved
-// layouts are the CPU kernels' own; the model keeps the stored layout for a
-// GPU) or when it is too large to address (a row's bytes past 2^32).
+// when it is too large to address (past 4 GiB).
 WeightFormat weight_format(const kernels::WeightMatrix& w);
 
 struct WeightRef {

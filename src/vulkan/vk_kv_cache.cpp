@@ -19,6 +19,14 @@ VulkanKvCache::VulkanKvCache(CacheIo& io, const CacheShape& shape)
   }
 }
 
+VulkanKvCache::~VulkanKvCache() {
+  try {
+    io_.finish();
+  } catch (...) {
+    // A device lost: nothing to free the memory for.
+  }
+}
+
 Buffer VulkanKvCache::rows_buffer(int64_t rows, int64_t width) const {
   return Buffer(io_.context(), static_cast<uint64_t>(rows * width) * sizeof(float), Buffer::Where::Device);
 }

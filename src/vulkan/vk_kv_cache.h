@@ -33,6 +33,8 @@ class CacheIo {
 class VulkanKvCache final : public KvCache {
  public:
   VulkanKvCache(CacheIo& io, const CacheShape& shape);
+  // Runs the ops recorded so far first: they may use its memory.
+  ~VulkanKvCache() override;
 
   const CacheBook& book() const { return book_; }
   uint64_t keys(int64_t layer) const { return keys_[layer].address(); }

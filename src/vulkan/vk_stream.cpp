@@ -1,5 +1,7 @@
 #include "vulkan/vk_stream.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "util/error.h"
@@ -88,6 +90,11 @@ void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, u
   vkCmdDispatch(cmd_, x, y, z);
   barrier();
   ++recorded_;
+  static const bool sync = std::getenv("STRATA_VK_DEBUG") != nullptr;
+  if (sync) {
+    std::fprintf(stderr, "vk: %.*s %u %u %u\n", static_cast<int>(name.size()), name.data(), x, y, z);
+    finish();
+  }
 }
 
 void Stream::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes) {

@@ -5,6 +5,8 @@
 // command buffer that ops are recorded into and that finish() submits and
 // waits for. Every command is followed by a full memory barrier, so commands
 // take effect one after another in the order they were recorded.
+// STRATA_VK_DEBUG=1 in the environment runs each dispatch alone and names it
+// on stderr: a shader that faults then shows which it was.
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -83,6 +83,7 @@ uint q5_value(Bytes b, uint qs, uint qh, uint i) {
   return nib | (((qh >> i) & 1u) << 4);
 }
 
+#ifndef NO_WEIGHT_FN
 float weight(WeightRef w, uint o, uint i) {
   const uint row = o * w.row_bytes;
 #if FMT == FMT_F32
@@ -190,3 +191,4 @@ float weight(WeightRef w, uint o, uint i) {
 #error "unknown FMT"
 #endif
 }
+#endif
