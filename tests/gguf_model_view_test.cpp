@@ -352,7 +352,7 @@ TEST_F(GgufTest, DeepseekViewBindsWithTheArchitecture) {
     binder.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
     binder.vector("model.norm.weight", c.hidden_size);
     if (!tied) binder.linear("lm_head", c.vocab_size, c.hidden_size);
-    InMemoryExpertProvider experts(c, per_expert_tensors(binder, c), true);
+    InMemoryExpertProvider experts(c, per_expert_tensors(binder, c));
     for (int64_t l = 0; l < c.num_layers; ++l) EXPECT_NO_THROW(deepseek_v3_arch().bind_layer(binder, c, l, experts));
   }
 }
@@ -467,7 +467,7 @@ TEST_F(GgufTest, QwenViewSplitsFusedTensorsLikeSeparateOnes) {
     WeightBinder binder(*v, c);
     binder.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
     binder.linear("lm_head", c.vocab_size, c.hidden_size);
-    InMemoryExpertProvider experts(c, per_expert_tensors(binder, c), true);
+    InMemoryExpertProvider experts(c, per_expert_tensors(binder, c));
     for (int64_t l = 0; l < c.num_layers; ++l) EXPECT_NO_THROW(qwen3_moe_arch().bind_layer(binder, c, l, experts));
   }
 }

@@ -182,9 +182,9 @@ class Backend {
   virtual std::string name() const = 0;
   // Threads the backend computes with (the CPU's pool).
   virtual int threads() const = 0;
-  // Whether resident weights should be rewritten into the CPU kernels'
-  // interleaved layouts (kernels/interleave.h): faster there, and a layout
-  // only the CPU kernels read.
+  // Whether the trunk's matrices should be rewritten into the interleaved
+  // layouts (kernels/interleave.h), faster on the CPU. Routed experts take
+  // them on every backend, as packs store them (every backend reads them).
   virtual bool wants_interleaved() const { return false; }
 
   // --- memory ---

@@ -18,8 +18,8 @@ ExpertBindFn per_expert_tensors(WeightBinder& w, const ModelConfig& c) {
   };
 }
 
-InMemoryExpertProvider::InMemoryExpertProvider(const ModelConfig& c, const ExpertBindFn& bind, bool interleave,
-                                               int64_t first, int64_t end)
+InMemoryExpertProvider::InMemoryExpertProvider(const ModelConfig& c, const ExpertBindFn& bind, int64_t first,
+                                               int64_t end)
     : bind_(bind), experts_(static_cast<size_t>(end < 0 ? c.num_layers : end)) {
   fetch_.weights_.reserve(static_cast<size_t>(std::max<int64_t>(c.n_routed_experts, 0)));
   for (int64_t l = first; l < static_cast<int64_t>(experts_.size()); ++l) {
@@ -27,7 +27,6 @@ InMemoryExpertProvider::InMemoryExpertProvider(const ModelConfig& c, const Exper
     auto& layer = experts_[l];
     layer.reserve(c.n_routed_experts);
     for (int64_t e = 0; e < c.n_routed_experts; ++e) layer.push_back(bind_(l, e));
-    if (!interleave) continue;
     // A layer at a time, so at most one layer's source pages are held twice.
     std::vector<kernels::WeightMatrix*> mats;
     for (ExpertWeights& x : layer)

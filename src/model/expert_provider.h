@@ -121,10 +121,10 @@ ExpertBindFn per_expert_tensors(WeightBinder& w, const ModelConfig& c);
 // num_layers); fetch() takes the layer's own index.
 class InMemoryExpertProvider : public ExpertProvider {
  public:
-  // `interleave`: the matrices take the CPU kernels' interleaved layouts
-  // (Backend::wants_interleaved()).
-  InMemoryExpertProvider(const ModelConfig& c, const ExpertBindFn& bind, bool interleave, int64_t first = 0,
-                         int64_t end = -1);
+  // The matrices take the interleaved layouts where their format has one,
+  // as a pack stores them, on every backend: an expert then gives the same
+  // bits whether it was in RAM, streamed from the checkpoint or from a pack.
+  InMemoryExpertProvider(const ModelConfig& c, const ExpertBindFn& bind, int64_t first = 0, int64_t end = -1);
   ExpertFetch& fetch(int64_t layer, std::span<const int32_t> experts) override;
 
  private:

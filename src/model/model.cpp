@@ -92,8 +92,7 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   if (c.num_nextn_predict_layers > 0) {
     const int64_t end = c.expert_layers();
     if (!experts_->serves_layer(c.num_layers))
-      mtp_experts = std::make_unique<InMemoryExpertProvider>(c, expert_binder(c, *source_, binder_),
-                                                             backend_->wants_interleaved(), c.num_layers, end);
+      mtp_experts = std::make_unique<InMemoryExpertProvider>(c, expert_binder(c, *source_, binder_), c.num_layers, end);
     ExpertProvider& from = mtp_experts ? *mtp_experts : *experts_;
     for (int64_t l = c.num_layers; l < end; ++l)
       mtp.push_back({arch_spec(c.arch).bind_layer(binder_, c, l, from), bind_mtp_head(binder_, c, l)});

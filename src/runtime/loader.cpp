@@ -213,7 +213,6 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
 
   StreamingOptions opt;
   opt.slots = slots;
-  opt.interleave = model.backend().wants_interleaved();
   opt.verify = options.verify;
   if (options.heat != "none") {
     // Kept under what the weights are, not where: a replaced model drops
@@ -296,9 +295,7 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   ExpertBindFn bind;
   if (!packed) bind = expert_binder(model->config(), model->tensors(), model->binder());
   if (!streaming) {
-    model->attach_experts(
-        std::make_unique<InMemoryExpertProvider>(model->config(), bind, model->backend().wants_interleaved()), false,
-        MemoryPlan{});
+    model->attach_experts(std::make_unique<InMemoryExpertProvider>(model->config(), bind), false, MemoryPlan{});
     return model;
   }
   MemoryPlan plan;

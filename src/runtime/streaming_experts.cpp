@@ -343,8 +343,7 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
       free_slot(slot);
       continue;
     }
-    slot.rewritten = options_.interleave &&
-                     interleave_in_slot(slot.weights, slot.mem, pool_->buffer_bytes(), interleave_scratch_);
+    slot.rewritten = interleave_in_slot(slot.weights, slot.mem, pool_->buffer_bytes(), interleave_scratch_);
     slot.state = State::Ready;
   }
   done.clear();

@@ -45,9 +45,6 @@ struct StreamingOptions {
   // model it names there; an empty path: nowhere.
   std::filesystem::path heat_path;
   std::string heat_model;
-  // Matrices that land take the CPU kernels' interleaved layouts
-  // (Backend::wants_interleaved()).
-  bool interleave = true;
 };
 
 class StreamingExpertProvider : public ExpertProvider {
