@@ -25,7 +25,7 @@ packages=(
   libxxhash-dev libxxhash0 liburing-dev liburing2
   libcpp-httplib-dev libcpp-httplib0.11 libbrotli-dev libbrotli1
   libssl-dev libssl3 zlib1g-dev
-  libcurl4-openssl-dev libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libldap-2.5-0 libgssapi-krb5-2
+  libcurl4-openssl-dev libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libunistring2 libldap-2.5-0 libgssapi-krb5-2
   pkgconf pkgconf-bin libpkgconf3
   libvulkan-dev libvulkan1 glslc libshaderc1
 )

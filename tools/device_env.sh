@@ -12,12 +12,13 @@ export LD_LIBRARY_PATH="$_strata_usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD
 command -v pkg-config >/dev/null 2>&1 || export PKG_CONFIG="$_strata_usr/bin/pkgconf"
 # The carried glslc (CMake finds it on PATH).
 export PATH="$_strata_usr/bin${PATH:+:$PATH}"
-# NVIDIA's Vulkan driver is libGLX_nvidia.so.0, but a container may lack the
-# ICD file that names it to the loader: write one when there is none.
-if ! ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json >/dev/null 2>&1 &&
-   ldconfig -p 2>/dev/null | grep -q libGLX_nvidia.so.0; then
+# NVIDIA's Vulkan driver: the ICD file the driver ships names libGLX_nvidia.so.0,
+# whose vkCreateInstance fails without an X server (the loader reports "Could
+# not get 'vkCreateInstance'"); libEGL_nvidia.so.0 carries the same driver and
+# works headless. So on a machine with it, the loader is pointed there.
+if ldconfig -p 2>/dev/null | grep -q libEGL_nvidia.so.0; then
   _icd="${TMPDIR:-/tmp}/strata_nvidia_icd.json"
-  printf '{"file_format_version":"1.0.1","ICD":{"library_path":"libGLX_nvidia.so.0","api_version":"1.3.0"}}\n' > "$_icd"
+  printf '{"file_format_version":"1.0.1","ICD":{"library_path":"libEGL_nvidia.so.0","api_version":"1.3.0"}}\n' > "$_icd"
   export VK_ICD_FILENAMES="$_icd" VK_DRIVER_FILES="$_icd"
   unset _icd
 fi
