@@ -106,6 +106,26 @@ TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
   expect_identical(ram, big, "every expert fits");
   EXPECT_GT(big.stats.misses, 0u);
   EXPECT_EQ(big.stats.requests, big.stats.hits + big.stats.misses);
+  if (std::string(GetParam().device) != "vulkan") return;
+  // The GPU's expert cache (--vram): room for every expert, then room for
+  // three (experts evicted and copied again): the same bits as without it.
+  LoadOptions o = on(GetParam(), streamed(3));
+  o.device.vram_bytes = int64_t{1} << 30;
+  const Outcome all = run(dir, o);
+  expect_identical(ram, all, "vram cache, all fit");
+  EXPECT_GT(all.stats.device.hits, 0u);
+  ASSERT_GT(all.stats.device.uploads, 0u);
+  EXPECT_EQ(all.stats.device.staged, 0u);
+  // An expert's bytes, and room for its arrays' alignment (256 each).
+  const uint64_t expert = all.stats.device.bytes_uploaded / all.stats.device.uploads + 12 * 256;
+  o.device.vram_bytes = static_cast<int64_t>(3 * expert);
+  const Outcome few = run(dir, o);
+  expect_identical(ram, few, "vram cache, three fit");
+  EXPECT_GT(few.stats.device.uploads, 3u);  // more than the slots: evicted, copied again
+  // Every expert run came from one tier: the cache (found or copied there)
+  // or, when a step held every slot, host memory.
+  const auto runs = [](const DeviceExpertStats& d) { return d.hits + d.uploads + d.staged; };
+  EXPECT_EQ(runs(few.stats.device), runs(all.stats.device));
 }
 
 // The first MoE layer after dense ones gets a guess too (made by the last

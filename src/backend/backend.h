@@ -174,6 +174,20 @@ struct RouteSpec {
 struct ExpertJob {
   const ExpertWeights* weights = nullptr;
   size_t first = 0, rows = 0;
+  // Which expert it is (-1: unknown). A model's (layer, expert) always has
+  // the same weights, so a device backend may keep a copy under this key
+  // (its expert cache) though the host memory is reused.
+  int64_t layer = -1;
+  int32_t expert = -1;
+};
+
+// A device backend's expert cache (VRAM), counted since the backend began.
+struct DeviceExpertStats {
+  uint64_t hits = 0;            // expert runs whose weights were already on the device
+  uint64_t uploads = 0;         // experts copied to the device's cache
+  uint64_t bytes_uploaded = 0;
+  uint64_t staged = 0;          // expert runs read from host memory (no cache, or it could not hold them)
+  uint64_t capacity_bytes = 0;  // the cache's budget (--vram)
 };
 
 class Backend {
@@ -186,6 +200,8 @@ class Backend {
   // layouts (kernels/interleave.h), faster on the CPU. Routed experts take
   // them on every backend, as packs store them (every backend reads them).
   virtual bool wants_interleaved() const { return false; }
+  // Its expert cache's counts (all zero for a backend that computes in host memory).
+  virtual DeviceExpertStats expert_cache_stats() const { return {}; }
 
   // --- memory ---
   // A tensor of `size` values (contents undefined until written), held until

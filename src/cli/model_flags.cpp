@@ -17,6 +17,9 @@ void add_model_flags(CLI::App* cmd, ModelFlags& f) {
                   "Where to compute: cpu, vulkan (the best Vulkan device), vulkan:N (strata devices lists them), "
                   "or auto (a Vulkan GPU when there is one, else the CPU, saying so)")
       ->capture_default_str();
+  cmd->add_option("--vram", f.vram_gib,
+                  "With a GPU (--device): GiB of its memory for the routed-expert cache (default: half of it on "
+                  "a GPU with its own memory, none on a CPU Vulkan driver)");
   cmd->add_option("--ram", f.ram_gib,
                   "RAM budget in GiB for the whole process (trunk + KV + buffers + expert cache); "
                   "experts beyond it are streamed from the drives. Default: the model runs in RAM when it fits in "
@@ -48,6 +51,11 @@ LoadOptions load_options(const ModelFlags& f) {
   LoadOptions o;
   o.threads = f.threads;
   o.device = parse_device(f.device);
+  if (f.vram_gib) {
+    if (*f.vram_gib < 0) throw Error("--vram must not be negative");
+    if (o.device.kind == ComputeDevice::Kind::Cpu) throw Error("--vram needs a GPU: --device vulkan or auto");
+    o.device.vram_bytes = static_cast<int64_t>(*f.vram_gib * 1024.0 * 1024.0 * 1024.0);
+  }
   o.stream = f.stream;
   o.ram_bytes = static_cast<uint64_t>(f.ram_gib * 1024.0 * 1024.0 * 1024.0);
   o.cache_slots = f.cache_experts;

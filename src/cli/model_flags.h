@@ -23,6 +23,7 @@ void add_model_argument(CLI::App* cmd, std::string& model, const std::string& he
 struct ModelFlags {
   int threads = 0;
   std::string device = "cpu";
+  std::optional<double> vram_gib;
   double ram_gib = 0;
   bool stream = false;
   size_t cache_experts = 0;

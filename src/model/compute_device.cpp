@@ -30,14 +30,14 @@ ComputeDevice parse_device(const std::string& text) {
 std::unique_ptr<Backend> open_backend(const ComputeDevice& device, int threads, std::string* notice) {
   switch (device.kind) {
     case ComputeDevice::Kind::Cpu: return make_cpu_backend(threads);
-    case ComputeDevice::Kind::Vulkan: return make_vulkan_backend(device.index);
+    case ComputeDevice::Kind::Vulkan: return make_vulkan_backend(device.index, device.vram_bytes);
     case ComputeDevice::Kind::Auto: break;
   }
   std::string error;
   for (const std::string& line : describe_vulkan_devices(&error))
     if (line.find("GPU (") != std::string::npos && line.find("unusable") == std::string::npos) {
       try {
-        return make_vulkan_backend(-1);
+        return make_vulkan_backend(-1, device.vram_bytes);
       } catch (const Error& e) {
         error = e.what();
       }

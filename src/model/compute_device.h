@@ -11,6 +11,8 @@ namespace strata {
 struct ComputeDevice {
   enum class Kind { Cpu, Vulkan, Auto } kind = Kind::Cpu;
   int index = -1;  // vulkan:N (vk list order); -1: the best usable device
+  // The GPU's expert cache in bytes (--vram); < 0: the backend's default.
+  int64_t vram_bytes = -1;
 };
 
 // "cpu", "vulkan", "vulkan:N" or "auto"; throws strata::Error naming the

@@ -14,6 +14,7 @@
 
 #include "backend/expert.h"
 #include "kernels/linear.h"
+#include "backend/backend.h"
 #include "model/interleaved_weights.h"
 #include "model/model_config.h"
 
@@ -68,6 +69,7 @@ struct ExpertStats {
   uint64_t cache_slots = 0;
   uint64_t cache_slot_bytes = 0;
   uint64_t pinned = 0;          // slots held by heat-pinned experts
+  DeviceExpertStats device;     // the backend's expert cache (VRAM tier)
   struct Drive {
     std::string name;
     uint64_t bytes = 0;

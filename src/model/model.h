@@ -138,7 +138,11 @@ class Model {
   // Whether `layer`'s routed experts are read into the expert cache when
   // routed to (not held with the trunk).
   bool streams_experts_of(int64_t layer) const { return streaming() && experts_->serves_layer(layer); }
-  ExpertStats expert_stats() const { return experts_ ? experts_->stats() : ExpertStats{}; }
+  ExpertStats expert_stats() const {
+    ExpertStats s = experts_ ? experts_->stats() : ExpertStats{};
+    s.device = backend_->expert_cache_stats();
+    return s;
+  }
   void begin_expert_epoch() {
     if (experts_) experts_->begin_epoch();
   }

@@ -167,7 +167,7 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
     step.jobs.clear();
     for (const auto& [pos, w] : step.ready) {
       const int32_t e = step.unique[pos];
-      step.jobs.push_back(ExpertJob{w, step.first[e], step.count[e]});
+      step.jobs.push_back(ExpertJob{w, step.first[e], step.count[e], layer_, e});
     }
     b.run_experts(step.jobs, activation_, step.xs, step.xs, width, per_thread);
   }

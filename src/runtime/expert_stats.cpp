@@ -18,6 +18,10 @@ ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier) {
   d.predicted -= earlier.predicted;
   d.predicted_right -= earlier.predicted_right;
   d.io_wait_s -= earlier.io_wait_s;
+  d.device.hits -= earlier.device.hits;
+  d.device.uploads -= earlier.device.uploads;
+  d.device.bytes_uploaded -= earlier.device.bytes_uploaded;
+  d.device.staged -= earlier.device.staged;
   // By name: a drive first seen later (a file opened since) shifts none.
   for (auto& drive : d.drives)
     for (const auto& before : earlier.drives)
@@ -76,7 +80,14 @@ nlohmann::json expert_stats_json(const ExpertStats& s, double wall_s) {
             {"accuracy", ratio(static_cast<double>(s.predicted_right), static_cast<double>(s.predicted))}}},
           {"cache_slots", s.cache_slots},
           {"cache_slot_bytes", s.cache_slot_bytes},
-          {"pinned", s.pinned}};
+          {"pinned", s.pinned},
+          // The tier each expert run was served from on a device backend.
+          {"device",
+           {{"vram_hits", s.device.hits},
+            {"uploads", s.device.uploads},
+            {"bytes_uploaded", s.device.bytes_uploaded},
+            {"from_host", s.device.staged},
+            {"vram_cache_bytes", s.device.capacity_bytes}}}};
 }
 
 }  // namespace strata

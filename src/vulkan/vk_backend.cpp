@@ -9,7 +9,9 @@
 
 namespace strata {
 
-std::unique_ptr<Backend> make_vulkan_backend(int index) { return std::make_unique<vk::VulkanBackend>(index); }
+std::unique_ptr<Backend> make_vulkan_backend(int index, int64_t vram_bytes) {
+  return std::make_unique<vk::VulkanBackend>(index, vram_bytes);
+}
 
 std::vector<std::string> describe_vulkan_devices(std::string* error) {
   std::vector<std::string> lines;
@@ -34,7 +36,12 @@ namespace {
 constexpr uint64_t kStagingCap = 256ull << 20;
 }  // namespace
 
-VulkanBackend::VulkanBackend(int index) : ctx_(std::make_unique<Context>(index)) {
+VulkanBackend::VulkanBackend(int index, int64_t vram_bytes) : ctx_(std::make_unique<Context>(index)) {
+  const uint64_t budget = vram_bytes >= 0        ? static_cast<uint64_t>(vram_bytes)
+                          : ctx_->unified_memory() ? 0
+                                                   : ctx_->info().device_local_bytes / 2;
+  experts_ = std::make_unique<ExpertCache>(*ctx_, budget);
+  expert_stats_.capacity_bytes = budget;
   stream_ = std::make_unique<Stream>(*ctx_);
   tensors_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Device, 64ull << 20);
   staging_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, 64ull << 20);
@@ -129,6 +136,7 @@ Arena::Piece VulkanBackend::stage(const void* src, uint64_t bytes) {
 
 void VulkanBackend::finish() {
   stream_->finish();
+  ++epoch_;
   staging_->rewind();
   uploads_->rewind();
 }

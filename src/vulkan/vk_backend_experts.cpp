@@ -1,5 +1,6 @@
 // The Vulkan backend's routing and routed experts (backend.h).
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -44,6 +45,61 @@ WeightRef VulkanBackend::staged(const kernels::WeightMatrix& w) {
                     put(w.bias, s.bias));
 }
 
+ExpertCache::Entry VulkanBackend::expert_weights(const ExpertJob& job) {
+  const ExpertWeights& e = *job.weights;
+  const std::array<const kernels::WeightMatrix*, 4> mats = e.matrices();
+  if (job.layer >= 0 && job.expert >= 0 && experts_->budget() > 0) {
+    const uint64_t key = ExpertCache::key(job.layer, job.expert);
+    if (const ExpertCache::Entry* hit = experts_->find(key, epoch_)) {
+      ++expert_stats_.hits;
+      return *hit;
+    }
+    // Its arrays one after another, each 256-aligned.
+    auto aligned = [](uint64_t b) { return (b + 255) / 256 * 256; };
+    uint64_t bytes = 0;
+    for (const kernels::WeightMatrix* m : mats)
+      if (m->valid()) {
+        const WeightSpans sp = weight_spans(*m);
+        bytes += aligned(sp.data) + aligned(sp.scales) + aligned(sp.block_scale) + aligned(sp.bias);
+      }
+    size_t index = 0;
+    if (const ExpertCache::Slot* slot = experts_->reserve(key, bytes, epoch_, &index)) {
+      ExpertCache::Entry entry;
+      entry.key = key;
+      entry.epoch = epoch_;
+      WeightRef* refs[4] = {&entry.gate, &entry.up, &entry.down, &entry.gate_up};
+      uint64_t at = 0;
+      // The slot is read by no op still to run (the cache's rule), so it is written at once.
+      auto put = [&](const void* p, uint64_t n) -> uint64_t {
+        if (!p || n == 0) return 0;
+        copy_in(slot->buffer, slot->offset + at, slot->mapped ? slot->mapped + at : nullptr, p, n, true);
+        const uint64_t address = slot->address + at;
+        at += aligned(n);
+        expert_stats_.bytes_uploaded += n;
+        return address;
+      };
+      for (size_t i = 0; i < 4; ++i) {
+        const kernels::WeightMatrix& m = *mats[i];
+        if (!m.valid()) continue;
+        weight_format(m);
+        const WeightSpans sp = weight_spans(m);
+        const uint64_t data = put(m.data, sp.data), scales = put(m.scales, sp.scales),
+                       block_scale = put(m.block_scale, sp.block_scale), bias = put(m.bias, sp.bias);
+        *refs[i] = weight_ref(m, data, scales, block_scale, bias);
+      }
+      experts_->commit(index, entry);
+      ++expert_stats_.uploads;
+      return entry;
+    }
+  }
+  ++expert_stats_.staged;
+  ExpertCache::Entry entry;
+  WeightRef* refs[4] = {&entry.gate, &entry.up, &entry.down, &entry.gate_up};
+  for (size_t i = 0; i < 4; ++i)
+    if (mats[i]->valid()) *refs[i] = staged(*mats[i]);
+  return entry;
+}
+
 void VulkanBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertActivation& act, Tensor xs, Tensor ys,
                                 size_t hidden, bool one_per_thread) {
   (void)one_per_thread;  // one expert after another; the bits are the same either way
@@ -64,13 +120,14 @@ void VulkanBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertAct
     const ExpertWeights& e = *j.weights;
     const bool fused = e.gate_up.valid();
     const size_t width = static_cast<size_t>(fused ? e.gate_up.out / 2 : e.gate.out), n = j.rows;
-    // The job's weights are host memory valid only during this call: staged
-    // (copied) now, read by the shaders from there.
+    // The job's weights are host memory valid only during this call: copied
+    // now (into the expert cache, or staged for this submission).
+    const ExpertCache::Entry w = expert_weights(j);
     const uint64_t gate = expert_act_.piece.address, up = gate + n * width * sizeof(float);
     const uint64_t x = address(xs.rows(j.first, n, hidden)), y = address(ys.rows(j.first, n, hidden));
     if (fused) {
       const uint64_t gu = up + n * width * sizeof(float);
-      product(staged(e.gate_up), weight_format(e.gate_up), x, n, gu);
+      product(w.gate_up, weight_format(e.gate_up), x, n, gu);
       struct {
         uint64_t y, x, z;
         uint32_t count, mode;
@@ -78,8 +135,8 @@ void VulkanBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertAct
       } push{gate, up, gu, static_cast<uint32_t>(n * width), static_cast<uint32_t>(Elementwise::SplitGateUp), 0, 0};
       stream_->dispatch("elementwise", push, static_cast<uint32_t>(std::min<uint64_t>((n * width + 255) / 256, 65535)));
     } else {
-      product(staged(e.gate), weight_format(e.gate), x, n, gate);
-      product(staged(e.up), weight_format(e.up), x, n, up);
+      product(w.gate, weight_format(e.gate), x, n, gate);
+      product(w.up, weight_format(e.up), x, n, up);
     }
     switch (act.kind) {
       case ExpertActivation::Kind::SiluGlu: elementwise(Elementwise::SiluGlu, gate, up, n * width); break;
@@ -90,7 +147,7 @@ void VulkanBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertAct
         elementwise(Elementwise::Situ, gate, up, n * width, act.beta, act.linear_beta);
         break;
     }
-    product(staged(e.down), weight_format(e.down), gate, n, y);
+    product(w.down, weight_format(e.down), gate, n, y);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "vulkan/vk_arena.h"
 #include "vulkan/vk_context.h"
+#include "vulkan/vk_expert_cache.h"
 #include "vulkan/vk_formats.h"
 #include "vulkan/vk_kv_cache.h"
 #include "vulkan/vk_stream.h"
@@ -18,7 +19,9 @@ namespace strata::vk {
 
 class VulkanBackend final : public Backend, private CacheIo {
  public:
-  explicit VulkanBackend(int index);
+  // vram_bytes: the expert cache's budget; < 0: half the device's memory on a
+  // GPU with its own, none where the device computes in host memory.
+  VulkanBackend(int index, int64_t vram_bytes);
   ~VulkanBackend() override;
 
   std::string name() const override { return "vulkan"; }
@@ -53,6 +56,7 @@ class VulkanBackend final : public Backend, private CacheIo {
                    bool one_per_thread) override;
   void combine_experts(Tensor ys, size_t hidden, std::span<const uint32_t> slot_rows, const int32_t* ids,
                        const float* weights, size_t n, size_t k, Tensor shared, Tensor out) override;
+  DeviceExpertStats expert_cache_stats() const override { return expert_stats_; }
 
  private:
   struct Slot {
@@ -113,6 +117,9 @@ class VulkanBackend final : public Backend, private CacheIo {
   size_t score_rows(size_t heads) const;
   // `w` staged in host memory for the current submission.
   WeightRef staged(const kernels::WeightMatrix& w);
+  // A job's weights on the device: from the expert cache (copied there
+  // first when it has room), else staged.
+  ExpertCache::Entry expert_weights(const ExpertJob& job);
   // elementwise.comp's modes.
   enum class Elementwise : uint32_t { Add, Copy, SigmoidMul, SiluGlu, ClampedSwiGlu, Situ, SplitGateUp };
   void elementwise(Elementwise mode, uint64_t y, uint64_t x, uint64_t count, float a = 0, float b = 0);
@@ -132,6 +139,9 @@ class VulkanBackend final : public Backend, private CacheIo {
   Slot scores_;      // attention scores: score_rows() rows × heads × (context + 1)
   Slot mla_;         // MLA's absorbed queries, rotated queries and attended latents
   std::unique_ptr<Buffer> readback_;
+  std::unique_ptr<ExpertCache> experts_;
+  DeviceExpertStats expert_stats_;
+  uint64_t epoch_ = 0;  // finish() calls so far: what ops still to run may read was used in this one
 };
 
 }  // namespace strata::vk

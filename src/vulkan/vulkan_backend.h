@@ -15,8 +15,10 @@
 // the CPU's to about 1e-5 (tests/vulkan_backend_test.cpp).
 //
 // Memory. The trunk's weights are copied to the device on first use and kept
-// (vk_weights.h); a routed expert's weights are copied into host staging for
-// the call that names them and read from there.
+// (vk_weights.h). A routed expert is kept in the device's expert cache
+// (vk_expert_cache.h, --vram) once it has run, by (layer, expert); one the
+// cache cannot hold is copied into host staging for the call and read from
+// there.
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,7 +30,10 @@ namespace strata {
 // The backend on Vulkan device `index` (vk::list_devices()), or the best
 // usable one for index < 0. Throws strata::Error naming why no device could
 // be used.
-std::unique_ptr<Backend> make_vulkan_backend(int index);
+// vram_bytes: the expert cache's budget in device memory; < 0: half the
+// device's memory on a GPU with memory of its own, none on one that computes
+// in host memory (a CPU driver, where staged experts are read in place).
+std::unique_ptr<Backend> make_vulkan_backend(int index, int64_t vram_bytes = -1);
 
 // One line per Vulkan device the loader lists (index, name, type, memory,
 // and why strata cannot use it where it cannot); `error` set when there are none.
