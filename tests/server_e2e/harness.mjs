@@ -28,7 +28,9 @@ export function setUp(script) {
 export function startServer(strata, dir, extra = []) {
   return new Promise((resolve, reject) => {
     const ctx = extra.includes("--ctx") ? [] : ["--ctx", "2048"];
-    const p = spawn(strata, ["serve", dir, "--port", "0", "--threads", "2", ...ctx, ...extra],
+    // STRATA_DEVICE: every server computes there (ctest's server_e2e_vulkan).
+    const device = process.env.STRATA_DEVICE ? ["--device", process.env.STRATA_DEVICE] : [];
+    const p = spawn(strata, ["serve", dir, "--port", "0", "--threads", "2", ...ctx, ...device, ...extra],
       { stdio: ["ignore", "inherit", "pipe"] });
     let err = "";
     p.stderr.on("data", (d) => {
