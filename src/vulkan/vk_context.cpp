@@ -191,10 +191,14 @@ Context::Context(int index) {
   }
   vkGetDeviceQueue(device_, family_, 0, &queue_);
 
-  // Unified: some device-local type is host-visible and covers the largest
-  // device-local heap (a CPU driver, an integrated GPU), so buffers can be
-  // written in place.
-  for (uint32_t t = 0; t < memory_.memoryTypeCount; ++t) {
+  // Unified: a CPU driver or an integrated GPU whose device-local memory is
+  // host memory (a device-local type that is host-visible and covers the
+  // largest device-local heap), so buffers are written in place. A discrete
+  // GPU whose whole memory is mappable (resizable BAR) is not: its memory is
+  // still across the bus.
+  const bool shares_host_memory = info_.type == VK_PHYSICAL_DEVICE_TYPE_CPU ||
+                                  info_.type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+  for (uint32_t t = 0; t < memory_.memoryTypeCount && shares_host_memory; ++t) {
     const auto flags = memory_.memoryTypes[t].propertyFlags;
     const uint64_t heap = memory_.memoryHeaps[memory_.memoryTypes[t].heapIndex].size;
     if ((flags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && (flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
