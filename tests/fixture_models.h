@@ -4,9 +4,13 @@
 // tests that run every one of them.
 #include <algorithm>
 #include <filesystem>
+#include <ostream>
+#include <string>
 #include <vector>
 
 #include "model/checkpoint.h"
+#include "model/compute_device.h"
+#include "runtime/loader.h"
 
 namespace strata {
 
@@ -34,6 +38,27 @@ inline std::vector<std::filesystem::path> fixture_moe_model_dirs() {
       }
   }
   return dirs;
+}
+
+// A fixture on a device: every test that runs each fixture on the CPU runs it
+// on Vulkan too (lavapipe in CI, a GPU where there is one).
+struct DeviceCase {
+  std::filesystem::path dir;
+  const char* device;
+};
+inline void PrintTo(const DeviceCase& c, std::ostream* os) { *os << c.dir.filename().string() << " on " << c.device; }
+inline std::vector<DeviceCase> on_each_device(const std::vector<std::filesystem::path>& dirs) {
+  std::vector<DeviceCase> v;
+  for (const char* device : {"cpu", "vulkan"})
+    for (const auto& dir : dirs) v.push_back(DeviceCase{dir, device});
+  return v;
+}
+// gtest's name for a case: "<fixture>_<device>".
+inline std::string device_case_name(const DeviceCase& c) { return c.dir.filename().string() + "_" + c.device; }
+// `o` computing on the case's device.
+inline LoadOptions on_device(const DeviceCase& c, LoadOptions o) {
+  o.device = parse_device(c.device);
+  return o;
 }
 
 }  // namespace strata

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include "fixture_models.h"
 #include "model/model.h"
 #include "runtime/loader.h"
 #include "runtime/generator.h"
@@ -108,28 +109,9 @@ float max_abs_diff(const float* a, const float* b, int64_t n) {
   return m;
 }
 
-// Each fixture on each device: the CPU, and Vulkan (lavapipe in CI, a GPU
-// where there is one).
-struct Case {
-  fs::path dir;
-  const char* device;
-};
-void PrintTo(const Case& c, std::ostream* os) { *os << c.dir.filename().string() << " on " << c.device; }
+LoadOptions options(const DeviceCase& c, int threads) { return on_device(c, LoadOptions{threads}); }
 
-std::vector<Case> cases() {
-  std::vector<Case> v;
-  for (const char* device : {"cpu", "vulkan"})
-    for (const fs::path& dir : fixture_dirs()) v.push_back(Case{dir, device});
-  return v;
-}
-
-LoadOptions options(const Case& c, int threads) {
-  LoadOptions o{threads};
-  o.device = parse_device(c.device);
-  return o;
-}
-
-class ReferenceModel : public ::testing::TestWithParam<Case> {};
+class ReferenceModel : public ::testing::TestWithParam<DeviceCase> {};
 
 TEST_P(ReferenceModel, PromptLogitsMatchTransformers) {
   const fs::path dir = GetParam().dir;
@@ -188,9 +170,8 @@ TEST_P(ReferenceModel, PrefillAndStepwiseDecodeAreBitIdentical) {
 }
 
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReferenceModel);
-INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceModel, ::testing::ValuesIn(cases()), [](const auto& info) {
-  return info.param.dir.filename().string() + "_" + info.param.device;
-});
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceModel, ::testing::ValuesIn(on_each_device(fixture_dirs())),
+                         [](const auto& info) { return device_case_name(info.param); });
 
 // The Vulkan backend against the CPU's on every fixture: the same greedy
 // tokens, and every logit of the prompt and the continuation within 1e-4
@@ -203,8 +184,8 @@ TEST_P(VulkanAgainstCpu, SameTokensAndLogitsWithin1e4) {
   GenerateOptions opt;
   opt.max_new_tokens = static_cast<int>(ref.greedy.size());
   opt.keep_logits = true;
-  auto cpu = load_model(model_dir(dir), options(Case{dir, "cpu"}, 2));
-  auto gpu = load_model(model_dir(dir), options(Case{dir, "vulkan"}, 2));
+  auto cpu = load_model(model_dir(dir), options(DeviceCase{dir, "cpu"}, 2));
+  auto gpu = load_model(model_dir(dir), options(DeviceCase{dir, "vulkan"}, 2));
   const GenerateResult a = generate(*cpu, ref.prompt, opt), b = generate(*gpu, ref.prompt, opt);
   ASSERT_EQ(a.tokens, b.tokens);
   ASSERT_EQ(a.logits.size(), b.logits.size());

@@ -71,45 +71,28 @@ PackOptions pack_qwen_gqa(const fs::path& tmp) {
   return p;
 }
 
-// Each MoE fixture on each device (the CPU, and Vulkan: lavapipe in CI).
-struct Case {
-  fs::path dir;
-  const char* device;
-};
-void PrintTo(const Case& c, std::ostream* os) { *os << c.dir.filename().string() << " on " << c.device; }
-std::vector<Case> cases() {
-  std::vector<Case> v;
-  for (const char* device : {"cpu", "vulkan"})
-    for (const fs::path& dir : fixture_moe_model_dirs()) v.push_back(Case{dir, device});
-  return v;
-}
-LoadOptions on(const Case& c, LoadOptions o) {
-  o.device = parse_device(c.device);
-  return o;
-}
-
-class Streaming : public ::testing::TestWithParam<Case> {};
+class Streaming : public ::testing::TestWithParam<DeviceCase> {};
 
 TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
   const fs::path dir = GetParam().dir;
-  const Outcome ram = run(dir, on(GetParam(), {}));
-  expect_identical(ram, run(dir, on(GetParam(), streamed(1))), "one slot, prefetch on");
-  expect_identical(ram, run(dir, on(GetParam(), streamed(3, LoadOptions::Prefetch::Off, "pread"))), "three slots, pread");
+  const Outcome ram = run(dir, on_device(GetParam(), {}));
+  expect_identical(ram, run(dir, on_device(GetParam(), streamed(1))), "one slot, prefetch on");
+  expect_identical(ram, run(dir, on_device(GetParam(), streamed(3, LoadOptions::Prefetch::Off, "pread"))), "three slots, pread");
   // A cache so small that a guess holds a slot the next layer may wait for.
-  expect_identical(ram, run(dir, on(GetParam(), streamed(5))), "five slots, prefetch on");
+  expect_identical(ram, run(dir, on_device(GetParam(), streamed(5))), "five slots, prefetch on");
   // Room for guesses (a quarter of the cache): some land, some are cancelled.
-  const Outcome guessing = run(dir, on(GetParam(), streamed(12)));
+  const Outcome guessing = run(dir, on_device(GetParam(), streamed(12)));
   expect_identical(ram, guessing, "twelve slots, prefetch on");
   EXPECT_GT(guessing.stats.prefetch_issued, 0u);
   EXPECT_LE(guessing.stats.prefetch_used + guessing.stats.prefetch_cancelled, guessing.stats.prefetch_issued);
-  const Outcome big = run(dir, on(GetParam(), streamed(0)));
+  const Outcome big = run(dir, on_device(GetParam(), streamed(0)));
   expect_identical(ram, big, "every expert fits");
   EXPECT_GT(big.stats.misses, 0u);
   EXPECT_EQ(big.stats.requests, big.stats.hits + big.stats.misses);
   if (std::string(GetParam().device) != "vulkan") return;
   // The GPU's expert cache (--vram): room for every expert, then room for
   // three (experts evicted and copied again): the same bits as without it.
-  LoadOptions o = on(GetParam(), streamed(3));
+  LoadOptions o = on_device(GetParam(), streamed(3));
   o.device.vram_bytes = int64_t{1} << 30;
   const Outcome all = run(dir, o);
   expect_identical(ram, all, "vram cache, all fit");
@@ -188,18 +171,17 @@ TEST_P(Streaming, PackedOnTwoDrivesIsBitIdentical) {
   p.out = tmp / "pack";
   p.drives = {tmp / "a", tmp / "b"};
   pack_model(p);
-  const Outcome ram = run(dir, on(GetParam(), {}));
-  expect_identical(ram, run(p.out, on(GetParam(), {})), "packed, all cached");
-  const Outcome small = run(p.out, on(GetParam(), streamed(2)));
+  const Outcome ram = run(dir, on_device(GetParam(), {}));
+  expect_identical(ram, run(p.out, on_device(GetParam(), {})), "packed, all cached");
+  const Outcome small = run(p.out, on_device(GetParam(), streamed(2)));
   expect_identical(ram, small, "packed, two slots");
   // Both drives served reads.
   ASSERT_EQ(small.stats.drives.size(), 1u);  // one device here, but two files
   EXPECT_GT(small.stats.bytes_read, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Streaming, ::testing::ValuesIn(cases()), [](const ::testing::TestParamInfo<Case>& i) {
-  return i.param.dir.filename().string() + "_" + i.param.device;
-});
+INSTANTIATE_TEST_SUITE_P(Fixtures, Streaming, ::testing::ValuesIn(on_each_device(fixture_moe_model_dirs())),
+                         [](const auto& i) { return device_case_name(i.param); });
 
 TEST(Pack, GgufSourceStreamsBitIdentical) {
   testfiles::TempDir tmp("strata-pack");

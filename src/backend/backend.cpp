@@ -1,5 +1,6 @@
 #include "backend/backend.h"
 
+#include <algorithm>
 #include <string>
 
 #include "util/error.h"
@@ -11,6 +12,17 @@ Tensor Tensor::slice(uint64_t from, uint64_t count) const {
     throw Error("internal: values [" + std::to_string(from) + ", " + std::to_string(from + count) +
                 ") of a tensor of " + std::to_string(size));
   return Tensor{buffer, offset + from, count};
+}
+
+size_t checked_expert_width(const ExpertJob& j, size_t hidden, Tensor xs, Tensor ys, bool* fused) {
+  const ExpertWeights& e = *j.weights;
+  *fused = e.gate_up.valid();
+  const size_t width = static_cast<size_t>(*fused ? e.gate_up.out / 2 : e.gate.out);
+  const size_t in = static_cast<size_t>(*fused ? e.gate_up.in : e.gate.in);
+  if ((j.first + j.rows) * hidden > std::min(xs.size, ys.size) || in != hidden ||
+      static_cast<size_t>(e.down.in) != width || static_cast<size_t>(e.down.out) != hidden)
+    throw Error("internal: an expert's shape or rows do not match its tensors");
+  return width;
 }
 
 }  // namespace strata

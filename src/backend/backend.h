@@ -181,6 +181,12 @@ struct ExpertJob {
   int32_t expert = -1;
 };
 
+// The checks every backend's run_experts() makes of a job before any runs:
+// throws strata::Error when its weights' shapes disagree with `hidden` or its
+// rows lie outside xs or ys. Returns its gate (= up) width; *fused: whether
+// gate and up are one interleaved matrix.
+size_t checked_expert_width(const ExpertJob& job, size_t hidden, Tensor xs, Tensor ys, bool* fused);
+
 // A device backend's expert cache (VRAM), counted since the backend began.
 struct DeviceExpertStats {
   uint64_t hits = 0;            // expert runs whose weights were already on the device

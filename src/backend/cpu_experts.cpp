@@ -50,15 +50,10 @@ void CpuBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertActiva
   // the threads run cannot fail on the plan.
   const size_t stride = (limits_.fused_gate_up ? 4 : 2) * limits_.expert_width, sums = limits_.widest_in / 32;
   for (const ExpertJob& j : jobs) {
-    const ExpertWeights& e = *j.weights;
-    const bool fused = e.gate_up.valid();
-    const size_t width = static_cast<size_t>(fused ? e.gate_up.out / 2 : e.gate.out);
-    const size_t in = static_cast<size_t>(fused ? e.gate_up.in : e.gate.in);
-    if ((j.first + j.rows) * hidden > std::min(xs.size, ys.size) || in != hidden ||
-        static_cast<size_t>(e.down.in) != width || static_cast<size_t>(e.down.out) != hidden)
-      throw Error("internal: an expert's shape or rows do not match its tensors");
+    bool fused = false;
+    const size_t width = checked_expert_width(j, hidden, xs, ys, &fused);
     if (width > limits_.expert_width || (fused && !limits_.fused_gate_up) || (j.first + j.rows) * stride > expert_act_.size() ||
-        (j.first + j.rows) * sums > expert_sums_.size() || std::max(in, width) > limits_.widest_in)
+        (j.first + j.rows) * sums > expert_sums_.size() || std::max(hidden, width) > limits_.widest_in)
       throw Error("internal: an expert wider or with more rows than planned");
   }
   if (!one_per_thread || jobs.size() == 1) {

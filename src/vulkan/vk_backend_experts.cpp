@@ -104,13 +104,8 @@ void VulkanBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertAct
                                 size_t hidden, bool one_per_thread) {
   (void)one_per_thread;  // one expert after another; the bits are the same either way
   for (const ExpertJob& j : jobs) {
-    const ExpertWeights& e = *j.weights;
-    const bool fused = e.gate_up.valid();
-    const size_t width = static_cast<size_t>(fused ? e.gate_up.out / 2 : e.gate.out);
-    const size_t in = static_cast<size_t>(fused ? e.gate_up.in : e.gate.in);
-    if ((j.first + j.rows) * hidden > std::min(xs.size, ys.size) || in != hidden ||
-        static_cast<size_t>(e.down.in) != width || static_cast<size_t>(e.down.out) != hidden)
-      throw Error("internal: an expert's shape or rows do not match its tensors");
+    bool fused = false;
+    const size_t width = checked_expert_width(j, hidden, xs, ys, &fused);
     if (width > limits_.expert_width || (fused && !limits_.fused_gate_up) ||
         j.rows * (fused ? 4 : 2) * width > expert_act_.size)
       throw Error("internal: an expert wider or with more rows than planned");
