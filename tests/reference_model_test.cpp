@@ -173,6 +173,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReferenceModel);
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceModel, ::testing::ValuesIn(on_each_device(fixture_dirs())),
                          [](const auto& info) { return device_case_name(info.param); });
 
+#if STRATA_HAVE_VULKAN
 // The Vulkan backend against the CPU's on every fixture: the same greedy
 // tokens, and every logit of the prompt and the continuation within 1e-4
 // (vulkan_backend.h says why not the same bits).
@@ -203,6 +204,7 @@ TEST_P(VulkanAgainstCpu, SameTokensAndLogitsWithin1e4) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, VulkanAgainstCpu, ::testing::ValuesIn(fixture_dirs()),
                          [](const auto& info) { return info.param.filename().string(); });
+#endif
 
 TEST(ReferenceFixtures, ArePresent) { EXPECT_GE(fixture_dirs().size(), 4u); }
 

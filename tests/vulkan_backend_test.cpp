@@ -26,6 +26,8 @@
 #include "kernels/interleave.h"
 #include "kernels/linear.h"
 #include "kernels_test_support.h"
+#include "vulkan/vk_context.h"
+#include "vulkan/vk_expert_cache.h"
 #include "vulkan/vulkan_backend.h"
 #include "weight_formats.h"
 
@@ -507,6 +509,47 @@ TEST(VulkanAttention, KimiDeltaAttentionAgreesWithTheCpu) {
     return get(b, a.out);
   };
   expect_attention_agrees(shape, 7, op, 2e-5, "kda");
+}
+
+// The VRAM expert cache's rule: experts of each size get slots of that size
+// while the budget lasts, then reuse their own least recently used one, but
+// never one that ops of this submission (epoch) still read; a slot whose
+// upload failed comes back empty.
+TEST(VulkanExpertCache, EachSizeReusesItsOwnSlotsAndNeverOnesInUse) {
+  vk::Context ctx(-1);
+  constexpr uint64_t MiB = 1 << 20;
+  vk::ExpertCache cache(ctx, 10 * MiB);
+  auto put = [&](uint64_t key, uint64_t bytes, uint64_t epoch) {
+    size_t slot = 0;
+    if (!cache.reserve(key, bytes, epoch, &slot)) return false;
+    vk::ExpertCache::Entry e;
+    e.key = key;
+    e.epoch = epoch;
+    cache.commit(slot, e);
+    return true;
+  };
+  EXPECT_TRUE(put(1, 4 * MiB, 1));  // the 4 MiB size takes two slots (8 of the 10 MiB)
+  EXPECT_TRUE(put(2, 2 * MiB, 1));  // the 2 MiB size the one left
+  EXPECT_TRUE(put(3, 4 * MiB, 1));
+  EXPECT_EQ(cache.bytes(), 10 * MiB);
+  EXPECT_FALSE(put(4, 4 * MiB, 1));   // both 4 MiB slots are read by this submission
+  EXPECT_FALSE(put(5, 16 * MiB, 2));  // larger than the budget
+  EXPECT_TRUE(put(4, 4 * MiB, 2));    // evicts 1, the least recently used of its size
+  EXPECT_EQ(cache.find(1, 2), nullptr);
+  EXPECT_NE(cache.find(2, 2), nullptr);
+  EXPECT_NE(cache.find(3, 2), nullptr);
+  EXPECT_NE(cache.find(4, 2), nullptr);
+  EXPECT_FALSE(put(6, 2 * MiB, 2));  // 2 was just used in epoch 2
+  EXPECT_FALSE(put(7, 1 * MiB, 3));  // a new size finds the budget spent
+  // An upload that failed: its slot (3's, the least recently used) holds nothing after.
+  size_t slot = 0;
+  ASSERT_NE(cache.reserve(8, 4 * MiB, 3, &slot), nullptr);
+  cache.abandon(slot);
+  EXPECT_EQ(cache.find(3, 3), nullptr);
+  EXPECT_EQ(cache.find(8, 3), nullptr);
+  EXPECT_TRUE(put(9, 4 * MiB, 3));  // the abandoned slot, before evicting 4
+  EXPECT_NE(cache.find(4, 3), nullptr);
+  EXPECT_EQ(cache.bytes(), 10 * MiB);
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ if ((do_build)); then
   command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is needed (apt-get install clang libclang-rt-dev)" >&2; exit 2; }
   launcher=()
   command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  cmake -S . -B "$build" -DSTRATA_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+  cmake -S . -B "$build" -DSTRATA_FUZZ=ON -DSTRATA_VULKAN=OFF -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
     "${launcher[@]}" >/dev/null
   cmake --build "$build" -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
 fi

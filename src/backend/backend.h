@@ -214,6 +214,7 @@ class Backend {
   // release_tensors(). Memory a step never reaches need not be touched.
   virtual Tensor allocate(uint64_t size) = 0;
   // Frees every tensor allocated so far; their handles are no longer valid.
+  // A backend with copies of host weights in its own memory forgets them too.
   virtual void release_tensors() = 0;
   // Reserves the backend's own scratch for steps within `limits` (replacing
   // any earlier plan). Ops of a larger step throw strata::Error.

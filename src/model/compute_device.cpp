@@ -16,7 +16,7 @@ ComputeDevice parse_device(const std::string& text) {
   }
   if (text == "vulkan" || text.rfind("vulkan:", 0) == 0) {
     d.kind = ComputeDevice::Kind::Vulkan;
-    if (text.size() > 7) {
+    if (text != "vulkan") {
       const std::string n = text.substr(7);
       if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos)
         throw Error("--device " + text + ": expected vulkan:N with N a device number (strata devices lists them)");
@@ -34,15 +34,13 @@ std::unique_ptr<Backend> open_backend(const ComputeDevice& device, int threads, 
     case ComputeDevice::Kind::Auto: break;
   }
   std::string error;
-  for (const std::string& line : describe_vulkan_devices(&error))
-    if (line.find("GPU (") != std::string::npos && line.find("unusable") == std::string::npos) {
-      try {
-        return make_vulkan_backend(-1, device.vram_bytes);
-      } catch (const Error& e) {
-        error = e.what();
-      }
-      break;
+  if (const int gpu = best_vulkan_gpu(&error); gpu >= 0) {
+    try {
+      return make_vulkan_backend(gpu, device.vram_bytes);
+    } catch (const Error& e) {
+      error = e.what();
     }
+  }
   if (notice) *notice = "no usable Vulkan GPU" + (error.empty() ? std::string() : " (" + error + ")") + ": computing on the CPU";
   return make_cpu_backend(threads);
 }

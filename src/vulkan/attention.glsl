@@ -27,7 +27,7 @@ void rotate16(Floats x, uint at, uint half_, Floats rot, uint c0, bool interleav
     a[k] = interleaved ? x.v[at + 2 * i] : x.v[at + i];
     b[k] = interleaved ? x.v[at + 2 * i + 1] : x.v[at + i + half_];
   }
-  barrier();
+  sync_workgroup();
   k = 0;
   for (uint i = lane; i < half_; i += 16, ++k) {
     const float c = rot.v[c0 + i], s = rot.v[c0 + half_ + i];
@@ -36,5 +36,5 @@ void rotate16(Floats x, uint at, uint half_, Floats rot, uint c0, bool interleav
     x.v[at + i] = lo;
     x.v[at + i + half_] = hi;
   }
-  barrier();
+  sync_workgroup();
 }

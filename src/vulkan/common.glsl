@@ -16,6 +16,14 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer Uints { uint
 layout(buffer_reference, std430, buffer_reference_align = 2) readonly buffer Halves { uint16_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 1) readonly buffer Bytes { uint8_t v[]; };
 
+// A workgroup barrier after which one invocation's writes to device memory
+// are seen by the others (barrier() alone orders shared variables only):
+// for ops whose invocations hand each other results through a buffer.
+void sync_workgroup() {
+  memoryBarrierBuffer();
+  barrier();
+}
+
 float f16_value(uint h) { return unpackHalf2x16(h).x; }
 float bf16_value(uint h) { return uintBitsToFloat(h << 16); }
 

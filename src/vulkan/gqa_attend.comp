@@ -30,7 +30,7 @@ void main() {
     precise float s = dot_serial(p.q, q0, r.keys, slot * width + kvh * d, d) * p.scale;
     p.scores.v[s0 + j] = s;
   }
-  barrier();
+  sync_workgroup();
   softmax64(p.scores, s0, r.count, p.has_sinks != 0, p.has_sinks != 0 ? p.sinks.v[h] : 0.0);
   for (uint c = t; c < d; c += 64) {
     precise float o = 0.0;

@@ -7,16 +7,16 @@ shared float fold_lanes[16];
 float fold16(float partial) {
   const uint lane = gl_LocalInvocationID.x;
   if (lane < 16) fold_lanes[lane] = partial;
-  barrier();
+  sync_workgroup();
   for (uint w = 8; w >= 1; w /= 2) {
     if (lane < w) {
       precise float s = fold_lanes[lane] + fold_lanes[lane + w];
       fold_lanes[lane] = s;
     }
-    barrier();
+    sync_workgroup();
   }
   const float total = fold_lanes[0];
-  barrier();
+  sync_workgroup();
   return total;
 }
 
@@ -37,5 +37,5 @@ void rms_norm16(Floats x, uint xa, Floats weight, float eps, uint width, Floats 
     precise float v = weight.v[i] * (x.v[xa + i] * inv);
     y.v[ya + i] = v;
   }
-  barrier();
+  sync_workgroup();
 }

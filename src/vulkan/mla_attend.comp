@@ -33,7 +33,7 @@ void main() {
     precise float s = (dl + dr) * p.scale;
     p.scores.v[s0 + j] = s;
   }
-  barrier();
+  sync_workgroup();
   softmax64(p.scores, s0, r.count, false, 0.0);
   for (uint c = t; c < p.latent; c += 64) {
     precise float o = 0.0;

@@ -25,7 +25,7 @@ void main() {
   if (slot < p.heads) {
     const uint src = (i * p.heads + slot) * p.qk + p.nope, dst = (i * p.heads + slot) * p.rope_dim;
     for (uint c = lane; c < p.rope_dim; c += 16) p.q_rot.v[dst + c] = p.q.v[src + c];
-    barrier();
+    sync_workgroup();
     if (p.has_rope != 0) rotate16(p.q_rot, dst, p.rope_dim / 2, p.rot, i * p.rope_dim, p.interleaved != 0);
     return;
   }
@@ -33,6 +33,6 @@ void main() {
   const uint width = p.latent + p.rope_dim, at = cache_slot(r, r.pos) * width, src = i * width;
   rms_norm16(p.kv, src, p.kv_norm, p.eps, p.latent, r.keys, at);
   for (uint c = lane; c < p.rope_dim; c += 16) r.keys.v[at + p.latent + c] = p.kv.v[src + p.latent + c];
-  barrier();
+  sync_workgroup();
   if (p.has_rope != 0) rotate16(r.keys, at + p.latent, p.rope_dim / 2, p.rot, i * p.rope_dim, p.interleaved != 0);
 }

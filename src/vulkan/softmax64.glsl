@@ -9,29 +9,29 @@ shared float reduce64[64];
 float max64(float v) {
   const uint t = gl_LocalInvocationID.x;
   reduce64[t] = v;
-  barrier();
+  sync_workgroup();
   for (uint w = 32; w >= 1; w /= 2) {
     if (t < w) reduce64[t] = max(reduce64[t], reduce64[t + w]);
-    barrier();
+    sync_workgroup();
   }
   const float m = reduce64[0];
-  barrier();
+  sync_workgroup();
   return m;
 }
 
 float sum64(float v) {
   const uint t = gl_LocalInvocationID.x;
   reduce64[t] = v;
-  barrier();
+  sync_workgroup();
   for (uint w = 32; w >= 1; w /= 2) {
     if (t < w) {
       precise float s = reduce64[t] + reduce64[t + w];
       reduce64[t] = s;
     }
-    barrier();
+    sync_workgroup();
   }
   const float s = reduce64[0];
-  barrier();
+  sync_workgroup();
   return s;
 }
 
@@ -57,7 +57,7 @@ void softmax64(Floats s, uint at, uint count, bool has_sink, float sink) {
     precise float v = s.v[at + j] * inv;
     s.v[at + j] = v;
   }
-  barrier();
+  sync_workgroup();
 }
 
 // The 16-lane dot (kernels::dot's order) by one invocation alone.

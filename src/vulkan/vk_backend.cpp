@@ -29,6 +29,26 @@ std::vector<std::string> describe_vulkan_devices(std::string* error) {
   return lines;
 }
 
+int best_vulkan_gpu(std::string* error) {
+  auto rank = [](VkPhysicalDeviceType t) {
+    return t == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU     ? 3
+           : t == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ? 2
+           : t == VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU    ? 1
+                                                         : 0;
+  };
+  int best = -1, best_rank = 0;
+  std::string why;
+  for (const vk::DeviceInfo& d : vk::list_devices(error)) {
+    if (!d.unusable.empty()) {
+      if (rank(d.type) > 0) why = d.name + ": " + d.unusable;
+      continue;
+    }
+    if (rank(d.type) > best_rank) best = static_cast<int>(d.index), best_rank = rank(d.type);
+  }
+  if (best < 0 && error && error->empty()) *error = why.empty() ? "no GPU among the Vulkan devices" : why;
+  return best;
+}
+
 namespace vk {
 
 namespace {
@@ -78,6 +98,7 @@ void VulkanBackend::release_tensors() {
   finish();
   slots_.resize(1);
   tensors_->clear();
+  weights_->clear();
   tensor_bytes_ = 0;
   // The planned scratch lives with the tensors: plan again after this.
   expert_act_ = scores_ = mla_ = Slot{};
@@ -230,6 +251,9 @@ void VulkanBackend::product(const WeightRef& ref, WeightFormat f, uint64_t x, ui
     uint32_t n, x_stride, y_stride, head_rows, x_head, y_head;
   } push{ref, x, y, static_cast<uint32_t>(s.n), s.x_stride, s.y_stride, s.head_rows, s.x_head, s.y_head};
   static_assert(sizeof(push) <= Stream::kPushBytes);
+  // The interleaved layouts hold a whole matrix's rows in groups; a head's
+  // share of them is not one contiguous run (linear_il.comp reads no heads).
+  if (is_interleaved(f) && s.heads > 1) throw Error("internal: a per-head product of an interleaved matrix");
   constexpr uint32_t kOutputsPerGroup = 4, kRowsPerGroup = 4;  // linear.comp's workgroup
   const uint64_t groups_x = (ref.out_rows + kOutputsPerGroup - 1) / kOutputsPerGroup;
   const uint64_t groups_y = (s.n + kRowsPerGroup - 1) / kRowsPerGroup;

@@ -59,6 +59,7 @@ ExpertCache::Entry VulkanBackend::expert_weights(const ExpertJob& job) {
     uint64_t bytes = 0;
     for (const kernels::WeightMatrix* m : mats)
       if (m->valid()) {
+        weight_format(*m);  // a format the GPU cannot read throws before a slot is taken
         const WeightSpans sp = weight_spans(*m);
         bytes += aligned(sp.data) + aligned(sp.scales) + aligned(sp.block_scale) + aligned(sp.bias);
       }
@@ -78,14 +79,18 @@ ExpertCache::Entry VulkanBackend::expert_weights(const ExpertJob& job) {
         expert_stats_.bytes_uploaded += n;
         return address;
       };
-      for (size_t i = 0; i < 4; ++i) {
-        const kernels::WeightMatrix& m = *mats[i];
-        if (!m.valid()) continue;
-        weight_format(m);
-        const WeightSpans sp = weight_spans(m);
-        const uint64_t data = put(m.data, sp.data), scales = put(m.scales, sp.scales),
-                       block_scale = put(m.block_scale, sp.block_scale), bias = put(m.bias, sp.bias);
-        *refs[i] = weight_ref(m, data, scales, block_scale, bias);
+      try {
+        for (size_t i = 0; i < 4; ++i) {
+          const kernels::WeightMatrix& m = *mats[i];
+          if (!m.valid()) continue;
+          const WeightSpans sp = weight_spans(m);
+          const uint64_t data = put(m.data, sp.data), scales = put(m.scales, sp.scales),
+                         block_scale = put(m.block_scale, sp.block_scale), bias = put(m.bias, sp.bias);
+          *refs[i] = weight_ref(m, data, scales, block_scale, bias);
+        }
+      } catch (...) {
+        experts_->abandon(index);  // half written: it holds no expert
+        throw;
       }
       experts_->commit(index, entry);
       ++expert_stats_.uploads;

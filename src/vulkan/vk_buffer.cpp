@@ -14,35 +14,42 @@ Buffer::Buffer(const Context& ctx, uint64_t bytes, Where where) : device_(ctx.de
              VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   check(vkCreateBuffer(device_, &bi, nullptr, &buffer_), "vkCreateBuffer");
-  VkMemoryRequirements req{};
-  vkGetBufferMemoryRequirements(device_, buffer_, &req);
-  const bool host = where == Where::Host;
-  const VkMemoryPropertyFlags want = host ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-                                          : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
-  const VkMemoryPropertyFlags prefer = host ? VK_MEMORY_PROPERTY_HOST_CACHED_BIT
-                                            : (ctx.unified_memory() ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                                                          VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-                                                                    : 0);
-  VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
-  flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
-  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-  ai.pNext = &flags;
-  ai.allocationSize = req.size;
-  ai.memoryTypeIndex = ctx.memory_type(req.memoryTypeBits, want, prefer);
-  const VkResult r = vkAllocateMemory(device_, &ai, nullptr, &memory_);
-  if (r != VK_SUCCESS) {
+  // A throw below must not leak what was made so far (a destructor does
+  // not run for a constructor that throws).
+  try {
+    VkMemoryRequirements req{};
+    vkGetBufferMemoryRequirements(device_, buffer_, &req);
+    const bool host = where == Where::Host;
+    const VkMemoryPropertyFlags want = host ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+                                            : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    const VkMemoryPropertyFlags prefer = host ? VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+                                              : (ctx.unified_memory() ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                                                            VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+                                                                      : 0);
+    VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+    flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.pNext = &flags;
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = ctx.memory_type(req.memoryTypeBits, want, prefer);
+    const VkResult r = vkAllocateMemory(device_, &ai, nullptr, &memory_);
+    if (r != VK_SUCCESS) {
+      memory_ = VK_NULL_HANDLE;
+      throw Error("Vulkan: " + ctx.info().name + " could not allocate " + std::to_string(bytes >> 20) + " MiB of " +
+                  (host ? "host-visible" : "device") + " memory (VkResult " + std::to_string(r) + ")");
+    }
+    check(vkBindBufferMemory(device_, buffer_, memory_, 0), "vkBindBufferMemory");
+    VkBufferDeviceAddressInfo ad{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+    ad.buffer = buffer_;
+    address_ = vkGetBufferDeviceAddress(device_, &ad);
+    if (ctx.memory_flags(ai.memoryTypeIndex) & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
+      void* p = nullptr;
+      if (vkMapMemory(device_, memory_, 0, VK_WHOLE_SIZE, 0, &p) == VK_SUCCESS) mapped_ = static_cast<uint8_t*>(p);
+      if (host && !mapped_) throw Error("Vulkan: could not map host-visible memory");
+    }
+  } catch (...) {
     reset();
-    throw Error("Vulkan: " + ctx.info().name + " could not allocate " + std::to_string(bytes >> 20) + " MiB of " +
-                (host ? "host-visible" : "device") + " memory (VkResult " + std::to_string(r) + ")");
-  }
-  check(vkBindBufferMemory(device_, buffer_, memory_, 0), "vkBindBufferMemory");
-  VkBufferDeviceAddressInfo ad{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
-  ad.buffer = buffer_;
-  address_ = vkGetBufferDeviceAddress(device_, &ad);
-  if (ctx.memory_flags(ai.memoryTypeIndex) & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
-    void* p = nullptr;
-    if (vkMapMemory(device_, memory_, 0, VK_WHOLE_SIZE, 0, &p) == VK_SUCCESS) mapped_ = static_cast<uint8_t*>(p);
-    if (host && !mapped_) throw Error("Vulkan: could not map host-visible memory");
+    throw;
   }
 }
 

@@ -32,10 +32,11 @@ class ExpertCache {
   }
   // The cached expert (marked used in `epoch`), or null.
   const Entry* find(uint64_t key, uint64_t epoch);
-  // Room for an expert of `bytes` (its arrays, each 256-aligned): a free or
-  // evictable slot, or a new one within the budget; null when there is none
-  // (all held by this submission, or the expert is larger than a slot).
-  // `place(slot_address, mapped)` then lays the arrays out and returns the entry.
+  // Room for an expert of `bytes` (its arrays, each 256-aligned): a free
+  // slot of that size, a new one within the budget, or the least recently
+  // used one of that size; null when there is none (every slot of the size
+  // is read by this submission, or the budget went to other sizes). The
+  // caller writes the expert there, then commit()s it (or abandon()s the slot).
   struct Slot {
     uint64_t address = 0;
     uint8_t* mapped = nullptr;
@@ -44,19 +45,34 @@ class ExpertCache {
   };
   const Slot* reserve(uint64_t key, uint64_t bytes, uint64_t epoch, size_t* slot_index);
   void commit(size_t slot_index, const Entry& e);
-  uint64_t bytes() const { return static_cast<uint64_t>(slots_.size()) * slot_bytes_; }
+  // A reserved slot whose upload failed: free again, holding nothing.
+  void abandon(size_t slot_index);
+  // Device memory the cache holds.
+  uint64_t bytes() const { return held_; }
 
  private:
+  // Slots of one size: a model's experts come in few sizes (a GGUF may keep
+  // some layers' experts in a larger quantization than the rest), and each
+  // size has its own. The budget is shared: a size takes slots as its
+  // experts come while there is room, then reuses its own.
+  struct Pool {
+    uint64_t slot_bytes = 0;
+    size_t capacity = 0;       // slots its buffers hold
+    std::vector<size_t> free;  // handed out, then given back empty
+  };
   const Context& ctx_;
   uint64_t budget_;
-  uint64_t slot_bytes_ = 0;  // the first expert's size: a model's experts share one shape
+  uint64_t held_ = 0;
+  std::vector<Pool> pools_;
   std::vector<Buffer> buffers_;
   std::vector<Slot> slots_;
+  std::vector<size_t> pool_of_;       // per slot
   std::vector<Entry> entries_;        // per slot
-  std::vector<bool> used_;            // per slot: holds an expert
   std::unordered_map<uint64_t, size_t> where_;  // key -> slot
-  std::list<size_t> lru_;             // slots, least recently used first
+  std::list<size_t> lru_;             // slots holding an expert, least recently used first
   std::vector<std::list<size_t>::iterator> in_lru_;
+  size_t pool_for(uint64_t bytes);
+  bool grow(Pool& pool, size_t pool_index);
 };
 
 }  // namespace strata::vk

@@ -1,6 +1,7 @@
 #include "vulkan/vk_kv_cache.h"
 
 #include <string>
+#include <utility>
 
 #include "util/error.h"
 
@@ -8,15 +9,20 @@ namespace strata::vk {
 
 VulkanKvCache::VulkanKvCache(CacheIo& io, const CacheShape& shape)
     : io_(io), book_(shape), keys_(shape.layers), values_(shape.layers), state_(shape.layers) {
+  // Every buffer first, then the zeroing: an allocation that fails leaves no
+  // recorded fill of a buffer the unwinding frees. Ring layers are zeroed
+  // too, so that save() of a short sequence writes the same bytes every time.
   for (int64_t l = 0; l < book_.layers(); ++l) {
     if (book_.state_floats(l)) {
       state_[l] = Buffer(io_.context(), static_cast<uint64_t>(book_.state_floats(l)) * sizeof(float), Buffer::Where::Device);
-      io_.zero(state_[l]);
     } else if (book_.ring(l)) {
       keys_[l] = rows_buffer(book_.ring(l), book_.key_width());
       values_[l] = rows_buffer(book_.ring(l), book_.value_width());
     }
   }
+  for (const auto* buffers : {&state_, &keys_, &values_})
+    for (const Buffer& b : *buffers)
+      if (b) io_.zero(b);
 }
 
 VulkanKvCache::~VulkanKvCache() {
@@ -34,20 +40,25 @@ Buffer VulkanKvCache::rows_buffer(int64_t rows, int64_t width) const {
 void VulkanKvCache::ensure(int64_t n) {
   const int64_t cap = book_.capacity_for(n);
   if (cap == book_.capacity()) return;
-  // Grown buffers take the rows held so far; the old ones are freed once the
-  // ops that use them are done.
-  std::vector<Buffer> old;
+  // All grown buffers are allocated before any copy is recorded, so that a
+  // failed allocation leaves the cache as it was. They take the rows held so
+  // far; the old ones are freed once the ops that use them are done.
+  std::vector<Buffer> grown_keys(keys_.size()), grown_values(values_.size());
   for (int64_t l = 0; l < book_.layers(); ++l) {
     if (book_.ring(l) || book_.state_floats(l)) continue;
-    for (auto* rows : {&keys_, &values_}) {
-      Buffer grown = rows_buffer(cap, rows == &keys_ ? book_.key_width() : book_.value_width());
+    grown_keys[l] = rows_buffer(cap, book_.key_width());
+    grown_values[l] = rows_buffer(cap, book_.value_width());
+  }
+  std::vector<Buffer> old;
+  for (auto [rows, grown] : {std::pair{&keys_, &grown_keys}, std::pair{&values_, &grown_values}})
+    for (size_t l = 0; l < rows->size(); ++l) {
+      if (!(*grown)[l]) continue;
       if ((*rows)[l]) {
-        io_.copy_on_device((*rows)[l], grown, (*rows)[l].bytes());
+        io_.copy_on_device((*rows)[l], (*grown)[l], (*rows)[l].bytes());
         old.push_back(std::move((*rows)[l]));
       }
-      (*rows)[l] = std::move(grown);
+      (*rows)[l] = std::move((*grown)[l]);
     }
-  }
   if (!old.empty()) io_.finish();
   book_.set_capacity(cap);
 }

@@ -26,6 +26,12 @@ class WeightStore {
   // `w` with every array resident.
   WeightRef resident(const kernels::WeightMatrix& w);
   uint64_t bytes() const { return arena_.reserved(); }
+  // Forgets every copy (after the ops that read them have run): host memory
+  // freed since may be reused for other arrays at the same addresses.
+  void clear() {
+    copies_.clear();
+    arena_.clear();
+  }
 
  private:
   struct Copy {

@@ -39,4 +39,8 @@ std::unique_ptr<Backend> make_vulkan_backend(int index, int64_t vram_bytes = -1)
 // and why strata cannot use it where it cannot); `error` set when there are none.
 std::vector<std::string> describe_vulkan_devices(std::string* error);
 
+// The index of the best usable GPU (discrete before integrated before
+// virtual; never a CPU implementation), or -1 with `error` saying why none.
+int best_vulkan_gpu(std::string* error);
+
 }  // namespace strata
