@@ -276,12 +276,17 @@ const tight = await startServer(["--max-running", "1", "--max-queue", "0"]);
 const c2 = new OpenAI({ apiKey: "none", baseURL: `${tight.url}/v1`, maxRetries: 0 });
 await check("a full queue gets 429 with Retry-After", async () => {
   await waitReady(tight.url);
-  const long = c2.chat.completions.create({ model: modelId, messages, max_tokens: 400, ignore_eos: true });
+  // The long request holds the one running slot; once the 429 is seen it is
+  // cancelled (on a slow device its 400 tokens would take minutes).
+  const stop = new AbortController();
+  const long = c2.chat.completions.create({ model: modelId, messages, max_tokens: 400, ignore_eos: true },
+    { signal: stop.signal });
   await new Promise((s) => setTimeout(s, 300));
   const r = await fetch(`${tight.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ messages, max_tokens: 2 }), headers: { "Content-Type": "application/json" } });
   assert.equal(r.status, 429);
   assert.equal(r.headers.get("retry-after"), "1");
-  await long;
+  stop.abort();
+  await long.catch((e) => assert.ok(stop.signal.aborted, `the long request failed: ${e}`));
 });
 await stopServer(tight);
 

@@ -59,8 +59,10 @@ export const sleep = (ms) => new Promise((s) => setTimeout(s, ms));
 
 let failures = 0;
 export async function check(name, fn) {
-  try { await fn(); console.log(`ok   ${name}`); }
-  catch (e) { failures++; console.log(`FAIL ${name}: ${e.stack || e}`); }
+  const t0 = Date.now();
+  const took = () => `(${((Date.now() - t0) / 1000).toFixed(1)} s)`;
+  try { await fn(); console.log(`ok   ${name} ${took()}`); }
+  catch (e) { failures++; console.log(`FAIL ${name} ${took()}: ${e.stack || e}`); }
 }
 // Ends the run: exit 1 when a check failed.
 export function finish() {
