@@ -16,6 +16,10 @@
 #define ROWS 4
 layout(local_size_x = 16, local_size_y = 4) in;
 
+#ifdef GROUPED
+#include "jobs.glsl"
+layout(push_constant) uniform Push { Jobs jobs; } p;
+#else
 layout(push_constant) uniform Push {
   WeightRef w;
   Floats x;
@@ -24,23 +28,37 @@ layout(push_constant) uniform Push {
   uint x_stride, y_stride;
   uint head_rows, x_head, y_head;
 } p;
+#endif
 
 shared float lanes[4][ROWS][16];
 
 void main() {
-  const uint lane = gl_LocalInvocationID.x, slot = gl_LocalInvocationID.y, h = gl_WorkGroupID.z;
+#ifdef GROUPED
+  Job job = p.jobs.v[gl_WorkGroupID.z];
+  WeightRef w = job.w;
+  Floats x = job.x, y = job.y;
+  const uint n = job.n, x_stride = w.in_cols, y_stride = w.out_rows;
+  const uint h = 0, head_rows = 0, x_head = 0, y_head = 0;
+  if (gl_WorkGroupID.x * 4 >= w.out_rows || gl_WorkGroupID.y * ROWS >= n) return;
+#else
+  WeightRef w = p.w;
+  Floats x = p.x, y = p.y;
+  const uint n = p.n, x_stride = p.x_stride, y_stride = p.y_stride;
+  const uint h = gl_WorkGroupID.z, head_rows = p.head_rows, x_head = p.x_head, y_head = p.y_head;
+#endif
+  const uint lane = gl_LocalInvocationID.x, slot = gl_LocalInvocationID.y;
   const uint o = gl_WorkGroupID.x * 4 + slot;
   const uint r0 = gl_WorkGroupID.y * ROWS;
-  const bool live = o < p.w.out_rows;
-  const uint row = h * p.head_rows + o;
-  const uint x0 = h * p.x_head, in_w = p.w.in_cols;
+  const bool live = o < w.out_rows;
+  const uint row = h * head_rows + o;
+  const uint x0 = h * x_head, in_w = w.in_cols;
   precise float acc[ROWS];
   for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
   if (live) {
     for (uint i = lane; i < in_w; i += 16) {
-      const float wt = weight(p.w, row, i);
+      const float wt = weight(w, row, i);
       for (uint r = 0; r < ROWS; ++r)
-        if (r0 + r < p.n) acc[r] = fma(wt, p.x.v[x0 + (r0 + r) * p.x_stride + i], acc[r]);
+        if (r0 + r < n) acc[r] = fma(wt, x.v[x0 + (r0 + r) * x_stride + i], acc[r]);
     }
   }
   for (uint r = 0; r < ROWS; ++r) lanes[slot][r][lane] = acc[r];
@@ -53,9 +71,9 @@ void main() {
       }
     barrier();
   }
-  if (live && lane < ROWS && r0 + lane < p.n) {
+  if (live && lane < ROWS && r0 + lane < n) {
     precise float v = lanes[slot][lane][0];
-    if (p.w.has_bias != 0) v = v + p.w.bias.v[row];
-    p.y.v[h * p.y_head + (r0 + lane) * p.y_stride + o] = v;
+    if (w.has_bias != 0) v = v + w.bias.v[row];
+    y.v[h * y_head + (r0 + lane) * y_stride + o] = v;
   }
 }

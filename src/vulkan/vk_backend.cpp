@@ -145,8 +145,10 @@ void VulkanBackend::check_step(size_t rows) const {
 
 Arena::Piece VulkanBackend::stage(uint64_t bytes) { return staging_->take(bytes); }
 
+bool VulkanBackend::staging_full() const { return staging_->used() > kStagingCap; }
+
 void VulkanBackend::make_room() {
-  if (staging_->used() > kStagingCap) finish();
+  if (staging_full()) finish();
 }
 
 Arena::Piece VulkanBackend::stage(const void* src, uint64_t bytes) {

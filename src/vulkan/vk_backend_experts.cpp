@@ -105,50 +105,127 @@ ExpertCache::Entry VulkanBackend::expert_weights(const ExpertJob& job) {
   return entry;
 }
 
+void VulkanBackend::grouped_products(std::span<const ProductJob> jobs) {
+  // jobs.glsl's Job: the matrix, x, y, rows.
+  struct Job {
+    WeightRef w;
+    uint64_t x, y;
+    uint32_t n, pad;
+  };
+  static_assert(sizeof(Job) == 104);
+  constexpr uint32_t kOutputsPerGroup = 4, kRowsPerGroup = 4;  // linear.comp's and linear_il.comp's workgroup
+  const auto& limit = ctx_->properties().limits.maxComputeWorkGroupCount;
+  std::vector<bool> done(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (done[i]) continue;
+    const WeightFormat f = jobs[i].format;
+    std::vector<Job> same;
+    uint64_t groups_x = 1, groups_y = 1;
+    for (size_t j = i; j < jobs.size(); ++j)
+      if (!done[j] && jobs[j].format == f) {
+        done[j] = true;
+        if (jobs[j].n == 0) continue;
+        same.push_back(Job{jobs[j].w, jobs[j].x, jobs[j].y, jobs[j].n, 0});
+        groups_x = std::max<uint64_t>(groups_x, (jobs[j].w.out_rows + kOutputsPerGroup - 1) / kOutputsPerGroup);
+        groups_y = std::max<uint64_t>(groups_y, (jobs[j].n + kRowsPerGroup - 1) / kRowsPerGroup);
+      }
+    if (same.empty()) continue;
+    if (groups_x > limit[0] || groups_y > limit[1] || same.size() > limit[2])
+      throw Error("the Vulkan backend cannot run " + std::to_string(same.size()) + " expert products at once on " +
+                  ctx_->info().name + " (too many workgroups)");
+    const struct {
+      uint64_t jobs;
+    } push{stage(same.data(), same.size() * sizeof(Job)).address};
+    stream_->dispatch(std::string("linear_grouped_") + format_name(f), push, static_cast<uint32_t>(groups_x),
+                      static_cast<uint32_t>(groups_y), static_cast<uint32_t>(same.size()));
+  }
+}
+
+void VulkanBackend::expert_group(std::span<const ExpertJob> jobs, std::span<const ExpertCache::Entry> w,
+                                 std::span<const uint64_t> offsets, size_t a, size_t b, uint64_t total,
+                                 const ExpertActivation& act, Tensor xs, Tensor ys, size_t hidden) {
+  if (a == b) return;
+  // Fused and separate gate/up experts (never both in a real layer) in runs.
+  const bool fused = jobs[a].weights->gate_up.valid();
+  for (size_t i = a + 1; i < b; ++i)
+    if (jobs[i].weights->gate_up.valid() != fused) {
+      expert_group(jobs, w, offsets, a, i, total, act, xs, ys, hidden);
+      expert_group(jobs, w, offsets, i, b, total, act, xs, ys, hidden);
+      return;
+    }
+  // The scratch: every job's gate rows, then their up rows at the same
+  // offsets, then (fused) their gate_up rows at twice the offsets.
+  const uint64_t gate = expert_act_.piece.address, up = gate + total * sizeof(float),
+                 gate_up = up + total * sizeof(float);
+  std::vector<ProductJob> first, second;
+  for (size_t i = a; i < b; ++i) {
+    const ExpertJob& j = jobs[i];
+    const ExpertWeights& e = *j.weights;
+    const uint32_t n = static_cast<uint32_t>(j.rows);
+    const uint64_t x = address(xs.rows(j.first, n, hidden)), y = address(ys.rows(j.first, n, hidden));
+    const uint64_t at = offsets[i] * sizeof(float);
+    if (fused) {
+      first.push_back(ProductJob{weight_format(e.gate_up), w[i].gate_up, x, gate_up + 2 * at, n});
+    } else {
+      first.push_back(ProductJob{weight_format(e.gate), w[i].gate, x, gate + at, n});
+      first.push_back(ProductJob{weight_format(e.up), w[i].up, x, up + at, n});
+    }
+    second.push_back(ProductJob{weight_format(e.down), w[i].down, gate + at, y, n});
+  }
+  const uint64_t begin = offsets[a], count = (b < offsets.size() ? offsets[b] : total) - begin;
+  const uint64_t g0 = gate + begin * sizeof(float), u0 = up + begin * sizeof(float);
+  grouped_products(first);
+  if (fused) {
+    struct {
+      uint64_t y, x, z;
+      uint32_t count, mode;
+      float a, b;
+    } push{g0, u0, gate_up + 2 * begin * sizeof(float), static_cast<uint32_t>(count),
+           static_cast<uint32_t>(Elementwise::SplitGateUp), 0, 0};
+    stream_->dispatch("elementwise", push, static_cast<uint32_t>(std::min<uint64_t>((count + 255) / 256, 65535)));
+  }
+  switch (act.kind) {
+    case ExpertActivation::Kind::SiluGlu: elementwise(Elementwise::SiluGlu, g0, u0, count); break;
+    case ExpertActivation::Kind::ClampedSwiGlu:
+      elementwise(Elementwise::ClampedSwiGlu, g0, u0, count, act.limit, act.alpha);
+      break;
+    case ExpertActivation::Kind::Situ: elementwise(Elementwise::Situ, g0, u0, count, act.beta, act.linear_beta); break;
+  }
+  grouped_products(second);
+}
+
 void VulkanBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertActivation& act, Tensor xs, Tensor ys,
                                 size_t hidden, bool one_per_thread) {
-  (void)one_per_thread;  // one expert after another; the bits are the same either way
-  for (const ExpertJob& j : jobs) {
+  (void)one_per_thread;  // every expert's products in one dispatch; the bits are the same either way
+  // Each job's rows in the scratch (floats into each of its parts).
+  std::vector<uint64_t> offsets(jobs.size());
+  uint64_t total = 0;
+  bool any_fused = false;
+  for (size_t i = 0; i < jobs.size(); ++i) {
     bool fused = false;
-    const size_t width = checked_expert_width(j, hidden, xs, ys, &fused);
-    if (width > limits_.expert_width || (fused && !limits_.fused_gate_up) ||
-        j.rows * (fused ? 4 : 2) * width > expert_act_.size)
-      throw Error("internal: an expert wider or with more rows than planned");
+    const size_t width = checked_expert_width(jobs[i], hidden, xs, ys, &fused);
+    if (width > limits_.expert_width || (fused && !limits_.fused_gate_up))
+      throw Error("internal: an expert wider than planned");
+    any_fused = any_fused || fused;
+    offsets[i] = total;
+    total += jobs[i].rows * width;
   }
-  for (const ExpertJob& j : jobs) {
-    make_room();  // between jobs: nothing of the next one is staged yet
-    const ExpertWeights& e = *j.weights;
-    const bool fused = e.gate_up.valid();
-    const size_t width = static_cast<size_t>(fused ? e.gate_up.out / 2 : e.gate.out), n = j.rows;
-    // The job's weights are host memory valid only during this call: copied
-    // now (into the expert cache, or staged for this submission).
-    const ExpertCache::Entry w = expert_weights(j);
-    const uint64_t gate = expert_act_.piece.address, up = gate + n * width * sizeof(float);
-    const uint64_t x = address(xs.rows(j.first, n, hidden)), y = address(ys.rows(j.first, n, hidden));
-    if (fused) {
-      const uint64_t gu = up + n * width * sizeof(float);
-      product(w.gate_up, weight_format(e.gate_up), x, n, gu);
-      struct {
-        uint64_t y, x, z;
-        uint32_t count, mode;
-        float a, b;
-      } push{gate, up, gu, static_cast<uint32_t>(n * width), static_cast<uint32_t>(Elementwise::SplitGateUp), 0, 0};
-      stream_->dispatch("elementwise", push, static_cast<uint32_t>(std::min<uint64_t>((n * width + 255) / 256, 65535)));
-    } else {
-      product(w.gate, weight_format(e.gate), x, n, gate);
-      product(w.up, weight_format(e.up), x, n, up);
+  if (total * (any_fused ? 4 : 2) > expert_act_.size) throw Error("internal: experts with more rows than planned");
+  // The jobs' weights are host memory valid only during this call: copied
+  // now (into the expert cache, or staged for this submission). Where the
+  // staging fills, the experts so far run first and the stream finishes.
+  std::vector<ExpertCache::Entry> w(jobs.size());
+  make_room();
+  size_t a = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (i > a && staging_full()) {
+      expert_group(jobs, w, offsets, a, i, total, act, xs, ys, hidden);
+      make_room();
+      a = i;
     }
-    switch (act.kind) {
-      case ExpertActivation::Kind::SiluGlu: elementwise(Elementwise::SiluGlu, gate, up, n * width); break;
-      case ExpertActivation::Kind::ClampedSwiGlu:
-        elementwise(Elementwise::ClampedSwiGlu, gate, up, n * width, act.limit, act.alpha);
-        break;
-      case ExpertActivation::Kind::Situ:
-        elementwise(Elementwise::Situ, gate, up, n * width, act.beta, act.linear_beta);
-        break;
-    }
-    product(w.down, weight_format(e.down), gate, n, y);
+    w[i] = expert_weights(jobs[i]);
   }
+  expert_group(jobs, w, offsets, a, jobs.size(), total, act, xs, ys, hidden);
 }
 
 void VulkanBackend::combine_experts(Tensor ys, size_t hidden, std::span<const uint32_t> slot_rows, const int32_t* ids,

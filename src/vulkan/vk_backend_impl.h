@@ -72,7 +72,9 @@ class VulkanBackend final : public Backend, private CacheIo {
   // resident first, and calls make_room() (which may finish) only before it
   // stages anything.
   Arena::Piece stage(uint64_t bytes);
-  // Runs what is recorded when the staging has passed its cap.
+  // Whether the staging has passed its cap; make_room() then runs what is
+  // recorded and reuses it.
+  bool staging_full() const;
   void make_room();
   Arena::Piece stage(const void* src, uint64_t bytes);
   // Host bytes into device memory (mapped: written in place once the
@@ -120,6 +122,22 @@ class VulkanBackend final : public Backend, private CacheIo {
   // A job's weights on the device: from the expert cache (copied there
   // first when it has room), else staged.
   ExpertCache::Entry expert_weights(const ExpertJob& job);
+  // One product of a grouped dispatch (jobs.glsl's Job): rows of x and y
+  // contiguous.
+  struct ProductJob {
+    WeightFormat format;
+    WeightRef w;
+    uint64_t x = 0, y = 0;
+    uint32_t n = 0;
+  };
+  // Each format's jobs in one dispatch (linear_grouped_<format>), in order.
+  void grouped_products(std::span<const ProductJob> jobs);
+  // Routed experts [a, b) of `jobs` whose weights are `w`: their gate/up
+  // products, the activation and the down products, each one dispatch for
+  // all of them; scratch rows from `offsets` (floats into each scratch part).
+  void expert_group(std::span<const ExpertJob> jobs, std::span<const ExpertCache::Entry> w,
+                    std::span<const uint64_t> offsets, size_t a, size_t b, uint64_t total,
+                    const ExpertActivation& act, Tensor xs, Tensor ys, size_t hidden);
   // elementwise.comp's modes.
   enum class Elementwise : uint32_t { Add, Copy, SigmoidMul, SiluGlu, ClampedSwiGlu, Situ, SplitGateUp };
   void elementwise(Elementwise mode, uint64_t y, uint64_t x, uint64_t count, float a = 0, float b = 0);
