@@ -145,6 +145,12 @@ void VulkanBackend::check_step(size_t rows) const {
 
 Arena::Piece VulkanBackend::stage(uint64_t bytes) { return staging_->take(bytes); }
 
+DeviceExpertStats VulkanBackend::expert_cache_stats() const {
+  DeviceExpertStats s = expert_stats_;
+  s.capacity_bytes = experts_->budget();  // lowered where the device had less memory
+  return s;
+}
+
 bool VulkanBackend::staging_full() const { return staging_->used() > kStagingCap; }
 
 void VulkanBackend::make_room() {

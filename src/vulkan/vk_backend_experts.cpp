@@ -223,7 +223,7 @@ void VulkanBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertAct
       make_room();
       a = i;
     }
-    w[i] = expert_weights(jobs[i]);
+    if (jobs[i].rows > 0) w[i] = expert_weights(jobs[i]);  // a job without rows runs nothing
   }
   expert_group(jobs, w, offsets, a, jobs.size(), total, act, xs, ys, hidden);
 }

@@ -56,7 +56,7 @@ class VulkanBackend final : public Backend, private CacheIo {
                    bool one_per_thread) override;
   void combine_experts(Tensor ys, size_t hidden, std::span<const uint32_t> slot_rows, const int32_t* ids,
                        const float* weights, size_t n, size_t k, Tensor shared, Tensor out) override;
-  DeviceExpertStats expert_cache_stats() const override { return expert_stats_; }
+  DeviceExpertStats expert_cache_stats() const override;
 
  private:
   struct Slot {

@@ -50,15 +50,20 @@ void VulkanKvCache::ensure(int64_t n) {
     grown_values[l] = rows_buffer(cap, book_.value_width());
   }
   std::vector<Buffer> old;
-  for (auto [rows, grown] : {std::pair{&keys_, &grown_keys}, std::pair{&values_, &grown_values}})
-    for (size_t l = 0; l < rows->size(); ++l) {
-      if (!(*grown)[l]) continue;
-      if ((*rows)[l]) {
-        io_.copy_on_device((*rows)[l], (*grown)[l], (*rows)[l].bytes());
-        old.push_back(std::move((*rows)[l]));
+  try {
+    for (auto [rows, grown] : {std::pair{&keys_, &grown_keys}, std::pair{&values_, &grown_values}})
+      for (size_t l = 0; l < rows->size(); ++l) {
+        if (!(*grown)[l]) continue;
+        if ((*rows)[l]) {
+          io_.copy_on_device((*rows)[l], (*grown)[l], (*rows)[l].bytes());
+          old.push_back(std::move((*rows)[l]));
+        }
+        (*rows)[l] = std::move((*grown)[l]);
       }
-      (*rows)[l] = std::move((*grown)[l]);
-    }
+  } catch (...) {
+    io_.finish();  // the copies recorded so far read `old`: run them before it is freed
+    throw;
+  }
   if (!old.empty()) io_.finish();
   book_.set_capacity(cap);
 }
