@@ -8,6 +8,9 @@
 # asserts CPU-time and latency bounds that the sanitizers' own cost breaks,
 # and server_e2e has not yet been run under them (the request parser's and
 # the scheduler's unit tests, and the openai_request fuzz target, are).
+# Three synth tests that build and run many sizes of models (the synth
+# and model code they reach is what the other synth and fixture tests run
+# under the sanitizers too) are left to the plain build for time.
 # hostile_inputs runs the CLI under a 8 GiB address-space limit, which an
 # ASan binary's shadow memory cannot start within.
 # Of the Vulkan backend's tests, the model-level ones on every fixture take
@@ -31,7 +34,7 @@ cmake --build "$build" -j"$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=0:handle_sigbus=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 vulkan_few='^Vulkan(Ops|Attention|Interleaved|ExpertCache)\.|^All/VulkanFormats\.ProductsAgree.*/(Q8_0|Q4_K|MXFP4_gguf|BF16)( |$)|^ComputeDevice\.|Streaming\.StreamedFromTheCheckpointIsBitIdentical/(trained_k3|ds_mtp)_vulkan( |$)'
-if ! { ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -E 'LongContext|^Layering\.|^server_|^hostile_inputs$|[Vv]ulkan|^ComputeDevice\.' "$@" &&
+if ! { ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -E 'LongContext|^Layering\.|^server_|^hostile_inputs$|[Vv]ulkan|^ComputeDevice\.|^Synth\.(SizeScaling|PinnedAxes)|DemoSizes\.' "$@" &&
        ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -R "$vulkan_few"; }; then
   echo "=== the failed tests again (sanitizer build), one at a time ==="
   ctest --test-dir "$build" --rerun-failed --output-on-failure || true
