@@ -61,7 +61,6 @@ VulkanBackend::VulkanBackend(int index, int64_t vram_bytes) : ctx_(std::make_uni
                           : ctx_->unified_memory() ? 0
                                                    : ctx_->info().device_local_bytes / 2;
   experts_ = std::make_unique<ExpertCache>(*ctx_, budget);
-  expert_stats_.capacity_bytes = budget;
   stream_ = std::make_unique<Stream>(*ctx_);
   tensors_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Device, 64ull << 20);
   staging_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, 64ull << 20);
@@ -262,7 +261,6 @@ void VulkanBackend::product(const WeightRef& ref, WeightFormat f, uint64_t x, ui
   // The interleaved layouts hold a whole matrix's rows in groups; a head's
   // share of them is not one contiguous run (linear_il.comp reads no heads).
   if (is_interleaved(f) && s.heads > 1) throw Error("internal: a per-head product of an interleaved matrix");
-  constexpr uint32_t kOutputsPerGroup = 4, kRowsPerGroup = 4;  // linear.comp's workgroup
   const uint64_t groups_x = (ref.out_rows + kOutputsPerGroup - 1) / kOutputsPerGroup;
   const uint64_t groups_y = (s.n + kRowsPerGroup - 1) / kRowsPerGroup;
   const auto& limit = ctx_->properties().limits.maxComputeWorkGroupCount;

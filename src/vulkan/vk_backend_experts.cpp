@@ -113,7 +113,6 @@ void VulkanBackend::grouped_products(std::span<const ProductJob> jobs) {
     uint32_t n, pad;
   };
   static_assert(sizeof(Job) == 104);
-  constexpr uint32_t kOutputsPerGroup = 4, kRowsPerGroup = 4;  // linear.comp's and linear_il.comp's workgroup
   const auto& limit = ctx_->properties().limits.maxComputeWorkGroupCount;
   std::vector<bool> done(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {

@@ -122,6 +122,8 @@ class VulkanBackend final : public Backend, private CacheIo {
   // A job's weights on the device: from the expert cache (copied there
   // first when it has room), else staged.
   ExpertCache::Entry expert_weights(const ExpertJob& job);
+  // linear.comp's and linear_il.comp's workgroup: 4 outputs for up to 4 rows.
+  static constexpr uint32_t kOutputsPerGroup = 4, kRowsPerGroup = 4;
   // One product of a grouped dispatch (jobs.glsl's Job): rows of x and y
   // contiguous.
   struct ProductJob {
