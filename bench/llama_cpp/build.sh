@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # Set up llama.cpp as the peer strata is compared against (not run by CI).
 #
-#   bash bench/llama_cpp/build.sh
+#   bash bench/llama_cpp/build.sh                   # CPU build + parity tool
+#   BACKEND=cuda bash bench/llama_cpp/build.sh      # llama-bench with CUDA (nvcc)
+#   BACKEND=vulkan bash bench/llama_cpp/build.sh    # llama-bench with Vulkan (glslc, Vulkan headers)
+#   bash bench/llama_cpp/build.sh --pack FILE.tar.xz
 #
 # 1. Fetches the npm package node-llama-cpp (it ships llama.cpp's full source as the git
 #    bundle llama/gitRelease.bundle) and clones that bundle to $LLAMA_DIR (default
-#    /work/llama.cpp, outside the repo). Skipped when $LLAMA_DIR is already a checkout.
+#    /work/llama.cpp, outside the repo). Skipped when $LLAMA_DIR is already a checkout or
+#    a source tree. --pack then writes that source (no .git, models or docs: ~9 MB) as a
+#    tarball to carry to a machine without network (the device machine), where
+#    `tar -xJf FILE -C DIR` and LLAMA_DIR=DIR build it; it records the commit in
+#    .node-llama-cpp-commit.
 # 2. Builds the CPU library and tools there in build/ (Release, -march=native without AMX,
-#    no HTTPS).
-# 3. Builds bench/llama_cpp/parity_tool against it in $LLAMA_DIR/build-parity.
+#    no HTTPS); with BACKEND=cuda|vulkan, llama-bench with that backend in build-$BACKEND/
+#    (CUDA for CUDA_ARCH, default native: the GPU of the build machine).
+# 3. (CPU build only) Builds bench/llama_cpp/parity_tool against it in $LLAMA_DIR/build-parity.
 # Idempotent: rerunning only rebuilds what changed. Prints where the binaries are.
 #
 # Environment: LLAMA_DIR, NLC_VERSION (node-llama-cpp version, default 3.22.1),
-# NLC_WORK (download dir, default /tmp/nlc), JOBS (default: nproc), NATIVE (ON|OFF, default ON).
+# NLC_WORK (download dir, default /tmp/nlc), JOBS (default: nproc), NATIVE (ON|OFF, default ON),
+# BACKEND (cpu|cuda|vulkan, default cpu), CUDA_ARCH (default native).
 #
 # AMX is left out (-mno-amx-tile -mno-amx-int8 -mno-amx-bf16): Debian 12's GCC 12.2 drops
 # the stores that fill ggml's AMX tile configuration before ldtilecfg
@@ -28,7 +37,18 @@ NLC_VERSION=${NLC_VERSION:-3.22.1}
 NLC_WORK=${NLC_WORK:-/tmp/nlc}
 JOBS=${JOBS:-$(nproc)}
 NATIVE=${NATIVE:-ON}
-build=$LLAMA_DIR/build
+BACKEND=${BACKEND:-cpu}
+CUDA_ARCH=${CUDA_ARCH:-native}
+pack=
+if [ "${1:-}" = --pack ]; then
+  [ $# -eq 2 ] || { echo "usage: build.sh --pack FILE.tar.xz" >&2; exit 2; }
+  pack=$(realpath -m "$2")
+fi
+case "$BACKEND" in
+  cpu) build=$LLAMA_DIR/build ;;
+  cuda|vulkan) build=$LLAMA_DIR/build-$BACKEND ;;
+  *) echo "build.sh: BACKEND must be cpu, cuda or vulkan, not $BACKEND" >&2; exit 2 ;;
+esac
 flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 # node-llama-cpp 3.22.1 bundles llama.cpp tag v0.5.0 (ggml 0.25.1) as this single squashed commit.
 EXPECTED_COMMIT_3_22_1=de3ff815ea7d559ee917f063901b8986f038abc6
@@ -38,7 +58,7 @@ for tool in git cmake g++; do
 done
 
 # ---- 1. source ----
-if [ ! -e "$LLAMA_DIR/.git" ]; then
+if [ ! -e "$LLAMA_DIR/.git" ] && [ ! -f "$LLAMA_DIR/CMakeLists.txt" ]; then
   command -v npm >/dev/null || { echo "build.sh: npm is missing (apt-get install npm)" >&2; exit 1; }
   mkdir -p "$NLC_WORK"
   (
@@ -52,14 +72,43 @@ if [ ! -e "$LLAMA_DIR/.git" ]; then
   git -c advice.detachedHead=false clone --quiet "$bundle" "$LLAMA_DIR"
   cp "$NLC_WORK/package/llama/llama.cpp.info.json" "$LLAMA_DIR/.git/node-llama-cpp-info.json" 2>/dev/null || true
 fi
-commit=$(git -C "$LLAMA_DIR" rev-parse HEAD)
+if [ -e "$LLAMA_DIR/.git" ]; then
+  commit=$(git -C "$LLAMA_DIR" rev-parse HEAD)
+else
+  commit=$(cat "$LLAMA_DIR/.node-llama-cpp-commit" 2>/dev/null || echo unknown)
+fi
 tag=$(sed -n 's/.*"tag": *"\([^"]*\)".*/\1/p' "$LLAMA_DIR/.git/node-llama-cpp-info.json" 2>/dev/null || true)
 if [ "$NLC_VERSION" = 3.22.1 ] && [ "$commit" != "$EXPECTED_COMMIT_3_22_1" ]; then
   echo "build.sh: note: $LLAMA_DIR is at $commit, not the $EXPECTED_COMMIT_3_22_1 that node-llama-cpp 3.22.1 ships" >&2
 fi
 
-# ---- 2. llama.cpp (CPU) ----
+if [ -n "$pack" ]; then
+  echo "$commit" > "$LLAMA_DIR/.node-llama-cpp-commit"
+  tar -C "$LLAMA_DIR" --exclude=./.git --exclude='./build*' --exclude=./models --exclude=./docs \
+    --exclude=./benches --exclude='./tools/server/public*' --exclude=./tools/server/webui --exclude=./tools/ui \
+    -cJf "$pack" .
+  echo "build.sh: wrote $pack ($(du -h "$pack" | cut -f1)), llama.cpp commit $commit"
+  exit 0
+fi
+
 start=$(date +%s)
+if [ "$BACKEND" != cpu ]; then
+  # ---- 2'. llama-bench on a GPU backend ----
+  if [ "$BACKEND" = cuda ]; then
+    backend_flags=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH")
+  else
+    backend_flags=(-DGGML_VULKAN=ON)
+  fi
+  cmake -S "$LLAMA_DIR" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE="$NATIVE" -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_TOOLS=ON "${backend_flags[@]}" >/dev/null
+  cmake --build "$build" -j "$JOBS" --target llama-bench
+  echo "build.sh: llama.cpp ($BACKEND) built in $(( $(date +%s) - start )) s"
+  echo "llama.cpp ${commit} ($BACKEND): $build/bin/llama-bench"
+  exit 0
+fi
+
+# ---- 2. llama.cpp (CPU) ----
 # (re)configuring is cheap and keeps an existing build dir on these settings
 CC=gcc CXX=g++ cmake -S "$LLAMA_DIR" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \

@@ -38,6 +38,7 @@ struct GenerateArgs {
   bool json = false;
   bool logits = false;
   bool ignore_eos = false;
+  bool warmup = false;
   std::string session;
   std::string trace;
 };
@@ -144,6 +145,13 @@ int run_generate(const GenerateArgs& a) {
       }
       first = false;
     };
+  if (a.warmup) {
+    // Untimed and forgotten: only what it leaves in the device and the caches stays.
+    GenerateOptions once;
+    once.max_new_tokens = 1;
+    Session scratch;
+    generate(*model, prompt, once, scratch);
+  }
   GenerateResult r = generate(*model, prompt, opt, session);
   prefill.finish();
   if (!a.session.empty()) save_session(a.session, *model, session);
@@ -229,6 +237,9 @@ void register_generate(CLI::App& app, Action& run) {
   cmd->add_flag("--json", args->json, "Print one JSON object with tokens, text and stats");
   cmd->add_flag("--logits", args->logits, "With --json: add each generated token's full logits row");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at end-of-sequence tokens");
+  cmd->add_flag("--warmup", args->warmup,
+                "Run the prompt once, untimed, before the timed run (weights go up to the GPU, its pipelines are "
+                "built, caches fill), so the stats show steady speed as llama-bench's do");
   cmd->add_option("--session", args->session,
                   "Session file: a prompt that extends the previous one reuses its KV cache (created if absent)");
   cmd->add_option("--trace", args->trace,

@@ -44,6 +44,7 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
+  VkPhysicalDevice physical() const { return physical_; }
   VkDevice device() const { return device_; }
   VkQueue queue() const { return queue_; }
   uint32_t queue_family() const { return family_; }

@@ -26,11 +26,13 @@ Stream::Stream(const Context& ctx) : ctx_(ctx) {
   check(vkAllocateCommandBuffers(ctx.device(), &ai, &cmd_), "vkAllocateCommandBuffers");
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   check(vkCreateFence(ctx.device(), &fi, nullptr, &fence_), "vkCreateFence");
+  profile_.reset(Profile::from_environment(ctx));
 }
 
 Stream::~Stream() {
   VkDevice d = ctx_.device();
   vkDeviceWaitIdle(d);
+  profile_.reset();
   for (auto& [name, p] : pipelines_) vkDestroyPipeline(d, p, nullptr);
   vkDestroyFence(d, fence_, nullptr);
   vkDestroyCommandPool(d, pool_, nullptr);
@@ -70,15 +72,17 @@ void Stream::begin() {
   check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
   recording_ = true;
   recorded_ = 0;
+  if (profile_) profile_->begin(cmd_);
 }
 
-void Stream::barrier() {
+void Stream::barrier(std::string_view name) {
   VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
                     VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
   const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   vkCmdPipelineBarrier(cmd_, stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
+  if (profile_) profile_->command(cmd_, name);
 }
 
 void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, uint32_t x, uint32_t y, uint32_t z) {
@@ -88,7 +92,7 @@ void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, u
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   vkCmdPushConstants(cmd_, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, push);
   vkCmdDispatch(cmd_, x, y, z);
-  barrier();
+  barrier(name);
   ++recorded_;
   static const bool sync = std::getenv("STRATA_VK_DEBUG") != nullptr;
   if (sync) {
@@ -102,7 +106,7 @@ void Stream::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_
   begin();
   VkBufferCopy region{src_offset, dst_offset, bytes};
   vkCmdCopyBuffer(cmd_, src, dst, 1, &region);
-  barrier();
+  barrier("copy");
   ++recorded_;
 }
 
@@ -110,7 +114,7 @@ void Stream::zero(VkBuffer dst, uint64_t offset, uint64_t bytes) {
   if (bytes == 0) return;
   begin();
   vkCmdFillBuffer(cmd_, dst, offset, bytes, 0);
-  barrier();
+  barrier("zero");
   ++recorded_;
 }
 
@@ -121,8 +125,10 @@ void Stream::finish() {
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd_;
+  if (profile_) profile_->submitted();
   check(vkQueueSubmit(ctx_.queue(), 1, &si, fence_), "vkQueueSubmit");
   check(vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  if (profile_) profile_->finished();
   check(vkResetFences(ctx_.device(), 1, &fence_), "vkResetFences");
   check(vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
 }

@@ -6,8 +6,10 @@
 // waits for. Every command is followed by a full memory barrier, so commands
 // take effect one after another in the order they were recorded.
 // STRATA_VK_DEBUG=1 in the environment runs each dispatch alone and names it
-// on stderr: a shader that faults then shows which it was.
+// on stderr: a shader that faults then shows which it was. STRATA_VK_PROFILE=1
+// times every command on the GPU (vk_profile.h).
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -16,6 +18,7 @@
 
 #include "vulkan/vk_buffer.h"
 #include "vulkan/vk_context.h"
+#include "vulkan/vk_profile.h"
 
 namespace strata::vk {
 
@@ -47,7 +50,8 @@ class Stream {
  private:
   VkPipeline pipeline(std::string_view name);
   void begin();
-  void barrier();
+  // A full barrier after the command just recorded, then its timestamp when profiling.
+  void barrier(std::string_view name);
 
   const Context& ctx_;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
@@ -57,6 +61,7 @@ class Stream {
   VkFence fence_ = VK_NULL_HANDLE;
   bool recording_ = false;
   uint64_t recorded_ = 0;
+  std::unique_ptr<Profile> profile_;
 };
 
 }  // namespace strata::vk

@@ -1,0 +1,92 @@
+#include "vulkan/vk_profile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace strata::vk {
+
+namespace {
+constexpr uint32_t kQueries = 8192;  // timestamps per submission: the first, then one per command
+}
+
+Profile* Profile::from_environment(const Context& ctx) {
+  const char* v = std::getenv("STRATA_VK_PROFILE");
+  if (v == nullptr || *v == '\0' || std::string(v) == "0") return nullptr;
+  uint32_t count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(ctx.physical(), &count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(count);
+  vkGetPhysicalDeviceQueueFamilyProperties(ctx.physical(), &count, families.data());
+  const uint32_t bits = families.at(ctx.queue_family()).timestampValidBits;
+  const double period = ctx.properties().limits.timestampPeriod;
+  if (bits == 0 || period <= 0) {
+    std::fprintf(stderr, "vk profile: this queue cannot write timestamps; not profiling\n");
+    return nullptr;
+  }
+  VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+  qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  qi.queryCount = kQueries;
+  VkQueryPool pool = VK_NULL_HANDLE;
+  check(vkCreateQueryPool(ctx.device(), &qi, nullptr, &pool), "vkCreateQueryPool");
+  const uint64_t mask = bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  return new Profile(ctx, pool, period, mask);
+}
+
+Profile::Profile(const Context& ctx, VkQueryPool pool, double ns_per_tick, uint64_t mask)
+    : ctx_(ctx), pool_(pool), ns_per_tick_(ns_per_tick), mask_(mask) {}
+
+Profile::~Profile() {
+  std::vector<std::pair<std::string, Totals>> rows(totals_.begin(), totals_.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.gpu_ns > b.second.gpu_ns; });
+  std::fprintf(stderr, "vk profile: %-34s %9s %11s %9s %6s\n", "command", "count", "gpu ms", "us each", "share");
+  for (const auto& [name, t] : rows)
+    std::fprintf(stderr, "vk profile: %-34s %9llu %11.2f %9.2f %5.1f%%\n", name.c_str(),
+                 static_cast<unsigned long long>(t.count), t.gpu_ns / 1e6, t.gpu_ns / 1e3 / std::max<uint64_t>(t.count, 1),
+                 gpu_ns_ > 0 ? 100 * t.gpu_ns / gpu_ns_ : 0.0);
+  std::fprintf(stderr,
+               "vk profile: %llu submissions; gpu %.2f ms; host recording %.2f ms, waiting %.2f ms "
+               "(%.1f us per submission); %llu commands untimed\n",
+               static_cast<unsigned long long>(submissions_), gpu_ns_ / 1e6, record_ns_ / 1e6, wait_ns_ / 1e6,
+               submissions_ ? wait_ns_ / 1e3 / submissions_ : 0.0, static_cast<unsigned long long>(untimed_));
+  vkDestroyQueryPool(ctx_.device(), pool_, nullptr);
+}
+
+void Profile::begin(VkCommandBuffer cmd) {
+  names_.clear();
+  began_ = Clock::now();
+  vkCmdResetQueryPool(cmd, pool_, 0, kQueries);
+  vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool_, 0);
+}
+
+void Profile::command(VkCommandBuffer cmd, std::string_view name) {
+  if (names_.size() + 1 >= kQueries) {
+    ++untimed_;
+    return;
+  }
+  names_.emplace_back(name);
+  vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool_, static_cast<uint32_t>(names_.size()));
+}
+
+void Profile::submitted() {
+  submitted_ = Clock::now();
+  record_ns_ += std::chrono::duration<double, std::nano>(submitted_ - began_).count();
+}
+
+void Profile::finished() {
+  wait_ns_ += std::chrono::duration<double, std::nano>(Clock::now() - submitted_).count();
+  ++submissions_;
+  std::vector<uint64_t> ticks(names_.size() + 1);
+  check(vkGetQueryPoolResults(ctx_.device(), pool_, 0, static_cast<uint32_t>(ticks.size()),
+                              ticks.size() * sizeof(uint64_t), ticks.data(), sizeof(uint64_t),
+                              VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+        "vkGetQueryPoolResults");
+  for (size_t i = 0; i < names_.size(); ++i) {
+    const double ns = static_cast<double>((ticks[i + 1] - ticks[i]) & mask_) * ns_per_tick_;
+    Totals& t = totals_[names_[i]];
+    ++t.count;
+    t.gpu_ns += ns;
+    gpu_ns_ += ns;
+  }
+}
+
+}  // namespace strata::vk

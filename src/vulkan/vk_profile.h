@@ -1,0 +1,56 @@
+#pragma once
+// Where a Vulkan stream's time goes, for tuning (STRATA_VK_PROFILE=1 in the
+// environment; off otherwise, at no cost). Each recorded command is followed
+// by a GPU timestamp, so a command's time is the gap to the one before it
+// (commands run one after another: the stream puts a full barrier between
+// them). Per submission it also times the host: recording (from the first
+// command to the submit) and waiting for the fence. At destruction it prints
+// one table to stderr: per command name, count and GPU time; then submissions,
+// host recording and waiting time, and GPU time in total.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <vulkan/vulkan.h>
+
+#include "vulkan/vk_context.h"
+
+namespace strata::vk {
+
+class Profile {
+ public:
+  // nullptr when STRATA_VK_PROFILE is unset or the queue cannot time.
+  static Profile* from_environment(const Context& ctx);
+  ~Profile();
+  Profile(const Profile&) = delete;
+  Profile& operator=(const Profile&) = delete;
+
+  // Called by the stream as its command buffer begins, after each command,
+  // and around the submission's wait.
+  void begin(VkCommandBuffer cmd);
+  void command(VkCommandBuffer cmd, std::string_view name);
+  void submitted();
+  void finished();
+
+ private:
+  explicit Profile(const Context& ctx, VkQueryPool pool, double ns_per_tick, uint64_t mask);
+  using Clock = std::chrono::steady_clock;
+  struct Totals {
+    uint64_t count = 0;
+    double gpu_ns = 0;
+  };
+  const Context& ctx_;
+  VkQueryPool pool_;
+  double ns_per_tick_;
+  uint64_t mask_;
+  std::vector<std::string> names_;  // this submission's timed commands
+  uint64_t untimed_ = 0;            // commands past the pool's size
+  std::map<std::string, Totals> totals_;
+  Clock::time_point began_, submitted_;
+  uint64_t submissions_ = 0;
+  double record_ns_ = 0, wait_ns_ = 0, gpu_ns_ = 0;
+};
+
+}  // namespace strata::vk
