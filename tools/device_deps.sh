@@ -17,7 +17,8 @@ cd "$(dirname "$0")/.."
 # libcurl (src/remote) with the runtime libraries its .so needs (untested on
 # the device so far: no device time was left when it was added). The Vulkan
 # loader and its headers, and glslc (the shaders are compiled at build time);
-# the driver is the machine's own (device_env.sh finds NVIDIA's).
+# the driver is the machine's own (device_env.sh finds NVIDIA's). spirv-headers:
+# only for llama.cpp's Vulkan build (the peer of bench/gpu_bench.sh).
 packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
   nlohmann-json3-dev libcli11-dev
@@ -27,7 +28,7 @@ packages=(
   libssl-dev libssl3 zlib1g-dev
   libcurl4-openssl-dev libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libunistring2 libldap-2.5-0 libgssapi-krb5-2
   pkgconf pkgconf-bin libpkgconf3
-  libvulkan-dev libvulkan1 glslc libshaderc1
+  libvulkan-dev libvulkan1 glslc libshaderc1 spirv-headers
 )
 
 grep -qx '/.deb/' .git/info/exclude 2>/dev/null || echo '/.deb/' >> .git/info/exclude

@@ -9,7 +9,8 @@
 # 1. Fetches the npm package node-llama-cpp (it ships llama.cpp's full source as the git
 #    bundle llama/gitRelease.bundle) and clones that bundle to $LLAMA_DIR (default
 #    /work/llama.cpp, outside the repo). Skipped when $LLAMA_DIR is already a checkout or
-#    a source tree. --pack then writes that source (no .git, models or docs: ~9 MB) as a
+#    a source tree. --pack then writes that source (no .git, models, docs or the
+#    backends other than CPU, CUDA and Vulkan: ~5 MB) as a
 #    tarball to carry to a machine without network (the device machine), where
 #    `tar -xJf FILE -C DIR` and LLAMA_DIR=DIR build it; it records the commit in
 #    .node-llama-cpp-commit.
@@ -86,6 +87,8 @@ if [ -n "$pack" ]; then
   echo "$commit" > "$LLAMA_DIR/.node-llama-cpp-commit"
   tar -C "$LLAMA_DIR" --exclude=./.git --exclude='./build*' --exclude=./models --exclude=./docs \
     --exclude=./benches --exclude='./tools/server/public*' --exclude=./tools/server/webui --exclude=./tools/ui \
+    $(for b in cann et hexagon metal musa opencl openvino sycl virtgpu webgpu zdnn zendnn; do
+        printf -- '--exclude=./ggml/src/ggml-%s ' "$b"; done) \
     -cJf "$pack" .
   echo "build.sh: wrote $pack ($(du -h "$pack" | cut -f1)), llama.cpp commit $commit"
   exit 0

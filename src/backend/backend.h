@@ -206,6 +206,9 @@ class Backend {
   // layouts (kernels/interleave.h), faster on the CPU. Routed experts take
   // them on every backend, as packs store them (every backend reads them).
   virtual bool wants_interleaved() const { return false; }
+  // Whether run_experts() computes many experts in a few dispatches (a GPU):
+  // then it is given every expert that is ready at once, never one at a time.
+  virtual bool groups_experts() const { return false; }
   // Its expert cache's counts (all zero for a backend that computes in host memory).
   virtual DeviceExpertStats expert_cache_stats() const { return {}; }
 

@@ -162,7 +162,9 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
   // each product is split over the threads.
   const size_t threads = static_cast<size_t>(b.threads());
   const bool per_thread = threads > 1 && (largest <= kExpertsInParallelRows || step.unique.size() >= 4 * threads);
-  const size_t most = !per_thread ? 1 : fetch.all_ready() ? step.unique.size() : 4 * threads;
+  const size_t most = b.groups_experts() || (per_thread && fetch.all_ready()) ? step.unique.size()
+                      : per_thread                                          ? 4 * threads
+                                                                            : 1;
   while (fetch.next_batch(step.ready, most) > 0) {
     step.jobs.clear();
     for (const auto& [pos, w] : step.ready) {

@@ -5,6 +5,7 @@
 // operation, no reassociation; where the CPU's expression is a fused
 // multiply-add, the shader writes fma().
 #extension GL_EXT_buffer_reference : require
+#extension GL_EXT_buffer_reference_uvec2 : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
@@ -22,6 +23,13 @@ layout(buffer_reference, std430, buffer_reference_align = 1) readonly buffer Byt
 void sync_workgroup() {
   memoryBarrierBuffer();
   barrier();
+}
+
+// The device address `bytes` past `a` (addresses as uvec2: low, high word).
+uvec2 address_plus(uvec2 a, uint bytes) {
+  uint carry;
+  const uint low = uaddCarry(a.x, bytes, carry);
+  return uvec2(low, a.y + carry);
 }
 
 float f16_value(uint h) { return unpackHalf2x16(h).x; }

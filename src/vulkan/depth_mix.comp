@@ -5,7 +5,6 @@
 // softmax as kernels::softmax; out = Σ_i score_i · v_i by fma in block
 // order, from 0. One workgroup of 16 per row.
 #include "common.glsl"
-#extension GL_EXT_buffer_reference_uvec2 : require
 
 layout(local_size_x = 16) in;
 #include "lanes16.glsl"

@@ -5,8 +5,17 @@
 // (r, o), acc = 0 and for each 32-column block b in order: s = the fma chain
 // of the block's exact levels with x over its 32 columns; acc = fma(s,
 // scale[o][b], acc); Q4_K also acc = fma(-(dmin·m)[o][b], xs, acc), xs the
-// block's x summed in order. A workgroup is 4 outputs × 16 lanes for up to
-// ROWS rows: lane j sums block 16k + j, lane 0 chains the blocks in order.
+// block's x summed in order.
+//
+// A workgroup is one group of 16 interleaved rows (16 outputs) for up to
+// ROWS batch rows, 16 × 16 invocations: (x, y) = (row of the group, block of
+// the window). It reads the group's blocks a window of WINDOW blocks at a
+// time (contiguous bytes in this layout) into shared memory, every
+// invocation loading words side by side; then invocation (rr, j) computes s
+// (and the scale, min and xs) of block j for row rr, and invocation (rr, r)
+// for r < ROWS chains the window's blocks in order into output rr of batch
+// row r. Each (r, o) is computed alone, so a row's result does not depend
+// on the others in its batch.
 #include "common.glsl"
 #define NO_WEIGHT_FN
 #include "weights.glsl"
@@ -15,7 +24,23 @@
 #define FMT_IL_MXFP4 19
 #define FMT_IL_Q4_K 20
 #define ROWS 4
-layout(local_size_x = 16, local_size_y = 4) in;
+#define WINDOW 16u
+layout(local_size_x = 16, local_size_y = 16) in;
+
+// A window's bytes: Q8_0 544 a block (16 f16 scales, then value i of row
+// rr at 32 + 16i + rr); MXFP4 272 (16 E8M0 scales, then the byte of values
+// 2k, 2k+1 of row rr at 16 + 16k + rr); Q4_K 2304 a super-block of 8 blocks
+// (16 f16 d, 16 f16 dmin, 12 scale bytes of row rr at 64 + 16k + rr, then
+// block j's bytes at 256 + 256j + 16k + rr).
+#if FMT == FMT_IL_Q8_0
+#define WINDOW_BYTES (WINDOW * 544u)
+#elif FMT == FMT_IL_MXFP4
+#define WINDOW_BYTES (WINDOW * 272u)
+#elif FMT == FMT_IL_Q4_K
+#define WINDOW_BYTES (WINDOW / 8u * 2304u)
+#else
+#error "unknown FMT"
+#endif
 
 #ifdef GROUPED
 #include "jobs.glsl"
@@ -31,10 +56,13 @@ layout(push_constant) uniform Push {
 } p;
 #endif
 
-shared float sums[4][ROWS][16], xsums[4][ROWS][16], scales[4][16], mins[4][16];
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Words { uint v[]; };
 
-// Block b of output o: its level q[i] (i < 32), scale and min.
-uint group_of(uint o, uint row_bytes) { return (o / 16u) * 16u * row_bytes; }
+shared uint tile[WINDOW_BYTES / 4u];
+shared float sums[ROWS][WINDOW][16], xsums[ROWS][WINDOW][16], scales[WINDOW][16], mins[WINDOW][16];
+
+uint tile_byte(uint k) { return (tile[k >> 2] >> (8u * (k & 3u))) & 0xFFu; }
+uint tile_u16(uint k) { return tile_byte(k) | (tile_byte(k + 1u) << 8); }
 
 void main() {
 #ifdef GROUPED
@@ -42,57 +70,64 @@ void main() {
   WeightRef w = job.w;
   Floats x = job.x, y = job.y;
   const uint n = job.n, x_stride = w.in_cols, y_stride = w.out_rows;
-  if (gl_WorkGroupID.x * 4 >= w.out_rows || gl_WorkGroupID.y * ROWS >= n) return;
+  if (gl_WorkGroupID.x * 16u >= w.out_rows || gl_WorkGroupID.y * ROWS >= n) return;
 #else
   WeightRef w = p.w;
   Floats x = p.x, y = p.y;
   const uint n = p.n, x_stride = p.x_stride, y_stride = p.y_stride;
 #endif
-  const uint lane = gl_LocalInvocationID.x, slot = gl_LocalInvocationID.y;
-  const uint o = gl_WorkGroupID.x * 4 + slot, r0 = gl_WorkGroupID.y * ROWS;
-  const bool live = o < w.out_rows;
-  const uint blocks = w.in_cols / 32u, rr = o % 16u, g = live ? group_of(o, w.row_bytes) : 0u;
-  precise float acc[ROWS];
-  for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
-  for (uint b0 = 0; b0 < blocks; b0 += 16) {
-    const uint b = b0 + lane;
-    if (live && b < blocks) {
+  const uint rr = gl_LocalInvocationID.x, j = gl_LocalInvocationID.y, id = j * 16u + rr;
+  const uint o = gl_WorkGroupID.x * 16u + rr, r0 = gl_WorkGroupID.y * ROWS;
+  const uint blocks = w.in_cols / 32u, group = gl_WorkGroupID.x * 16u * w.row_bytes;
+  // Invocations (rr, r < ROWS) chain batch row r0 + r of output o.
+  const bool chains = j < ROWS && r0 + j < n;
+  precise float acc = 0.0;
+  for (uint b0 = 0; b0 < blocks; b0 += WINDOW) {
+    const uint count = min(WINDOW, blocks - b0);
+#if FMT == FMT_IL_Q8_0
+    const uint start = group + b0 * 544u, bytes = count * 544u;
+#elif FMT == FMT_IL_MXFP4
+    const uint start = group + b0 * 272u, bytes = count * 272u;
+#else
+    const uint start = group + b0 / 8u * 2304u, bytes = (count + 7u) / 8u * 2304u;
+#endif
+    Words src = Words(address_plus(uvec2(w.data), start));
+    for (uint k = id; k < bytes / 4u; k += 256u) tile[k] = src.v[k];
+    barrier();
+    if (j < count) {
+      const uint b = b0 + j;
       precise float s[ROWS], xs[ROWS];
       for (uint r = 0; r < ROWS; ++r) s[r] = xs[r] = 0.0;
 #if FMT == FMT_IL_Q8_0
-      const uint blk = g + b * 544u;
-      scales[slot][lane] = f16_value(u16_at(w.data, blk + 2u * rr));
+      const uint blk = j * 544u;
+      scales[j][rr] = f16_value(tile_u16(blk + 2u * rr));
       for (uint i = 0; i < 32; ++i) {
-        const float q = float(i8_at(w.data, blk + 32u + 16u * i + rr));
+        const float q = float(int(tile_byte(blk + 32u + 16u * i + rr) << 24) >> 24);
 #elif FMT == FMT_IL_MXFP4
-      const uint blk = g + b * 272u;
-      scales[slot][lane] = e8m0_half(byte_at(w.data, blk + rr));
+      const uint blk = j * 272u;
+      scales[j][rr] = e8m0_half(tile_byte(blk + rr));
       for (uint i = 0; i < 32; ++i) {
-        const uint v = byte_at(w.data, blk + 16u + 16u * (i / 2u) + rr);
+        const uint v = tile_byte(blk + 16u + 16u * (i / 2u) + rr);
         const float q = e2m1x2((i & 1u) != 0u ? v >> 4 : v & 0xFu);
-#elif FMT == FMT_IL_Q4_K
-      const uint sb = g + (b / 8u) * 2304u, j = b % 8u;
-      // The 6-bit scale and min of sub-block j from the row's 12 scale bytes
-      // (byte k of row rr at 64 + 16k + rr), as scale_min_k4.
-      uint sc, m;
-      if (j < 4u) {
-        sc = byte_at(w.data, sb + 64u + 16u * j + rr) & 63u;
-        m = byte_at(w.data, sb + 64u + 16u * (j + 4u) + rr) & 63u;
-      } else {
-        sc = (byte_at(w.data, sb + 64u + 16u * (j + 4u) + rr) & 0xFu) |
-             ((byte_at(w.data, sb + 64u + 16u * (j - 4u) + rr) >> 6) << 4);
-        m = (byte_at(w.data, sb + 64u + 16u * (j + 4u) + rr) >> 4) |
-            ((byte_at(w.data, sb + 64u + 16u * j + rr) >> 6) << 4);
-      }
-      precise float d1 = f16_value(u16_at(w.data, sb + 2u * rr)) * float(sc);
-      precise float m1 = f16_value(u16_at(w.data, sb + 32u + 2u * rr)) * float(m);
-      scales[slot][lane] = d1;
-      mins[slot][lane] = m1;
-      for (uint i = 0; i < 32; ++i) {
-        const uint v = byte_at(w.data, sb + 256u + 256u * j + 16u * (i / 2u) + rr);
-        const float q = float((i & 1u) != 0u ? v >> 4 : v & 0xFu);
 #else
-#error "unknown FMT"
+      const uint sb = (j / 8u) * 2304u, jj = j % 8u;
+      // The 6-bit scale and min of sub-block jj from the row's 12 scale
+      // bytes (byte k of row rr at 64 + 16k + rr), as scale_min_k4.
+      uint sc, m;
+      if (jj < 4u) {
+        sc = tile_byte(sb + 64u + 16u * jj + rr) & 63u;
+        m = tile_byte(sb + 64u + 16u * (jj + 4u) + rr) & 63u;
+      } else {
+        sc = (tile_byte(sb + 64u + 16u * (jj + 4u) + rr) & 0xFu) | ((tile_byte(sb + 64u + 16u * (jj - 4u) + rr) >> 6) << 4);
+        m = (tile_byte(sb + 64u + 16u * (jj + 4u) + rr) >> 4) | ((tile_byte(sb + 64u + 16u * jj + rr) >> 6) << 4);
+      }
+      precise float d1 = f16_value(tile_u16(sb + 2u * rr)) * float(sc);
+      precise float m1 = f16_value(tile_u16(sb + 32u + 2u * rr)) * float(m);
+      scales[j][rr] = d1;
+      mins[j][rr] = m1;
+      for (uint i = 0; i < 32; ++i) {
+        const uint v = tile_byte(sb + 256u + 256u * jj + 16u * (i / 2u) + rr);
+        const float q = float((i & 1u) != 0u ? v >> 4 : v & 0xFu);
 #endif
         for (uint r = 0; r < ROWS; ++r)
           if (r0 + r < n) {
@@ -104,26 +139,24 @@ void main() {
           }
       }
       for (uint r = 0; r < ROWS; ++r) {
-        sums[slot][r][lane] = s[r];
-        xsums[slot][r][lane] = xs[r];
+        sums[r][j][rr] = s[r];
+        xsums[r][j][rr] = xs[r];
       }
     }
     barrier();
-    if (live && lane == 0)
-      for (uint k = 0; k < 16 && b0 + k < blocks; ++k)
-        for (uint r = 0; r < ROWS; ++r) {
-          acc[r] = fma(sums[slot][r][k], scales[slot][k], acc[r]);
+    if (chains)
+      for (uint k = 0; k < count; ++k) {
+        acc = fma(sums[j][k][rr], scales[k][rr], acc);
 #if FMT == FMT_IL_Q4_K
-          acc[r] = fma(-mins[slot][k], xsums[slot][r][k], acc[r]);
+        acc = fma(-mins[k][rr], xsums[j][k][rr], acc);
 #endif
-        }
-    barrier();
-  }
-  if (live && lane == 0)
-    for (uint r = 0; r < ROWS; ++r)
-      if (r0 + r < n) {
-        precise float v = acc[r];
-        if (w.has_bias != 0) v = v + w.bias.v[o];
-        y.v[(r0 + r) * y_stride + o] = v;
       }
+    // The next window's loads overwrite only the tile, read by no one
+    // after the barrier above; its sums are written after its own barrier.
+  }
+  if (chains) {
+    precise float v = acc;
+    if (w.has_bias != 0) v = v + w.bias.v[o];
+    y.v[(r0 + j) * y_stride + o] = v;
+  }
 }

@@ -261,7 +261,7 @@ void VulkanBackend::product(const WeightRef& ref, WeightFormat f, uint64_t x, ui
   // The interleaved layouts hold a whole matrix's rows in groups; a head's
   // share of them is not one contiguous run (linear_il.comp reads no heads).
   if (is_interleaved(f) && s.heads > 1) throw Error("internal: a per-head product of an interleaved matrix");
-  const uint64_t groups_x = (ref.out_rows + kOutputsPerGroup - 1) / kOutputsPerGroup;
+  const uint64_t groups_x = (ref.out_rows + outputs_per_group(f) - 1) / outputs_per_group(f);
   const uint64_t groups_y = (s.n + kRowsPerGroup - 1) / kRowsPerGroup;
   const auto& limit = ctx_->properties().limits.maxComputeWorkGroupCount;
   if (groups_x > limit[0] || groups_y > limit[1] || s.heads > limit[2])

@@ -125,7 +125,7 @@ void VulkanBackend::grouped_products(std::span<const ProductJob> jobs) {
         done[j] = true;
         if (jobs[j].n == 0) continue;
         same.push_back(Job{jobs[j].w, jobs[j].x, jobs[j].y, jobs[j].n, 0});
-        groups_x = std::max<uint64_t>(groups_x, (jobs[j].w.out_rows + kOutputsPerGroup - 1) / kOutputsPerGroup);
+        groups_x = std::max<uint64_t>(groups_x, (jobs[j].w.out_rows + outputs_per_group(f) - 1) / outputs_per_group(f));
         groups_y = std::max<uint64_t>(groups_y, (jobs[j].n + kRowsPerGroup - 1) / kRowsPerGroup);
       }
     if (same.empty()) continue;

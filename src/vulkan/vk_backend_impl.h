@@ -26,6 +26,7 @@ class VulkanBackend final : public Backend, private CacheIo {
 
   std::string name() const override { return "vulkan"; }
   int threads() const override { return 1; }
+  bool groups_experts() const override { return true; }
 
   Tensor allocate(uint64_t size) override;
   void release_tensors() override;
@@ -122,8 +123,10 @@ class VulkanBackend final : public Backend, private CacheIo {
   // A job's weights on the device: from the expert cache (copied there
   // first when it has room), else staged.
   ExpertCache::Entry expert_weights(const ExpertJob& job);
-  // linear.comp's and linear_il.comp's workgroup: 4 outputs for up to 4 rows.
-  static constexpr uint32_t kOutputsPerGroup = 4, kRowsPerGroup = 4;
+  // A product's workgroup: kRowsPerGroup batch rows of 4 outputs
+  // (linear.comp) or of a group of 16 interleaved rows (linear_il.comp).
+  static constexpr uint32_t kRowsPerGroup = 4;
+  static uint32_t outputs_per_group(WeightFormat f) { return is_interleaved(f) ? 16 : 4; }
   // One product of a grouped dispatch (jobs.glsl's Job): rows of x and y
   // contiguous.
   struct ProductJob {
