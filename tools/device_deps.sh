@@ -45,6 +45,9 @@ p=.deb/prefix
 rm -rf "$p"/usr/share/{doc,man,lintian,aclocal} "$p"/usr/src \
        "$p"/usr/lib/x86_64-linux-gnu/{engines-3,ossl-modules}
 find "$p" -name '*.a' ! -name 'libgtest*' ! -name 'libgmock*' ! -name 'libbenchmark*' -delete
+# SPIR-V headers: only the current C/C++ ones (no grammars, no old versions).
+rm -rf "$p"/usr/include/spirv/1.*
+find "$p"/usr/include/spirv -type f ! -name '*.h' ! -name '*.hpp' ! -name '*.hpp11' -delete
 
 # Relocatable .pc files: every variable that starts with /usr (prefix, but
 # also liburing's libdir, gtest's libdir with no prefix at all, brotli's
