@@ -8,9 +8,10 @@
 //
 // The matrix is read a chunk of CHUNK values at a time: each output's bytes
 // for the chunk come into shared memory as whole 32-bit words, one word per
-// invocation side by side (consecutive addresses across the lanes), and
-// weight() dequantizes from there. Reading the rows byte by byte in the
-// lanes' order instead costs several times the time at the same bytes.
+// invocation side by side (consecutive addresses across the lanes), and so
+// do x's rows for the chunk; weight() dequantizes from there. A lane's chain
+// of fma is sequential, so reading device memory inside it would make every
+// step wait for a load.
 //
 // Heads (gl_WorkGroupID.z = h): head h multiplies by rows [h·head_rows,
 // h·head_rows + out) of the matrix, reads x from h·x_head and writes y from
@@ -26,6 +27,7 @@
 layout(local_size_x = 16, local_size_y = 4) in;
 
 shared uint tile[4][TILE_WORDS];
+shared float xs[ROWS][CHUNK];  // the chunk of x's rows
 shared uint tile_base[4];  // the byte offset in w.data of each output's tile[·][0]
 
 #define ROW_BYTE_FN
@@ -78,6 +80,13 @@ void main() {
   const uint row_start = row * w.row_bytes;
   for (uint c0 = 0; c0 < in_w; c0 += CHUNK) {
     const uint c1 = min(c0 + CHUNK, in_w);
+    // x's rows for the chunk, side by side: the lanes' chains below then
+    // wait on shared memory, never on device memory.
+    const uint id = slot * 16u + lane;
+    for (uint k = id; k < ROWS * CHUNK; k += 64u) {
+      const uint r = k / CHUNK, i = c0 + k % CHUNK;
+      if (r0 + r < n && i < c1) xs[r][k % CHUNK] = x.v[x0 + (r0 + r) * x_stride + i];
+    }
     if (live) {
       // The chunk's whole blocks; the words that hold them (never past the
       // allocation: buffers are handed out in 256-byte steps).
@@ -93,7 +102,7 @@ void main() {
       for (uint i = c0 + lane; i < c1; i += 16) {
         const float wt = weight(w, row, i);
         for (uint r = 0; r < ROWS; ++r)
-          if (r0 + r < n) acc[r] = fma(wt, x.v[x0 + (r0 + r) * x_stride + i], acc[r]);
+          if (r0 + r < n) acc[r] = fma(wt, xs[r][i - c0], acc[r]);
       }
     barrier();
   }

@@ -11,7 +11,8 @@
 // ROWS batch rows, 16 × 16 invocations: (x, y) = (row of the group, block of
 // the window). It reads the group's blocks a window of WINDOW blocks at a
 // time (contiguous bytes in this layout) into shared memory, every
-// invocation loading words side by side; then invocation (rr, j) computes s
+// invocation loading words side by side, and the window's columns of x
+// likewise; then invocation (rr, j) computes s
 // (and the scale, min and xs) of block j for row rr, and invocation (rr, r)
 // for r < ROWS chains the window's blocks in order into output rr of batch
 // row r. Each (r, o) is computed alone, so a row's result does not depend
@@ -59,6 +60,7 @@ layout(push_constant) uniform Push {
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Words { uint v[]; };
 
 shared uint tile[WINDOW_BYTES / 4u];
+shared float xw[ROWS][WINDOW * 32u];  // the window's columns of x's rows
 shared float sums[ROWS][WINDOW][16], xsums[ROWS][WINDOW][16], scales[WINDOW][16], mins[WINDOW][16];
 
 uint tile_byte(uint k) { return (tile[k >> 2] >> (8u * (k & 3u))) & 0xFFu; }
@@ -93,9 +95,12 @@ void main() {
 #endif
     Words src = Words(address_plus(uvec2(w.data), start));
     for (uint k = id; k < bytes / 4u; k += 256u) tile[k] = src.v[k];
+    for (uint k = id; k < ROWS * WINDOW * 32u; k += 256u) {
+      const uint r = k / (WINDOW * 32u), c = k % (WINDOW * 32u);
+      if (r0 + r < n && c < count * 32u) xw[r][c] = x.v[(r0 + r) * x_stride + 32u * b0 + c];
+    }
     barrier();
     if (j < count) {
-      const uint b = b0 + j;
       precise float s[ROWS], xs[ROWS];
       for (uint r = 0; r < ROWS; ++r) s[r] = xs[r] = 0.0;
 #if FMT == FMT_IL_Q8_0
@@ -131,7 +136,7 @@ void main() {
 #endif
         for (uint r = 0; r < ROWS; ++r)
           if (r0 + r < n) {
-            const float xv = x.v[(r0 + r) * x_stride + 32u * b + i];
+            const float xv = xw[r][32u * j + i];
             s[r] = fma(q, xv, s[r]);
 #if FMT == FMT_IL_Q4_K
             xs[r] = xs[r] + xv;

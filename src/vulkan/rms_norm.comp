@@ -1,10 +1,12 @@
 #version 450
 // y row = rms_norm(x row, weight) as kernels::rms_norm: ss by the 16-lane
 // dot, inv = 1 / sqrt(ss / width + eps), y = weight · (x · inv). One
-// workgroup of 16 per row; x and y may be the same.
+// workgroup of 256 per row: all of it brings the row into shared memory a
+// piece at a time (so the 16 lanes' sequential chains never wait on device
+// memory), and all of it writes y; x and y may be the same.
 #include "common.glsl"
 
-layout(local_size_x = 16) in;
+layout(local_size_x = 256) in;
 #include "lanes16.glsl"
 
 layout(push_constant) uniform Push {
@@ -15,12 +17,27 @@ layout(push_constant) uniform Push {
   float eps;
 } p;
 
+#define PIECE 2048u
+shared float piece[PIECE];
+
 void main() {
-  const uint r0 = gl_WorkGroupID.x * p.width;
-  const float ss = dot16(p.x, r0, p.x, r0, p.width);
+  const uint r0 = gl_WorkGroupID.x * p.width, id = gl_LocalInvocationID.x;
+  precise float acc = 0.0;
+  for (uint c0 = 0; c0 < p.width; c0 += PIECE) {
+    const uint c1 = min(c0 + PIECE, p.width);
+    for (uint i = c0 + id; i < c1; i += 256u) piece[i - c0] = p.x.v[r0 + i];
+    barrier();
+    if (id < 16u)
+      for (uint i = c0 + id; i < c1; i += 16u) {
+        const float v = piece[i - c0];
+        acc = fma(v, v, acc);
+      }
+    barrier();
+  }
+  const float ss = fold16(acc);
   precise float mean = ss / float(p.width) + p.eps;
   precise float inv = 1.0 / sqrt(mean);
-  for (uint i = gl_LocalInvocationID.x; i < p.width; i += 16) {
+  for (uint i = id; i < p.width; i += 256u) {
     precise float v = p.weight.v[i] * (p.x.v[r0 + i] * inv);
     p.y.v[r0 + i] = v;
   }

@@ -38,11 +38,12 @@ Profile::Profile(const Context& ctx, VkQueryPool pool, double ns_per_tick, uint6
 Profile::~Profile() {
   std::vector<std::pair<std::string, Totals>> rows(totals_.begin(), totals_.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.gpu_ns > b.second.gpu_ns; });
-  std::fprintf(stderr, "vk profile: %-34s %9s %11s %9s %6s\n", "command", "count", "gpu ms", "us each", "share");
+  std::fprintf(stderr, "vk profile: %-34s %9s %11s %9s %6s %11s\n", "command", "count", "gpu ms", "us each", "share",
+               "host ms");
   for (const auto& [name, t] : rows)
-    std::fprintf(stderr, "vk profile: %-34s %9llu %11.2f %9.2f %5.1f%%\n", name.c_str(),
+    std::fprintf(stderr, "vk profile: %-34s %9llu %11.2f %9.2f %5.1f%% %11.2f\n", name.c_str(),
                  static_cast<unsigned long long>(t.count), t.gpu_ns / 1e6, t.gpu_ns / 1e3 / std::max<uint64_t>(t.count, 1),
-                 gpu_ns_ > 0 ? 100 * t.gpu_ns / gpu_ns_ : 0.0);
+                 gpu_ns_ > 0 ? 100 * t.gpu_ns / gpu_ns_ : 0.0, t.host_ns / 1e6);
   std::fprintf(stderr,
                "vk profile: %llu submissions; gpu %.2f ms; host recording %.2f ms, waiting %.2f ms "
                "(%.1f us per submission); %llu commands untimed\n",
@@ -53,12 +54,15 @@ Profile::~Profile() {
 
 void Profile::begin(VkCommandBuffer cmd) {
   names_.clear();
-  began_ = Clock::now();
+  began_ = last_ = Clock::now();
   vkCmdResetQueryPool(cmd, pool_, 0, kQueries);
   vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool_, 0);
 }
 
 void Profile::command(VkCommandBuffer cmd, std::string_view name) {
+  const Clock::time_point now = Clock::now();
+  totals_[std::string(name)].host_ns += std::chrono::duration<double, std::nano>(now - last_).count();
+  last_ = now;
   if (names_.size() + 1 >= kQueries) {
     ++untimed_;
     return;
@@ -69,6 +73,7 @@ void Profile::command(VkCommandBuffer cmd, std::string_view name) {
 
 void Profile::submitted() {
   submitted_ = Clock::now();
+  totals_["(submit)"].host_ns += std::chrono::duration<double, std::nano>(submitted_ - last_).count();
   record_ns_ += std::chrono::duration<double, std::nano>(submitted_ - began_).count();
 }
 

@@ -4,9 +4,12 @@
 // by a GPU timestamp, so a command's time is the gap to the one before it
 // (commands run one after another: the stream puts a full barrier between
 // them). Per submission it also times the host: recording (from the first
-// command to the submit) and waiting for the fence. At destruction it prints
-// one table to stderr: per command name, count and GPU time; then submissions,
-// host recording and waiting time, and GPU time in total.
+// command to the submit) and waiting for the fence; and within recording, the
+// host time before each command since the one before it (the op's own host
+// work, and the model's between ops, while the GPU waits for the submit).
+// At destruction it prints one table to stderr: per command name, count, GPU
+// time and the host time before it; then submissions, host recording and
+// waiting time, and GPU time in total.
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -40,6 +43,7 @@ class Profile {
   struct Totals {
     uint64_t count = 0;
     double gpu_ns = 0;
+    double host_ns = 0;  // recording time before this command since the previous one
   };
   const Context& ctx_;
   VkQueryPool pool_;
@@ -48,7 +52,7 @@ class Profile {
   std::vector<std::string> names_;  // this submission's timed commands
   uint64_t untimed_ = 0;            // commands past the pool's size
   std::map<std::string, Totals> totals_;
-  Clock::time_point began_, submitted_;
+  Clock::time_point began_, submitted_, last_;
   uint64_t submissions_ = 0;
   double record_ns_ = 0, wait_ns_ = 0, gpu_ns_ = 0;
 };
