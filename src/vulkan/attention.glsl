@@ -18,23 +18,26 @@ uint cache_slot(RowRef r, uint pos) { return r.ring != 0 ? pos % r.ring : pos; }
 // Rotates x[at .. at + 2·half) in place by the factors rot[c0 .. c0 + half)
 // (cos) and rot[c0 + half ..) (sin), as Rope::apply: pairs (x[2i], x[2i+1])
 // when interleaved, else (x[i], x[i + half]); the result de-interleaved.
-// Called by all 16 lanes of a workgroup.
+// Called by every invocation of a workgroup (lanes 0-15 work; the pairs go
+// through shared memory, as the result overwrites what they were read from).
+shared float rotate_pairs[2][512];  // the pairs: half_ <= 512 (Rope::kMaxDim)
+
 void rotate16(Floats x, uint at, uint half_, Floats rot, uint c0, bool interleaved) {
   const uint lane = gl_LocalInvocationID.x;
-  float a[32], b[32];  // a lane's pairs: half_ <= 512 (Rope::kMaxDim)
-  uint k = 0;
-  for (uint i = lane; i < half_; i += 16, ++k) {
-    a[k] = interleaved ? x.v[at + 2 * i] : x.v[at + i];
-    b[k] = interleaved ? x.v[at + 2 * i + 1] : x.v[at + i + half_];
-  }
+  if (lane < 16)
+    for (uint i = lane; i < half_; i += 16) {
+      rotate_pairs[0][i] = interleaved ? x.v[at + 2 * i] : x.v[at + i];
+      rotate_pairs[1][i] = interleaved ? x.v[at + 2 * i + 1] : x.v[at + i + half_];
+    }
   sync_workgroup();
-  k = 0;
-  for (uint i = lane; i < half_; i += 16, ++k) {
-    const float c = rot.v[c0 + i], s = rot.v[c0 + half_ + i];
-    precise float ac = a[k] * c, bs = b[k] * s, bc = b[k] * c, as_ = a[k] * s;
-    precise float lo = ac - bs, hi = bc + as_;
-    x.v[at + i] = lo;
-    x.v[at + i + half_] = hi;
-  }
+  if (lane < 16)
+    for (uint i = lane; i < half_; i += 16) {
+      const float a = rotate_pairs[0][i], b = rotate_pairs[1][i];
+      const float c = rot.v[c0 + i], s = rot.v[c0 + half_ + i];
+      precise float ac = a * c, bs = b * s, bc = b * c, as_ = a * s;
+      precise float lo = ac - bs, hi = bc + as_;
+      x.v[at + i] = lo;
+      x.v[at + i + half_] = hi;
+    }
   sync_workgroup();
 }

@@ -37,14 +37,17 @@ shared float scalars[2];
 // The 16-lane dot of a shared vector with itself (kernels::dot's order),
 // by each invocation alone (no barriers: the vectors are short).
 float self_dot(uint which, uint n) {
-  precise float acc[16];
-  for (uint j = 0; j < 16; ++j) acc[j] = 0.0;
-  for (uint i = 0; i < n; ++i) {
-    const float x = which == 0 ? qv[i] : which == 1 ? kv[i] : o_s[i];
-    acc[i % 16] = fma(x, x, acc[i % 16]);
-  }
-  for (uint w = 8; w >= 1; w /= 2)
-    for (uint j = 0; j < w; ++j) {
+  precise float acc[16];  // indexed by constants only (dot_serial says why)
+  [[unroll]] for (uint j = 0; j < 16; ++j) acc[j] = 0.0;
+  for (uint i0 = 0; i0 < n; i0 += 16)
+    [[unroll]] for (uint j = 0; j < 16; ++j)
+      if (i0 + j < n) {
+        const uint i = i0 + j;
+        const float x = which == 0 ? qv[i] : which == 1 ? kv[i] : o_s[i];
+        acc[j] = fma(x, x, acc[j]);
+      }
+  [[unroll]] for (uint w = 8; w >= 1; w /= 2)
+    [[unroll]] for (uint j = 0; j < w; ++j) {
       precise float s = acc[j] + acc[j + w];
       acc[j] = s;
     }

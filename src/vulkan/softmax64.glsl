@@ -60,13 +60,21 @@ void softmax64(Floats s, uint at, uint count, bool has_sink, float sink) {
   sync_workgroup();
 }
 
-// The 16-lane dot (kernels::dot's order) by one invocation alone.
+// The 16-lane dot (kernels::dot's order) by one invocation alone. Its 16
+// chains advance together, a whole step of 16 at a time with constant
+// indices: the accumulators stay in registers (an index known only at run
+// time would put them in device memory) and each step's 32 loads go out
+// together.
 float dot_serial(Floats a, uint a0, Floats b, uint b0, uint n) {
   precise float acc[16];
-  for (uint j = 0; j < 16; ++j) acc[j] = 0.0;
-  for (uint i = 0; i < n; ++i) acc[i % 16] = fma(a.v[a0 + i], b.v[b0 + i], acc[i % 16]);
-  for (uint w = 8; w >= 1; w /= 2)
-    for (uint j = 0; j < w; ++j) {
+  [[unroll]] for (uint j = 0; j < 16; ++j) acc[j] = 0.0;
+  uint i0 = 0;
+  for (; i0 + 16 <= n; i0 += 16)
+    [[unroll]] for (uint j = 0; j < 16; ++j) acc[j] = fma(a.v[a0 + i0 + j], b.v[b0 + i0 + j], acc[j]);
+  [[unroll]] for (uint j = 0; j < 16; ++j)
+    if (i0 + j < n) acc[j] = fma(a.v[a0 + i0 + j], b.v[b0 + i0 + j], acc[j]);
+  [[unroll]] for (uint w = 8; w >= 1; w /= 2)
+    [[unroll]] for (uint j = 0; j < w; ++j) {
       precise float s = acc[j] + acc[j + w];
       acc[j] = s;
     }
