@@ -54,6 +54,9 @@ namespace vk {
 namespace {
 // Host staging a submission may use before the recorded work is run to free it.
 constexpr uint64_t kStagingCap = 256ull << 20;
+// Op arguments staged in one submission (in the device's own host-visible
+// memory where it has some: Buffer::Where::Args).
+constexpr uint64_t kArgsCap = 64ull << 20;
 }  // namespace
 
 VulkanBackend::VulkanBackend(int index, int64_t vram_bytes) : ctx_(std::make_unique<Context>(index)) {
@@ -64,6 +67,7 @@ VulkanBackend::VulkanBackend(int index, int64_t vram_bytes) : ctx_(std::make_uni
   stream_ = std::make_unique<Stream>(*ctx_);
   tensors_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Device, 64ull << 20);
   staging_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, 64ull << 20);
+  args_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Args, 4ull << 20);
   uploads_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, 64ull << 20);
   weights_ = std::make_unique<WeightStore>(*ctx_, [this](const Arena::Piece& dst, const void* src, uint64_t bytes) {
     copy_in(dst.buffer, dst.offset, dst.mapped, src, bytes, true);
@@ -142,7 +146,13 @@ void VulkanBackend::check_step(size_t rows) const {
                 std::to_string(limits_.rows));
 }
 
-Arena::Piece VulkanBackend::stage(uint64_t bytes) { return staging_->take(bytes); }
+Arena::Piece VulkanBackend::stage(uint64_t bytes) { return args_->take(bytes); }
+
+Arena::Piece VulkanBackend::stage_bulk(const void* src, uint64_t bytes) {
+  Arena::Piece p = staging_->take(bytes);
+  if (bytes) std::memcpy(p.mapped, src, bytes);
+  return p;
+}
 
 DeviceExpertStats VulkanBackend::expert_cache_stats() const {
   DeviceExpertStats s = expert_stats_;
@@ -150,7 +160,7 @@ DeviceExpertStats VulkanBackend::expert_cache_stats() const {
   return s;
 }
 
-bool VulkanBackend::staging_full() const { return staging_->used() > kStagingCap; }
+bool VulkanBackend::staging_full() const { return staging_->used() > kStagingCap || args_->used() > kArgsCap; }
 
 void VulkanBackend::make_room() {
   if (staging_full()) finish();
@@ -166,6 +176,7 @@ void VulkanBackend::finish() {
   stream_->finish();
   ++epoch_;
   staging_->rewind();
+  args_->rewind();
   uploads_->rewind();
 }
 

@@ -39,7 +39,7 @@ void VulkanBackend::gather_rows(Tensor src, size_t width, std::span<const uint32
 WeightRef VulkanBackend::staged(const kernels::WeightMatrix& w) {
   weight_format(w);
   const WeightSpans s = weight_spans(w);
-  auto put = [&](const void* p, uint64_t bytes) -> uint64_t { return p && bytes ? stage(p, bytes).address : 0; };
+  auto put = [&](const void* p, uint64_t bytes) -> uint64_t { return p && bytes ? stage_bulk(p, bytes).address : 0; };
   // A slice's FP8 scale grid is addressed from the parent's first row.
   return weight_ref(w, put(w.data, s.data), put(w.scales, s.scales), put(w.block_scale, s.block_scale),
                     put(w.bias, s.bias));

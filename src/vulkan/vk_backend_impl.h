@@ -78,6 +78,8 @@ class VulkanBackend final : public Backend, private CacheIo {
   bool staging_full() const;
   void make_room();
   Arena::Piece stage(const void* src, uint64_t bytes);
+  // Weights staged for this submission (host memory: they may be large).
+  Arena::Piece stage_bulk(const void* src, uint64_t bytes);
   // Host bytes into device memory (mapped: written in place once the
   // recorded ops are done; else staged and copied in order), and back.
   // `fresh`: memory no recorded op refers to yet (a new weight copy), written
@@ -154,7 +156,8 @@ class VulkanBackend final : public Backend, private CacheIo {
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<Arena> tensors_;
-  std::unique_ptr<Arena> staging_;  // op arguments, staged expert weights
+  std::unique_ptr<Arena> staging_;  // staged expert weights
+  std::unique_ptr<Arena> args_;     // op arguments
   std::unique_ptr<Arena> uploads_;  // copies of resident weights and tensors on their way up
   std::unique_ptr<WeightStore> weights_;
   std::vector<Slot> slots_;

@@ -19,20 +19,27 @@ Buffer::Buffer(const Context& ctx, uint64_t bytes, Where where) : device_(ctx.de
   try {
     VkMemoryRequirements req{};
     vkGetBufferMemoryRequirements(device_, buffer_, &req);
-    const bool host = where == Where::Host;
+    const bool host = where != Where::Device;
     const VkMemoryPropertyFlags want = host ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
                                             : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
-    const VkMemoryPropertyFlags prefer = host ? VK_MEMORY_PROPERTY_HOST_CACHED_BIT
-                                              : (ctx.unified_memory() ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                                                            VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-                                                                      : 0);
+    const VkMemoryPropertyFlags prefer =
+        where == Where::Host   ? VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+        : where == Where::Args ? VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+        : ctx.unified_memory() ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+                               : 0;
     VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
     flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
     VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.pNext = &flags;
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = ctx.memory_type(req.memoryTypeBits, want, prefer);
-    const VkResult r = vkAllocateMemory(device_, &ai, nullptr, &memory_);
+    VkResult r = vkAllocateMemory(device_, &ai, nullptr, &memory_);
+    if (r != VK_SUCCESS && where == Where::Args) {
+      // The device's own host-visible memory is small (256 MiB without
+      // resizable BAR) and may be full: host memory serves, more slowly.
+      ai.memoryTypeIndex = ctx.memory_type(req.memoryTypeBits, want, VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+      r = vkAllocateMemory(device_, &ai, nullptr, &memory_);
+    }
     if (r != VK_SUCCESS) {
       memory_ = VK_NULL_HANDLE;
       throw Error("Vulkan: " + ctx.info().name + " could not allocate " + std::to_string(bytes >> 20) + " MiB of " +

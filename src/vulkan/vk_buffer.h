@@ -1,8 +1,9 @@
 #pragma once
 // A Vulkan buffer with its own memory, reachable from shaders by device
 // address. Device buffers live in device-local memory; host buffers are
-// mapped (host-visible, coherent) for staging, readback and an op's small
-// host arguments.
+// mapped (host-visible, coherent) for staging and readback; argument buffers
+// are mapped too but, where the device has such memory, in its own (shaders
+// read an op's small host arguments there without crossing the bus).
 #include <cstdint>
 
 #include <vulkan/vulkan.h>
@@ -13,7 +14,7 @@ namespace strata::vk {
 
 class Buffer {
  public:
-  enum class Where { Device, Host };
+  enum class Where { Device, Host, Args };
   Buffer() = default;
   // Throws strata::Error when the device cannot give `bytes` (naming them).
   Buffer(const Context& ctx, uint64_t bytes, Where where);
