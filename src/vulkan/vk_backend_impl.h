@@ -126,12 +126,9 @@ class VulkanBackend final : public Backend, private CacheIo {
   // first when it has room), else staged.
   ExpertCache::Entry expert_weights(const ExpertJob& job);
   // A product's workgroup: kRowsPerGroup batch rows of 4 outputs
-  // (linear.comp), of 64 (linear_rows.comp: Q8_0, as cmake/vulkan_shaders.cmake
-  // builds it) or of a group of 16 interleaved rows (linear_il.comp).
+  // (linear.comp) or of a group of 16 interleaved rows (linear_il.comp).
   static constexpr uint32_t kRowsPerGroup = 4;
-  static uint32_t outputs_per_group(WeightFormat f) {
-    return is_interleaved(f) ? 16 : f == WeightFormat::Q8_0 ? 64 : 4;
-  }
+  static uint32_t outputs_per_group(WeightFormat f) { return is_interleaved(f) ? 16 : 4; }
   // One product of a grouped dispatch (jobs.glsl's Job): rows of x and y
   // contiguous.
   struct ProductJob {

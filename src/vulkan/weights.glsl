@@ -25,58 +25,6 @@
 #define FMT_Q6_K 16
 #define FMT_MXFP4 17
 
-// FMT's storage unit along a row: BLOCK_VALUES values in BLOCK_BYTES bytes
-// (scales kept apart, in w.scales, are not counted).
-#if FMT == FMT_F32
-#define BLOCK_VALUES 1u
-#define BLOCK_BYTES 4u
-#elif FMT == FMT_BF16 || FMT == FMT_F16
-#define BLOCK_VALUES 1u
-#define BLOCK_BYTES 2u
-#elif FMT == FMT_F8_E4M3 || FMT == FMT_I8_ROW
-#define BLOCK_VALUES 1u
-#define BLOCK_BYTES 1u
-#elif FMT == FMT_I4_GROUP
-#define BLOCK_VALUES 8u
-#define BLOCK_BYTES 4u
-#elif FMT == FMT_MXFP4_SPLIT
-#define BLOCK_VALUES 2u
-#define BLOCK_BYTES 1u
-#elif FMT == FMT_Q8_0
-#define BLOCK_VALUES 32u
-#define BLOCK_BYTES 34u
-#elif FMT == FMT_Q4_0
-#define BLOCK_VALUES 32u
-#define BLOCK_BYTES 18u
-#elif FMT == FMT_Q4_1
-#define BLOCK_VALUES 32u
-#define BLOCK_BYTES 20u
-#elif FMT == FMT_Q5_0
-#define BLOCK_VALUES 32u
-#define BLOCK_BYTES 22u
-#elif FMT == FMT_Q5_1
-#define BLOCK_VALUES 32u
-#define BLOCK_BYTES 24u
-#elif FMT == FMT_MXFP4
-#define BLOCK_VALUES 32u
-#define BLOCK_BYTES 17u
-#elif FMT == FMT_Q2_K
-#define BLOCK_VALUES 256u
-#define BLOCK_BYTES 84u
-#elif FMT == FMT_Q3_K
-#define BLOCK_VALUES 256u
-#define BLOCK_BYTES 110u
-#elif FMT == FMT_Q4_K
-#define BLOCK_VALUES 256u
-#define BLOCK_BYTES 144u
-#elif FMT == FMT_Q5_K
-#define BLOCK_VALUES 256u
-#define BLOCK_BYTES 176u
-#elif FMT == FMT_Q6_K
-#define BLOCK_VALUES 256u
-#define BLOCK_BYTES 210u
-#endif
-
 // A matrix as the shaders see it (vk_formats.h's WeightRef, the same layout).
 struct WeightRef {
   Bytes data;          // the rows, row_bytes apart
@@ -122,137 +70,122 @@ float e2m1x2(uint q) {
   return float(t[q & 15u]);
 }
 
-
-#ifndef NO_WEIGHT_FN
-// The matrix's bytes as weight() reads them: from device memory, or (a
-// shader that defines ROW_BYTE_FN first) from a copy it keeps elsewhere, such
-// as a tile in shared memory. Offsets are from the start of w.data.
-#ifndef ROW_BYTE_FN
-Bytes row_data;
-uint row_byte(uint k) { return uint(row_data.v[k]); }
-#endif
-uint row_u16(uint k) { return row_byte(k) | (row_byte(k + 1u) << 8); }
-uint row_u32(uint k) { return row_u16(k) | (row_u16(k + 2u) << 16); }
-int row_i8(uint k) { return int(row_byte(k) << 24) >> 24; }
-
 // Q4_K / Q5_K: the 6-bit scale (which = 0) or min (which = 1) of sub-block j.
-uint scale_min_k4(uint q, uint j, uint which) {
-  if (j < 4u) return row_byte(q + j + 4u * which) & 63u;
-  if (which == 0u) return (row_byte(q + j + 4u) & 0xFu) | ((row_byte(q + j - 4u) >> 6) << 4);
-  return (row_byte(q + j + 4u) >> 4) | ((row_byte(q + j) >> 6) << 4);
+uint scale_min_k4(Bytes b, uint q, uint j, uint which) {
+  if (j < 4u) return byte_at(b, q + j + 4u * which) & 63u;
+  if (which == 0u) return (byte_at(b, q + j + 4u) & 0xFu) | ((byte_at(b, q + j - 4u) >> 6) << 4);
+  return (byte_at(b, q + j + 4u) >> 4) | ((byte_at(b, q + j) >> 6) << 4);
 }
 
 // Q5_0 / Q5_1: the nibble of element i (0..31) and bit i of qh.
-uint q5_value(uint qs, uint qh, uint i) {
-  const uint nib = i < 16u ? row_byte(qs + i) & 0xFu : row_byte(qs + i - 16u) >> 4;
+uint q5_value(Bytes b, uint qs, uint qh, uint i) {
+  const uint nib = i < 16u ? byte_at(b, qs + i) & 0xFu : byte_at(b, qs + i - 16u) >> 4;
   return nib | (((qh >> i) & 1u) << 4);
 }
 
+#ifndef NO_WEIGHT_FN
 float weight(WeightRef w, uint o, uint i) {
-#ifndef ROW_BYTE_FN
-  row_data = w.data;
-#endif
   const uint row = o * w.row_bytes;
 #if FMT == FMT_F32
-  return uintBitsToFloat(row_u32(row + 4u * i));
+  return Floats(w.data).v[row / 4u + i];
 #elif FMT == FMT_BF16
-  return bf16_value(row_u16(row + 2u * i));
+  return bf16_value(uint(Halves(w.data).v[row / 2u + i]));
 #elif FMT == FMT_F16
-  return f16_value(row_u16(row + 2u * i));
+  return f16_value(uint(Halves(w.data).v[row / 2u + i]));
 #elif FMT == FMT_F8_E4M3
-  precise float v = fp8_e4m3_value(row_byte(row + i));
+  precise float v = fp8_e4m3_value(byte_at(w.data, row + i));
   if (w.has_block_scale != 0u)
     v = v * w.block_scale.v[(w.row_offset + o) / w.block_out * w.block_cols + i / w.block_in];
   return v;
 #elif FMT == FMT_I8_ROW
-  precise float v = float(row_i8(row + i)) * scale_at(w, o, 0u);
+  precise float v = float(i8_at(w.data, row + i)) * scale_at(w, o, 0u);
   return v;
 #elif FMT == FMT_I4_GROUP
-  const uint word = row_u32(row + 4u * (i / 8u));
+  const uint word = u32_at(w.data, row + 4u * (i / 8u));
   const int q = int((word >> (4u * (i % 8u))) & 0xFu) - 8;
   precise float v = float(q) * scale_at(w, o, i / w.group);
   return v;
 #elif FMT == FMT_MXFP4_SPLIT
-  const uint b = row_byte(row + i / 2u);
+  const uint b = byte_at(w.data, row + i / 2u);
   precise float v = e2m1x2((i & 1u) != 0u ? b >> 4 : b & 0xFu) * e8m0_half(byte_at(w.scales, o * w.scale_row_bytes + i / 32u));
   return v;
 #elif FMT == FMT_MXFP4
   const uint blk = row + (i / 32u) * 17u, j = i % 32u;
-  const uint b = row_byte(blk + 1u + (j % 16u));
-  precise float v = e2m1x2(j < 16u ? b & 0xFu : b >> 4) * e8m0_half(row_byte(blk));
+  const uint b = byte_at(w.data, blk + 1u + (j % 16u));
+  precise float v = e2m1x2(j < 16u ? b & 0xFu : b >> 4) * e8m0_half(byte_at(w.data, blk));
   return v;
 #elif FMT == FMT_Q8_0
   const uint blk = row + (i / 32u) * 34u;
-  precise float v = float(row_i8(blk + 2u + i % 32u)) * f16_value(row_u16(blk));
+  precise float v = float(i8_at(w.data, blk + 2u + i % 32u)) * f16_value(u16_at(w.data, blk));
   return v;
 #elif FMT == FMT_Q4_0
   const uint blk = row + (i / 32u) * 18u, j = i % 32u;
-  const uint b = row_byte(blk + 2u + (j % 16u));
-  precise float v = float(int(j < 16u ? b & 0xFu : b >> 4) - 8) * f16_value(row_u16(blk));
+  const uint b = byte_at(w.data, blk + 2u + (j % 16u));
+  precise float v = float(int(j < 16u ? b & 0xFu : b >> 4) - 8) * f16_value(u16_at(w.data, blk));
   return v;
 #elif FMT == FMT_Q4_1
   const uint blk = row + (i / 32u) * 20u, j = i % 32u;
-  const uint b = row_byte(blk + 4u + (j % 16u));
-  precise float v = float(j < 16u ? b & 0xFu : b >> 4) * f16_value(row_u16(blk)) + f16_value(row_u16(blk + 2u));
+  const uint b = byte_at(w.data, blk + 4u + (j % 16u));
+  precise float v = float(j < 16u ? b & 0xFu : b >> 4) * f16_value(u16_at(w.data, blk)) + f16_value(u16_at(w.data, blk + 2u));
   return v;
 #elif FMT == FMT_Q5_0
   const uint blk = row + (i / 32u) * 22u;
-  precise float v = float(int(q5_value(blk + 6u, row_u32(blk + 2u), i % 32u)) - 16) * f16_value(row_u16(blk));
+  precise float v = float(int(q5_value(w.data, blk + 6u, u32_at(w.data, blk + 2u), i % 32u)) - 16) * f16_value(u16_at(w.data, blk));
   return v;
 #elif FMT == FMT_Q5_1
   const uint blk = row + (i / 32u) * 24u;
-  precise float v = float(q5_value(blk + 8u, row_u32(blk + 4u), i % 32u)) * f16_value(row_u16(blk)) +
-                    f16_value(row_u16(blk + 2u));
+  precise float v = float(q5_value(w.data, blk + 8u, u32_at(w.data, blk + 4u), i % 32u)) * f16_value(u16_at(w.data, blk)) +
+                    f16_value(u16_at(w.data, blk + 2u));
   return v;
 #elif FMT == FMT_Q2_K
   // 16 sub-blocks of 16: sub-block 8·half + k reads bits 2·(k/2) of bytes
   // 16·(k&1) .. +15 of its half's 32 bytes of qs.
   const uint blk = row + (i / 256u) * 84u, j = i % 256u;
   const uint half_ = j / 128u, k = (j % 128u) / 16u, l = j % 16u;
-  const uint s = row_byte(blk + 8u * half_ + k);
-  precise float dl = f16_value(row_u16(blk + 80u)) * float(s & 0xFu);
-  precise float ml = f16_value(row_u16(blk + 82u)) * float(s >> 4);
-  const uint q = (row_byte(blk + 16u + 32u * half_ + 16u * (k & 1u) + l) >> (2u * (k / 2u))) & 3u;
+  const uint s = byte_at(w.data, blk + 8u * half_ + k);
+  precise float dl = f16_value(u16_at(w.data, blk + 80u)) * float(s & 0xFu);
+  precise float ml = f16_value(u16_at(w.data, blk + 82u)) * float(s >> 4);
+  const uint q = (byte_at(w.data, blk + 16u + 32u * half_ + 16u * (k & 1u) + l) >> (2u * (k / 2u))) & 3u;
   precise float v = dl * float(q) - ml;
   return v;
 #elif FMT == FMT_Q3_K
   const uint blk = row + (i / 256u) * 110u, j = i % 256u;
   const uint half_ = j / 128u, k = (j % 128u) / 16u, l = j % 16u, sb = 8u * half_ + k;
-  const uint lo = sb < 8u ? row_byte(blk + 96u + sb) & 0xFu : row_byte(blk + 96u + sb - 8u) >> 4;
-  const uint hi = (row_byte(blk + 96u + 8u + sb % 4u) >> (2u * (sb / 4u))) & 3u;
-  precise float dl = f16_value(row_u16(blk + 108u)) * float(int(lo | (hi << 4)) - 32);
+  const uint lo = sb < 8u ? byte_at(w.data, blk + 96u + sb) & 0xFu : byte_at(w.data, blk + 96u + sb - 8u) >> 4;
+  const uint hi = (byte_at(w.data, blk + 96u + 8u + sb % 4u) >> (2u * (sb / 4u))) & 3u;
+  precise float dl = f16_value(u16_at(w.data, blk + 108u)) * float(int(lo | (hi << 4)) - 32);
   const uint off = 16u * (k & 1u) + l;
-  const int q = int((row_byte(blk + 32u + 32u * half_ + off) >> (2u * (k / 2u))) & 3u) -
-                (((row_byte(blk + off) >> (4u * half_ + k / 2u)) & 1u) != 0u ? 0 : 4);
+  const int q = int((byte_at(w.data, blk + 32u + 32u * half_ + off) >> (2u * (k / 2u))) & 3u) -
+                (((byte_at(w.data, blk + off) >> (4u * half_ + k / 2u)) & 1u) != 0u ? 0 : 4);
   precise float v = dl * float(q);
   return v;
 #elif FMT == FMT_Q4_K
   const uint blk = row + (i / 256u) * 144u, j = i % 256u;
   const uint sb = j / 32u, l = j % 32u;
-  precise float d1 = f16_value(row_u16(blk)) * float(scale_min_k4(blk + 4u, sb, 0u));
-  precise float m1 = f16_value(row_u16(blk + 2u)) * float(scale_min_k4(blk + 4u, sb, 1u));
-  const uint b = row_byte(blk + 16u + 32u * (sb / 2u) + l);
+  precise float d1 = f16_value(u16_at(w.data, blk)) * float(scale_min_k4(w.data, blk + 4u, sb, 0u));
+  precise float m1 = f16_value(u16_at(w.data, blk + 2u)) * float(scale_min_k4(w.data, blk + 4u, sb, 1u));
+  const uint b = byte_at(w.data, blk + 16u + 32u * (sb / 2u) + l);
   precise float v = d1 * float((sb & 1u) != 0u ? b >> 4 : b & 0xFu) - m1;
   return v;
 #elif FMT == FMT_Q5_K
   const uint blk = row + (i / 256u) * 176u, j = i % 256u;
   const uint sb = j / 32u, l = j % 32u;
-  precise float d1 = f16_value(row_u16(blk)) * float(scale_min_k4(blk + 4u, sb, 0u));
-  precise float m1 = f16_value(row_u16(blk + 2u)) * float(scale_min_k4(blk + 4u, sb, 1u));
-  const uint b = row_byte(blk + 48u + 32u * (sb / 2u) + l);
+  precise float d1 = f16_value(u16_at(w.data, blk)) * float(scale_min_k4(w.data, blk + 4u, sb, 0u));
+  precise float m1 = f16_value(u16_at(w.data, blk + 2u)) * float(scale_min_k4(w.data, blk + 4u, sb, 1u));
+  const uint b = byte_at(w.data, blk + 48u + 32u * (sb / 2u) + l);
   const uint nib = (sb & 1u) != 0u ? b >> 4 : b & 0xFu;
-  precise float v = d1 * float(nib | (((row_byte(blk + 16u + l) >> sb) & 1u) << 4)) - m1;
+  precise float v = d1 * float(nib | (((byte_at(w.data, blk + 16u + l) >> sb) & 1u) << 4)) - m1;
   return v;
 #elif FMT == FMT_Q6_K
   // Per 128-value half: element 32·t + l (t = 0..3) takes ql[l + 32·(t&1)]'s
   // low (t < 2) or high nibble and bits 2t of qh[l]; scale sc[l/16 + 2t].
   const uint blk = row + (i / 256u) * 210u, j = i % 256u;
   const uint half_ = j / 128u, t = (j % 128u) / 32u, l = j % 32u;
-  const uint qlb = row_byte(blk + 64u * half_ + l + 32u * (t & 1u));
+  const uint qlb = byte_at(w.data, blk + 64u * half_ + l + 32u * (t & 1u));
   const uint nib = t < 2u ? qlb & 0xFu : qlb >> 4;
-  const uint hi = (row_byte(blk + 128u + 32u * half_ + l) >> (2u * t)) & 3u;
+  const uint hi = (byte_at(w.data, blk + 128u + 32u * half_ + l) >> (2u * t)) & 3u;
   const int q = int(nib | (hi << 4)) - 32;
-  precise float v = f16_value(row_u16(blk + 208u)) * float(row_i8(blk + 192u + 8u * half_ + l / 16u + 2u * t)) * float(q);
+  precise float v = f16_value(u16_at(w.data, blk + 208u)) * float(i8_at(w.data, blk + 192u + 8u * half_ + l / 16u + 2u * t)) * float(q);
   return v;
 #else
 #error "unknown FMT"
