@@ -5,8 +5,17 @@
 # packages (the Ubuntu 24.04 device machine). Nothing is installed here.
 # Then `run` with carry [".deb"] (plus the tokenizer models the tests read,
 # see tools/device_build.sh) and, there, `bash tools/device_build.sh`.
+#
+#   bash tools/device_deps.sh --peer
+# instead fills .deb-peer/prefix with what llama.cpp's Vulkan build needs there
+# (the peer of bench/gpu_bench.sh): the Vulkan loader and headers, the SPIR-V
+# headers, and glslc from Debian 13, since Debian 12's glslc 2023.2 cannot
+# compile llama.cpp's cooperative-matrix shaders (its binaries need glibc
+# 2.38 and GCC 13's libstdc++: the device's Ubuntu 24.04 has both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+peer=0
+[ "${1:-}" = --peer ] && peer=1
 
 # Explicit list rather than a dependency walk (which would pull libc6 etc.):
 # the -dev packages CMakeLists.txt asks for, the runtime libraries their .so
@@ -31,17 +40,36 @@ packages=(
   libvulkan-dev libvulkan1 glslc libshaderc1 spirv-headers
 )
 
-grep -qx '/.deb/' .git/info/exclude 2>/dev/null || echo '/.deb/' >> .git/info/exclude
-rm -rf .deb && mkdir -p .deb/prefix
-(cd .deb && apt-get download -q "${packages[@]}")
-for f in .deb/*.deb; do dpkg -x "$f" .deb/prefix; done
+dir=.deb
+newer=()
+if [ "$peer" = 1 ]; then
+  dir=.deb-peer
+  packages=(libvulkan-dev libvulkan1 spirv-headers)
+  newer=(glslc/trixie libshaderc1/trixie)
+fi
+grep -qx "/$dir/" .git/info/exclude 2>/dev/null || echo "/$dir/" >> .git/info/exclude
+rm -rf "$dir" && mkdir -p "$dir/prefix"
+(cd "$dir" && apt-get download -q "${packages[@]}")
+if [ ${#newer[@]} -gt 0 ]; then
+  # Debian 13's index in a private apt state (the system's sources untouched).
+  apt_dir=$(mktemp -d)
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
+    > "$apt_dir/sources.list"
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache"
+  apt_opts=(-oDir::Etc::SourceList="$apt_dir/sources.list" -oDir::Etc::SourceParts=/dev/null
+            -oDir::State::Lists="$apt_dir/lists" -oDir::Cache="$apt_dir/cache")
+  apt-get -q "${apt_opts[@]}" update >/dev/null
+  (cd "$dir" && apt-get download -q "${apt_opts[@]}" "${newer[@]}")
+  rm -rf "$apt_dir"
+fi
+for f in "$dir"/*.deb; do dpkg -x "$f" "$dir/prefix"; done
 
 # Trim to what a build needs (the carried tree is capped at 64 MiB): docs, man
 # pages, gtest/gmock sources, static archives other than those CMake configs
 # name (gtest, gmock: the only form Debian ships; benchmark_main; the
 # GTest/benchmark configs fail if a file they list is missing), OpenSSL's
 # engines and provider modules.
-p=.deb/prefix
+p=$dir/prefix
 rm -rf "$p"/usr/share/{doc,man,lintian,aclocal} "$p"/usr/src \
        "$p"/usr/lib/x86_64-linux-gnu/{engines-3,ossl-modules}
 find "$p" -name '*.a' ! -name 'libgtest*' ! -name 'libgmock*' ! -name 'libbenchmark*' -delete
@@ -63,4 +91,4 @@ done
 # elsewhere, and nothing links it (only zlib.pc is needed, for cpp-httplib.pc).
 rm -f "$p"/usr/lib/x86_64-linux-gnu/libz.so
 
-echo "== .deb: $(ls .deb/*.deb | wc -l) packages; $(du -sh .deb | cut -f1) in all, prefix $(du -sh $p | cut -f1)"
+echo "== $dir: $(ls "$dir"/*.deb | wc -l) packages; $(du -sh "$dir" | cut -f1) in all, prefix $(du -sh "$p" | cut -f1)"

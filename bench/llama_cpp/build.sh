@@ -22,7 +22,8 @@
 #
 # Environment: LLAMA_DIR, NLC_VERSION (node-llama-cpp version, default 3.22.1),
 # NLC_WORK (download dir, default /tmp/nlc), JOBS (default: nproc), NATIVE (ON|OFF, default ON),
-# BACKEND (cpu|cuda|vulkan, default cpu), CUDA_ARCH (default native).
+# BACKEND (cpu|cuda|vulkan, default cpu), CUDA_ARCH (default native), GLSLC (the glslc
+# the Vulkan build uses; default: CMake's search).
 #
 # AMX is left out (-mno-amx-tile -mno-amx-int8 -mno-amx-bf16): Debian 12's GCC 12.2 drops
 # the stores that fill ggml's AMX tile configuration before ldtilecfg
@@ -100,7 +101,7 @@ if [ "$BACKEND" != cpu ]; then
   if [ "$BACKEND" = cuda ]; then
     backend_flags=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH")
   else
-    backend_flags=(-DGGML_VULKAN=ON)
+    backend_flags=(-DGGML_VULKAN=ON ${GLSLC:+-DVulkan_GLSLC_EXECUTABLE="$GLSLC"})
   fi
   cmake -S "$LLAMA_DIR" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE="$NATIVE" -DLLAMA_OPENSSL=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF \

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Run THERE (the device machine, no network): builds llama.cpp's llama-bench
+# with CUDA and with Vulkan, the peers of bench/gpu_bench.sh, in the
+# background, so the builds (about 6 minutes) go on while later calls build
+# strata; everything lives under /tmp, which outlasts a call while the
+# machine is held. Carried from here:
+#   .carry/llama-src.tar.xz   LLAMA_DIR=/tmp/llama-src bash bench/llama_cpp/build.sh --pack .carry/llama-src.tar.xz
+#   .carry/peer-prefix.tar.xz bash tools/device_deps.sh --peer && tar -cJf .carry/peer-prefix.tar.xz .deb-peer/prefix
+#
+#   bash tools/device_peer.sh          # start both builds, return at once
+#   bash tools/device_peer.sh --wait   # block until both are done; print the binaries
+# The binaries: /tmp/llama/build-cuda/bin/llama-bench, /tmp/llama/build-vulkan/bin/llama-bench
+# (run the Vulkan one with the loader of .deb/prefix: source tools/device_env.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+L=/tmp/llama
+P=/tmp/peer
+if [ "${1:-}" = --wait ]; then
+  for b in cuda vulkan; do
+    while [ ! -f "$L/$b.rc" ]; do sleep 5; done
+    echo "llama.cpp $b: exit $(cat "$L/$b.rc"); $(tail -n 1 "$L/$b.log")"
+  done
+  exit 0
+fi
+mkdir -p "$L" "$P"
+[ -f "$L/CMakeLists.txt" ] || tar -xJf .carry/llama-src.tar.xz -C "$L"
+[ -d "$P/.deb-peer" ] || tar -xJf .carry/peer-prefix.tar.xz -C "$P"
+usr=$P/.deb-peer/prefix/usr
+rm -f "$L"/*.rc
+# Debian 13's glslc finds its libshaderc beside it; CMake finds the Vulkan
+# headers, loader and SPIR-V headers in the prefix.
+setsid bash -c "LLAMA_DIR=$L BACKEND=cuda JOBS=10 bash bench/llama_cpp/build.sh > $L/cuda.log 2>&1; echo \$? > $L/cuda.rc" \
+  < /dev/null > /dev/null 2>&1 &
+setsid bash -c "export LD_LIBRARY_PATH=$usr/lib/x86_64-linux-gnu CMAKE_PREFIX_PATH=$usr PATH=$usr/bin:\$PATH GLSLC=$usr/bin/glslc;
+  LLAMA_DIR=$L BACKEND=vulkan JOBS=6 bash bench/llama_cpp/build.sh > $L/vulkan.log 2>&1; echo \$? > $L/vulkan.rc" \
+  < /dev/null > /dev/null 2>&1 &
+echo "llama.cpp builds started in $L (logs cuda.log, vulkan.log); bash tools/device_peer.sh --wait"
