@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# strata's Vulkan backend against llama.cpp's Vulkan and CUDA builds on one GGUF held
-# entirely in VRAM (issue 20's "in VRAM" goals). Not run by CI; made for the H200
-# machine (docs/vulkan.md says how strata and llama.cpp are built there).
+# strata's Vulkan backend measured for issue 20 (not run by CI; made for the H200
+# machine: docs/vulkan.md says how strata and llama.cpp are built there).
 #
 #   bash bench/gpu_bench.sh vram MODEL.gguf [--strata BIN] [--llama-vulkan BIN]
 #        [--llama-cuda BIN] [--cpu] [-p 512] [-n 128] [-r 5] [-t THREADS] [--out DIR]
+#   bash bench/gpu_bench.sh stream [--model PACK] [--size GB] [--vram GiB] [--ram GiB]
+#        [--strata BIN] [-n 64] [-r 3] [-t THREADS] [--prompts "512 4096"] [--out DIR]
 #
-# Engines (each left out when its binary is not given or not found):
+# vram: strata against llama.cpp's Vulkan and CUDA builds on one GGUF held entirely in
+# VRAM. Engines (each left out when its binary is not given or not found):
 #   strata-vulkan  strata generate --device vulkan --warmup ... --json
 #   strata-cpu     the same with --device cpu --threads T (with --cpu)
 #   llama-vulkan   llama-bench -ngl 99 (a build with GGML_VULKAN)
@@ -19,14 +21,31 @@
 # Writes DIR/raw.jsonl (one line per measurement) and DIR/summary.md (default DIR: a
 # new folder under /tmp), and prints the summary: each test's median per engine and the
 # ratios the goals name (strata-vulkan ÷ llama-vulkan, ÷ llama-cuda).
+#
+# stream: a pack several times larger than --vram + --ram (default: synthesized, Kimi-K2
+# shape with all 384 experts, --size GB, default 12; kept in $MODELS, default
+# /tmp/bench-models), experts cold from the drive (sync + drop_caches before each run:
+# needs root), on the GPU (--device vulkan --vram V, default 1) and on the CPU (T
+# threads), both under --ram R (default 2):
+#   decode    N tokens sampled (temperature 1, seed = round): the experts' GB/s while
+#             decoding (stats.experts.decode.gbps) ÷ the drive's ceiling, `strata probe`
+#             with expert-sized reads, run before and after the rounds (their mean);
+#   TTFT      bench/ttft_bench.sh on the pack for 512 and 4096 tokens (--prompts), per device;
+#   streams   bench/serve_bench.sh on the GPU: 4 concurrent streams vs 1, with one seed
+#             (identical routing) and with different seeds.
+# Writes DIR/summary.md and each part's logs under DIR.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-usage() { sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
-[ $# -ge 2 ] || usage
-mode=$1; model=$2; shift 2
-[ "$mode" = vram ] || { echo "gpu_bench.sh: unknown mode $mode (vram)" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+mode=$1; shift
+case "$mode" in
+  vram) [ $# -ge 1 ] || usage; model=$1; shift ;;
+  stream) exec bash "$repo/bench/gpu_stream_bench.sh" "$@" ;;
+  *) usage ;;
+esac
 strata=$repo/build/strata
 llama_vulkan=
 llama_cuda=

@@ -32,6 +32,9 @@ done
 log=$(mktemp)
 args=(serve "$model" --port 0 --max-running "$streams")
 [ "$ram" != 0 ] && args+=(--ram "$ram")
+# STRATA_ARGS: more arguments for `strata serve` (e.g. "--device vulkan --vram 1").
+read -r -a extra <<< "${STRATA_ARGS:-}"
+args+=("${extra[@]}")
 "$STRATA" "${args[@]}" 2> "$log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -f "$log"' EXIT

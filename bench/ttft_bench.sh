@@ -26,7 +26,8 @@
 # The goal is TTFT / drive bound <= 1.3. Needs root (drop_caches).
 #
 # Environment: STRATA (default build/strata, else /work/build/strata), MODELS
-# (default /work/bench-models), PYTHON.
+# (default /work/bench-models), PYTHON, STRATA_ARGS (more arguments for every
+# strata generate, e.g. "--device vulkan --vram 1").
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,6 +50,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+read -r -a extra <<< "${STRATA_ARGS:-}"
 strata=${STRATA:-}
 [ -n "$strata" ] || for c in "$repo/build/strata" /work/build/strata; do [ -x "$c" ] && { strata=$c; break; }; done
 [ -x "$strata" ] || { echo "ttft_bench.sh: no strata binary (set STRATA)" >&2; exit 2; }
@@ -97,7 +99,7 @@ show "$strata" probe "$probe_dir" --block "$expert_mb" --out "$out/probe.json"
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "strata: $(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo '?')"
   echo "model: $model"
-  echo "threads: $threads, --ram $ram, cpu: $(nproc) cores"
+  echo "threads: $threads, --ram $ram, cpu: $(nproc) cores, more arguments: ${STRATA_ARGS:-none}"
 } > "$out/setup.txt"
 
 # ---- runs ----
@@ -108,9 +110,9 @@ for r in $(seq 1 "$runs"); do
     sync
     echo 3 > /proc/sys/vm/drop_caches
     log=$out/logs/p$p-r$r
-    show "$strata" generate --model "$model" --prompt-ids "<$p ids>" -n 1 --temperature 0 --ram "$ram" --heat none --threads "$threads" --json --ctx $((p + 16))
+    show "$strata" generate --model "$model" --prompt-ids "<$p ids>" -n 1 --temperature 0 --ram "$ram" --heat none --threads "$threads" --json --ctx $((p + 16)) "${extra[@]}"
     if "$strata" generate --model "$model" --prompt-ids "$ids" -n 1 --temperature 0 --ram "$ram" --heat none \
-        --threads "$threads" --json --ctx $((p + 16)) > "$log.json" 2> "$log.err"; then
+        --threads "$threads" --json --ctx $((p + 16)) "${extra[@]}" > "$log.json" 2> "$log.err"; then
       "$PY" - "$log.json" "$p" "$r" >> "$out/runs.jsonl" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
