@@ -29,19 +29,19 @@ Profile* Profile::from_environment(const Context& ctx) {
   VkQueryPool pool = VK_NULL_HANDLE;
   check(vkCreateQueryPool(ctx.device(), &qi, nullptr, &pool), "vkCreateQueryPool");
   const uint64_t mask = bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
-  return new Profile(ctx, pool, period, mask);
+  return new Profile(ctx, pool, period, mask, std::string(v) == "2");
 }
 
-Profile::Profile(const Context& ctx, VkQueryPool pool, double ns_per_tick, uint64_t mask)
-    : ctx_(ctx), pool_(pool), ns_per_tick_(ns_per_tick), mask_(mask) {}
+Profile::Profile(const Context& ctx, VkQueryPool pool, double ns_per_tick, uint64_t mask, bool by_grid)
+    : ctx_(ctx), pool_(pool), ns_per_tick_(ns_per_tick), mask_(mask), by_grid_(by_grid) {}
 
 Profile::~Profile() {
   std::vector<std::pair<std::string, Totals>> rows(totals_.begin(), totals_.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.gpu_ns > b.second.gpu_ns; });
-  std::fprintf(stderr, "vk profile: %-34s %9s %11s %9s %6s %11s\n", "command", "count", "gpu ms", "us each", "share",
+  std::fprintf(stderr, "vk profile: %-44s %9s %11s %9s %6s %11s\n", "command", "count", "gpu ms", "us each", "share",
                "host ms");
   for (const auto& [name, t] : rows)
-    std::fprintf(stderr, "vk profile: %-34s %9llu %11.2f %9.2f %5.1f%% %11.2f\n", name.c_str(),
+    std::fprintf(stderr, "vk profile: %-44s %9llu %11.2f %9.2f %5.1f%% %11.2f\n", name.c_str(),
                  static_cast<unsigned long long>(t.count), t.gpu_ns / 1e6, t.gpu_ns / 1e3 / std::max<uint64_t>(t.count, 1),
                  gpu_ns_ > 0 ? 100 * t.gpu_ns / gpu_ns_ : 0.0, t.host_ns / 1e6);
   std::fprintf(stderr,

@@ -9,7 +9,9 @@
 // work, and the model's between ops, while the GPU waits for the submit).
 // At destruction it prints one table to stderr: per command name, count, GPU
 // time and the host time before it; then submissions, host recording and
-// waiting time, and GPU time in total.
+// waiting time, and GPU time in total. STRATA_VK_PROFILE=2 keeps dispatches
+// apart by their grid as well (name[x,y,z]): one matrix's products from
+// another's.
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -34,11 +36,13 @@ class Profile {
   // and around the submission's wait.
   void begin(VkCommandBuffer cmd);
   void command(VkCommandBuffer cmd, std::string_view name);
+  // Whether commands are told apart by grid (STRATA_VK_PROFILE=2).
+  bool by_grid() const { return by_grid_; }
   void submitted();
   void finished();
 
  private:
-  explicit Profile(const Context& ctx, VkQueryPool pool, double ns_per_tick, uint64_t mask);
+  explicit Profile(const Context& ctx, VkQueryPool pool, double ns_per_tick, uint64_t mask, bool by_grid);
   using Clock = std::chrono::steady_clock;
   struct Totals {
     uint64_t count = 0;
@@ -49,6 +53,7 @@ class Profile {
   VkQueryPool pool_;
   double ns_per_tick_;
   uint64_t mask_;
+  bool by_grid_;
   std::vector<std::string> names_;  // this submission's timed commands
   uint64_t untimed_ = 0;            // commands past the pool's size
   std::map<std::string, Totals> totals_;

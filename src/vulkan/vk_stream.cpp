@@ -92,7 +92,10 @@ void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, u
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   vkCmdPushConstants(cmd_, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, push);
   vkCmdDispatch(cmd_, x, y, z);
-  barrier(name);
+  if (profile_ && profile_->by_grid())
+    barrier(std::string(name) + "[" + std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + "]");
+  else
+    barrier(name);
   ++recorded_;
   static const bool sync = std::getenv("STRATA_VK_DEBUG") != nullptr;
   if (sync) {
