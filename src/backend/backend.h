@@ -179,6 +179,10 @@ struct ExpertJob {
   // (its expert cache) though the host memory is reused.
   int64_t layer = -1;
   int32_t expert = -1;
+  // The backend said it holds this expert (Backend::holds_expert): `weights`
+  // then only describes the layer's expert shapes and formats (another
+  // expert's arrays) and the backend computes from its own copy.
+  bool held = false;
 };
 
 // The checks every backend's run_experts() makes of a job before any runs:
@@ -206,6 +210,15 @@ class Backend {
   // layouts (kernels/interleave.h), faster on the CPU. Routed experts take
   // them on every backend, as packs store them (every backend reads them).
   virtual bool wants_interleaved() const { return false; }
+  // Whether the backend keeps (layer, expert) in its own memory (a GPU's
+  // expert cache), so it needs no fetch: true promises the copy to the next
+  // run_experts() call if that call names it in a held job and no other
+  // run_experts() call comes between.
+  virtual bool holds_expert(int64_t layer, int32_t expert) {
+    (void)layer;
+    (void)expert;
+    return false;
+  }
   // Whether run_experts() computes many experts in a few dispatches (a GPU):
   // then it is given every expert that is ready at once, never one at a time.
   virtual bool groups_experts() const { return false; }

@@ -103,6 +103,29 @@ std::span<const int32_t> MoeBlock::predict(Tensor x, size_t n, Backend& b, StepS
   return step.guess;
 }
 
+namespace {
+bool same_shape(const kernels::WeightMatrix& a, const kernels::WeightMatrix& b) {
+  return a.valid() == b.valid() && a.dtype == b.dtype && a.packing == b.packing && a.out == b.out && a.in == b.in;
+}
+}  // namespace
+
+void MoeBlock::note_shapes(const ExpertWeights& w) const {
+  if (mixed_shapes_) return;
+  if (!shapes_) {
+    shapes_ = w;
+    return;
+  }
+  const auto a = std::as_const(*shapes_).matrices();
+  const auto c = w.matrices();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_shape(*a[i], *c[i])) {
+      // Held jobs would describe some experts wrongly: this layer fetches all.
+      mixed_shapes_ = true;
+      shapes_.reset();
+      return;
+    }
+}
+
 // Token groups up to this size are computed an expert per thread.
 constexpr size_t kExpertsInParallelRows = 4;
 
@@ -140,7 +163,13 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
     step.slot_rows[s] = row;
     step.gather[row] = static_cast<uint32_t>(s / K);
   }
-  ExpertFetch& fetch = experts_.fetch(layer_, step.unique);
+  // Experts the backend holds (a GPU's expert cache) are not fetched: they
+  // run first, from its copy; the rest come from the provider.
+  step.held.clear();
+  step.wanted.clear();
+  for (int32_t e : step.unique)
+    (shapes_ && b.holds_expert(layer_, e) ? step.held : step.wanted).push_back(e);
+  ExpertFetch& fetch = experts_.fetch(layer_, step.wanted);
   // Its experts are released however this block ends.
   struct EndFetch {
     ExpertFetch& f;
@@ -165,11 +194,17 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
   const size_t most = b.groups_experts() || (per_thread && fetch.all_ready()) ? step.unique.size()
                       : per_thread                                          ? 4 * threads
                                                                             : 1;
+  if (!step.held.empty()) {
+    step.jobs.clear();
+    for (int32_t e : step.held) step.jobs.push_back(ExpertJob{&*shapes_, step.first[e], step.count[e], layer_, e, true});
+    b.run_experts(step.jobs, activation_, step.xs, step.xs, width, per_thread);
+  }
   while (fetch.next_batch(step.ready, most) > 0) {
     step.jobs.clear();
     for (const auto& [pos, w] : step.ready) {
-      const int32_t e = step.unique[pos];
+      const int32_t e = step.wanted[pos];
       step.jobs.push_back(ExpertJob{w, step.first[e], step.count[e], layer_, e});
+      note_shapes(*w);
     }
     b.run_experts(step.jobs, activation_, step.xs, step.xs, width, per_thread);
   }

@@ -88,6 +88,12 @@ class MoeBlock {
   ExpertProvider& experts_;
   ExpertActivation activation_;
   std::optional<LatentProjection> latent_;
+  // The layer's expert shapes and formats (the first expert fetched), for
+  // the jobs of experts the backend holds; unset until one was fetched, or
+  // when the layer's experts differ in shape or format.
+  mutable std::optional<ExpertWeights> shapes_;
+  void note_shapes(const ExpertWeights& w) const;
+  mutable bool mixed_shapes_ = false;
 };
 
 }  // namespace strata

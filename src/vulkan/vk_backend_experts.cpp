@@ -45,6 +45,13 @@ WeightRef VulkanBackend::staged(const kernels::WeightMatrix& w) {
                     put(w.bias, s.bias));
 }
 
+bool VulkanBackend::holds_expert(int64_t layer, int32_t expert) {
+  // Marked used in this submission, so nothing evicts it before the next
+  // finish(); run_experts() asks for held experts before it uploads any.
+  return layer >= 0 && expert >= 0 && experts_->budget() > 0 &&
+         experts_->find(ExpertCache::key(layer, expert), epoch_) != nullptr;
+}
+
 ExpertCache::Entry VulkanBackend::expert_weights(const ExpertJob& job) {
   const ExpertWeights& e = *job.weights;
   const std::array<const kernels::WeightMatrix*, 4> mats = e.matrices();
@@ -54,6 +61,8 @@ ExpertCache::Entry VulkanBackend::expert_weights(const ExpertJob& job) {
       ++expert_stats_.hits;
       return *hit;
     }
+    // A held job's weights are not this expert's: never upload them.
+    if (job.held) throw Error("internal: an expert the Vulkan backend held was gone when it ran");
     // Its arrays one after another, each 256-aligned.
     auto aligned = [](uint64_t b) { return (b + 255) / 256 * 256; };
     uint64_t bytes = 0;
@@ -97,6 +106,7 @@ ExpertCache::Entry VulkanBackend::expert_weights(const ExpertJob& job) {
       return entry;
     }
   }
+  if (job.held) throw Error("internal: a held expert on a Vulkan backend without an expert cache");
   ++expert_stats_.staged;
   ExpertCache::Entry entry;
   WeightRef* refs[4] = {&entry.gate, &entry.up, &entry.down, &entry.gate_up};

@@ -27,6 +27,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   std::string name() const override { return "vulkan"; }
   int threads() const override { return 1; }
   bool groups_experts() const override { return true; }
+  bool holds_expert(int64_t layer, int32_t expert) override;
 
   Tensor allocate(uint64_t size) override;
   void release_tensors() override;
