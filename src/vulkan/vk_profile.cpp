@@ -7,10 +7,10 @@
 namespace strata::vk {
 
 namespace {
-constexpr uint32_t kQueries = 8192;  // timestamps per submission: the first, then one per command
+constexpr uint32_t kQueries = 8192;  // timestamps in all: per slot, the first, then one per command
 }
 
-Profile* Profile::from_environment(const Context& ctx) {
+Profile* Profile::from_environment(const Context& ctx, size_t slots) {
   const char* v = std::getenv("STRATA_VK_PROFILE");
   if (v == nullptr || *v == '\0' || std::string(v) == "0") return nullptr;
   uint32_t count = 0;
@@ -29,11 +29,18 @@ Profile* Profile::from_environment(const Context& ctx) {
   VkQueryPool pool = VK_NULL_HANDLE;
   check(vkCreateQueryPool(ctx.device(), &qi, nullptr, &pool), "vkCreateQueryPool");
   const uint64_t mask = bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
-  return new Profile(ctx, pool, period, mask, std::string(v) == "2");
+  return new Profile(ctx, pool, slots, period, mask, std::string(v) == "2");
 }
 
-Profile::Profile(const Context& ctx, VkQueryPool pool, double ns_per_tick, uint64_t mask, bool by_grid)
-    : ctx_(ctx), pool_(pool), ns_per_tick_(ns_per_tick), mask_(mask), by_grid_(by_grid) {}
+Profile::Profile(const Context& ctx, VkQueryPool pool, size_t slots, double ns_per_tick, uint64_t mask, bool by_grid)
+    : ctx_(ctx),
+      pool_(pool),
+      ns_per_tick_(ns_per_tick),
+      mask_(mask),
+      by_grid_(by_grid),
+      per_slot_(kQueries / slots),
+      names_(slots),
+      began_(slots) {}
 
 Profile::~Profile() {
   std::vector<std::pair<std::string, Totals>> rows(totals_.begin(), totals_.end());
@@ -52,42 +59,45 @@ Profile::~Profile() {
   vkDestroyQueryPool(ctx_.device(), pool_, nullptr);
 }
 
-void Profile::begin(VkCommandBuffer cmd) {
-  names_.clear();
-  began_ = last_ = Clock::now();
-  vkCmdResetQueryPool(cmd, pool_, 0, kQueries);
-  vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool_, 0);
+void Profile::begin(VkCommandBuffer cmd, size_t slot) {
+  names_[slot].clear();
+  began_[slot] = last_ = Clock::now();
+  vkCmdResetQueryPool(cmd, pool_, first_query(slot), static_cast<uint32_t>(per_slot_));
+  vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool_, first_query(slot));
 }
 
-void Profile::command(VkCommandBuffer cmd, std::string_view name) {
+void Profile::command(VkCommandBuffer cmd, size_t slot, std::string_view name) {
   const Clock::time_point now = Clock::now();
   totals_[std::string(name)].host_ns += std::chrono::duration<double, std::nano>(now - last_).count();
   last_ = now;
-  if (names_.size() + 1 >= kQueries) {
+  std::vector<std::string>& names = names_[slot];
+  if (names.size() + 1 >= per_slot_) {
     ++untimed_;
     return;
   }
-  names_.emplace_back(name);
-  vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool_, static_cast<uint32_t>(names_.size()));
+  names.emplace_back(name);
+  vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool_,
+                      first_query(slot) + static_cast<uint32_t>(names.size()));
 }
 
-void Profile::submitted() {
-  submitted_ = Clock::now();
-  totals_["(submit)"].host_ns += std::chrono::duration<double, std::nano>(submitted_ - last_).count();
-  record_ns_ += std::chrono::duration<double, std::nano>(submitted_ - began_).count();
+void Profile::submitted(size_t slot) {
+  const Clock::time_point now = Clock::now();
+  totals_["(submit)"].host_ns += std::chrono::duration<double, std::nano>(now - last_).count();
+  record_ns_ += std::chrono::duration<double, std::nano>(now - began_[slot]).count();
 }
 
-void Profile::finished() {
-  wait_ns_ += std::chrono::duration<double, std::nano>(Clock::now() - submitted_).count();
+void Profile::finished(size_t slot, double waited_ns) {
+  wait_ns_ += waited_ns;
   ++submissions_;
-  std::vector<uint64_t> ticks(names_.size() + 1);
-  check(vkGetQueryPoolResults(ctx_.device(), pool_, 0, static_cast<uint32_t>(ticks.size()),
+  const std::vector<std::string>& names = names_[slot];
+  std::vector<uint64_t> ticks(names.size() + 1);
+  check(vkGetQueryPoolResults(ctx_.device(), pool_, first_query(slot), static_cast<uint32_t>(ticks.size()),
                               ticks.size() * sizeof(uint64_t), ticks.data(), sizeof(uint64_t),
                               VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
         "vkGetQueryPoolResults");
-  for (size_t i = 0; i < names_.size(); ++i) {
+  for (size_t i = 0; i < names.size(); ++i) {
     const double ns = static_cast<double>((ticks[i + 1] - ticks[i]) & mask_) * ns_per_tick_;
-    Totals& t = totals_[names_[i]];
+    Totals& t = totals_[names[i]];
     ++t.count;
     t.gpu_ns += ns;
     gpu_ns_ += ns;

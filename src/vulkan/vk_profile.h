@@ -3,8 +3,9 @@
 // environment; off otherwise, at no cost). Each recorded command is followed
 // by a GPU timestamp, so a command's time is the gap to the one before it
 // (commands run one after another: the stream puts a full barrier between
-// them). Per submission it also times the host: recording (from the first
-// command to the submit) and waiting for the fence; and within recording, the
+// them, across submissions too). Per submission it also times the host:
+// recording (from the first command to the submit) and waiting for the
+// fence; and within recording, the
 // host time before each command since the one before it (the op's own host
 // work, and the model's between ops, while the GPU waits for the submit).
 // At destruction it prints one table to stderr: per command name, count, GPU
@@ -27,22 +28,26 @@ namespace strata::vk {
 class Profile {
  public:
   // nullptr when STRATA_VK_PROFILE is unset or the queue cannot time.
-  static Profile* from_environment(const Context& ctx);
+  // `slots`: the stream's command buffers, each with its share of queries.
+  static Profile* from_environment(const Context& ctx, size_t slots);
   ~Profile();
   Profile(const Profile&) = delete;
   Profile& operator=(const Profile&) = delete;
 
-  // Called by the stream as its command buffer begins, after each command,
-  // and around the submission's wait.
-  void begin(VkCommandBuffer cmd);
-  void command(VkCommandBuffer cmd, std::string_view name);
+  // Called by the stream as command buffer `slot` begins, after each
+  // command, as it is submitted, and once its fence was waited for
+  // (`waited_ns`: how long the host blocked).
+  void begin(VkCommandBuffer cmd, size_t slot);
+  void command(VkCommandBuffer cmd, size_t slot, std::string_view name);
   // Whether commands are told apart by grid (STRATA_VK_PROFILE=2).
   bool by_grid() const { return by_grid_; }
-  void submitted();
-  void finished();
+  void submitted(size_t slot);
+  void finished(size_t slot, double waited_ns);
 
  private:
-  explicit Profile(const Context& ctx, VkQueryPool pool, double ns_per_tick, uint64_t mask, bool by_grid);
+  explicit Profile(const Context& ctx, VkQueryPool pool, size_t slots, double ns_per_tick, uint64_t mask,
+                   bool by_grid);
+  uint32_t first_query(size_t slot) const { return static_cast<uint32_t>(slot * per_slot_); }
   using Clock = std::chrono::steady_clock;
   struct Totals {
     uint64_t count = 0;
@@ -54,10 +59,12 @@ class Profile {
   double ns_per_tick_;
   uint64_t mask_;
   bool by_grid_;
-  std::vector<std::string> names_;  // this submission's timed commands
-  uint64_t untimed_ = 0;            // commands past the pool's size
+  size_t per_slot_;                              // queries of each command buffer
+  std::vector<std::vector<std::string>> names_;  // per slot: its submission's timed commands
+  std::vector<Clock::time_point> began_;         // per slot
+  uint64_t untimed_ = 0;                         // commands past a slot's queries
   std::map<std::string, Totals> totals_;
-  Clock::time_point began_, submitted_, last_;
+  Clock::time_point last_;
   uint64_t submissions_ = 0;
   double record_ns_ = 0, wait_ns_ = 0, gpu_ns_ = 0;
 };

@@ -1,5 +1,6 @@
 #include "vulkan/vk_stream.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -19,14 +20,17 @@ Stream::Stream(const Context& ctx) : ctx_(ctx) {
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pi.queueFamilyIndex = ctx.queue_family();
   check(vkCreateCommandPool(ctx.device(), &pi, nullptr, &pool_), "vkCreateCommandPool");
-  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = pool_;
-  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = 1;
-  check(vkAllocateCommandBuffers(ctx.device(), &ai, &cmd_), "vkAllocateCommandBuffers");
-  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  check(vkCreateFence(ctx.device(), &fi, nullptr, &fence_), "vkCreateFence");
-  profile_.reset(Profile::from_environment(ctx));
+  for (Slot& slot : ring_) {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    check(vkAllocateCommandBuffers(ctx.device(), &ai, &slot.cmd), "vkAllocateCommandBuffers");
+    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    check(vkCreateFence(ctx.device(), &fi, nullptr, &slot.fence), "vkCreateFence");
+  }
+  sync_ = std::getenv("STRATA_VK_DEBUG") != nullptr;
+  profile_.reset(Profile::from_environment(ctx, kRing));
 }
 
 Stream::~Stream() {
@@ -34,7 +38,7 @@ Stream::~Stream() {
   vkDeviceWaitIdle(d);
   profile_.reset();
   for (auto& [name, p] : pipelines_) vkDestroyPipeline(d, p, nullptr);
-  vkDestroyFence(d, fence_, nullptr);
+  for (Slot& slot : ring_) vkDestroyFence(d, slot.fence, nullptr);
   vkDestroyCommandPool(d, pool_, nullptr);
   vkDestroyPipelineLayout(d, layout_, nullptr);
 }
@@ -67,38 +71,41 @@ VkPipeline Stream::pipeline(std::string_view name) {
 
 void Stream::begin() {
   if (recording_) return;
+  Slot& slot = ring_[current_];
+  if (slot.pending) wait(current_);  // the GPU is kRing submissions behind: the host waits
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+  check(vkBeginCommandBuffer(slot.cmd, &bi), "vkBeginCommandBuffer");
   recording_ = true;
-  recorded_ = 0;
-  if (profile_) profile_->begin(cmd_);
+  in_buffer_ = 0;
+  if (profile_) profile_->begin(slot.cmd, current_);
 }
 
-void Stream::barrier(std::string_view name) {
+void Stream::recorded(std::string_view name) {
+  const VkCommandBuffer cmd = ring_[current_].cmd;
   VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
                     VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
   const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  vkCmdPipelineBarrier(cmd_, stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
-  if (profile_) profile_->command(cmd_, name);
+  vkCmdPipelineBarrier(cmd, stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
+  if (profile_) profile_->command(cmd, current_, name);
+  if (++in_buffer_ >= kCommandsPerSubmit) submit();
 }
 
 void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, uint32_t x, uint32_t y, uint32_t z) {
   if (x == 0 || y == 0 || z == 0) return;
   const VkPipeline p = pipeline(name);
   begin();
-  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
-  vkCmdPushConstants(cmd_, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, push);
-  vkCmdDispatch(cmd_, x, y, z);
+  const VkCommandBuffer cmd = ring_[current_].cmd;
+  vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+  vkCmdPushConstants(cmd, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, push);
+  vkCmdDispatch(cmd, x, y, z);
   if (profile_ && profile_->by_grid())
-    barrier(std::string(name) + "[" + std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + "]");
+    recorded(std::string(name) + "[" + std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + "]");
   else
-    barrier(name);
-  ++recorded_;
-  static const bool sync = std::getenv("STRATA_VK_DEBUG") != nullptr;
-  if (sync) {
+    recorded(name);
+  if (sync_) {
     std::fprintf(stderr, "vk: %.*s %u %u %u\n", static_cast<int>(name.size()), name.data(), x, y, z);
     finish();
   }
@@ -108,32 +115,49 @@ void Stream::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_
   if (bytes == 0) return;
   begin();
   VkBufferCopy region{src_offset, dst_offset, bytes};
-  vkCmdCopyBuffer(cmd_, src, dst, 1, &region);
-  barrier("copy");
-  ++recorded_;
+  vkCmdCopyBuffer(ring_[current_].cmd, src, dst, 1, &region);
+  recorded("copy");
 }
 
 void Stream::zero(VkBuffer dst, uint64_t offset, uint64_t bytes) {
   if (bytes == 0) return;
   begin();
-  vkCmdFillBuffer(cmd_, dst, offset, bytes, 0);
-  barrier("zero");
-  ++recorded_;
+  vkCmdFillBuffer(ring_[current_].cmd, dst, offset, bytes, 0);
+  recorded("zero");
+}
+
+void Stream::submit() {
+  if (!recording_) return;
+  recording_ = false;
+  Slot& slot = ring_[current_];
+  check(vkEndCommandBuffer(slot.cmd), "vkEndCommandBuffer");
+  if (profile_) profile_->submitted(current_);
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &slot.cmd;
+  check(vkQueueSubmit(ctx_.queue(), 1, &si, slot.fence), "vkQueueSubmit");
+  slot.pending = true;
+  current_ = (current_ + 1) % kRing;
+}
+
+void Stream::wait(size_t i) {
+  Slot& slot = ring_[i];
+  const auto t0 = std::chrono::steady_clock::now();
+  check(vkWaitForFences(ctx_.device(), 1, &slot.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  if (profile_)
+    profile_->finished(i, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+  check(vkResetFences(ctx_.device(), 1, &slot.fence), "vkResetFences");
+  check(vkResetCommandBuffer(slot.cmd, 0), "vkResetCommandBuffer");
+  slot.pending = false;
 }
 
 void Stream::finish() {
-  if (!recording_) return;
-  recording_ = false;
-  check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd_;
-  if (profile_) profile_->submitted();
-  check(vkQueueSubmit(ctx_.queue(), 1, &si, fence_), "vkQueueSubmit");
-  check(vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-  if (profile_) profile_->finished();
-  check(vkResetFences(ctx_.device(), 1, &fence_), "vkResetFences");
-  check(vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
+  submit();
+  // Oldest first: current_ is the slot after the last one submitted.
+  for (size_t k = 0; k < kRing; ++k) {
+    const size_t i = (current_ + k) % kRing;
+    if (ring_[i].pending) wait(i);
+  }
 }
 
 }  // namespace strata::vk

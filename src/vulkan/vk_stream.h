@@ -1,13 +1,20 @@
 #pragma once
 // The backend's queue of work: compute pipelines made from the embedded
 // shaders (one pipeline layout for all: 128 bytes of push constants, no
-// descriptor sets, since shaders reach memory by device address), and one
-// command buffer that ops are recorded into and that finish() submits and
-// waits for. Every command is followed by a full memory barrier, so commands
-// take effect one after another in the order they were recorded.
+// descriptor sets, since shaders reach memory by device address), and
+// command buffers that ops are recorded into. Every command is followed by a
+// full memory barrier, so commands take effect one after another in the
+// order they were recorded, across submissions too (one queue).
+//
+// A buffer is submitted, without waiting, once it holds kCommandsPerSubmit
+// commands, so the GPU works through the first ops of a step while the host
+// records the rest; finish() submits what remains and waits for everything.
+// Nothing the host hands to recorded ops may change before finish() (the
+// backend's staging is rewound only then).
 // STRATA_VK_DEBUG=1 in the environment runs each dispatch alone and names it
 // on stderr: a shader that faults then shows which it was. STRATA_VK_PROFILE=1
 // times every command on the GPU (vk_profile.h).
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,26 +48,37 @@ class Stream {
   void copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes);
   // Zeroes `bytes` (a multiple of 4) from `offset`.
   void zero(VkBuffer dst, uint64_t offset, uint64_t bytes);
-  // Submits what was recorded and waits until it is done (no-op when nothing was).
+  // Submits what was recorded and waits until everything submitted is done.
   void finish();
-  bool idle() const { return !recording_; }
-  // Commands recorded since the last finish().
-  uint64_t recorded() const { return recorded_; }
+
+  static constexpr size_t kRing = 4;                  // command buffers in turn
+  static constexpr uint32_t kCommandsPerSubmit = 16;  // a buffer goes out at this many
 
  private:
+  struct Slot {
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+    bool pending = false;  // submitted, not yet waited for
+  };
   VkPipeline pipeline(std::string_view name);
   void begin();
-  // A full barrier after the command just recorded, then its timestamp when profiling.
-  void barrier(std::string_view name);
+  // After a command: a full barrier, its timestamp when profiling, and the
+  // buffer submitted when it is full.
+  void recorded(std::string_view name);
+  // Submits the buffer being recorded (without waiting).
+  void submit();
+  // Waits for slot i's submission and makes the slot free.
+  void wait(size_t i);
 
   const Context& ctx_;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   std::unordered_map<std::string, VkPipeline> pipelines_;
   VkCommandPool pool_ = VK_NULL_HANDLE;
-  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
-  VkFence fence_ = VK_NULL_HANDLE;
+  std::array<Slot, kRing> ring_{};
+  size_t current_ = 0;  // the slot recorded into next
   bool recording_ = false;
-  uint64_t recorded_ = 0;
+  uint32_t in_buffer_ = 0;
+  bool sync_ = false;  // STRATA_VK_DEBUG: every dispatch alone
   std::unique_ptr<Profile> profile_;
 };
 
