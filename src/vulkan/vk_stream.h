@@ -52,7 +52,7 @@ class Stream {
   void finish();
 
   static constexpr size_t kRing = 4;                  // command buffers in turn
-  static constexpr uint32_t kCommandsPerSubmit = 16;  // a buffer goes out at this many
+  static constexpr uint32_t kCommandsPerSubmit = 8;   // a buffer goes out at this many (a layer records ~17)
 
  private:
   struct Slot {
