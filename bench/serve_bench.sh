@@ -34,7 +34,7 @@ args=(serve "$model" --port 0 --max-running "$streams")
 [ "$ram" != 0 ] && args+=(--ram "$ram")
 # STRATA_ARGS: more arguments for `strata serve` (e.g. "--device vulkan --vram 1").
 read -r -a extra <<< "${STRATA_ARGS:-}"
-args+=("${extra[@]}")
+args+=(${extra[@]+"${extra[@]}"})
 "$STRATA" "${args[@]}" 2> "$log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -f "$log"' EXIT

@@ -34,7 +34,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
 MODELS=${MODELS:-/work/bench-models}
 
-usage() { sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 model=; prompts="512 4096"; runs=3; ram=6; threads=$(nproc); out=
 while [ $# -gt 0 ]; do
@@ -110,9 +110,9 @@ for r in $(seq 1 "$runs"); do
     sync
     echo 3 > /proc/sys/vm/drop_caches
     log=$out/logs/p$p-r$r
-    show "$strata" generate --model "$model" --prompt-ids "<$p ids>" -n 1 --temperature 0 --ram "$ram" --heat none --threads "$threads" --json --ctx $((p + 16)) "${extra[@]}"
+    show "$strata" generate --model "$model" --prompt-ids "<$p ids>" -n 1 --temperature 0 --ram "$ram" --heat none --threads "$threads" --json --ctx $((p + 16)) ${extra[@]+"${extra[@]}"}
     if "$strata" generate --model "$model" --prompt-ids "$ids" -n 1 --temperature 0 --ram "$ram" --heat none \
-        --threads "$threads" --json --ctx $((p + 16)) "${extra[@]}" > "$log.json" 2> "$log.err"; then
+        --threads "$threads" --json --ctx $((p + 16)) ${extra[@]+"${extra[@]}"} > "$log.json" 2> "$log.err"; then
       "$PY" - "$log.json" "$p" "$r" >> "$out/runs.jsonl" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -52,8 +52,11 @@ rm -rf "$dir" && mkdir -p "$dir/prefix"
 (cd "$dir" && apt-get download -q "${packages[@]}")
 if [ ${#newer[@]} -gt 0 ]; then
   # Debian 13's index in a private apt state (the system's sources untouched).
+  keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+  [ -f "$keyring" ] || { echo "device_deps.sh: $keyring missing (run this on Debian)" >&2; exit 1; }
   apt_dir=$(mktemp -d)
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
+  trap 'rm -rf "$apt_dir"' EXIT
+  echo "deb [signed-by=$keyring] http://deb.debian.org/debian trixie main" \
     > "$apt_dir/sources.list"
   mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache"
   apt_opts=(-oDir::Etc::SourceList="$apt_dir/sources.list" -oDir::Etc::SourceParts=/dev/null

@@ -17,7 +17,9 @@ L=/tmp/llama
 P=/tmp/peer
 if [ "${1:-}" = --wait ]; then
   for b in cuda vulkan; do
-    while [ ! -f "$L/$b.rc" ]; do sleep 5; done
+    [ -f "$L/$b.log" ] || { echo "device_peer.sh: no $b build under $L (start one: bash tools/device_peer.sh)" >&2; exit 1; }
+    for _ in $(seq 180); do [ -f "$L/$b.rc" ] && break; sleep 5; done
+    [ -f "$L/$b.rc" ] || { echo "device_peer.sh: the $b build is still running after 15 minutes" >&2; exit 1; }
     echo "llama.cpp $b: exit $(cat "$L/$b.rc"); $(tail -n 1 "$L/$b.log")"
   done
   exit 0

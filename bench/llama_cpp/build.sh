@@ -103,7 +103,8 @@ if [ "$BACKEND" != cpu ]; then
   else
     backend_flags=(-DGGML_VULKAN=ON ${GLSLC:+-DVulkan_GLSLC_EXECUTABLE="$GLSLC"})
   fi
-  cmake -S "$LLAMA_DIR" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE="$NATIVE" -DLLAMA_OPENSSL=OFF \
+  CC=gcc CXX=g++ cmake -S "$LLAMA_DIR" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE="$NATIVE" -DLLAMA_OPENSSL=OFF \
+    -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_TOOLS=ON "${backend_flags[@]}" >/dev/null
   cmake --build "$build" -j "$JOBS" --target llama-bench

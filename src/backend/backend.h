@@ -219,6 +219,13 @@ class Backend {
     (void)expert;
     return false;
   }
+  // Whether it has (layer, expert) in its own memory now, changing nothing
+  // (for guesses: a held expert needs no read ahead).
+  virtual bool has_expert(int64_t layer, int32_t expert) const {
+    (void)layer;
+    (void)expert;
+    return false;
+  }
   // Whether run_experts() computes many experts in a few dispatches (a GPU):
   // then it is given every expert that is ready at once, never one at a time.
   virtual bool groups_experts() const { return false; }

@@ -117,6 +117,14 @@ int run_generate(const GenerateArgs& a) {
   opt.draft_max = a.draft_flags.draft_max;
   opt.draft_adaptive = !a.draft_flags.fixed;
   if (!a.ignore_eos) opt.stop_tokens = prompts.stop_ids();
+  if (a.warmup) {
+    // Untimed and forgotten, before a session's cache is loaded beside it:
+    // only what it leaves in the device and the caches stays.
+    GenerateOptions once;
+    once.max_new_tokens = 1;
+    Session scratch;
+    generate(*model, prompt, once, scratch);
+  }
   Session session;
   if (!a.session.empty()) {
     std::string why;
@@ -145,13 +153,6 @@ int run_generate(const GenerateArgs& a) {
       }
       first = false;
     };
-  if (a.warmup) {
-    // Untimed and forgotten: only what it leaves in the device and the caches stays.
-    GenerateOptions once;
-    once.max_new_tokens = 1;
-    Session scratch;
-    generate(*model, prompt, once, scratch);
-  }
   GenerateResult r = generate(*model, prompt, opt, session);
   prefill.finish();
   if (!a.session.empty()) save_session(a.session, *model, session);
@@ -239,7 +240,8 @@ void register_generate(CLI::App& app, Action& run) {
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at end-of-sequence tokens");
   cmd->add_flag("--warmup", args->warmup,
                 "Run the prompt once, untimed, before the timed run (weights go up to the GPU, its pipelines are "
-                "built, caches fill), so the stats show steady speed as llama-bench's do");
+                "built, caches fill; its expert uses count in the heat file), so the stats show steady speed as "
+                "llama-bench's do");
   cmd->add_option("--session", args->session,
                   "Session file: a prompt that extends the previous one reuses its KV cache (created if absent)");
   cmd->add_option("--trace", args->trace,

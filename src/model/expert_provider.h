@@ -54,7 +54,7 @@ enum class ExpertVerify { First, Always, Off };
 // What a provider has done so far (all zero for the in-memory one).
 struct ExpertStats {
   uint64_t requests = 0;        // (layer, expert) pairs asked for
-  uint64_t hits = 0;            // of those, already in memory (or in flight from a prefetch)
+  uint64_t hits = 0;            // of those, already in memory (or in flight from a prefetch; or held by the backend)
   uint64_t misses = 0;          // read from a drive on demand
   uint64_t bytes_needed = 0;    // payload bytes of the experts asked for
   uint64_t bytes_read = 0;      // bytes read from drives (demand + prefetch)
@@ -90,6 +90,14 @@ class ExpertProvider {
   // provider owns it, and it lasts until its end() (which the caller always
   // calls, also on an error) or the next fetch().
   virtual ExpertFetch& fetch(int64_t layer, std::span<const int32_t> experts) = 0;
+  // Experts of `layer` the step needs that the backend holds in its own
+  // memory (a GPU's expert cache), so they are not fetched: counted as
+  // requests served from memory and in the heat, as a fetch would count
+  // them. Called just before that layer's fetch() of the others.
+  virtual void note_held(int64_t layer, std::span<const int32_t> experts) {
+    (void)layer;
+    (void)experts;
+  }
   // A guess that `experts` of `layer` come next: a streaming provider may
   // start reading them. Never changes results.
   virtual void prefetch(int64_t layer, std::span<const int32_t> experts) {}

@@ -219,7 +219,12 @@ void Model::prefetch_for(size_t next, Tensor h, size_t n) {
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   const Tensor normed = step_.guess_normed.rows(0, n, hidden);
   backend_->rms_norm(h.rows(0, n, hidden), layers_[next].mlp_norm, n, hidden, static_cast<float>(c.rms_norm_eps), normed);
-  experts_->prefetch(static_cast<int64_t>(next), layers_[next].moe->predict(normed, n, *backend_, step_));
+  const std::span<const int32_t> guess = layers_[next].moe->predict(normed, n, *backend_, step_);
+  // Experts the backend holds (a GPU's VRAM) will not be fetched: no read ahead.
+  step_.guess_reads.clear();
+  for (int32_t e : guess)
+    if (!backend_->has_expert(static_cast<int64_t>(next), e)) step_.guess_reads.push_back(e);
+  experts_->prefetch(static_cast<int64_t>(next), step_.guess_reads);
 }
 
 bool Model::prefill(std::span<const int32_t> tokens, size_t from, KvCache& cache, float* logits,

@@ -169,6 +169,7 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
   step.wanted.clear();
   for (int32_t e : step.unique)
     (shapes_ && b.holds_expert(layer_, e) ? step.held : step.wanted).push_back(e);
+  if (!step.held.empty()) experts_.note_held(layer_, step.held);
   ExpertFetch& fetch = experts_.fetch(layer_, step.wanted);
   // Its experts are released however this block ends.
   struct EndFetch {

@@ -81,6 +81,8 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
   first.resize(z.experts);
   next.resize(z.experts);
   unique.reserve(z.experts);
+  held.reserve(z.experts);
+  wanted.reserve(z.experts);
   slot_rows.resize(slots);
   gather.resize(slots);
   jobs.reserve(z.experts);
@@ -88,6 +90,7 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
   guess_ids.resize(z.guess_rows * z.experts_per_token);
   guess_weights.resize(z.guess_rows * z.experts_per_token);
   guess.reserve(z.experts);
+  guess_reads.reserve(z.experts);
   guess_count.resize(z.experts);
   guess_best.resize(z.experts);
   selected.reserve(rows);

@@ -78,6 +78,7 @@ struct StepState {
   std::vector<int32_t> guess_ids;  // [guess_rows × k]
   std::vector<float> guess_weights;
   std::vector<int32_t> guess;      // the guessed experts, likeliest first
+  std::vector<int32_t> guess_reads;  // of those, the ones the backend does not hold
   std::vector<uint32_t> guess_count;  // per expert: rows that picked it in the guess
   std::vector<float> guess_best;   // per expert: its best weight in the guess
   std::vector<uint32_t> selected;  // rows whose logits are wanted

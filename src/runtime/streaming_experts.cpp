@@ -399,6 +399,22 @@ ExpertFetch& StreamingExpertProvider::fetch(int64_t layer, std::span<const int32
   }
 }
 
+void StreamingExpertProvider::note_held(int64_t layer, std::span<const int32_t> experts) {
+  // The fetch() that follows for the same layer ends the prediction's count.
+  const bool predicted = predicted_for_ == layer;
+  for (int32_t e : experts) {
+    if (predicted) stats_.predicted_right += std::binary_search(predicted_layer_.begin(), predicted_layer_.end(), e);
+    ++stats_.requests;
+    ++stats_.hits;
+    stats_.bytes_needed += catalog_.at(layer, e).payload_bytes;
+    if (!seen_[layer][e]) {
+      seen_[layer][e] = 1;
+      stats_.unique_bytes += catalog_.at(layer, e).payload_bytes;
+    }
+    note_use(layer, e);
+  }
+}
+
 ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const int32_t> experts) {
   fetch_.reset();  // a fetch left open ends here
   poll_reads();

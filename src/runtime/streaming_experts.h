@@ -54,6 +54,7 @@ class StreamingExpertProvider : public ExpertProvider {
   ~StreamingExpertProvider() override;
 
   ExpertFetch& fetch(int64_t layer, std::span<const int32_t> experts) override;
+  void note_held(int64_t layer, std::span<const int32_t> experts) override;
   void prefetch(int64_t layer, std::span<const int32_t> experts) override;
   bool wants_prefetch() const override { return true; }
   bool streams() const override { return true; }

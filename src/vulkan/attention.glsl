@@ -20,6 +20,7 @@ uint cache_slot(RowRef r, uint pos) { return r.ring != 0 ? pos % r.ring : pos; }
 // when interleaved, else (x[i], x[i + half]); the result de-interleaved.
 // Called by every invocation of a workgroup (lanes 0-15 work; the pairs go
 // through shared memory, as the result overwrites what they were read from).
+#ifdef ROTATE16
 shared float rotate_pairs[2][512];  // the pairs: half_ <= 512 (Rope::kMaxDim)
 
 void rotate16(Floats x, uint at, uint half_, Floats rot, uint c0, bool interleaved) {
@@ -41,3 +42,4 @@ void rotate16(Floats x, uint at, uint half_, Floats rot, uint c0, bool interleav
     }
   sync_workgroup();
 }
+#endif

@@ -7,6 +7,7 @@
 
 layout(local_size_x = 16) in;
 #include "lanes16.glsl"
+#define ROTATE16  // this shader rotates (attention.glsl)
 #include "attention.glsl"
 
 layout(push_constant) uniform Push {

@@ -61,7 +61,10 @@ layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Wor
 
 shared uint tile[WINDOW_BYTES / 4u];
 shared float xw[ROWS][WINDOW * 32u];  // the window's columns of x's rows
-shared float sums[ROWS][WINDOW][16], xsums[ROWS][WINDOW][16], scales[WINDOW][16], mins[WINDOW][16];
+shared float sums[ROWS][WINDOW][16], scales[WINDOW][16];
+#if FMT == FMT_IL_Q4_K
+shared float xsums[ROWS][WINDOW][16], mins[WINDOW][16];
+#endif
 
 uint tile_byte(uint k) { return (tile[k >> 2] >> (8u * (k & 3u))) & 0xFFu; }
 uint tile_u16(uint k) { return tile_byte(k) | (tile_byte(k + 1u) << 8); }
@@ -145,7 +148,9 @@ void main() {
       }
       for (uint r = 0; r < ROWS; ++r) {
         sums[r][j][rr] = s[r];
+#if FMT == FMT_IL_Q4_K
         xsums[r][j][rr] = xs[r];
+#endif
       }
     }
     barrier();

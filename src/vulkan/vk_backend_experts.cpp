@@ -52,6 +52,10 @@ bool VulkanBackend::holds_expert(int64_t layer, int32_t expert) {
          experts_->find(ExpertCache::key(layer, expert), epoch_) != nullptr;
 }
 
+bool VulkanBackend::has_expert(int64_t layer, int32_t expert) const {
+  return layer >= 0 && expert >= 0 && experts_->budget() > 0 && experts_->contains(ExpertCache::key(layer, expert));
+}
+
 ExpertCache::Entry VulkanBackend::expert_weights(const ExpertJob& job) {
   const ExpertWeights& e = *job.weights;
   const std::array<const kernels::WeightMatrix*, 4> mats = e.matrices();

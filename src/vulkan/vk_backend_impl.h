@@ -28,6 +28,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   int threads() const override { return 1; }
   bool groups_experts() const override { return true; }
   bool holds_expert(int64_t layer, int32_t expert) override;
+  bool has_expert(int64_t layer, int32_t expert) const override;
 
   Tensor allocate(uint64_t size) override;
   void release_tensors() override;

@@ -101,6 +101,8 @@ DeviceInfo describe(VkPhysicalDevice pd, uint32_t index) {
     if (!f.f2.features.shaderInt16) missing.push_back("shaderInt16");
   }
   if (p.limits.maxPushConstantsSize < 128) missing.push_back("128 bytes of push constants");
+  // linear_il.comp takes about 22 KiB (Q4_K: 27 KiB); Vulkan promises 16.
+  if (p.limits.maxComputeSharedMemorySize < 32768) missing.push_back("32 KiB of shared memory for compute");
   if (compute_family(pd) < 0) missing.push_back("a compute queue");
   for (size_t i = 0; i < missing.size(); ++i) d.unusable += (i ? ", " : "lacks ") + missing[i];
   return d;

@@ -6,8 +6,8 @@
 // What strata needs of a device (checked when it is opened, each missing one
 // named in the error): Vulkan 1.2, buffer device addresses (shaders reach all
 // memory by address, no descriptors), 8- and 16-bit storage (weights are read
-// byte by byte), 8- and 16-bit integer arithmetic in shaders, and 128 bytes of
-// push constants.
+// byte by byte), 8- and 16-bit integer arithmetic in shaders, 128 bytes of
+// push constants and 32 KiB of shared memory for a workgroup.
 #include <cstdint>
 #include <memory>
 #include <string>

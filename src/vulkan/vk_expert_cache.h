@@ -32,6 +32,8 @@ class ExpertCache {
   }
   // The cached expert (marked used in `epoch`), or null.
   const Entry* find(uint64_t key, uint64_t epoch);
+  // Whether it holds the expert (marking nothing).
+  bool contains(uint64_t key) const { return where_.count(key) != 0; }
   // Room for an expert of `bytes` (its arrays, each 256-aligned): a free
   // slot of that size, a new one within the budget, or the least recently
   // used one of that size; null when there is none (every slot of the size
