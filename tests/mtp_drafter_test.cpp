@@ -235,6 +235,47 @@ TEST(MtpDrafter, ProposesTheReferenceArgmaxWithThePromptInChunksOrWhole) {
   }
 }
 
+// A stream that observed many tokens without proposing keeps only the last
+// 32 rows waiting; its next proposal restarts its cache at them, positions
+// shifted, and so proposes exactly what a fresh stream handed only those rows
+// proposes (runtime/mtp_drafter.cpp, kWindowRows). Any hidden states will do:
+// random ones here.
+TEST(MtpDrafter, FarBehindItProposesAsAFreshStreamOfTheLastWindow) {
+  auto m = load(kFixture);
+  const size_t width = static_cast<size_t>(m->config().hidden_size);
+  const int64_t L = 90, prompt = 17, window = 32;
+  std::vector<int32_t> tokens;
+  for (int64_t i = 0; i < L; ++i) tokens.push_back(static_cast<int32_t>(3 + (i * 37) % 200));
+  std::vector<float> hidden(static_cast<size_t>(L) * width);
+  uint32_t state = 12345;
+  for (float& v : hidden) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<float>(state >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
+  }
+  auto rows = [&](int64_t from, int64_t n) {
+    return std::span<const float>(hidden).subspan(static_cast<size_t>(from) * width, static_cast<size_t>(n) * width);
+  };
+  auto mtp = make_mtp_drafter(*m);
+  const SamplingParams greedy;
+  auto behind = mtp->start(greedy);
+  const std::span<const int32_t> all(tokens);
+  behind->observe(all.first(prompt), 0, rows(0, prompt - 1));
+  std::vector<int32_t> first;
+  behind->propose(all.first(prompt), 0, 3, first);
+  ASSERT_FALSE(first.empty());
+  // Drafting off for L - prompt - 1 tokens: each one's row is handed over, nothing proposed.
+  for (int64_t size = prompt + 1; size <= L; ++size) behind->observe(all.first(size), size - 2, rows(size - 2, 1));
+  std::vector<int32_t> got;
+  behind->propose(all, 0, 4, got);
+
+  auto fresh = mtp->start(greedy);
+  fresh->observe(all, L - 1 - window, rows(L - 1 - window, window));
+  std::vector<int32_t> want;
+  fresh->propose(all, 0, 4, want);
+  ASSERT_EQ(want.size(), 4u);
+  EXPECT_EQ(got, want);
+}
+
 // A stream that reads hidden states and fails in its third observe(): that
 // sequence drafts no more (one warning), its rows ask for no more hidden
 // states, and its output is that of no drafting.
