@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend.h"
@@ -274,30 +275,45 @@ TEST(VulkanOps, GatherAndCombineGiveTheCpusBits) {
   }
 }
 
+// Routing on the GPU (route.comp) chooses the CPU's experts from the same
+// logits (random ones: no ties) and weighs them within the last places (the
+// GPU's exp); a row's routing is the same bits alone and in a batch. A
+// DeepSeek-sized router (256 experts in 8 groups) and a small one.
 TEST(VulkanOps, RoutingChoosesTheCpusExperts) {
   const size_t n = 6;
-  Pair p(limits(n, 64));
-  RouteSpec specs[3];
-  specs[0].kind = RouteSpec::Kind::SigmoidGroup;
-  specs[0].groups = 4;
-  specs[0].topk_groups = 2;
-  specs[0].normalize = true;
-  specs[0].scale = 2.5f;
-  specs[1].kind = RouteSpec::Kind::Softmax;
-  specs[1].normalize = true;
-  specs[2].kind = RouteSpec::Kind::TopkSoftmax;
-  const std::vector<float> bias = random_vector(16, 8);
-  for (RouteSpec& s : specs) {
-    s.experts = 16;
-    s.k = 4;
-    s.bias = bias.data();
-    auto [cl, vl] = p.put2(random_vector(n * 16, 11));
-    std::vector<int32_t> cid(n * 4), vid(n * 4);
-    std::vector<float> cw(n * 4), vw(n * 4);
-    p.cpu->route(s, cl, n, cid.data(), cw.data());
-    p.vk->route(s, vl, n, vid.data(), vw.data());
-    EXPECT_EQ(cid, vid);
-    expect_same_bits(cw, vw, "route weights");
+  for (const auto& [experts, k, groups] : {std::tuple{16, 4, 4}, std::tuple{256, 8, 8}}) {
+    StepLimits l = limits(n, 64);
+    l.experts = static_cast<size_t>(experts);
+    l.experts_per_token = static_cast<size_t>(k);
+    Pair p(l);
+    RouteSpec specs[3];
+    specs[0].kind = RouteSpec::Kind::SigmoidGroup;
+    specs[0].groups = groups;
+    specs[0].topk_groups = groups / 2;
+    specs[0].normalize = true;
+    specs[0].scale = 2.5f;
+    specs[1].kind = RouteSpec::Kind::Softmax;
+    specs[1].normalize = true;
+    specs[2].kind = RouteSpec::Kind::TopkSoftmax;
+    const std::vector<float> bias = random_vector(static_cast<size_t>(experts), 8);
+    for (RouteSpec& s : specs) {
+      s.experts = experts;
+      s.k = k;
+      s.bias = bias.data();
+      const std::string what = "route kind " + std::to_string(static_cast<int>(s.kind)) + " over " +
+                               std::to_string(experts);
+      const std::vector<float> logits = random_vector(n * static_cast<size_t>(experts), 11);
+      auto [cl, vl] = p.put2(logits);
+      std::vector<int32_t> cid(n * k), vid(n * k), one_id(k);
+      std::vector<float> cw(n * k), vw(n * k), one_w(k);
+      p.cpu->route(s, cl, n, cid.data(), cw.data());
+      p.vk->route(s, vl, n, vid.data(), vw.data());
+      EXPECT_EQ(cid, vid) << what;
+      expect_close(cw, vw, 1e-6, what + " weights");
+      p.vk->route(s, vl.rows(3, 1, static_cast<uint64_t>(experts)), 1, one_id.data(), one_w.data());
+      EXPECT_EQ(std::vector<int32_t>(vid.begin() + 3 * k, vid.begin() + 4 * k), one_id) << what;
+      expect_same_bits(std::vector<float>(vw.begin() + 3 * k, vw.begin() + 4 * k), one_w, what + " row 3 alone");
+    }
   }
 }
 

@@ -135,7 +135,8 @@ void VulkanBackend::plan(const StepLimits& l) {
   expert_act_ = take(expert_act_floats(l));
   scores_ = take(score_floats(l));
   mla_ = take(mla_floats(l));
-  scratch_floats_ = expert_act_.size + scores_.size + mla_.size;
+  route_ = take(std::max<uint64_t>(2 * l.rows * l.experts_per_token, 1));
+  scratch_floats_ = expert_act_.size + scores_.size + mla_.size + route_.size;
 }
 
 uint64_t VulkanBackend::allocated_bytes() const { return tensor_bytes_ + scratch_floats_ * sizeof(float); }

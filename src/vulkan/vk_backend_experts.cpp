@@ -12,10 +12,30 @@
 namespace strata::vk {
 
 void VulkanBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* ids, float* weights) {
-  if (static_cast<size_t>(spec.experts) > limits_.experts || spec.k > spec.experts || spec.k < 1)
+  if (static_cast<size_t>(spec.experts) > limits_.experts || spec.k > spec.experts || spec.k < 1 ||
+      static_cast<size_t>(spec.k) > limits_.experts_per_token)
     throw Error("internal: routing over more experts than planned");
-  // The host needs the chosen ids anyway (to fetch the experts), so the
-  // logits come back and the choice is the CPU's, from the same logits.
+  const bool grouped = spec.kind == RouteSpec::Kind::SigmoidGroup;
+  if (n > 0 && spec.experts <= 1024 && spec.k <= 64 && spec.groups <= 64 && (!grouped || spec.bias)) {
+    // On the GPU (route.comp): the ids and weights come back, not the logits.
+    const uint64_t count = n * static_cast<uint64_t>(spec.k), E = static_cast<uint64_t>(spec.experts);
+    const uint64_t out = route_.piece.address;
+    struct {
+      uint64_t logits, bias, ids, weights;
+      uint32_t experts, k, groups, topk_groups, kind, normalize;
+      float scale;
+    } push{address(logits.slice(0, n * E)), grouped ? weights_->address(spec.bias, E * sizeof(float)) : 0, out,
+           out + count * sizeof(int32_t), static_cast<uint32_t>(E), static_cast<uint32_t>(spec.k),
+           static_cast<uint32_t>(spec.groups), static_cast<uint32_t>(spec.topk_groups),
+           static_cast<uint32_t>(spec.kind), spec.normalize ? 1u : 0u, spec.scale};
+    stream_->dispatch("route", push, static_cast<uint32_t>(n));
+    std::vector<uint8_t> back(count * 8);
+    copy_out(route_.piece.buffer, route_.piece.offset, route_.piece.mapped, back.data(), back.size());
+    std::memcpy(ids, back.data(), count * sizeof(int32_t));
+    std::memcpy(weights, back.data() + count * sizeof(int32_t), count * sizeof(float));
+    return;
+  }
+  // Past route.comp's sizes: the logits come back and the host chooses.
   std::vector<float> all(n * static_cast<size_t>(spec.experts));
   download(logits.slice(0, all.size()), all.data());
   std::vector<float> floats(route_scratch_floats(spec.experts));

@@ -166,6 +166,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   Slot expert_act_;  // the planned activations of one expert job: gate, up (fused: gate_up too)
   Slot scores_;      // attention scores: score_rows() rows × heads × (context + 1)
   Slot mla_;         // MLA's absorbed queries, rotated queries and attended latents
+  Slot route_;       // route.comp's ids, then weights: rows × experts_per_token each
   std::unique_ptr<Buffer> readback_;
   std::unique_ptr<ExpertCache> experts_;
   DeviceExpertStats expert_stats_;

@@ -1,0 +1,205 @@
+#version 450
+// Routing (backend.h RouteSpec; backend/host_routing.h's order) for one row
+// per workgroup of 64, ids and weights written where the host (or later ops)
+// read them:
+//   SigmoidGroup: score = sigmoid(logit), choice = score + bias; with groups,
+//     a group's score is the sum of its two best choices, the topk_groups best
+//     groups stay and the others' choices become -inf; the k best choices;
+//     weights = their scores, summed in order (+ 1e-20) and divided by the sum
+//     when normalizing, then times scale.
+//   Softmax: probabilities (max, e^(x - max), a fixed tree's sum, times its
+//     inverse); the k most probable; weights = theirs, divided by their sum
+//     (in order) when normalizing.
+//   TopkSoftmax: the k largest logits; weights = the softmax of those k.
+// Every choice is the largest value not yet taken, ties to the lower index.
+// Each row alone, in a fixed order: a row's routing does not depend on the
+// others in its batch. exp() is the GPU's, so weights may differ from the
+// host's in the last places.
+#include "common.glsl"
+
+layout(local_size_x = 64) in;
+
+#define MAX_EXPERTS 1024u
+#define MAX_K 64u
+#define MAX_GROUPS 64u
+#define NONE 0xFFFFFFFFu
+
+layout(push_constant) uniform Push {
+  Floats logits;   // n × experts
+  Floats bias;     // SigmoidGroup's, experts values
+  Ints ids;        // n × k
+  Floats weights;  // n × k
+  uint experts, k, groups, topk_groups;
+  uint kind;  // 0 SigmoidGroup, 1 Softmax, 2 TopkSoftmax (RouteSpec::Kind)
+  uint normalize;
+  float scale;
+} p;
+
+shared float value[MAX_EXPERTS];   // what the weights are taken from
+shared float choice[MAX_EXPERTS];  // what the choice is made on
+shared uint taken[MAX_EXPERTS];
+shared float best_value[64];
+shared uint best_index[64];
+shared uint chosen[MAX_K];
+shared float group_score[MAX_GROUPS];
+shared uint keep_group[MAX_GROUPS];
+
+// Whether (v, i) comes before (bv, bi) in the choice order.
+bool before(float v, uint i, float bv, uint bi) {
+  if (i == NONE) return false;
+  if (bi == NONE) return true;
+  return v > bv || (v == bv && i < bi);
+}
+
+// The first of choice[] in that order not yet taken, by all 64 invocations.
+uint first_untaken(uint n) {
+  const uint t = gl_LocalInvocationID.x;
+  float bv = 0.0;
+  uint bi = NONE;
+  for (uint e = t; e < n; e += 64u)
+    if (taken[e] == 0u && before(choice[e], e, bv, bi)) {
+      bv = choice[e];
+      bi = e;
+    }
+  best_value[t] = bv;
+  best_index[t] = bi;
+  barrier();
+  for (uint w = 32u; w >= 1u; w /= 2u) {
+    if (t < w && before(best_value[t + w], best_index[t + w], best_value[t], best_index[t])) {
+      best_value[t] = best_value[t + w];
+      best_index[t] = best_index[t + w];
+    }
+    barrier();
+  }
+  const uint found = best_index[0];
+  barrier();
+  return found;
+}
+
+// A fixed tree over the 64 invocations' partials (max when take_max, else the sum).
+float fold64(float v, bool take_max) {
+  const uint t = gl_LocalInvocationID.x;
+  best_value[t] = v;
+  barrier();
+  for (uint w = 32u; w >= 1u; w /= 2u) {
+    if (t < w) {
+      precise float s = take_max ? max(best_value[t], best_value[t + w]) : best_value[t] + best_value[t + w];
+      best_value[t] = s;
+    }
+    barrier();
+  }
+  const float total = best_value[0];
+  barrier();
+  return total;
+}
+
+void main() {
+  const uint r = gl_WorkGroupID.x, t = gl_LocalInvocationID.x, E = p.experts, K = p.k;
+  const uint row = r * E;
+  for (uint e = t; e < E; e += 64u) {
+    const float logit = p.logits.v[row + e];
+    taken[e] = 0u;
+    if (p.kind == 0u) {
+      const float s = sigmoid(logit);
+      precise float c = s + p.bias.v[e];
+      value[e] = s;
+      choice[e] = c;
+    } else {
+      value[e] = logit;
+      choice[e] = logit;
+    }
+  }
+  barrier();
+  if (p.kind == 1u) {
+    float m = -3.402823466e38;
+    for (uint e = t; e < E; e += 64u) m = max(m, value[e]);
+    m = fold64(m, true);
+    precise float part = 0.0;
+    for (uint e = t; e < E; e += 64u) {
+      precise float x = exp(value[e] - m);
+      value[e] = x;
+      part = part + x;
+    }
+    precise float inv = 1.0 / fold64(part, false);
+    for (uint e = t; e < E; e += 64u) {
+      precise float x = value[e] * inv;
+      value[e] = x;
+      choice[e] = x;
+    }
+    barrier();
+  }
+  if (p.kind == 0u && p.groups > 1u) {
+    const uint G = p.groups, per = E / G;
+    if (t < G) {
+      uint b0 = NONE, b1 = NONE;
+      float v0 = 0.0, v1 = 0.0;
+      for (uint e = t * per; e < (t + 1u) * per; ++e) {
+        if (before(choice[e], e, v0, b0)) {
+          v1 = v0;
+          b1 = b0;
+          v0 = choice[e];
+          b0 = e;
+        } else if (before(choice[e], e, v1, b1)) {
+          v1 = choice[e];
+          b1 = e;
+        }
+      }
+      precise float g = v0 + v1;
+      group_score[t] = g;
+      keep_group[t] = 0u;
+    }
+    barrier();
+    if (t == 0u)
+      for (uint j = 0; j < p.topk_groups; ++j) {
+        uint bi = NONE;
+        float bv = 0.0;
+        for (uint g = 0; g < G; ++g)
+          if (keep_group[g] == 0u && before(group_score[g], g, bv, bi)) {
+            bv = group_score[g];
+            bi = g;
+          }
+        keep_group[bi] = 1u;
+      }
+    barrier();
+    for (uint e = t; e < E; e += 64u)
+      if (keep_group[e / per] == 0u) choice[e] = uintBitsToFloat(0xFF800000u);  // -inf
+    barrier();
+  }
+  for (uint j = 0; j < K; ++j) {
+    const uint id = first_untaken(E);
+    if (t == 0u) {
+      chosen[j] = id;
+      taken[id] = 1u;
+    }
+    barrier();
+  }
+  if (t != 0u) return;
+  const uint at = r * K;
+  if (p.kind == 2u) {
+    float m = value[chosen[0]];
+    for (uint j = 1; j < K; ++j) m = max(m, value[chosen[j]]);
+    precise float sum = 0.0;
+    for (uint j = 0; j < K; ++j) {
+      precise float x = exp(value[chosen[j]] - m);
+      p.weights.v[at + j] = x;
+      sum = sum + x;
+    }
+    precise float inv = 1.0 / sum;
+    for (uint j = 0; j < K; ++j) {
+      precise float x = p.weights.v[at + j] * inv;
+      p.weights.v[at + j] = x;
+      p.ids.v[at + j] = int(chosen[j]);
+    }
+    return;
+  }
+  precise float sum = 0.0;
+  for (uint j = 0; j < K; ++j) sum = sum + value[chosen[j]];
+  precise float denom = p.kind == 0u ? sum + 1e-20 : sum;
+  for (uint j = 0; j < K; ++j) {
+    precise float w = value[chosen[j]];
+    if (p.normalize != 0u) w = w / denom;
+    if (p.kind == 0u) w = w * p.scale;
+    p.weights.v[at + j] = w;
+    p.ids.v[at + j] = int(chosen[j]);
+  }
+}
