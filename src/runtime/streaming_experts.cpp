@@ -404,15 +404,19 @@ void StreamingExpertProvider::note_held(int64_t layer, std::span<const int32_t> 
   const bool predicted = predicted_for_ == layer;
   for (int32_t e : experts) {
     if (predicted) stats_.predicted_right += std::binary_search(predicted_layer_.begin(), predicted_layer_.end(), e);
-    ++stats_.requests;
+    note_request(layer, e);
     ++stats_.hits;
-    stats_.bytes_needed += catalog_.at(layer, e).payload_bytes;
-    if (!seen_[layer][e]) {
-      seen_[layer][e] = 1;
-      stats_.unique_bytes += catalog_.at(layer, e).payload_bytes;
-    }
-    note_use(layer, e);
   }
+}
+
+void StreamingExpertProvider::note_request(int64_t layer, int32_t e) {
+  ++stats_.requests;
+  stats_.bytes_needed += catalog_.at(layer, e).payload_bytes;
+  if (!seen_[layer][e]) {
+    seen_[layer][e] = 1;
+    stats_.unique_bytes += catalog_.at(layer, e).payload_bytes;
+  }
+  note_use(layer, e);
 }
 
 ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const int32_t> experts) {
@@ -430,13 +434,7 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
   std::vector<int> hit(experts.size(), -1);
   for (size_t i = 0; i < experts.size(); ++i) {
     const int32_t e = experts[i];
-    ++stats_.requests;
-    stats_.bytes_needed += catalog_.at(layer, e).payload_bytes;
-    if (!seen_[layer][e]) {
-      seen_[layer][e] = 1;
-      stats_.unique_bytes += catalog_.at(layer, e).payload_bytes;
-    }
-    note_use(layer, e);
+    note_request(layer, e);
     auto it = where_.find(key(layer, e));
     if (it == where_.end()) continue;
     Slot& s = slots_[it->second];

@@ -97,6 +97,8 @@ class StreamingExpertProvider : public ExpertProvider {
   int choose_victim(bool for_prefetch, double guess_score) const;
   double score(int64_t layer, int64_t expert) const { return freq_[layer][expert]; }
   void note_use(int64_t layer, int64_t expert);
+  // One request for (layer, e): the counts, the distinct bytes, the heat.
+  void note_request(int64_t layer, int32_t e);
   // Empties a slot that where_ no longer names.
   void free_slot(Slot& slot);
   // Applies landed completions (throws strata::Error on a failed read, but
