@@ -286,7 +286,7 @@ TEST(VulkanOps, RoutingChoosesTheCpusExperts) {
     l.experts = static_cast<size_t>(experts);
     l.experts_per_token = static_cast<size_t>(k);
     Pair p(l);
-    RouteSpec specs[3];
+    RouteSpec specs[5];
     specs[0].kind = RouteSpec::Kind::SigmoidGroup;
     specs[0].groups = groups;
     specs[0].topk_groups = groups / 2;
@@ -295,14 +295,21 @@ TEST(VulkanOps, RoutingChoosesTheCpusExperts) {
     specs[1].kind = RouteSpec::Kind::Softmax;
     specs[1].normalize = true;
     specs[2].kind = RouteSpec::Kind::TopkSoftmax;
-    const std::vector<float> bias = random_vector(static_cast<size_t>(experts), 8);
+    specs[3] = specs[0];
+    specs[3].normalize = false;
+    specs[4] = specs[1];
+    specs[4].normalize = false;
+    std::vector<float> bias = random_vector(static_cast<size_t>(experts), 8);
+    // Ties, exact on both sides: experts 2, 5 and 9 alike, the largest of row 0.
+    bias[5] = bias[9] = bias[2];
     for (RouteSpec& s : specs) {
       s.experts = experts;
       s.k = k;
       s.bias = bias.data();
       const std::string what = "route kind " + std::to_string(static_cast<int>(s.kind)) + " over " +
                                std::to_string(experts);
-      const std::vector<float> logits = random_vector(n * static_cast<size_t>(experts), 11);
+      std::vector<float> logits = random_vector(n * static_cast<size_t>(experts), 11);
+      logits[2] = logits[5] = logits[9] = 40.0f;
       auto [cl, vl] = p.put2(logits);
       std::vector<int32_t> cid(n * k), vid(n * k), one_id(k);
       std::vector<float> cw(n * k), vw(n * k), one_w(k);

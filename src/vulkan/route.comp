@@ -13,8 +13,10 @@
 //   TopkSoftmax: the k largest logits; weights = the softmax of those k.
 // Every choice is the largest value not yet taken, ties to the lower index.
 // Each row alone, in a fixed order: a row's routing does not depend on the
-// others in its batch. exp() is the GPU's, so weights may differ from the
-// host's in the last places.
+// others in its batch. exp(), and so sigmoid and the probabilities, are the
+// GPU's: weights may differ from the host's in the last places, and so may a
+// choice between experts whose scores are that close (the CPU's choice from
+// the same logits otherwise).
 #include "common.glsl"
 
 layout(local_size_x = 64) in;

@@ -123,10 +123,12 @@ uint64_t score_floats(const StepLimits& l) {
 uint64_t mla_floats(const StepLimits& l) {
   return static_cast<uint64_t>(l.rows) * l.heads * (2 * l.latent + l.latent_rope);
 }
+// route.comp's output: a step's ids, then its weights.
+uint64_t route_floats(const StepLimits& l) { return std::max<uint64_t>(2 * l.rows * l.experts_per_token, 1); }
 }  // namespace
 
 uint64_t VulkanBackend::scratch_bytes(const StepLimits& l) const {
-  return (expert_act_floats(l) + score_floats(l) + mla_floats(l)) * sizeof(float);
+  return (expert_act_floats(l) + score_floats(l) + mla_floats(l) + route_floats(l)) * sizeof(float);
 }
 
 void VulkanBackend::plan(const StepLimits& l) {
@@ -135,7 +137,7 @@ void VulkanBackend::plan(const StepLimits& l) {
   expert_act_ = take(expert_act_floats(l));
   scores_ = take(score_floats(l));
   mla_ = take(mla_floats(l));
-  route_ = take(std::max<uint64_t>(2 * l.rows * l.experts_per_token, 1));
+  route_ = take(route_floats(l));
   scratch_floats_ = expert_act_.size + scores_.size + mla_.size + route_.size;
 }
 

@@ -12,6 +12,7 @@
 namespace strata::vk {
 
 void VulkanBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* ids, float* weights) {
+  check_step(n);  // route_ holds a step's rows
   if (static_cast<size_t>(spec.experts) > limits_.experts || spec.k > spec.experts || spec.k < 1 ||
       static_cast<size_t>(spec.k) > limits_.experts_per_token)
     throw Error("internal: routing over more experts than planned");
