@@ -99,6 +99,32 @@ TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
   EXPECT_GT(all.stats.device.hits, 0u);
   ASSERT_GT(all.stats.device.uploads, 0u);
   EXPECT_EQ(all.stats.device.staged, 0u);
+  {
+    // Experts the GPU holds run from their VRAM copies without a fetch: a
+    // second pass over the same text (same tokens, so the same experts; the
+    // RAM cache holds three) reads nothing from the drive and misses nothing,
+    // yet asks for every expert (counted as held), with the first pass's bits.
+    LoadOptions h = o;
+    h.prefetch = LoadOptions::Prefetch::Off;  // a wrong guess would read an expert no pass uses
+    h.threads = 2;
+    h.heat = "none";
+    auto m = load_model(dir, h);
+    GenerateOptions g;
+    g.max_new_tokens = 6;
+    g.keep_logits = true;
+    g.sampling = {1.0f, 11};
+    const GenerateResult first = generate(*m, {5, 17, 3, 42, 9}, g);
+    const ExpertStats a = m->expert_stats();
+    const GenerateResult second = generate(*m, {5, 17, 3, 42, 9}, g);
+    const ExpertStats b = m->expert_stats();
+    expect_same_bits(first.tokens, first.logits, second.tokens, second.logits);
+    ASSERT_GT(a.requests, 0u);
+    EXPECT_EQ(b.bytes_read, a.bytes_read);
+    EXPECT_EQ(b.misses, a.misses);
+    EXPECT_GT(b.requests, a.requests);
+    EXPECT_EQ(b.requests, b.hits + b.misses);
+    EXPECT_GT(b.device.hits, a.device.hits);
+  }
   // An expert's bytes, and room for its arrays' alignment (256 each).
   const uint64_t expert = all.stats.device.bytes_uploaded / all.stats.device.uploads + 12 * 256;
   o.device.vram_bytes = static_cast<int64_t>(3 * expert);
