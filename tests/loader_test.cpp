@@ -74,6 +74,32 @@ TEST(Loader, TheBudgetHoldsAKvCacheForEverySequence) {
   EXPECT_NE(why.find("each of 8 sequences"), std::string::npos) << why;
 }
 
+// A model with recurrent state (Kimi K3's KDA layers) keeps copies of its
+// states: one for a kept session, and with a drafter one per sequence from
+// before each drafted step (rolled back on a rejection). Both count in the
+// KV budget; a model without recurrent state keeps none.
+TEST(Loader, TheBudgetHoldsTheStateSnapshotsOfSessionsAndDrafting) {
+  LoadOptions o;
+  o.ram_bytes = 1;
+  o.raise_ram_to_least = true;
+  o.context = 128;
+  o.sequences = 3;
+  auto plain = load_model(kModels / "k3_bf16", o);
+  const uint64_t snapshot = plain->cache_snapshot_bytes(), kv = plain->memory_plan().kv;
+  ASSERT_GT(snapshot, 0u);
+  o.drafting = true;
+  EXPECT_EQ(load_model(kModels / "k3_bf16", o)->memory_plan().kv, kv + 3 * snapshot);
+  o.keep_session = true;
+  EXPECT_EQ(load_model(kModels / "k3_bf16", o)->memory_plan().kv, kv + 4 * snapshot);
+  o.drafting = false;
+  EXPECT_EQ(load_model(kModels / "k3_bf16", o)->memory_plan().kv, kv + snapshot);
+  LoadOptions q = o;
+  q.keep_session = false;
+  const uint64_t qwen = load_model(kModels / "qwen_gqa", q)->memory_plan().kv;
+  q.drafting = true;
+  EXPECT_EQ(load_model(kModels / "qwen_gqa", q)->memory_plan().kv, qwen);
+}
+
 // Too little memory available even to stream it: refused before anything
 // is read, naming the least that works. (A model streamed because it does
 // not fit: BiggerThanMemory in cli_first_hour_test.cpp, on a model whose

@@ -19,7 +19,9 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& f) {
 DraftSetup load_draft(const DraftFlags& f, LoadOptions& target) {
   if (f.draft_max < 0 || f.draft_max > 15) throw Error("--draft-max must be in [0, 15]");
   DraftSetup s;
-  if (f.draft.empty() || f.draft == "ngram" || f.draft_max == 0) return s;
+  if (f.draft.empty() || f.draft_max == 0) return s;
+  target.drafting = true;  // recurrent states are kept from before each drafted step
+  if (f.draft == "ngram") return s;
   if (f.draft == "mtp") {
     target.mtp_draft = true;  // its caches are budgeted with the target's
     return s;

@@ -24,6 +24,15 @@ namespace strata {
 
 namespace {
 
+// Copies of a recurrent model's states held beside its caches: a kept
+// session's (its state at the prompt's end, runtime/session.h) and, with a
+// drafter, each sequence's from before a drafted step. Zero for a model
+// without recurrent state.
+uint64_t state_snapshot_bytes(const Model& model, const LoadOptions& o) {
+  const uint64_t copies = (o.keep_session ? 1u : 0u) + (o.drafting ? static_cast<uint64_t>(o.sequences) : 0u);
+  return copies * model.cache_snapshot_bytes();
+}
+
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr int64_t kMinStepRows = 16, kMaxStepRows = 4096;
 constexpr uint64_t kMinStepShare = 128 * kMiB;
@@ -153,7 +162,7 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   // Every sequence that may run at once holds a cache at the full context; a
   // kept session of a model with recurrent state also holds a copy of the
   // states (its snapshot at the prompt's end, runtime/session.h).
-  const uint64_t snapshot = options.keep_session ? model.cache_snapshot_bytes() : 0;
+  const uint64_t snapshot = state_snapshot_bytes(model, options);
   plan.kv = model.cache_bytes_at_context() * static_cast<uint64_t>(options.sequences) + snapshot;
   // The hidden states of a step's rows: a prompt chunk as wide as the step
   // may become (the budget only narrows it) beside a verification of up to
@@ -191,7 +200,7 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
           ": the trunk takes " + gib(plan.trunk) + ", the KV cache for " + std::to_string(model.context()) +
           " positions" +
           (options.sequences > 1 ? " of each of " + std::to_string(options.sequences) + " sequences " : " ") +
-          (snapshot ? "with the session's snapshot of its state " : "") +
+          (snapshot ? "with the snapshots of its state (a kept session's, each drafting sequence's) " : "") +
           gib(plan.kv) + ", the step's buffers " + gib(plan.step) + ", the process itself " + gib(plan.baseline) +
           ", and the expert cache needs at least " + gib(min_cache) +
           " (two tokens' worth of experts); the least that works is " + gib(fixed + min_cache);
@@ -238,7 +247,7 @@ Budget choose_budget(const Model& model, const LoadOptions& options, uint64_t ba
   if (*streaming) return {};  // make_streaming decides, knowing the experts' slots
   uint64_t need = baseline + model.step_bytes() +
                   model.cache_bytes_at_context() * static_cast<uint64_t>(options.sequences) +
-                  (options.keep_session ? model.cache_snapshot_bytes() : 0);
+                  state_snapshot_bytes(model, options);
   for (const auto& name : model.tensors().names()) need += model.tensors().get(name).nbytes;
   const uint64_t available = available_memory_bytes();
   if (fits(need, baseline, available)) return {};

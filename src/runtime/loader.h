@@ -96,6 +96,11 @@ struct LoadOptions {
   // a step's rows handed to it, are budgeted with the KV cache. (The layer's
   // weights, its routed experts too, are in the trunk's bytes already.)
   bool mtp_draft = false;
+  // Any drafter: a sequence's drafted step may be rolled back, so a model
+  // with recurrent state keeps each sequence's states from before the step
+  // (runtime/scheduler.cpp): one snapshot per sequence, budgeted with the KV
+  // cache.
+  bool drafting = false;
 };
 
 // The widest step (rows, 16 to 4096) whose buffers (Model::step_bytes()),
