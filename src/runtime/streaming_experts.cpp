@@ -400,13 +400,17 @@ ExpertFetch& StreamingExpertProvider::fetch(int64_t layer, std::span<const int32
 }
 
 void StreamingExpertProvider::note_held(int64_t layer, std::span<const int32_t> experts) {
-  // The fetch() that follows for the same layer ends the prediction's count.
-  const bool predicted = predicted_for_ == layer;
+  count_predicted(layer, experts);  // the fetch() that follows for the same layer ends the count
   for (int32_t e : experts) {
-    if (predicted) stats_.predicted_right += std::binary_search(predicted_layer_.begin(), predicted_layer_.end(), e);
     note_request(layer, e);
     ++stats_.hits;
   }
+}
+
+void StreamingExpertProvider::count_predicted(int64_t layer, std::span<const int32_t> experts) {
+  if (predicted_for_ != layer) return;
+  for (int32_t e : experts)
+    stats_.predicted_right += std::binary_search(predicted_layer_.begin(), predicted_layer_.end(), e);
 }
 
 void StreamingExpertProvider::note_request(int64_t layer, int32_t e) {
@@ -422,11 +426,8 @@ void StreamingExpertProvider::note_request(int64_t layer, int32_t e) {
 ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const int32_t> experts) {
   fetch_.reset();  // a fetch left open ends here
   poll_reads();
-  if (predicted_for_ == layer) {
-    for (int32_t e : experts)
-      stats_.predicted_right += std::binary_search(predicted_layer_.begin(), predicted_layer_.end(), e);
-    predicted_for_ = -1;
-  }
+  count_predicted(layer, experts);
+  if (predicted_for_ == layer) predicted_for_ = -1;
   auto f = std::make_unique<Fetch>(*this, layer);
   std::vector<Extent> batch;
   // Slots of this request are marked in use first, so that starting the

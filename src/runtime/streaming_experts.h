@@ -99,6 +99,8 @@ class StreamingExpertProvider : public ExpertProvider {
   void note_use(int64_t layer, int64_t expert);
   // One request for (layer, e): the counts, the distinct bytes, the heat.
   void note_request(int64_t layer, int32_t e);
+  // Of `experts` asked for in `layer`, those its guess named (when it was guessed for).
+  void count_predicted(int64_t layer, std::span<const int32_t> experts);
   // Empties a slot that where_ no longer names.
   void free_slot(Slot& slot);
   // Applies landed completions (throws strata::Error on a failed read, but

@@ -15,6 +15,25 @@ layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Row
 
 uint cache_slot(RowRef r, uint pos) { return r.ring != 0 ? pos % r.ring : pos; }
 
+// Σ_j s[s0 + j] · v[slot(first + j) · width + col] over the row's positions,
+// by fma from 0 in increasing j (one value channel; attention's order). The
+// chain is sequential: eight positions' loads go out together before their
+// fma steps, so it waits on device memory once per eight.
+float weighted_values(Floats s, uint s0, RowRef r, Floats v, uint width, uint col) {
+  precise float o = 0.0;
+  uint j = 0;
+  for (; j + 8 <= r.count; j += 8) {
+    float sj[8], vj[8];
+    [[unroll]] for (uint u = 0; u < 8; ++u) {
+      sj[u] = s.v[s0 + j + u];
+      vj[u] = v.v[cache_slot(r, r.first + j + u) * width + col];
+    }
+    [[unroll]] for (uint u = 0; u < 8; ++u) o = fma(sj[u], vj[u], o);
+  }
+  for (; j < r.count; ++j) o = fma(s.v[s0 + j], v.v[cache_slot(r, r.first + j) * width + col], o);
+  return o;
+}
+
 // Rotates x[at .. at + 2·half) in place by the factors rot[c0 .. c0 + half)
 // (cos) and rot[c0 + half ..) (sin), as Rope::apply: pairs (x[2i], x[2i+1])
 // when interleaved, else (x[i], x[i + half]); the result de-interleaved.

@@ -32,21 +32,5 @@ void main() {
   }
   sync_workgroup();
   softmax64(p.scores, s0, r.count, p.has_sinks != 0, p.has_sinks != 0 ? p.sinks.v[h] : 0.0);
-  // Each channel's chain is sequential; eight positions' loads go out
-  // together before their fma steps, so the chain waits once per eight.
-  for (uint c = t; c < d; c += 64) {
-    precise float o = 0.0;
-    uint j = 0;
-    for (; j + 8 <= r.count; j += 8) {
-      float s[8], v[8];
-      [[unroll]] for (uint u = 0; u < 8; ++u) {
-        s[u] = p.scores.v[s0 + j + u];
-        v[u] = r.values.v[cache_slot(r, r.first + j + u) * width + kvh * d + c];
-      }
-      [[unroll]] for (uint u = 0; u < 8; ++u) o = fma(s[u], v[u], o);
-    }
-    for (; j < r.count; ++j)
-      o = fma(p.scores.v[s0 + j], r.values.v[cache_slot(r, r.first + j) * width + kvh * d + c], o);
-    p.out_heads.v[q0 + c] = o;
-  }
+  for (uint c = t; c < d; c += 64) p.out_heads.v[q0 + c] = weighted_values(p.scores, s0, r, r.values, width, kvh * d + c);
 }

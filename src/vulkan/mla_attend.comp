@@ -35,19 +35,5 @@ void main() {
   }
   sync_workgroup();
   softmax64(p.scores, s0, r.count, false, 0.0);
-  // Sequential chains, eight positions' loads at a time (gqa_attend.comp).
-  for (uint c = t; c < p.latent; c += 64) {
-    precise float o = 0.0;
-    uint j = 0;
-    for (; j + 8 <= r.count; j += 8) {
-      float s[8], v[8];
-      [[unroll]] for (uint u = 0; u < 8; ++u) {
-        s[u] = p.scores.v[s0 + j + u];
-        v[u] = r.keys.v[cache_slot(r, r.first + j + u) * width + c];
-      }
-      [[unroll]] for (uint u = 0; u < 8; ++u) o = fma(s[u], v[u], o);
-    }
-    for (; j < r.count; ++j) o = fma(p.scores.v[s0 + j], r.keys.v[cache_slot(r, r.first + j) * width + c], o);
-    p.latent_out.v[qa + c] = o;
-  }
+  for (uint c = t; c < p.latent; c += 64) p.latent_out.v[qa + c] = weighted_values(p.scores, s0, r, r.keys, width, c);
 }

@@ -151,11 +151,16 @@ void VulkanBackend::check_step(size_t rows) const {
 
 Arena::Piece VulkanBackend::stage(uint64_t bytes) { return args_->take(bytes); }
 
-Arena::Piece VulkanBackend::stage_bulk(const void* src, uint64_t bytes) {
-  Arena::Piece p = staging_->take(bytes);
+namespace {
+// `bytes` from `src` into a new piece of the (mapped) arena `a`.
+Arena::Piece copy_into(Arena& a, const void* src, uint64_t bytes) {
+  Arena::Piece p = a.take(bytes);
   if (bytes) std::memcpy(p.mapped, src, bytes);
   return p;
 }
+}  // namespace
+
+Arena::Piece VulkanBackend::stage_bulk(const void* src, uint64_t bytes) { return copy_into(*staging_, src, bytes); }
 
 DeviceExpertStats VulkanBackend::expert_cache_stats() const {
   DeviceExpertStats s = expert_stats_;
@@ -169,11 +174,7 @@ void VulkanBackend::make_room() {
   if (staging_full()) finish();
 }
 
-Arena::Piece VulkanBackend::stage(const void* src, uint64_t bytes) {
-  Arena::Piece p = stage(bytes);
-  if (bytes) std::memcpy(p.mapped, src, bytes);
-  return p;
-}
+Arena::Piece VulkanBackend::stage(const void* src, uint64_t bytes) { return copy_into(*args_, src, bytes); }
 
 void VulkanBackend::finish() {
   stream_->finish();
