@@ -14,6 +14,7 @@
 #include "weights.glsl"
 
 #define ROWS 4
+#define CHUNK 16u
 layout(local_size_x = 16, local_size_y = 4) in;
 
 #ifdef GROUPED
@@ -55,7 +56,22 @@ void main() {
   precise float acc[ROWS];
   for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
   if (live) {
-    for (uint i = lane; i < in_w; i += 16) {
+    uint i = lane;
+    // CHUNK columns of the lane's chain at a time, every load of the chunk
+    // issued before the chain consumes it: a lane then waits for memory once
+    // a chunk, not once a column (the order of the fmas is unchanged).
+    for (; i + 16u * (CHUNK - 1u) < in_w; i += 16u * CHUNK) {
+      float wt[CHUNK], xv[CHUNK][ROWS];
+      [[unroll]] for (uint u = 0; u < CHUNK; ++u) {
+        wt[u] = weight(w, row, i + 16u * u);
+        [[unroll]] for (uint r = 0; r < ROWS; ++r)
+          xv[u][r] = r0 + r < n ? x.v[x0 + (r0 + r) * x_stride + i + 16u * u] : 0.0;
+      }
+      [[unroll]] for (uint u = 0; u < CHUNK; ++u)
+        [[unroll]] for (uint r = 0; r < ROWS; ++r)
+          if (r0 + r < n) acc[r] = fma(wt[u], xv[u][r], acc[r]);
+    }
+    for (; i < in_w; i += 16) {
       const float wt = weight(w, row, i);
       for (uint r = 0; r < ROWS; ++r)
         if (r0 + r < n) acc[r] = fma(wt, x.v[x0 + (r0 + r) * x_stride + i], acc[r]);

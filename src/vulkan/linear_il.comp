@@ -66,6 +66,34 @@ shared float sums[ROWS][WINDOW][16], scales[WINDOW][16];
 shared float xsums[ROWS][WINDOW][16], mins[WINDOW][16];
 #endif
 
+#define TILE_WORDS (WINDOW_BYTES / 4u)
+#define WORDS ((TILE_WORDS + 255u) / 256u)
+#define XS (ROWS * WINDOW * 32u / 256u)
+
+// Window b0's words of the group's bytes and its columns of x (0 past the
+// matrix or the batch), the share of invocation id: word id + 256t, value
+// id + 256t of xw.
+void load_window(WeightRef w, Floats x, uint n, uint x_stride, uint group, uint blocks, uint b0, uint r0, uint id,
+                 out uint words[WORDS], out float xs[XS]) {
+  const uint count = min(WINDOW, blocks - b0);
+#if FMT == FMT_IL_Q8_0
+  const uint start = group + b0 * 544u, bytes = count * 544u;
+#elif FMT == FMT_IL_MXFP4
+  const uint start = group + b0 * 272u, bytes = count * 272u;
+#else
+  const uint start = group + b0 / 8u * 2304u, bytes = (count + 7u) / 8u * 2304u;
+#endif
+  Words src = Words(address_plus(uvec2(w.data), start));
+  [[unroll]] for (uint t = 0; t < WORDS; ++t) {
+    const uint k = id + 256u * t;
+    words[t] = k < bytes / 4u ? src.v[k] : 0u;
+  }
+  [[unroll]] for (uint t = 0; t < XS; ++t) {
+    const uint k = id + 256u * t, r = k / (WINDOW * 32u), c = k % (WINDOW * 32u);
+    xs[t] = r0 + r < n && c < count * 32u ? x.v[(r0 + r) * x_stride + 32u * b0 + c] : 0.0;
+  }
+}
+
 uint tile_byte(uint k) { return (tile[k >> 2] >> (8u * (k & 3u))) & 0xFFu; }
 uint tile_u16(uint k) { return tile_byte(k) | (tile_byte(k + 1u) << 8); }
 
@@ -87,22 +115,22 @@ void main() {
   // Invocations (rr, r < ROWS) chain batch row r0 + r of output o.
   const bool chains = j < ROWS && r0 + j < n;
   precise float acc = 0.0;
+  // The next window is loaded into registers while this one is computed
+  // (WORDS words of the tile and XS values of x an invocation), so the
+  // invocations wait for memory once, at the start, not once a window.
+  uint words[WORDS];
+  float xs_next[XS];
+  load_window(w, x, n, x_stride, group, blocks, 0u, r0, id, words, xs_next);
   for (uint b0 = 0; b0 < blocks; b0 += WINDOW) {
     const uint count = min(WINDOW, blocks - b0);
-#if FMT == FMT_IL_Q8_0
-    const uint start = group + b0 * 544u, bytes = count * 544u;
-#elif FMT == FMT_IL_MXFP4
-    const uint start = group + b0 * 272u, bytes = count * 272u;
-#else
-    const uint start = group + b0 / 8u * 2304u, bytes = (count + 7u) / 8u * 2304u;
-#endif
-    Words src = Words(address_plus(uvec2(w.data), start));
-    for (uint k = id; k < bytes / 4u; k += 256u) tile[k] = src.v[k];
-    for (uint k = id; k < ROWS * WINDOW * 32u; k += 256u) {
-      const uint r = k / (WINDOW * 32u), c = k % (WINDOW * 32u);
-      if (r0 + r < n && c < count * 32u) xw[r][c] = x.v[(r0 + r) * x_stride + 32u * b0 + c];
+    [[unroll]] for (uint t = 0; t < WORDS; ++t)
+      if (id + 256u * t < TILE_WORDS) tile[id + 256u * t] = words[t];
+    [[unroll]] for (uint t = 0; t < XS; ++t) {
+      const uint k = id + 256u * t;
+      xw[k / (WINDOW * 32u)][k % (WINDOW * 32u)] = xs_next[t];
     }
     barrier();
+    if (b0 + WINDOW < blocks) load_window(w, x, n, x_stride, group, blocks, b0 + WINDOW, r0, id, words, xs_next);
     if (j < count) {
       precise float s[ROWS], xs[ROWS];
       for (uint r = 0; r < ROWS; ++r) s[r] = xs[r] = 0.0;

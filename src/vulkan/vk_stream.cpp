@@ -116,7 +116,10 @@ void Stream::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_
   begin();
   VkBufferCopy region{src_offset, dst_offset, bytes};
   vkCmdCopyBuffer(ring_[current_].cmd, src, dst, 1, &region);
-  recorded("copy");
+  if (profile_ && profile_->by_grid())
+    recorded("copy[" + std::to_string(bytes) + "]");
+  else
+    recorded("copy");
 }
 
 void Stream::zero(VkBuffer dst, uint64_t offset, uint64_t bytes) {
