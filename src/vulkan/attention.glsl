@@ -17,18 +17,18 @@ uint cache_slot(RowRef r, uint pos) { return r.ring != 0 ? pos % r.ring : pos; }
 
 // Σ_j s[s0 + j] · v[slot(first + j) · width + col] over the row's positions,
 // by fma from 0 in increasing j (one value channel; attention's order). The
-// chain is sequential: eight positions' loads go out together before their
-// fma steps, so it waits on device memory once per eight.
+// chain is sequential: sixteen positions' loads go out together before
+// their fma steps, so it waits on device memory once per sixteen.
 float weighted_values(Floats s, uint s0, RowRef r, Floats v, uint width, uint col) {
   precise float o = 0.0;
   uint j = 0;
-  for (; j + 8 <= r.count; j += 8) {
-    float sj[8], vj[8];
-    [[unroll]] for (uint u = 0; u < 8; ++u) {
+  for (; j + 16 <= r.count; j += 16) {
+    float sj[16], vj[16];
+    [[unroll]] for (uint u = 0; u < 16; ++u) {
       sj[u] = s.v[s0 + j + u];
       vj[u] = v.v[cache_slot(r, r.first + j + u) * width + col];
     }
-    [[unroll]] for (uint u = 0; u < 8; ++u) o = fma(sj[u], vj[u], o);
+    [[unroll]] for (uint u = 0; u < 16; ++u) o = fma(sj[u], vj[u], o);
   }
   for (; j < r.count; ++j) o = fma(s.v[s0 + j], v.v[cache_slot(r, r.first + j) * width + col], o);
   return o;

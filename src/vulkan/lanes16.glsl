@@ -13,10 +13,10 @@ float fold16(float partial) {
       precise float s = fold_lanes[lane] + fold_lanes[lane + w];
       fold_lanes[lane] = s;
     }
-    sync_workgroup();
+    barrier();  // the steps pass shared memory only
   }
   const float total = fold_lanes[0];
-  sync_workgroup();
+  barrier();
   return total;
 }
 

@@ -3,7 +3,9 @@
 // no value). The maximum is exact in any order; each invocation sums the
 // exponentials of its positions (j ≡ tid mod 64) in increasing j and the 64
 // partial sums fold by a fixed tree, the sink's added last: the same order
-// whatever else the step holds. On return s[j] = e^(s[j]-m) / sum.
+// whatever else the step holds. On return s[j] = e^(s[j]-m) / sum. (The
+// folds' steps pass shared memory only: barrier(), not a device-memory
+// barrier, between them.)
 shared float reduce64[64];
 
 float max64(float v) {
@@ -12,10 +14,10 @@ float max64(float v) {
   sync_workgroup();
   for (uint w = 32; w >= 1; w /= 2) {
     if (t < w) reduce64[t] = max(reduce64[t], reduce64[t + w]);
-    sync_workgroup();
+    barrier();
   }
   const float m = reduce64[0];
-  sync_workgroup();
+  barrier();
   return m;
 }
 
@@ -28,10 +30,10 @@ float sum64(float v) {
       precise float s = reduce64[t] + reduce64[t + w];
       reduce64[t] = s;
     }
-    sync_workgroup();
+    barrier();
   }
   const float s = reduce64[0];
-  sync_workgroup();
+  barrier();
   return s;
 }
 
@@ -63,12 +65,20 @@ void softmax64(Floats s, uint at, uint count, bool has_sink, float sink) {
 // The 16-lane dot (kernels::dot's order) by one invocation alone. Its 16
 // chains advance together, a whole step of 16 at a time with constant
 // indices: the accumulators stay in registers (an index known only at run
-// time would put them in device memory) and each step's 32 loads go out
+// time would put them in device memory) and two steps' 64 loads go out
 // together.
 float dot_serial(Floats a, uint a0, Floats b, uint b0, uint n) {
   precise float acc[16];
   [[unroll]] for (uint j = 0; j < 16; ++j) acc[j] = 0.0;
   uint i0 = 0;
+  for (; i0 + 32 <= n; i0 += 32) {
+    float av[32], bv[32];
+    [[unroll]] for (uint j = 0; j < 32; ++j) {
+      av[j] = a.v[a0 + i0 + j];
+      bv[j] = b.v[b0 + i0 + j];
+    }
+    [[unroll]] for (uint j = 0; j < 32; ++j) acc[j % 16] = fma(av[j], bv[j], acc[j % 16]);
+  }
   for (; i0 + 16 <= n; i0 += 16)
     [[unroll]] for (uint j = 0; j < 16; ++j) acc[j] = fma(a.v[a0 + i0 + j], b.v[b0 + i0 + j], acc[j]);
   [[unroll]] for (uint j = 0; j < 16; ++j)

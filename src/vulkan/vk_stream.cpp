@@ -1,5 +1,6 @@
 #include "vulkan/vk_stream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -90,7 +91,7 @@ void Stream::recorded(std::string_view name) {
   const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   vkCmdPipelineBarrier(cmd, stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
   if (profile_) profile_->command(cmd, current_, name);
-  if (++in_buffer_ >= kCommandsPerSubmit) submit();
+  if (++in_buffer_ >= submit_at_) submit();
 }
 
 void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, uint32_t x, uint32_t y, uint32_t z) {
@@ -141,6 +142,7 @@ void Stream::submit() {
   check(vkQueueSubmit(ctx_.queue(), 1, &si, slot.fence), "vkQueueSubmit");
   slot.pending = true;
   current_ = (current_ + 1) % kRing;
+  submit_at_ = std::min(2 * submit_at_, kCommandsPerSubmit);
 }
 
 void Stream::wait(size_t i) {
@@ -161,6 +163,7 @@ void Stream::finish() {
     const size_t i = (current_ + k) % kRing;
     if (ring_[i].pending) wait(i);
   }
+  submit_at_ = 1;
 }
 
 }  // namespace strata::vk

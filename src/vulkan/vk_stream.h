@@ -9,6 +9,8 @@
 // A buffer is submitted, without waiting, once it holds kCommandsPerSubmit
 // commands, so the GPU works through the first ops of a step while the host
 // records the rest; finish() submits what remains and waits for everything.
+// After a finish() the GPU is idle, so the next buffers go out at 1, 2, 4
+// commands before the full 8: it starts on the first command at once.
 // Nothing the host hands to recorded ops may change before finish() (the
 // backend's staging is rewound only then).
 // STRATA_VK_DEBUG=1 in the environment runs each dispatch alone and names it
@@ -78,6 +80,7 @@ class Stream {
   size_t current_ = 0;  // the slot recorded into next
   bool recording_ = false;
   uint32_t in_buffer_ = 0;
+  uint32_t submit_at_ = 1;  // commands the buffer being recorded goes out at
   bool sync_ = false;  // STRATA_VK_DEBUG: every dispatch alone
   std::unique_ptr<Profile> profile_;
 };
