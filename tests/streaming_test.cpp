@@ -90,6 +90,17 @@ TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
   EXPECT_GT(big.stats.misses, 0u);
   EXPECT_EQ(big.stats.requests, big.stats.hits + big.stats.misses);
   if (std::string(GetParam().device) != "vulkan") return;
+  {
+    // Every expert in RAM and room in VRAM for all: the GPU takes each MoE
+    // layer whole at load and routes small steps itself (no round trip to the
+    // host): the same bits as the host's routing.
+    LoadOptions whole = on_device(GetParam(), {});
+    whole.device.vram_bytes = int64_t{1} << 30;
+    const Outcome held = run(dir, whole);
+    expect_identical(ram, held, "every layer held whole");
+    EXPECT_GT(held.stats.device.held_routes, 0u);
+    EXPECT_EQ(held.stats.device.staged, 0u);
+  }
   // The GPU's expert cache (--vram): room for every expert, then room for
   // three (experts evicted and copied again): the same bits as without it.
   LoadOptions o = on_device(GetParam(), streamed(3));

@@ -198,6 +198,24 @@ struct DeviceExpertStats {
   uint64_t bytes_uploaded = 0;
   uint64_t staged = 0;          // expert runs read from host memory (no cache, or it could not hold them)
   uint64_t capacity_bytes = 0;  // the cache's budget (--vram)
+  uint64_t held_routes = 0;     // layer steps routed and run on the device alone (route_held)
+};
+
+// A MoE layer's routing, routed experts and combine in one call, on a device
+// that holds all of the layer's experts (Backend::route_held).
+struct HeldRoute {
+  RouteSpec spec;
+  Tensor logits;  // the router's [n × experts]
+  size_t n = 0;
+  int64_t layer = 0;
+  ExpertActivation act;
+  Tensor x;           // the experts' input [n × width]
+  size_t width = 0;   // of x's rows and the experts' outputs (hidden, or a latent MoE's width)
+  Tensor ys;          // scratch for the experts' outputs [n·k × width]
+  Tensor shared;      // added to the combine where given [n × width]
+  Tensor out;         // [n × width]
+  int32_t* ids = nullptr;  // [n × k] host memory, filled by the next collect_routing()
+  float* weights = nullptr;
 };
 
 class Backend {
@@ -231,6 +249,38 @@ class Backend {
   virtual bool groups_experts() const { return false; }
   // Its expert cache's counts (all zero for a backend that computes in host memory).
   virtual DeviceExpertStats expert_cache_stats() const { return {}; }
+  // Bytes of its own memory that routed experts kept for good may take, and
+  // what one expert takes there (0, 0 on a backend that keeps none).
+  virtual uint64_t hold_budget() const { return 0; }
+  virtual uint64_t held_expert_bytes(const ExpertWeights& e) const {
+    (void)e;
+    return 0;
+  }
+  // Takes all of a layer's routed experts (experts[e] is expert e) into its
+  // own memory for good, where it has room for them (a GPU's expert cache
+  // whose budget holds every expert): true when it holds the whole layer
+  // from now on, false (holding none for good) otherwise. The weights are
+  // read during the call only.
+  virtual bool hold_layer(int64_t layer, std::span<const ExpertWeights* const> experts) {
+    (void)layer;
+    (void)experts;
+    return false;
+  }
+  // Whether route_held() runs n rows of `layer` (a layer it holds whole, a
+  // small step).
+  virtual bool routes_held(int64_t layer, size_t n) const {
+    (void)layer;
+    (void)n;
+    return false;
+  }
+  // route(), then run_experts() over every row's k experts and
+  // combine_experts(), with the same bits, without the host waiting for the
+  // choice: ids and weights come back at the next collect_routing() (until
+  // then they must stay valid and are not read). Only where routes_held().
+  virtual void route_held(const HeldRoute& op) { (void)op; }
+  // Waits for the device's work; the ids and weights of every route_held()
+  // since the last call are in place when it returns.
+  virtual void collect_routing() {}
 
   // --- memory ---
   // A tensor of `size` values (contents undefined until written), held until

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 
 #include "model/arch.h"
 #include "model/checkpoint.h"
@@ -113,6 +114,7 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   step_ = std::move(step);
   prefetch_ = prefetch && experts_->wants_prefetch();
   plan_ = plan;
+  hold_experts_on_device();
 }
 
 namespace {
@@ -213,6 +215,7 @@ void Model::prefetch_for(size_t next, Tensor h, size_t n) {
   // Only decode-sized steps guess: a prefill step needs most of the next
   // layer's experts anyway, keeps the drives busy, and reads each one once.
   if (n > kPrefetchRows) return;
+  if (backend_->routes_held(static_cast<int64_t>(next), n)) return;  // nothing to read: the device holds them
   // The next layer's router on this layer's residual: the residual changes
   // little from one layer to the next, so its picks are a good guess.
   const ModelConfig& c = config_;
@@ -225,6 +228,54 @@ void Model::prefetch_for(size_t next, Tensor h, size_t n) {
   for (int32_t e : guess)
     if (!backend_->has_expert(static_cast<int64_t>(next), e)) step_.guess_reads.push_back(e);
   experts_->prefetch(static_cast<int64_t>(next), step_.guess_reads);
+}
+
+void Model::collect_held_routing(std::span<const Row> rows) {
+  if (step_.held_routing.empty()) return;
+  backend_->collect_routing();
+  const size_t k = static_cast<size_t>(config_.num_experts_per_tok);
+  std::vector<int32_t> distinct;
+  for (const StepState::HeldRouting& h : step_.held_routing) {
+    const std::span<const int32_t> ids(step_.held_ids.data() + h.at, h.n * k);
+    // Counted as the experts a fetch would have found in memory.
+    distinct.assign(ids.begin(), ids.end());
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    experts_->note_held(h.layer, distinct);
+    if (route_observer_) route_observer_->routed(h.layer, rows, ids, k);
+  }
+  step_.held_routing.clear();
+}
+
+void Model::hold_experts_on_device() {
+  // Only where every routed expert of every layer fits the backend's budget
+  // (a GPU's --vram): then its decode steps route and run the experts without
+  // the host waiting. Streamed experts are not taken whole here.
+  const ModelConfig& c = config_;
+  if (experts_->streams() || c.n_routed_experts <= 0 || backend_->hold_budget() == 0) return;
+  std::vector<int32_t> all(static_cast<size_t>(c.n_routed_experts));
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<std::pair<int, const ExpertWeights*>> got;
+  std::vector<const ExpertWeights*> weights(all.size());
+  uint64_t total = 0;
+  for (int64_t pass = 0; pass < 2; ++pass)
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      if (!layers_[l].moe) continue;
+      ExpertFetch& f = experts_->fetch(l, all);
+      struct EndFetch {
+        ExpertFetch& f;
+        ~EndFetch() { f.end(); }
+      } end{f};
+      if (!f.all_ready()) return;
+      while (f.next_batch(got, all.size()) > 0)
+        for (const auto& [pos, w] : got) weights[static_cast<size_t>(pos)] = w;
+      if (pass == 0) {  // the first pass counts, the second takes them
+        for (const ExpertWeights* w : weights) total += backend_->held_expert_bytes(*w);
+        if (total > backend_->hold_budget()) return;
+      } else if (!backend_->hold_layer(l, weights)) {
+        return;
+      }
+    }
 }
 
 bool Model::prefill(std::span<const int32_t> tokens, size_t from, KvCache& cache, float* logits,
@@ -344,6 +395,17 @@ void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hi
   } guess{this, 0, h, n};
   const std::function<void()> guess_next = [g = &guess] { g->model->prefetch_for(g->next, g->h, g->n); };
 
+  // Small steps let a backend that holds a layer's experts route it itself
+  // (MoeBlock::forward): room for every layer's choice, which comes back at
+  // the step's end.
+  const bool defer_routing = n <= kDeferredRoutingRows && c.num_experts_per_tok > 0;
+  step_.held_routing.clear();
+  if (defer_routing) {
+    const size_t slots = static_cast<size_t>(c.num_layers) * n * static_cast<size_t>(c.num_experts_per_tok);
+    step_.held_ids.resize(slots);
+    step_.held_weights.resize(slots);
+  }
+
   // AttnRes (Kimi K3): `h` holds the sum within the current block, the bank
   // the earlier blocks' inputs, and each sublayer reads their mix over depth
   // instead of the residual stream (KimiDecoderLayer._forward_attn_residual).
@@ -380,8 +442,9 @@ void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hi
     b.rms_norm(in, layer.mlp_norm, n, hidden, eps, normed);
     guess.next = static_cast<size_t>(l) + 1;
     if (layer.moe) {
-      layer.moe->forward(normed, n, delta, b, step_, guess_next);
-      if (route_observer_) {
+      const size_t held_before = step_.held_routing.size();
+      layer.moe->forward(normed, n, delta, b, step_, guess_next, defer_routing);
+      if (route_observer_ && step_.held_routing.size() == held_before) {
         const size_t k = static_cast<size_t>(c.num_experts_per_tok);
         route_observer_->routed(l, rows, std::span<const int32_t>(step_.ids).first(n * k), k);
       }
@@ -411,6 +474,7 @@ void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hi
       b.download(one, out_hidden + states++ * hidden);
     }
   output_head(last, rows, final_norm_, lm_head_, logits);
+  collect_held_routing(rows);
 
   for (const Row& r : rows) r.cache->set_length(std::max(r.cache->length(), r.pos + 1));
   if (route_observer_) route_observer_->step_done(rows);

@@ -220,6 +220,14 @@ class Model {
   void check_rows(std::span<const Row> rows) const;
   // Starts reading the experts layer `next` will probably pick for `h`.
   void prefetch_for(size_t next, Tensor h, size_t n);
+  // Where the backend's expert memory holds every routed expert (a GPU's
+  // --vram), hands it each MoE layer whole (Backend::hold_layer).
+  void hold_experts_on_device();
+  // The choices of the layers the backend routed itself this step
+  // (step_.held_routing): waited for, counted, reported to the observer.
+  void collect_held_routing(std::span<const Row> rows);
+  // Steps of at most this many rows leave routing to a backend that holds the layer.
+  static constexpr size_t kDeferredRoutingRows = 64;
   CacheShape cache_shape() const;
   CacheShape mtp_cache_shape() const;
   // What the step state holds, for steps of `rows` rows.

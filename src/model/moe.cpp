@@ -129,8 +129,43 @@ void MoeBlock::note_shapes(const ExpertWeights& w) const {
 // Token groups up to this size are computed an expert per thread.
 constexpr size_t kExpertsInParallelRows = 4;
 
+void MoeBlock::forward_held(Tensor x, size_t n, Tensor out, Backend& b, StepState& step) const {
+  const size_t K = static_cast<size_t>(c_.num_experts_per_tok), hidden = static_cast<size_t>(c_.hidden_size);
+  const size_t width = latent_ ? static_cast<size_t>(latent_->down.out) : hidden;
+  const size_t at = step.held_routing.empty() ? 0 : step.held_routing.back().at + step.held_routing.back().n * K;
+  if (at + n * K > step.held_ids.size()) throw Error("internal: more layers routed on the device than planned");
+  step.held_routing.push_back({layer_, n, at});
+  HeldRoute op;
+  op.spec = router_->spec;
+  op.logits = step.router_logits.rows(0, n, static_cast<uint64_t>(router_->spec.experts));
+  op.n = n;
+  op.layer = layer_;
+  op.act = activation_;
+  op.width = width;
+  op.ys = step.xs;
+  op.ids = step.held_ids.data() + at;
+  op.weights = step.held_weights.data() + at;
+  b.linear(router_->gate, x, n, op.logits);
+  if (shared_) shared_->forward(x, n, step.shared.rows(0, n, hidden), b, step.gate, step.up);
+  op.x = latent_ ? step.latent_in.rows(0, n, width) : x;
+  if (latent_) b.linear(latent_->down, x, n, op.x);
+  if (!latent_) {
+    op.shared = shared_ ? step.shared.rows(0, n, hidden) : Tensor{};
+    op.out = out;
+    b.route_held(op);
+    return;
+  }
+  // As forward(): the combine through the latent norm and up projection, then the shared experts.
+  op.out = step.latent_out.rows(0, n, width);
+  b.route_held(op);
+  b.rms_norm(op.out, latent_->norm, n, width, latent_->eps, op.out);
+  b.linear(latent_->up, op.out, n, out);
+  if (shared_) b.add(out, step.shared.rows(0, n, hidden));
+}
+
 void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& step,
-                       const std::function<void()>& while_reading) const {
+                       const std::function<void()>& while_reading, bool defer_routing) const {
+  if (defer_routing && b.routes_held(layer_, n)) return forward_held(x, n, out, b, step);
   const size_t K = static_cast<size_t>(c_.num_experts_per_tok), hidden = static_cast<size_t>(c_.hidden_size);
   // What the experts read: x, or its latent projection.
   const size_t width = latent_ ? static_cast<size_t>(latent_->down.out) : hidden;

@@ -71,8 +71,12 @@ class MoeBlock {
            std::optional<LatentProjection> latent = std::nullopt);
   // `while_reading` runs once the reads of missing experts are submitted
   // (the model starts next-layer prefetch there, as background reads).
+  // defer_routing: where the backend holds the whole layer and routes the
+  // step itself (Backend::routes_held), the ids and weights come back only
+  // at its collect_routing(), noted in step.held_routing; else (or false)
+  // in step.ids and step.weights on return.
   void forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& step,
-               const std::function<void()>& while_reading = {}) const;
+               const std::function<void()>& while_reading = {}, bool defer_routing = false) const;
   // The experts this block's router picks for `x` (distinct, the likeliest
   // first; held in step.guess): run on the previous layer's residual, a guess
   // at what forward() will need. Uses only the step's guess_* buffers.
@@ -93,6 +97,8 @@ class MoeBlock {
   // when the layer's experts differ in shape or format.
   mutable std::optional<ExpertWeights> shapes_;
   void note_shapes(const ExpertWeights& w) const;
+  // forward() where the backend routes and runs the experts itself.
+  void forward_held(Tensor x, size_t n, Tensor out, Backend& b, StepState& step) const;
   mutable bool mixed_shapes_ = false;
 };
 

@@ -81,6 +81,16 @@ struct StepState {
   std::vector<int32_t> guess_reads;  // of those, the ones the backend does not hold
   std::vector<uint32_t> guess_count;  // per expert: rows that picked it in the guess
   std::vector<float> guess_best;   // per expert: its best weight in the guess
+  // MoE layers the backend routed itself this step (Backend::route_held):
+  // their ids and weights arrive at its collect_routing(), at the step's end,
+  // at `at` in held_ids and held_weights (sized by Model::forward per step).
+  struct HeldRouting {
+    int64_t layer = 0;
+    size_t n = 0, at = 0;
+  };
+  std::vector<HeldRouting> held_routing;
+  std::vector<int32_t> held_ids;
+  std::vector<float> held_weights;
   std::vector<uint32_t> selected;  // rows whose logits are wanted
   std::vector<Row> chunk;          // a prefill chunk's rows [rows]
 

@@ -21,6 +21,7 @@ ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier) {
   d.device.hits -= earlier.device.hits;
   d.device.uploads -= earlier.device.uploads;
   d.device.bytes_uploaded -= earlier.device.bytes_uploaded;
+  d.device.held_routes -= earlier.device.held_routes;
   d.device.staged -= earlier.device.staged;
   // By name: a drive first seen later (a file opened since) shifts none.
   for (auto& drive : d.drives)
@@ -87,7 +88,8 @@ nlohmann::json expert_stats_json(const ExpertStats& s, double wall_s) {
             {"uploads", s.device.uploads},
             {"bytes_uploaded", s.device.bytes_uploaded},
             {"from_host", s.device.staged},
-            {"vram_cache_bytes", s.device.capacity_bytes}}}};
+            {"vram_cache_bytes", s.device.capacity_bytes},
+            {"layers_routed_on_device", s.device.held_routes}}}};
 }
 
 }  // namespace strata

@@ -189,7 +189,7 @@ void main() {
         acc = fma(-mins[k][rr], xsums[j][k][rr], acc);
 #endif
       }
-    // The next window's loads overwrite only the tile, read by no one
+    // The next window's stores overwrite the tile and xw, read by no one
     // after the barrier above; its sums are written after its own barrier.
   }
   if (chains) {

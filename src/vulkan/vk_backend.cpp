@@ -127,8 +127,14 @@ uint64_t mla_floats(const StepLimits& l) {
 uint64_t route_floats(const StepLimits& l) { return std::max<uint64_t>(2 * l.rows * l.experts_per_token, 1); }
 }  // namespace
 
+uint64_t VulkanBackend::held_job_floats(const StepLimits& l) {
+  const uint64_t slots = std::min<uint64_t>(l.rows, kHeldRows) * l.experts_per_token;
+  return (3 * slots * kJobBytes + 2 * slots * sizeof(float)) / sizeof(float);
+}
+
 uint64_t VulkanBackend::scratch_bytes(const StepLimits& l) const {
-  return (expert_act_floats(l) + score_floats(l) + mla_floats(l) + route_floats(l)) * sizeof(float);
+  return (expert_act_floats(l) + score_floats(l) + mla_floats(l) + route_floats(l) + held_job_floats(l)) *
+         sizeof(float);
 }
 
 void VulkanBackend::plan(const StepLimits& l) {
@@ -138,7 +144,8 @@ void VulkanBackend::plan(const StepLimits& l) {
   scores_ = take(score_floats(l));
   mla_ = take(mla_floats(l));
   route_ = take(route_floats(l));
-  scratch_floats_ = expert_act_.size + scores_.size + mla_.size + route_.size;
+  held_jobs_ = take(held_job_floats(l));
+  scratch_floats_ = expert_act_.size + scores_.size + mla_.size + route_.size + held_jobs_.size;
 }
 
 uint64_t VulkanBackend::allocated_bytes() const { return tensor_bytes_ + scratch_floats_ * sizeof(float); }
@@ -178,6 +185,7 @@ Arena::Piece VulkanBackend::stage(const void* src, uint64_t bytes) { return copy
 
 void VulkanBackend::finish() {
   stream_->finish();
+  collect_held_routes();
   ++epoch_;
   staging_->rewind();
   args_->rewind();
@@ -325,12 +333,7 @@ void VulkanBackend::sigmoid_mul(Tensor y, Tensor gate) {
 }
 
 void VulkanBackend::glu(const ExpertActivation& act, Tensor gate, Tensor up) {
-  const uint64_t g = address(gate), u = address(up.slice(0, gate.size));
-  switch (act.kind) {
-    case ExpertActivation::Kind::SiluGlu: return elementwise(Elementwise::SiluGlu, g, u, gate.size);
-    case ExpertActivation::Kind::ClampedSwiGlu: return elementwise(Elementwise::ClampedSwiGlu, g, u, gate.size, act.limit, act.alpha);
-    case ExpertActivation::Kind::Situ: return elementwise(Elementwise::Situ, g, u, gate.size, act.beta, act.linear_beta);
-  }
+  activation(act, address(gate), address(up.slice(0, gate.size)), gate.size);
 }
 
 void VulkanBackend::depth_mix(std::span<const Tensor> blocks, Tensor partial, const float* query, size_t rows,

@@ -77,6 +77,22 @@ bool VulkanBackend::has_expert(int64_t layer, int32_t expert) const {
   return layer >= 0 && expert >= 0 && experts_->budget() > 0 && experts_->contains(ExpertCache::key(layer, expert));
 }
 
+namespace {
+uint64_t aligned(uint64_t b) { return (b + 255) / 256 * 256; }
+}  // namespace
+
+uint64_t VulkanBackend::expert_bytes(const ExpertWeights& e) const {
+  // Its arrays one after another, each 256-aligned.
+  uint64_t bytes = 0;
+  for (const kernels::WeightMatrix* m : e.matrices())
+    if (m->valid()) {
+      weight_format(*m);
+      const WeightSpans sp = weight_spans(*m);
+      bytes += aligned(sp.data) + aligned(sp.scales) + aligned(sp.block_scale) + aligned(sp.bias);
+    }
+  return bytes;
+}
+
 ExpertCache::Entry VulkanBackend::expert_weights(const ExpertJob& job) {
   const ExpertWeights& e = *job.weights;
   const std::array<const kernels::WeightMatrix*, 4> mats = e.matrices();
@@ -88,15 +104,7 @@ ExpertCache::Entry VulkanBackend::expert_weights(const ExpertJob& job) {
     }
     // A held job's weights are not this expert's: never upload them.
     if (job.held) throw Error("internal: an expert the Vulkan backend held was gone when it ran");
-    // Its arrays one after another, each 256-aligned.
-    auto aligned = [](uint64_t b) { return (b + 255) / 256 * 256; };
-    uint64_t bytes = 0;
-    for (const kernels::WeightMatrix* m : mats)
-      if (m->valid()) {
-        weight_format(*m);  // a format the GPU cannot read throws before a slot is taken
-        const WeightSpans sp = weight_spans(*m);
-        bytes += aligned(sp.data) + aligned(sp.scales) + aligned(sp.block_scale) + aligned(sp.bias);
-      }
+    const uint64_t bytes = expert_bytes(e);  // a format the GPU cannot read throws before a slot is taken
     size_t index = 0;
     if (const ExpertCache::Slot* slot = experts_->reserve(key, bytes, epoch_, &index)) {
       ExpertCache::Entry entry;
@@ -218,14 +226,17 @@ void VulkanBackend::expert_group(std::span<const ExpertJob> jobs, std::span<cons
            static_cast<uint32_t>(Elementwise::SplitGateUp), 0, 0};
     stream_->dispatch("elementwise", push, static_cast<uint32_t>(std::min<uint64_t>((count + 255) / 256, 65535)));
   }
-  switch (act.kind) {
-    case ExpertActivation::Kind::SiluGlu: elementwise(Elementwise::SiluGlu, g0, u0, count); break;
-    case ExpertActivation::Kind::ClampedSwiGlu:
-      elementwise(Elementwise::ClampedSwiGlu, g0, u0, count, act.limit, act.alpha);
-      break;
-    case ExpertActivation::Kind::Situ: elementwise(Elementwise::Situ, g0, u0, count, act.beta, act.linear_beta); break;
-  }
+  activation(act, g0, u0, count);
   grouped_products(second);
+}
+
+void VulkanBackend::activation(const ExpertActivation& act, uint64_t g, uint64_t u, uint64_t count) {
+  switch (act.kind) {
+    case ExpertActivation::Kind::SiluGlu: return elementwise(Elementwise::SiluGlu, g, u, count);
+    case ExpertActivation::Kind::ClampedSwiGlu:
+      return elementwise(Elementwise::ClampedSwiGlu, g, u, count, act.limit, act.alpha);
+    case ExpertActivation::Kind::Situ: return elementwise(Elementwise::Situ, g, u, count, act.beta, act.linear_beta);
+  }
 }
 
 void VulkanBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertActivation& act, Tensor xs, Tensor ys,

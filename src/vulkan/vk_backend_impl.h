@@ -4,6 +4,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -60,6 +61,12 @@ class VulkanBackend final : public Backend, private CacheIo {
   void combine_experts(Tensor ys, size_t hidden, std::span<const uint32_t> slot_rows, const int32_t* ids,
                        const float* weights, size_t n, size_t k, Tensor shared, Tensor out) override;
   DeviceExpertStats expert_cache_stats() const override;
+  uint64_t hold_budget() const override { return experts_->budget(); }
+  uint64_t held_expert_bytes(const ExpertWeights& e) const override { return expert_bytes(e); }
+  bool hold_layer(int64_t layer, std::span<const ExpertWeights* const> experts) override;
+  bool routes_held(int64_t layer, size_t n) const override;
+  void route_held(const HeldRoute& op) override;
+  void collect_routing() override { finish(); }
 
  private:
   struct Slot {
@@ -127,6 +134,8 @@ class VulkanBackend final : public Backend, private CacheIo {
   // A job's weights on the device: from the expert cache (copied there
   // first when it has room), else staged.
   ExpertCache::Entry expert_weights(const ExpertJob& job);
+  // Device bytes of one expert's copy (its arrays, each 256-aligned).
+  uint64_t expert_bytes(const ExpertWeights& e) const;
   // A product's workgroup: kRowsPerGroup batch rows of 4 outputs
   // (linear.comp) or of a group of 16 interleaved rows (linear_il.comp).
   static constexpr uint32_t kRowsPerGroup = 4;
@@ -150,7 +159,34 @@ class VulkanBackend final : public Backend, private CacheIo {
   // elementwise.comp's modes.
   enum class Elementwise : uint32_t { Add, Copy, SigmoidMul, SiluGlu, ClampedSwiGlu, Situ, SplitGateUp };
   void elementwise(Elementwise mode, uint64_t y, uint64_t x, uint64_t count, float a = 0, float b = 0);
+  // The experts' activation over `count` gate values at g (up values at u), written over the gate.
+  void activation(const ExpertActivation& act, uint64_t g, uint64_t u, uint64_t count);
   void check_step(size_t rows) const;
+
+  // A layer held whole (hold_layer): its experts' WeightRefs on the device,
+  // per expert gate, up, down, gate_up (held_jobs.comp's table).
+  struct HeldLayer {
+    Buffer table;
+    WeightFormat first = WeightFormat::F32, down = WeightFormat::F32;  // gate/up (or gate_up), down
+    uint32_t first_rows = 0, down_rows = 0;                            // their outputs
+    size_t width = 0;    // an expert's gate (= up) width
+    size_t experts = 0;  // the layer's
+    bool fused = false;
+  };
+  // Steps of at most this many rows route on the device (held_jobs.comp
+  // makes a job per row and expert: a long prefill groups its rows by expert).
+  static constexpr size_t kHeldRows = 8;
+  static constexpr uint64_t kJobBytes = 104;  // jobs.glsl's Job
+  static uint64_t held_job_floats(const StepLimits& l);
+  // route_held()'s ids and weights on their way to the host: copied there,
+  // and the hits counted, when the stream finishes.
+  struct HeldCopy {
+    const uint8_t* from;
+    int32_t* ids;
+    float* weights;
+    size_t count;
+  };
+  void collect_held_routes();
 
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Stream> stream_;
@@ -167,10 +203,13 @@ class VulkanBackend final : public Backend, private CacheIo {
   Slot scores_;      // attention scores: score_rows() rows × heads × (context + 1)
   Slot mla_;         // MLA's absorbed queries, rotated queries and attended latents
   Slot route_;       // route.comp's ids, then weights: rows × experts_per_token each
+  Slot held_jobs_;   // held_jobs.comp's jobs (first, then down), slot rows and weights for the combine
   std::unique_ptr<Buffer> readback_;
   std::unique_ptr<ExpertCache> experts_;
   DeviceExpertStats expert_stats_;
   uint64_t epoch_ = 0;  // finish() calls so far: what ops still to run may read was used in this one
+  std::unordered_map<int64_t, HeldLayer> held_;  // after ctx_: destroyed before the device
+  std::vector<HeldCopy> held_copies_;
 };
 
 }  // namespace strata::vk

@@ -11,8 +11,20 @@ const ExpertCache::Entry* ExpertCache::find(uint64_t key, uint64_t epoch) {
   if (it == where_.end()) return nullptr;
   Entry& e = entries_[it->second];
   e.epoch = epoch;
-  lru_.splice(lru_.end(), lru_, in_lru_[it->second]);
+  if (!pinned_[it->second]) lru_.splice(lru_.end(), lru_, in_lru_[it->second]);
   return &e;
+}
+
+bool ExpertCache::pin(uint64_t key) {
+  auto it = where_.find(key);
+  if (it == where_.end()) return false;
+  const size_t s = it->second;
+  if (!pinned_[s]) {
+    pinned_[s] = true;
+    lru_.erase(in_lru_[s]);
+    in_lru_[s] = lru_.end();
+  }
+  return true;
 }
 
 size_t ExpertCache::pool_for(uint64_t bytes) {
@@ -43,6 +55,7 @@ bool ExpertCache::grow(Pool& pool, size_t pool_index) {
     pool_of_.push_back(pool_index);
     entries_.emplace_back();
     in_lru_.push_back(lru_.end());
+    pinned_.push_back(false);
     pool.free.push_back(slots_.size() - 1);
   }
   pool.capacity += room;

@@ -49,6 +49,9 @@ class ExpertCache {
   void commit(size_t slot_index, const Entry& e);
   // A reserved slot whose upload failed: free again, holding nothing.
   void abandon(size_t slot_index);
+  // Keeps a cached expert for good: never evicted (a layer the backend holds
+  // whole, VulkanBackend::hold_layer). False when it is not cached.
+  bool pin(uint64_t key);
   // Device memory the cache holds.
   uint64_t bytes() const { return held_; }
 
@@ -72,7 +75,8 @@ class ExpertCache {
   std::vector<Entry> entries_;        // per slot
   std::unordered_map<uint64_t, size_t> where_;  // key -> slot
   std::list<size_t> lru_;             // slots holding an expert, least recently used first
-  std::vector<std::list<size_t>::iterator> in_lru_;
+  std::vector<std::list<size_t>::iterator> in_lru_;  // lru_.end() for a free or pinned slot
+  std::vector<bool> pinned_;          // per slot
   size_t pool_for(uint64_t bytes);
   bool grow(Pool& pool, size_t pool_index);
 };
