@@ -26,6 +26,7 @@ set(STRATA_WEIGHT_FORMATS f32 bf16 f16 f8_e4m3 i8_row i4_group mxfp4_split q8_0 
 set(fmt 0)
 foreach(f IN LISTS STRATA_WEIGHT_FORMATS)
   strata_shader(linear_${f} linear.comp -DFMT=${fmt})
+  strata_shader(linear1_${f} linear.comp -DFMT=${fmt} -DROWS=1)
   strata_shader(linear_grouped_${f} linear.comp -DFMT=${fmt} -DGROUPED)
   strata_shader(embed_${f} embed.comp -DFMT=${fmt})
   strata_shader(linear_t_${f} linear_t.comp -DFMT=${fmt})

@@ -8,10 +8,11 @@
 #
 #   bash tools/device_deps.sh --peer
 # instead fills .deb-peer/prefix with what llama.cpp's Vulkan build needs there
-# (the peer of bench/gpu_bench.sh): the Vulkan loader and headers, the SPIR-V
-# headers, and glslc from Debian 13, since Debian 12's glslc 2023.2 cannot
-# compile llama.cpp's cooperative-matrix shaders (its binaries need glibc
-# 2.38 and GCC 13's libstdc++: the device's Ubuntu 24.04 has both).
+# (the peer of bench/gpu_bench.sh), all from Debian 13: the Vulkan loader and
+# headers, the SPIR-V headers and glslc, since Debian 12's glslc 2023.2
+# cannot compile llama.cpp's cooperative-matrix shaders and its headers lack
+# the extensions llama.cpp names (the binaries need glibc 2.38 and GCC 13's
+# libstdc++: the device's Ubuntu 24.04 has both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 peer=0
@@ -44,12 +45,14 @@ dir=.deb
 newer=()
 if [ "$peer" = 1 ]; then
   dir=.deb-peer
-  packages=(libvulkan-dev libvulkan1 spirv-headers)
-  newer=(glslc/trixie libshaderc1/trixie)
+  packages=()
+  # Debian 12's Vulkan headers (1.3.239) lack what llama.cpp's Vulkan backend
+  # names (VK_KHR_cooperative_matrix, VK_EXT_layer_settings): Debian 13's too.
+  newer=(glslc/trixie libshaderc1/trixie libvulkan-dev/trixie libvulkan1/trixie spirv-headers/trixie)
 fi
 grep -qx "/$dir/" .git/info/exclude 2>/dev/null || echo "/$dir/" >> .git/info/exclude
 rm -rf "$dir" && mkdir -p "$dir/prefix"
-(cd "$dir" && apt-get download -q "${packages[@]}")
+[ ${#packages[@]} -eq 0 ] || (cd "$dir" && apt-get download -q "${packages[@]}")
 if [ ${#newer[@]} -gt 0 ]; then
   # Debian 13's index in a private apt state (the system's sources untouched).
   keyring=/usr/share/keyrings/debian-archive-keyring.gpg

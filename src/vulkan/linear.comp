@@ -13,8 +13,16 @@
 #include "common.glsl"
 #include "weights.glsl"
 
+// ROWS batch rows a workgroup (built with -DROWS=1 too, for one-row steps:
+// fewer registers, so a longer CHUNK).
+#ifndef ROWS
 #define ROWS 4
+#endif
+#if ROWS == 1
+#define CHUNK 32u
+#else
 #define CHUNK 16u
+#endif
 layout(local_size_x = 16, local_size_y = 4) in;
 
 #ifdef GROUPED
@@ -56,25 +64,22 @@ void main() {
   precise float acc[ROWS];
   for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
   if (live) {
-    uint i = lane;
     // CHUNK columns of the lane's chain at a time, every load of the chunk
-    // issued before the chain consumes it: a lane then waits for memory once
-    // a chunk, not once a column (the order of the fmas is unchanged).
-    for (; i + 16u * (CHUNK - 1u) < in_w; i += 16u * CHUNK) {
+    // issued before the chain consumes it (the last chunk's past the row
+    // skipped): a lane waits for memory once a chunk, not once a column. The
+    // order of the fmas is unchanged.
+    for (uint i = lane; i < in_w; i += 16u * CHUNK) {
       float wt[CHUNK], xv[CHUNK][ROWS];
       [[unroll]] for (uint u = 0; u < CHUNK; ++u) {
-        wt[u] = weight(w, row, i + 16u * u);
+        const uint c = i + 16u * u;
+        wt[u] = c < in_w ? weight(w, row, c) : 0.0;
         [[unroll]] for (uint r = 0; r < ROWS; ++r)
-          xv[u][r] = r0 + r < n ? x.v[x0 + (r0 + r) * x_stride + i + 16u * u] : 0.0;
+          xv[u][r] = c < in_w && r0 + r < n ? x.v[x0 + (r0 + r) * x_stride + c] : 0.0;
       }
       [[unroll]] for (uint u = 0; u < CHUNK; ++u)
-        [[unroll]] for (uint r = 0; r < ROWS; ++r)
-          if (r0 + r < n) acc[r] = fma(wt[u], xv[u][r], acc[r]);
-    }
-    for (; i < in_w; i += 16) {
-      const float wt = weight(w, row, i);
-      for (uint r = 0; r < ROWS; ++r)
-        if (r0 + r < n) acc[r] = fma(wt, x.v[x0 + (r0 + r) * x_stride + i], acc[r]);
+        if (i + 16u * u < in_w)
+          [[unroll]] for (uint r = 0; r < ROWS; ++r)
+            if (r0 + r < n) acc[r] = fma(wt[u], xv[u][r], acc[r]);
     }
   }
   for (uint r = 0; r < ROWS; ++r) lanes[slot][r][lane] = acc[r];

@@ -290,7 +290,9 @@ void VulkanBackend::product(const WeightRef& ref, WeightFormat f, uint64_t x, ui
   if (groups_x > limit[0] || groups_y > limit[1] || s.heads > limit[2])
     throw Error("the Vulkan backend cannot multiply " + std::to_string(s.n) + " rows by a matrix of " +
                 std::to_string(ref.out_rows) + " outputs on " + ctx_->info().name + " (too many workgroups)");
-  stream_->dispatch(std::string("linear_") + format_name(f), push, static_cast<uint32_t>(groups_x),
+  // One row: linear.comp built for one (the same bits, fewer registers).
+  const char* kernel = s.n == 1 && !is_interleaved(f) ? "linear1_" : "linear_";
+  stream_->dispatch(std::string(kernel) + format_name(f), push, static_cast<uint32_t>(groups_x),
                     static_cast<uint32_t>(groups_y), s.heads);
 }
 

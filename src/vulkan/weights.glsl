@@ -115,8 +115,9 @@ float weight(WeightRef w, uint o, uint i) {
   precise float v = e2m1x2(j < 16u ? b & 0xFu : b >> 4) * e8m0_half(byte_at(w.data, blk));
   return v;
 #elif FMT == FMT_Q8_0
+  // Blocks are 34 bytes from a 256-aligned start: the scale is one 16-bit load.
   const uint blk = row + (i / 32u) * 34u;
-  precise float v = float(i8_at(w.data, blk + 2u + i % 32u)) * f16_value(u16_at(w.data, blk));
+  precise float v = float(i8_at(w.data, blk + 2u + i % 32u)) * f16_value(uint(Halves(w.data).v[blk / 2u]));
   return v;
 #elif FMT == FMT_Q4_0
   const uint blk = row + (i / 32u) * 18u, j = i % 32u;
