@@ -32,5 +32,10 @@ void main() {
   }
   sync_workgroup();
   softmax64(p.scores, s0, r.count, p.has_sinks != 0, p.has_sinks != 0 ? p.sinks.v[h] : 0.0);
-  for (uint c = t; c < d; c += 64) p.out_heads.v[q0 + c] = weighted_values(p.scores, s0, r, r.values, width, kvh * d + c);
+  for (uint c = t; c < d; c += 128) {
+    const bool two = c + 64 < d;
+    const vec2 o = weighted_values2(p.scores, s0, r, r.values, width, kvh * d + c, two);
+    p.out_heads.v[q0 + c] = o.x;
+    if (two) p.out_heads.v[q0 + c + 64] = o.y;
+  }
 }

@@ -35,5 +35,10 @@ void main() {
   }
   sync_workgroup();
   softmax64(p.scores, s0, r.count, false, 0.0);
-  for (uint c = t; c < p.latent; c += 64) p.latent_out.v[qa + c] = weighted_values(p.scores, s0, r, r.keys, width, c);
+  for (uint c = t; c < p.latent; c += 128) {
+    const bool two = c + 64 < p.latent;
+    const vec2 o = weighted_values2(p.scores, s0, r, r.keys, width, c, two);
+    p.latent_out.v[qa + c] = o.x;
+    if (two) p.latent_out.v[qa + c + 64] = o.y;
+  }
 }
