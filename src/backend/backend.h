@@ -281,6 +281,12 @@ class Backend {
   // Waits for the device's work; the ids and weights of every route_held()
   // since the last call are in place when it returns.
   virtual void collect_routing() {}
+  // The ops recorded between the two calls are independent: none reads what
+  // another writes, none writes what another writes. A device may then run
+  // them at once (no barrier between them). Only linear() calls: an op of
+  // several dependent steps would lose its own order. Nested pairs count as one.
+  virtual void begin_independent() {}
+  virtual void end_independent() {}
 
   // --- memory ---
   // A tensor of `size` values (contents undefined until written), held until
@@ -349,6 +355,18 @@ class Backend {
   // where shared is given.
   virtual void combine_experts(Tensor ys, size_t hidden, std::span<const uint32_t> slot_rows, const int32_t* ids,
                                const float* weights, size_t n, size_t k, Tensor shared, Tensor out) = 0;
+};
+
+// begin_independent() ... end_independent() for a scope.
+class IndependentOps {
+ public:
+  explicit IndependentOps(Backend& b) : b_(b) { b_.begin_independent(); }
+  ~IndependentOps() { b_.end_independent(); }
+  IndependentOps(const IndependentOps&) = delete;
+  IndependentOps& operator=(const IndependentOps&) = delete;
+
+ private:
+  Backend& b_;
 };
 
 // The CPU backend on `threads` threads (0: every hardware thread).

@@ -46,9 +46,12 @@ class GqaAttention : public Attention {
     op.k = step.k.rows(0, n, KV * d);
     op.v = step.v.rows(0, n, KV * d);
     op.out = step.heads.rows(0, n, H * d);
-    b.linear(q_, x, n, op.q);
-    b.linear(k_, x, n, op.k);
-    b.linear(v_, x, n, op.v);
+    {
+      IndependentOps together(b);
+      b.linear(q_, x, n, op.q);
+      b.linear(k_, x, n, op.k);
+      b.linear(v_, x, n, op.v);
+    }
     op.heads = H;
     op.kv_heads = KV;
     op.head_dim = d;

@@ -53,13 +53,16 @@ class KdaAttention : public Attention {
     op.gate = step.gate_in.rows(0, n, D);
     op.out = step.heads.rows(0, n, D);
     const Tensor low_rank = step.q_latent.rows(0, n, K);
-    b.linear(q_, x, n, op.q);
-    b.linear(k_, x, n, op.k);
-    b.linear(v_, x, n, op.v);
-    b.linear(f_a_, x, n, low_rank);
+    {
+      IndependentOps together(b);
+      b.linear(q_, x, n, op.q);
+      b.linear(k_, x, n, op.k);
+      b.linear(v_, x, n, op.v);
+      b.linear(f_a_, x, n, low_rank);
+      b.linear(beta_, x, n, op.beta);
+      b.linear(gate_, x, n, op.gate);
+    }
     b.linear(f_b_, low_rank, n, op.decay);
-    b.linear(beta_, x, n, op.beta);
-    b.linear(gate_, x, n, op.gate);
     b.kda_attention(op);
     b.linear(o_, op.out, n, out);
   }

@@ -9,12 +9,21 @@
 
 namespace strata {
 
-void SwiGlu::forward(Tensor x, size_t n, Tensor out, Backend& b, Tensor g_all, Tensor u_all) const {
+void SwiGlu::project(Tensor x, size_t n, Backend& b, Tensor g_all, Tensor u_all) const {
+  IndependentOps together(b);
+  b.linear(gate, x, n, g_all.rows(0, n, width()));
+  b.linear(up, x, n, u_all.rows(0, n, width()));
+}
+
+void SwiGlu::finish(size_t n, Tensor out, Backend& b, Tensor g_all, Tensor u_all) const {
   const Tensor g = g_all.rows(0, n, width()), u = u_all.rows(0, n, width());
-  b.linear(gate, x, n, g);
-  b.linear(up, x, n, u);
   b.glu(activation, g, u);
   b.linear(down, g, n, out);
+}
+
+void SwiGlu::forward(Tensor x, size_t n, Tensor out, Backend& b, Tensor g_all, Tensor u_all) const {
+  project(x, n, b, g_all, u_all);
+  finish(n, out, b, g_all, u_all);
 }
 
 SwiGlu SwiGlu::bind(WeightBinder& w, TensorKind gate, TensorKind up, TensorKind down, int64_t layer, int64_t hidden,
@@ -145,8 +154,13 @@ void MoeBlock::forward_held(Tensor x, size_t n, Tensor out, Backend& b, StepStat
   op.ys = step.xs;
   op.ids = step.held_ids.data() + at;
   op.weights = step.held_weights.data() + at;
-  b.linear(router_->gate, x, n, op.logits);
-  if (shared_) shared_->forward(x, n, step.shared.rows(0, n, hidden), b, step.gate, step.up);
+  {
+    // The router's and the shared experts' products read x alone.
+    IndependentOps together(b);
+    b.linear(router_->gate, x, n, op.logits);
+    if (shared_) shared_->project(x, n, b, step.gate, step.up);
+  }
+  if (shared_) shared_->finish(n, step.shared.rows(0, n, hidden), b, step.gate, step.up);
   op.x = latent_ ? step.latent_in.rows(0, n, width) : x;
   if (latent_) b.linear(latent_->down, x, n, op.x);
   if (!latent_) {

@@ -28,6 +28,10 @@ struct SwiGlu {
   // out = down(silu(gate(x)) · up(x)) for n rows, through `g` and `u`
   // (the step's dense_gate/up or gate/up, [n × width()] at least).
   void forward(Tensor x, size_t n, Tensor out, Backend& b, Tensor g, Tensor u) const;
+  // forward() in two halves: the gate and up products (independent ops),
+  // then the activation and the down product.
+  void project(Tensor x, size_t n, Backend& b, Tensor g, Tensor u) const;
+  void finish(size_t n, Tensor out, Backend& b, Tensor g, Tensor u) const;
   size_t width() const { return static_cast<size_t>(gate.out); }
   // The three projections of layer `layer` named by the table kinds
   // `gate`, `up`, `down` (the dense MLP's, or the shared experts').

@@ -82,14 +82,33 @@ void Stream::begin() {
   if (profile_) profile_->begin(slot.cmd, current_);
 }
 
-void Stream::recorded(std::string_view name) {
-  const VkCommandBuffer cmd = ring_[current_].cmd;
+void Stream::barrier(VkCommandBuffer cmd) {
   VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
                     VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
   const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   vkCmdPipelineBarrier(cmd, stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
+}
+
+void Stream::end_independent() {
+  if (independent_ > 0 && --independent_ == 0 && owes_barrier_) {
+    // A barrier covers every command before it in submission order, those of
+    // buffers submitted earlier too.
+    begin();
+    barrier(ring_[current_].cmd);
+    owes_barrier_ = false;
+  }
+}
+
+void Stream::recorded(std::string_view name, bool with_barrier) {
+  const VkCommandBuffer cmd = ring_[current_].cmd;
+  if (with_barrier) {
+    barrier(cmd);
+    owes_barrier_ = false;
+  } else {
+    owes_barrier_ = true;
+  }
   if (profile_) profile_->command(cmd, current_, name);
   if (++in_buffer_ >= submit_at_) submit();
 }
@@ -102,10 +121,13 @@ void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, u
   vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   vkCmdPushConstants(cmd, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, push);
   vkCmdDispatch(cmd, x, y, z);
+  // Inside an independent run (and not debugging), no barrier of its own.
+  const bool with_barrier = independent_ == 0 || sync_;
   if (profile_ && profile_->by_grid())
-    recorded(std::string(name) + "[" + std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + "]");
+    recorded(std::string(name) + "[" + std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + "]",
+             with_barrier);
   else
-    recorded(name);
+    recorded(name, with_barrier);
   if (sync_) {
     std::fprintf(stderr, "vk: %.*s %u %u %u\n", static_cast<int>(name.size()), name.data(), x, y, z);
     finish();

@@ -12,7 +12,8 @@
 // After a finish() the GPU is idle, so the next buffers go out at 1, 2, 4
 // commands before the full 8: it starts on the first command at once.
 // Nothing the host hands to recorded ops may change before finish() (the
-// backend's staging is rewound only then).
+// backend's staging is rewound only then). Dispatches the caller declares
+// independent (begin_independent) share one barrier, after the last.
 // STRATA_VK_DEBUG=1 in the environment runs each dispatch alone and names it
 // on stderr: a shader that faults then shows which it was. STRATA_VK_PROFILE=1
 // times every command on the GPU (vk_profile.h).
@@ -52,6 +53,11 @@ class Stream {
   void zero(VkBuffer dst, uint64_t offset, uint64_t bytes);
   // Submits what was recorded and waits until everything submitted is done.
   void finish();
+  // Dispatches recorded between the two are independent of each other: no
+  // barrier between them, one after the last (copies and fills keep theirs).
+  // Nested pairs count as one.
+  void begin_independent() { ++independent_; }
+  void end_independent();
 
   static constexpr size_t kRing = 4;                  // command buffers in turn
   static constexpr uint32_t kCommandsPerSubmit = 8;   // a buffer goes out at this many (a layer records ~17)
@@ -66,7 +72,8 @@ class Stream {
   void begin();
   // After a command: a full barrier, its timestamp when profiling, and the
   // buffer submitted when it is full.
-  void recorded(std::string_view name);
+  void recorded(std::string_view name, bool barrier = true);
+  void barrier(VkCommandBuffer cmd);
   // Submits the buffer being recorded (without waiting).
   void submit();
   // Waits for slot i's submission and makes the slot free.
@@ -81,6 +88,8 @@ class Stream {
   bool recording_ = false;
   uint32_t in_buffer_ = 0;
   uint32_t submit_at_ = 1;  // commands the buffer being recorded goes out at
+  int independent_ = 0;         // begin_independent() calls not yet ended
+  bool owes_barrier_ = false;   // a dispatch was recorded without its barrier
   bool sync_ = false;  // STRATA_VK_DEBUG: every dispatch alone
   std::unique_ptr<Profile> profile_;
 };
