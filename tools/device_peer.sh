@@ -9,14 +9,16 @@
 #
 #   bash tools/device_peer.sh          # start both builds, return at once
 #   bash tools/device_peer.sh --wait   # block until both are done; print the binaries
+# PEERS="vulkan" (or "cuda") in the environment of both calls builds only that one.
 # The binaries: /tmp/llama/build-cuda/bin/llama-bench, /tmp/llama/build-vulkan/bin/llama-bench
 # (run the Vulkan one with the loader of .deb/prefix: source tools/device_env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 L=/tmp/llama
 P=/tmp/peer
+PEERS=${PEERS:-cuda vulkan}
 if [ "${1:-}" = --wait ]; then
-  for b in cuda vulkan; do
+  for b in $PEERS; do
     [ -f "$L/$b.log" ] || { echo "device_peer.sh: no $b build under $L (start one: bash tools/device_peer.sh)" >&2; exit 1; }
     for _ in $(seq 180); do [ -f "$L/$b.rc" ] && break; sleep 5; done
     [ -f "$L/$b.rc" ] || { echo "device_peer.sh: the $b build is still running after 15 minutes" >&2; exit 1; }
@@ -31,9 +33,13 @@ usr=$P/.deb-peer/prefix/usr
 rm -f "$L"/*.rc
 # Debian 13's glslc finds its libshaderc beside it; CMake finds the Vulkan
 # headers, loader and SPIR-V headers in the prefix.
+case " $PEERS " in *" cuda "*)
 setsid bash -c "LLAMA_DIR=$L BACKEND=cuda JOBS=10 bash bench/llama_cpp/build.sh > $L/cuda.log 2>&1; echo \$? > $L/cuda.rc" \
   < /dev/null > /dev/null 2>&1 &
+esac
+case " $PEERS " in *" vulkan "*)
 setsid bash -c "export LD_LIBRARY_PATH=$usr/lib/x86_64-linux-gnu CMAKE_PREFIX_PATH=$usr PATH=$usr/bin:\$PATH GLSLC=$usr/bin/glslc;
   LLAMA_DIR=$L BACKEND=vulkan JOBS=6 bash bench/llama_cpp/build.sh > $L/vulkan.log 2>&1; echo \$? > $L/vulkan.rc" \
   < /dev/null > /dev/null 2>&1 &
-echo "llama.cpp builds started in $L (logs cuda.log, vulkan.log); bash tools/device_peer.sh --wait"
+esac
+echo "llama.cpp builds ($PEERS) started in $L (logs <backend>.log); bash tools/device_peer.sh --wait"
