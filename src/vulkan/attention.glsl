@@ -15,29 +15,23 @@ layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Row
 
 uint cache_slot(RowRef r, uint pos) { return r.ring != 0 ? pos % r.ring : pos; }
 
-// Σ_j s[s0 + j] · v[slot(first + j) · width + c] over the row's positions,
-// by fma from 0 in increasing j (attention's order), for two value channels
-// at once: c = col, and c = col + 64 where `two`. Each chain is sequential;
-// sixteen positions' loads (scores and both channels) go out together
-// before their fma steps, so it waits on device memory once per sixteen.
-vec2 weighted_values2(Floats s, uint s0, RowRef r, Floats v, uint width, uint col, bool two) {
-  precise float o0 = 0.0, o1 = 0.0;
-  for (uint j = 0; j < r.count; j += 16) {
-    float sj[16], v0[16], v1[16];
+// Σ_j s[s0 + j] · v[slot(first + j) · width + col] over the row's positions,
+// by fma from 0 in increasing j (one value channel; attention's order). The
+// chain is sequential: sixteen positions' loads go out together before
+// their fma steps, so it waits on device memory once per sixteen.
+float weighted_values(Floats s, uint s0, RowRef r, Floats v, uint width, uint col) {
+  precise float o = 0.0;
+  uint j = 0;
+  for (; j + 16 <= r.count; j += 16) {
+    float sj[16], vj[16];
     [[unroll]] for (uint u = 0; u < 16; ++u) {
-      const bool in_row = j + u < r.count;
-      const uint at = in_row ? cache_slot(r, r.first + j + u) * width + col : 0u;
-      sj[u] = in_row ? s.v[s0 + j + u] : 0.0;
-      v0[u] = in_row ? v.v[at] : 0.0;
-      v1[u] = in_row && two ? v.v[at + 64u] : 0.0;
+      sj[u] = s.v[s0 + j + u];
+      vj[u] = v.v[cache_slot(r, r.first + j + u) * width + col];
     }
-    [[unroll]] for (uint u = 0; u < 16; ++u)
-      if (j + u < r.count) {
-        o0 = fma(sj[u], v0[u], o0);
-        o1 = fma(sj[u], v1[u], o1);
-      }
+    [[unroll]] for (uint u = 0; u < 16; ++u) o = fma(sj[u], vj[u], o);
   }
-  return vec2(o0, o1);
+  for (; j < r.count; ++j) o = fma(s.v[s0 + j], v.v[cache_slot(r, r.first + j) * width + col], o);
+  return o;
 }
 
 // Rotates x[at .. at + 2·half) in place by the factors rot[c0 .. c0 + half)

@@ -26,23 +26,14 @@ void main() {
   RowRef r = p.rows.v[i];
   const uint s0 = (gl_WorkGroupID.y * p.heads + h) * p.score_stride;
   const uint qa = (i * p.heads + h) * p.latent, qr = (i * p.heads + h) * p.rope_dim;
-  // Positions j and j + 64 together.
-  for (uint j = t; j < r.count; j += 128) {
-    const bool two = j + 64 < r.count;
-    const uint at0 = cache_slot(r, r.first + j) * width;
-    const uint at1 = two ? cache_slot(r, r.first + j + 64) * width : at0;
-    const vec2 dl = dot_serial2(p.q_abs, qa, r.keys, at0, at1, p.latent);
-    const vec2 dr = dot_serial2(p.q_rot, qr, r.keys, at0 + p.latent, at1 + p.latent, p.rope_dim);
-    precise float s = (dl.x + dr.x) * p.scale, s1 = (dl.y + dr.y) * p.scale;
+  for (uint j = t; j < r.count; j += 64) {
+    const uint at = cache_slot(r, r.first + j) * width;
+    const float dl = dot_serial(p.q_abs, qa, r.keys, at, p.latent);
+    const float dr = dot_serial(p.q_rot, qr, r.keys, at + p.latent, p.rope_dim);
+    precise float s = (dl + dr) * p.scale;
     p.scores.v[s0 + j] = s;
-    if (two) p.scores.v[s0 + j + 64] = s1;
   }
   sync_workgroup();
   softmax64(p.scores, s0, r.count, false, 0.0);
-  for (uint c = t; c < p.latent; c += 128) {
-    const bool two = c + 64 < p.latent;
-    const vec2 o = weighted_values2(p.scores, s0, r, r.keys, width, c, two);
-    p.latent_out.v[qa + c] = o.x;
-    if (two) p.latent_out.v[qa + c + 64] = o.y;
-  }
+  for (uint c = t; c < p.latent; c += 64) p.latent_out.v[qa + c] = weighted_values(p.scores, s0, r, r.keys, width, c);
 }

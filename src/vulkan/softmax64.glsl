@@ -62,34 +62,31 @@ void softmax64(Floats s, uint at, uint count, bool has_sink, float sink) {
   sync_workgroup();
 }
 
-// The 16-lane dot (kernels::dot's order) by one invocation alone, of `a`
-// with two rows of `b` at once (from b0 and b1; the same row twice where the
-// caller needs one). The 16 chains of each advance together, a whole step
-// of 16 at a time with constant indices: the accumulators stay in registers
-// (an index known only at run time would put them in device memory) and two
-// steps' loads for both rows go out together.
-vec2 dot_serial2(Floats a, uint a0, Floats b, uint b0, uint b1, uint n) {
-  precise float acc[2][16];
-  [[unroll]] for (uint j = 0; j < 16; ++j) acc[0][j] = acc[1][j] = 0.0;
-  for (uint i0 = 0; i0 < n; i0 += 32) {
-    float av[32], bv[2][32];
+// The 16-lane dot (kernels::dot's order) by one invocation alone. Its 16
+// chains advance together, a whole step of 16 at a time with constant
+// indices: the accumulators stay in registers (an index known only at run
+// time would put them in device memory) and two steps' 64 loads go out
+// together.
+float dot_serial(Floats a, uint a0, Floats b, uint b0, uint n) {
+  precise float acc[16];
+  [[unroll]] for (uint j = 0; j < 16; ++j) acc[j] = 0.0;
+  uint i0 = 0;
+  for (; i0 + 32 <= n; i0 += 32) {
+    float av[32], bv[32];
     [[unroll]] for (uint j = 0; j < 32; ++j) {
-      const bool in_row = i0 + j < n;
-      av[j] = in_row ? a.v[a0 + i0 + j] : 0.0;
-      bv[0][j] = in_row ? b.v[b0 + i0 + j] : 0.0;
-      bv[1][j] = in_row ? b.v[b1 + i0 + j] : 0.0;
+      av[j] = a.v[a0 + i0 + j];
+      bv[j] = b.v[b0 + i0 + j];
     }
-    [[unroll]] for (uint j = 0; j < 32; ++j)
-      if (i0 + j < n) {
-        acc[0][j % 16] = fma(av[j], bv[0][j], acc[0][j % 16]);
-        acc[1][j % 16] = fma(av[j], bv[1][j], acc[1][j % 16]);
-      }
+    [[unroll]] for (uint j = 0; j < 32; ++j) acc[j % 16] = fma(av[j], bv[j], acc[j % 16]);
   }
+  for (; i0 + 16 <= n; i0 += 16)
+    [[unroll]] for (uint j = 0; j < 16; ++j) acc[j] = fma(a.v[a0 + i0 + j], b.v[b0 + i0 + j], acc[j]);
+  [[unroll]] for (uint j = 0; j < 16; ++j)
+    if (i0 + j < n) acc[j] = fma(a.v[a0 + i0 + j], b.v[b0 + i0 + j], acc[j]);
   [[unroll]] for (uint w = 8; w >= 1; w /= 2)
     [[unroll]] for (uint j = 0; j < w; ++j) {
-      precise float s0 = acc[0][j] + acc[0][j + w], s1 = acc[1][j] + acc[1][j + w];
-      acc[0][j] = s0;
-      acc[1][j] = s1;
+      precise float s = acc[j] + acc[j + w];
+      acc[j] = s;
     }
-  return vec2(acc[0][0], acc[1][0]);
+  return acc[0];
 }
