@@ -14,6 +14,7 @@
 #include "pack/placement.h"
 #include "model/expert_heat.h"
 #include "runtime/generator.h"
+#include "runtime/route_trace.h"
 #include "safetensors_writer.h"
 #include "fixture_models.h"
 #include "same_bits.h"
@@ -46,6 +47,26 @@ Outcome run(const fs::path& model, LoadOptions o, int n = 6) {
   GenerateResult r = generate(*m, {5, 17, 3, 42, 9}, g);
   EXPECT_EQ(m->save_heat(), "");
   return {r.tokens, r.logits, m->expert_stats()};
+}
+
+// The router traces of a 12-token prompt (a prefill step of more rows than a
+// device routes itself) and 6 sampled tokens.
+std::string router_trace(const fs::path& model, LoadOptions o) {
+  o.threads = 2;
+  o.heat = "none";
+  auto m = load_model(model, o);
+  testfiles::TempDir tmp("strata-trace");
+  const fs::path path = tmp.path() / "trace.jsonl";
+  {
+    RouteTrace trace(path, m->config().num_layers, m->config().n_routed_experts);
+    GenerateOptions g;
+    g.max_new_tokens = 6;
+    g.sampling = {1.0f, 11};
+    g.trace = &trace;
+    generate(*m, {5, 17, 3, 42, 9, 1, 2, 3, 4, 5, 6, 7}, g);
+  }
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 void expect_identical(const Outcome& want, const Outcome& got, const std::string& what) {
@@ -94,12 +115,25 @@ TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
     // Every expert in RAM and room in VRAM for all: the GPU takes each MoE
     // layer whole at load and routes small steps itself (no round trip to the
     // host): the same bits as the host's routing.
+    // Against no expert cache at all (--vram 0: on a GPU with memory of its
+    // own the default budget would hold the layers too), where the host
+    // routes and groups every step.
+    LoadOptions host = on_device(GetParam(), {});
+    host.device.vram_bytes = 0;
+    const Outcome grouped = run(dir, host);
+    EXPECT_EQ(grouped.stats.device.held_routes, 0u);
     LoadOptions whole = on_device(GetParam(), {});
     whole.device.vram_bytes = int64_t{1} << 30;
     const Outcome held = run(dir, whole);
-    expect_identical(ram, held, "every layer held whole");
+    expect_identical(grouped, held, "every layer held whole");
     EXPECT_GT(held.stats.device.held_routes, 0u);
     EXPECT_EQ(held.stats.device.staged, 0u);
+    // The choices that come back at the step's end are the host's: the same
+    // router traces (the prompt's rows grouped on the host, then the tokens'
+    // routed on the GPU).
+    const std::string want = router_trace(dir, host);
+    EXPECT_FALSE(want.empty());
+    EXPECT_EQ(want, router_trace(dir, whole));
   }
   // The GPU's expert cache (--vram): room for every expert, then room for
   // three (experts evicted and copied again): the same bits as without it.

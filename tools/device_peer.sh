@@ -17,6 +17,9 @@ cd "$(dirname "$0")/.."
 L=/tmp/llama
 P=/tmp/peer
 PEERS=${PEERS:-cuda vulkan}
+for b in $PEERS; do
+  case "$b" in cuda|vulkan) ;; *) echo "device_peer.sh: PEERS names cuda and/or vulkan, not '$b'" >&2; exit 2 ;; esac
+done
 if [ "${1:-}" = --wait ]; then
   for b in $PEERS; do
     [ -f "$L/$b.log" ] || { echo "device_peer.sh: no $b build under $L (start one: bash tools/device_peer.sh)" >&2; exit 1; }
@@ -30,7 +33,7 @@ mkdir -p "$L" "$P"
 [ -f "$L/CMakeLists.txt" ] || tar -xJf .carry/llama-src.tar.xz -C "$L"
 [ -d "$P/.deb-peer" ] || tar -xJf .carry/peer-prefix.tar.xz -C "$P"
 usr=$P/.deb-peer/prefix/usr
-rm -f "$L"/*.rc
+for b in $PEERS; do rm -f "$L/$b.rc"; done
 # Debian 13's glslc finds its libshaderc beside it; CMake finds the Vulkan
 # headers, loader and SPIR-V headers in the prefix.
 case " $PEERS " in *" cuda "*)

@@ -266,11 +266,12 @@ class Backend {
     (void)experts;
     return false;
   }
-  // Whether route_held() runs n rows of `layer` (a layer it holds whole, a
-  // small step).
-  virtual bool routes_held(int64_t layer, size_t n) const {
+  // Whether route_held() runs n rows of `layer` routed by `spec` (a layer it
+  // holds whole, a small step, a routing it can do).
+  virtual bool routes_held(int64_t layer, size_t n, const RouteSpec& spec) const {
     (void)layer;
     (void)n;
+    (void)spec;
     return false;
   }
   // route(), then run_experts() over every row's k experts and

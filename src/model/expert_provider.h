@@ -98,6 +98,10 @@ class ExpertProvider {
     (void)layer;
     (void)experts;
   }
+  // The backend holds every expert of `layer` for good (Backend::hold_layer)
+  // and the model asks for none of them again: the provider may drop its
+  // own copies (an in-RAM provider frees them; a fetch of them then throws).
+  virtual void release_layer(int64_t layer) { (void)layer; }
   // A guess that `experts` of `layer` come next: a streaming provider may
   // start reading them. Never changes results.
   virtual void prefetch(int64_t layer, std::span<const int32_t> experts) {}
@@ -136,11 +140,14 @@ class InMemoryExpertProvider : public ExpertProvider {
   // bits whether it was in RAM, streamed from the checkpoint or from a pack.
   InMemoryExpertProvider(const ModelConfig& c, const ExpertBindFn& bind, int64_t first = 0, int64_t end = -1);
   ExpertFetch& fetch(int64_t layer, std::span<const int32_t> experts) override;
+  void release_layer(int64_t layer) override;
 
  private:
   ExpertBindFn bind_;  // kept: it may own converted weights the handles point into
   std::vector<std::vector<ExpertWeights>> experts_;  // [layer][expert]; empty for dense layers
   InterleavedWeights interleaved_;  // the experts' matrices that have an interleaved layout
+  std::vector<size_t> copy_of_;     // [layer]: its copy in interleaved_ (InterleavedWeights::kNone: none)
+  std::vector<bool> released_;      // [layer]: release_layer() dropped it
   // A fetch whose experts are all ready: hands them out in request order.
   class ReadyFetch : public ExpertFetch {
    public:

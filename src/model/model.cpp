@@ -165,6 +165,8 @@ StepSizes Model::step_sizes(size_t rows) const {
     z.experts = static_cast<size_t>(c.n_routed_experts);
     z.experts_per_token = static_cast<size_t>(c.num_experts_per_tok);
     z.guess_rows = std::min(rows, kPrefetchRows);
+    for (int64_t l = 0; l < c.num_layers; ++l) z.moe_layers += c.layer_is_moe(l) ? 1 : 0;
+    z.held_rows = std::min(rows, kDeferredRoutingRows);
     if (c.latent_width > 0) z.latent_width = static_cast<size_t>(c.latent_width);
   }
   if (c.attn_res_block_size > 0)
@@ -215,7 +217,7 @@ void Model::prefetch_for(size_t next, Tensor h, size_t n) {
   // Only decode-sized steps guess: a prefill step needs most of the next
   // layer's experts anyway, keeps the drives busy, and reads each one once.
   if (n > kPrefetchRows) return;
-  if (backend_->routes_held(static_cast<int64_t>(next), n)) return;  // nothing to read: the device holds them
+  if (layers_[next].moe->held_by(*backend_, n)) return;  // nothing to read: the device holds them
   // The next layer's router on this layer's residual: the residual changes
   // little from one layer to the next, so its picks are a good guess.
   const ModelConfig& c = config_;
@@ -272,8 +274,11 @@ void Model::hold_experts_on_device() {
       if (pass == 0) {  // the first pass counts, the second takes them
         for (const ExpertWeights* w : weights) total += backend_->held_expert_bytes(*w);
         if (total > backend_->hold_budget()) return;
-      } else if (!backend_->hold_layer(l, weights)) {
-        return;
+      } else {
+        if (!backend_->hold_layer(l, weights)) return;
+        // Its RAM copy is no longer read: the GPU's is the only one.
+        layers_[l].moe->held_whole(*weights[0]);
+        experts_->release_layer(l);
       }
     }
 }
@@ -398,13 +403,8 @@ void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hi
   // Small steps let a backend that holds a layer's experts route it itself
   // (MoeBlock::forward): room for every layer's choice, which comes back at
   // the step's end.
-  const bool defer_routing = n <= kDeferredRoutingRows && c.num_experts_per_tok > 0;
+  const bool defer_routing = n <= step_.sizes.held_rows;
   step_.held_routing.clear();
-  if (defer_routing) {
-    const size_t slots = static_cast<size_t>(c.num_layers) * n * static_cast<size_t>(c.num_experts_per_tok);
-    step_.held_ids.resize(slots);
-    step_.held_weights.resize(slots);
-  }
 
   // AttnRes (Kimi K3): `h` holds the sum within the current block, the bank
   // the earlier blocks' inputs, and each sublayer reads their mix over depth

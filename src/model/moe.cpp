@@ -142,7 +142,8 @@ void MoeBlock::forward_held(Tensor x, size_t n, Tensor out, Backend& b, StepStat
   const size_t K = static_cast<size_t>(c_.num_experts_per_tok), hidden = static_cast<size_t>(c_.hidden_size);
   const size_t width = latent_ ? static_cast<size_t>(latent_->down.out) : hidden;
   const size_t at = step.held_routing.empty() ? 0 : step.held_routing.back().at + step.held_routing.back().n * K;
-  if (at + n * K > step.held_ids.size()) throw Error("internal: more layers routed on the device than planned");
+  if (at + n * K > step.held_ids.size() || step.held_routing.size() == step.held_routing.capacity())
+    throw Error("internal: more layers routed on the device than planned");
   step.held_routing.push_back({layer_, n, at});
   HeldRoute op;
   op.spec = router_->spec;
@@ -179,7 +180,7 @@ void MoeBlock::forward_held(Tensor x, size_t n, Tensor out, Backend& b, StepStat
 
 void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& step,
                        const std::function<void()>& while_reading, bool defer_routing) const {
-  if (defer_routing && b.routes_held(layer_, n)) return forward_held(x, n, out, b, step);
+  if (defer_routing && b.routes_held(layer_, n, router_->spec)) return forward_held(x, n, out, b, step);
   const size_t K = static_cast<size_t>(c_.num_experts_per_tok), hidden = static_cast<size_t>(c_.hidden_size);
   // What the experts read: x, or its latent projection.
   const size_t width = latent_ ? static_cast<size_t>(latent_->down.out) : hidden;

@@ -86,6 +86,14 @@ class MoeBlock {
   // at what forward() will need. Uses only the step's guess_* buffers.
   std::span<const int32_t> predict(Tensor x, size_t n, Backend& b, StepState& step) const;
   int64_t layer() const { return layer_; }
+  // The backend holds every expert of this layer (Backend::hold_layer),
+  // all shaped as `shapes`: forward() asks the provider for none of them.
+  void held_whole(const ExpertWeights& shapes) const {
+    shapes_ = shapes;
+    mixed_shapes_ = false;
+  }
+  // Whether `b` routes and runs n rows of this layer itself (forward() with defer_routing).
+  bool held_by(const Backend& b, size_t n) const { return b.routes_held(layer_, n, router_->spec); }
   const std::optional<SwiGlu>& shared() const { return shared_; }
 
  private:

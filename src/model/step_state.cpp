@@ -87,6 +87,9 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
   gather.resize(slots);
   jobs.reserve(z.experts);
   ready.reserve(z.experts);
+  held_routing.reserve(z.moe_layers);
+  held_ids.resize(z.moe_layers * z.held_rows * z.experts_per_token);
+  held_weights.resize(held_ids.size());
   guess_ids.resize(z.guess_rows * z.experts_per_token);
   guess_weights.resize(z.guess_rows * z.experts_per_token);
   guess.reserve(z.experts);
@@ -99,21 +102,23 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
 
 uint64_t StepState::bytes(const StepSizes& z) {
   const uint64_t rows = z.rows, slots = z.rows * z.experts_per_token, e = z.experts,
-                 guess = z.guess_rows * z.experts_per_token;
+                 guess = z.guess_rows * z.experts_per_token, held = z.moe_layers * z.held_rows * z.experts_per_token;
   const uint64_t floats = 3 * rows * z.hidden + z.guess_rows * (z.hidden + z.experts) + work_size(z) +
                          (z.depth_blocks ? (z.depth_blocks + 1) * rows * z.hidden : 0);
   return floats * sizeof(float) + rows * sizeof(int32_t) + slots * (sizeof(int32_t) + sizeof(float)) +
          e * 3 * sizeof(uint32_t) + e * sizeof(int32_t) + slots * 2 * sizeof(uint32_t) + e * sizeof(ExpertJob) +
          e * sizeof(std::pair<int, const ExpertWeights*>) + guess * (sizeof(int32_t) + sizeof(float)) +
          e * (sizeof(int32_t) + sizeof(uint32_t) + sizeof(float)) + rows * sizeof(uint32_t) + rows * sizeof(Row) +
-         z.depth_blocks * sizeof(Tensor);
+         z.depth_blocks * sizeof(Tensor) + z.moe_layers * sizeof(HeldRouting) +
+         held * (sizeof(int32_t) + sizeof(float));
 }
 
 uint64_t StepState::host_bytes() const {
   auto bytes = [](const auto& v) { return static_cast<uint64_t>(v.capacity() * sizeof(v[0])); };
   return bank.capacity() * sizeof(Tensor) + bytes(tokens) + bytes(ids) + bytes(weights) + bytes(count) + bytes(first) + bytes(next) + bytes(unique) +
          bytes(slot_rows) + bytes(gather) + bytes(jobs) + bytes(ready) + bytes(guess_ids) + bytes(guess_weights) +
-         bytes(guess) + bytes(guess_count) + bytes(guess_best) + bytes(selected) + bytes(chunk);
+         bytes(guess) + bytes(guess_count) + bytes(guess_best) + bytes(selected) + bytes(chunk) +
+         bytes(held_routing) + bytes(held_ids) + bytes(held_weights);
 }
 
 }  // namespace strata

@@ -33,6 +33,8 @@ struct StepSizes {
   size_t latent_width = 0;  // a latent MoE's expert input width (Kimi K3); 0: none
   size_t depth_blocks = 0;  // AttnRes: block states kept (Kimi K3); 0: a plain residual stream
   size_t mtp_in = 0;        // an MTP layer's eh_proj input, [embedding ; hidden state]; 0 without MTP layers
+  size_t moe_layers = 0;    // the decoder's MoE layers
+  size_t held_rows = 0;     // rows of a step that may leave its routing to the backend (Model::kDeferredRoutingRows)
 };
 
 struct StepState {
@@ -83,7 +85,8 @@ struct StepState {
   std::vector<float> guess_best;   // per expert: its best weight in the guess
   // MoE layers the backend routed itself this step (Backend::route_held):
   // their ids and weights arrive at its collect_routing(), at the step's end,
-  // at `at` in held_ids and held_weights (sized by Model::forward per step).
+  // at `at` in held_ids and held_weights [moe_layers × held_rows × k],
+  // allocated once: the backend holds pointers into them until then.
   struct HeldRouting {
     int64_t layer = 0;
     size_t n = 0, at = 0;

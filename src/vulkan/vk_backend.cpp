@@ -98,13 +98,16 @@ Tensor VulkanBackend::allocate(uint64_t size) {
 }
 
 void VulkanBackend::release_tensors() {
+  // The step state route_held() wrote to is being replaced (a step that
+  // threw left its copies pending): nothing is copied into it any more.
+  held_copies_.clear();
   finish();
   slots_.resize(1);
   tensors_->clear();
   weights_->clear();
   tensor_bytes_ = 0;
   // The planned scratch lives with the tensors: plan again after this.
-  expert_act_ = scores_ = mla_ = Slot{};
+  expert_act_ = scores_ = mla_ = route_ = held_jobs_ = Slot{};
   scratch_floats_ = 0;
 }
 

@@ -11,13 +11,18 @@
 
 namespace strata::vk {
 
+bool VulkanBackend::routes_on_gpu(const RouteSpec& spec) {
+  return spec.experts <= 1024 && spec.k <= 64 && spec.groups <= 64 &&
+         (spec.kind != RouteSpec::Kind::SigmoidGroup || spec.bias != nullptr);
+}
+
 void VulkanBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* ids, float* weights) {
   check_step(n);  // route_ holds a step's rows
   if (static_cast<size_t>(spec.experts) > limits_.experts || spec.k > spec.experts || spec.k < 1 ||
       static_cast<size_t>(spec.k) > limits_.experts_per_token)
     throw Error("internal: routing over more experts than planned");
   const bool grouped = spec.kind == RouteSpec::Kind::SigmoidGroup;
-  if (n > 0 && spec.experts <= 1024 && spec.k <= 64 && spec.groups <= 64 && (!grouped || spec.bias)) {
+  if (n > 0 && routes_on_gpu(spec)) {
     // On the GPU (route.comp): the ids and weights come back, not the logits.
     const uint64_t count = n * static_cast<uint64_t>(spec.k), E = static_cast<uint64_t>(spec.experts);
     const uint64_t out = route_.piece.address;

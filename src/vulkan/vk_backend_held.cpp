@@ -28,6 +28,11 @@ bool VulkanBackend::hold_layer(int64_t layer, std::span<const ExpertWeights* con
   }
   const bool fused = first.gate_up.valid();
   if (fused ? !first.down.valid() : !(first.gate.valid() && first.up.valid() && first.down.valid())) return false;
+  // Gate and up go through one grouped dispatch: one format and shape; and
+  // the planned scratch must hold their rows.
+  if (!fused && !same_shape(first.gate, first.up)) return false;
+  const size_t width = static_cast<size_t>(fused ? first.gate_up.out / 2 : first.gate.out);
+  if (width > limits_.expert_width || (fused && !limits_.fused_gate_up)) return false;
   // Every expert into the cache, then kept there for good; where the budget
   // runs out, the layer is not held (what was copied stays as plain cache).
   std::vector<uint32_t> table(experts.size() * 4 * (sizeof(WeightRef) / sizeof(uint32_t)));
@@ -44,6 +49,10 @@ bool VulkanBackend::hold_layer(int64_t layer, std::span<const ExpertWeights* con
     const WeightRef refs[4] = {entry.gate, entry.up, entry.down, entry.gate_up};
     std::memcpy(table.data() + e * 4 * (sizeof(WeightRef) / sizeof(uint32_t)), refs, sizeof(refs));
   }
+  // An expert copied early may have been evicted by a later one (a budget
+  // lowered when the device ran out): then none is pinned.
+  for (size_t e = 0; e < experts.size(); ++e)
+    if (!experts_->contains(ExpertCache::key(layer, static_cast<int32_t>(e)))) return false;
   for (size_t e = 0; e < experts.size(); ++e) experts_->pin(ExpertCache::key(layer, static_cast<int32_t>(e)));
   HeldLayer h;
   h.table = Buffer(*ctx_, table.size() * sizeof(uint32_t), Buffer::Where::Device);
@@ -53,20 +62,21 @@ bool VulkanBackend::hold_layer(int64_t layer, std::span<const ExpertWeights* con
   h.down = weight_format(first.down);
   h.first_rows = static_cast<uint32_t>(fused ? first.gate_up.out : first.gate.out);
   h.down_rows = static_cast<uint32_t>(first.down.out);
-  h.width = static_cast<size_t>(fused ? first.gate_up.out / 2 : first.gate.out);
+  h.width = width;
   h.experts = experts.size();
   held_.emplace(layer, std::move(h));
   finish();
   return true;
 }
 
-bool VulkanBackend::routes_held(int64_t layer, size_t n) const {
-  return n > 0 && n <= kHeldRows && n <= limits_.rows && held_.count(layer) != 0;
+bool VulkanBackend::routes_held(int64_t layer, size_t n, const RouteSpec& spec) const {
+  return n > 0 && n <= kHeldRows && n <= limits_.rows && routes_on_gpu(spec) && held_.count(layer) != 0;
 }
 
 void VulkanBackend::route_held(const HeldRoute& op) {
   const auto it = held_.find(op.layer);
-  if (it == held_.end() || !routes_held(op.layer, op.n)) throw Error("internal: route_held() on a layer not held");
+  if (it == held_.end() || !routes_held(op.layer, op.n, op.spec))
+    throw Error("internal: route_held() on a layer not held");
   const HeldLayer& h = it->second;
   const RouteSpec& spec = op.spec;
   const size_t n = op.n, K = static_cast<size_t>(spec.k), slots = n * K, width = op.width;

@@ -64,7 +64,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   uint64_t hold_budget() const override { return experts_->budget(); }
   uint64_t held_expert_bytes(const ExpertWeights& e) const override { return expert_bytes(e); }
   bool hold_layer(int64_t layer, std::span<const ExpertWeights* const> experts) override;
-  bool routes_held(int64_t layer, size_t n) const override;
+  bool routes_held(int64_t layer, size_t n, const RouteSpec& spec) const override;
   void route_held(const HeldRoute& op) override;
   void collect_routing() override { finish(); }
   void begin_independent() override { stream_->begin_independent(); }
@@ -164,6 +164,9 @@ class VulkanBackend final : public Backend, private CacheIo {
   // The experts' activation over `count` gate values at g (up values at u), written over the gate.
   void activation(const ExpertActivation& act, uint64_t g, uint64_t u, uint64_t count);
   void check_step(size_t rows) const;
+  // Whether route.comp takes `spec` (its shared arrays' sizes; a group
+  // routing needs its bias); otherwise the host routes.
+  static bool routes_on_gpu(const RouteSpec& spec);
 
   // A layer held whole (hold_layer): its experts' WeightRefs on the device,
   // per expert gate, up, down, gate_up (held_jobs.comp's table).

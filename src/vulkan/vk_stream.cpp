@@ -92,10 +92,14 @@ void Stream::barrier(VkCommandBuffer cmd) {
 }
 
 void Stream::end_independent() {
-  if (independent_ > 0 && --independent_ == 0 && owes_barrier_) {
-    // A barrier covers every command before it in submission order, those of
-    // buffers submitted earlier too.
-    begin();
+  if (independent_ > 0) --independent_;
+}
+
+void Stream::pay_barrier() {
+  // The barrier the last independent dispatches skipped, before the next
+  // command (or a finish): it covers every command before it in submission
+  // order, those of buffers submitted earlier too.
+  if (owes_barrier_ && independent_ == 0) {
     barrier(ring_[current_].cmd);
     owes_barrier_ = false;
   }
@@ -117,6 +121,7 @@ void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, u
   if (x == 0 || y == 0 || z == 0) return;
   const VkPipeline p = pipeline(name);
   begin();
+  pay_barrier();
   const VkCommandBuffer cmd = ring_[current_].cmd;
   vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   vkCmdPushConstants(cmd, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, push);
@@ -137,6 +142,7 @@ void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, u
 void Stream::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes) {
   if (bytes == 0) return;
   begin();
+  pay_barrier();
   VkBufferCopy region{src_offset, dst_offset, bytes};
   vkCmdCopyBuffer(ring_[current_].cmd, src, dst, 1, &region);
   if (profile_ && profile_->by_grid())
@@ -148,6 +154,7 @@ void Stream::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_
 void Stream::zero(VkBuffer dst, uint64_t offset, uint64_t bytes) {
   if (bytes == 0) return;
   begin();
+  pay_barrier();
   vkCmdFillBuffer(ring_[current_].cmd, dst, offset, bytes, 0);
   recorded("zero");
 }
@@ -179,6 +186,11 @@ void Stream::wait(size_t i) {
 }
 
 void Stream::finish() {
+  if (owes_barrier_) {  // the host reads what the last dispatches wrote
+    begin();
+    barrier(ring_[current_].cmd);
+    owes_barrier_ = false;
+  }
   submit();
   // Oldest first: current_ is the slot after the last one submitted.
   for (size_t k = 0; k < kRing; ++k) {

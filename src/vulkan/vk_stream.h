@@ -54,8 +54,9 @@ class Stream {
   // Submits what was recorded and waits until everything submitted is done.
   void finish();
   // Dispatches recorded between the two are independent of each other: no
-  // barrier between them, one after the last (copies and fills keep theirs).
-  // Nested pairs count as one.
+  // barrier between them, one before the next command after the last
+  // (copies and fills keep theirs). Nested pairs count as one; no Vulkan
+  // call here, so a scope's end cannot throw.
   void begin_independent() { ++independent_; }
   void end_independent();
 
@@ -74,6 +75,8 @@ class Stream {
   // buffer submitted when it is full.
   void recorded(std::string_view name, bool barrier = true);
   void barrier(VkCommandBuffer cmd);
+  // The barrier owed by independent dispatches, once they are over.
+  void pay_barrier();
   // Submits the buffer being recorded (without waiting).
   void submit();
   // Waits for slot i's submission and makes the slot free.
