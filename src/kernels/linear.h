@@ -85,6 +85,12 @@ struct WeightMatrix {
   WeightMatrix row_slice(int64_t row0, int64_t rows) const;
 };
 
+// Whether a and b are stored alike (present or not, format, packing, shape):
+// one kernel and one job layout serve both.
+inline bool same_layout(const WeightMatrix& a, const WeightMatrix& b) {
+  return a.valid() == b.valid() && a.dtype == b.dtype && a.packing == b.packing && a.out == b.out && a.in == b.in;
+}
+
 // Throws strata::Error naming the problem if the kernels cannot use `w`
 // (unsupported type, a row that is not whole blocks, missing scales).
 void check_supported(const WeightMatrix& w);

@@ -41,6 +41,18 @@ class ExpertFetch {
   virtual bool all_ready() const { return false; }
 };
 
+// Ends a fetch however the scope holding it is left.
+class EndsFetch {
+ public:
+  explicit EndsFetch(ExpertFetch& f) : f_(f) {}
+  ~EndsFetch() { f_.end(); }
+  EndsFetch(const EndsFetch&) = delete;
+  EndsFetch& operator=(const EndsFetch&) = delete;
+
+ private:
+  ExpertFetch& f_;
+};
+
 // Checksums of streamed experts where the catalog has them (packs).
 // First: every read from a drive is hashed as it lands in memory, the
 // blob's first read in the run or not (the file may have changed since, or

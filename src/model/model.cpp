@@ -264,10 +264,7 @@ void Model::hold_experts_on_device() {
     for (int64_t l = 0; l < c.num_layers; ++l) {
       if (!layers_[l].moe) continue;
       ExpertFetch& f = experts_->fetch(l, all);
-      struct EndFetch {
-        ExpertFetch& f;
-        ~EndFetch() { f.end(); }
-      } end{f};
+      const EndsFetch end(f);
       if (!f.all_ready()) return;
       while (f.next_batch(got, all.size()) > 0)
         for (const auto& [pos, w] : got) weights[static_cast<size_t>(pos)] = w;

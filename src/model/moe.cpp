@@ -112,12 +112,6 @@ std::span<const int32_t> MoeBlock::predict(Tensor x, size_t n, Backend& b, StepS
   return step.guess;
 }
 
-namespace {
-bool same_shape(const kernels::WeightMatrix& a, const kernels::WeightMatrix& b) {
-  return a.valid() == b.valid() && a.dtype == b.dtype && a.packing == b.packing && a.out == b.out && a.in == b.in;
-}
-}  // namespace
-
 void MoeBlock::note_shapes(const ExpertWeights& w) const {
   if (mixed_shapes_) return;
   if (!shapes_) {
@@ -127,7 +121,7 @@ void MoeBlock::note_shapes(const ExpertWeights& w) const {
   const auto a = std::as_const(*shapes_).matrices();
   const auto c = w.matrices();
   for (size_t i = 0; i < a.size(); ++i)
-    if (!same_shape(*a[i], *c[i])) {
+    if (!kernels::same_layout(*a[i], *c[i])) {
       // Held jobs would describe some experts wrongly: this layer fetches all.
       mixed_shapes_ = true;
       shapes_.reset();
@@ -222,10 +216,7 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
   if (!step.held.empty()) experts_.note_held(layer_, step.held);
   ExpertFetch& fetch = experts_.fetch(layer_, step.wanted);
   // Its experts are released however this block ends.
-  struct EndFetch {
-    ExpertFetch& f;
-    ~EndFetch() { f.end(); }
-  } end_fetch{fetch};
+  const EndsFetch end_fetch(fetch);
   // The next layer's prefetch: its reads go out as background reads, which a
   // drive takes only once this layer's own reads are done, so they fill the
   // time of the last expert, the combine and the next attention.

@@ -16,25 +16,29 @@ bool VulkanBackend::routes_on_gpu(const RouteSpec& spec) {
          (spec.kind != RouteSpec::Kind::SigmoidGroup || spec.bias != nullptr);
 }
 
+void VulkanBackend::dispatch_route(const RouteSpec& spec, Tensor logits, size_t n, uint64_t ids, uint64_t weights) {
+  const uint64_t E = static_cast<uint64_t>(spec.experts);
+  const bool grouped = spec.kind == RouteSpec::Kind::SigmoidGroup;
+  struct {
+    uint64_t logits, bias, ids, weights;
+    uint32_t experts, k, groups, topk_groups, kind, normalize;
+    float scale;
+  } push{address(logits.slice(0, n * E)), grouped ? weights_->address(spec.bias, E * sizeof(float)) : 0, ids, weights,
+         static_cast<uint32_t>(E), static_cast<uint32_t>(spec.k), static_cast<uint32_t>(spec.groups),
+         static_cast<uint32_t>(spec.topk_groups), static_cast<uint32_t>(spec.kind), spec.normalize ? 1u : 0u,
+         spec.scale};
+  stream_->dispatch("route", push, static_cast<uint32_t>(n));
+}
+
 void VulkanBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* ids, float* weights) {
   check_step(n);  // route_ holds a step's rows
   if (static_cast<size_t>(spec.experts) > limits_.experts || spec.k > spec.experts || spec.k < 1 ||
       static_cast<size_t>(spec.k) > limits_.experts_per_token)
     throw Error("internal: routing over more experts than planned");
-  const bool grouped = spec.kind == RouteSpec::Kind::SigmoidGroup;
   if (n > 0 && routes_on_gpu(spec)) {
     // On the GPU (route.comp): the ids and weights come back, not the logits.
-    const uint64_t count = n * static_cast<uint64_t>(spec.k), E = static_cast<uint64_t>(spec.experts);
-    const uint64_t out = route_.piece.address;
-    struct {
-      uint64_t logits, bias, ids, weights;
-      uint32_t experts, k, groups, topk_groups, kind, normalize;
-      float scale;
-    } push{address(logits.slice(0, n * E)), grouped ? weights_->address(spec.bias, E * sizeof(float)) : 0, out,
-           out + count * sizeof(int32_t), static_cast<uint32_t>(E), static_cast<uint32_t>(spec.k),
-           static_cast<uint32_t>(spec.groups), static_cast<uint32_t>(spec.topk_groups),
-           static_cast<uint32_t>(spec.kind), spec.normalize ? 1u : 0u, spec.scale};
-    stream_->dispatch("route", push, static_cast<uint32_t>(n));
+    const uint64_t count = n * static_cast<uint64_t>(spec.k), out = route_.piece.address;
+    dispatch_route(spec, logits, n, out, out + count * sizeof(int32_t));
     std::vector<uint8_t> back(count * 8);
     copy_out(route_.piece.buffer, route_.piece.offset, route_.piece.mapped, back.data(), back.size());
     std::memcpy(ids, back.data(), count * sizeof(int32_t));
@@ -160,8 +164,7 @@ void VulkanBackend::grouped_products(std::span<const ProductJob> jobs) {
     uint64_t x, y;
     uint32_t n, pad;
   };
-  static_assert(sizeof(Job) == 104);
-  const auto& limit = ctx_->properties().limits.maxComputeWorkGroupCount;
+  static_assert(sizeof(Job) == kJobBytes);
   std::vector<bool> done(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (done[i]) continue;
@@ -177,15 +180,30 @@ void VulkanBackend::grouped_products(std::span<const ProductJob> jobs) {
         groups_y = std::max<uint64_t>(groups_y, (jobs[j].n + kRowsPerGroup - 1) / kRowsPerGroup);
       }
     if (same.empty()) continue;
-    if (groups_x > limit[0] || groups_y > limit[1] || same.size() > limit[2])
-      throw Error("the Vulkan backend cannot run " + std::to_string(same.size()) + " expert products at once on " +
-                  ctx_->info().name + " (too many workgroups)");
-    const struct {
-      uint64_t jobs;
-    } push{stage(same.data(), same.size() * sizeof(Job)).address};
-    stream_->dispatch(std::string("linear_grouped_") + format_name(f), push, static_cast<uint32_t>(groups_x),
-                      static_cast<uint32_t>(groups_y), static_cast<uint32_t>(same.size()));
+    dispatch_grouped(f, stage(same.data(), same.size() * sizeof(Job)).address, groups_x, groups_y, same.size());
   }
+}
+
+void VulkanBackend::dispatch_grouped(WeightFormat f, uint64_t jobs, uint64_t groups_x, uint64_t groups_y,
+                                     uint64_t count) {
+  const auto& limit = ctx_->properties().limits.maxComputeWorkGroupCount;
+  if (groups_x > limit[0] || groups_y > limit[1] || count > limit[2])
+    throw Error("the Vulkan backend cannot run " + std::to_string(count) + " expert products at once on " +
+                ctx_->info().name + " (too many workgroups)");
+  const struct {
+    uint64_t jobs;
+  } push{jobs};
+  stream_->dispatch(std::string("linear_grouped_") + format_name(f), push, static_cast<uint32_t>(groups_x),
+                    static_cast<uint32_t>(groups_y), static_cast<uint32_t>(count));
+}
+
+void VulkanBackend::split_gate_up(uint64_t gate, uint64_t up, uint64_t gate_up, uint64_t count) {
+  struct {
+    uint64_t y, x, z;
+    uint32_t count, mode;
+    float a, b;
+  } push{gate, up, gate_up, static_cast<uint32_t>(count), static_cast<uint32_t>(Elementwise::SplitGateUp), 0, 0};
+  stream_->dispatch("elementwise", push, static_cast<uint32_t>(std::min<uint64_t>((count + 255) / 256, 65535)));
 }
 
 void VulkanBackend::expert_group(std::span<const ExpertJob> jobs, std::span<const ExpertCache::Entry> w,
@@ -222,15 +240,7 @@ void VulkanBackend::expert_group(std::span<const ExpertJob> jobs, std::span<cons
   const uint64_t begin = offsets[a], count = (b < offsets.size() ? offsets[b] : total) - begin;
   const uint64_t g0 = gate + begin * sizeof(float), u0 = up + begin * sizeof(float);
   grouped_products(first);
-  if (fused) {
-    struct {
-      uint64_t y, x, z;
-      uint32_t count, mode;
-      float a, b;
-    } push{g0, u0, gate_up + 2 * begin * sizeof(float), static_cast<uint32_t>(count),
-           static_cast<uint32_t>(Elementwise::SplitGateUp), 0, 0};
-    stream_->dispatch("elementwise", push, static_cast<uint32_t>(std::min<uint64_t>((count + 255) / 256, 65535)));
-  }
+  if (fused) split_gate_up(g0, u0, gate_up + 2 * begin * sizeof(float), count);
   activation(act, g0, u0, count);
   grouped_products(second);
 }
@@ -296,13 +306,18 @@ void VulkanBackend::combine_experts(Tensor ys, size_t hidden, std::span<const ui
   }
   if (n == 0) return;
   make_room();
+  dispatch_combine(address(ys), stage(rows.data(), rows.size() * sizeof(uint32_t)).address,
+                   stage(w.data(), w.size() * sizeof(float)).address, hidden, n, k, shared, out);
+}
+
+void VulkanBackend::dispatch_combine(uint64_t ys, uint64_t slot_rows, uint64_t weights, size_t width, size_t n, size_t k,
+                                     Tensor shared, Tensor out) {
   struct {
     uint64_t ys, out, shared, rows, weights;
     uint32_t hidden, k, has_shared;
-  } push{address(ys), address(out.slice(0, n * hidden)), shared.empty() ? 0 : address(shared.slice(0, n * hidden)),
-         stage(rows.data(), rows.size() * sizeof(uint32_t)).address, stage(w.data(), w.size() * sizeof(float)).address,
-         static_cast<uint32_t>(hidden), static_cast<uint32_t>(k), shared.empty() ? 0u : 1u};
-  stream_->dispatch("combine", push, static_cast<uint32_t>((hidden + 255) / 256), static_cast<uint32_t>(n));
+  } push{ys, address(out.slice(0, n * width)), shared.empty() ? 0 : address(shared.slice(0, n * width)), slot_rows,
+         weights, static_cast<uint32_t>(width), static_cast<uint32_t>(k), shared.empty() ? 0u : 1u};
+  stream_->dispatch("combine", push, static_cast<uint32_t>((width + 255) / 256), static_cast<uint32_t>(n));
 }
 
 }  // namespace strata::vk

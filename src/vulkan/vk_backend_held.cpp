@@ -11,12 +11,6 @@
 
 namespace strata::vk {
 
-namespace {
-bool same_shape(const kernels::WeightMatrix& a, const kernels::WeightMatrix& b) {
-  return a.valid() == b.valid() && a.dtype == b.dtype && a.packing == b.packing && a.out == b.out && a.in == b.in;
-}
-}  // namespace
-
 bool VulkanBackend::hold_layer(int64_t layer, std::span<const ExpertWeights* const> experts) {
   if (layer < 0 || experts.empty() || experts_->budget() == 0 || held_.count(layer)) return held_.count(layer) != 0;
   const ExpertWeights& first = *experts[0];
@@ -24,13 +18,13 @@ bool VulkanBackend::hold_layer(int64_t layer, std::span<const ExpertWeights* con
     const auto a = first.matrices();
     const auto b = e->matrices();
     for (size_t i = 0; i < a.size(); ++i)
-      if (!same_shape(*a[i], *b[i])) return false;  // one grouped dispatch needs one format and shape
+      if (!kernels::same_layout(*a[i], *b[i])) return false;  // one grouped dispatch needs one format and shape
   }
   const bool fused = first.gate_up.valid();
   if (fused ? !first.down.valid() : !(first.gate.valid() && first.up.valid() && first.down.valid())) return false;
   // Gate and up go through one grouped dispatch: one format and shape; and
   // the planned scratch must hold their rows.
-  if (!fused && !same_shape(first.gate, first.up)) return false;
+  if (!fused && !kernels::same_layout(first.gate, first.up)) return false;
   const size_t width = static_cast<size_t>(fused ? first.gate_up.out / 2 : first.gate.out);
   if (width > limits_.expert_width || (fused && !limits_.fused_gate_up)) return false;
   // Every expert into the cache, then kept there for good; where the budget
@@ -87,20 +81,8 @@ void VulkanBackend::route_held(const HeldRoute& op) {
   make_room();
   ++expert_stats_.held_routes;
   // The choice, on the device (as route()).
-  const bool grouped = spec.kind == RouteSpec::Kind::SigmoidGroup;
   const uint64_t ids = route_.piece.address, weights = ids + slots * sizeof(int32_t);
-  {
-    struct {
-      uint64_t logits, bias, ids, weights;
-      uint32_t experts, k, groups, topk_groups, kind, normalize;
-      float scale;
-    } push{address(op.logits.slice(0, n * h.experts)),
-           grouped ? weights_->address(spec.bias, h.experts * sizeof(float)) : 0, ids, weights,
-           static_cast<uint32_t>(h.experts), static_cast<uint32_t>(K), static_cast<uint32_t>(spec.groups),
-           static_cast<uint32_t>(spec.topk_groups), static_cast<uint32_t>(spec.kind), spec.normalize ? 1u : 0u,
-           spec.scale};
-    stream_->dispatch("route", push, static_cast<uint32_t>(n));
-  }
+  dispatch_route(spec, op.logits, n, ids, weights);
   // The jobs, the combine's order and the host's copy of the choice.
   const uint64_t first = held_jobs_.piece.address, second = first + 2 * slots * kJobBytes,
                  slot_rows = second + slots * kJobBytes, sorted = slot_rows + slots * sizeof(uint32_t);
@@ -120,42 +102,22 @@ void VulkanBackend::route_held(const HeldRoute& op) {
   }
   // The products, the activation and the combine, as expert_group() and
   // combine_experts() record them for the host's jobs.
-  const auto& limit = ctx_->properties().limits.maxComputeWorkGroupCount;
-  auto products = [&](WeightFormat f, uint64_t jobs, uint32_t count, uint32_t out_rows) {
-    const uint32_t groups = (out_rows + outputs_per_group(f) - 1) / outputs_per_group(f);
-    if (groups > limit[0] || count > limit[2]) throw Error("internal: held experts past the device's workgroups");
-    const struct {
-      uint64_t jobs;
-    } push{jobs};
-    stream_->dispatch(std::string("linear_grouped_") + format_name(f), push, groups, 1, count);
-  };
+  auto groups = [](WeightFormat f, uint32_t rows) { return (rows + outputs_per_group(f) - 1) / outputs_per_group(f); };
   const uint64_t total = slots * h.width, g0 = scratch, u0 = scratch + total * sizeof(float);
-  products(h.first, first, static_cast<uint32_t>(h.fused ? slots : 2 * slots), h.first_rows);
-  if (h.fused) {
-    struct {
-      uint64_t y, x, z;
-      uint32_t count, mode;
-      float a, b;
-    } push{g0, u0, u0 + total * sizeof(float), static_cast<uint32_t>(total),
-           static_cast<uint32_t>(Elementwise::SplitGateUp), 0, 0};
-    stream_->dispatch("elementwise", push, static_cast<uint32_t>(std::min<uint64_t>((total + 255) / 256, 65535)));
-  }
+  dispatch_grouped(h.first, first, groups(h.first, h.first_rows), 1, h.fused ? slots : 2 * slots);
+  if (h.fused) split_gate_up(g0, u0, u0 + total * sizeof(float), total);
   activation(op.act, g0, u0, total);
-  products(h.down, second, static_cast<uint32_t>(slots), h.down_rows);
-  struct {
-    uint64_t ys, out, shared, rows, weights;
-    uint32_t hidden, k, has_shared;
-  } push{ys, address(op.out.slice(0, n * width)), op.shared.empty() ? 0 : address(op.shared.slice(0, n * width)),
-         slot_rows, sorted, static_cast<uint32_t>(width), static_cast<uint32_t>(K), op.shared.empty() ? 0u : 1u};
-  stream_->dispatch("combine", push, static_cast<uint32_t>((width + 255) / 256), static_cast<uint32_t>(n));
+  dispatch_grouped(h.down, second, groups(h.down, h.down_rows), 1, slots);
+  dispatch_combine(ys, slot_rows, sorted, width, n, K, op.shared, op.out);
 }
 
 void VulkanBackend::collect_held_routes() {
+  std::vector<int32_t> distinct;
   for (const HeldCopy& c : held_copies_) {
     std::memcpy(c.ids, c.from, c.count * sizeof(int32_t));
     std::memcpy(c.weights, c.from + c.count * sizeof(int32_t), c.count * sizeof(float));
     // Counted as the host's jobs count them: one hit per distinct expert.
-    std::vector<int32_t> distinct(c.ids, c.ids + c.count);
+    distinct.assign(c.ids, c.ids + c.count);
     std::sort(distinct.begin(), distinct.end());
     expert_stats_.hits += static_cast<uint64_t>(std::unique(distinct.begin(), distinct.end()) - distinct.begin());
   }

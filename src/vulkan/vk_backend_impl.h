@@ -158,6 +158,16 @@ class VulkanBackend final : public Backend, private CacheIo {
   void expert_group(std::span<const ExpertJob> jobs, std::span<const ExpertCache::Entry> w,
                     std::span<const uint64_t> offsets, size_t a, size_t b, uint64_t total,
                     const ExpertActivation& act, Tensor xs, Tensor ys, size_t hidden);
+  // route.comp over n rows of logits, the ids and weights to device addresses.
+  void dispatch_route(const RouteSpec& spec, Tensor logits, size_t n, uint64_t ids, uint64_t weights);
+  // One linear_grouped_<f> dispatch of `count` jobs at device address `jobs`.
+  void dispatch_grouped(WeightFormat f, uint64_t jobs, uint64_t groups_x, uint64_t groups_y, uint64_t count);
+  // gate_up's alternating gate and up values into `gate` and `up` (count each).
+  void split_gate_up(uint64_t gate, uint64_t up, uint64_t gate_up, uint64_t count);
+  // combine.comp: out row r = its k slots' ys rows (slot_rows, weights: [n × k]
+  // device arrays, sorted by id within a row) summed, + shared row r where given.
+  void dispatch_combine(uint64_t ys, uint64_t slot_rows, uint64_t weights, size_t width, size_t n, size_t k,
+                        Tensor shared, Tensor out);
   // elementwise.comp's modes.
   enum class Elementwise : uint32_t { Add, Copy, SigmoidMul, SiluGlu, ClampedSwiGlu, Situ, SplitGateUp };
   void elementwise(Elementwise mode, uint64_t y, uint64_t x, uint64_t count, float a = 0, float b = 0);
