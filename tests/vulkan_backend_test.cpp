@@ -146,27 +146,37 @@ TEST_P(VulkanFormats, EmbeddingIsTheDequantizedRow) {
 }
 
 // The CPU kernels' interleaved layouts (packs store Q8_0, MXFP4 and Q4_K
-// experts so): the same order as the CPU's interleaved kernels.
+// experts so): the same order as the CPU's interleaved kernels, and a row's
+// bits alone (linear_il.comp), in a small batch (the same) and in a large
+// one (linear_il_mm.comp's tiles of 64 rows × 64 outputs) are the same.
 TEST(VulkanInterleaved, ProductsAgreeWithTheCpuKernelsAndIgnoreTheBatch) {
   kernel_tests::IsaGuard guard;
   kernels::set_isa(kernels::Isa::Scalar);
+  // 80 outputs: a tile and a part; 70 rows: likewise; 544 columns: 17
+  // blocks, a partial window (of 16 blocks) and a partial pass (of 2).
+  const size_t n = 70;
   for (Fmt f : {Fmt::Q8_0, Fmt::Mxfp4, Fmt::Q4_K}) {
-    const int64_t out = 48, in = f == Fmt::Q4_K ? 768 : 544;  // 544: 17 blocks, a partial pass of 16
+    const int64_t out = 80, in = f == Fmt::Q4_K ? 768 : 544;
     Mat m = random_matrix(f, out, in, 7);
     std::vector<uint8_t> il(m.data.size());
     const kernels::WeightMatrix w = kernels::interleave(m.w, il.data());
     auto gp = gpu();
     Backend& g = *gp;
-    g.plan(limits(9, static_cast<size_t>(in)));
-    std::vector<float> x = random_vector(9 * in, 8), want(9 * out);
-    kernels::linear(w, x.data(), 9, want.data(), nullptr);
-    const std::vector<float> mag = magnitudes(m.w, x, 9);
-    Tensor tx = put(g, x), ty = g.allocate(9 * out), t1 = g.allocate(out);
-    g.linear(w, tx, 9, ty);
+    g.plan(limits(n, static_cast<size_t>(in)));
+    std::vector<float> x = random_vector(n * in, 8), want(n * out);
+    kernels::linear(w, x.data(), n, want.data(), nullptr);
+    const std::vector<float> mag = magnitudes(m.w, x, n);
+    Tensor tx = put(g, x), ty = g.allocate(n * out), t1 = g.allocate(out), t5 = g.allocate(5 * out);
+    g.linear(w, tx, n, ty);
     const std::vector<float> y = get(g, ty);
     for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(want[i], y[i], 1e-6 * mag[i] + 1e-30) << dtype_name(w.dtype) << " " << i;
-    g.linear(w, tx.rows(4, 1, in), 1, t1);
-    expect_same_bits(std::vector<float>(y.begin() + 4 * out, y.begin() + 5 * out), get(g, t1), "row 4 alone");
+    for (size_t r : {4, 67}) {
+      g.linear(w, tx.rows(r, 1, in), 1, t1);
+      expect_same_bits(std::vector<float>(y.begin() + r * out, y.begin() + (r + 1) * out), get(g, t1),
+                       "row " + std::to_string(r) + " alone");
+    }
+    g.linear(w, tx.rows(64, 5, in), 5, t5);
+    expect_same_bits(std::vector<float>(y.begin() + 64 * out, y.begin() + 69 * out), get(g, t5), "rows 64-68");
   }
 }
 
@@ -326,9 +336,10 @@ TEST(VulkanOps, RoutingChoosesTheCpusExperts) {
 
 // Routed experts of several formats, separate and fused gate/up, each
 // activation: the experts' outputs agree with the CPU's, and a job's rows
-// are the same bits whatever other jobs run in the call.
+// are the same bits whatever other jobs run in the call and however many
+// rows the job has (a job of 22 rows runs tiled, linear_mm.comp).
 TEST(VulkanOps, RoutedExpertsAgreeWithTheCpu) {
-  const size_t hidden = 64, width = 96, rows = 5;
+  const size_t hidden = 64, width = 96, rows = 24;
   StepLimits l = limits(rows, std::max(hidden, width));
   l.expert_width = width;
   Pair p(l);
@@ -349,19 +360,24 @@ TEST(VulkanOps, RoutedExpertsAgreeWithTheCpu) {
   act[2].kind = ExpertActivation::Kind::Situ;
   const std::vector<float> x = random_vector(rows * hidden, 12);
   for (const ExpertActivation& a : act) {
-    const ExpertJob jobs[] = {{&split, 0, 2}, {&fused, 2, 3}};
+    const ExpertJob jobs[] = {{&split, 0, 2}, {&fused, 2, rows - 2}};
     auto [cx, vx] = p.put2(x);
     Tensor cy = p.cpu->allocate(rows * hidden), vy = p.vk->allocate(rows * hidden);
     p.cpu->run_experts(jobs, a, cx, cy, hidden, false);
     p.vk->run_experts(jobs, a, vx, vy, hidden, true);
     const std::vector<float> got = get(*p.vk, vy);
     expect_close(get(*p.cpu, cy), got, 2e-5, "experts");
-    const ExpertJob alone[] = {{&fused, 2, 3}};
+    const ExpertJob alone[] = {{&fused, 2, rows - 2}};
     Tensor vy2 = p.vk->allocate(rows * hidden);
     p.vk->run_experts(alone, a, vx, vy2, hidden, false);
     const std::vector<float> again = get(*p.vk, vy2);
     expect_same_bits(std::vector<float>(got.begin() + 2 * hidden, got.end()),
                      std::vector<float>(again.begin() + 2 * hidden, again.end()), "a job alone");
+    const ExpertJob one_row[] = {{&fused, 5, 1}};
+    p.vk->run_experts(one_row, a, vx, vy2, hidden, false);
+    const std::vector<float> row = get(*p.vk, vy2);
+    expect_same_bits(std::vector<float>(got.begin() + 5 * hidden, got.begin() + 6 * hidden),
+                     std::vector<float>(row.begin() + 5 * hidden, row.begin() + 6 * hidden), "a row alone");
     p.vk->run_experts(jobs, a, vx, vx, hidden, false);  // in place
     expect_same_bits(got, get(*p.vk, vx), "in place");
   }

@@ -287,16 +287,22 @@ void VulkanBackend::product(const WeightRef& ref, WeightFormat f, uint64_t x, ui
   // The interleaved layouts hold a whole matrix's rows in groups; a head's
   // share of them is not one contiguous run (linear_il.comp reads no heads).
   if (is_interleaved(f) && s.heads > 1) throw Error("internal: a per-head product of an interleaved matrix");
-  const uint64_t groups_x = (ref.out_rows + outputs_per_group(f) - 1) / outputs_per_group(f);
-  const uint64_t groups_y = (s.n + kRowsPerGroup - 1) / kRowsPerGroup;
+  const ProductKernel k = product_kernel(f, s.n, false);
+  const uint64_t groups_x = k.groups_x(ref.out_rows), groups_y = k.groups_y(s.n);
   const auto& limit = ctx_->properties().limits.maxComputeWorkGroupCount;
   if (groups_x > limit[0] || groups_y > limit[1] || s.heads > limit[2])
     throw Error("the Vulkan backend cannot multiply " + std::to_string(s.n) + " rows by a matrix of " +
                 std::to_string(ref.out_rows) + " outputs on " + ctx_->info().name + " (too many workgroups)");
+  stream_->dispatch(k.name, push, static_cast<uint32_t>(groups_x), static_cast<uint32_t>(groups_y), s.heads);
+}
+
+VulkanBackend::ProductKernel VulkanBackend::product_kernel(WeightFormat f, uint64_t rows, bool grouped) {
+  const std::string format = format_name(f), group = grouped ? "grouped_" : "";
+  if (rows >= kTiledRows) return {"linear_mm_" + group + format, is_interleaved(f) ? 64u : 32u, is_interleaved(f) ? 64u : 32u};
+  if (is_interleaved(f)) return {"linear_" + group + format, 16, 4};
   // One row: linear.comp built for one (the same bits, fewer registers).
-  const char* kernel = s.n == 1 && !is_interleaved(f) ? "linear1_" : "linear_";
-  stream_->dispatch(std::string(kernel) + format_name(f), push, static_cast<uint32_t>(groups_x),
-                    static_cast<uint32_t>(groups_y), s.heads);
+  if (rows == 1 && !grouped) return {"linear1_" + format, 4, 4};
+  return {"linear_" + group + format, 4, 4};
 }
 
 void VulkanBackend::linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tensor y) {

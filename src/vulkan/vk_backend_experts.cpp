@@ -165,26 +165,29 @@ void VulkanBackend::grouped_products(std::span<const ProductJob> jobs) {
     uint32_t n, pad;
   };
   static_assert(sizeof(Job) == kJobBytes);
+  // One dispatch per kernel: a format's jobs of few rows in one, of many
+  // rows (tiled) in another.
+  auto kernel = [](const ProductJob& j) { return product_kernel(j.format, j.n, true); };
   std::vector<bool> done(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (done[i]) continue;
-    const WeightFormat f = jobs[i].format;
+    const ProductKernel k = kernel(jobs[i]);
     std::vector<Job> same;
     uint64_t groups_x = 1, groups_y = 1;
     for (size_t j = i; j < jobs.size(); ++j)
-      if (!done[j] && jobs[j].format == f) {
+      if (!done[j] && kernel(jobs[j]).name == k.name) {
         done[j] = true;
         if (jobs[j].n == 0) continue;
         same.push_back(Job{jobs[j].w, jobs[j].x, jobs[j].y, jobs[j].n, 0});
-        groups_x = std::max<uint64_t>(groups_x, (jobs[j].w.out_rows + outputs_per_group(f) - 1) / outputs_per_group(f));
-        groups_y = std::max<uint64_t>(groups_y, (jobs[j].n + kRowsPerGroup - 1) / kRowsPerGroup);
+        groups_x = std::max(groups_x, k.groups_x(jobs[j].w.out_rows));
+        groups_y = std::max(groups_y, k.groups_y(jobs[j].n));
       }
     if (same.empty()) continue;
-    dispatch_grouped(f, stage(same.data(), same.size() * sizeof(Job)).address, groups_x, groups_y, same.size());
+    dispatch_grouped(k, stage(same.data(), same.size() * sizeof(Job)).address, groups_x, groups_y, same.size());
   }
 }
 
-void VulkanBackend::dispatch_grouped(WeightFormat f, uint64_t jobs, uint64_t groups_x, uint64_t groups_y,
+void VulkanBackend::dispatch_grouped(const ProductKernel& k, uint64_t jobs, uint64_t groups_x, uint64_t groups_y,
                                      uint64_t count) {
   const auto& limit = ctx_->properties().limits.maxComputeWorkGroupCount;
   if (groups_x > limit[0] || groups_y > limit[1] || count > limit[2])
@@ -193,8 +196,8 @@ void VulkanBackend::dispatch_grouped(WeightFormat f, uint64_t jobs, uint64_t gro
   const struct {
     uint64_t jobs;
   } push{jobs};
-  stream_->dispatch(std::string("linear_grouped_") + format_name(f), push, static_cast<uint32_t>(groups_x),
-                    static_cast<uint32_t>(groups_y), static_cast<uint32_t>(count));
+  stream_->dispatch(k.name, push, static_cast<uint32_t>(groups_x), static_cast<uint32_t>(groups_y),
+                    static_cast<uint32_t>(count));
 }
 
 void VulkanBackend::split_gate_up(uint64_t gate, uint64_t up, uint64_t gate_up, uint64_t count) {

@@ -102,12 +102,13 @@ void VulkanBackend::route_held(const HeldRoute& op) {
   }
   // The products, the activation and the combine, as expert_group() and
   // combine_experts() record them for the host's jobs.
-  auto groups = [](WeightFormat f, uint32_t rows) { return (rows + outputs_per_group(f) - 1) / outputs_per_group(f); };
+  // A job per row and slot: one row each.
+  const ProductKernel k_first = product_kernel(h.first, 1, true), k_down = product_kernel(h.down, 1, true);
   const uint64_t total = slots * h.width, g0 = scratch, u0 = scratch + total * sizeof(float);
-  dispatch_grouped(h.first, first, groups(h.first, h.first_rows), 1, h.fused ? slots : 2 * slots);
+  dispatch_grouped(k_first, first, k_first.groups_x(h.first_rows), 1, h.fused ? slots : 2 * slots);
   if (h.fused) split_gate_up(g0, u0, u0 + total * sizeof(float), total);
   activation(op.act, g0, u0, total);
-  dispatch_grouped(h.down, second, groups(h.down, h.down_rows), 1, slots);
+  dispatch_grouped(k_down, second, k_down.groups_x(h.down_rows), 1, slots);
   dispatch_combine(ys, slot_rows, sorted, width, n, K, op.shared, op.out);
 }
 

@@ -138,10 +138,20 @@ class VulkanBackend final : public Backend, private CacheIo {
   ExpertCache::Entry expert_weights(const ExpertJob& job);
   // Device bytes of one expert's copy (its arrays, each 256-aligned).
   uint64_t expert_bytes(const ExpertWeights& e) const;
-  // A product's workgroup: kRowsPerGroup batch rows of 4 outputs
-  // (linear.comp) or of a group of 16 interleaved rows (linear_il.comp).
-  static constexpr uint32_t kRowsPerGroup = 4;
-  static uint32_t outputs_per_group(WeightFormat f) { return is_interleaved(f) ? 16 : 4; }
+  // The kernel for a product of `rows` batch rows and the tile a workgroup
+  // of it computes: linear.comp (4 rows of 4 outputs; built for one row
+  // too), linear_il.comp (4 rows of a group of 16 interleaved outputs), or
+  // from kTiledRows rows on, linear_mm.comp (32 rows of 32 outputs) and
+  // linear_il_mm.comp (64 rows of 64). Each layout's kernels give a row the
+  // same bits.
+  struct ProductKernel {
+    std::string name;  // with "grouped_" for the grouped build
+    uint32_t outputs = 0, rows = 0;
+    uint64_t groups_x(uint64_t out_rows) const { return (out_rows + outputs - 1) / outputs; }
+    uint64_t groups_y(uint64_t n) const { return (n + rows - 1) / rows; }
+  };
+  static constexpr uint64_t kTiledRows = 16;
+  static ProductKernel product_kernel(WeightFormat f, uint64_t rows, bool grouped);
   // One product of a grouped dispatch (jobs.glsl's Job): rows of x and y
   // contiguous.
   struct ProductJob {
@@ -160,8 +170,10 @@ class VulkanBackend final : public Backend, private CacheIo {
                     const ExpertActivation& act, Tensor xs, Tensor ys, size_t hidden);
   // route.comp over n rows of logits, the ids and weights to device addresses.
   void dispatch_route(const RouteSpec& spec, Tensor logits, size_t n, uint64_t ids, uint64_t weights);
-  // One linear_grouped_<f> dispatch of `count` jobs at device address `jobs`.
-  void dispatch_grouped(WeightFormat f, uint64_t jobs, uint64_t groups_x, uint64_t groups_y, uint64_t count);
+  // One grouped dispatch of kernel `k` over `count` jobs at device address
+  // `jobs`, `groups_x` × `groups_y` workgroups each.
+  void dispatch_grouped(const ProductKernel& k, uint64_t jobs, uint64_t groups_x, uint64_t groups_y,
+                        uint64_t count);
   // gate_up's alternating gate and up values into `gate` and `up` (count each).
   void split_gate_up(uint64_t gate, uint64_t up, uint64_t gate_up, uint64_t count);
   // combine.comp: out row r = its k slots' ys rows (slot_rows, weights: [n × k]
