@@ -420,7 +420,11 @@ void expect_attention_agrees(const CacheShape& shape, size_t rows, Op op, double
   l.latent_rope = 16;
   l.kda_head_dim = 64;
   Pair p(l);
-  const std::vector<size_t> chunked = {rows - 2, 1, 1}, single(rows, 1);
+  // From 32 rows on, two chunks (the second from a position past 0) of 16
+  // rows or more: the GPU's tiled path for prompts.
+  const std::vector<size_t> chunked = rows >= 32 ? std::vector<size_t>{rows / 2 - 1, rows / 2 - 1, 1, 1}
+                                                 : std::vector<size_t>{rows - 2, 1, 1};
+  const std::vector<size_t> single(rows, 1);
   const auto want = concat(run_steps(*p.cpu, shape, chunked, op));
   const auto got = concat(run_steps(*p.vk, shape, chunked, op));
   expect_close(want, got, rel, what);
@@ -443,12 +447,12 @@ TEST(VulkanAttention, GroupedQueryAttentionAgreesWithTheCpu) {
   RopeConfig rc;
   const Rope rope(rc, d, false), rope_il(rc, 16, true);
   const std::vector<float> qn = random_vector(d, 40), kn = random_vector(d, 41), sinks = random_vector(H, 42);
-  for (int variant = 0; variant < 3; ++variant) {
+  for (int variant = 0; variant < 4; ++variant) {
     CacheShape shape;
     shape.layers = 1;
     shape.key_width = shape.value_width = KV * d;
-    shape.max_positions = 16;
-    shape.max_batch = 8;
+    shape.max_positions = 48;
+    shape.max_batch = 19;  // the largest step's rows
     if (variant == 2) shape.windows = {3};
     auto op = [&](Backend& b, std::span<const Row> rows, int64_t pos) {
       const size_t n = rows.size();
@@ -462,13 +466,15 @@ TEST(VulkanAttention, GroupedQueryAttentionAgreesWithTheCpu) {
       a.q_norm = variant == 1 ? qn.data() : nullptr;
       a.k_norm = variant == 1 ? kn.data() : nullptr;
       a.eps = 1e-6f;
-      a.sinks = variant == 2 ? sinks.data() : nullptr;
+      a.sinks = variant >= 2 ? sinks.data() : nullptr;
       a.window = variant == 2 ? 3 : 0;
       a.scale = 0.17f;
       b.gqa_attention(a);
       return get(b, out);
     };
-    expect_attention_agrees(shape, 7, op, 1e-5, variant == 0 ? "gqa" : variant == 1 ? "gqa + norms, interleaved" : "gqa, window + sinks");
+    // 40 rows: chunks on the tiled path (a window leaves it).
+    const char* what[] = {"gqa", "gqa + norms, interleaved", "gqa, window + sinks", "gqa + sinks"};
+    expect_attention_agrees(shape, 40, op, 1e-5, what[variant]);
   }
 }
 

@@ -89,6 +89,16 @@ void VulkanBackend::gqa_attention(const GqaAttend& op) {
          op.k_norm ? 1u : 0u};
   stream_->dispatch("gqa_prep", prep, static_cast<uint32_t>(H + KV), static_cast<uint32_t>(n));
   const size_t chunk = score_rows(static_cast<size_t>(H));
+  if (tiled_attention(op.rows, op.layer, op.window)) {
+    for (size_t r0 = 0; r0 < n; r0 += chunk) {
+      const size_t m = std::min(chunk, n - r0);
+      int64_t last = 0;
+      for (size_t i = r0; i < r0 + m; ++i) last = std::max(last, op.rows[i].pos);
+      gqa_tiled(prep.q, address(op.out.slice(0, n * H * d)), rows, sinks, op, r0, m,
+                static_cast<uint32_t>(last + 1));
+    }
+    return;
+  }
   for (size_t r0 = 0; r0 < n; r0 += chunk) {
     struct {
       uint64_t q, out, rows, scores, sinks;
@@ -101,6 +111,37 @@ void VulkanBackend::gqa_attention(const GqaAttend& op) {
              op.scale, op.sinks ? 1u : 0u, static_cast<uint32_t>(r0)};
     stream_->dispatch("gqa_attend", attend, static_cast<uint32_t>(H), static_cast<uint32_t>(std::min(chunk, n - r0)));
   }
+}
+
+bool VulkanBackend::tiled_attention(std::span<const Row> rows, int64_t layer, int64_t window) const {
+  if (rows.size() < kTiledRows) return false;
+  for (const Row& r : rows)
+    if (r.cache != rows[0].cache || (window && r.pos >= window)) return false;
+  return device_cache(rows[0].cache).book().ring(layer) == 0;
+}
+
+void VulkanBackend::gqa_tiled(uint64_t q, uint64_t out, uint64_t rows, uint64_t sinks, const GqaAttend& op, size_t r0,
+                              size_t m, uint32_t positions) {
+  const uint32_t H = static_cast<uint32_t>(op.heads), KV = static_cast<uint32_t>(op.kv_heads),
+                 d = static_cast<uint32_t>(op.head_dim), stride = static_cast<uint32_t>(limits_.context + 1);
+  const uint32_t pairs = static_cast<uint32_t>(m) * (H / KV), row0 = static_cast<uint32_t>(r0), n = static_cast<uint32_t>(m);
+  struct {
+    uint64_t q, rows, scores;
+    uint32_t heads, kv_heads, head_dim, score_stride;
+    float scale;
+    uint32_t row0, n, positions;
+  } scores{q, rows, scores_.piece.address, H, KV, d, stride, op.scale, row0, n, positions};
+  stream_->dispatch("gqa_scores", scores, (positions + 31) / 32, (pairs + 31) / 32, KV);
+  struct {
+    uint64_t rows, scores, sinks;
+    uint32_t heads, score_stride, has_sinks, row0;
+  } softmax{rows, scores_.piece.address, sinks, H, stride, op.sinks ? 1u : 0u, row0};
+  stream_->dispatch("attend_softmax", softmax, H, n);
+  struct {
+    uint64_t rows, scores, out;
+    uint32_t heads, kv_heads, head_dim, score_stride, row0, n, positions;
+  } values{rows, scores_.piece.address, out, H, KV, d, stride, row0, n, positions};
+  stream_->dispatch("attend_values", values, (d + 63) / 64, (pairs + 63) / 64, KV);
 }
 
 namespace {

@@ -131,6 +131,14 @@ class VulkanBackend final : public Backend, private CacheIo {
   uint64_t rotations(std::span<const Row> rows, const Rope* rope);
   // Rows of a step whose scores fit the planned score scratch at once.
   size_t score_rows(size_t heads) const;
+  // Whether an attention op's rows take the tiled path (gqa_scores.comp,
+  // attend_softmax.comp, attend_values.comp): many rows of one sequence,
+  // each attending from position 0 of a cache without a ring.
+  bool tiled_attention(std::span<const Row> rows, int64_t layer, int64_t window) const;
+  // The tiled path for chunk rows [r0, r0 + m) of a GQA op, whose rows see
+  // at most `positions` positions (q after gqa_prep, `rows` its RowRefs).
+  void gqa_tiled(uint64_t q, uint64_t out, uint64_t rows, uint64_t sinks, const GqaAttend& op, size_t r0, size_t m,
+                 uint32_t positions);
   // `w` staged in host memory for the current submission.
   WeightRef staged(const kernels::WeightMatrix& w);
   // A job's weights on the device: from the expert cache (copied there

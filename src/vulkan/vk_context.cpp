@@ -1,6 +1,7 @@
 #include "vulkan/vk_context.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "util/error.h"
@@ -65,6 +66,16 @@ struct Features {
     f11.pNext = &f12;
   }
 };
+
+bool has_device_extension(VkPhysicalDevice pd, const char* name) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data());
+  for (const auto& e : exts)
+    if (std::string(e.extensionName) == name) return true;
+  return false;
+}
 
 int compute_family(VkPhysicalDevice pd) {
   uint32_t n = 0;
@@ -186,6 +197,17 @@ Context::Context(int index) {
   ci.pNext = &f.f2;
   ci.queueCreateInfoCount = 1;
   ci.pQueueCreateInfos = &q;
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR stats{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  const char* stats_extension = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+  const char* want_stats = std::getenv("STRATA_VK_PIPELINE_STATS");
+  if (want_stats && std::string(want_stats) == "1" && has_device_extension(physical_, stats_extension)) {
+    stats.pipelineExecutableInfo = VK_TRUE;
+    f.f12.pNext = &stats;
+    ci.enabledExtensionCount = 1;
+    ci.ppEnabledExtensionNames = &stats_extension;
+    pipeline_stats_ = true;
+  }
   const VkResult r = vkCreateDevice(physical_, &ci, nullptr, &device_);
   if (r != VK_SUCCESS) {
     vkDestroyInstance(instance_, nullptr);

@@ -57,6 +57,10 @@ class Context {
   // Whether device-local memory is also host-visible on this device (a CPU
   // implementation, unified memory): then nothing needs staging.
   bool unified_memory() const { return unified_; }
+  // Whether pipelines report the driver's statistics of their compiled code
+  // (registers, spills: VK_KHR_pipeline_executable_properties), for tuning:
+  // asked for by STRATA_VK_PIPELINE_STATS=1 and offered by the driver.
+  bool pipeline_statistics() const { return pipeline_stats_; }
 
  private:
   VkInstance instance_ = VK_NULL_HANDLE;
@@ -68,6 +72,7 @@ class Context {
   VkPhysicalDeviceProperties props_{};
   VkPhysicalDeviceMemoryProperties memory_{};
   bool unified_ = false;
+  bool pipeline_stats_ = false;
 };
 
 }  // namespace strata::vk

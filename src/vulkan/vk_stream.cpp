@@ -7,6 +7,7 @@
 #include <string>
 
 #include "util/error.h"
+#include "vulkan/vk_pipeline_stats.h"
 #include "vulkan/vk_shaders.h"
 
 namespace strata::vk {
@@ -62,10 +63,12 @@ VkPipeline Stream::pipeline(std::string_view name) {
   ci.stage.module = module;
   ci.stage.pName = "main";
   ci.layout = layout_;
+  if (ctx_.pipeline_statistics()) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkPipeline p = VK_NULL_HANDLE;
   const VkResult r = vkCreateComputePipelines(ctx_.device(), VK_NULL_HANDLE, 1, &ci, nullptr, &p);
   vkDestroyShaderModule(ctx_.device(), module, nullptr);
   check(r, "vkCreateComputePipelines");
+  if (ctx_.pipeline_statistics()) print_pipeline_statistics(ctx_.device(), p, name);
   pipelines_.emplace(std::string(name), p);
   return p;
 }
