@@ -44,7 +44,8 @@ void main() {
   for (uint j0 = 0; j0 < p.positions; j0 += KB) {
     // Scores: element (pair me / 64 + 4t, position me % 64); values:
     // (position me / 64 + 4t, channel me % 64).
-    [[unroll]] for (uint t = 0; t < TILE / 4u; ++t) {
+    [[dont_unroll]] for (uint t0 = 0; t0 < TILE / 4u; t0 += LOADS_AT_ONCE)
+      [[unroll]] for (uint t = t0; t < t0 + LOADS_AT_ONCE; ++t) {
       const uint pl = me / KB + 4u * t, jj = me % KB, pair = b0 + pl, i = pair / group;
       const uint h = kvh * group + pair % group, j = j0 + jj;
       sp[jj][pl / 4u][pl % 4u] = i < p.n && j < p.rows.v[p.row0 + i].count

@@ -72,7 +72,8 @@ void main() {
     const uint count = min(KB / 32u, blocks - b0);
     // Levels: element (output me % 64, column me / 64 + 4t) of the pass,
     // so consecutive invocations read consecutive bytes of a group.
-    [[unroll]] for (uint t = 0; t < KB / 4u; ++t) {
+    [[dont_unroll]] for (uint t0 = 0; t0 < KB / 4u; t0 += LOADS_AT_ONCE)
+      [[unroll]] for (uint t = t0; t < t0 + LOADS_AT_ONCE; ++t) {
       const uint ol = me % TILE, c = me / TILE + 4u * t, o = o0 + ol;
       const uint j = b0 + c / 32u, i = c % 32u;
       float q = 0.0;
@@ -91,7 +92,8 @@ void main() {
       levels[c][ol / 4u][ol % 4u] = q;
     }
     // x: element (column me % 64, row me / 64 + 4t), reading rows along.
-    [[unroll]] for (uint t = 0; t < TILE / 4u; ++t) {
+    [[dont_unroll]] for (uint t0 = 0; t0 < TILE / 4u; t0 += LOADS_AT_ONCE)
+      [[unroll]] for (uint t = t0; t < t0 + LOADS_AT_ONCE; ++t) {
       const uint c = me % KB, row = me / KB + 4u * t, r = r0 + row;
       xt[c][row / 4u][row % 4u] = r < n && c < 32u * count ? x.v[r * x_stride + 32u * b0 + c] : 0.0;
     }

@@ -32,7 +32,8 @@ void mm_chains(uint len, out float mm_acc[8][8]) {
     // The pass's columns: invocation `me` loads column me % MM_KB of tile
     // rows me / MM_KB + 4t (zero past the row).
     const uint c = me % MM_KB, col = k0 + c;
-    [[unroll]] for (uint t = 0; t < MM_TILE / 4u; ++t) {
+    [[dont_unroll]] for (uint t0 = 0; t0 < MM_TILE / 4u; t0 += LOADS_AT_ONCE)
+      [[unroll]] for (uint t = t0; t < t0 + LOADS_AT_ONCE; ++t) {
       const uint i = me / MM_KB + 4u * t;
       mm_tile[i * MM_KB + c] = col < len ? mm_a(i, col) : 0.0;
       mm_tile[MM_TILE * MM_KB + i * MM_BS + c] = col < len ? mm_b(i, col) : 0.0;
