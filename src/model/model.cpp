@@ -166,7 +166,7 @@ StepSizes Model::step_sizes(size_t rows) const {
     z.experts_per_token = static_cast<size_t>(c.num_experts_per_tok);
     z.guess_rows = std::min(rows, kPrefetchRows);
     for (int64_t l = 0; l < c.num_layers; ++l) z.moe_layers += c.layer_is_moe(l) ? 1 : 0;
-    z.held_rows = std::min(rows, kDeferredRoutingRows);
+    z.held_rows = backend_->hold_budget() > 0 ? rows : 0;  // a backend that may hold layers routes any step of them
     if (c.latent_width > 0) z.latent_width = static_cast<size_t>(c.latent_width);
   }
   if (c.attn_res_block_size > 0)
@@ -397,7 +397,7 @@ void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hi
   } guess{this, 0, h, n};
   const std::function<void()> guess_next = [g = &guess] { g->model->prefetch_for(g->next, g->h, g->n); };
 
-  // Small steps let a backend that holds a layer's experts route it itself
+  // A backend that holds a layer's experts routes it itself
   // (MoeBlock::forward): room for every layer's choice, which comes back at
   // the step's end.
   const bool defer_routing = n <= step_.sizes.held_rows;

@@ -226,10 +226,6 @@ class Model {
   // The choices of the layers the backend routed itself this step
   // (step_.held_routing): waited for, counted, reported to the observer.
   void collect_held_routing(std::span<const Row> rows);
-  // Steps of at most this many rows leave routing to a backend that holds
-  // the layer (larger ones group rows by expert on the host: one product a
-  // distinct expert, not a row).
-  static constexpr size_t kDeferredRoutingRows = 8;
   CacheShape cache_shape() const;
   CacheShape mtp_cache_shape() const;
   // What the step state holds, for steps of `rows` rows.

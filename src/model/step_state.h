@@ -34,7 +34,7 @@ struct StepSizes {
   size_t depth_blocks = 0;  // AttnRes: block states kept (Kimi K3); 0: a plain residual stream
   size_t mtp_in = 0;        // an MTP layer's eh_proj input, [embedding ; hidden state]; 0 without MTP layers
   size_t moe_layers = 0;    // the decoder's MoE layers
-  size_t held_rows = 0;     // rows of a step that may leave its routing to the backend (Model::kDeferredRoutingRows)
+  size_t held_rows = 0;     // rows of a step that may leave its routing to the backend (all where it may hold layers)
 };
 
 struct StepState {

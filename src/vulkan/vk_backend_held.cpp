@@ -64,7 +64,8 @@ bool VulkanBackend::hold_layer(int64_t layer, std::span<const ExpertWeights* con
 }
 
 bool VulkanBackend::routes_held(int64_t layer, size_t n, const RouteSpec& spec) const {
-  return n > 0 && n <= kHeldRows && n <= limits_.rows && routes_on_gpu(spec) && held_.count(layer) != 0;
+  return n > 0 && n <= limits_.rows && (n <= kHeldRows || static_cast<size_t>(spec.experts) <= kMaxGroupedExperts) &&
+         routes_on_gpu(spec) && held_.count(layer) != 0;
 }
 
 void VulkanBackend::route_held(const HeldRoute& op) {
@@ -83,6 +84,7 @@ void VulkanBackend::route_held(const HeldRoute& op) {
   // The choice, on the device (as route()).
   const uint64_t ids = route_.piece.address, weights = ids + slots * sizeof(int32_t);
   dispatch_route(spec, op.logits, n, ids, weights);
+  if (n > kHeldRows) return route_held_groups(op, h, ids, weights);
   // The jobs, the combine's order and the host's copy of the choice.
   const uint64_t first = held_jobs_.piece.address, second = first + 2 * slots * kJobBytes,
                  slot_rows = second + slots * kJobBytes, sorted = slot_rows + slots * sizeof(uint32_t);
@@ -110,6 +112,43 @@ void VulkanBackend::route_held(const HeldRoute& op) {
   activation(op.act, g0, u0, total);
   dispatch_grouped(k_down, second, k_down.groups_x(h.down_rows), 1, slots);
   dispatch_combine(ys, slot_rows, sorted, width, n, K, op.shared, op.out);
+}
+
+void VulkanBackend::route_held_groups(const HeldRoute& op, const HeldLayer& h, uint64_t ids, uint64_t weights) {
+  const size_t n = op.n, K = static_cast<size_t>(op.spec.k), slots = n * K, width = op.width, E = h.experts;
+  // The jobs (3 an expert), then the combine's order, its weights, the
+  // gather list and each slot's place (held_job_floats).
+  const uint64_t first = held_jobs_.piece.address, second = first + 2 * E * kJobBytes,
+                 slot_rows = first + 3 * E * kJobBytes, sorted = slot_rows + slots * sizeof(uint32_t),
+                 gather = sorted + slots * sizeof(float), place = gather + slots * sizeof(uint32_t);
+  const Arena::Piece host = staging_->take(slots * 8);
+  held_copies_.push_back(HeldCopy{host.mapped, op.ids, op.weights, slots});
+  const uint64_t scratch = expert_act_.piece.address, xs = address(op.ys.slice(0, slots * width));
+  {
+    struct {
+      uint64_t ids, weights, table, first, second, slot_rows, sorted, gather, place, xs, scratch, host;
+      uint32_t n, k, experts, width, x_width, fused;
+    } push{ids, weights, h.table.address(), first, second, slot_rows, sorted, gather, place, xs, scratch,
+           host.address, static_cast<uint32_t>(n), static_cast<uint32_t>(K), static_cast<uint32_t>(E),
+           static_cast<uint32_t>(h.width), static_cast<uint32_t>(width), h.fused ? 1u : 0u};
+    static_assert(sizeof(push) == 120);
+    stream_->dispatch("held_groups", push, 1);
+  }
+  {
+    struct {
+      uint64_t src, dst, rows;
+      uint32_t width;
+    } push{address(op.x.slice(0, n * width)), xs, gather, static_cast<uint32_t>(width)};
+    stream_->dispatch("gather_rows", push, static_cast<uint32_t>((width + 255) / 256), static_cast<uint32_t>(slots));
+  }
+  // An expert's rows are as many as n at most; jobs past their rows do nothing.
+  const ProductKernel k_first = product_kernel(h.first, n, true), k_down = product_kernel(h.down, n, true);
+  const uint64_t total = slots * h.width, g0 = scratch, u0 = scratch + total * sizeof(float);
+  dispatch_grouped(k_first, first, k_first.groups_x(h.first_rows), k_first.groups_y(n), h.fused ? E : 2 * E);
+  if (h.fused) split_gate_up(g0, u0, u0 + total * sizeof(float), total);
+  activation(op.act, g0, u0, total);
+  dispatch_grouped(k_down, second, k_down.groups_x(h.down_rows), k_down.groups_y(n), E);
+  dispatch_combine(xs, slot_rows, sorted, width, n, K, op.shared, op.out);
 }
 
 void VulkanBackend::collect_held_routes() {

@@ -208,9 +208,12 @@ class VulkanBackend final : public Backend, private CacheIo {
     size_t experts = 0;  // the layer's
     bool fused = false;
   };
-  // Steps of at most this many rows route on the device (held_jobs.comp
-  // makes a job per row and expert: a long prefill groups its rows by expert).
+  // Steps of at most this many rows make a job per row and slot
+  // (held_jobs.comp); larger ones group their rows by expert on the device
+  // (held_groups.comp, route_held_groups).
   static constexpr size_t kHeldRows = 8;
+  // Experts held_groups.comp groups a step's rows by (its MAX_EXPERTS).
+  static constexpr size_t kMaxGroupedExperts = 1024;
   static constexpr uint64_t kJobBytes = 104;  // jobs.glsl's Job
   static uint64_t held_job_floats(const StepLimits& l);
   // route_held()'s ids and weights on their way to the host: copied there,
@@ -222,6 +225,9 @@ class VulkanBackend final : public Backend, private CacheIo {
     size_t count;
   };
   void collect_held_routes();
+  // route_held() for a step of more than kHeldRows rows, after route.comp
+  // wrote the choice at `ids` and `weights`.
+  void route_held_groups(const HeldRoute& op, const HeldLayer& h, uint64_t ids, uint64_t weights);
 
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Stream> stream_;
