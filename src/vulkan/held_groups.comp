@@ -5,7 +5,8 @@
 // (q = r·k + s with ids[q] = e, in increasing q) take places
 // offset[e] .. offset[e] + count[e] of the expert order, experts in
 // increasing id. Written:
-//   gather      [n·k]: the x row of each place (gather_rows.comp's list)
+//   gather      [n·k]: the x row of each place (gather_rows.comp's list;
+//               `lists`, then each slot's place and each expert's count)
 //   first jobs  separate gate/up: job 2e = (gate of e, x places of e, gate
 //               scratch places of e), job 2e + 1 likewise for up; fused:
 //               job e = (gate_up of e, ..., gate_up scratch, twice as wide);
@@ -14,8 +15,15 @@
 //   combine     row r's slots sorted by expert id (slot_rows: the places,
 //               with their weights), as combine_experts sorts them
 // and the ids and weights to `host` where given. A product's rows are each
-// computed alone, so this is the bits of the host's grouping. One
-// workgroup: experts are counted and placed one invocation an expert.
+// computed alone, so this is the bits of the host's grouping.
+//
+// Three dispatches (push `step`), each from the one before's results:
+//   0 count  a workgroup an expert: count[e], the matches summed (integers:
+//            any order gives the same)
+//   1 place  a workgroup an expert: offset[e] = the counts before it; the
+//            invocations take contiguous runs of slots, so their matches
+//            are placed in increasing q; invocation 0 writes e's jobs
+//   2 order  an invocation a slot: its rank in its row, the combine's order
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -23,7 +31,6 @@ layout(local_size_x = 256) in;
 #define REF_WORDS 20u            // vk_formats.h's WeightRef
 #define JOB_WORDS 26u            // jobs.glsl's Job
 #define EXPERT_WORDS (4u * REF_WORDS)
-#define MAX_EXPERTS 1024u
 
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Table { uint v[]; };
 
@@ -35,15 +42,28 @@ layout(push_constant) uniform Push {
   Uints second;     // jobs, [experts]
   Uints slot_rows;  // [n × k], sorted by id within a row
   Floats sorted;    // their weights
-  Uints gather;     // [n × k]
-  Uints place;      // [n × k]: each slot's place
+  Uints lists;      // the gather list [n·k], each slot's place [n·k], each expert's count [experts]
   uvec2 xs;         // the gathered inputs, x_width floats a place (the down products write here too)
   uvec2 scratch;    // gate places, then up places (fused: then gate_up places), width floats each
   Uints host;       // ids, then weights, [n × k] each; 0: none
-  uint n, k, experts, width, x_width, fused;
+  uint n, k, experts, width, x_width, fused, step;
 } p;
 
-shared uint offset[MAX_EXPERTS + 1u];
+shared uint sums[256];
+
+// The sum of every invocation's v (a fixed tree; integers in any case).
+uint workgroup_sum(uint v) {
+  const uint t = gl_LocalInvocationID.x;
+  sums[t] = v;
+  barrier();
+  for (uint w = 128u; w >= 1u; w /= 2u) {
+    if (t < w) sums[t] += sums[t + w];
+    barrier();
+  }
+  const uint total = sums[0];
+  barrier();
+  return total;
+}
 
 void put_job(Uints jobs, uint job, uint ref_at, uvec2 x, uvec2 y, uint rows) {
   const uint at = job * JOB_WORDS;
@@ -57,30 +77,43 @@ void put_job(Uints jobs, uint job, uint ref_at, uvec2 x, uvec2 y, uint rows) {
 }
 
 void main() {
-  const uint t = gl_LocalInvocationID.x, slots = p.n * p.k, E = p.experts;
-  // Each expert's count, then their running sum (offset[e] = the places before e).
-  for (uint e = t; e < E; e += 256u) {
+  const uint t = gl_LocalInvocationID.x, slots = p.n * p.k, e = gl_WorkGroupID.x;
+  if (p.step == 0u) {
     uint c = 0u;
-    for (uint q = 0; q < slots; ++q) c += uint(p.ids.v[q]) == e ? 1u : 0u;
-    offset[e + 1u] = c;
+    for (uint q = t; q < slots; q += 256u) c += uint(p.ids.v[q]) == e ? 1u : 0u;
+    const uint total = workgroup_sum(c);
+    if (t == 0u) p.lists.v[2u * slots + e] = total;
+    return;
   }
-  barrier();
-  if (t == 0u) {
-    offset[0] = 0u;
-    for (uint e = 1u; e <= E; ++e) offset[e] += offset[e - 1u];
-  }
-  barrier();
-  // Places, the gather list and the jobs, an expert at a time.
-  const uint part = slots * p.width * 4u;  // bytes of one scratch part
-  for (uint e = t; e < E; e += 256u) {
-    uint at = offset[e];
-    for (uint q = 0; q < slots; ++q)
+  if (p.step == 1u) {
+    uint before = 0u;
+    for (uint f = t; f < e; f += 256u) before += p.lists.v[2u * slots + f];
+    const uint o = workgroup_sum(before);
+    // Invocation t's run of slots and its matches, placed after those of
+    // the runs before it (their exclusive sum, by one invocation).
+    const uint run = (slots + 255u) / 256u, q0 = min(t * run, slots), q1 = min(q0 + run, slots);
+    uint mine = 0u;
+    for (uint q = q0; q < q1; ++q) mine += uint(p.ids.v[q]) == e ? 1u : 0u;
+    sums[t] = mine;
+    barrier();
+    if (t == 0u) {
+      uint acc = 0u;
+      for (uint i = 0u; i < 256u; ++i) {
+        const uint m = sums[i];
+        sums[i] = acc;
+        acc += m;
+      }
+    }
+    barrier();
+    uint at = o + sums[t];
+    for (uint q = q0; q < q1; ++q)
       if (uint(p.ids.v[q]) == e) {
-        p.place.v[q] = at;
-        p.gather.v[at] = q / p.k;
+        p.lists.v[slots + q] = at;
+        p.lists.v[at] = q / p.k;
         ++at;
       }
-    const uint o = offset[e], rows = offset[e + 1u] - o, base = e * EXPERT_WORDS;
+    if (t != 0u) return;
+    const uint rows = p.lists.v[2u * slots + e], base = e * EXPERT_WORDS, part = slots * p.width * 4u;  // bytes of one scratch part
     const uvec2 x = address_plus(p.xs, o * p.x_width * 4u);
     const uvec2 gate = address_plus(p.scratch, o * p.width * 4u);
     if (p.fused != 0u) {
@@ -90,21 +123,21 @@ void main() {
       put_job(p.first, 2u * e + 1u, base + REF_WORDS, x, address_plus(p.scratch, part + o * p.width * 4u), rows);
     }
     put_job(p.second, e, base + 2u * REF_WORDS, gate, x, rows);
+    return;
   }
-  sync_workgroup();
   // The combine's order: a slot's place among its row's slots by (id, slot).
-  for (uint q = t; q < slots; q += 256u) {
-    const uint e = uint(p.ids.v[q]), r = q / p.k;
-    uint rank = 0u;
-    for (uint s = 0; s < p.k; ++s) {
-      const uint other = uint(p.ids.v[r * p.k + s]);
-      if (other < e || (other == e && r * p.k + s < q)) ++rank;
-    }
-    p.slot_rows.v[r * p.k + rank] = p.place.v[q];
-    p.sorted.v[r * p.k + rank] = p.weights.v[q];
-    if (uvec2(p.host) != uvec2(0u)) {
-      p.host.v[q] = uint(p.ids.v[q]);
-      p.host.v[slots + q] = floatBitsToUint(p.weights.v[q]);
-    }
+  const uint q = gl_GlobalInvocationID.x;
+  if (q >= slots) return;
+  const uint id = uint(p.ids.v[q]), r = q / p.k;
+  uint rank = 0u;
+  for (uint s = 0; s < p.k; ++s) {
+    const uint other = uint(p.ids.v[r * p.k + s]);
+    if (other < id || (other == id && r * p.k + s < q)) ++rank;
+  }
+  p.slot_rows.v[r * p.k + rank] = p.lists.v[slots + q];
+  p.sorted.v[r * p.k + rank] = p.weights.v[q];
+  if (uvec2(p.host) != uvec2(0u)) {
+    p.host.v[q] = uint(p.ids.v[q]);
+    p.host.v[slots + q] = floatBitsToUint(p.weights.v[q]);
   }
 }

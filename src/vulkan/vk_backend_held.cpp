@@ -64,8 +64,7 @@ bool VulkanBackend::hold_layer(int64_t layer, std::span<const ExpertWeights* con
 }
 
 bool VulkanBackend::routes_held(int64_t layer, size_t n, const RouteSpec& spec) const {
-  return n > 0 && n <= limits_.rows && (n <= kHeldRows || static_cast<size_t>(spec.experts) <= kMaxGroupedExperts) &&
-         routes_on_gpu(spec) && held_.count(layer) != 0;
+  return n > 0 && n <= limits_.rows && routes_on_gpu(spec) && held_.count(layer) != 0;
 }
 
 void VulkanBackend::route_held(const HeldRoute& op) {
@@ -116,23 +115,26 @@ void VulkanBackend::route_held(const HeldRoute& op) {
 
 void VulkanBackend::route_held_groups(const HeldRoute& op, const HeldLayer& h, uint64_t ids, uint64_t weights) {
   const size_t n = op.n, K = static_cast<size_t>(op.spec.k), slots = n * K, width = op.width, E = h.experts;
-  // The jobs (3 an expert), then the combine's order, its weights, the
-  // gather list and each slot's place (held_job_floats).
+  // The jobs (3 an expert), then the combine's order and its weights, then
+  // held_groups.comp's lists: the gather list, each slot's place, each
+  // expert's count (held_job_floats).
   const uint64_t first = held_jobs_.piece.address, second = first + 2 * E * kJobBytes,
                  slot_rows = first + 3 * E * kJobBytes, sorted = slot_rows + slots * sizeof(uint32_t),
-                 gather = sorted + slots * sizeof(float), place = gather + slots * sizeof(uint32_t);
+                 gather = sorted + slots * sizeof(float);
   const Arena::Piece host = staging_->take(slots * 8);
   held_copies_.push_back(HeldCopy{host.mapped, op.ids, op.weights, slots});
   const uint64_t scratch = expert_act_.piece.address, xs = address(op.ys.slice(0, slots * width));
-  {
-    struct {
-      uint64_t ids, weights, table, first, second, slot_rows, sorted, gather, place, xs, scratch, host;
-      uint32_t n, k, experts, width, x_width, fused;
-    } push{ids, weights, h.table.address(), first, second, slot_rows, sorted, gather, place, xs, scratch,
-           host.address, static_cast<uint32_t>(n), static_cast<uint32_t>(K), static_cast<uint32_t>(E),
-           static_cast<uint32_t>(h.width), static_cast<uint32_t>(width), h.fused ? 1u : 0u};
-    static_assert(sizeof(push) == 120);
-    stream_->dispatch("held_groups", push, 1);
+  struct {
+    uint64_t ids, weights, table, first, second, slot_rows, sorted, lists, xs, scratch, host;
+    uint32_t n, k, experts, width, x_width, fused, step;
+  } push{ids, weights, h.table.address(), first, second, slot_rows, sorted, gather, xs, scratch,
+         host.address, static_cast<uint32_t>(n), static_cast<uint32_t>(K), static_cast<uint32_t>(E),
+         static_cast<uint32_t>(h.width), static_cast<uint32_t>(width), h.fused ? 1u : 0u, 0};
+  static_assert(sizeof(push) <= Stream::kPushBytes);
+  // Count, place (a workgroup an expert), then the combine's order (an invocation a slot).
+  for (uint32_t step = 0; step < 3; ++step) {
+    push.step = step;
+    stream_->dispatch("held_groups", push, step < 2 ? static_cast<uint32_t>(E) : static_cast<uint32_t>((slots + 255) / 256));
   }
   {
     struct {

@@ -212,8 +212,6 @@ class VulkanBackend final : public Backend, private CacheIo {
   // (held_jobs.comp); larger ones group their rows by expert on the device
   // (held_groups.comp, route_held_groups).
   static constexpr size_t kHeldRows = 8;
-  // Experts held_groups.comp groups a step's rows by (its MAX_EXPERTS).
-  static constexpr size_t kMaxGroupedExperts = 1024;
   static constexpr uint64_t kJobBytes = 104;  // jobs.glsl's Job
   static uint64_t held_job_floats(const StepLimits& l);
   // route_held()'s ids and weights on their way to the host: copied there,
