@@ -267,7 +267,7 @@ class Backend {
     return false;
   }
   // Whether route_held() runs n rows of `layer` routed by `spec` (a layer it
-  // holds whole, a small step, a routing it can do).
+  // holds whole, a step it can group, a routing it can do).
   virtual bool routes_held(int64_t layer, size_t n, const RouteSpec& spec) const {
     (void)layer;
     (void)n;

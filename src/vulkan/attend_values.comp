@@ -46,14 +46,14 @@ void main() {
     // (position me / 64 + 4t, channel me % 64).
     [[dont_unroll]] for (uint t0 = 0; t0 < TILE / 4u; t0 += LOADS_AT_ONCE)
       [[unroll]] for (uint t = t0; t < t0 + LOADS_AT_ONCE; ++t) {
-      const uint pl = me / KB + 4u * t, jj = me % KB, pair = b0 + pl, i = pair / group;
-      const uint h = kvh * group + pair % group, j = j0 + jj;
-      sp[jj][pl / 4u][pl % 4u] = i < p.n && j < p.rows.v[p.row0 + i].count
-                                     ? p.scores.v[(i * p.heads + h) * p.score_stride + j] : 0.0;
-      const uint jv = j0 + me / TILE + 4u * t, c = c0 + me % TILE;
-      sv[me / TILE + 4u * t][(me % TILE) / 4u][me % 4u] =
-          jv < p.positions && c < d ? values.v[jv * width + kvh * d + c] : 0.0;
-    }
+        const uint pl = me / KB + 4u * t, jj = me % KB, pair = b0 + pl, i = pair / group;
+        const uint h = kvh * group + pair % group, j = j0 + jj;
+        sp[jj][pl / 4u][pl % 4u] = i < p.n && j < p.rows.v[p.row0 + i].count
+                                       ? p.scores.v[(i * p.heads + h) * p.score_stride + j] : 0.0;
+        const uint jv = j0 + me / TILE + 4u * t, c = c0 + me % TILE;
+        sv[me / TILE + 4u * t][(me % TILE) / 4u][me % 4u] =
+            jv < p.positions && c < d ? values.v[jv * width + kvh * d + c] : 0.0;
+      }
     barrier();
     const uint steps = min(KB, p.positions - j0);
     for (uint jj = 0; jj < steps; ++jj) {

@@ -39,7 +39,7 @@ void main() {
   j0 = gl_WorkGroupID.x * MM_TILE;
   b0 = gl_WorkGroupID.y * MM_TILE;
   keys = p.rows.v[p.row0].keys;
-  float acc[8][8];
+  precise float acc[8][8];
   mm_chains(p.head_dim, acc);
   [[unroll]] for (uint q = 0; q < 4; ++q) {
     uint a, b;

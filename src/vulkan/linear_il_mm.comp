@@ -74,29 +74,29 @@ void main() {
     // so consecutive invocations read consecutive bytes of a group.
     [[dont_unroll]] for (uint t0 = 0; t0 < KB / 4u; t0 += LOADS_AT_ONCE)
       [[unroll]] for (uint t = t0; t < t0 + LOADS_AT_ONCE; ++t) {
-      const uint ol = me % TILE, c = me / TILE + 4u * t, o = o0 + ol;
-      const uint j = b0 + c / 32u, i = c % 32u;
-      float q = 0.0;
-      if (o < w.out_rows && c < 32u * count) {
-        const uint base = (o / 16u) * 16u * w.row_bytes, rr = o % 16u;
-#if FMT == FMT_IL_Q8_0
-        q = float(i8_at(w.data, base + j * 544u + 32u + 16u * i + rr));
-#elif FMT == FMT_IL_MXFP4
-        const uint v = byte_at(w.data, base + j * 272u + 16u + 16u * (i / 2u) + rr);
-        q = e2m1x2((i & 1u) != 0u ? v >> 4 : v & 0xFu);
-#else
-        const uint v = byte_at(w.data, base + (j / 8u) * 2304u + 256u + 256u * (j % 8u) + 16u * (i / 2u) + rr);
-        q = float((i & 1u) != 0u ? v >> 4 : v & 0xFu);
-#endif
+        const uint ol = me % TILE, c = me / TILE + 4u * t, o = o0 + ol;
+        const uint j = b0 + c / 32u, i = c % 32u;
+        float q = 0.0;
+        if (o < w.out_rows && c < 32u * count) {
+          const uint base = (o / 16u) * 16u * w.row_bytes, rr = o % 16u;
+  #if FMT == FMT_IL_Q8_0
+          q = float(i8_at(w.data, base + j * 544u + 32u + 16u * i + rr));
+  #elif FMT == FMT_IL_MXFP4
+          const uint v = byte_at(w.data, base + j * 272u + 16u + 16u * (i / 2u) + rr);
+          q = e2m1x2((i & 1u) != 0u ? v >> 4 : v & 0xFu);
+  #else
+          const uint v = byte_at(w.data, base + (j / 8u) * 2304u + 256u + 256u * (j % 8u) + 16u * (i / 2u) + rr);
+          q = float((i & 1u) != 0u ? v >> 4 : v & 0xFu);
+  #endif
+        }
+        levels[c][ol / 4u][ol % 4u] = q;
       }
-      levels[c][ol / 4u][ol % 4u] = q;
-    }
     // x: element (column me % 64, row me / 64 + 4t), reading rows along.
     [[dont_unroll]] for (uint t0 = 0; t0 < TILE / 4u; t0 += LOADS_AT_ONCE)
       [[unroll]] for (uint t = t0; t < t0 + LOADS_AT_ONCE; ++t) {
-      const uint c = me % KB, row = me / KB + 4u * t, r = r0 + row;
-      xt[c][row / 4u][row % 4u] = r < n && c < 32u * count ? x.v[r * x_stride + 32u * b0 + c] : 0.0;
-    }
+        const uint c = me % KB, row = me / KB + 4u * t, r = r0 + row;
+        xt[c][row / 4u][row % 4u] = r < n && c < 32u * count ? x.v[r * x_stride + 32u * b0 + c] : 0.0;
+      }
     // The blocks' scales (and Q4_K's mins), one (block, output) each.
     if (me < TILE * count) {
       const uint kb = me / TILE, ol = me % TILE, o = o0 + ol, j = b0 + kb;

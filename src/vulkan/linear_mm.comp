@@ -55,7 +55,7 @@ void main() {
 #endif
   o0 = gl_WorkGroupID.x * MM_TILE;
   r0 = gl_WorkGroupID.y * MM_TILE;
-  float acc[8][8];
+  precise float acc[8][8];
   mm_chains(w.in_cols, acc);
   [[unroll]] for (uint q = 0; q < 4; ++q) {
     uint a, b;

@@ -23,7 +23,7 @@ float mm_b(uint b, uint col);
 shared float mm_tile[MM_TILE * MM_KB + MM_TILE * MM_BS];
 
 // The invocation's 64 chains over columns [0, len).
-void mm_chains(uint len, out float mm_acc[8][8]) {
+void mm_chains(uint len, out precise float mm_acc[8][8]) {
   const uint lane = gl_LocalInvocationID.x, group = gl_LocalInvocationID.y, me = group * 16u + lane;
   const uint ga = group / 4u, gb = group % 4u;
   [[unroll]] for (uint u = 0; u < 8; ++u)
@@ -34,10 +34,10 @@ void mm_chains(uint len, out float mm_acc[8][8]) {
     const uint c = me % MM_KB, col = k0 + c;
     [[dont_unroll]] for (uint t0 = 0; t0 < MM_TILE / 4u; t0 += LOADS_AT_ONCE)
       [[unroll]] for (uint t = t0; t < t0 + LOADS_AT_ONCE; ++t) {
-      const uint i = me / MM_KB + 4u * t;
-      mm_tile[i * MM_KB + c] = col < len ? mm_a(i, col) : 0.0;
-      mm_tile[MM_TILE * MM_KB + i * MM_BS + c] = col < len ? mm_b(i, col) : 0.0;
-    }
+        const uint i = me / MM_KB + 4u * t;
+        mm_tile[i * MM_KB + c] = col < len ? mm_a(i, col) : 0.0;
+        mm_tile[MM_TILE * MM_KB + i * MM_BS + c] = col < len ? mm_b(i, col) : 0.0;
+      }
     barrier();
     // The lane's 4 columns of the pass, in increasing order; a column past
     // the row adds nothing (not even a zero: the chain's bits stay those

@@ -64,7 +64,15 @@ bool VulkanBackend::hold_layer(int64_t layer, std::span<const ExpertWeights* con
 }
 
 bool VulkanBackend::routes_held(int64_t layer, size_t n, const RouteSpec& spec) const {
-  return n > 0 && n <= limits_.rows && routes_on_gpu(spec) && held_.count(layer) != 0;
+  if (n == 0 || n > limits_.rows || !routes_on_gpu(spec) || held_.count(layer) == 0) return false;
+  if (n <= kHeldRows) return true;
+  // held_groups.comp's offsets are 32-bit (bytes into each scratch part and
+  // the gathered rows), and gather_rows.comp takes a workgroup row a slot.
+  const auto it = held_.find(layer);
+  const uint64_t slots = n * static_cast<uint64_t>(spec.k);
+  const uint64_t widest = std::max<uint64_t>(2 * it->second.width, limits_.hidden);
+  return 4 * slots * widest * sizeof(float) < (uint64_t{1} << 32) &&
+         slots <= ctx_->properties().limits.maxComputeWorkGroupCount[1];
 }
 
 void VulkanBackend::route_held(const HeldRoute& op) {

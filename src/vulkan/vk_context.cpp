@@ -201,7 +201,14 @@ Context::Context(int index) {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   const char* stats_extension = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
   const char* want_stats = std::getenv("STRATA_VK_PIPELINE_STATS");
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR offered{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   if (want_stats && std::string(want_stats) == "1" && has_device_extension(physical_, stats_extension)) {
+    VkPhysicalDeviceFeatures2 query{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    query.pNext = &offered;
+    vkGetPhysicalDeviceFeatures2(physical_, &query);
+  }
+  if (offered.pipelineExecutableInfo) {
     stats.pipelineExecutableInfo = VK_TRUE;
     f.f12.pNext = &stats;
     ci.enabledExtensionCount = 1;
