@@ -28,11 +28,7 @@
 
 layout(local_size_x = 256) in;
 
-#define REF_WORDS 20u            // vk_formats.h's WeightRef
-#define JOB_WORDS 26u            // jobs.glsl's Job
-#define EXPERT_WORDS (4u * REF_WORDS)
-
-layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Table { uint v[]; };
+#include "held.glsl"
 
 layout(push_constant) uniform Push {
   Ints ids;         // [n × k], route.comp's
@@ -63,17 +59,6 @@ uint workgroup_sum(uint v) {
   const uint total = sums[0];
   barrier();
   return total;
-}
-
-void put_job(Uints jobs, uint job, uint ref_at, uvec2 x, uvec2 y, uint rows) {
-  const uint at = job * JOB_WORDS;
-  for (uint i = 0; i < REF_WORDS; ++i) jobs.v[at + i] = p.table.v[ref_at + i];
-  jobs.v[at + REF_WORDS + 0u] = x.x;
-  jobs.v[at + REF_WORDS + 1u] = x.y;
-  jobs.v[at + REF_WORDS + 2u] = y.x;
-  jobs.v[at + REF_WORDS + 3u] = y.y;
-  jobs.v[at + REF_WORDS + 4u] = rows;
-  jobs.v[at + REF_WORDS + 5u] = 0u;
 }
 
 void main() {
@@ -113,31 +98,13 @@ void main() {
         ++at;
       }
     if (t != 0u) return;
-    const uint rows = p.lists.v[2u * slots + e], base = e * EXPERT_WORDS, part = slots * p.width * 4u;  // bytes of one scratch part
+    const uint rows = p.lists.v[2u * slots + e], part = slots * p.width * 4u;  // bytes of one scratch part
     const uvec2 x = address_plus(p.xs, o * p.x_width * 4u);
-    const uvec2 gate = address_plus(p.scratch, o * p.width * 4u);
-    if (p.fused != 0u) {
-      put_job(p.first, e, base + 3u * REF_WORDS, x, address_plus(p.scratch, 2u * part + 2u * o * p.width * 4u), rows);
-    } else {
-      put_job(p.first, 2u * e, base, x, gate, rows);
-      put_job(p.first, 2u * e + 1u, base + REF_WORDS, x, address_plus(p.scratch, part + o * p.width * 4u), rows);
-    }
-    put_job(p.second, e, base + 2u * REF_WORDS, gate, x, rows);
+    put_expert_jobs(p.first, p.second, p.table, e, e * EXPERT_WORDS, x, p.scratch, part, o, p.width, x, rows,
+                    p.fused != 0u);
     return;
   }
-  // The combine's order: a slot's place among its row's slots by (id, slot).
+  // The combine's order.
   const uint q = gl_GlobalInvocationID.x;
-  if (q >= slots) return;
-  const uint id = uint(p.ids.v[q]), r = q / p.k;
-  uint rank = 0u;
-  for (uint s = 0; s < p.k; ++s) {
-    const uint other = uint(p.ids.v[r * p.k + s]);
-    if (other < id || (other == id && r * p.k + s < q)) ++rank;
-  }
-  p.slot_rows.v[r * p.k + rank] = p.lists.v[slots + q];
-  p.sorted.v[r * p.k + rank] = p.weights.v[q];
-  if (uvec2(p.host) != uvec2(0u)) {
-    p.host.v[q] = uint(p.ids.v[q]);
-    p.host.v[slots + q] = floatBitsToUint(p.weights.v[q]);
-  }
+  if (q < slots) put_order(p.ids, p.weights, p.k, slots, q, p.lists.v[slots + q], p.slot_rows, p.sorted, p.host);
 }

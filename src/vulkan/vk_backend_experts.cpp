@@ -58,12 +58,16 @@ void VulkanBackend::gather_rows(Tensor src, size_t width, std::span<const uint32
     if ((static_cast<uint64_t>(r) + 1) * width > src.size) throw Error("internal: gather_rows() past its source");
   if (rows.empty()) return;
   make_room();
+  dispatch_gather(address(src), address(dst.slice(0, rows.size() * width)),
+                  stage(rows.data(), rows.size_bytes()).address, width, rows.size());
+}
+
+void VulkanBackend::dispatch_gather(uint64_t src, uint64_t dst, uint64_t rows, size_t width, size_t count) {
   struct {
     uint64_t src, dst, rows;
     uint32_t width;
-  } push{address(src), address(dst.slice(0, rows.size() * width)), stage(rows.data(), rows.size_bytes()).address,
-         static_cast<uint32_t>(width)};
-  stream_->dispatch("gather_rows", push, static_cast<uint32_t>((width + 255) / 256), static_cast<uint32_t>(rows.size()));
+  } push{src, dst, rows, static_cast<uint32_t>(width)};
+  stream_->dispatch("gather_rows", push, static_cast<uint32_t>((width + 255) / 256), static_cast<uint32_t>(count));
 }
 
 WeightRef VulkanBackend::staged(const kernels::WeightMatrix& w) {
@@ -167,15 +171,16 @@ void VulkanBackend::grouped_products(std::span<const ProductJob> jobs) {
   static_assert(sizeof(Job) == kJobBytes);
   // One dispatch per kernel: a format's jobs of few rows in one, of many
   // rows (tiled) in another.
-  auto kernel = [](const ProductJob& j) { return product_kernel(j.format, j.n, true); };
+  std::vector<ProductKernel> kernels(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) kernels[i] = product_kernel(jobs[i].format, jobs[i].n, true);
   std::vector<bool> done(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (done[i]) continue;
-    const ProductKernel k = kernel(jobs[i]);
+    const ProductKernel& k = kernels[i];
     std::vector<Job> same;
     uint64_t groups_x = 1, groups_y = 1;
     for (size_t j = i; j < jobs.size(); ++j)
-      if (!done[j] && kernel(jobs[j]).name == k.name) {
+      if (!done[j] && kernels[j].name == k.name) {
         done[j] = true;
         if (jobs[j].n == 0) continue;
         same.push_back(Job{jobs[j].w, jobs[j].x, jobs[j].y, jobs[j].n, 0});

@@ -109,16 +109,22 @@ void VulkanBackend::route_held(const HeldRoute& op) {
     static_assert(sizeof(push) == 112);
     stream_->dispatch("held_jobs", push, 1);
   }
+  // A job per row and slot: one row each.
+  held_experts(op, h, first, second, 1, slots, ys, slot_rows, sorted);
+}
+
+void VulkanBackend::held_experts(const HeldRoute& op, const HeldLayer& h, uint64_t first, uint64_t second,
+                                 uint64_t rows, uint64_t jobs, uint64_t ys, uint64_t slot_rows, uint64_t sorted) {
   // The products, the activation and the combine, as expert_group() and
   // combine_experts() record them for the host's jobs.
-  // A job per row and slot: one row each.
-  const ProductKernel k_first = product_kernel(h.first, 1, true), k_down = product_kernel(h.down, 1, true);
-  const uint64_t total = slots * h.width, g0 = scratch, u0 = scratch + total * sizeof(float);
-  dispatch_grouped(k_first, first, k_first.groups_x(h.first_rows), 1, h.fused ? slots : 2 * slots);
+  const uint64_t scratch = expert_act_.piece.address, total = op.n * op.spec.k * h.width;
+  const uint64_t g0 = scratch, u0 = scratch + total * sizeof(float);
+  const ProductKernel k_first = product_kernel(h.first, rows, true), k_down = product_kernel(h.down, rows, true);
+  dispatch_grouped(k_first, first, k_first.groups_x(h.first_rows), k_first.groups_y(rows), h.fused ? jobs : 2 * jobs);
   if (h.fused) split_gate_up(g0, u0, u0 + total * sizeof(float), total);
   activation(op.act, g0, u0, total);
-  dispatch_grouped(k_down, second, k_down.groups_x(h.down_rows), 1, slots);
-  dispatch_combine(ys, slot_rows, sorted, width, n, K, op.shared, op.out);
+  dispatch_grouped(k_down, second, k_down.groups_x(h.down_rows), k_down.groups_y(rows), jobs);
+  dispatch_combine(ys, slot_rows, sorted, op.width, op.n, static_cast<size_t>(op.spec.k), op.shared, op.out);
 }
 
 void VulkanBackend::route_held_groups(const HeldRoute& op, const HeldLayer& h, uint64_t ids, uint64_t weights) {
@@ -144,21 +150,9 @@ void VulkanBackend::route_held_groups(const HeldRoute& op, const HeldLayer& h, u
     push.step = step;
     stream_->dispatch("held_groups", push, step < 2 ? static_cast<uint32_t>(E) : static_cast<uint32_t>((slots + 255) / 256));
   }
-  {
-    struct {
-      uint64_t src, dst, rows;
-      uint32_t width;
-    } push{address(op.x.slice(0, n * width)), xs, gather, static_cast<uint32_t>(width)};
-    stream_->dispatch("gather_rows", push, static_cast<uint32_t>((width + 255) / 256), static_cast<uint32_t>(slots));
-  }
-  // An expert's rows are as many as n at most; jobs past their rows do nothing.
-  const ProductKernel k_first = product_kernel(h.first, n, true), k_down = product_kernel(h.down, n, true);
-  const uint64_t total = slots * h.width, g0 = scratch, u0 = scratch + total * sizeof(float);
-  dispatch_grouped(k_first, first, k_first.groups_x(h.first_rows), k_first.groups_y(n), h.fused ? E : 2 * E);
-  if (h.fused) split_gate_up(g0, u0, u0 + total * sizeof(float), total);
-  activation(op.act, g0, u0, total);
-  dispatch_grouped(k_down, second, k_down.groups_x(h.down_rows), k_down.groups_y(n), E);
-  dispatch_combine(xs, slot_rows, sorted, width, n, K, op.shared, op.out);
+  dispatch_gather(address(op.x.slice(0, n * width)), xs, gather, width, slots);
+  // A job an expert, as many rows as n at most; workgroups past a job's rows do nothing.
+  held_experts(op, h, first, second, n, E, xs, slot_rows, sorted);
 }
 
 void VulkanBackend::collect_held_routes() {

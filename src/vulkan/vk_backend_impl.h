@@ -178,6 +178,9 @@ class VulkanBackend final : public Backend, private CacheIo {
                     const ExpertActivation& act, Tensor xs, Tensor ys, size_t hidden);
   // route.comp over n rows of logits, the ids and weights to device addresses.
   void dispatch_route(const RouteSpec& spec, Tensor logits, size_t n, uint64_t ids, uint64_t weights);
+  // gather_rows.comp: `count` rows of `width` floats from src to dst, their
+  // source rows listed at device address `rows`.
+  void dispatch_gather(uint64_t src, uint64_t dst, uint64_t rows, size_t width, size_t count);
   // One grouped dispatch of kernel `k` over `count` jobs at device address
   // `jobs`, `groups_x` × `groups_y` workgroups each.
   void dispatch_grouped(const ProductKernel& k, uint64_t jobs, uint64_t groups_x, uint64_t groups_y,
@@ -226,6 +229,11 @@ class VulkanBackend final : public Backend, private CacheIo {
   // route_held() for a step of more than kHeldRows rows, after route.comp
   // wrote the choice at `ids` and `weights`.
   void route_held_groups(const HeldRoute& op, const HeldLayer& h, uint64_t ids, uint64_t weights);
+  // A held layer's products from its device-made jobs (`jobs` an expert
+  // part, at most `rows` rows each: first at `first`, down at `second`),
+  // the activation and the combine of `ys` in the order at `slot_rows`.
+  void held_experts(const HeldRoute& op, const HeldLayer& h, uint64_t first, uint64_t second, uint64_t rows,
+                    uint64_t jobs, uint64_t ys, uint64_t slot_rows, uint64_t sorted);
 
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Stream> stream_;
