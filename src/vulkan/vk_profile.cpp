@@ -56,6 +56,13 @@ Profile::~Profile() {
                "(%.1f us per submission); %llu commands untimed\n",
                static_cast<unsigned long long>(submissions_), gpu_ns_ / 1e6, record_ns_ / 1e6, wait_ns_ / 1e6,
                submissions_ ? wait_ns_ / 1e3 / submissions_ : 0.0, static_cast<unsigned long long>(untimed_));
+  std::vector<std::pair<std::string, Totals>> gaps(gaps_.begin(), gaps_.end());
+  std::sort(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.second.gpu_ns > b.second.gpu_ns; });
+  std::fprintf(stderr, "vk profile: gpu idle between submissions %.2f ms; largest by the commands either side:\n",
+               idle_ns_ / 1e6);
+  for (size_t i = 0; i < std::min<size_t>(gaps.size(), 12); ++i)
+    std::fprintf(stderr, "vk profile:   %-60s %9llu %11.2f ms\n", gaps[i].first.c_str(),
+                 static_cast<unsigned long long>(gaps[i].second.count), gaps[i].second.gpu_ns / 1e6);
   vkDestroyQueryPool(ctx_.device(), pool_, nullptr);
 }
 
@@ -95,6 +102,19 @@ void Profile::finished(size_t slot, double waited_ns) {
                               ticks.size() * sizeof(uint64_t), ticks.data(), sizeof(uint64_t),
                               VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
         "vkGetQueryPoolResults");
+  if (names.empty()) return;
+  // Submissions finish in the order they went out (one queue), so the gap to
+  // the one before is time the GPU had nothing to run.
+  if (have_end_) {
+    const double idle = static_cast<double>((ticks[0] - end_tick_) & mask_) * ns_per_tick_;
+    Totals& g = gaps_[end_name_ + " -> " + names.front()];
+    ++g.count;
+    g.gpu_ns += idle;
+    idle_ns_ += idle;
+  }
+  have_end_ = true;
+  end_tick_ = ticks.back();
+  end_name_ = names.back();
   for (size_t i = 0; i < names.size(); ++i) {
     const double ns = static_cast<double>((ticks[i + 1] - ticks[i]) & mask_) * ns_per_tick_;
     Totals& t = totals_[names[i]];

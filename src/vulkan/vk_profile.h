@@ -10,7 +10,9 @@
 // work, and the model's between ops, while the GPU waits for the submit).
 // At destruction it prints one table to stderr: per command name, count, GPU
 // time and the host time before it; then submissions, host recording and
-// waiting time, and GPU time in total. STRATA_VK_PROFILE=2 keeps dispatches
+// waiting time, and GPU time in total; then where the GPU sat idle between
+// submissions (the host behind it), by the commands on either side of the
+// gap, largest first. STRATA_VK_PROFILE=2 keeps dispatches
 // apart by their grid as well (name[x,y,z]): one matrix's products from
 // another's.
 #include <chrono>
@@ -66,7 +68,12 @@ class Profile {
   std::map<std::string, Totals> totals_;
   Clock::time_point last_;
   uint64_t submissions_ = 0;
-  double record_ns_ = 0, wait_ns_ = 0, gpu_ns_ = 0;
+  double record_ns_ = 0, wait_ns_ = 0, gpu_ns_ = 0, idle_ns_ = 0;
+  // The GPU's idle gaps between submissions, keyed "last command -> first command".
+  std::map<std::string, Totals> gaps_;
+  bool have_end_ = false;
+  uint64_t end_tick_ = 0;     // the previous submission's last timestamp
+  std::string end_name_;      // and its last command
 };
 
 }  // namespace strata::vk
