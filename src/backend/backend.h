@@ -38,6 +38,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "backend/batch.h"
 #include "backend/expert.h"
@@ -228,6 +229,10 @@ class Backend {
   // layouts (kernels/interleave.h), faster on the CPU. Routed experts take
   // them on every backend, as packs store them (every backend reads them).
   virtual bool wants_interleaved() const { return false; }
+  // The end of a phase (a warm-up, say) for a backend's own profiling where
+  // it was asked for (STRATA_VK_PROFILE): what ran so far is reported under
+  // `label` and counting starts afresh. No effect on results.
+  virtual void profile_phase(std::string_view label) { (void)label; }
   // Whether the backend keeps (layer, expert) in its own memory (a GPU's
   // expert cache), so it needs no fetch: true promises the copy to the next
   // run_experts() call if that call names it in a held job and no other

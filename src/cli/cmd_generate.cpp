@@ -124,6 +124,7 @@ int run_generate(const GenerateArgs& a) {
     once.max_new_tokens = 1;
     Session scratch;
     generate(*model, prompt, once, scratch);
+    model->backend().profile_phase("load and warm-up");
   }
   Session session;
   if (!a.session.empty()) {

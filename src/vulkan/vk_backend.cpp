@@ -201,6 +201,11 @@ void VulkanBackend::finish() {
   uploads_->rewind();
 }
 
+void VulkanBackend::profile_phase(std::string_view label) {
+  finish();
+  stream_->profile_phase(label);
+}
+
 void VulkanBackend::copy_in(VkBuffer buffer, uint64_t offset, uint8_t* mapped, const void* src, uint64_t bytes,
                             bool fresh) {
   if (mapped) {

@@ -67,6 +67,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   bool routes_held(int64_t layer, size_t n, const RouteSpec& spec) const override;
   void route_held(const HeldRoute& op) override;
   void collect_routing() override { finish(); }
+  void profile_phase(std::string_view label) override;
   void begin_independent() override { stream_->begin_independent(); }
   void end_independent() override { stream_->end_independent(); }
 

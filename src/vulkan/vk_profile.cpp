@@ -43,6 +43,12 @@ Profile::Profile(const Context& ctx, VkQueryPool pool, size_t slots, double ns_p
       began_(slots) {}
 
 Profile::~Profile() {
+  report("the rest");
+  vkDestroyQueryPool(ctx_.device(), pool_, nullptr);
+}
+
+void Profile::report(std::string_view label) {
+  std::fprintf(stderr, "vk profile: -- %.*s --\n", static_cast<int>(label.size()), label.data());
   std::vector<std::pair<std::string, Totals>> rows(totals_.begin(), totals_.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.gpu_ns > b.second.gpu_ns; });
   std::fprintf(stderr, "vk profile: %-44s %9s %11s %9s %6s %11s\n", "command", "count", "gpu ms", "us each", "share",
@@ -63,7 +69,11 @@ Profile::~Profile() {
   for (size_t i = 0; i < std::min<size_t>(gaps.size(), 12); ++i)
     std::fprintf(stderr, "vk profile:   %-60s %9llu %11.2f ms\n", gaps[i].first.c_str(),
                  static_cast<unsigned long long>(gaps[i].second.count), gaps[i].second.gpu_ns / 1e6);
-  vkDestroyQueryPool(ctx_.device(), pool_, nullptr);
+  totals_.clear();
+  gaps_.clear();
+  have_end_ = false;
+  submissions_ = untimed_ = 0;
+  record_ns_ = wait_ns_ = gpu_ns_ = idle_ns_ = 0;
 }
 
 void Profile::begin(VkCommandBuffer cmd, size_t slot) {

@@ -8,7 +8,7 @@
 // fence; and within recording, the
 // host time before each command since the one before it (the op's own host
 // work, and the model's between ops, while the GPU waits for the submit).
-// At destruction it prints one table to stderr: per command name, count, GPU
+// At destruction (and at each report()) it prints one table to stderr: per command name, count, GPU
 // time and the host time before it; then submissions, host recording and
 // waiting time, and GPU time in total; then where the GPU sat idle between
 // submissions (the host behind it), by the commands on either side of the
@@ -45,6 +45,9 @@ class Profile {
   bool by_grid() const { return by_grid_; }
   void submitted(size_t slot);
   void finished(size_t slot, double waited_ns);
+  // Prints the table of what ran since the last report (all submissions
+  // waited for), headed by `label`, and starts counting afresh.
+  void report(std::string_view label);
 
  private:
   explicit Profile(const Context& ctx, VkQueryPool pool, size_t slots, double ns_per_tick, uint64_t mask,

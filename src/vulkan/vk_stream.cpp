@@ -203,4 +203,9 @@ void Stream::finish() {
   submit_at_ = 1;
 }
 
+void Stream::profile_phase(std::string_view label) {
+  finish();
+  if (profile_) profile_->report(label);
+}
+
 }  // namespace strata::vk
