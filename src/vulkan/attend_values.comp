@@ -2,7 +2,7 @@
 // Attention's output for many rows of one sequence (a prompt), after the
 // softmax: out[i][h][c] = Σ_j s[i][h][j] · value[j][c] over the positions
 // j < count that row i sees, by fma from 0 in increasing j: the order of
-// weighted_values (attention.glsl), so the same bits as gqa_attend.comp
+// weighted_values (attention.glsl), so the same bits as attend_row_values.comp
 // computes for the row alone. A workgroup of 16 × 16 computes 64 (row,
 // head) pairs of one KV head (gl_WorkGroupID.z) × 64 channels, invocation
 // (tc, tp) pairs 4tp..4tp+3 × channels 4tc..4tc+3; the scores and values

@@ -99,17 +99,36 @@ void VulkanBackend::gqa_attention(const GqaAttend& op) {
     }
     return;
   }
+  // Otherwise a position an invocation for the scores, the softmax, and a
+  // value channel an invocation for the output: the GPU's width, whatever
+  // the rows' sequences, rings and windows.
+  const uint32_t H32 = static_cast<uint32_t>(H), KV32 = static_cast<uint32_t>(KV), d32 = static_cast<uint32_t>(d),
+                 stride = static_cast<uint32_t>(limits_.context + 1);
   for (size_t r0 = 0; r0 < n; r0 += chunk) {
+    const size_t m = std::min(chunk, n - r0);
+    int64_t positions = 0;
+    for (size_t i = r0; i < r0 + m; ++i) {
+      const int64_t pos = op.rows[i].pos, first = op.window ? std::max<int64_t>(0, pos - op.window + 1) : 0;
+      positions = std::max(positions, pos + 1 - first);
+    }
+    const uint32_t row0 = static_cast<uint32_t>(r0), rows_m = static_cast<uint32_t>(m);
     struct {
-      uint64_t q, out, rows, scores, sinks;
+      uint64_t q, rows, scores;
       uint32_t heads, kv_heads, head_dim, score_stride;
       float scale;
-      uint32_t has_sinks, row0;
-    } attend{prep.q, address(op.out.slice(0, n * H * d)), rows, scores_.piece.address,
-             sinks, static_cast<uint32_t>(H),
-             static_cast<uint32_t>(KV), static_cast<uint32_t>(d), static_cast<uint32_t>(limits_.context + 1),
-             op.scale, op.sinks ? 1u : 0u, static_cast<uint32_t>(r0)};
-    stream_->dispatch("gqa_attend", attend, static_cast<uint32_t>(H), static_cast<uint32_t>(std::min(chunk, n - r0)));
+      uint32_t row0;
+    } scores{prep.q, rows, scores_.piece.address, H32, KV32, d32, stride, op.scale, row0};
+    stream_->dispatch("gqa_row_scores", scores, static_cast<uint32_t>((positions + 63) / 64), H32, rows_m);
+    struct {
+      uint64_t rows, scores, sinks;
+      uint32_t heads, score_stride, has_sinks, row0;
+    } softmax{rows, scores_.piece.address, sinks, H32, stride, op.sinks ? 1u : 0u, row0};
+    stream_->dispatch("attend_softmax", softmax, H32, rows_m);
+    struct {
+      uint64_t rows, scores, out;
+      uint32_t heads, kv_heads, head_dim, score_stride, row0;
+    } values{rows, scores_.piece.address, address(op.out.slice(0, n * H * d)), H32, KV32, d32, stride, row0};
+    stream_->dispatch("attend_row_values", values, (d32 + 63) / 64, H32, rows_m);
   }
 }
 
