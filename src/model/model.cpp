@@ -369,15 +369,25 @@ void Model::forward(std::span<const Row> rows, float* logits, float* hidden) {
   }
 }
 
+void Model::take_rows(std::span<const Row> rows) {
+  // Each cache grows once to its last row's position (a prompt's rows one at
+  // a time would grow it 64, 128, 256 ..., each growth a copy of the rows so
+  // far and, on a GPU, new buffers with the device idle meanwhile).
+  const size_t n = rows.size();
+  int64_t furthest = 0;  // of the current run of rows of one cache
+  for (size_t i = 0; i < n; ++i) {  // checked by forward()
+    furthest = i > 0 && rows[i - 1].cache == rows[i].cache ? std::max(furthest, rows[i].pos) : rows[i].pos;
+    if (i + 1 == n || rows[i + 1].cache != rows[i].cache) rows[i].cache->ensure(furthest + 1);
+    step_.tokens[i] = rows[i].token;
+  }
+}
+
 void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hidden) {
   const ModelConfig& c = config_;
   const size_t n = rows.size(), hidden = static_cast<size_t>(c.hidden_size);
   const float eps = static_cast<float>(c.rms_norm_eps);
   if (n == 0) return;
-  for (size_t i = 0; i < n; ++i) {  // checked by forward()
-    rows[i].cache->ensure(rows[i].pos + 1);
-    step_.tokens[i] = rows[i].token;
-  }
+  take_rows(rows);
 
   Backend& b = *backend_;
   const Tensor h = step_.h.rows(0, n, hidden), normed = step_.normed.rows(0, n, hidden),

@@ -209,6 +209,8 @@ class Model {
  private:
   // One step of at most max_batch_rows() rows.
   void forward_step(std::span<const Row> rows, float* logits, float* hidden);
+  // A step's first work: the rows' caches grown to hold them, their tokens taken.
+  void take_rows(std::span<const Row> rows);
   // One MTP step of at most max_batch_rows() rows (model/mtp_forward.cpp).
   void mtp_step(const MtpLayer& mtp, std::span<const Row> rows, const float* hidden, float* logits,
                 float* out_hidden);

@@ -29,10 +29,7 @@ void Model::mtp_step(const MtpLayer& mtp, std::span<const Row> rows, const float
   const size_t n = rows.size(), width = static_cast<size_t>(c.hidden_size);
   const float eps = static_cast<float>(c.rms_norm_eps);
   if (n == 0) return;
-  for (size_t i = 0; i < n; ++i) {
-    rows[i].cache->ensure(rows[i].pos + 1);
-    step_.tokens[i] = rows[i].token;
-  }
+  take_rows(rows);
   Backend& b = *backend_;
   const MtpHead& head = mtp.head;
   const Tensor h = step_.h.rows(0, n, width), normed = step_.normed.rows(0, n, width),
