@@ -1,5 +1,6 @@
 // The Vulkan backend's memory and its ops on plain tensors (vulkan_backend.h).
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 
@@ -308,12 +309,28 @@ void VulkanBackend::product(const WeightRef& ref, WeightFormat f, uint64_t x, ui
 }
 
 VulkanBackend::ProductKernel VulkanBackend::product_kernel(WeightFormat f, uint64_t rows, bool grouped) {
-  const std::string format = format_name(f), group = grouped ? "grouped_" : "";
-  if (rows >= kTiledRows) return {"linear_mm_" + group + format, is_interleaved(f) ? 64u : 32u, is_interleaved(f) ? 64u : 32u};
-  if (is_interleaved(f)) return {"linear_" + group + format, 16, 4};
+  // The shaders' names, made once (a product is recorded many times a step).
+  enum Kind { Tiled, TiledGrouped, Rows, RowsGrouped, One, kKinds };
+  static constexpr size_t kFormats = static_cast<size_t>(WeightFormat::IL_Q4_K) + 1;
+  static const auto names = [] {
+    std::array<std::array<std::string, kFormats>, kKinds> n;
+    for (size_t i = 0; i < kFormats; ++i) {
+      const std::string format = format_name(static_cast<WeightFormat>(i));
+      n[Tiled][i] = "linear_mm_" + format;
+      n[TiledGrouped][i] = "linear_mm_grouped_" + format;
+      n[Rows][i] = "linear_" + format;
+      n[RowsGrouped][i] = "linear_grouped_" + format;
+      n[One][i] = "linear1_" + format;
+    }
+    return n;
+  }();
+  const size_t i = static_cast<size_t>(f);
+  if (rows >= kTiledRows)
+    return {names[grouped ? TiledGrouped : Tiled][i], is_interleaved(f) ? 64u : 32u, is_interleaved(f) ? 64u : 32u};
+  if (is_interleaved(f)) return {names[grouped ? RowsGrouped : Rows][i], 16, 4};
   // One row: linear.comp built for one (the same bits, fewer registers).
-  if (rows == 1 && !grouped) return {"linear1_" + format, 4, 4};
-  return {"linear_" + group + format, 4, 4};
+  if (rows == 1 && !grouped) return {names[One][i], 4, 4};
+  return {names[grouped ? RowsGrouped : Rows][i], 4, 4};
 }
 
 void VulkanBackend::linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tensor y) {

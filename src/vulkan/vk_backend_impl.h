@@ -154,7 +154,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   // linear_il_mm.comp (64 rows of 64). Each layout's kernels give a row the
   // same bits.
   struct ProductKernel {
-    std::string name;  // with "grouped_" for the grouped build
+    std::string_view name;  // with "grouped_" for the grouped build (a name that lives for good)
     uint32_t outputs = 0, rows = 0;
     uint64_t groups_x(uint64_t out_rows) const { return (out_rows + outputs - 1) / outputs; }
     uint64_t groups_y(uint64_t n) const { return (n + rows - 1) / rows; }

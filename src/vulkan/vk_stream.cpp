@@ -46,7 +46,7 @@ Stream::~Stream() {
 }
 
 VkPipeline Stream::pipeline(std::string_view name) {
-  auto it = pipelines_.find(std::string(name));
+  auto it = pipelines_.find(name);
   if (it != pipelines_.end()) return it->second;
   const Shader* found = nullptr;
   for (const Shader& s : shaders())

@@ -19,6 +19,7 @@
 // times every command on the GPU (vk_profile.h).
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -86,7 +87,12 @@ class Stream {
 
   const Context& ctx_;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
-  std::unordered_map<std::string, VkPipeline> pipelines_;
+  // Found by the caller's string_view, without a string made each dispatch.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, VkPipeline, NameHash, std::equal_to<>> pipelines_;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   std::array<Slot, kRing> ring_{};
   size_t current_ = 0;  // the slot recorded into next
