@@ -130,6 +130,43 @@ TEST_P(VulkanFormats, ProductsAgreeWithTheCpuKernelsAndIgnoreTheBatch) {
   }
 }
 
+// One row (linear_row.comp, which stages each row's bytes a window of
+// columns at a time from the word below the window's first byte) gives the
+// bits that row has in a batch (linear.comp), for rows wider than a window
+// whose length is not a multiple of 4 bytes.
+TEST(VulkanFormatsWide, OneRowProductsAcrossWindowsGiveTheBatchsBits) {
+  const struct {
+    const char* name;
+    Fmt fmt;
+    int64_t in;
+  } cases[] = {{"Q8_0", Fmt::Q8_0, 1056},   {"Q4_0", Fmt::Q4_0, 1056}, {"MXFP4_gguf", Fmt::Mxfp4, 1056},
+               {"F16", Fmt::F16, 1058},     {"F32", Fmt::F32, 1030},   {"Q6_K", Fmt::Q6_K, 1280},
+               {"Q4_K", Fmt::Q4_K, 1280},   {"I4_group32", Fmt::I4, 1056}, {"F8_E4M3_block100", Fmt::F8Odd, 1100}};
+  for (const auto& c : cases) {
+    const int64_t out = 37, in = c.in;
+    Mat m = random_matrix(c.fmt, out, in, 5);
+    auto gp = gpu();
+    Backend& g = *gp;
+    g.plan(limits(5, static_cast<size_t>(in)));
+    const std::vector<float> x = random_vector(5 * in, 11);
+    Tensor tx = put(g, x), ty = g.allocate(5 * out);
+    g.linear(m.w, tx, 5, ty);
+    const std::vector<float> batched = get(g, ty);
+    std::vector<float> want(5 * out);
+    kernels::linear(m.w, x.data(), 5, want.data(), nullptr);
+    const std::vector<float> mag = magnitudes(m.w, x, 5);
+    for (size_t r = 0; r < 5; ++r) {
+      Tensor one = put(g, std::vector<float>(x.begin() + r * in, x.begin() + (r + 1) * in)), y1 = g.allocate(out);
+      g.linear(m.w, one, 1, y1);
+      const std::string what = std::string(c.name) + " in=" + std::to_string(in) + " row " + std::to_string(r);
+      const std::vector<float> y = get(g, y1);
+      expect_same_bits(std::vector<float>(batched.begin() + r * out, batched.begin() + (r + 1) * out), y, what);
+      for (size_t o = 0; o < static_cast<size_t>(out); ++o)
+        ASSERT_NEAR(want[r * out + o], y[o], 1e-6 * mag[r * out + o] + 1e-30) << what << " output " << o;
+    }
+  }
+}
+
 // Each token's embedding is the row dequantized, bit for bit.
 TEST_P(VulkanFormats, EmbeddingIsTheDequantizedRow) {
   const int64_t out = 11, in = GetParam().in;
