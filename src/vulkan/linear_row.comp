@@ -20,6 +20,7 @@
 #include "common.glsl"
 
 #define OUTS 4u
+#define THREADS (16u * OUTS)
 layout(local_size_x = 16, local_size_y = OUTS) in;
 
 // Each format's block (columns, bytes) and window (columns, a multiple of
@@ -95,8 +96,8 @@ layout(local_size_x = 16, local_size_y = OUTS) in;
 // A row's window, from a word boundary (up to 3 bytes before it), and the
 // invocations' share of loading all OUTS of them.
 #define STAGE_WORDS (WC / BLOCK_COLS * BLOCK_BYTES / 4u + 2u)
-#define LOADS ((OUTS * STAGE_WORDS + 63u) / 64u)
-#define X_LOADS (WC / 64u)
+#define LOADS ((OUTS * STAGE_WORDS + THREADS - 1u) / THREADS)
+#define X_LOADS ((WC + THREADS - 1u) / THREADS)
 shared uint stage[OUTS][STAGE_WORDS];
 shared float xw[WC];
 uint stage_slot;  // the invocation's row of the stage
@@ -140,13 +141,13 @@ void load_window(uint c0, uint first_row, uint rows, uint x0, uint id, out uint 
   const uint c1 = min(c0 + WC, w.in_cols), b0 = c0 / BLOCK_COLS * BLOCK_BYTES, b1 = c1 / BLOCK_COLS * BLOCK_BYTES;
   Words src = Words(uvec2(w.data));
   [[unroll]] for (uint t = 0; t < LOADS; ++t) {
-    const uint k = id + 64u * t, s = k / STAGE_WORDS, wd = k % STAGE_WORDS;
+    const uint k = id + THREADS * t, s = k / STAGE_WORDS, wd = k % STAGE_WORDS;
     const uint start = (first_row + s) * w.row_bytes + b0;
     words[t] = s < rows && wd < ((start & 3u) + b1 - b0 + 3u) / 4u ? src.v[start / 4u + wd] : 0u;
   }
   [[unroll]] for (uint t = 0; t < X_LOADS; ++t) {
-    const uint c = id + 64u * t;
-    xs[t] = c0 + c < c1 ? p.x.v[x0 + c0 + c] : 0.0;
+    const uint c = id + THREADS * t;
+    xs[t] = c < WC && c0 + c < c1 ? p.x.v[x0 + c0 + c] : 0.0;
   }
 }
 
@@ -164,10 +165,11 @@ void main() {
   load_window(0u, first_row, rows, x0, id, words, xs);
   for (uint c0 = 0; c0 < in_w; c0 += WC) {
     [[unroll]] for (uint t = 0; t < LOADS; ++t) {
-      const uint k = id + 64u * t;
+      const uint k = id + THREADS * t;
       if (k < OUTS * STAGE_WORDS) stage[k / STAGE_WORDS][k % STAGE_WORDS] = words[t];
     }
-    [[unroll]] for (uint t = 0; t < X_LOADS; ++t) xw[id + 64u * t] = xs[t];
+    [[unroll]] for (uint t = 0; t < X_LOADS; ++t)
+      if (id + THREADS * t < WC) xw[id + THREADS * t] = xs[t];
     barrier();
     if (c0 + WC < in_w) load_window(c0 + WC, first_row, rows, x0, id, words, xs);
     const uint c1 = min(c0 + WC, in_w);
