@@ -130,20 +130,23 @@ TEST_P(VulkanFormats, ProductsAgreeWithTheCpuKernelsAndIgnoreTheBatch) {
   }
 }
 
-// One row (linear_row.comp, which stages each row's bytes a window of
-// columns at a time from the word below the window's first byte) gives the
-// bits that row has in a batch (linear.comp), for rows wider than a window
-// whose length is not a multiple of 4 bytes.
+// One row gives the bits that row has in a batch (linear.comp): through
+// linear_row.comp (which stages each row's bytes a window of columns at a
+// time from the word below the window's first byte) for rows wider than a
+// window whose length is not a multiple of 4 bytes, and through linear.comp
+// built for one row for matrices taller than linear_row.comp takes.
 TEST(VulkanFormatsWide, OneRowProductsAcrossWindowsGiveTheBatchsBits) {
   const struct {
     const char* name;
     Fmt fmt;
-    int64_t in;
-  } cases[] = {{"Q8_0", Fmt::Q8_0, 1056},   {"Q4_0", Fmt::Q4_0, 1056}, {"MXFP4_gguf", Fmt::Mxfp4, 1056},
-               {"F16", Fmt::F16, 1058},     {"F32", Fmt::F32, 1030},   {"Q6_K", Fmt::Q6_K, 1280},
-               {"Q4_K", Fmt::Q4_K, 1280},   {"I4_group32", Fmt::I4, 1056}, {"F8_E4M3_block100", Fmt::F8Odd, 1100}};
+    int64_t in, out;
+  } cases[] = {{"Q8_0", Fmt::Q8_0, 1056, 37},   {"Q4_0", Fmt::Q4_0, 1056, 37}, {"MXFP4_gguf", Fmt::Mxfp4, 1056, 37},
+               {"F16", Fmt::F16, 1058, 37},     {"F32", Fmt::F32, 1030, 37},   {"Q6_K", Fmt::Q6_K, 1280, 37},
+               {"Q4_K", Fmt::Q4_K, 1280, 37},   {"I4_group32", Fmt::I4, 1056, 37},
+               {"F8_E4M3_block100", Fmt::F8Odd, 1100, 37},
+               {"Q8_0 tall", Fmt::Q8_0, 96, 16391}, {"F32 tall", Fmt::F32, 40, 16391}};
   for (const auto& c : cases) {
-    const int64_t out = 37, in = c.in;
+    const int64_t out = c.out, in = c.in;
     Mat m = random_matrix(c.fmt, out, in, 5);
     auto gp = gpu();
     Backend& g = *gp;

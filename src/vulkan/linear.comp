@@ -13,10 +13,17 @@
 #include "common.glsl"
 #include "weights.glsl"
 
-// ROWS batch rows a workgroup (one-row steps take linear_row.comp: the same
-// bits).
+// ROWS batch rows a workgroup (built with -DROWS=1 too, for one-row steps
+// by matrices too tall for linear_row.comp: fewer registers, so a longer
+// CHUNK).
+#ifndef ROWS
 #define ROWS 4
+#endif
+#if ROWS == 1
+#define CHUNK 32u
+#else
 #define CHUNK 16u
+#endif
 layout(local_size_x = 16, local_size_y = 4) in;
 
 #ifdef GROUPED
@@ -60,9 +67,23 @@ void main() {
   if (live) {
     // CHUNK columns of the lane's chain at a time, every load of the chunk
     // issued before the chain consumes it: a lane waits for memory once a
-    // chunk, not once a column. The order of the fmas is unchanged. Whole
-    // chunks unguarded, then a column at a time (guards in every chunk
-    // measured 1.5x slower for 16-64 rows).
+    // chunk, not once a column. The order of the fmas is unchanged.
+#if ROWS == 1
+    // One row: every chunk guarded (the last one's columns past the row
+    // skipped), measured faster than a column-at-a-time tail.
+    for (uint i = lane; i < in_w; i += 16u * CHUNK) {
+      float wt[CHUNK], xv[CHUNK];
+      [[unroll]] for (uint u = 0; u < CHUNK; ++u) {
+        const uint c = i + 16u * u;
+        wt[u] = c < in_w ? weight(w, row, c) : 0.0;
+        xv[u] = c < in_w && r0 < n ? x.v[x0 + r0 * x_stride + c] : 0.0;
+      }
+      [[unroll]] for (uint u = 0; u < CHUNK; ++u)
+        if (i + 16u * u < in_w && r0 < n) acc[0] = fma(wt[u], xv[u], acc[0]);
+    }
+#else
+    // Several rows: whole chunks unguarded, then a column at a time (guards
+    // in every chunk measured 1.5x slower for 16-64 rows).
     uint i = lane;
     for (; i + 16u * (CHUNK - 1u) < in_w; i += 16u * CHUNK) {
       float wt[CHUNK], xv[CHUNK][ROWS];
@@ -80,6 +101,7 @@ void main() {
       for (uint r = 0; r < ROWS; ++r)
         if (r0 + r < n) acc[r] = fma(wt, x.v[x0 + (r0 + r) * x_stride + i], acc[r]);
     }
+#endif
   }
   for (uint r = 0; r < ROWS; ++r) lanes[slot][r][lane] = acc[r];
   barrier();

@@ -19,7 +19,7 @@
 // h·y_head (MLA's per-head absorbed products).
 #include "common.glsl"
 
-#define OUTS 4u
+#define OUTS 8u
 #define THREADS (16u * OUTS)
 layout(local_size_x = 16, local_size_y = OUTS) in;
 

@@ -299,7 +299,7 @@ void VulkanBackend::product(const WeightRef& ref, WeightFormat f, uint64_t x, ui
   // The interleaved layouts hold a whole matrix's rows in groups; a head's
   // share of them is not one contiguous run (linear_il.comp reads no heads).
   if (is_interleaved(f) && s.heads > 1) throw Error("internal: a per-head product of an interleaved matrix");
-  const ProductKernel k = product_kernel(f, s.n, false);
+  const ProductKernel k = product_kernel(f, s.n, false, ref.out_rows);
   const uint64_t groups_x = k.groups_x(ref.out_rows), groups_y = k.groups_y(s.n);
   const auto& limit = ctx_->properties().limits.maxComputeWorkGroupCount;
   if (groups_x > limit[0] || groups_y > limit[1] || s.heads > limit[2])
@@ -308,9 +308,10 @@ void VulkanBackend::product(const WeightRef& ref, WeightFormat f, uint64_t x, ui
   stream_->dispatch(k.name, push, static_cast<uint32_t>(groups_x), static_cast<uint32_t>(groups_y), s.heads);
 }
 
-VulkanBackend::ProductKernel VulkanBackend::product_kernel(WeightFormat f, uint64_t rows, bool grouped) {
+VulkanBackend::ProductKernel VulkanBackend::product_kernel(WeightFormat f, uint64_t rows, bool grouped,
+                                                          uint64_t outputs) {
   // The shaders' names, made once (a product is recorded many times a step).
-  enum Kind { Tiled, TiledGrouped, Rows, RowsGrouped, One, kKinds };
+  enum Kind { Tiled, TiledGrouped, Rows, RowsGrouped, One, Staged, kKinds };
   static constexpr size_t kFormats = static_cast<size_t>(WeightFormat::IL_Q4_K) + 1;
   static const auto names = [] {
     std::array<std::array<std::string, kFormats>, kKinds> n;
@@ -321,6 +322,7 @@ VulkanBackend::ProductKernel VulkanBackend::product_kernel(WeightFormat f, uint6
       n[Rows][i] = "linear_" + format;
       n[RowsGrouped][i] = "linear_grouped_" + format;
       n[One][i] = "linear1_" + format;
+      if (i < static_cast<size_t>(WeightFormat::IL_Q8_0)) n[Staged][i] = "linear_row_" + format;
     }
     return n;
   }();
@@ -328,8 +330,12 @@ VulkanBackend::ProductKernel VulkanBackend::product_kernel(WeightFormat f, uint6
   if (rows >= kTiledRows)
     return {names[grouped ? TiledGrouped : Tiled][i], is_interleaved(f) ? 64u : 32u, is_interleaved(f) ? 64u : 32u};
   if (is_interleaved(f)) return {names[grouped ? RowsGrouped : Rows][i], 16, 4};
-  // One row: linear.comp built for one (the same bits, fewer registers).
-  if (rows == 1 && !grouped) return {names[One][i], 4, 4};
+  // One row (the same bits): linear_row.comp, whose workgroups load whole
+  // windows of their rows at once, or for the tallest matrices (an output
+  // head) linear.comp built for one, faster where the workgroups are many
+  // times what the GPU runs at once (docs/PERFORMANCE.md).
+  if (rows == 1 && !grouped)
+    return outputs <= kStagedOutputs ? ProductKernel{names[Staged][i], 8, 1} : ProductKernel{names[One][i], 4, 4};
   return {names[grouped ? RowsGrouped : Rows][i], 4, 4};
 }
 

@@ -160,7 +160,9 @@ class VulkanBackend final : public Backend, private CacheIo {
     uint64_t groups_y(uint64_t n) const { return (n + rows - 1) / rows; }
   };
   static constexpr uint64_t kTiledRows = 16;
-  static ProductKernel product_kernel(WeightFormat f, uint64_t rows, bool grouped);
+  // The most outputs a one-row product takes linear_row.comp for.
+  static constexpr uint64_t kStagedOutputs = 16384;
+  static ProductKernel product_kernel(WeightFormat f, uint64_t rows, bool grouped, uint64_t outputs = 0);
   // One product of a grouped dispatch (jobs.glsl's Job): rows of x and y
   // contiguous.
   struct ProductJob {
