@@ -119,17 +119,22 @@ void VulkanBackend::gqa_attention(const GqaAttend& op) {
       uint32_t row0;
     } scores{prep.q, rows, scores_.piece.address, H32, KV32, d32, stride, op.scale, row0};
     stream_->dispatch("gqa_row_scores", scores, static_cast<uint32_t>((positions + 63) / 64), H32, rows_m);
-    struct {
-      uint64_t rows, scores, sinks;
-      uint32_t heads, score_stride, has_sinks, row0;
-    } softmax{rows, scores_.piece.address, sinks, H32, stride, op.sinks ? 1u : 0u, row0};
-    stream_->dispatch("attend_softmax", softmax, H32, rows_m);
+    attend_softmax(rows, sinks, op, row0, rows_m);
     struct {
       uint64_t rows, scores, out;
       uint32_t heads, kv_heads, head_dim, score_stride, row0;
     } values{rows, scores_.piece.address, address(op.out.slice(0, n * H * d)), H32, KV32, d32, stride, row0};
     stream_->dispatch("attend_row_values", values, (d32 + 63) / 64, H32, rows_m);
   }
+}
+
+void VulkanBackend::attend_softmax(uint64_t rows, uint64_t sinks, const GqaAttend& op, uint32_t row0, uint32_t n) {
+  struct {
+    uint64_t rows, scores, sinks;
+    uint32_t heads, score_stride, has_sinks, row0;
+  } softmax{rows, scores_.piece.address, sinks, static_cast<uint32_t>(op.heads), static_cast<uint32_t>(limits_.context + 1),
+            op.sinks ? 1u : 0u, row0};
+  stream_->dispatch("attend_softmax", softmax, static_cast<uint32_t>(op.heads), n);
 }
 
 bool VulkanBackend::tiled_attention(std::span<const Row> rows, int64_t layer, int64_t window) const {
@@ -151,11 +156,7 @@ void VulkanBackend::gqa_tiled(uint64_t q, uint64_t out, uint64_t rows, uint64_t 
     uint32_t row0, n, positions;
   } scores{q, rows, scores_.piece.address, H, KV, d, stride, op.scale, row0, n, positions};
   stream_->dispatch("gqa_scores", scores, (positions + 31) / 32, (pairs + 31) / 32, KV);
-  struct {
-    uint64_t rows, scores, sinks;
-    uint32_t heads, score_stride, has_sinks, row0;
-  } softmax{rows, scores_.piece.address, sinks, H, stride, op.sinks ? 1u : 0u, row0};
-  stream_->dispatch("attend_softmax", softmax, H, n);
+  attend_softmax(rows, sinks, op, row0, n);
   struct {
     uint64_t rows, scores, out;
     uint32_t heads, kv_heads, head_dim, score_stride, row0, n, positions;

@@ -136,6 +136,8 @@ class VulkanBackend final : public Backend, private CacheIo {
   // attend_softmax.comp, attend_values.comp): many rows of one sequence,
   // each attending from position 0 of a cache without a ring.
   bool tiled_attention(std::span<const Row> rows, int64_t layer, int64_t window) const;
+  // The softmax of rows row0 .. row0 + n's scores, each head's (attend_softmax.comp).
+  void attend_softmax(uint64_t rows, uint64_t sinks, const GqaAttend& op, uint32_t row0, uint32_t n);
   // The tiled path for chunk rows [r0, r0 + m) of a GQA op, whose rows see
   // at most `positions` positions (q after gqa_prep, `rows` its RowRefs).
   void gqa_tiled(uint64_t q, uint64_t out, uint64_t rows, uint64_t sinks, const GqaAttend& op, size_t r0, size_t m,
