@@ -133,8 +133,9 @@ TEST_P(VulkanFormats, ProductsAgreeWithTheCpuKernelsAndIgnoreTheBatch) {
 // One row gives the bits that row has in a batch (linear.comp): through
 // linear_row.comp (which stages each row's bytes a window of columns at a
 // time from the word below the window's first byte) for rows wider than a
-// window whose length is not a multiple of 4 bytes, and through linear.comp
-// built for one row for matrices taller than linear_row.comp takes.
+// window, some of whose byte lengths are not a multiple of 4, and through
+// linear.comp built for one row for matrices taller than linear_row.comp
+// takes.
 TEST(VulkanFormatsWide, OneRowProductsAcrossWindowsGiveTheBatchsBits) {
   const struct {
     const char* name;
@@ -143,7 +144,10 @@ TEST(VulkanFormatsWide, OneRowProductsAcrossWindowsGiveTheBatchsBits) {
   } cases[] = {{"Q8_0", Fmt::Q8_0, 1056, 37},   {"Q4_0", Fmt::Q4_0, 1056, 37}, {"MXFP4_gguf", Fmt::Mxfp4, 1056, 37},
                {"F16", Fmt::F16, 1058, 37},     {"F32", Fmt::F32, 1030, 37},   {"Q6_K", Fmt::Q6_K, 1280, 37},
                {"Q4_K", Fmt::Q4_K, 1280, 37},   {"I4_group32", Fmt::I4, 1056, 37},
-               {"F8_E4M3_block100", Fmt::F8Odd, 1100, 37},
+               {"F8_E4M3_block100", Fmt::F8Odd, 1101, 37}, {"Q5_0", Fmt::Q5_0, 1056, 37},
+               {"Q4_1", Fmt::Q4_1, 1056, 37},   {"Q5_1", Fmt::Q5_1, 1056, 37}, {"Q2_K", Fmt::Q2_K, 1280, 37},
+               {"Q3_K", Fmt::Q3_K, 1280, 37},   {"Q5_K", Fmt::Q5_K, 1280, 37}, {"BF16", Fmt::BF16, 1025, 37},
+               {"I8_row", Fmt::I8, 1027, 37},   {"MXFP4_hf", Fmt::Mxfp4Split, 1088, 37},
                {"Q8_0 tall", Fmt::Q8_0, 96, 16391}, {"F32 tall", Fmt::F32, 40, 16391}};
   for (const auto& c : cases) {
     const int64_t out = c.out, in = c.in;

@@ -370,9 +370,10 @@ void Model::forward(std::span<const Row> rows, float* logits, float* hidden) {
 }
 
 void Model::take_rows(std::span<const Row> rows) {
-  // Each cache grows once to its last row's position (a prompt's rows one at
-  // a time would grow it 64, 128, 256 ..., each growth a copy of the rows so
-  // far and, on a GPU, new buffers with the device idle meanwhile).
+  // Each run of a cache's rows grows it once, to the run's furthest position
+  // (a prompt's rows one at a time would grow it 64, 128, 256 ..., each
+  // growth a copy of the rows so far and, on a GPU, new buffers with the
+  // device idle meanwhile).
   const size_t n = rows.size();
   int64_t furthest = 0;  // of the current run of rows of one cache
   for (size_t i = 0; i < n; ++i) {  // checked by forward()

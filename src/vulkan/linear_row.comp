@@ -6,7 +6,7 @@
 // bits as linear.comp and linear_mm.comp give the row in any batch.
 //
 // A workgroup is OUTS outputs × 16 lanes. It works through the row in
-// windows of WC columns: all 64 invocations load the OUTS rows' bytes of the
+// windows of WC columns: all its invocations load the OUTS rows' bytes of the
 // window (words side by side) and the window's x into shared memory, the
 // next window's loads in flight while this one is computed; then each lane
 // chains its columns of the window from shared memory (weights.glsl's
@@ -24,7 +24,8 @@
 layout(local_size_x = 16, local_size_y = OUTS) in;
 
 // Each format's block (columns, bytes) and window (columns, a multiple of
-// the block, about 1 KB of each row).
+// the block and of 16: at most about 1 KB of each row). The matrix starts
+// 4-byte aligned (the host checks).
 #if FMT == 0
 #define BLOCK_COLS 1u
 #define BLOCK_BYTES 4u

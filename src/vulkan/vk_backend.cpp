@@ -299,7 +299,9 @@ void VulkanBackend::product(const WeightRef& ref, WeightFormat f, uint64_t x, ui
   // The interleaved layouts hold a whole matrix's rows in groups; a head's
   // share of them is not one contiguous run (linear_il.comp reads no heads).
   if (is_interleaved(f) && s.heads > 1) throw Error("internal: a per-head product of an interleaved matrix");
-  const ProductKernel k = product_kernel(f, s.n, false, ref.out_rows);
+  // linear_row.comp reads the matrix a word at a time: a matrix that does
+  // not start 4-byte aligned (a row slice of an upload) takes linear.comp.
+  const ProductKernel k = product_kernel(f, s.n, false, ref.data % 4 == 0 ? ref.out_rows : UINT64_MAX);
   const uint64_t groups_x = k.groups_x(ref.out_rows), groups_y = k.groups_y(s.n);
   const auto& limit = ctx_->properties().limits.maxComputeWorkGroupCount;
   if (groups_x > limit[0] || groups_y > limit[1] || s.heads > limit[2])

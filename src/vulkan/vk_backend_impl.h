@@ -149,12 +149,13 @@ class VulkanBackend final : public Backend, private CacheIo {
   ExpertCache::Entry expert_weights(const ExpertJob& job);
   // Device bytes of one expert's copy (its arrays, each 256-aligned).
   uint64_t expert_bytes(const ExpertWeights& e) const;
-  // The kernel for a product of `rows` batch rows and the tile a workgroup
-  // of it computes: linear.comp (4 rows of 4 outputs; built for one row
-  // too), linear_il.comp (4 rows of a group of 16 interleaved outputs), or
-  // from kTiledRows rows on, linear_mm.comp (32 rows of 32 outputs) and
-  // linear_il_mm.comp (64 rows of 64). Each layout's kernels give a row the
-  // same bits.
+  // The kernel for a product of `rows` batch rows by a matrix of `outputs`
+  // rows, and the tile a workgroup of it computes: linear.comp (4 rows of 4
+  // outputs; built for one row too), linear_row.comp (one row of 8 outputs,
+  // up to kStagedOutputs outputs), linear_il.comp (4 rows of a group of 16
+  // interleaved outputs), or from kTiledRows rows on, linear_mm.comp (32
+  // rows of 32 outputs) and linear_il_mm.comp (64 rows of 64). Each layout's
+  // kernels give a row the same bits.
   struct ProductKernel {
     std::string_view name;  // with "grouped_" for the grouped build (a name that lives for good)
     uint32_t outputs = 0, rows = 0;
