@@ -4,8 +4,10 @@
 // the positions row i sees, by fma from 0 in increasing j (weighted_values,
 // attention.glsl), one invocation a value channel: 64 channels a workgroup
 // (gl_WorkGroupID.x), head gl_WorkGroupID.y, row of the chunk
-// gl_WorkGroupID.z. The tiled prompt path (attend_values.comp) computes the
-// same bits.
+// gl_WorkGroupID.z. The values are the rows' value cache at kv head h's
+// columns (GQA), or with from_keys their key cache's first head_dim columns
+// (MLA's cached latents, width values a row). The tiled prompt path
+// (attend_values.comp) computes the same bits.
 #include "common.glsl"
 #include "attention.glsl"
 
@@ -16,6 +18,8 @@ layout(push_constant) uniform Push {
   Floats scores;
   Floats out_heads;
   uint heads, kv_heads, head_dim, score_stride, row0;
+  uint width;      // values a cache row
+  uint from_keys;  // MLA: the values are the key cache's latents
 } p;
 
 void main() {
@@ -23,6 +27,6 @@ void main() {
   const uint i = p.row0 + ii, d = p.head_dim, kvh = h / (p.heads / p.kv_heads);
   if (c >= d) return;
   RowRef r = p.rows.v[i];
-  p.out_heads.v[(i * p.heads + h) * d + c] =
-      weighted_values(p.scores, (ii * p.heads + h) * p.score_stride, r, r.values, p.kv_heads * d, kvh * d + c);
+  p.out_heads.v[(i * p.heads + h) * d + c] = weighted_values(p.scores, (ii * p.heads + h) * p.score_stride, r,
+                                                             p.from_keys != 0u ? r.keys : r.values, p.width, kvh * d + c);
 }

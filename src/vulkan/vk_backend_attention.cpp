@@ -92,10 +92,8 @@ void VulkanBackend::gqa_attention(const GqaAttend& op) {
   if (tiled_attention(op.rows, op.layer, op.window)) {
     for (size_t r0 = 0; r0 < n; r0 += chunk) {
       const size_t m = std::min(chunk, n - r0);
-      int64_t last = 0;
-      for (size_t i = r0; i < r0 + m; ++i) last = std::max(last, op.rows[i].pos);
       gqa_tiled(prep.q, address(op.out.slice(0, n * H * d)), rows, sinks, op, r0, m,
-                static_cast<uint32_t>(last + 1));
+                static_cast<uint32_t>(most_positions(op.rows.subspan(r0, m), 0)));
     }
     return;
   }
@@ -106,11 +104,7 @@ void VulkanBackend::gqa_attention(const GqaAttend& op) {
                  stride = static_cast<uint32_t>(limits_.context + 1);
   for (size_t r0 = 0; r0 < n; r0 += chunk) {
     const size_t m = std::min(chunk, n - r0);
-    int64_t positions = 0;
-    for (size_t i = r0; i < r0 + m; ++i) {
-      const int64_t pos = op.rows[i].pos, first = op.window ? std::max<int64_t>(0, pos - op.window + 1) : 0;
-      positions = std::max(positions, pos + 1 - first);
-    }
+    const int64_t positions = most_positions(op.rows.subspan(r0, m), op.window);
     const uint32_t row0 = static_cast<uint32_t>(r0), rows_m = static_cast<uint32_t>(m);
     struct {
       uint64_t q, rows, scores;
@@ -119,22 +113,38 @@ void VulkanBackend::gqa_attention(const GqaAttend& op) {
       uint32_t row0;
     } scores{prep.q, rows, scores_.piece.address, H32, KV32, d32, stride, op.scale, row0};
     stream_->dispatch("gqa_row_scores", scores, static_cast<uint32_t>((positions + 63) / 64), H32, rows_m);
-    attend_softmax(rows, sinks, op, row0, rows_m);
-    struct {
-      uint64_t rows, scores, out;
-      uint32_t heads, kv_heads, head_dim, score_stride, row0;
-    } values{rows, scores_.piece.address, address(op.out.slice(0, n * H * d)), H32, KV32, d32, stride, row0};
-    stream_->dispatch("attend_row_values", values, (d32 + 63) / 64, H32, rows_m);
+    attend_softmax(rows, sinks, H32, op.sinks != nullptr, row0, rows_m);
+    attend_row_values(rows, address(op.out.slice(0, n * H * d)), H32, KV32, d32, KV32 * d32, false, row0, rows_m);
   }
 }
 
-void VulkanBackend::attend_softmax(uint64_t rows, uint64_t sinks, const GqaAttend& op, uint32_t row0, uint32_t n) {
+void VulkanBackend::attend_softmax(uint64_t rows, uint64_t sinks, uint32_t heads, bool has_sinks, uint32_t row0,
+                                   uint32_t n) {
   struct {
     uint64_t rows, scores, sinks;
     uint32_t heads, score_stride, has_sinks, row0;
-  } softmax{rows, scores_.piece.address, sinks, static_cast<uint32_t>(op.heads), static_cast<uint32_t>(limits_.context + 1),
-            op.sinks ? 1u : 0u, row0};
-  stream_->dispatch("attend_softmax", softmax, static_cast<uint32_t>(op.heads), n);
+  } softmax{rows, scores_.piece.address, sinks, heads, static_cast<uint32_t>(limits_.context + 1), has_sinks ? 1u : 0u,
+            row0};
+  stream_->dispatch("attend_softmax", softmax, heads, n);
+}
+
+void VulkanBackend::attend_row_values(uint64_t rows, uint64_t out, uint32_t heads, uint32_t kv_heads, uint32_t d,
+                                      uint32_t width, bool from_keys, uint32_t row0, uint32_t n) {
+  struct {
+    uint64_t rows, scores, out;
+    uint32_t heads, kv_heads, head_dim, score_stride, row0, width, from_keys;
+  } values{rows,  scores_.piece.address, out, heads, kv_heads, d, static_cast<uint32_t>(limits_.context + 1),
+           row0, width, from_keys ? 1u : 0u};
+  stream_->dispatch("attend_row_values", values, (d + 63) / 64, heads, n);
+}
+
+int64_t VulkanBackend::most_positions(std::span<const Row> rows, int64_t window) {
+  int64_t positions = 0;
+  for (const Row& r : rows) {
+    const int64_t first = window ? std::max<int64_t>(0, r.pos - window + 1) : 0;
+    positions = std::max(positions, r.pos + 1 - first);
+  }
+  return positions;
 }
 
 bool VulkanBackend::tiled_attention(std::span<const Row> rows, int64_t layer, int64_t window) const {
@@ -156,7 +166,7 @@ void VulkanBackend::gqa_tiled(uint64_t q, uint64_t out, uint64_t rows, uint64_t 
     uint32_t row0, n, positions;
   } scores{q, rows, scores_.piece.address, H, KV, d, stride, op.scale, row0, n, positions};
   stream_->dispatch("gqa_scores", scores, (positions + 31) / 32, (pairs + 31) / 32, KV);
-  attend_softmax(rows, sinks, op, row0, n);
+  attend_softmax(rows, sinks, H, op.sinks != nullptr, row0, n);
   struct {
     uint64_t rows, scores, out;
     uint32_t heads, kv_heads, head_dim, score_stride, row0, n, positions;
@@ -264,17 +274,24 @@ void VulkanBackend::mla_attention(const MlaAttend& op) {
                   static_cast<uint32_t>(H * lora), static_cast<uint32_t>(lora), H);
   }
 
+  // Scores a position an invocation, the softmax, then the latents' sums a
+  // channel an invocation (the cached latents are the values).
   const size_t chunk = score_rows(static_cast<size_t>(H));
+  const uint32_t H32 = static_cast<uint32_t>(H), lora32 = static_cast<uint32_t>(lora);
   for (size_t r0 = 0; r0 < n; r0 += chunk) {
+    const size_t m = std::min(chunk, n - r0);
+    const int64_t positions = most_positions(op.rows.subspan(r0, m), 0);
+    const uint32_t row0 = static_cast<uint32_t>(r0), rows_m = static_cast<uint32_t>(m);
     struct {
-      uint64_t q_abs, q_rot, latent, rows, scores;
+      uint64_t q_abs, q_rot, rows, scores;
       uint32_t heads, latent_w, rope_dim, score_stride;
       float scale;
       uint32_t row0;
-    } attend{q_abs, q_rot, latent, rows, scores_.piece.address, static_cast<uint32_t>(H), static_cast<uint32_t>(lora),
-             static_cast<uint32_t>(rope), static_cast<uint32_t>(limits_.context + 1), op.scale,
-             static_cast<uint32_t>(r0)};
-    stream_->dispatch("mla_attend", attend, static_cast<uint32_t>(H), static_cast<uint32_t>(std::min(chunk, n - r0)));
+    } scores{q_abs, q_rot, rows, scores_.piece.address, H32, lora32, static_cast<uint32_t>(rope),
+             static_cast<uint32_t>(limits_.context + 1), op.scale, row0};
+    stream_->dispatch("mla_row_scores", scores, static_cast<uint32_t>((positions + 63) / 64), H32, rows_m);
+    attend_softmax(rows, 0, H32, false, row0, rows_m);
+    attend_row_values(rows, latent, H32, 1, lora32, lora32 + static_cast<uint32_t>(rope), true, row0, rows_m);
   }
   // Expanded through W_UV[h].
   head_products(op.v_b, op.kv_b, nope, vdim, nope + vdim, latent, static_cast<uint32_t>(H * lora),

@@ -136,8 +136,16 @@ class VulkanBackend final : public Backend, private CacheIo {
   // attend_softmax.comp, attend_values.comp): many rows of one sequence,
   // each attending from position 0 of a cache without a ring.
   bool tiled_attention(std::span<const Row> rows, int64_t layer, int64_t window) const;
-  // The softmax of rows row0 .. row0 + n's scores, each head's (attend_softmax.comp).
-  void attend_softmax(uint64_t rows, uint64_t sinks, const GqaAttend& op, uint32_t row0, uint32_t n);
+  // Attention's steps after the scores for rows row0 .. row0 + n of a chunk
+  // (`rows` their RowRefs): each head's softmax (attend_softmax.comp, with
+  // the heads' sinks where given), and the weighted sums of the values
+  // (attend_row_values.comp: head h's d channels from kv head h / (heads /
+  // kv_heads) of rows `width` values wide, of the key cache `from_keys`).
+  void attend_softmax(uint64_t rows, uint64_t sinks, uint32_t heads, bool has_sinks, uint32_t row0, uint32_t n);
+  void attend_row_values(uint64_t rows, uint64_t out, uint32_t heads, uint32_t kv_heads, uint32_t d, uint32_t width,
+                         bool from_keys, uint32_t row0, uint32_t n);
+  // The most positions a row of `rows` attends to.
+  static int64_t most_positions(std::span<const Row> rows, int64_t window);
   // The tiled path for chunk rows [r0, r0 + m) of a GQA op, whose rows see
   // at most `positions` positions (q after gqa_prep, `rows` its RowRefs).
   void gqa_tiled(uint64_t q, uint64_t out, uint64_t rows, uint64_t sinks, const GqaAttend& op, size_t r0, size_t m,
