@@ -20,6 +20,9 @@ struct RowRef {
 };
 static_assert(sizeof(RowRef) == 32);
 
+// The first position a row at `pos` attends to (a sliding window's start, else 0).
+int64_t first_attended(int64_t pos, int64_t window) { return window ? std::max<int64_t>(0, pos - window + 1) : 0; }
+
 VulkanKvCache& device_cache(KvCache* cache) {
   auto* c = dynamic_cast<VulkanKvCache*>(cache);
   if (!c) throw Error("internal: a row whose cache the Vulkan backend did not make");
@@ -46,7 +49,7 @@ uint64_t VulkanBackend::row_refs(std::span<const Row> rows, int64_t layer, int64
   std::vector<RowRef> refs(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const VulkanKvCache& c = device_cache(rows[i].cache);
-    const int64_t pos = rows[i].pos, first = window ? std::max<int64_t>(0, pos - window + 1) : 0;
+    const int64_t pos = rows[i].pos, first = first_attended(pos, window);
     refs[i] = RowRef{c.keys(layer), c.values(layer), static_cast<uint32_t>(pos),
                      static_cast<uint32_t>(c.book().ring(layer)), static_cast<uint32_t>(first),
                      static_cast<uint32_t>(pos + 1 - first)};
@@ -140,10 +143,7 @@ void VulkanBackend::attend_row_values(uint64_t rows, uint64_t out, uint32_t head
 
 int64_t VulkanBackend::most_positions(std::span<const Row> rows, int64_t window) {
   int64_t positions = 0;
-  for (const Row& r : rows) {
-    const int64_t first = window ? std::max<int64_t>(0, r.pos - window + 1) : 0;
-    positions = std::max(positions, r.pos + 1 - first);
-  }
+  for (const Row& r : rows) positions = std::max(positions, r.pos + 1 - first_attended(r.pos, window));
   return positions;
 }
 

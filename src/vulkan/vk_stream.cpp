@@ -204,7 +204,6 @@ void Stream::finish() {
 }
 
 void Stream::profile_phase(std::string_view label) {
-  finish();
   if (profile_) profile_->report(label);
 }
 

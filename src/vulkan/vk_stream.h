@@ -54,7 +54,8 @@ class Stream {
   void zero(VkBuffer dst, uint64_t offset, uint64_t bytes);
   // Submits what was recorded and waits until everything submitted is done.
   void finish();
-  // finish(), then the profile's table so far under `label` (vk_profile.h), if profiling.
+  // The profile's table so far under `label` (vk_profile.h), if profiling;
+  // called after finish(), so every submission is in it.
   void profile_phase(std::string_view label);
   // Dispatches recorded between the two are independent of each other: no
   // barrier between them, one before the next command after the last
