@@ -62,6 +62,10 @@ void Profile::report(std::string_view label) {
                "(%.1f us per submission); %llu commands untimed\n",
                static_cast<unsigned long long>(submissions_), gpu_ns_ / 1e6, record_ns_ / 1e6, wait_ns_ / 1e6,
                submissions_ ? wait_ns_ / 1e3 / submissions_ : 0.0, static_cast<unsigned long long>(untimed_));
+  std::fprintf(stderr,
+               "vk profile: host away after a finish (the GPU idle, the host neither recording nor waiting): "
+               "%.2f ms in %llu (%.1f us each)\n",
+               away_ns_ / 1e6, static_cast<unsigned long long>(aways_), aways_ ? away_ns_ / 1e3 / aways_ : 0.0);
   std::vector<std::pair<std::string, Totals>> gaps(gaps_.begin(), gaps_.end());
   std::sort(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.second.gpu_ns > b.second.gpu_ns; });
   std::fprintf(stderr, "vk profile: gpu idle between submissions %.2f ms; largest by the commands either side:\n",
@@ -72,13 +76,23 @@ void Profile::report(std::string_view label) {
   totals_.clear();
   gaps_.clear();
   have_end_ = false;
-  submissions_ = untimed_ = 0;
-  record_ns_ = wait_ns_ = gpu_ns_ = idle_ns_ = 0;
+  submissions_ = untimed_ = aways_ = 0;
+  record_ns_ = wait_ns_ = gpu_ns_ = idle_ns_ = away_ns_ = 0;
+}
+
+void Profile::drained() {
+  drained_ = true;
+  drained_at_ = Clock::now();
 }
 
 void Profile::begin(VkCommandBuffer cmd, size_t slot) {
   names_[slot].clear();
   began_[slot] = last_ = Clock::now();
+  if (drained_) {
+    drained_ = false;
+    ++aways_;
+    away_ns_ += std::chrono::duration<double, std::nano>(last_ - drained_at_).count();
+  }
   vkCmdResetQueryPool(cmd, pool_, first_query(slot), static_cast<uint32_t>(per_slot_));
   vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool_, first_query(slot));
 }

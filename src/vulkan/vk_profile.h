@@ -10,7 +10,8 @@
 // work, and the model's between ops, while the GPU waits for the submit).
 // At destruction (and at each report()) it prints one table to stderr: per command name, count, GPU
 // time and the host time before it; then submissions, host recording and
-// waiting time, and GPU time in total; then where the GPU sat idle between
+// waiting time, and GPU time in total; the host's time away from the stream
+// between a finish() and the next command; then where the GPU sat idle between
 // submissions (the host behind it), by the commands on either side of the
 // gap, largest first. STRATA_VK_PROFILE=2 keeps dispatches
 // apart by their grid as well (name[x,y,z]): one matrix's products from
@@ -45,6 +46,9 @@ class Profile {
   bool by_grid() const { return by_grid_; }
   void submitted(size_t slot);
   void finished(size_t slot, double waited_ns);
+  // Called as a finish() returns (everything waited for): the time until the
+  // next command buffer begins is the host's own, the GPU idle meanwhile.
+  void drained();
   // Prints the table of what ran since the last report (all submissions
   // waited for), headed by `label`, and starts counting afresh.
   void report(std::string_view label);
@@ -72,6 +76,10 @@ class Profile {
   Clock::time_point last_;
   uint64_t submissions_ = 0;
   double record_ns_ = 0, wait_ns_ = 0, gpu_ns_ = 0, idle_ns_ = 0;
+  bool drained_ = false;           // a finish() returned; no command buffer begun since
+  Clock::time_point drained_at_;
+  uint64_t aways_ = 0;             // such intervals
+  double away_ns_ = 0;             // and their host time
   // The GPU's idle gaps between submissions, keyed "last command -> first command".
   std::map<std::string, Totals> gaps_;
   bool have_end_ = false;

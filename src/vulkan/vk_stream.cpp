@@ -201,6 +201,7 @@ void Stream::finish() {
     if (ring_[i].pending) wait(i);
   }
   submit_at_ = 1;
+  if (profile_) profile_->drained();
 }
 
 void Stream::profile_phase(std::string_view label) {
