@@ -134,17 +134,20 @@ void main() {
     if (j < count) {
       precise float s[ROWS], xs[ROWS];
       for (uint r = 0; r < ROWS; ++r) s[r] = xs[r] = 0.0;
+      // The block's 32 levels of row rr, read before the chains consume
+      // them (so they do not wait on each read in turn).
+      float q[32];
 #if FMT == FMT_IL_Q8_0
       const uint blk = j * 544u;
       scales[j][rr] = f16_value(tile_u16(blk + 2u * rr));
-      for (uint i = 0; i < 32; ++i) {
-        const float q = float(int(tile_byte(blk + 32u + 16u * i + rr) << 24) >> 24);
+      [[unroll]] for (uint i = 0; i < 32; ++i) q[i] = float(int(tile_byte(blk + 32u + 16u * i + rr) << 24) >> 24);
 #elif FMT == FMT_IL_MXFP4
       const uint blk = j * 272u;
       scales[j][rr] = e8m0_half(tile_byte(blk + rr));
-      for (uint i = 0; i < 32; ++i) {
+      [[unroll]] for (uint i = 0; i < 32; ++i) {
         const uint v = tile_byte(blk + 16u + 16u * (i / 2u) + rr);
-        const float q = e2m1x2((i & 1u) != 0u ? v >> 4 : v & 0xFu);
+        q[i] = e2m1x2((i & 1u) != 0u ? v >> 4 : v & 0xFu);
+      }
 #else
       const uint sb = (j / 8u) * 2304u, jj = j % 8u;
       // The 6-bit scale and min of sub-block jj from the row's 12 scale
@@ -161,19 +164,20 @@ void main() {
       precise float m1 = f16_value(tile_u16(sb + 32u + 2u * rr)) * float(m);
       scales[j][rr] = d1;
       mins[j][rr] = m1;
-      for (uint i = 0; i < 32; ++i) {
+      [[unroll]] for (uint i = 0; i < 32; ++i) {
         const uint v = tile_byte(sb + 256u + 256u * jj + 16u * (i / 2u) + rr);
-        const float q = float((i & 1u) != 0u ? v >> 4 : v & 0xFu);
+        q[i] = float((i & 1u) != 0u ? v >> 4 : v & 0xFu);
+      }
 #endif
-        for (uint r = 0; r < ROWS; ++r)
-          if (r0 + r < n) {
+      for (uint r = 0; r < ROWS; ++r)
+        if (r0 + r < n)
+          [[unroll]] for (uint i = 0; i < 32; ++i) {
             const float xv = xw[r][32u * j + i];
-            s[r] = fma(q, xv, s[r]);
+            s[r] = fma(q[i], xv, s[r]);
 #if FMT == FMT_IL_Q4_K
             xs[r] = xs[r] + xv;
 #endif
           }
-      }
       for (uint r = 0; r < ROWS; ++r) {
         sums[r][j][rr] = s[r];
 #if FMT == FMT_IL_Q4_K

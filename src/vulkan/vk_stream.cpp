@@ -85,13 +85,18 @@ void Stream::begin() {
   if (profile_) profile_->begin(slot.cmd, current_);
 }
 
-void Stream::barrier(VkCommandBuffer cmd) {
+void Stream::barrier(VkCommandBuffer cmd, bool for_host) {
   VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                    VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
   const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  vkCmdPipelineBarrier(cmd, stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
+  if (for_host) {
+    b.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cmd, stages, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
+    return;
+  }
+  b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                    VK_ACCESS_TRANSFER_WRITE_BIT;
+  vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &b, 0, nullptr, 0, nullptr);
 }
 
 void Stream::end_independent() {
@@ -110,6 +115,7 @@ void Stream::pay_barrier() {
 
 void Stream::recorded(std::string_view name, bool with_barrier) {
   const VkCommandBuffer cmd = ring_[current_].cmd;
+  unseen_by_host_ = true;
   if (with_barrier) {
     barrier(cmd);
     owes_barrier_ = false;
@@ -189,11 +195,12 @@ void Stream::wait(size_t i) {
 }
 
 void Stream::finish() {
-  if (owes_barrier_) {  // the host reads what the last dispatches wrote
+  if (unseen_by_host_) {  // the host reads what the last commands wrote
     begin();
-    barrier(ring_[current_].cmd);
-    owes_barrier_ = false;
+    barrier(ring_[current_].cmd, true);
+    unseen_by_host_ = false;
   }
+  owes_barrier_ = false;  // the host waits for everything below
   submit();
   // Oldest first: current_ is the slot after the last one submitted.
   for (size_t k = 0; k < kRing; ++k) {

@@ -65,7 +65,7 @@ class Stream {
   void end_independent();
 
   static constexpr size_t kRing = 4;                  // command buffers in turn
-  static constexpr uint32_t kCommandsPerSubmit = 8;   // a buffer goes out at this many (a layer records ~17)
+  static constexpr uint32_t kCommandsPerSubmit = 32;   // a buffer goes out at this many (a layer records ~17)
 
  private:
   struct Slot {
@@ -78,7 +78,9 @@ class Stream {
   // After a command: a full barrier, its timestamp when profiling, and the
   // buffer submitted when it is full.
   void recorded(std::string_view name, bool barrier = true);
-  void barrier(VkCommandBuffer cmd);
+  // Between commands: what one wrote, the next reads or writes. `for_host`
+  // (once, before a finish's submit): the host reads what they wrote.
+  void barrier(VkCommandBuffer cmd, bool for_host = false);
   // The barrier owed by independent dispatches, once they are over.
   void pay_barrier();
   // Submits the buffer being recorded (without waiting).
@@ -102,6 +104,7 @@ class Stream {
   uint32_t submit_at_ = 1;  // commands the buffer being recorded goes out at
   int independent_ = 0;         // begin_independent() calls not yet ended
   bool owes_barrier_ = false;   // a dispatch was recorded without its barrier
+  bool unseen_by_host_ = false;  // commands recorded since the host's barrier
   bool sync_ = false;  // STRATA_VK_DEBUG: every dispatch alone
   std::unique_ptr<Profile> profile_;
 };
