@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -27,6 +28,7 @@
 #include "kernels/interleave.h"
 #include "kernels/linear.h"
 #include "kernels_test_support.h"
+#include "runtime/sampler.h"
 #include "vulkan/vk_context.h"
 #include "vulkan/vk_expert_cache.h"
 #include "vulkan/vulkan_backend.h"
@@ -132,10 +134,10 @@ TEST_P(VulkanFormats, ProductsAgreeWithTheCpuKernelsAndIgnoreTheBatch) {
 
 // One row gives the bits that row has in a batch (linear.comp): through
 // linear_row.comp (which stages each row's bytes a window of columns at a
-// time from the word below the window's first byte) for rows wider than a
-// window, some of whose byte lengths are not a multiple of 4, and through
-// linear.comp built for one row for matrices taller than linear_row.comp
-// takes.
+// time from the word below the window's first byte; both its builds, SPREAD
+// up to 512 outputs) for rows wider than a window, some of whose byte
+// lengths are not a multiple of 4, and through linear.comp built for one row
+// for matrices taller than linear_row.comp takes.
 TEST(VulkanFormatsWide, OneRowProductsAcrossWindowsGiveTheBatchsBits) {
   const struct {
     const char* name;
@@ -148,7 +150,11 @@ TEST(VulkanFormatsWide, OneRowProductsAcrossWindowsGiveTheBatchsBits) {
                {"Q4_1", Fmt::Q4_1, 1056, 37},   {"Q5_1", Fmt::Q5_1, 1056, 37}, {"Q2_K", Fmt::Q2_K, 1280, 37},
                {"Q3_K", Fmt::Q3_K, 1280, 37},   {"Q5_K", Fmt::Q5_K, 1280, 37}, {"BF16", Fmt::BF16, 1025, 37},
                {"I8_row", Fmt::I8, 1027, 37},   {"MXFP4_hf", Fmt::Mxfp4Split, 1088, 37},
-               {"Q8_0 tall", Fmt::Q8_0, 96, 16391}, {"F32 tall", Fmt::F32, 40, 16391}};
+               {"Q8_0 tall", Fmt::Q8_0, 96, 16391}, {"F32 tall", Fmt::F32, 40, 16391},
+               // Past linear_row.comp's SPREAD build (up to 512 outputs): its default build.
+               {"Q8_0 wide", Fmt::Q8_0, 1056, 600}, {"Q4_K wide", Fmt::Q4_K, 1280, 600},
+               {"BF16 wide", Fmt::BF16, 1025, 600}, {"MXFP4_gguf wide", Fmt::Mxfp4, 1056, 600},
+               {"I8_row wide", Fmt::I8, 1027, 600}, {"F8_E4M3_block100 wide", Fmt::F8Odd, 1101, 600}};
   for (const auto& c : cases) {
     const int64_t out = c.out, in = c.in;
     Mat m = random_matrix(c.fmt, out, in, 5);
@@ -289,6 +295,60 @@ TEST(VulkanOps, RmsNormAgreesWithTheCpuAndIgnoresTheBatch) {
   expect_same_bits(std::vector<float>(got.begin() + 3 * width, got.begin() + 4 * width), get(*p.vk, v1), "row 3 alone");
   p.vk->rms_norm(vx, w.data(), rows, width, 1e-6f, vx);  // in place
   expect_same_bits(got, get(*p.vk, vx), "in place");
+}
+
+// add_rms_norm is add() then rms_norm() in one dispatch: the stream and the
+// norm get their bits, across more columns than rms_norm.comp's piece.
+TEST(VulkanOps, AddRmsNormIsTheAddThenTheNorm) {
+  const size_t rows = 3, width = 2100;
+  Pair p(limits(rows, width));
+  const std::vector<float> x = random_vector(rows * width, 5), d = random_vector(rows * width, 6),
+                           w = random_vector(width, 7);
+  auto [cx, vx] = p.put2(x);
+  auto [cd, vd] = p.put2(d);
+  Tensor vx2 = put(*p.vk, x), cy = p.cpu->allocate(rows * width), vy = p.vk->allocate(rows * width),
+         vy2 = p.vk->allocate(rows * width);
+  p.vk->add(vx2, vd);
+  p.vk->rms_norm(vx2, w.data(), rows, width, 1e-6f, vy2);
+  p.vk->add_rms_norm(vx, vd, w.data(), rows, width, 1e-6f, vy);
+  expect_same_bits(get(*p.vk, vx2), get(*p.vk, vx), "the stream");
+  expect_same_bits(get(*p.vk, vy2), get(*p.vk, vy), "the norm");
+  p.cpu->add_rms_norm(cx, cd, w.data(), rows, width, 1e-6f, cy);
+  expect_same_bits(get(*p.cpu, cx), get(*p.vk, vx), "the stream against the CPU");
+  expect_close(get(*p.cpu, cy), get(*p.vk, vy), 2e-6, "the norm against the CPU");
+}
+
+// Each row's largest logit as the host finds it (largest_logit(): the first
+// of equal largest values), and its count of NaN and ±Inf, across more
+// values than a workgroup has invocations.
+TEST(VulkanOps, PickLargestIsTheHostsPick) {
+  const size_t rows = 5, vocab = 3001;
+  Pair p(limits(rows, vocab));
+  std::vector<float> x = random_vector(rows * vocab, 8);
+  x[0 * vocab + 2999] = 9.0f;  // row 0: the largest twice, the later one at the end
+  x[0 * vocab + 1234] = 9.0f;
+  x[1 * vocab + 0] = 7.0f;     // row 1: the first value
+  x[1 * vocab + 256] = 7.0f;   // and again, in the same invocation's stride
+  x[2 * vocab + 17] = -0.0f;   // row 2: all equal, signed zeros among them
+  for (size_t i = 0; i < vocab; ++i) x[2 * vocab + i] = i == 17 ? -0.0f : 0.0f;
+  x[3 * vocab + 5] = std::numeric_limits<float>::quiet_NaN();  // row 3: not finite, three times
+  x[3 * vocab + 700] = std::numeric_limits<float>::infinity();
+  x[3 * vocab + 3000] = -std::numeric_limits<float>::infinity();
+  Tensor v = put(*p.vk, x);
+  std::vector<LogitPick> got(rows);
+  p.vk->pick_largest(v, rows, vocab, got.data());
+  for (size_t r = 0; r < rows; ++r) {
+    const LogitPick want = largest_logit(std::span<const float>(x).subspan(r * vocab, vocab));
+    EXPECT_EQ(want.non_finite, got[r].non_finite) << "row " << r;
+    // The greedy sampler's own choice (runtime/sampler.h), what a pick stands for.
+    if (want.non_finite == 0) {
+      EXPECT_EQ(argmax(std::span<const float>(x).subspan(r * vocab, vocab)), got[r].id) << "row " << r;
+    }
+  }
+  EXPECT_EQ(got[0].id, 1234);
+  EXPECT_EQ(got[1].id, 0);
+  EXPECT_EQ(got[2].id, 0);
+  EXPECT_EQ(got[3].non_finite, 3u);
 }
 
 TEST(VulkanOps, DepthMixAgreesWithTheCpu) {

@@ -1,7 +1,9 @@
 #include "backend/backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "util/error.h"
 
@@ -23,6 +25,27 @@ size_t checked_expert_width(const ExpertJob& j, size_t hidden, Tensor xs, Tensor
       static_cast<size_t>(e.down.in) != width || static_cast<size_t>(e.down.out) != hidden)
     throw Error("internal: an expert's shape or rows do not match its tensors");
   return width;
+}
+
+LogitPick largest_logit(std::span<const float> row) {
+  LogitPick p;
+  float top = row.empty() ? 0.0f : row[0];
+  for (size_t i = 0; i < row.size(); ++i) {
+    p.non_finite += !std::isfinite(row[i]);
+    if (row[i] > top) {
+      top = row[i];
+      p.id = static_cast<int32_t>(i);
+    }
+  }
+  return p;
+}
+
+void Backend::pick_largest(Tensor logits, size_t rows, size_t vocab, LogitPick* picks) {
+  std::vector<float> row(vocab);
+  for (size_t i = 0; i < rows; ++i) {
+    download(logits.slice(i * vocab, vocab), row.data());
+    picks[i] = largest_logit(row);
+  }
 }
 
 }  // namespace strata

@@ -325,8 +325,19 @@ class Backend {
   virtual void linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tensor y) = 0;
   // y row i = kernels::rms_norm(x row i, weight); x and y may be the same.
   virtual void rms_norm(Tensor x, const float* weight, size_t rows, size_t width, float eps, Tensor y) = 0;
+  // picks[i] = the LogitPick of row i of `logits` (rows × vocab). By default
+  // the rows are downloaded and reduced on the host (largest_logit()).
+  virtual void pick_largest(Tensor logits, size_t rows, size_t vocab, LogitPick* picks);
   // y[i] += x[i].
   virtual void add(Tensor y, Tensor x) = 0;
+  // add(h, delta), then rms_norm(h, weight, rows, width, eps, y): the
+  // residual stream's add and the next norm in one op (a GPU saves a
+  // dispatch), with their bits.
+  virtual void add_rms_norm(Tensor h, Tensor delta, const float* weight, size_t rows, size_t width, float eps,
+                            Tensor y) {
+    add(h, delta);
+    rms_norm(h, weight, rows, width, eps, y);
+  }
   // dst = src (the same size).
   virtual void copy(Tensor dst, Tensor src) = 0;
   // gate[i] = act(gate[i], up[i]) (apply_activation, backend/expert.h).
@@ -374,6 +385,9 @@ class IndependentOps {
  private:
   Backend& b_;
 };
+
+// The LogitPick of one row of logits, on the host.
+LogitPick largest_logit(std::span<const float> row);
 
 // The CPU backend on `threads` threads (0: every hardware thread).
 std::unique_ptr<Backend> make_cpu_backend(int threads);

@@ -17,6 +17,18 @@ struct Row {
   // reads) copied out too: what a next-token-prediction drafter is fed
   // (Model::forward()).
   bool want_hidden = false;
+  // With want_logits: only the largest logit is wanted (LogitPick, a greedy
+  // choice), not the row of logits: a GPU finds it without handing over the
+  // vocabulary's worth of values.
+  bool pick_only = false;
+};
+
+// A row of logits reduced to what greedy decoding needs: the index of its
+// largest value, the lowest such, and how many values are NaN or ±Inf (a
+// row with any is an error, whatever its largest is).
+struct LogitPick {
+  int32_t id = 0;
+  uint32_t non_finite = 0;
 };
 
 }  // namespace strata

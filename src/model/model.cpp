@@ -339,7 +339,7 @@ void Model::check_rows(std::span<const Row> rows) const {
   }
 }
 
-void Model::forward(std::span<const Row> rows, float* logits, float* hidden) {
+void Model::forward(std::span<const Row> rows, float* logits, float* hidden, LogitPick* picks) {
   const ModelConfig& c = config_;
   // Every row is checked before any runs: a bad one changes no cache.
   check_rows(rows);
@@ -361,7 +361,8 @@ void Model::forward(std::span<const Row> rows, float* logits, float* hidden) {
   size_t written = 0, states = 0;
   for (size_t begin = 0; begin < rows.size(); begin += cap) {
     const std::span<const Row> part = rows.subspan(begin, std::min(cap, rows.size() - begin));
-    forward_step(part, logits ? logits + written * vocab : nullptr, hidden ? hidden + states * width : nullptr);
+    forward_step(part, logits ? logits + written * vocab : nullptr, hidden ? hidden + states * width : nullptr,
+                 picks ? picks + written : nullptr);
     for (const Row& r : part) {
       written += r.want_logits ? 1 : 0;
       states += r.want_hidden ? 1 : 0;
@@ -383,7 +384,7 @@ void Model::take_rows(std::span<const Row> rows) {
   }
 }
 
-void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hidden) {
+void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hidden, LogitPick* picks) {
   const ModelConfig& c = config_;
   const size_t n = rows.size(), hidden = static_cast<size_t>(c.hidden_size);
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -421,6 +422,10 @@ void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hi
   const Tensor mixed = block ? step_.mixed.rows(0, n, hidden) : Tensor{};
   size_t banked = 0;
   auto bank = [&] { return std::span<const Tensor>(step_.bank).first(banked); };
+  // Without AttnRes, a sublayer's delta joins the stream in the next norm's
+  // op (add_rms_norm: one op instead of two, the same bits); a layer's last
+  // delta waits for the next layer's first norm.
+  bool delta_owed = false;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const Layer& layer = layers_[l];
     Tensor in = h;
@@ -435,19 +440,30 @@ void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hi
         restart = true;
       }
     }
-    b.rms_norm(in, layer.attn_norm, n, hidden, eps, normed);
-    layer.attention->forward(l, normed, rows, delta, b, step_);
-    if (restart)
-      b.copy(h, delta);
+    if (delta_owed)
+      b.add_rms_norm(h, delta, layer.attn_norm, n, hidden, eps, normed);
     else
+      b.rms_norm(in, layer.attn_norm, n, hidden, eps, normed);
+    delta_owed = false;
+    layer.attention->forward(l, normed, rows, delta, b, step_);
+    if (restart) {
+      b.copy(h, delta);
+    } else if (!block) {
+      delta_owed = true;
+    } else {
       b.add(h, delta);
+    }
 
     in = h;
     if (block) {
       b.depth_mix(bank(), h, layer.mlp_res_query.data(), n, hidden, eps, mixed);
       in = mixed;
     }
-    b.rms_norm(in, layer.mlp_norm, n, hidden, eps, normed);
+    if (delta_owed)
+      b.add_rms_norm(h, delta, layer.mlp_norm, n, hidden, eps, normed);
+    else
+      b.rms_norm(in, layer.mlp_norm, n, hidden, eps, normed);
+    delta_owed = false;
     guess.next = static_cast<size_t>(l) + 1;
     if (layer.moe) {
       const size_t held_before = step_.held_routing.size();
@@ -463,8 +479,12 @@ void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hi
       if (l + 1 < c.num_layers && layers_[l + 1].moe) guess_next();
       layer.dense->forward(normed, n, delta, b, step_.dense_gate, step_.dense_up);
     }
-    b.add(h, delta);
+    if (block)
+      b.add(h, delta);
+    else
+      delta_owed = true;
   }
+  if (delta_owed) b.add(h, delta);
 
   Tensor last = h;
   if (block) {
@@ -481,7 +501,7 @@ void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hi
       b.rms_norm(last.rows(i, 1, hidden), final_norm_, 1, hidden, eps, one);
       b.download(one, out_hidden + states++ * hidden);
     }
-  output_head(last, rows, final_norm_, lm_head_, logits);
+  output_head(last, rows, final_norm_, lm_head_, logits, picks);
   collect_held_routing(rows);
 
   for (const Row& r : rows) r.cache->set_length(std::max(r.cache->length(), r.pos + 1));
@@ -489,7 +509,7 @@ void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hi
 }
 
 void Model::output_head(Tensor last, std::span<const Row> rows, const float* norm, const kernels::WeightMatrix& head,
-                        float* logits) {
+                        float* logits, LogitPick* picks) {
   const size_t hidden = static_cast<size_t>(config_.hidden_size), vocab = static_cast<size_t>(config_.vocab_size);
   const float eps = static_cast<float>(config_.rms_norm_eps);
   Backend& b = *backend_;
@@ -504,7 +524,17 @@ void Model::output_head(Tensor last, std::span<const Row> rows, const float* nor
       b.rms_norm(last.rows(step_.selected[s0 + j], 1, hidden), norm, 1, hidden, eps, normed.rows(j, 1, hidden));
     const Tensor out = step_.logits.rows(0, m, vocab);
     b.linear(head, normed, m, out);
+    bool picks_only = picks != nullptr;
+    for (size_t j = 0; j < m; ++j) picks_only = picks_only && rows[step_.selected[s0 + j]].pick_only;
+    if (picks_only) {
+      b.pick_largest(out, m, vocab, picks + s0);
+      continue;
+    }
     b.download(out, logits + s0 * vocab);
+    if (picks)
+      for (size_t j = 0; j < m; ++j)
+        if (rows[step_.selected[s0 + j]].pick_only)
+          picks[s0 + j] = largest_logit(std::span<const float>(logits + (s0 + j) * vocab, vocab));
   }
 }
 

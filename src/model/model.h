@@ -173,8 +173,10 @@ class Model {
   // after the final norm (what the output head reads; computed apart, so the
   // logits are the same bits either way). Advances each cache's length.
   // A step of more than max_batch_rows() rows runs as several, in order
-  // (the same bits: rows are batch-invariant).
-  void forward(std::span<const Row> rows, float* logits, float* hidden = nullptr);
+  // (the same bits: rows are batch-invariant). A row with pick_only gets its
+  // LogitPick in `picks` (one per row with want_logits, in row order; its
+  // place in `logits` may be left unwritten).
+  void forward(std::span<const Row> rows, float* logits, float* hidden = nullptr, LogitPick* picks = nullptr);
 
   // Next-token-prediction layer `k` (model/mtp_layer.h; mtp_layers()[k]) over
   // `rows`, each in a cache of its own shape (new_mtp_cache()): the row at
@@ -208,16 +210,17 @@ class Model {
 
  private:
   // One step of at most max_batch_rows() rows.
-  void forward_step(std::span<const Row> rows, float* logits, float* hidden);
+  void forward_step(std::span<const Row> rows, float* logits, float* hidden, LogitPick* picks);
   // A step's first work: the rows' caches grown to hold them, their tokens taken.
   void take_rows(std::span<const Row> rows);
   // One MTP step of at most max_batch_rows() rows (model/mtp_forward.cpp).
   void mtp_step(const MtpLayer& mtp, std::span<const Row> rows, const float* hidden, float* logits,
                 float* out_hidden);
   // Logits of the rows of `last` whose Row wants them: norm, then `head`, a
-  // planned number of rows at a time, downloaded into `logits` in row order.
+  // planned number of rows at a time, downloaded into `logits` in row order;
+  // where every row of a part is pick_only, only their picks (into `picks`).
   void output_head(Tensor last, std::span<const Row> rows, const float* norm, const kernels::WeightMatrix& head,
-                   float* logits);
+                   float* logits, LogitPick* picks = nullptr);
   // Checks rows before any runs: tokens in the vocabulary, a cache, positions in it.
   void check_rows(std::span<const Row> rows) const;
   // Starts reading the experts layer `next` will probably pick for `h`.

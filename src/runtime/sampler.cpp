@@ -10,9 +10,17 @@
 namespace strata {
 
 int32_t argmax(std::span<const float> logits) {
+  // The best value kept in a register: read back through `best` each time,
+  // each comparison waited on the load before it (a vocabulary of 152k took
+  // ~0.2-0.7 ms a token, a tenth of a GPU's decode step). The same
+  // comparisons, so the same choice (ties and NaN alike).
   int32_t best = 0;
+  float top = logits.empty() ? 0.0f : logits[0];
   for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+    if (logits[i] > top) {
+      top = logits[i];
+      best = static_cast<int32_t>(i);
+    }
   return best;
 }
 
@@ -198,10 +206,21 @@ int32_t pick_token(std::span<const float> logits, const SamplingParams& params, 
   return best;
 }
 
+bool Sampler::adjusts() const {
+  return !params_.logit_bias.empty() || params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+         params_.frequency_penalty != 0.0f;
+}
+
+bool Sampler::plain_greedy() const { return (params_.temperature <= 0.0f || params_.top_k == 1) && !adjusts(); }
+
+void Sampler::take(int32_t token) {
+  ++drawn_;
+  ++output_counts_[token];
+}
+
 int32_t Sampler::next(std::span<const float> raw) {
   // Copy the row only when a bias or penalty will change it (a vocabulary-sized copy per token otherwise).
-  const bool adjust = !params_.logit_bias.empty() || params_.repetition_penalty != 1.0f ||
-                      params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+  const bool adjust = adjusts();
   std::vector<float> row;
   if (adjust) row = adjusted(raw);
   const std::span<const float> logits = adjust ? std::span<const float>(row) : raw;

@@ -54,6 +54,11 @@ class Sampler {
   void set_prompt(std::span<const int32_t> prompt);
   // Picks output token number output_count() and counts it as output.
   int32_t next(std::span<const float> logits);
+  // Whether next() is argmax of the raw logits (greedy, nothing adjusting
+  // them): then the largest logit, found elsewhere (a GPU), may be taken().
+  bool plain_greedy() const;
+  // Counts `token`, found as next() would have picked it, as output.
+  void take(int32_t token);
   // The logits after the bias and the penalties (what steps 3 and 4 see).
   std::vector<float> adjusted(std::span<const float> logits) const;
   // Tokens picked so far.
@@ -61,6 +66,7 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
+  bool adjusts() const;  // a bias or a penalty changes the logits
   SamplingParams params_;
   uint64_t drawn_ = 0;
   std::unordered_map<int32_t, int32_t> output_counts_;

@@ -313,13 +313,14 @@ void Scheduler::forward_step() {
       if (!s->drafted.empty() || s->refeed > 0) outcome_drafted = true;
       s->refed_now = s->refeed;
       const bool hidden = s->hidden && s->draft;  // a drafter that failed reads no more
+      const bool pick = picks_only(*s);
       for (size_t i = s->refeed; i > 0; --i) {
         const int64_t at = s->pos - static_cast<int64_t>(i);
         rows_.push_back(Row{s->history[static_cast<size_t>(at)], at, s->cache.get(), false, hidden});
       }
-      rows_.push_back(Row{s->pending, s->pos, s->cache.get(), true, hidden});
+      rows_.push_back(Row{s->pending, s->pos, s->cache.get(), true, hidden, pick});
       for (size_t j = 0; j < s->drafted.size(); ++j)
-        rows_.push_back(Row{s->drafted[j], s->pos + 1 + static_cast<int64_t>(j), s->cache.get(), true, hidden});
+        rows_.push_back(Row{s->drafted[j], s->pos + 1 + static_cast<int64_t>(j), s->cache.get(), true, hidden, pick});
       logit_owners_.emplace_back(s.get(), 1 + s->drafted.size());
       if (hidden)
         hidden_owners_.push_back({s.get(), s->pos - static_cast<int64_t>(s->refeed), s->refeed + 1 + s->drafted.size()});
@@ -334,9 +335,10 @@ void Scheduler::forward_step() {
     if (s->ended || s->decoding || budget == 0) continue;
     const auto& prompt = s->req.prompt;
     const size_t n = std::min({prompt.size() - s->computed, chunk, budget});
+    const bool pick = picks_only(*s);
     for (size_t i = s->computed; i < s->computed + n; ++i) {
       const bool last = i + 1 == prompt.size();
-      rows_.push_back(Row{prompt[i], static_cast<int64_t>(i), s->cache.get(), last, s->hidden});
+      rows_.push_back(Row{prompt[i], static_cast<int64_t>(i), s->cache.get(), last, s->hidden, last && pick});
       if (last) logit_owners_.emplace_back(s.get(), 1);
     }
     if (s->hidden && n > 0) hidden_owners_.push_back({s.get(), static_cast<int64_t>(s->computed), n});
@@ -349,11 +351,12 @@ void Scheduler::forward_step() {
   size_t logit_rows = 0;
   for (const auto& [s, n] : logit_owners_) logit_rows += n;
   logits_.resize(logit_rows * vocab);
+  picks_.assign(logit_rows, LogitPick{});
   size_t hidden_rows = 0;
   for (const HiddenRows& o : hidden_owners_) hidden_rows += o.count;
   hidden_.resize(hidden_rows * static_cast<size_t>(model_.config().hidden_size));
   const auto t0 = Clock::now();
-  model_.forward(rows_, logits_.data(), hidden_.data());
+  model_.forward(rows_, logits_.data(), hidden_.data(), picks_.data());
   const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
   for (auto& s : running_)
     if (!s->ended && !s->decoding) s->job->prefilled_tokens_ = static_cast<int64_t>(s->computed);
@@ -362,10 +365,11 @@ void Scheduler::forward_step() {
   for (const auto& [sp, n] : logit_owners_) {
     Sequence& s = *sp;
     const float* logits = &logits_[row * vocab];
+    const LogitPick* picks = picks_only(s) ? &picks_[row] : nullptr;
     row += n;
     const size_t before = s.output.size();
     if (s.decoding) {
-      verify(s, logits, n);
+      verify(s, logits, picks, n);
     } else {
       s.decoding = true;
       s.pos = static_cast<int64_t>(s.req.prompt.size());
@@ -378,7 +382,7 @@ void Scheduler::forward_step() {
         stats_.prompt_tokens += s.req.prompt.size();
       }
       std::exception_ptr error;
-      const Finish f = emit(s, logits, error);
+      const Finish f = emit(s, logits, picks, error);
       if (f != Finish::Running) end(s, f, error);
     }
     emitted += s.output.size() - before;
@@ -407,7 +411,7 @@ void Scheduler::forward_step() {
   }
 }
 
-void Scheduler::verify(Sequence& s, const float* logits, size_t n) {
+void Scheduler::verify(Sequence& s, const float* logits, const LogitPick* picks, size_t n) {
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
   const int64_t pos0 = s.pos;  // where `pending` was fed
   const size_t drafted = n - 1;
@@ -418,7 +422,7 @@ void Scheduler::verify(Sequence& s, const float* logits, size_t n) {
   const size_t before = s.output.size();
   for (size_t j = 0; j < n; ++j) {
     s.pos = pos0 + static_cast<int64_t>(j) + 1;  // where the token emitted now will be fed
-    f = emit(s, logits + j * vocab, error);
+    f = emit(s, logits + j * vocab, picks ? picks + j : nullptr, error);
     const bool emitted = s.output.size() > before + j;
     if (j < drafted && emitted && s.output.back() == s.drafted[j]) {
       ++accepted;
@@ -495,18 +499,28 @@ void Scheduler::hand_hidden_states() {
   }
 }
 
-Finish Scheduler::emit(Sequence& s, const float* logits, std::exception_ptr& error) {
+bool Scheduler::picks_only(const Sequence& s) {
+  return s.sampler && s.sampler->plain_greedy() && s.req.top_logprobs < 0 && !s.req.keep_logits;
+}
+
+Finish Scheduler::emit(Sequence& s, const float* logits, const LogitPick* pick, std::exception_ptr& error) {
   const std::span<const float> row(logits, static_cast<size_t>(model_.config().vocab_size));
   // NaN or Inf here comes from the weights or the config (or an overflow):
   // sampling would pick a token from garbage (greedy: the first one) and
   // carry on as if nothing happened. This sequence ends with the reason.
-  if (const size_t bad = count_non_finite(row); bad > 0) {
+  if (const size_t bad = pick ? pick->non_finite : count_non_finite(row); bad > 0) {
     error = std::make_exception_ptr(Error("non-finite logits at position " + std::to_string(s.pos - 1) + " (" +
                                           std::to_string(bad) + " of " + std::to_string(row.size()) +
                                           " values are NaN or Inf): the model's weights or config hold NaN/Inf"));
     return Finish::Error;
   }
-  const int32_t token = s.sampler->next(row);
+  int32_t token = 0;
+  if (pick) {
+    token = pick->id;
+    s.sampler->take(token);
+  } else {
+    token = s.sampler->next(row);
+  }
   TokenEvent e;
   e.token = token;
   if (s.req.top_logprobs >= 0) {

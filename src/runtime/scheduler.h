@@ -117,9 +117,13 @@ class Scheduler {
   struct Sequence;
   void admit();
   void start(Sequence& s);
-  // Samples from `logits`, hands the token to the job, says whether the
+  // Samples from `logits` (or takes `pick`, the row's largest logit, where
+  // the row was pick_only), hands the token to the job, says whether the
   // sequence ends (the caller ends it).
-  Finish emit(Sequence& s, const float* logits, std::exception_ptr& error);
+  Finish emit(Sequence& s, const float* logits, const LogitPick* pick, std::exception_ptr& error);
+  // Whether a sequence's rows need only their largest logit (Row::pick_only):
+  // greedy with nothing adjusting the logits, no logprobs, no logits kept.
+  static bool picks_only(const Sequence& s);
   // Asks the sequence's drafter for this step's tokens, at most `room`;
   // `base_rows`: the step's rows without drafts (what the draft length
   // weighs them against).
@@ -129,7 +133,7 @@ class Scheduler {
   void stop_drafting(Sequence& s, const std::exception& e);
   // Samples a decoding sequence's `n` rows of logits (pending + drafted),
   // keeps what matches, rewinds its cache to what was kept.
-  void verify(Sequence& s, const float* logits, size_t n);
+  void verify(Sequence& s, const float* logits, const LogitPick* picks, size_t n);
   void end(Sequence& s, Finish f, std::exception_ptr error = nullptr);
   // Ends every running sequence that has not ended with `error`.
   void fail_running(const std::exception_ptr& error);
@@ -162,6 +166,7 @@ class Scheduler {
   DraftLength draft_length_;
   int off_run_ = 0;  // decode steps in a row without drafts (runtime/draft_length.h)
   std::vector<float> logits_;
+  std::vector<LogitPick> picks_;  // one per logit row, where its row is pick_only
   std::vector<float> hidden_;
 };
 

@@ -17,20 +17,33 @@ uint cache_slot(RowRef r, uint pos) { return r.ring != 0 ? pos % r.ring : pos; }
 
 // Σ_j s[s0 + j] · v[slot(first + j) · width + col] over the row's positions,
 // by fma from 0 in increasing j (one value channel; attention's order). The
-// chain is sequential: sixteen positions' loads go out together before
-// their fma steps, so it waits on device memory once per sixteen.
+// chain is sequential: sixteen positions' loads go out together, and the
+// next sixteen's while these sixteen's fma steps run, so it waits on device
+// memory about once, not once per sixteen (a row's positions are the same
+// for every invocation of a workgroup: the branches are uniform).
 float weighted_values(Floats s, uint s0, RowRef r, Floats v, uint width, uint col) {
   precise float o = 0.0;
-  uint j = 0;
-  for (; j + 16 <= r.count; j += 16) {
-    float sj[16], vj[16];
+  const uint full = r.count / 16u * 16u;
+  float sj[16], vj[16];
+  if (full > 0u)
     [[unroll]] for (uint u = 0; u < 16; ++u) {
-      sj[u] = s.v[s0 + j + u];
-      vj[u] = v.v[cache_slot(r, r.first + j + u) * width + col];
+      sj[u] = s.v[s0 + u];
+      vj[u] = v.v[cache_slot(r, r.first + u) * width + col];
     }
+  for (uint j = 0; j < full; j += 16) {
+    float sn[16], vn[16];
+    if (j + 16u < full)
+      [[unroll]] for (uint u = 0; u < 16; ++u) {
+        sn[u] = s.v[s0 + j + 16u + u];
+        vn[u] = v.v[cache_slot(r, r.first + j + 16u + u) * width + col];
+      }
     [[unroll]] for (uint u = 0; u < 16; ++u) o = fma(sj[u], vj[u], o);
+    [[unroll]] for (uint u = 0; u < 16; ++u) {
+      sj[u] = sn[u];
+      vj[u] = vn[u];
+    }
   }
-  for (; j < r.count; ++j) o = fma(s.v[s0 + j], v.v[cache_slot(r, r.first + j) * width + col], o);
+  for (uint j = full; j < r.count; ++j) o = fma(s.v[s0 + j], v.v[cache_slot(r, r.first + j) * width + col], o);
   return o;
 }
 

@@ -5,23 +5,36 @@
 // increasing i, then the lanes fold as the tree w = 8, 4, 2, 1. So the same
 // bits as linear.comp and linear_mm.comp give the row in any batch.
 //
-// A workgroup is OUTS outputs × 16 lanes. It works through the row in
-// windows of WC columns: all its invocations load the OUTS rows' bytes of the
-// window (words side by side) and the window's x into shared memory, the
-// next window's loads in flight while this one is computed; then each lane
-// chains its columns of the window from shared memory (weights.glsl's
-// formulas, reading the staged bytes). A one-row product is a few µs of
-// memory latency a round: loading a window at once takes one round where a
-// lane loading its own columns took several.
+// Two builds share the staging: a window of WC columns of a workgroup's
+// rows at a time, all its invocations loading the rows' bytes (words side by
+// side) and the window's x into shared memory, the next window's loads in
+// flight while this one is computed. Then:
+//   - by default a workgroup is OUTS = 8 outputs × 16 lanes, and each lane
+//     chains its columns of the window from the staged bytes (weights.glsl's
+//     formulas reading them);
+//   - SPREAD: a workgroup of 256 invocations computes OUTS = 4 outputs: all
+//     of it dequantizes the window's weights into floats in shared memory,
+//     then the 64 invocations that hold the lanes' chains run them. For a
+//     matrix of a few hundred outputs, whose workgroups are too few to keep
+//     the GPU busy, dequantizing (what costs: a chain is a few cycles a
+//     column) is shared by four times the invocations; for larger ones the
+//     idle chains' share makes it slower (docs/PERFORMANCE.md).
 //
 // Heads (gl_WorkGroupID.z = h): head h multiplies by rows [h·head_rows,
 // h·head_rows + out) of the matrix, reads x from h·x_head and writes y from
 // h·y_head (MLA's per-head absorbed products).
 #include "common.glsl"
 
+#ifdef SPREAD
+#define OUTS 4u
+#define THREADS 256u
+#define CHAIN 8u  // columns of a chain read before the fmas consume them
+layout(local_size_x = 256) in;
+#else
 #define OUTS 8u
 #define THREADS (16u * OUTS)
 layout(local_size_x = 16, local_size_y = OUTS) in;
+#endif
 
 // Each format's block (columns, bytes) and window (columns, a multiple of
 // the block and of 16: at most about 1 KB of each row). The matrix starts
@@ -101,6 +114,12 @@ layout(local_size_x = 16, local_size_y = OUTS) in;
 #define X_LOADS ((WC + THREADS - 1u) / THREADS)
 shared uint stage[OUTS][STAGE_WORDS];
 shared float xw[WC];
+#ifdef SPREAD
+#define PER (OUTS * WC / THREADS)  // weights an invocation dequantizes a window
+// Rows padded by 16 floats: the two outputs a subgroup's chains read fall in
+// different banks.
+shared float wf[OUTS][WC + 16u];
+#endif
 uint stage_slot;  // the invocation's row of the stage
 uint stage_base;  // W_ROW: where the window's bytes start in it, less the window's offset in the row
 
@@ -152,6 +171,66 @@ void load_window(uint c0, uint first_row, uint rows, uint x0, uint id, out uint 
   }
 }
 
+#ifdef SPREAD
+void main() {
+  WeightRef w = p.w;
+  const uint id = gl_LocalInvocationID.x, lane = id % 16u, slot = id / 16u;
+  const uint h = gl_WorkGroupID.z, o0 = gl_WorkGroupID.x * OUTS;
+  const uint rows = min(OUTS, w.out_rows - o0), first_row = h * p.head_rows + o0;
+  const uint x0 = h * p.x_head, in_w = w.in_cols;
+  const bool chains = slot < OUTS, live = slot < rows && p.n > 0u;
+  precise float acc = 0.0;
+  uint words[LOADS];
+  float xs[X_LOADS];
+  load_window(0u, first_row, rows, x0, id, words, xs);
+  for (uint c0 = 0; c0 < in_w; c0 += WC) {
+    [[unroll]] for (uint t = 0; t < LOADS; ++t) {
+      const uint k = id + THREADS * t;
+      if (k < OUTS * STAGE_WORDS) stage[k / STAGE_WORDS][k % STAGE_WORDS] = words[t];
+    }
+    [[unroll]] for (uint t = 0; t < X_LOADS; ++t)
+      if (id + THREADS * t < WC) xw[id + THREADS * t] = xs[t];
+    barrier();
+    if (c0 + WC < in_w) load_window(c0 + WC, first_row, rows, x0, id, words, xs);
+    const uint width = min(WC, in_w - c0), b0 = c0 / BLOCK_COLS * BLOCK_BYTES;
+    [[unroll]] for (uint k = 0; k < PER; ++k) {
+      const uint e = id + THREADS * k, r = e / WC, c = e % WC;
+      if (r < rows && c < width) {
+        stage_slot = r;
+        stage_base = (((first_row + r) * w.row_bytes + b0) & 3u) - b0;
+        wf[r][c] = weight(w, first_row + r, c0 + c);
+      }
+    }
+    barrier();
+    if (live)
+      for (uint i0 = lane; i0 < width; i0 += 16u * CHAIN) {
+        float wv[CHAIN], xv[CHAIN];
+        [[unroll]] for (uint k = 0; k < CHAIN; ++k) {
+          const uint i = min(i0 + 16u * k, WC - 1u);
+          wv[k] = wf[slot][i];
+          xv[k] = xw[i];
+        }
+        [[unroll]] for (uint k = 0; k < CHAIN; ++k)
+          if (i0 + 16u * k < width) acc = fma(wv[k], xv[k], acc);
+      }
+    barrier();  // the next window's stores overwrite what was read
+  }
+  if (chains) lanes[slot][lane] = acc;
+  barrier();
+  for (uint width = 8; width >= 1; width /= 2) {
+    if (chains && lane < width) {
+      precise float s = lanes[slot][lane] + lanes[slot][lane + width];
+      lanes[slot][lane] = s;
+    }
+    barrier();
+  }
+  if (live && lane == 0u) {
+    precise float v = lanes[slot][0];
+    if (w.has_bias != 0) v = v + w.bias.v[h * p.head_rows + o0 + slot];
+    p.y.v[h * p.y_head + o0 + slot] = v;
+  }
+}
+#else
 void main() {
   WeightRef w = p.w;
   const uint lane = gl_LocalInvocationID.x, slot = gl_LocalInvocationID.y, id = slot * 16u + lane;
@@ -195,3 +274,4 @@ void main() {
     p.y.v[h * p.y_head + o] = v;
   }
 }
+#endif

@@ -65,19 +65,32 @@ void softmax64(Floats s, uint at, uint count, bool has_sink, float sink) {
 // The 16-lane dot (kernels::dot's order) by one invocation alone. Its 16
 // chains advance together, a whole step of 16 at a time with constant
 // indices: the accumulators stay in registers (an index known only at run
-// time would put them in device memory) and two steps' 64 loads go out
-// together.
+// time would put them in device memory). Two steps' 64 loads go out
+// together, and the next two steps' while these run, so a dot waits on
+// device memory about once.
 float dot_serial(Floats a, uint a0, Floats b, uint b0, uint n) {
   precise float acc[16];
   [[unroll]] for (uint j = 0; j < 16; ++j) acc[j] = 0.0;
-  uint i0 = 0;
-  for (; i0 + 32 <= n; i0 += 32) {
-    float av[32], bv[32];
+  const uint full = n / 32u * 32u;
+  float av[32], bv[32];
+  if (full > 0u)
     [[unroll]] for (uint j = 0; j < 32; ++j) {
-      av[j] = a.v[a0 + i0 + j];
-      bv[j] = b.v[b0 + i0 + j];
+      av[j] = a.v[a0 + j];
+      bv[j] = b.v[b0 + j];
     }
+  uint i0 = 0;
+  for (; i0 < full; i0 += 32) {
+    float an[32], bn[32];
+    if (i0 + 32u < full)
+      [[unroll]] for (uint j = 0; j < 32; ++j) {
+        an[j] = a.v[a0 + i0 + 32u + j];
+        bn[j] = b.v[b0 + i0 + 32u + j];
+      }
     [[unroll]] for (uint j = 0; j < 32; ++j) acc[j % 16] = fma(av[j], bv[j], acc[j % 16]);
+    [[unroll]] for (uint j = 0; j < 32; ++j) {
+      av[j] = an[j];
+      bv[j] = bn[j];
+    }
   }
   for (; i0 + 16 <= n; i0 += 16)
     [[unroll]] for (uint j = 0; j < 16; ++j) acc[j] = fma(a.v[a0 + i0 + j], b.v[b0 + i0 + j], acc[j]);

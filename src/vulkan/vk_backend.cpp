@@ -313,7 +313,7 @@ void VulkanBackend::product(const WeightRef& ref, WeightFormat f, uint64_t x, ui
 VulkanBackend::ProductKernel VulkanBackend::product_kernel(WeightFormat f, uint64_t rows, bool grouped,
                                                           uint64_t outputs) {
   // The shaders' names, made once (a product is recorded many times a step).
-  enum Kind { Tiled, TiledGrouped, Rows, RowsGrouped, One, Staged, kKinds };
+  enum Kind { Tiled, TiledGrouped, Rows, RowsGrouped, One, Staged, Spread, kKinds };
   static constexpr size_t kFormats = static_cast<size_t>(WeightFormat::IL_Q4_K) + 1;
   static const auto names = [] {
     std::array<std::array<std::string, kFormats>, kKinds> n;
@@ -324,7 +324,10 @@ VulkanBackend::ProductKernel VulkanBackend::product_kernel(WeightFormat f, uint6
       n[Rows][i] = "linear_" + format;
       n[RowsGrouped][i] = "linear_grouped_" + format;
       n[One][i] = "linear1_" + format;
-      if (i < static_cast<size_t>(WeightFormat::IL_Q8_0)) n[Staged][i] = "linear_row_" + format;
+      if (i < static_cast<size_t>(WeightFormat::IL_Q8_0)) {
+        n[Staged][i] = "linear_row_" + format;
+        n[Spread][i] = "linear_row_spread_" + format;
+      }
     }
     return n;
   }();
@@ -333,11 +336,14 @@ VulkanBackend::ProductKernel VulkanBackend::product_kernel(WeightFormat f, uint6
     return {names[grouped ? TiledGrouped : Tiled][i], is_interleaved(f) ? 64u : 32u, is_interleaved(f) ? 64u : 32u};
   if (is_interleaved(f)) return {names[grouped ? RowsGrouped : Rows][i], 16, 4};
   // One row (the same bits): linear_row.comp, whose workgroups load whole
-  // windows of their rows at once, or for the tallest matrices (an output
-  // head) linear.comp built for one, faster where the workgroups are many
-  // times what the GPU runs at once (docs/PERFORMANCE.md).
-  if (rows == 1 && !grouped)
+  // windows of their rows at once (built SPREAD for the fewest outputs,
+  // whose workgroups are too few to fill the GPU), or for the tallest
+  // matrices (an output head) linear.comp built for one, faster where the
+  // workgroups are many times what the GPU runs at once (docs/PERFORMANCE.md).
+  if (rows == 1 && !grouped) {
+    if (outputs <= kSpreadOutputs) return {names[Spread][i], 4, 1};
     return outputs <= kStagedOutputs ? ProductKernel{names[Staged][i], 8, 1} : ProductKernel{names[One][i], 4, 4};
+  }
   return {names[grouped ? RowsGrouped : Rows][i], 4, 4};
 }
 
@@ -349,12 +355,45 @@ void VulkanBackend::linear(const kernels::WeightMatrix& w, Tensor x, size_t n, T
 }
 
 void VulkanBackend::rms_norm(Tensor x, const float* weight, size_t rows, size_t width, float eps, Tensor y) {
+  norm_rows(address(x.slice(0, rows * width)), 0, weight, rows, width, eps, address(y.slice(0, rows * width)));
+}
+
+void VulkanBackend::add_rms_norm(Tensor h, Tensor delta, const float* weight, size_t rows, size_t width, float eps,
+                                 Tensor y) {
+  if (h.size != rows * width) throw Error("internal: add_rms_norm() over a stream of another size");
+  norm_rows(address(h), address(delta.slice(0, h.size)), weight, rows, width, eps, address(y.slice(0, rows * width)));
+}
+
+void VulkanBackend::pick_largest(Tensor logits, size_t rows, size_t vocab, LogitPick* picks) {
+  if (rows == 0) return;
+  if (logits.size < rows * vocab || rows * static_cast<uint64_t>(vocab) >= (uint64_t{1} << 32))
+    throw Error("internal: pick_largest() over rows a tensor does not hold");
+  make_room();
+  // Where the shader writes and the host reads after the finish (the
+  // staging is rewound by it, not overwritten).
+  const Arena::Piece out = staging_->take(rows * 2 * sizeof(uint32_t));
   struct {
-    uint64_t x, weight, y;
+    uint64_t logits, out;
+    uint32_t vocab;
+  } push{address(logits.slice(0, rows * vocab)), out.address, static_cast<uint32_t>(vocab)};
+  stream_->dispatch("pick_largest", push, static_cast<uint32_t>(rows));
+  finish();
+  for (size_t i = 0; i < rows; ++i) {
+    uint32_t pair[2];
+    std::memcpy(pair, out.mapped + i * sizeof(pair), sizeof(pair));
+    picks[i] = LogitPick{static_cast<int32_t>(pair[0]), pair[1]};
+  }
+}
+
+void VulkanBackend::norm_rows(uint64_t x, uint64_t delta, const float* weight, size_t rows, size_t width, float eps,
+                              uint64_t y) {
+  struct {
+    uint64_t x, weight, y, delta;
     uint32_t width;
     float eps;
-  } push{address(x.slice(0, rows * width)), weights_->address(weight, width * sizeof(float)),
-         address(y.slice(0, rows * width)), static_cast<uint32_t>(width), eps};
+    uint32_t add;
+  } push{x, weights_->address(weight, width * sizeof(float)), y, delta, static_cast<uint32_t>(width), eps,
+         delta != 0 ? 1u : 0u};
   stream_->dispatch("rms_norm", push, static_cast<uint32_t>(rows));
 }
 

@@ -45,6 +45,9 @@ class VulkanBackend final : public Backend, private CacheIo {
   void embed(const kernels::WeightMatrix& table, std::span<const int32_t> tokens, Tensor out) override;
   void linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tensor y) override;
   void rms_norm(Tensor x, const float* weight, size_t rows, size_t width, float eps, Tensor y) override;
+  void add_rms_norm(Tensor h, Tensor delta, const float* weight, size_t rows, size_t width, float eps,
+                    Tensor y) override;
+  void pick_largest(Tensor logits, size_t rows, size_t vocab, LogitPick* picks) override;
   void add(Tensor y, Tensor x) override;
   void copy(Tensor dst, Tensor src) override;
   void glu(const ExpertActivation& act, Tensor gate, Tensor up) override;
@@ -160,7 +163,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   // The kernel for a product of `rows` batch rows by a matrix of `outputs`
   // rows, and the tile a workgroup of it computes: linear.comp (4 rows of 4
   // outputs; built for one row too), linear_row.comp (one row of 8 outputs,
-  // up to kStagedOutputs outputs), linear_il.comp (4 rows of a group of 16
+  // up to kStagedOutputs outputs; of 4 built SPREAD, up to kSpreadOutputs), linear_il.comp (4 rows of a group of 16
   // interleaved outputs), or from kTiledRows rows on, linear_mm.comp (32
   // rows of 32 outputs) and linear_il_mm.comp (64 rows of 64). Each layout's
   // kernels give a row the same bits.
@@ -171,8 +174,9 @@ class VulkanBackend final : public Backend, private CacheIo {
     uint64_t groups_y(uint64_t n) const { return (n + rows - 1) / rows; }
   };
   static constexpr uint64_t kTiledRows = 16;
-  // The most outputs a one-row product takes linear_row.comp for.
-  static constexpr uint64_t kStagedOutputs = 16384;
+  // The most outputs a one-row product takes linear_row.comp for, and built
+  // SPREAD for.
+  static constexpr uint64_t kStagedOutputs = 16384, kSpreadOutputs = 512;
   static ProductKernel product_kernel(WeightFormat f, uint64_t rows, bool grouped, uint64_t outputs = 0);
   // One product of a grouped dispatch (jobs.glsl's Job): rows of x and y
   // contiguous.
@@ -208,6 +212,8 @@ class VulkanBackend final : public Backend, private CacheIo {
   // elementwise.comp's modes.
   enum class Elementwise : uint32_t { Add, Copy, SigmoidMul, SiluGlu, ClampedSwiGlu, Situ, SplitGateUp };
   void elementwise(Elementwise mode, uint64_t y, uint64_t x, uint64_t count, float a = 0, float b = 0);
+  // rms_norm.comp over `rows` rows of x (first x += delta where delta is not 0).
+  void norm_rows(uint64_t x, uint64_t delta, const float* weight, size_t rows, size_t width, float eps, uint64_t y);
   // The experts' activation over `count` gate values at g (up values at u), written over the gate.
   void activation(const ExpertActivation& act, uint64_t g, uint64_t u, uint64_t count);
   void check_step(size_t rows) const;

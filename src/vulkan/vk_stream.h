@@ -10,7 +10,10 @@
 // commands, so the GPU works through the first ops of a step while the host
 // records the rest; finish() submits what remains and waits for everything.
 // After a finish() the GPU is idle, so the next buffers go out at 1, 2, 4
-// commands before the full 8: it starts on the first command at once.
+// ... commands before the full count: it starts on the first command at
+// once. Past that, buffers are large: each submission leaves the GPU idle
+// for a while between buffers (docs/PERFORMANCE.md), and the host records
+// far faster than the GPU runs.
 // Nothing the host hands to recorded ops may change before finish() (the
 // backend's staging is rewound only then). Dispatches the caller declares
 // independent (begin_independent) share one barrier, after the last.
@@ -65,7 +68,7 @@ class Stream {
   void end_independent();
 
   static constexpr size_t kRing = 4;                  // command buffers in turn
-  static constexpr uint32_t kCommandsPerSubmit = 32;   // a buffer goes out at this many (a layer records ~17)
+  static constexpr uint32_t kCommandsPerSubmit = 128;  // a buffer goes out at this many (a layer records ~17)
 
  private:
   struct Slot {
