@@ -23,7 +23,10 @@
 //   1 place  a workgroup an expert: offset[e] = the counts before it; the
 //            invocations take contiguous runs of slots, so their matches
 //            are placed in increasing q; invocation 0 writes e's jobs
-//   2 order  an invocation a slot: its rank in its row, the combine's order
+//   2 order  an invocation a slot: its rank in its row, the combine's order;
+//            invocation 0 writes the products' grids after the counts
+//            (x, y, z: first, then down), y sized by the most rows any
+//            expert got (a job's rows past it would do nothing)
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -38,11 +41,13 @@ layout(push_constant) uniform Push {
   Uints second;     // jobs, [experts]
   Uints slot_rows;  // [n × k], sorted by id within a row
   Floats sorted;    // their weights
-  Uints lists;      // the gather list [n·k], each slot's place [n·k], each expert's count [experts]
+  Uints lists;      // the gather list [n·k], each slot's place [n·k], each expert's count [experts], the grids [6]
   uvec2 xs;         // the gathered inputs, x_width floats a place (the down products write here too)
   uvec2 scratch;    // gate places, then up places (fused: then gate_up places), width floats each
   Uints host;       // ids, then weights, [n × k] each; 0: none
   uint n, k, experts, width, x_width, fused, step;
+  uint groups;  // the products' workgroups across their outputs: first | down << 16
+  uint tiles;   // the rows a workgroup of them takes: first | down << 16
 } p;
 
 shared uint sums[256];
@@ -104,7 +109,18 @@ void main() {
                     p.fused != 0u);
     return;
   }
-  // The combine's order.
+  // The combine's order, and the grids.
   const uint q = gl_GlobalInvocationID.x;
+  if (q == 0u) {
+    uint most = 0u;
+    for (uint f = 0u; f < p.experts; ++f) most = max(most, p.lists.v[2u * slots + f]);
+    const uint at = 2u * slots + p.experts, t_first = p.tiles & 0xFFFFu, t_down = p.tiles >> 16;
+    p.lists.v[at] = p.groups & 0xFFFFu;
+    p.lists.v[at + 1u] = (most + t_first - 1u) / t_first;
+    p.lists.v[at + 2u] = p.fused != 0u ? p.experts : 2u * p.experts;
+    p.lists.v[at + 3u] = p.groups >> 16;
+    p.lists.v[at + 4u] = (most + t_down - 1u) / t_down;
+    p.lists.v[at + 5u] = p.experts;
+  }
   if (q < slots) put_order(p.ids, p.weights, p.k, slots, q, p.lists.v[slots + q], p.slot_rows, p.sorted, p.host);
 }

@@ -134,11 +134,12 @@ uint64_t route_floats(const StepLimits& l) { return std::max<uint64_t>(2 * l.row
 uint64_t VulkanBackend::held_job_floats(const StepLimits& l) {
   // held_jobs.comp: 3 jobs, a combine row and weight a slot of up to
   // kHeldRows rows; held_groups.comp: 3 jobs and a count an expert, then a
-  // combine row, weight, gather row and place a slot of any step.
+  // combine row, weight, gather row and place a slot of any step, then the
+  // two grids of its products (kHeldGridWords).
   const uint64_t few = std::min<uint64_t>(l.rows, kHeldRows) * l.experts_per_token;
   const uint64_t many = l.rows * l.experts_per_token;
   return std::max(3 * few * kJobBytes + 2 * few * sizeof(float),
-                  3 * l.experts * kJobBytes + (4 * many + l.experts) * sizeof(uint32_t)) /
+                  3 * l.experts * kJobBytes + (4 * many + l.experts + kHeldGridWords) * sizeof(uint32_t)) /
          sizeof(float);
 }
 

@@ -205,6 +205,14 @@ void VulkanBackend::dispatch_grouped(const ProductKernel& k, uint64_t jobs, uint
                     static_cast<uint32_t>(count));
 }
 
+void VulkanBackend::dispatch_grouped_indirect(const ProductKernel& k, uint64_t jobs, const Arena::Piece& grid,
+                                              uint64_t offset) {
+  const struct {
+    uint64_t jobs;
+  } push{jobs};
+  stream_->dispatch_indirect(k.name, push, grid.buffer, grid.offset + offset);
+}
+
 void VulkanBackend::split_gate_up(uint64_t gate, uint64_t up, uint64_t gate_up, uint64_t count) {
   struct {
     uint64_t y, x, z;

@@ -114,16 +114,23 @@ void VulkanBackend::route_held(const HeldRoute& op) {
 }
 
 void VulkanBackend::held_experts(const HeldRoute& op, const HeldLayer& h, uint64_t first, uint64_t second,
-                                 uint64_t rows, uint64_t jobs, uint64_t ys, uint64_t slot_rows, uint64_t sorted) {
+                                 uint64_t rows, uint64_t jobs, uint64_t ys, uint64_t slot_rows, uint64_t sorted,
+                                 const Arena::Piece* grids) {
   // The products, the activation and the combine, as expert_group() and
   // combine_experts() record them for the host's jobs.
   const uint64_t scratch = expert_act_.piece.address, total = op.n * op.spec.k * h.width;
   const uint64_t g0 = scratch, u0 = scratch + total * sizeof(float);
   const ProductKernel k_first = product_kernel(h.first, rows, true), k_down = product_kernel(h.down, rows, true);
-  dispatch_grouped(k_first, first, k_first.groups_x(h.first_rows), k_first.groups_y(rows), h.fused ? jobs : 2 * jobs);
+  if (grids)
+    dispatch_grouped_indirect(k_first, first, *grids, 0);
+  else
+    dispatch_grouped(k_first, first, k_first.groups_x(h.first_rows), k_first.groups_y(rows), h.fused ? jobs : 2 * jobs);
   if (h.fused) split_gate_up(g0, u0, u0 + total * sizeof(float), total);
   activation(op.act, g0, u0, total);
-  dispatch_grouped(k_down, second, k_down.groups_x(h.down_rows), k_down.groups_y(rows), jobs);
+  if (grids)
+    dispatch_grouped_indirect(k_down, second, *grids, 3 * sizeof(uint32_t));
+  else
+    dispatch_grouped(k_down, second, k_down.groups_x(h.down_rows), k_down.groups_y(rows), jobs);
   dispatch_combine(ys, slot_rows, sorted, op.width, op.n, static_cast<size_t>(op.spec.k), op.shared, op.out);
 }
 
@@ -138,12 +145,25 @@ void VulkanBackend::route_held_groups(const HeldRoute& op, const HeldLayer& h, u
   const Arena::Piece host = staging_->take(slots * 8);
   held_copies_.push_back(HeldCopy{host.mapped, op.ids, op.weights, slots});
   const uint64_t scratch = expert_act_.piece.address, xs = address(op.ys.slice(0, slots * width));
+  // The products' grids, sized by the most rows any expert got (written by
+  // held_groups.comp after the lists): as many workgroups as a job's rows
+  // need, not n's worth a job, most of which would find nothing to do.
+  const ProductKernel k_first = product_kernel(h.first, n, true), k_down = product_kernel(h.down, n, true);
+  const uint64_t gx_first = k_first.groups_x(h.first_rows), gx_down = k_down.groups_x(h.down_rows);
+  if (gx_first > 0xFFFF || gx_down > 0xFFFF || k_first.rows > 0xFFFF || k_down.rows > 0xFFFF)
+    throw Error("the Vulkan backend cannot run experts of " + std::to_string(h.width) + " columns in held layers");
+  const uint64_t grid_at = gather + (2 * slots + E) * sizeof(uint32_t);
+  const Arena::Piece grids{held_jobs_.piece.buffer, held_jobs_.piece.offset + (grid_at - held_jobs_.piece.address),
+                           grid_at, nullptr};
   struct {
     uint64_t ids, weights, table, first, second, slot_rows, sorted, lists, xs, scratch, host;
     uint32_t n, k, experts, width, x_width, fused, step;
+    uint32_t groups;  // the products' workgroups across their outputs: first | down << 16
+    uint32_t tiles;   // and the rows a workgroup takes: first | down << 16
   } push{ids, weights, h.table.address(), first, second, slot_rows, sorted, gather, xs, scratch,
          host.address, static_cast<uint32_t>(n), static_cast<uint32_t>(K), static_cast<uint32_t>(E),
-         static_cast<uint32_t>(h.width), static_cast<uint32_t>(width), h.fused ? 1u : 0u, 0};
+         static_cast<uint32_t>(h.width), static_cast<uint32_t>(width), h.fused ? 1u : 0u, 0,
+         static_cast<uint32_t>(gx_first | gx_down << 16), k_first.rows | k_down.rows << 16};
   static_assert(sizeof(push) <= Stream::kPushBytes);
   // Count, place (a workgroup an expert), then the combine's order (an invocation a slot).
   for (uint32_t step = 0; step < 3; ++step) {
@@ -151,8 +171,9 @@ void VulkanBackend::route_held_groups(const HeldRoute& op, const HeldLayer& h, u
     stream_->dispatch("held_groups", push, step < 2 ? static_cast<uint32_t>(E) : static_cast<uint32_t>((slots + 255) / 256));
   }
   dispatch_gather(address(op.x.slice(0, n * width)), xs, gather, width, slots);
-  // A job an expert, as many rows as n at most; workgroups past a job's rows do nothing.
-  held_experts(op, h, first, second, n, E, xs, slot_rows, sorted);
+  // A job an expert, its rows in the grid's rows at most (workgroups past a
+  // job's rows do nothing).
+  held_experts(op, h, first, second, n, E, xs, slot_rows, sorted, &grids);
 }
 
 void VulkanBackend::collect_held_routes() {

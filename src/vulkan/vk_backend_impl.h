@@ -203,6 +203,9 @@ class VulkanBackend final : public Backend, private CacheIo {
   // `jobs`, `groups_x` × `groups_y` workgroups each.
   void dispatch_grouped(const ProductKernel& k, uint64_t jobs, uint64_t groups_x, uint64_t groups_y,
                         uint64_t count);
+  // The same with the grid (x, y, count) read on the device from `grid` at
+  // `offset` bytes, written there by an earlier op.
+  void dispatch_grouped_indirect(const ProductKernel& k, uint64_t jobs, const Arena::Piece& grid, uint64_t offset);
   // gate_up's alternating gate and up values into `gate` and `up` (count each).
   void split_gate_up(uint64_t gate, uint64_t up, uint64_t gate_up, uint64_t count);
   // combine.comp: out row r = its k slots' ys rows (slot_rows, weights: [n × k]
@@ -236,6 +239,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   // (held_groups.comp, route_held_groups).
   static constexpr size_t kHeldRows = 8;
   static constexpr uint64_t kJobBytes = 104;  // jobs.glsl's Job
+  static constexpr uint64_t kHeldGridWords = 6;  // held_groups.comp's two product grids
   static uint64_t held_job_floats(const StepLimits& l);
   // route_held()'s ids and weights on their way to the host: copied there,
   // and the hits counted, when the stream finishes.
@@ -252,8 +256,11 @@ class VulkanBackend final : public Backend, private CacheIo {
   // A held layer's products from its device-made jobs (`jobs` an expert
   // part, at most `rows` rows each: first at `first`, down at `second`),
   // the activation and the combine of `ys` in the order at `slot_rows`.
+  // With `grids`, the products' two grids are read there (first, then down:
+  // three words each) instead of sized for `rows`.
   void held_experts(const HeldRoute& op, const HeldLayer& h, uint64_t first, uint64_t second, uint64_t rows,
-                    uint64_t jobs, uint64_t ys, uint64_t slot_rows, uint64_t sorted);
+                    uint64_t jobs, uint64_t ys, uint64_t slot_rows, uint64_t sorted,
+                    const Arena::Piece* grids = nullptr);
 
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Stream> stream_;

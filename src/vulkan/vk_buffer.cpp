@@ -10,7 +10,9 @@ namespace strata::vk {
 Buffer::Buffer(const Context& ctx, uint64_t bytes, Where where) : device_(ctx.device()), bytes_(bytes) {
   VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bi.size = bytes ? bytes : 4;
+  // Any buffer may hold a grid an op computed (Stream::dispatch_indirect).
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT |
+             VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT |
              VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   check(vkCreateBuffer(device_, &bi, nullptr, &buffer_), "vkCreateBuffer");

@@ -81,6 +81,7 @@ void Profile::report(std::string_view label) {
 }
 
 void Profile::drained() {
+  if (drained_) return;  // finished again with nothing run between: idle since the first
   drained_ = true;
   drained_at_ = Clock::now();
 }

@@ -94,9 +94,10 @@ void Stream::barrier(VkCommandBuffer cmd, bool for_host) {
     vkCmdPipelineBarrier(cmd, stages, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
     return;
   }
+  // The next command may also take its grid from what this one wrote.
   b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                    VK_ACCESS_TRANSFER_WRITE_BIT;
-  vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &b, 0, nullptr, 0, nullptr);
+                    VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT;
+  vkCmdPipelineBarrier(cmd, stages, stages | VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
 }
 
 void Stream::end_independent() {
@@ -148,6 +149,26 @@ void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, u
   }
 }
 
+void Stream::dispatch_indirect(std::string_view name, const void* push, uint32_t bytes, VkBuffer grid,
+                               uint64_t offset) {
+  const VkPipeline p = pipeline(name);
+  begin();
+  pay_barrier();
+  const VkCommandBuffer cmd = ring_[current_].cmd;
+  vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+  vkCmdPushConstants(cmd, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, push);
+  vkCmdDispatchIndirect(cmd, grid, offset);
+  const bool with_barrier = independent_ == 0 || sync_;
+  if (profile_ && profile_->by_grid())
+    recorded(std::string(name) + "[indirect]", with_barrier);
+  else
+    recorded(name, with_barrier);
+  if (sync_) {
+    std::fprintf(stderr, "vk: %.*s indirect\n", static_cast<int>(name.size()), name.data());
+    finish();
+  }
+}
+
 void Stream::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes) {
   if (bytes == 0) return;
   begin();
@@ -195,12 +216,18 @@ void Stream::wait(size_t i) {
 }
 
 void Stream::finish() {
+  // The barrier independent dispatches still owe: a fence wait and a new
+  // submission order the host, not the device, against what they wrote.
+  if (owes_barrier_) {
+    begin();
+    barrier(ring_[current_].cmd);
+    owes_barrier_ = false;
+  }
   if (unseen_by_host_) {  // the host reads what the last commands wrote
     begin();
     barrier(ring_[current_].cmd, true);
     unseen_by_host_ = false;
   }
-  owes_barrier_ = false;  // the host waits for everything below
   submit();
   // Oldest first: current_ is the slot after the last one submitted.
   for (size_t k = 0; k < kRing; ++k) {

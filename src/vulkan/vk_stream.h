@@ -52,6 +52,15 @@ class Stream {
     static_assert(sizeof(P) <= kPushBytes);
     dispatch(name, &push, sizeof(P), x, y, z);
   }
+  // The same, with the grid read on the device from three words at `grid` +
+  // `offset` (4-aligned) that earlier commands wrote (a grid sized by what
+  // they found: Vulkan's indirect dispatch).
+  template <class P>
+  void dispatch_indirect(std::string_view name, const P& push, VkBuffer grid, uint64_t offset) {
+    static_assert(sizeof(P) <= kPushBytes);
+    dispatch_indirect(name, &push, sizeof(P), grid, offset);
+  }
+  void dispatch_indirect(std::string_view name, const void* push, uint32_t bytes, VkBuffer grid, uint64_t offset);
   void copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes);
   // Zeroes `bytes` (a multiple of 4) from `offset`.
   void zero(VkBuffer dst, uint64_t offset, uint64_t bytes);
