@@ -25,6 +25,7 @@ layout(local_size_x = 64) in;
 #define MAX_K 64u
 #define MAX_GROUPS 64u
 #define NONE 0xFFFFFFFFu
+#define RANKED 256u  // the most experts chosen by rank (E·E/64 comparisons an invocation)
 
 layout(push_constant) uniform Push {
   Floats logits;   // n × experts
@@ -43,6 +44,7 @@ shared uint taken[MAX_EXPERTS];
 shared float best_value[64];
 shared uint best_index[64];
 shared uint chosen[MAX_K];
+shared uint any_nan;
 shared float group_score[MAX_GROUPS];
 shared uint keep_group[MAX_GROUPS];
 
@@ -167,13 +169,33 @@ void main() {
       if (keep_group[e / per] == 0u) choice[e] = uintBitsToFloat(0xFF800000u);  // -inf
     barrier();
   }
-  for (uint j = 0; j < K; ++j) {
-    const uint id = first_untaken(E);
-    if (t == 0u) {
-      chosen[j] = id;
-      taken[id] = 1u;
+  // Without NaN the choice order is total (larger, then the lower index),
+  // so the k best are the experts of rank 0 .. k-1: up to RANKED experts
+  // each invocation counts the experts before its own (no barriers); else,
+  // or with a NaN (no order: the choices then follow the scan below), k
+  // rounds of taking the first untaken, a workgroup's tree each.
+  if (t == 0u) any_nan = 0u;
+  barrier();
+  for (uint e = t; e < E; e += 64u)
+    if (isnan(choice[e]) || (floatBitsToUint(choice[e]) & 0x7FFFFFFFu) > 0x7F800000u) any_nan = 1u;
+  barrier();
+  if (any_nan == 0u && E <= RANKED) {
+    for (uint e = t; e < E; e += 64u) {
+      const float v = choice[e];
+      uint rank = 0u;
+      for (uint f = 0u; f < E; ++f) rank += before(choice[f], f, v, e) ? 1u : 0u;
+      if (rank < K) chosen[rank] = e;
     }
     barrier();
+  } else {
+    for (uint j = 0; j < K; ++j) {
+      const uint id = first_untaken(E);
+      if (t == 0u) {
+        chosen[j] = id;
+        taken[id] = 1u;
+      }
+      barrier();
+    }
   }
   if (t != 0u) return;
   const uint at = r * K;
