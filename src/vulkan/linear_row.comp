@@ -255,8 +255,22 @@ void main() {
     const uint c1 = min(c0 + WC, in_w);
     stage_base = (((first_row + slot) * w.row_bytes + c0 / BLOCK_COLS * BLOCK_BYTES) & 3u) -
                  c0 / BLOCK_COLS * BLOCK_BYTES;
+#if FMT == FMT_Q8_0
+    // A lane's columns of a block are j and j + 16: its scale read and
+    // converted once for both (weight()'s products, in the same order).
+    if (live)
+      for (uint b = c0 / 32u; b < c1 / 32u; ++b) {
+        const uint blk = stage_base + b * 34u;
+        const float d = f16_value(stage_u16(blk));
+        precise float v0 = float(int(stage_byte(blk + 2u + lane) << 24) >> 24) * d;
+        precise float v1 = float(int(stage_byte(blk + 18u + lane) << 24) >> 24) * d;
+        acc = fma(v0, xw[b * 32u + lane - c0], acc);
+        acc = fma(v1, xw[b * 32u + 16u + lane - c0], acc);
+      }
+#else
     if (live)
       for (uint i = c0 + lane; i < c1; i += 16u) acc = fma(weight(w, first_row + slot, i), xw[i - c0], acc);
+#endif
     barrier();  // the next window's stores overwrite what was read
   }
   lanes[slot][lane] = acc;
