@@ -127,46 +127,44 @@ void Stream::recorded(std::string_view name, bool with_barrier) {
   if (++in_buffer_ >= submit_at_) submit();
 }
 
-void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, uint32_t x, uint32_t y, uint32_t z) {
-  if (x == 0 || y == 0 || z == 0) return;
+VkCommandBuffer Stream::bind(std::string_view name, const void* push, uint32_t bytes) {
   const VkPipeline p = pipeline(name);
   begin();
   pay_barrier();
   const VkCommandBuffer cmd = ring_[current_].cmd;
   vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   vkCmdPushConstants(cmd, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, push);
-  vkCmdDispatch(cmd, x, y, z);
+  return cmd;
+}
+
+void Stream::dispatched(std::string_view name, uint32_t x, uint32_t y, uint32_t z) {
+  const bool indirect = x == 0;
   // Inside an independent run (and not debugging), no barrier of its own.
   const bool with_barrier = independent_ == 0 || sync_;
   if (profile_ && profile_->by_grid())
-    recorded(std::string(name) + "[" + std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + "]",
+    recorded(std::string(name) + (indirect ? std::string("[indirect]")
+                                           : "[" + std::to_string(x) + "," + std::to_string(y) + "," +
+                                                 std::to_string(z) + "]"),
              with_barrier);
   else
     recorded(name, with_barrier);
   if (sync_) {
-    std::fprintf(stderr, "vk: %.*s %u %u %u\n", static_cast<int>(name.size()), name.data(), x, y, z);
+    std::fprintf(stderr, "vk: %.*s %u %u %u%s\n", static_cast<int>(name.size()), name.data(), x, y, z,
+                 indirect ? " (indirect)" : "");
     finish();
   }
 }
 
+void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, uint32_t x, uint32_t y, uint32_t z) {
+  if (x == 0 || y == 0 || z == 0) return;
+  vkCmdDispatch(bind(name, push, bytes), x, y, z);
+  dispatched(name, x, y, z);
+}
+
 void Stream::dispatch_indirect(std::string_view name, const void* push, uint32_t bytes, VkBuffer grid,
                                uint64_t offset) {
-  const VkPipeline p = pipeline(name);
-  begin();
-  pay_barrier();
-  const VkCommandBuffer cmd = ring_[current_].cmd;
-  vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
-  vkCmdPushConstants(cmd, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, push);
-  vkCmdDispatchIndirect(cmd, grid, offset);
-  const bool with_barrier = independent_ == 0 || sync_;
-  if (profile_ && profile_->by_grid())
-    recorded(std::string(name) + "[indirect]", with_barrier);
-  else
-    recorded(name, with_barrier);
-  if (sync_) {
-    std::fprintf(stderr, "vk: %.*s indirect\n", static_cast<int>(name.size()), name.data());
-    finish();
-  }
+  vkCmdDispatchIndirect(bind(name, push, bytes), grid, offset);
+  dispatched(name, 0, 0, 0);
 }
 
 void Stream::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes) {

@@ -86,6 +86,12 @@ class Stream {
     bool pending = false;  // submitted, not yet waited for
   };
   VkPipeline pipeline(std::string_view name);
+  // A dispatch's start: shader `name` bound with its push constants in the
+  // buffer being recorded (returned); and its end, after the dispatch
+  // command: barrier, profile (grid x, y, z; x 0 for an indirect one), and
+  // with STRATA_VK_DEBUG the wait.
+  VkCommandBuffer bind(std::string_view name, const void* push, uint32_t bytes);
+  void dispatched(std::string_view name, uint32_t x, uint32_t y, uint32_t z);
   void begin();
   // After a command: a full barrier, its timestamp when profiling, and the
   // buffer submitted when it is full.
