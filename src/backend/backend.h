@@ -386,9 +386,6 @@ class IndependentOps {
   Backend& b_;
 };
 
-// The LogitPick of one row of logits, on the host.
-LogitPick largest_logit(std::span<const float> row);
-
 // The CPU backend on `threads` threads (0: every hardware thread).
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 

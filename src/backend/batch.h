@@ -3,6 +3,7 @@
 // prefill chunk or a speculative verification is many rows of one sequence,
 // and concurrent requests are rows of different sequences.
 #include <cstdint>
+#include <span>
 
 namespace strata {
 
@@ -30,5 +31,8 @@ struct LogitPick {
   int32_t id = 0;
   uint32_t non_finite = 0;
 };
+
+// The LogitPick of one row of logits, on the host (backend.cpp): one pass.
+LogitPick largest_logit(std::span<const float> row);
 
 }  // namespace strata

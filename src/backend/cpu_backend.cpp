@@ -129,6 +129,11 @@ void CpuBackend::upload(Tensor dst, const float* src) { std::memcpy(host(dst), s
 
 void CpuBackend::download(Tensor src, float* dst) { std::memcpy(dst, host(src), src.size * sizeof(float)); }
 
+void CpuBackend::pick_largest(Tensor logits, size_t rows, size_t vocab, LogitPick* picks) {
+  const float* p = host(logits.slice(0, rows * vocab));
+  for (size_t i = 0; i < rows; ++i) picks[i] = largest_logit(std::span<const float>(p + i * vocab, vocab));
+}
+
 std::unique_ptr<KvCache> CpuBackend::new_cache(const CacheShape& shape) { return std::make_unique<HostKvCache>(shape); }
 
 void CpuBackend::embed(const kernels::WeightMatrix& table, std::span<const int32_t> tokens, Tensor out) {

@@ -51,6 +51,8 @@ class CpuBackend final : public Backend {
   uint64_t allocated_bytes() const override;
   void upload(Tensor dst, const float* src) override;
   void download(Tensor src, float* dst) override;
+  // The rows read where they are (no copy).
+  void pick_largest(Tensor logits, size_t rows, size_t vocab, LogitPick* picks) override;
   std::unique_ptr<KvCache> new_cache(const CacheShape& shape) override;
   uint64_t cache_bytes(const CacheShape& shape) const override { return HostKvCache::bytes_at(shape); }
   uint64_t cache_snapshot_bytes(const CacheShape& shape) const override {

@@ -5,24 +5,12 @@
 #include <numeric>
 #include <string>
 
+#include "backend/batch.h"
 #include "util/error.h"
 
 namespace strata {
 
-int32_t argmax(std::span<const float> logits) {
-  // The best value kept in a register: read back through `best` each time,
-  // each comparison waited on the load before it (a vocabulary of 152k took
-  // ~0.2-0.7 ms a token, a tenth of a GPU's decode step). The same
-  // comparisons, so the same choice (ties and NaN alike).
-  int32_t best = 0;
-  float top = logits.empty() ? 0.0f : logits[0];
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > top) {
-      top = logits[i];
-      best = static_cast<int32_t>(i);
-    }
-  return best;
-}
+int32_t argmax(std::span<const float> logits) { return largest_logit(logits).id; }
 
 void validate(const SamplingParams& p) {
   auto bad = [](const std::string& what) { throw Error(what); };

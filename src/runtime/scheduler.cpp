@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 
@@ -19,12 +18,6 @@ namespace strata {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-
-size_t count_non_finite(std::span<const float> row) {
-  size_t n = 0;
-  for (float x : row) n += !std::isfinite(x);
-  return n;
-}
 }
 
 struct Scheduler::Sequence {
@@ -508,15 +501,18 @@ Finish Scheduler::emit(Sequence& s, const float* logits, const LogitPick* pick, 
   // NaN or Inf here comes from the weights or the config (or an overflow):
   // sampling would pick a token from garbage (greedy: the first one) and
   // carry on as if nothing happened. This sequence ends with the reason.
-  if (const size_t bad = pick ? pick->non_finite : count_non_finite(row); bad > 0) {
+  // Without a pick from the step, one pass over the row finds both (and the
+  // greedy choice with it).
+  const LogitPick found = pick ? *pick : largest_logit(row);
+  if (const size_t bad = found.non_finite; bad > 0) {
     error = std::make_exception_ptr(Error("non-finite logits at position " + std::to_string(s.pos - 1) + " (" +
                                           std::to_string(bad) + " of " + std::to_string(row.size()) +
                                           " values are NaN or Inf): the model's weights or config hold NaN/Inf"));
     return Finish::Error;
   }
   int32_t token = 0;
-  if (pick) {
-    token = pick->id;
+  if (s.sampler->plain_greedy()) {
+    token = found.id;
     s.sampler->take(token);
   } else {
     token = s.sampler->next(row);
