@@ -63,6 +63,11 @@ class CliPull : public ::testing::Test {
                                        local_.string());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     fs::create_directory_symlink(kCommit, resolve / "main");
+    // The same model again, served at 50 MB/s (org/slow): a pull of it spends
+    // about 0.2 s fetching, so kills at random moments land part way
+    // however slowly a loaded machine starts the process.
+    fs::create_directories(root_->path() / "org" / "slow");
+    fs::create_directory_symlink(resolve, root_->path() / "org" / "slow" / "resolve");
     // A sharded checkpoint (five shards and their index) with transformers'
     // greedy continuation beside it.
     fs::create_directories(root_->path() / "org" / "sharded" / "resolve");
@@ -94,6 +99,7 @@ class CliPull : public ::testing::Test {
     }
     // A plain server that names no version of its files (no ETag).
     locations += "    location /plain-noetag/ { etag off; }\n";
+    locations += "    location /org/slow/ { limit_rate 50m; add_header X-Repo-Commit " + std::string(kCommit) + "; }\n";
     nginx_ = new testnet::LocalNginx(root_->path(), locations + "    location /org/ { add_header X-Repo-Commit " +
                                                         std::string(kCommit) + "; }\n");
   }
@@ -197,9 +203,10 @@ TEST_F(CliPull, KilledAtRandomMomentsAndRunAgainItIsTheSameBytes) {
   ASSERT_TRUE(nginx_->running()) << nginx_->log();
   testfiles::TempDir tmp("strata-pull-kill");
   // The moments are spread over the whole command's wall time (process
-  // start and requests included), as the kills below see it.
+  // start and requests included), as the kills below see it; the source is
+  // rate-limited, so most of that time is the fetch and the packing beside it.
   const auto started = std::chrono::steady_clock::now();
-  const CommandResult whole = pull("hf://org/m", tmp / "whole");
+  const CommandResult whole = pull("hf://org/slow", tmp / "whole");
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::mt19937 g(11);
@@ -207,13 +214,13 @@ TEST_F(CliPull, KilledAtRandomMomentsAndRunAgainItIsTheSameBytes) {
   for (int i = 0; i < 20; ++i) {
     const fs::path out = tmp / ("k" + std::to_string(i));
     const double at = std::uniform_real_distribution<double>(0, took)(g);
-    const std::string script = env() + " " + STRATA_BINARY + " pull hf://org/m --full -q --out " + out.string() +
+    const std::string script = env() + " " + STRATA_BINARY + " pull hf://org/slow --full -q --out " + out.string() +
                                " & pid=$!; sleep " + std::to_string(at) + "; kill -9 $pid 2>/dev/null; wait $pid";
     std::ignore = std::system(("bash -c '" + script + "' >/dev/null 2>&1").c_str());
     // Killed part way: a staging folder or a pack in the making is left.
     const bool partial = fs::exists(out / ".strata-pull") && !fs::exists(out / "pull.json");
     mid_way += partial;
-    const CommandResult resumed = pull("hf://org/m", out);
+    const CommandResult resumed = pull("hf://org/slow", out);
     ASSERT_EQ(resumed.exit_code, 0) << "killed at " << at << " s: " << resumed.err;
     // What the killed run did is not done again: its layers are resumed,
     // or its bytes not fetched again.

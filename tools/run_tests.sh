@@ -21,12 +21,8 @@ phase_done "npm clients"
 bash tools/build.sh
 phase_done "build"
 # CI keeps only the tail of the log: a failure's output is printed again
-# last (tools/sanitize_tests.sh does the same).
-if ! ctest --test-dir build --output-on-failure -j"$(nproc)"; then
-  echo "=== the failed tests again, one at a time ==="
-  ctest --test-dir build --rerun-failed --output-on-failure || true
-  exit 1
-fi
+# last, that of its first run too (tools/ctest_report.sh).
+bash tools/ctest_report.sh build
 phase_done "tests"
 # The same suite again built with AddressSanitizer + UndefinedBehaviorSanitizer
 # (tools/sanitize_tests.sh; STRATA_SKIP_SANITIZE=1 leaves it out while iterating).

@@ -34,9 +34,6 @@ cmake --build "$build" -j"$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=0:handle_sigbus=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 vulkan_few='^Vulkan(Ops|Attention|Interleaved|ExpertCache)\.|^All/VulkanFormats\.ProductsAgree.*/(Q8_0|Q4_K|MXFP4_gguf|BF16)( |$)|^ComputeDevice\.|Streaming\.StreamedFromTheCheckpointIsBitIdentical/(trained_k3|ds_mtp)_vulkan( |$)'
-if ! { ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -E 'LongContext|^Layering\.|^server_|^hostile_inputs$|[Vv]ulkan|^ComputeDevice\.|^Synth\.(SizeScaling|PinnedAxes)|DemoSizes\.' "$@" &&
-       ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -R "$vulkan_few"; }; then
-  echo "=== the failed tests again (sanitizer build), one at a time ==="
-  ctest --test-dir "$build" --rerun-failed --output-on-failure || true
-  exit 1
-fi
+bash tools/ctest_report.sh "$build" \
+  -E 'LongContext|^Layering\.|^server_|^hostile_inputs$|[Vv]ulkan|^ComputeDevice\.|^Synth\.(SizeScaling|PinnedAxes)|DemoSizes\.' "$@"
+bash tools/ctest_report.sh "$build" -R "$vulkan_few"
