@@ -449,6 +449,7 @@ TEST(DraftLength, DraftsMoreWhenMoreIsAcceptedAndRowsAreCheap) {
     policy.record_step(5, 1.1);
   }
   EXPECT_NEAR(policy.cost(4, 1), 1.1, 1e-9);
+  policy.begin_step();
   EXPECT_GE(policy.choose(good), 6);
   EXPECT_EQ(policy.choose(bad), 0);
   // Rows dearer than whole steps: drafting cannot pay.
@@ -462,25 +463,85 @@ TEST(DraftLength, DraftsMoreWhenMoreIsAcceptedAndRowsAreCheap) {
   // steps, and waits twice as long after each probe that did not pay: 16,
   // 32, 64 and 128 idle steps (its first idle step was the choice above).
   std::vector<int> probes;
-  for (int i = 1; i <= 240; ++i)
+  for (int i = 1; i <= 240; ++i) {
+    policy.begin_step();
     if (policy.choose(bad) > 0) probes.push_back(i);
+  }
   EXPECT_EQ(probes, (std::vector<int>{15, 47, 111, 239}));
-  // One that keeps drafting skips kBaselineSteps steps in a row after every
-  // 16 until steps without drafts are measured, then after every kBaselineEvery.
-  DraftAcceptance keen = good;
-  int skipped = 0;
-  for (int i = 0; i < 64; ++i) skipped += policy.choose(keen) == 0;
-  EXPECT_EQ(skipped, 3 * DraftLength::kBaselineSteps);  // 3 rounds of 15 drafting steps and a baseline, then 1
-  for (int i = 0; i < 5; ++i) policy.record_outcome(false, 1.0, 1);
-  DraftAcceptance steady = good;
-  skipped = 0;
-  for (int i = 0; i < 2 * DraftLength::kBaselineEvery; ++i) skipped += policy.choose(steady) == 0;
-  EXPECT_EQ(skipped, DraftLength::kBaselineSteps);
   // A sequence that starts with a baseline skips its first steps.
   DraftAcceptance fresh = good;
   fresh.baseline_left = DraftLength::kBaselineSteps;
-  for (int i = 0; i < DraftLength::kBaselineSteps; ++i) EXPECT_EQ(policy.choose(fresh), 0);
+  for (int i = 0; i < DraftLength::kBaselineSteps; ++i) {
+    policy.begin_step();
+    EXPECT_EQ(policy.choose(fresh), 0);
+  }
+  policy.begin_step();
   EXPECT_GT(policy.choose(fresh), 0);
+}
+
+// Sequences that keep drafting skip kBaselineSteps steps in a row at every
+// 16th step until steps without drafts are measured at their batch size
+// (three times at most), then at every kBaselineEvery-th: the same steps
+// for every sequence, so that a step with several sequences and no drafts
+// is measured too. The outcomes of steps with different numbers of
+// sequences are kept apart: drafting measured slower beside another
+// sequence stops there and still runs alone.
+TEST(DraftLength, BaselinesFallOnTheSameStepsAndOutcomesAreKeptByBatchSize) {
+  DraftLength policy(8);
+  for (int i = 0; i < 20; ++i) {
+    policy.record_step(2, 1.0);
+    policy.record_step(10, 1.1);
+  }
+  DraftAcceptance a, b;
+  for (int i = 0; i < 30; ++i) {
+    a.record(4, 4);
+    b.record(4, 4);
+  }
+  std::vector<int> skipped_a, skipped_b;
+  for (int step = 1; step <= 128; ++step) {
+    policy.begin_step();
+    if (policy.choose(a, 2, 2) == 0) skipped_a.push_back(step);
+    if (step >= 10 && policy.choose(b, 2, 2) == 0) skipped_b.push_back(step);  // b joins later
+  }
+  std::vector<int> expected;
+  for (int start : {16, 32, 48, 64})  // three early baselines, then at the 64th step
+    for (int i = 0; i < DraftLength::kBaselineSteps; ++i) expected.push_back(start + i);
+  expected.push_back(128);
+  EXPECT_EQ(skipped_a, expected);
+  EXPECT_EQ(skipped_b, expected);
+  // Steps without drafts measured at this batch size: no early baselines
+  // for a sequence that starts drafting now.
+  for (int i = 0; i < 5; ++i) policy.record_outcome(false, 1.0, 2, 2);
+  DraftAcceptance c = a;
+  c.baselines = 0;
+  int skipped = 0;
+  for (int step = 0; step < 2 * DraftLength::kBaselineEvery; ++step) {
+    policy.begin_step();
+    skipped += policy.choose(c, 2, 2) == 0;
+  }
+  EXPECT_EQ(skipped, 2 * DraftLength::kBaselineSteps);
+  // Drafting measured slower with two sequences: refused there, not alone.
+  for (int i = 0; i < 5; ++i) {
+    policy.record_outcome(true, 3.0, 4, 2);  // 0.75 s a token drafting, 0.5 without
+    policy.record_outcome(false, 1.0, 1, 1);
+    policy.record_outcome(true, 2.0, 4, 1);  // alone: 0.5 s a token drafting, 1.0 without
+  }
+  EXPECT_TRUE(policy.drafting_measured_slower(2));
+  EXPECT_FALSE(policy.drafting_measured_slower(1));
+  DraftAcceptance two, one;  // no baseline under way
+  for (int i = 0; i < 30; ++i) {
+    two.record(4, 4);
+    one.record(4, 4);
+  }
+  policy.begin_step();
+  EXPECT_EQ(policy.choose(two, 2, 2), 0);
+  EXPECT_GT(policy.choose(one, 1, 1), 0);
+  // Past kOutcomeSequences the cost model decides alone.
+  for (int i = 0; i < 5; ++i) {
+    policy.record_outcome(true, 30.0, 4, DraftLength::kOutcomeSequences + 1);
+    policy.record_outcome(false, 1.0, 4, DraftLength::kOutcomeSequences + 1);
+  }
+  EXPECT_FALSE(policy.drafting_measured_slower(DraftLength::kOutcomeSequences + 1));
 }
 
 // What whole steps measured overrules the model: drafting that came out
@@ -495,15 +556,18 @@ TEST(DraftLength, DraftingMeasuredSlowerStopsAndIsTriedAgainLater) {
     policy.record_step(1, 1.0);
     policy.record_step(5, 1.1);
   }
+  policy.begin_step();
   EXPECT_GT(policy.choose(good), 0);  // the model: drafting pays
   for (int i = 0; i < 5; ++i) {
     policy.record_outcome(false, 1.0, 1);
     policy.record_outcome(true, 6.0, 4);  // 1.5 s a token drafting, 1.0 without
   }
   EXPECT_TRUE(policy.drafting_measured_slower());
+  policy.begin_step();
   EXPECT_EQ(policy.choose(good), 0);
   int tried_again = 0;
   for (int i = 1; i <= 2 * DraftLength::kMaxProbeEvery && tried_again == 0; ++i) {
+    policy.begin_step();
     const int k = policy.choose(good);
     if (k > 0 && good.probed) policy.note_probe();  // the scheduler's part: the probe ran
     if (k > 1) tried_again = i;                     // more than a probe's one token
@@ -512,6 +576,7 @@ TEST(DraftLength, DraftingMeasuredSlowerStopsAndIsTriedAgainLater) {
       << "the first probe (kMaxProbeEvery - 1 idle steps after the refusal) faded it";
   for (int i = 0; i < 5; ++i) policy.record_outcome(true, 2.0, 4);
   EXPECT_FALSE(policy.drafting_measured_slower());
+  policy.begin_step();
   EXPECT_GT(policy.choose(good), 1);
 }
 
@@ -523,6 +588,7 @@ TEST(DraftLength, LearnsWithoutOneRowStepsAndCountsTheDraftersTime) {
   DraftLength policy(8);
   DraftAcceptance good;
   for (int i = 0; i < 30; ++i) good.record(4, 3);
+  policy.begin_step();
   EXPECT_GT(policy.choose(good), 0);  // the prior: rows are cheap
   for (int i = 0; i < 50; ++i) {
     policy.record_step(3, 3.0);

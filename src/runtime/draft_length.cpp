@@ -35,23 +35,26 @@ void DraftLength::record_draft(double seconds, int tokens) {
   draft_weight_ = draft_weight_ * kDecay + 1;
 }
 
-void DraftLength::record_outcome(bool drafted, double seconds, uint64_t tokens) {
-  if (tokens == 0 || !(seconds > 0) || !std::isfinite(seconds)) return;
+void DraftLength::record_outcome(bool drafted, double seconds, uint64_t tokens, size_t sequences) {
+  if (tokens == 0 || !(seconds > 0) || !std::isfinite(seconds) || !outcome(sequences)) return;
+  Outcome& o = outcomes_[sequences];
   const double per = seconds / static_cast<double>(tokens);
-  double& mean = drafted ? on_s_per_token_ : off_s_per_token_;
-  double& w = drafted ? on_weight_ : off_weight_;
+  double& mean = drafted ? o.on_s_per_token : o.off_s_per_token;
+  double& w = drafted ? o.on_weight : o.off_weight;
   mean = (mean * w * kDecay + per) / (w * kDecay + 1);
   w = w * kDecay + 1;
 }
 
-bool DraftLength::drafting_measured_slower() const {
-  return on_weight_ >= kOutcomeWeight && off_weight_ >= kOutcomeWeight && on_s_per_token_ > off_s_per_token_;
+bool DraftLength::drafting_measured_slower(size_t sequences) const {
+  const Outcome* o = outcome(sequences);
+  return o && o->on_weight >= kOutcomeWeight && o->off_weight >= kOutcomeWeight &&
+         o->on_s_per_token > o->off_s_per_token;
 }
 
-void DraftLength::note_probe() {
+void DraftLength::note_probe(size_t sequences) {
   // Where the outcome said no, it fades at each probe: after a few,
   // drafting runs a few steps to be measured again.
-  if (drafting_measured_slower()) on_weight_ *= 0.5;
+  if (drafting_measured_slower(sequences)) outcomes_[sequences].on_weight *= 0.5;
 }
 
 bool DraftLength::line(double& t0, double& t1) const {
@@ -91,7 +94,7 @@ double DraftLength::cost(int k, size_t base_rows) const {
   return (one + kPriorRowCost * k) / one;
 }
 
-int DraftLength::choose(DraftAcceptance& a, size_t base_rows) const {
+int DraftLength::choose(DraftAcceptance& a, size_t base_rows, size_t sequences) const {
   if (max_ <= 0 || !adaptive_) return max_;
   if (a.baseline_left > 0) {  // measuring steps without drafts
     --a.baseline_left;
@@ -111,10 +114,9 @@ int DraftLength::choose(DraftAcceptance& a, size_t base_rows) const {
   }
   // What was measured overrules the model; then probes come at the longest
   // wait at once (each costs a catch-up, and the caches' refill after it).
-  const bool refused = best > 0 && drafting_measured_slower();
+  const bool refused = best > 0 && drafting_measured_slower(sequences);
   if (refused) best = 0;
   if (best == 0) {
-    a.busy_steps = 0;
     if (a.probed) a.probe_every = std::min(2 * a.probe_every, kMaxProbeEvery);  // it did not pay: wait longer
     if (refused) a.probe_every = kMaxProbeEvery;
     a.probed = false;
@@ -126,12 +128,13 @@ int DraftLength::choose(DraftAcceptance& a, size_t base_rows) const {
   } else {
     a.probed = false;
     a.probe_every = kProbeEvery;
-    // Until steps without drafts are measured, after every 16 (three times
-    // at most); then every kBaselineEvery.
-    const bool early = off_weight_ < kOutcomeWeight && a.baselines < 3;
-    if (++a.busy_steps >= (early ? 16 : kBaselineEvery)) {
+    // Until steps without drafts are measured at this batch size, at every
+    // 16th step (three times at most); then at every kBaselineEvery-th. The
+    // same steps for every sequence: a step in which none drafts measures.
+    const Outcome* o = outcome(sequences);
+    const bool early = o && o->off_weight < kOutcomeWeight && a.baselines < 3;
+    if (step_ % (early ? 16 : kBaselineEvery) == 0) {
       best = 0;  // measure the step without drafts now and then
-      a.busy_steps = 0;
       a.baseline_left = kBaselineSteps - 1;
       a.baselines += early ? 1 : 0;
     }

@@ -18,10 +18,9 @@
 // after kProbeEvery steps, and each probe that does not lead to drafting
 // doubles the wait (up to kMaxProbeEvery): a probe costs the drafter's
 // catching up on every token since the last one. One that keeps drafting
-// skips it for kBaselineSteps steps in a row once every kBaselineEvery
-// steps (every 16 until steps without drafts have been measured, three
-// times at most: with several sequences their baselines seldom coincide,
-// and only a step in which none drafts measures one), and a
+// skips it for kBaselineSteps steps in a row at every kBaselineEvery-th
+// step (every 16th until steps without drafts have been measured at its
+// batch size, three times at most), and a
 // sequence starts with such a baseline (the scheduler sets baseline_left),
 // so that both the acceptance and the step without drafts stay measured.
 // Only a baseline's later steps measure a step without drafts fairly: the
@@ -34,17 +33,19 @@
 // The model above can miss costs (a drafter's own bookkeeping, rolling a
 // cache back, per-row work outside the forward). So the outcome is measured
 // too: the wall time per emitted token of whole steps that drafted (after a
-// drafting step) and of steps that did not (record_outcome; the scheduler
-// reports steps of one decoding sequence only: per-token times of steps of
-// different batch sizes do not compare). Once both are
-// measured, drafting that is slower per token than not drafting is turned
-// off whatever the model says, the next probe kMaxProbeEvery steps away
-// (a probe costs a catch-up and the CPU caches' refill after it); each
-// probe while that holds halves the
-// weight of the drafting measurement, so that after a few probes drafting
-// runs a few steps to be measured again (conditions change: a stretch of
-// code after prose). Not adaptive (benchmarks at a fixed length,
-// tests): always max.
+// drafting step) and of steps that did not (record_outcome), kept apart by
+// how many sequences decoded in the step (per-token times of steps of
+// different batch sizes do not compare; past kOutcomeSequences the cost
+// model decides alone). Once both are measured for a batch size, drafting
+// that is slower per token there than not drafting is turned off whatever
+// the model says, the next probe kMaxProbeEvery steps away (a probe costs a
+// catch-up and the CPU caches' refill after it); each probe while that
+// holds halves the weight of the drafting measurement, so that after a few
+// probes drafting runs a few steps to be measured again (conditions change:
+// a stretch of code after prose). Baselines fall on the same steps for
+// every sequence (multiples of the interval counted by begin_step), so that
+// with several sequences a step without any drafts is measured too. Not
+// adaptive (benchmarks at a fixed length, tests): always max.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -55,7 +56,6 @@ namespace strata {
 struct DraftAcceptance {
   double tried = 2, accepted = 1;  // a prior of 1/2
   int idle_steps = 0;              // steps since it last drafted
-  int busy_steps = 0;              // steps since it last did not
   int probe_every = 16;            // idle steps before the next probe (DraftLength::kProbeEvery, doubling)
   bool probed = false;             // the last choice was a probe
   int baseline_left = 0;           // steps still to skip in this baseline
@@ -73,26 +73,32 @@ class DraftLength {
   static constexpr int kBaselineEvery = 64;
   static constexpr int kBaselineSteps = 6;
   static constexpr size_t kMaxRows = 256;
+  static constexpr size_t kOutcomeSequences = 16;
 
   explicit DraftLength(int max, bool adaptive = true) : max_(max), adaptive_(adaptive) {}
   int max() const { return max_; }
+  // A decode step begins (baselines fall on multiples of an interval of these).
+  void begin_step() { ++step_; }
   // Tokens to draft for a sequence with this acceptance in a step of
-  // `base_rows` rows without drafts (updates its idle and busy counts).
-  int choose(DraftAcceptance& a, size_t base_rows = 1) const;
+  // `base_rows` rows without drafts, `sequences` of them decoding (updates
+  // its idle count and probe wait).
+  int choose(DraftAcceptance& a, size_t base_rows = 1, size_t sequences = 1) const;
   // A step of `rows` rows (every sequence's, all decoding) took `seconds`.
   void record_step(size_t rows, double seconds);
   // The drafter took `seconds` to propose `tokens` tokens.
   void record_draft(double seconds, int tokens);
-  // A whole decode step (drafting included) took `seconds` and emitted
-  // `tokens`; `drafted`: its sequences drafted, after a drafting step. The
-  // scheduler reports a step without drafts only as the third or later of
-  // a run of them.
-  void record_outcome(bool drafted, double seconds, uint64_t tokens);
-  // Whether drafting measured slower per emitted token than not drafting.
-  bool drafting_measured_slower() const;
-  // A probe chosen by choose() ran (it had room): while drafting measures
-  // slower, each one halves the weight of that measurement.
-  void note_probe();
+  // A whole decode step of `sequences` decoding sequences (drafting
+  // included) took `seconds` and emitted `tokens`; `drafted`: a sequence
+  // drafted, after a drafting step. The scheduler reports a step without
+  // drafts only as the third or later of a run of them.
+  void record_outcome(bool drafted, double seconds, uint64_t tokens, size_t sequences = 1);
+  // Whether drafting measured slower per emitted token than not drafting,
+  // in steps of `sequences` decoding sequences.
+  bool drafting_measured_slower(size_t sequences = 1) const;
+  // A probe chosen by choose() ran (it had room) in a step of `sequences`:
+  // while drafting measures slower there, each one halves the weight of
+  // that measurement.
+  void note_probe(size_t sequences = 1);
   // C(k) above for a step of `base_rows` rows.
   double cost(int k, size_t base_rows) const;
   // Samples (decayed) each side needs before the outcomes overrule the model.
@@ -107,9 +113,17 @@ class DraftLength {
   std::array<double, kMaxRows + 1> step_s_{};  // EMA of step time by row count
   std::array<double, kMaxRows + 1> weight_{};  // samples behind each (decayed)
   double draft_s_per_token_ = 0, draft_weight_ = 0;
-  // Seconds per emitted token of whole steps, without and with drafting.
-  double off_s_per_token_ = 0, off_weight_ = 0;
-  double on_s_per_token_ = 0, on_weight_ = 0;
+  // Seconds per emitted token of whole steps, without and with drafting,
+  // and the samples behind each (decayed), by sequences in the step.
+  struct Outcome {
+    double off_s_per_token = 0, off_weight = 0;
+    double on_s_per_token = 0, on_weight = 0;
+  };
+  std::array<Outcome, kOutcomeSequences + 1> outcomes_{};
+  const Outcome* outcome(size_t sequences) const {
+    return sequences >= 1 && sequences <= kOutcomeSequences ? &outcomes_[sequences] : nullptr;
+  }
+  uint64_t step_ = 0;  // decode steps begun
 };
 
 }  // namespace strata

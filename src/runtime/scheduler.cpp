@@ -213,7 +213,7 @@ void Scheduler::start(Sequence& s) {
   if (s.req.tokenizer) s.text = std::make_unique<TextStream>(*s.req.tokenizer, s.req.stop_strings);
 }
 
-void Scheduler::draft(Sequence& s, size_t base_rows, size_t room) {
+void Scheduler::draft(Sequence& s, size_t base_rows, size_t sequences, size_t room) {
   s.drafted.clear();
   s.before_step.reset();
   if (!s.draft) return;
@@ -226,7 +226,7 @@ void Scheduler::draft(Sequence& s, size_t base_rows, size_t room) {
   const int64_t room_context = model_.context() - 1 - s.pos;
   const int64_t room_rows = std::min<int64_t>(model_.max_batch_rows() - 1, static_cast<int64_t>(room));
   const DraftAcceptance before = s.acceptance;
-  const int chosen = draft_length_.choose(s.acceptance, base_rows);
+  const int chosen = draft_length_.choose(s.acceptance, base_rows, sequences);
   const int64_t k = std::min({static_cast<int64_t>(chosen), room_tokens, room_context, room_rows});
   // No room for what was chosen: as if not asked (a probe that could not run
   // must not count as one that did not pay).
@@ -234,7 +234,7 @@ void Scheduler::draft(Sequence& s, size_t base_rows, size_t room) {
   const bool drafting_on = s.drafted_last;
   s.drafted_last = k > 0;
   s.probing = k > 0 && !drafting_on;
-  if (k > 0 && s.acceptance.probed) draft_length_.note_probe();
+  if (k > 0 && s.acceptance.probed) draft_length_.note_probe(sequences);
   if (k <= 0) return;
   try {
     // A drafter that fails drafts no more for this sequence; the sequence
@@ -292,12 +292,13 @@ void Scheduler::forward_step() {
       }
       else prefilling = true;
     }
+  if (decoding > 0) draft_length_.begin_step();
   // Drafted rows leave half the step to prompts waiting for their prefill.
   const size_t step_rows = static_cast<size_t>(model_.max_batch_rows());
   size_t draft_room = prefilling ? (step_rows / 2 > base_rows ? step_rows / 2 - base_rows : 0) : step_rows;
   for (auto& s : running_)
     if (!s->ended && s->decoding) {
-      draft(*s, base_rows, draft_room);
+      draft(*s, base_rows, decoding, draft_room);
       draft_room -= std::min(draft_room, s->drafted.size());
       // The step's outcome counts for drafting (rows fed again after a
       // rollback are drafting's cost too), unless a sequence catches up.
@@ -395,12 +396,12 @@ void Scheduler::forward_step() {
   if (rows_.size() == decode_rows && dt > 0) {
     stats_.decode_tok_s = 0.8 * stats_.decode_tok_s + 0.2 * (static_cast<double>(emitted) / dt);
     draft_length_.record_step(decode_rows, step_s);
-    // Only steps of one sequence: per-token times of steps with different
-    // numbers of sequences are not comparable (with several, the cost
-    // model decides alone).
-    if (decoding == 1 && !outcome_probe && (outcome_drafted || off_run_ >= 3))
+    // Kept apart by the number of sequences: per-token times of steps with
+    // different numbers of them do not compare.
+    if (!outcome_probe && (outcome_drafted || off_run_ >= 3))
       draft_length_.record_outcome(outcome_drafted,
-                                   std::chrono::duration<double>(Clock::now() - step_begin).count(), emitted);
+                                   std::chrono::duration<double>(Clock::now() - step_begin).count(), emitted,
+                                   decoding);
   }
 }
 

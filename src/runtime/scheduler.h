@@ -126,8 +126,8 @@ class Scheduler {
   static bool picks_only(const Sequence& s);
   // Asks the sequence's drafter for this step's tokens, at most `room`;
   // `base_rows`: the step's rows without drafts (what the draft length
-  // weighs them against).
-  void draft(Sequence& s, size_t base_rows, size_t room);
+  // weighs them against), `sequences` the decoding sequences in it.
+  void draft(Sequence& s, size_t base_rows, size_t sequences, size_t room);
   // A drafter that failed (`e`, said once on stderr) drafts no more for `s`;
   // the sequence, and every other, runs on.
   void stop_drafting(Sequence& s, const std::exception& e);
