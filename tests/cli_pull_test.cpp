@@ -63,9 +63,11 @@ class CliPull : public ::testing::Test {
                                        local_.string());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     fs::create_directory_symlink(kCommit, resolve / "main");
-    // The same model again, served at 50 MB/s (org/slow): a pull of it spends
-    // about 0.2 s fetching, so kills at random moments land part way
-    // however slowly a loaded machine starts the process.
+    // The same model again, each answer sent at 50 MB/s (org/slow; nginx's
+    // limit is per request, and the model is one 10 MB file beside small
+    // ones): a pull of it spends about 0.2 s fetching, so kills at random
+    // moments land part way however slowly a loaded machine starts the
+    // process.
     fs::create_directories(root_->path() / "org" / "slow");
     fs::create_directory_symlink(resolve, root_->path() / "org" / "slow" / "resolve");
     // A sharded checkpoint (five shards and their index) with transformers'

@@ -468,7 +468,8 @@ TEST(DraftLength, DraftsMoreWhenMoreIsAcceptedAndRowsAreCheap) {
     if (policy.choose(bad) > 0) probes.push_back(i);
   }
   EXPECT_EQ(probes, (std::vector<int>{15, 47, 111, 239}));
-  // A sequence that starts with a baseline skips its first steps.
+  // A sequence that starts with a baseline skips its first steps (steps
+  // 243 to 249 of this policy: no baseline of the grid falls due in them).
   DraftAcceptance fresh = good;
   fresh.baseline_left = DraftLength::kBaselineSteps;
   for (int i = 0; i < DraftLength::kBaselineSteps; ++i) {
@@ -509,17 +510,42 @@ TEST(DraftLength, BaselinesFallOnTheSameStepsAndOutcomesAreKeptByBatchSize) {
   expected.push_back(128);
   EXPECT_EQ(skipped_a, expected);
   EXPECT_EQ(skipped_b, expected);
-  // Steps without drafts measured at this batch size: no early baselines
-  // for a sequence that starts drafting now.
+  // Steps without drafts measured at this batch size: no more early
+  // baselines there; at a batch size not measured yet, a sequence starts
+  // with them (steps 129 to 256 here).
   for (int i = 0; i < 5; ++i) policy.record_outcome(false, 1.0, 2, 2);
-  DraftAcceptance c = a;
-  c.baselines = 0;
-  int skipped = 0;
-  for (int step = 0; step < 2 * DraftLength::kBaselineEvery; ++step) {
-    policy.begin_step();
-    skipped += policy.choose(c, 2, 2) == 0;
+  DraftAcceptance c, d;
+  for (int i = 0; i < 30; ++i) {
+    c.record(4, 4);
+    d.record(4, 4);
   }
-  EXPECT_EQ(skipped, 2 * DraftLength::kBaselineSteps);
+  std::vector<int> skipped_c, skipped_d;
+  for (int step = 129; step <= 256; ++step) {
+    policy.begin_step();
+    if (policy.choose(c, 2, 2) == 0) skipped_c.push_back(step);
+    if (policy.choose(d, 3, 3) == 0) skipped_d.push_back(step);
+  }
+  std::vector<int> at_64, at_16;
+  for (int start : {192, 256})
+    for (int i = 0; i < DraftLength::kBaselineSteps && start + i <= 256; ++i) at_64.push_back(start + i);
+  for (int start : {144, 160, 176, 192, 256})
+    for (int i = 0; i < DraftLength::kBaselineSteps && start + i <= 256; ++i) at_16.push_back(start + i);
+  EXPECT_EQ(skipped_c, at_64);
+  EXPECT_EQ(skipped_d, at_16);  // three early ones, then the 64th steps'
+  // Sequences refused together probe together: their probes fade the
+  // measurement once a step.
+  DraftLength fading(8);
+  for (int i = 0; i < 20; ++i) {
+    fading.record_outcome(true, 3.0, 4, 2);
+    fading.record_outcome(false, 1.0, 2, 2);
+  }
+  fading.begin_step();
+  fading.note_probe(2);
+  fading.note_probe(2);
+  EXPECT_TRUE(fading.drafting_measured_slower(2)) << "faded twice in one step";
+  fading.begin_step();
+  fading.note_probe(2);
+  EXPECT_FALSE(fading.drafting_measured_slower(2));
   // Drafting measured slower with two sequences: refused there, not alone.
   for (int i = 0; i < 5; ++i) {
     policy.record_outcome(true, 3.0, 4, 2);  // 0.75 s a token drafting, 0.5 without

@@ -54,7 +54,12 @@ bool DraftLength::drafting_measured_slower(size_t sequences) const {
 void DraftLength::note_probe(size_t sequences) {
   // Where the outcome said no, it fades at each probe: after a few,
   // drafting runs a few steps to be measured again.
-  if (drafting_measured_slower(sequences)) outcomes_[sequences].on_weight *= 0.5;
+  // Once a step: sequences refused together probe together.
+  if (!drafting_measured_slower(sequences)) return;
+  Outcome& o = outcomes_[sequences];
+  if (o.faded_step == step_ && step_ > 0) return;
+  o.faded_step = step_;
+  o.on_weight *= 0.5;
 }
 
 bool DraftLength::line(double& t0, double& t1) const {
@@ -94,7 +99,7 @@ double DraftLength::cost(int k, size_t base_rows) const {
   return (one + kPriorRowCost * k) / one;
 }
 
-int DraftLength::choose(DraftAcceptance& a, size_t base_rows, size_t sequences) const {
+int DraftLength::choose(DraftAcceptance& a, size_t base_rows, size_t sequences) {
   if (max_ <= 0 || !adaptive_) return max_;
   if (a.baseline_left > 0) {  // measuring steps without drafts
     --a.baseline_left;
@@ -131,12 +136,16 @@ int DraftLength::choose(DraftAcceptance& a, size_t base_rows, size_t sequences) 
     // Until steps without drafts are measured at this batch size, at every
     // 16th step (three times at most); then at every kBaselineEvery-th. The
     // same steps for every sequence: a step in which none drafts measures.
-    const Outcome* o = outcome(sequences);
-    const bool early = o && o->off_weight < kOutcomeWeight && a.baselines < 3;
-    if (step_ % (early ? 16 : kBaselineEvery) == 0) {
+    Outcome* o = sequences >= 1 && sequences <= kOutcomeSequences ? &outcomes_[sequences] : nullptr;
+    const bool early = o && o->off_weight < kOutcomeWeight &&
+                       (o->early_baselines < 3 || (o->early_step == step_ && step_ > 0));
+    if (step_ > 0 && step_ % (early ? 16 : kBaselineEvery) == 0) {
       best = 0;  // measure the step without drafts now and then
       a.baseline_left = kBaselineSteps - 1;
-      a.baselines += early ? 1 : 0;
+      if (early && o->early_step != step_) {
+        o->early_step = step_;
+        ++o->early_baselines;
+      }
     }
   }
   if (best > 0) a.idle_steps = 0;

@@ -18,9 +18,12 @@
 // after kProbeEvery steps, and each probe that does not lead to drafting
 // doubles the wait (up to kMaxProbeEvery): a probe costs the drafter's
 // catching up on every token since the last one. One that keeps drafting
-// skips it for kBaselineSteps steps in a row at every kBaselineEvery-th
-// step (every 16th until steps without drafts have been measured at its
-// batch size, three times at most), and a
+// skips it for kBaselineSteps steps in a row when a baseline falls due:
+// at every kBaselineEvery-th step (every 16th until steps without drafts
+// have been measured at its batch size, three such early baselines at
+// most per batch size), counted by begin_step, the same steps for every
+// sequence (a sequence fed again after a rollback, or still in a baseline
+// of its own, then waits for the next); and a
 // sequence starts with such a baseline (the scheduler sets baseline_left),
 // so that both the acceptance and the step without drafts stay measured.
 // Only a baseline's later steps measure a step without drafts fairly: the
@@ -42,10 +45,8 @@
 // catch-up and the CPU caches' refill after it); each probe while that
 // holds halves the weight of the drafting measurement, so that after a few
 // probes drafting runs a few steps to be measured again (conditions change:
-// a stretch of code after prose). Baselines fall on the same steps for
-// every sequence (multiples of the interval counted by begin_step), so that
-// with several sequences a step without any drafts is measured too. Not
-// adaptive (benchmarks at a fixed length, tests): always max.
+// a stretch of code after prose); sequences probing in the same step halve
+// it once. Not adaptive (benchmarks at a fixed length, tests): always max.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -59,7 +60,6 @@ struct DraftAcceptance {
   int probe_every = 16;            // idle steps before the next probe (DraftLength::kProbeEvery, doubling)
   bool probed = false;             // the last choice was a probe
   int baseline_left = 0;           // steps still to skip in this baseline
-  int baselines = 0;               // baselines taken at the short interval
   double rate() const { return accepted / tried; }
   // After a verification: `tried` drafted tokens compared with what the
   // model picked (the accepted ones and the first rejected), `accepted` kept.
@@ -77,12 +77,14 @@ class DraftLength {
 
   explicit DraftLength(int max, bool adaptive = true) : max_(max), adaptive_(adaptive) {}
   int max() const { return max_; }
-  // A decode step begins (baselines fall on multiples of an interval of these).
+  // A decode step begins: called once a step, before its choose() calls
+  // (baselines fall on multiples of an interval of these).
   void begin_step() { ++step_; }
   // Tokens to draft for a sequence with this acceptance in a step of
   // `base_rows` rows without drafts, `sequences` of them decoding (updates
-  // its idle count and probe wait).
-  int choose(DraftAcceptance& a, size_t base_rows = 1, size_t sequences = 1) const;
+  // its idle count, probe wait and baseline, and the batch size's count of
+  // early baselines).
+  int choose(DraftAcceptance& a, size_t base_rows = 1, size_t sequences = 1);
   // A step of `rows` rows (every sequence's, all decoding) took `seconds`.
   void record_step(size_t rows, double seconds);
   // The drafter took `seconds` to propose `tokens` tokens.
@@ -118,6 +120,9 @@ class DraftLength {
   struct Outcome {
     double off_s_per_token = 0, off_weight = 0;
     double on_s_per_token = 0, on_weight = 0;
+    int early_baselines = 0;        // baselines begun at the short interval
+    uint64_t early_step = 0;        // the step the last of them began in
+    uint64_t faded_step = 0;        // the step a probe last faded on_weight in
   };
   std::array<Outcome, kOutcomeSequences + 1> outcomes_{};
   const Outcome* outcome(size_t sequences) const {
