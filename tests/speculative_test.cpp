@@ -436,6 +436,13 @@ TEST(NgramDrafter, ProposesWhatFollowedTheLatestEarlierOccurrence) {
   EXPECT_EQ(out, (std::vector<int32_t>{6}));
 }
 
+// A sequence whose drafts were all accepted, 30 steps of 4.
+DraftAcceptance all_accepted() {
+  DraftAcceptance a;
+  for (int i = 0; i < 30; ++i) a.record(4, 4);
+  return a;
+}
+
 TEST(DraftLength, DraftsMoreWhenMoreIsAcceptedAndRowsAreCheap) {
   DraftLength policy(8);
   DraftAcceptance good;
@@ -493,11 +500,7 @@ TEST(DraftLength, BaselinesFallOnTheSameStepsAndOutcomesAreKeptByBatchSize) {
     policy.record_step(2, 1.0);
     policy.record_step(10, 1.1);
   }
-  DraftAcceptance a, b;
-  for (int i = 0; i < 30; ++i) {
-    a.record(4, 4);
-    b.record(4, 4);
-  }
+  DraftAcceptance a = all_accepted(), b = all_accepted();
   std::vector<int> skipped_a, skipped_b;
   for (int step = 1; step <= 128; ++step) {
     policy.begin_step();
@@ -514,11 +517,7 @@ TEST(DraftLength, BaselinesFallOnTheSameStepsAndOutcomesAreKeptByBatchSize) {
   // baselines there; at a batch size not measured yet, a sequence starts
   // with them (steps 129 to 256 here).
   for (int i = 0; i < 5; ++i) policy.record_outcome(false, 1.0, 2, 2);
-  DraftAcceptance c, d;
-  for (int i = 0; i < 30; ++i) {
-    c.record(4, 4);
-    d.record(4, 4);
-  }
+  DraftAcceptance c = all_accepted(), d = all_accepted();
   std::vector<int> skipped_c, skipped_d;
   for (int step = 129; step <= 256; ++step) {
     policy.begin_step();
@@ -554,11 +553,7 @@ TEST(DraftLength, BaselinesFallOnTheSameStepsAndOutcomesAreKeptByBatchSize) {
   }
   EXPECT_TRUE(policy.drafting_measured_slower(2));
   EXPECT_FALSE(policy.drafting_measured_slower(1));
-  DraftAcceptance two, one;  // no baseline under way
-  for (int i = 0; i < 30; ++i) {
-    two.record(4, 4);
-    one.record(4, 4);
-  }
+  DraftAcceptance two = all_accepted(), one = all_accepted();  // no baseline under way
   policy.begin_step();
   EXPECT_EQ(policy.choose(two, 2, 2), 0);
   EXPECT_GT(policy.choose(one, 1, 1), 0);
