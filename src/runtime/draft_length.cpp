@@ -36,7 +36,7 @@ void DraftLength::record_draft(double seconds, int tokens) {
 }
 
 void DraftLength::record_outcome(bool drafted, double seconds, uint64_t tokens, size_t sequences) {
-  if (tokens == 0 || !(seconds > 0) || !std::isfinite(seconds) || !outcome(sequences)) return;
+  if (tokens == 0 || !(seconds > 0) || !std::isfinite(seconds) || !kept(sequences)) return;
   Outcome& o = outcomes_[sequences];
   const double per = seconds / static_cast<double>(tokens);
   double& mean = drafted ? o.on_s_per_token : o.off_s_per_token;
@@ -46,9 +46,9 @@ void DraftLength::record_outcome(bool drafted, double seconds, uint64_t tokens, 
 }
 
 bool DraftLength::drafting_measured_slower(size_t sequences) const {
-  const Outcome* o = outcome(sequences);
-  return o && o->on_weight >= kOutcomeWeight && o->off_weight >= kOutcomeWeight &&
-         o->on_s_per_token > o->off_s_per_token;
+  if (!kept(sequences)) return false;
+  const Outcome& o = outcomes_[sequences];
+  return o.on_weight >= kOutcomeWeight && o.off_weight >= kOutcomeWeight && o.on_s_per_token > o.off_s_per_token;
 }
 
 void DraftLength::note_probe(size_t sequences) {
@@ -136,9 +136,8 @@ int DraftLength::choose(DraftAcceptance& a, size_t base_rows, size_t sequences) 
     // Until steps without drafts are measured at this batch size, at every
     // 16th step (three times at most); then at every kBaselineEvery-th. The
     // same steps for every sequence: a step in which none drafts measures.
-    Outcome* o = sequences >= 1 && sequences <= kOutcomeSequences ? &outcomes_[sequences] : nullptr;
-    const bool early = o && o->off_weight < kOutcomeWeight &&
-                       (o->early_baselines < 3 || (o->early_step == step_ && step_ > 0));
+    Outcome* o = kept(sequences) ? &outcomes_[sequences] : nullptr;
+    const bool early = o && o->off_weight < kOutcomeWeight && (o->early_baselines < 3 || o->early_step == step_);
     if (step_ > 0 && step_ % (early ? 16 : kBaselineEvery) == 0) {
       best = 0;  // measure the step without drafts now and then
       a.baseline_left = kBaselineSteps - 1;

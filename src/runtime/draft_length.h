@@ -125,9 +125,7 @@ class DraftLength {
     uint64_t faded_step = 0;        // the step a probe last faded on_weight in
   };
   std::array<Outcome, kOutcomeSequences + 1> outcomes_{};
-  const Outcome* outcome(size_t sequences) const {
-    return sequences >= 1 && sequences <= kOutcomeSequences ? &outcomes_[sequences] : nullptr;
-  }
+  static bool kept(size_t sequences) { return sequences >= 1 && sequences <= kOutcomeSequences; }
   uint64_t step_ = 0;  // decode steps begun
 };
 
