@@ -4,11 +4,14 @@
 #
 #   bash bench/gpu_stream_bench.sh [--model PACK] [--size GB] [--vram GiB] [--ram GiB]
 #        [--strata BIN] [-n 64] [-r 3] [-t THREADS] [--prompts "512 4096"] [--out DIR]
+#        [--parts "decode ttft streams"]
+# --parts runs some of the three (the device machine gives a call 10 minutes); a later
+# call with the same --out adds the others, and the summary covers what DIR holds.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MODELS=${MODELS:-/tmp/bench-models}
-model=; size=12; vram=1; ram=2; N=64; R=3; threads=$(nproc); out=; prompts="512 4096"
+model=; size=12; vram=1; ram=2; N=64; R=3; threads=$(nproc); out=; prompts="512 4096"; parts="decode ttft streams"
 strata=$repo/build/strata
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -22,12 +25,19 @@ while [ $# -gt 0 ]; do
     -t) threads=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --prompts) prompts=$2; shift 2 ;;
+    --parts) parts=$2; shift 2 ;;
     *) echo "gpu_stream_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [ -x "$strata" ] || { echo "gpu_stream_bench.sh: no strata binary at $strata (--strata)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "gpu_stream_bench.sh: needs root (drop_caches)" >&2; exit 2; }
 strata=$(realpath "$strata")
+# On the device machine tools/device_env.sh puts the carried Debian 12 libraries on
+# LD_LIBRARY_PATH (for the build); the image's own curl (serve_bench.sh) then fails
+# on Debian's libcurl ("undefined symbol: curl_global_trace"). strata finds them by
+# its RPATH, so they leave the path here.
+LD_LIBRARY_PATH=$(tr ':' '\n' <<< "${LD_LIBRARY_PATH:-}" | grep -v '/\.deb/prefix/' | paste -sd: || true)
+export LD_LIBRARY_PATH
 [ -n "$out" ] || out=$(mktemp -d /tmp/gpu_stream_bench.XXXXXX)
 mkdir -p "$out" "$MODELS"
 show() { echo "+ $*" | tee -a "$out/commands.txt" >&2; }
@@ -58,6 +68,8 @@ probe() {
   show "$strata" probe "$model" --block "$expert_mb" --out "$out/probe_$1.json"
   "$strata" probe "$model" --block "$expert_mb" --out "$out/probe_$1.json" > "$out/probe_$1.log" 2>&1
 }
+part() { [[ " $parts " == *" $1 "* ]]; }
+if part decode; then
 probe before
 
 ids=$(python3 -c "print(','.join(str(1000 + 37 * i) for i in range(8)))")
@@ -86,7 +98,9 @@ EOF
   done
 done
 probe after
+fi
 
+if part ttft; then
 for d in vulkan cpu; do
   args="--device $d"
   [ "$d" = vulkan ] && args+=" --vram $vram"
@@ -94,31 +108,38 @@ for d in vulkan cpu; do
   STRATA="$strata" STRATA_ARGS="$args" bash "$repo/bench/ttft_bench.sh" --model "$model" --ram "$ram" \
     --prompts "$prompts" --runs "$R" --threads "$threads" --out "$out/ttft_$d" > "$out/ttft_$d.log" 2>&1 || { tail "$out/ttft_$d.log" >&2; exit 1; }
 done
+fi
 
+if part streams; then
 for seeds in same different; do
   flag=; [ "$seeds" = same ] && flag=--same-seed
   show "STRATA_ARGS=\"--device vulkan --vram $vram\"" bash bench/serve_bench.sh "$model" --ram "$ram" --streams 4 --runs "$R" $flag
   STRATA="$strata" STRATA_ARGS="--device vulkan --vram $vram" bash "$repo/bench/serve_bench.sh" "$model" --ram "$ram" \
     --streams 4 --runs "$R" --tokens 32 $flag > "$out/streams_$seeds.log" 2>&1 || { tail "$out/streams_$seeds.log" >&2; exit 1; }
 done
+fi
 
 python3 - "$out" "$model" "$vram" "$ram" "$threads" <<'EOF' | tee "$out/summary.md"
 import json, os, statistics, sys
 out, model, vram, ram, threads = sys.argv[1:]
-ceil = [json.load(open(os.path.join(out, f"probe_{w}.json")))["combined"]["best_gbps"] for w in ("before", "after")]
-ceiling = sum(ceil) / 2
-rows = [json.loads(l) for l in open(os.path.join(out, "decode.jsonl"))]
 print(f"pack `{model}`; --vram {vram} GiB (GPU), --ram {ram} GiB, CPU at {threads} threads")
-print(f"drive ceiling (expert-sized reads): {ceil[0]:.2f} GB/s before, {ceil[1]:.2f} after\n")
-print("| device | decode tok/s | expert GB/s | ÷ ceiling (goal 0.9) | RAM hit rate | I/O wait share |")
-print("| --- | --- | --- | --- | --- | --- |")
-for d in ("vulkan", "cpu"):
-    r = [x for x in rows if x["device"] == d]
-    if not r:
-        continue
-    med = lambda k: statistics.median(x[k] for x in r)
-    print(f"| {d} | {med('tok_s'):.2f} | {med('gbps'):.2f} | **{med('gbps') / ceiling:.2f}** | {med('hit_rate'):.2f} | "
-          f"{med('io_wait_share'):.2f} |")
+probes = [os.path.join(out, f"probe_{w}.json") for w in ("before", "after")]
+if os.path.exists(os.path.join(out, "decode.jsonl")) and all(os.path.exists(p) for p in probes):
+    ceil = [json.load(open(p))["combined"]["best_gbps"] for p in probes]
+    ceiling = sum(ceil) / 2
+    rows = [json.loads(l) for l in open(os.path.join(out, "decode.jsonl"))]
+    print(f"drive ceiling (expert-sized reads): {ceil[0]:.2f} GB/s before, {ceil[1]:.2f} after\n")
+    print("| device | decode tok/s | expert GB/s | ÷ ceiling (goal 0.9) | RAM hit rate | I/O wait share |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for d in ("vulkan", "cpu"):
+        r = [x for x in rows if x["device"] == d]
+        if not r:
+            continue
+        med = lambda k: statistics.median(x[k] for x in r)
+        print(f"| {d} | {med('tok_s'):.2f} | {med('gbps'):.2f} | **{med('gbps') / ceiling:.2f}** | {med('hit_rate'):.2f} | "
+              f"{med('io_wait_share'):.2f} |")
+else:
+    print("decode: not run")
 for d in ("vulkan", "cpu"):
     p = os.path.join(out, f"ttft_{d}", "summary.md")
     if os.path.exists(p):
@@ -126,6 +147,6 @@ for d in ("vulkan", "cpu"):
         print(open(p).read().strip())
 for seeds in ("same", "different"):
     p = os.path.join(out, f"streams_{seeds}.log")
-    lines = [l for l in open(p) if l.startswith("median")] if os.path.exists(p) else []
-    print(f"\n4 streams vs 1, {seeds} seeds: {lines[-1].strip() if lines else 'no result'}")
+    lines = [l.strip() for l in open(p) if l.startswith(("median", "expert bytes"))] if os.path.exists(p) else []
+    print(f"\n4 streams vs 1, {seeds} seeds: {'; '.join(lines) if lines else 'no result'}")
 EOF

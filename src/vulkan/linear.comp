@@ -75,27 +75,9 @@ void main() {
       float wt[CHUNK], xv[CHUNK];
       [[unroll]] for (uint u = 0; u < CHUNK; ++u) {
         const uint c = i + 16u * u;
-        xv[u] = c < in_w && r0 < n ? x.v[x0 + r0 * x_stride + c] : 0.0;
-#if FMT != FMT_Q8_0
         wt[u] = c < in_w ? weight(w, row, c) : 0.0;
-#endif
+        xv[u] = c < in_w && r0 < n ? x.v[x0 + r0 * x_stride + c] : 0.0;
       }
-#if FMT == FMT_Q8_0
-      // Columns u and u + 1 (u even) are j and j + 16 of one block: its
-      // scale read and converted once for both (weight()'s products).
-      [[unroll]] for (uint u = 0; u < CHUNK; u += 2u) {
-        const uint c = i + 16u * u;
-        wt[u] = wt[u + 1u] = 0.0;
-        if (c < in_w) {
-          const uint blk = W_ROW(w, row) + (c / 32u) * 34u;
-          const float d = f16_value(W_HALF(w, blk));
-          precise float v0 = float(W_I8(w, blk + 2u + lane)) * d;
-          precise float v1 = float(W_I8(w, blk + 18u + lane)) * d;
-          wt[u] = v0;
-          wt[u + 1u] = v1;
-        }
-      }
-#endif
       [[unroll]] for (uint u = 0; u < CHUNK; ++u)
         if (i + 16u * u < in_w && r0 < n) acc[0] = fma(wt[u], xv[u], acc[0]);
     }

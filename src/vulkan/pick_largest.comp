@@ -25,13 +25,25 @@ void main() {
   const uint r = gl_WorkGroupID.x, t = gl_LocalInvocationID.x, base = r * p.vocab;
   float bv = 0.0;
   uint bi = NONE, nf = 0u;
-  for (uint i = t; i < p.vocab; i += 256u) {
-    const float v = p.logits.v[base + i];
-    // An all-ones exponent is Inf or NaN (bits: no reliance on isnan()).
-    nf += (floatBitsToUint(v) & 0x7F800000u) == 0x7F800000u ? 1u : 0u;
-    if (bi == NONE || v > bv) {
-      bv = v;
-      bi = i;
+  // CHUNK of an invocation's values loaded before its comparisons take them
+  // in order: it waits for memory once a chunk, not once a value (one
+  // workgroup reads a whole row). The same comparisons in the same order.
+  const uint CHUNK = 8u;
+  for (uint i0 = t; i0 < p.vocab; i0 += 256u * CHUNK) {
+    float v[CHUNK];
+    [[unroll]] for (uint u = 0; u < CHUNK; ++u) {
+      const uint i = i0 + 256u * u;
+      v[u] = i < p.vocab ? p.logits.v[base + i] : 0.0;
+    }
+    [[unroll]] for (uint u = 0; u < CHUNK; ++u) {
+      const uint i = i0 + 256u * u;
+      if (i >= p.vocab) break;
+      // An all-ones exponent is Inf or NaN (bits: no reliance on isnan()).
+      nf += (floatBitsToUint(v[u]) & 0x7F800000u) == 0x7F800000u ? 1u : 0u;
+      if (bi == NONE || v[u] > bv) {
+        bv = v[u];
+        bi = i;
+      }
     }
   }
   best_value[t] = bv;
