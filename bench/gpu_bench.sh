@@ -6,6 +6,7 @@
 #        [--llama-cuda BIN] [--cpu] [-p 512] [-n 128] [-r 5] [-t THREADS] [--out DIR]
 #   bash bench/gpu_bench.sh stream [--model PACK] [--size GB] [--vram GiB] [--ram GiB]
 #        [--strata BIN] [-n 64] [-r 3] [-t THREADS] [--prompts "512 4096"] [--out DIR]
+#        [--parts "decode ttft streams"] [--strata-args "..."]
 #
 # vram: strata against llama.cpp's Vulkan and CUDA builds on one GGUF held entirely in
 # VRAM. Engines (each left out when its binary is not given or not found):
@@ -37,7 +38,7 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-usage() { sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 [ $# -ge 1 ] || usage
 mode=$1; shift

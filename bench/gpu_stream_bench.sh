@@ -4,14 +4,15 @@
 #
 #   bash bench/gpu_stream_bench.sh [--model PACK] [--size GB] [--vram GiB] [--ram GiB]
 #        [--strata BIN] [-n 64] [-r 3] [-t THREADS] [--prompts "512 4096"] [--out DIR]
-#        [--parts "decode ttft streams"]
+#        [--parts "decode ttft streams"] [--strata-args "--io-depth 4 ..."]
 # --parts runs some of the three (the device machine gives a call 10 minutes); a later
 # call with the same --out adds the others, and the summary covers what DIR holds.
+# --strata-args: more arguments for every strata run (generate, ttft_bench, serve).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MODELS=${MODELS:-/tmp/bench-models}
-model=; size=12; vram=1; ram=2; N=64; R=3; threads=$(nproc); out=; prompts="512 4096"; parts="decode ttft streams"
+model=; size=12; vram=1; ram=2; N=64; R=3; threads=$(nproc); out=; prompts="512 4096"; parts="decode ttft streams"; more=
 strata=$repo/build/strata
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -26,6 +27,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --prompts) prompts=$2; shift 2 ;;
     --parts) parts=$2; shift 2 ;;
+    --strata-args) more=$2; shift 2 ;;
     *) echo "gpu_stream_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -81,7 +83,7 @@ for r in $(seq 1 "$R"); do
     sync
     echo 3 > /proc/sys/vm/drop_caches
     log=$out/decode_${d}_r$r
-    dev=(--device "$d")
+    read -r -a dev <<< "--device $d $more"
     [ "$d" = vulkan ] && dev+=(--vram "$vram")
     show "$strata" generate --model "$model" "${dev[@]}" --ram "$ram" --threads "$threads" --prompt-ids "$ids" -n "$N" --temperature 1 --seed "$r" --heat none --json
     "$strata" generate --model "$model" "${dev[@]}" --ram "$ram" --threads "$threads" --prompt-ids "$ids" \
@@ -102,7 +104,7 @@ fi
 
 if part ttft; then
 for d in vulkan cpu; do
-  args="--device $d"
+  args="--device $d $more"
   [ "$d" = vulkan ] && args+=" --vram $vram"
   show "STRATA_ARGS=\"$args\"" bash bench/ttft_bench.sh --model "$model" --ram "$ram" --runs "$R" --threads "$threads"
   STRATA="$strata" STRATA_ARGS="$args" bash "$repo/bench/ttft_bench.sh" --model "$model" --ram "$ram" \
@@ -113,8 +115,8 @@ fi
 if part streams; then
 for seeds in same different; do
   flag=; [ "$seeds" = same ] && flag=--same-seed
-  show "STRATA_ARGS=\"--device vulkan --vram $vram\"" bash bench/serve_bench.sh "$model" --ram "$ram" --streams 4 --runs "$R" $flag
-  STRATA="$strata" STRATA_ARGS="--device vulkan --vram $vram" bash "$repo/bench/serve_bench.sh" "$model" --ram "$ram" \
+  show "STRATA_ARGS=\"--device vulkan --vram $vram $more\"" bash bench/serve_bench.sh "$model" --ram "$ram" --streams 4 --runs "$R" $flag
+  STRATA="$strata" STRATA_ARGS="--device vulkan --vram $vram $more" bash "$repo/bench/serve_bench.sh" "$model" --ram "$ram" \
     --streams 4 --runs "$R" --tokens 32 $flag > "$out/streams_$seeds.log" 2>&1 || { tail "$out/streams_$seeds.log" >&2; exit 1; }
 done
 fi

@@ -90,11 +90,13 @@ TEST(Cli, BadArgumentsAreCleanErrors) {
 TEST(Cli, ServeTakesTheModelFlagsOfGenerate) {
   const std::string generate = run_strata("generate --help").out, serve = run_strata("serve --help").out;
   for (const std::string flag : {"--threads INT", "--ram FLOAT", "--stream", "--cache-experts UINT", "--ctx INT",
-                                 "--allow-long-ctx", "--prefetch TEXT", "--verify TEXT", "--no-verify", "--heat TEXT", "--io TEXT"}) {
+                                 "--allow-long-ctx", "--prefetch TEXT", "--verify TEXT", "--no-verify", "--heat TEXT", "--io TEXT",
+                                 "--io-depth INT"}) {
     EXPECT_NE(generate.find(flag), std::string::npos) << flag;
     EXPECT_NE(serve.find(flag), std::string::npos) << flag;
   }
   expect_clean_error(run_strata("serve " + fixture("qwen_gqa").string() + " --port 0 --ctx 0"), "--ctx");
+  expect_clean_error(run_strata("serve " + fixture("qwen_gqa").string() + " --port 0 --io-depth 0"), "--io-depth");
 }
 
 // Like `generate`, the server keeps its run's expert heat for the next run:

@@ -232,6 +232,25 @@ TEST(StreamingOrder, ReadsGoOutInFileOffsetOrder) {
   EXPECT_GT(multi, 3u);  // batches of several experts were seen
 }
 
+// --io-depth: the drives get that many reads in flight (the default
+// otherwise), and the output does not change with it.
+TEST(StreamingIoDepth, ReadsInFlightAreTheOptionsAndTheOutputIsTheSame) {
+  const Outcome ram = run(kModels / "k3_mxfp4", {});
+  for (unsigned depth : {0u, 1u, 3u}) {
+    LoadOptions o = streamed(6);
+    o.io_depth = depth;
+    unsigned seen = 0;
+    o.storage = [&](const StorageOptions& so) {
+      seen = so.queue_depth;
+      return make_storage(so);
+    };
+    const Outcome got = run(kModels / "k3_mxfp4", o);
+    expect_identical(ram, got, "io depth " + std::to_string(depth));
+    EXPECT_EQ(seen, depth == 0 ? StorageOptions{}.queue_depth : depth);
+    EXPECT_GT(got.stats.bytes_read, 0u);
+  }
+}
+
 TEST_P(Streaming, PackedOnTwoDrivesIsBitIdentical) {
   const fs::path dir = GetParam().dir;
   testfiles::TempDir tmp("strata-pack");

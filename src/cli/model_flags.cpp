@@ -43,6 +43,9 @@ void add_model_flags(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("--heat", f.heat, "Expert heat file kept between runs (default: ~/.cache/strata/heat/...; none)");
   cmd->add_option("--io", f.io, "Read backend: io_uring or pread (default: $STRATA_IO or io_uring)")
       ->check(CLI::IsMember({"io_uring", "pread"}));
+  cmd->add_option("--io-depth", f.io_depth,
+                  "Expert reads (pieces of up to 1 MiB) in flight per drive (default 16; `strata probe` shows the "
+                  "depth at which a drive reads fastest)");
 }
 
 LoadOptions load_options(const ModelFlags& f) {
@@ -69,6 +72,10 @@ LoadOptions load_options(const ModelFlags& f) {
                                               : LoadOptions::Verify::First;
   o.heat = f.heat;
   o.io_backend = f.io;
+  if (f.io_depth) {
+    if (*f.io_depth < 1 || *f.io_depth > 1024) throw Error("--io-depth must be between 1 and 1024");
+    o.io_depth = static_cast<unsigned>(*f.io_depth);
+  }
   o.notice = [](const std::string& line) { std::fprintf(stderr, "strata: %s\n", line.c_str()); };
   o.show_progress = stderr_is_terminal();
   return o;

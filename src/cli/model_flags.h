@@ -34,6 +34,7 @@ struct ModelFlags {
   bool no_verify = false;  // = --verify off
   std::string heat;
   std::string io;
+  std::optional<int64_t> io_depth;  // unset: StorageOptions' default
 };
 
 void add_model_flags(CLI::App* cmd, ModelFlags& f);

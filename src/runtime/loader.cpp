@@ -129,6 +129,7 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   const bool packed = model.kind() == Checkpoint::Kind::Pack;
   StorageOptions so;
   so.backend = options.io_backend;
+  if (options.io_depth > 0) so.queue_depth = options.io_depth;
   std::unique_ptr<Storage> storage = options.storage ? options.storage(so) : make_storage(so);
   if (!storage) throw Error("internal: the storage factory returned no storage");
   // A streaming install: experts not fetched yet are fetched as they are

@@ -72,6 +72,7 @@ struct LoadOptions {
   using Verify = ExpertVerify;
   Verify verify = Verify::First;
   std::string io_backend;  // "" = $STRATA_IO or io_uring, "pread"
+  unsigned io_depth = 0;   // pieces in flight per drive (StorageOptions::queue_depth); 0 = its default
   // Where streamed experts are read through; empty = make_storage (the
   // io_backend above picks io_uring or pread).
   StorageFactory storage;
