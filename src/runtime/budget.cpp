@@ -1,0 +1,166 @@
+#include "runtime/budget.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <numeric>
+
+#include "util/error.h"
+
+namespace strata {
+
+namespace {
+
+double gb(uint64_t bytes) { return static_cast<double>(bytes) / 1e9; }
+
+std::string gb_text(uint64_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f GB", gb(bytes));
+  return s;
+}
+
+uint64_t all_experts(const BudgetShape& s) {
+  return static_cast<uint64_t>(s.moe_layers) * static_cast<uint64_t>(s.experts);
+}
+
+// A decode token's seconds with `slots` cached experts over `gbps` of drives.
+double read_seconds(const BudgetShape& s, uint64_t slots, const BudgetMachine& m, double gbps) {
+  const double h = expected_hit_rate(s, slots, m.heat);
+  const double bytes = static_cast<double>(s.experts_per_token * s.moe_layers) * static_cast<double>(s.expert_bytes) *
+                       (1.0 - h);
+  return bytes / (gbps * 1e9);
+}
+
+}  // namespace
+
+double distinct_experts(int64_t experts, int64_t per_token, int64_t tokens) {
+  if (experts <= 0 || per_token <= 0 || tokens <= 0) return 0;
+  const double miss = 1.0 - static_cast<double>(std::min(per_token, experts)) / static_cast<double>(experts);
+  return static_cast<double>(experts) * (1.0 - std::pow(miss, static_cast<double>(tokens)));
+}
+
+double expected_hit_rate(const BudgetShape& s, uint64_t slots, const std::vector<std::vector<double>>& heat) {
+  if (s.moe_layers <= 0 || s.experts <= 0) return 0;
+  if (slots >= all_experts(s)) return 1.0;
+  // Slots split evenly over the layers (the cache is shared, but a token
+  // picks k in every layer alike).
+  const double per_layer = static_cast<double>(slots) / static_cast<double>(s.moe_layers);
+  if (heat.empty()) return per_layer / static_cast<double>(s.experts);
+  if (static_cast<int64_t>(heat.size()) != s.moe_layers)
+    throw Error("budget: the heat has " + std::to_string(heat.size()) + " layers, the model " +
+                std::to_string(s.moe_layers) + " MoE layers");
+  double hit = 0;
+  for (const std::vector<double>& layer : heat) {
+    std::vector<double> uses = layer;
+    std::sort(uses.begin(), uses.end(), std::greater<>());
+    const double total = std::accumulate(uses.begin(), uses.end(), 0.0);
+    if (total <= 0) {  // a layer never seen: as uniform
+      hit += per_layer / static_cast<double>(s.experts);
+      continue;
+    }
+    // The most used whole slots, then the next one's fraction.
+    const size_t whole = std::min(uses.size(), static_cast<size_t>(per_layer));
+    double held = std::accumulate(uses.begin(), uses.begin() + static_cast<std::ptrdiff_t>(whole), 0.0);
+    if (whole < uses.size()) held += uses[whole] * (per_layer - static_cast<double>(whole));
+    hit += held / total;
+  }
+  return hit / static_cast<double>(heat.size());
+}
+
+BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, int64_t prompt_tokens) {
+  if (s.expert_bytes == 0 || s.moe_layers <= 0 || s.experts <= 0 || s.experts_per_token <= 0)
+    throw Error("budget: the model has no routed experts to stream");
+  BudgetPrediction p;
+  p.seed.total_bytes = s.total_bytes;
+  p.seed.ram_bytes = m.ram_bytes;
+  p.seed.hot_share = s.total_bytes ? std::min(1.0, gb(m.ram_bytes) / gb(s.total_bytes)) : 1.0;
+
+  p.resident_bytes = s.trunk_bytes + m.other_resident;
+  p.least_ram_bytes = p.resident_bytes + 2 * static_cast<uint64_t>(s.experts_per_token) * s.expert_bytes;
+  const uint64_t room = m.ram_bytes > p.resident_bytes ? m.ram_bytes - p.resident_bytes : 0;
+  p.cache_slots = std::min(room / s.expert_bytes, all_experts(s));
+  p.fits = p.cache_slots == all_experts(s);
+  p.too_small = m.ram_bytes < p.least_ram_bytes;
+  p.hit_rate = expected_hit_rate(s, p.cache_slots, m.heat);
+  p.hit_rate_from_heat = !m.heat.empty() && !p.fits;
+  const double picks = static_cast<double>(s.experts_per_token * s.moe_layers);
+  p.read_per_token = p.fits ? 0 : static_cast<uint64_t>(picks * static_cast<double>(s.expert_bytes) * (1.0 - p.hit_rate));
+  p.prompt_tokens = prompt_tokens;
+  p.prompt_read_bytes = static_cast<uint64_t>(distinct_experts(s.experts, s.experts_per_token, prompt_tokens) *
+                                              static_cast<double>(s.moe_layers) * static_cast<double>(s.expert_bytes));
+
+  double gbps = 0;
+  for (size_t d = 0; d < m.drive_gbps.size(); ++d) {
+    gbps += m.drive_gbps[d];
+    DrivePrediction dp;
+    dp.drives = static_cast<int>(d + 1);
+    dp.gbps = gbps;
+    const double read_s = p.fits ? 0 : static_cast<double>(p.read_per_token) / (gbps * 1e9);
+    dp.decode_tok_s = 1.0 / (read_s + m.decode_compute_s);
+    dp.ttft_s = static_cast<double>(p.prompt_read_bytes) / (gbps * 1e9) +
+                static_cast<double>(prompt_tokens) * m.prefill_compute_s;
+    dp.drive_bound = read_s > m.decode_compute_s;
+    p.by_drives.push_back(dp);
+  }
+
+  // The least cache whose token reads take no longer than its compute (with
+  // every drive): the hit rate grows with the slots, so a bisection.
+  if (gbps > 0 && m.decode_compute_s > 0) {
+    uint64_t lo = 0, hi = all_experts(s);
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      if (read_seconds(s, mid, m, gbps) <= m.decode_compute_s)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    p.ram_not_drive_bound = p.resident_bytes + lo * s.expert_bytes;
+  }
+
+  char line[256];
+  if (p.too_small)
+    p.verdict = "does not fit: needs at least " + gb_text(p.least_ram_bytes) + " of RAM (the trunk, KV and buffers " +
+                gb_text(p.resident_bytes) + ", and two tokens' worth of experts)";
+  else if (p.fits)
+    p.verdict = "fits in RAM: every expert stays once read";
+  else if (!p.by_drives.empty()) {
+    const DrivePrediction& all = p.by_drives.back();
+    std::snprintf(line, sizeof line, "streams at ~%.2f tok/s with %d drive%s (%.0f%% of the experts a token picks in RAM)",
+                  all.decode_tok_s, all.drives, all.drives == 1 ? "" : "s", 100.0 * p.hit_rate);
+    p.verdict = line;
+  } else
+    p.verdict = "streams its experts: give the drives (--drive) for a rate";
+  return p;
+}
+
+nlohmann::json budget_json(const BudgetPrediction& p) {
+  nlohmann::json drives = nlohmann::json::array();
+  for (const DrivePrediction& d : p.by_drives)
+    drives.push_back({{"drives", d.drives},
+                      {"gbps", d.gbps},
+                      {"decode_tok_s", d.decode_tok_s},
+                      {"ttft_s", d.ttft_s},
+                      {"drive_bound", d.drive_bound}});
+  nlohmann::json shares = nlohmann::json::array();
+  for (double s : SeedCheck::kDriveShare) shares.push_back(s);
+  return {{"seed",
+           {{"total_bytes", p.seed.total_bytes},
+            {"ram_bytes", p.seed.ram_bytes},
+            {"hot_share", p.seed.hot_share},
+            {"drive_share_of_four", shares}}},
+          {"resident_bytes", p.resident_bytes},
+          {"least_ram_bytes", p.least_ram_bytes},
+          {"cache_slots", p.cache_slots},
+          {"fits", p.fits},
+          {"hit_rate", p.hit_rate},
+          {"hit_rate_from", p.hit_rate_from_heat ? "heat" : "uniform routing"},
+          {"read_per_token_bytes", p.read_per_token},
+          {"prompt_tokens", p.prompt_tokens},
+          {"prompt_read_bytes", p.prompt_read_bytes},
+          {"by_drives", drives},
+          {"ram_not_drive_bound_bytes", p.ram_not_drive_bound},
+          {"verdict", p.verdict}};
+}
+
+}  // namespace strata

@@ -1,0 +1,106 @@
+#pragma once
+// The Layer-Budget-Check (issue 21): what a model asks of a machine, as the
+// system strata is modelled on estimates it and as strata predicts it.
+//
+// The seeds' rule, shown as published (three steps read off one machine):
+//   1. total = the bytes of every weight;
+//   2. hot share = usable RAM ÷ total (at most 1);
+//   3. decode ≈ a reference rate scaled by the number of drives: one drive
+//      52%, two 73%, three 90%, four 100% of what four give.
+//
+// strata's prediction, for one sequence, from the model's shapes, its own
+// memory plan and the machine's measured drives and compute:
+//   resident   = trunk + KV at the context + step buffers + the process;
+//   cache      = RAM − resident, in whole experts (`expert_bytes` each);
+//   hit rate h = the share of a token's picks the cache holds. With a heat
+//                file (per-layer use counts), the cache holds each layer's
+//                most used experts, slots split evenly over the layers;
+//                otherwise routing is taken as uniform, h = slots per layer ÷
+//                experts per layer: a floor for real routers, which favour
+//                some experts;
+//   read/token = k · moe_layers · expert_bytes · (1 − h);
+//   decode     = read ÷ (the sum of the drives' ceilings) + compute per token:
+//                a layer's experts must land before its products run, so the
+//                two add (next-layer prefetch overlaps some; not counted);
+//   TTFT(P)    = (the distinct experts P tokens pick) · expert_bytes ÷ the
+//                ceilings + P · prefill compute per token, cold: per layer
+//                E · (1 − (1 − k/E)^P) distinct experts under uniform routing;
+//   drive-bound until RAM = resident + the least cache for which a token's
+//                read takes no longer than its compute.
+// Every figure is in bytes and seconds (GB = 10^9 bytes where printed).
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace strata {
+
+// What the model's headers say.
+struct BudgetShape {
+  uint64_t total_bytes = 0;   // every weight: trunk and routed experts
+  uint64_t trunk_bytes = 0;   // the weights that stay resident
+  uint64_t expert_bytes = 0;  // one routed expert (gate, up, down), the mean
+  int64_t moe_layers = 0;
+  int64_t experts = 0;            // routed experts per MoE layer
+  int64_t experts_per_token = 0;  // k
+};
+
+// What the machine gives (measured or assumed by the caller).
+struct BudgetMachine {
+  uint64_t ram_bytes = 0;        // the budget for the whole process
+  uint64_t other_resident = 0;   // KV at the context, step buffers, the process itself
+  std::vector<double> drive_gbps;  // each drive's read ceiling at expert-sized reads, GB/s
+  double decode_compute_s = 0;   // one token's compute (every product of a decode step)
+  double prefill_compute_s = 0;  // a prompt token's share of a prefill's compute
+  // Optional: per MoE layer, each expert's use count (a heat file, a trace).
+  std::vector<std::vector<double>> heat;
+};
+
+// The seeds' three steps.
+struct SeedCheck {
+  uint64_t total_bytes = 0;
+  uint64_t ram_bytes = 0;
+  double hot_share = 0;  // ram ÷ total, at most 1
+  static constexpr std::array<double, 4> kDriveShare = {0.52, 0.73, 0.90, 1.00};
+};
+
+struct DrivePrediction {
+  int drives = 0;      // the first `drives` of BudgetMachine::drive_gbps
+  double gbps = 0;     // their ceilings summed
+  double decode_tok_s = 0;
+  double ttft_s = 0;
+  bool drive_bound = false;  // a token's read takes longer than its compute
+};
+
+struct BudgetPrediction {
+  SeedCheck seed;
+  uint64_t resident_bytes = 0;  // trunk + other_resident
+  uint64_t cache_slots = 0;     // experts the RAM cache holds (all of them when it fits)
+  bool fits = false;            // every expert stays in RAM: nothing is read after the first use
+  bool too_small = false;       // RAM is below resident + the least cache (least_ram_bytes)
+  uint64_t least_ram_bytes = 0; // resident + two tokens' worth of experts (the loader's floor)
+  double hit_rate = 0;
+  bool hit_rate_from_heat = false;
+  uint64_t read_per_token = 0;  // expert bytes read from the drives per decoded token
+  int64_t prompt_tokens = 0;
+  uint64_t prompt_read_bytes = 0;  // a cold prompt's distinct experts
+  std::vector<DrivePrediction> by_drives;  // 1 .. N drives
+  uint64_t ram_not_drive_bound = 0;  // with all drives; 0 when no budget makes compute the limit
+  std::string verdict;  // one line
+};
+
+BudgetPrediction predict_budget(const BudgetShape& shape, const BudgetMachine& machine, int64_t prompt_tokens);
+
+// The hit rate of a cache of `slots` experts split evenly over the layers,
+// each layer keeping its most used experts (heat: per layer, use counts) or,
+// without heat, under uniform routing.
+double expected_hit_rate(const BudgetShape& shape, uint64_t slots, const std::vector<std::vector<double>>& heat);
+
+// The distinct experts `tokens` tokens pick in one layer under uniform routing.
+double distinct_experts(int64_t experts, int64_t per_token, int64_t tokens);
+
+nlohmann::json budget_json(const BudgetPrediction& p);
+
+}  // namespace strata

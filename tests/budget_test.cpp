@@ -1,0 +1,133 @@
+// The Layer-Budget-Check's arithmetic (runtime/budget.h) against figures
+// worked out by hand, in the comments beside each, for Kimi K3's published
+// sizes (896 routed experts of 17.55 MB in each of 92 MoE layers, top-16,
+// a ~109 GB trunk: ~1.45 TB of experts, ~25.8 GB of them a token) on a
+// 128 GB machine like the one the system strata is modelled on ran it on.
+#include <gtest/gtest.h>
+
+#include "runtime/budget.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+BudgetShape kimi_k3() {
+  BudgetShape s;
+  s.expert_bytes = 17'550'000;
+  s.moe_layers = 92;
+  s.experts = 896;
+  s.experts_per_token = 16;
+  s.trunk_bytes = 109'000'000'000;
+  // 92 · 896 = 82432 experts · 17.55 MB = 1446.6816 GB, + 109 GB trunk.
+  s.total_bytes = s.trunk_bytes + 82432ull * s.expert_bytes;
+  return s;
+}
+
+BudgetMachine laptop() {
+  BudgetMachine m;
+  m.ram_bytes = 128'000'000'000;
+  m.other_resident = 4'000'000'000;  // KV, buffers, the process
+  m.drive_gbps = {6.5, 6.5, 6.5, 6.5};
+  m.decode_compute_s = 0.2;
+  m.prefill_compute_s = 0.01;
+  return m;
+}
+
+TEST(Budget, KimiK3OnA128GbMachineWithFourDrives) {
+  const BudgetPrediction p = predict_budget(kimi_k3(), laptop(), 512);
+  // The seeds' steps: 1555.6816 GB in all; 128 / 1555.6816 = 0.08228 hot.
+  EXPECT_EQ(p.seed.total_bytes, 1'555'681'600'000u);
+  EXPECT_NEAR(p.seed.hot_share, 0.08228, 1e-5);
+  // Resident 109 + 4 = 113 GB; 15 GB of cache = 854 experts (855 · 17.55 MB
+  // = 15.005 GB does not fit); 854 / 92 per layer of 896: h = 0.010360.
+  EXPECT_EQ(p.resident_bytes, 113'000'000'000u);
+  EXPECT_EQ(p.cache_slots, 854u);
+  EXPECT_NEAR(p.hit_rate, 0.010360, 1e-6);
+  EXPECT_FALSE(p.fits);
+  EXPECT_FALSE(p.too_small);
+  // A token: 16 · 92 = 1472 picks · 17.55 MB = 25.8336 GB, · (1 − h) = 25.566 GB.
+  EXPECT_NEAR(static_cast<double>(p.read_per_token), 25.566e9, 1e6);
+  ASSERT_EQ(p.by_drives.size(), 4u);
+  // One drive: 25.566 / 6.5 = 3.9332 s + 0.2 s compute: 0.2419 tok/s;
+  // four: 25.566 / 26 = 0.9833 s + 0.2 s: 0.8451 tok/s.
+  EXPECT_NEAR(p.by_drives[0].decode_tok_s, 0.2419, 1e-4);
+  EXPECT_NEAR(p.by_drives[1].decode_tok_s, 0.4616, 1e-4);
+  EXPECT_NEAR(p.by_drives[3].decode_tok_s, 0.8451, 1e-4);
+  EXPECT_DOUBLE_EQ(p.by_drives[3].gbps, 26.0);
+  EXPECT_TRUE(p.by_drives[3].drive_bound);
+  // 512 tokens pick 896 · (1 − (880/896)^512) = 895.91 experts a layer:
+  // 895.91 · 92 · 17.55 MB = 1446.54 GB; ÷ 26 GB/s = 55.64 s, + 512 · 0.01 s.
+  EXPECT_NEAR(static_cast<double>(p.prompt_read_bytes), 1446.54e9, 0.01e9);
+  EXPECT_NEAR(p.by_drives[3].ttft_s, 60.76, 0.01);
+  // Compute-bound once a token reads at most 0.2 s · 26 GB/s = 5.2 GB:
+  // 1 − h ≤ 5.2 / 25.8336, h ≥ 0.79871, 82432 · 0.79871 = 65839.4 -> 65840
+  // experts = 1155.492 GB, + 113 GB resident.
+  EXPECT_EQ(p.ram_not_drive_bound, 1'268'492'000'000u);
+  EXPECT_NE(p.verdict.find("streams at ~0.85 tok/s with 4 drives"), std::string::npos) << p.verdict;
+}
+
+TEST(Budget, TooLittleRamSaysWhatIsNeeded) {
+  BudgetMachine m = laptop();
+  m.ram_bytes = 113'500'000'000;
+  const BudgetPrediction p = predict_budget(kimi_k3(), m, 512);
+  // 113 GB resident + two tokens' 32 experts (0.5616 GB).
+  EXPECT_TRUE(p.too_small);
+  EXPECT_EQ(p.least_ram_bytes, 113'561'600'000u);
+  EXPECT_EQ(p.verdict.rfind("does not fit: needs at least 113.6 GB", 0), 0u) << p.verdict;
+}
+
+TEST(Budget, EveryExpertInRamReadsNothingAfterThePrompt) {
+  BudgetMachine m = laptop();
+  m.ram_bytes = 2'000'000'000'000;
+  const BudgetPrediction p = predict_budget(kimi_k3(), m, 512);
+  EXPECT_TRUE(p.fits);
+  EXPECT_EQ(p.cache_slots, 82432u);
+  EXPECT_DOUBLE_EQ(p.hit_rate, 1.0);
+  EXPECT_EQ(p.read_per_token, 0u);
+  EXPECT_DOUBLE_EQ(p.by_drives[0].decode_tok_s, 1.0 / 0.2);
+  EXPECT_FALSE(p.by_drives[0].drive_bound);
+  EXPECT_EQ(p.verdict, "fits in RAM: every expert stays once read");
+}
+
+// A heat file's counts: each layer keeps its most used experts.
+TEST(Budget, HeatPutsTheMostUsedExpertsInTheCache) {
+  BudgetShape s;
+  s.expert_bytes = 1000;
+  s.moe_layers = 2;
+  s.experts = 4;
+  s.experts_per_token = 1;
+  const std::vector<std::vector<double>> heat = {{2, 6, 1, 1}, {1, 1, 1, 1}};
+  // Two slots, one a layer: 6/10 and 1/4, mean 0.425.
+  EXPECT_DOUBLE_EQ(expected_hit_rate(s, 2, heat), (0.6 + 0.25) / 2);
+  // Three: 1.5 a layer: (6 + 2/2)/10 = 0.7 and 1.5/4 = 0.375.
+  EXPECT_DOUBLE_EQ(expected_hit_rate(s, 3, heat), (0.7 + 0.375) / 2);
+  // Without heat, uniform: 1.5 of 4.
+  EXPECT_DOUBLE_EQ(expected_hit_rate(s, 3, {}), 0.375);
+  EXPECT_DOUBLE_EQ(expected_hit_rate(s, 8, heat), 1.0);
+  EXPECT_THROW(expected_hit_rate(s, 2, {{1, 1, 1, 1}}), Error);
+}
+
+TEST(Budget, DistinctExpertsOfAPrompt) {
+  EXPECT_DOUBLE_EQ(distinct_experts(8, 2, 1), 2.0);
+  // Two tokens of top-2 of 8: 8 · (1 − (6/8)^2) = 3.5.
+  EXPECT_DOUBLE_EQ(distinct_experts(8, 2, 2), 3.5);
+  EXPECT_DOUBLE_EQ(distinct_experts(8, 2, 0), 0.0);
+  EXPECT_NEAR(distinct_experts(8, 2, 1000), 8.0, 1e-9);
+}
+
+TEST(Budget, JsonCarriesTheFigures) {
+  const nlohmann::json j = budget_json(predict_budget(kimi_k3(), laptop(), 512));
+  EXPECT_EQ(j["cache_slots"], 854);
+  EXPECT_EQ(j["by_drives"].size(), 4u);
+  EXPECT_EQ(j["seed"]["drive_share_of_four"][0], 0.52);
+  EXPECT_EQ(j["hit_rate_from"], "uniform routing");
+}
+
+TEST(Budget, AModelWithoutRoutedExpertsIsAClearError) {
+  BudgetShape s = kimi_k3();
+  s.experts = 0;
+  EXPECT_THROW(predict_budget(s, laptop(), 1), Error);
+}
+
+}  // namespace
+}  // namespace strata
