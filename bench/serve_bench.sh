@@ -19,7 +19,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STRATA=${STRATA:-$repo/build/strata}
-[ $# -ge 1 ] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 model=$1; shift
 ram=0; tokens=32; streams=4; runs=3; same_seed=0
 while [ $# -gt 0 ]; do
@@ -56,11 +56,13 @@ one() {  # seed -> completion tokens
     python3 -c 'import json,sys; print(json.load(sys.stdin)["usage"]["completion_tokens"])'
 }
 now() { date +%s.%N; }
-read_bytes() { curl -s "$url/metrics" | awk '/^strata_expert_bytes_read_total/ {print $2}'; }
+# The server's expert bytes read so far; nan when /metrics does not say (the
+# summary then leaves the bytes out).
+read_bytes() { curl -s "$url/metrics" | awk '/^strata_expert_bytes_read_total/ {v = $2} END {print (v == "" ? "nan" : v)}'; }
 singles=(); multis=(); single_bytes=(); multi_bytes=()
 for r in $(seq "$runs"); do
   b0=$(read_bytes); t0=$(now); n=$(one $((r * 100))); t1=$(now); b1=$(read_bytes)
-  single_bytes+=("$(python3 -c "print(($b1 - $b0) / $n)")")
+  single_bytes+=("$(python3 -c "print((float('$b1') - float('$b0')) / $n)")")
   s=$(python3 -c "print($n / ($t1 - $t0))"); singles+=("$s")
   t0=$(now)
   total=0
@@ -68,7 +70,7 @@ for r in $(seq "$runs"); do
   wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true
   for k in $(seq "$streams"); do total=$((total + $(cat "$log.$k"))); rm -f "$log.$k"; done
   t1=$(now); b2=$(read_bytes)
-  multi_bytes+=("$(python3 -c "print(($b2 - $b1) / $tokens)")")
+  multi_bytes+=("$(python3 -c "print((float('$b2') - float('$b1')) / $tokens)")")
   m=$(python3 -c "print($total / ($t1 - $t0))"); multis+=("$m")
   echo "run $r: 1 stream $s tok/s; $streams streams $m tok/s aggregate"
 done
@@ -77,7 +79,9 @@ python3 - "${singles[*]}" "${multis[*]}" "$streams" "${single_bytes[*]}" "${mult
 import statistics, sys
 med = lambda s: statistics.median(float(x) for x in s.split())
 a, b, k, sb, mb = med(sys.argv[1]), med(sys.argv[2]), int(sys.argv[3]), med(sys.argv[4]), med(sys.argv[5])
-ideal = k * sb / mb if mb > 0 else float("nan")
-print(f"expert bytes a step: 1 stream {sb / 1e6:.1f} MB, {k} streams {mb / 1e6:.1f} MB; ideal ratio {ideal:.2f}x")
-print(f"median: 1 stream {a:.2f} tok/s, {k} streams {b:.2f} tok/s, ratio {b / a:.2f}x, {b / a / ideal:.2f} of the ideal")
+ideal = k * sb / mb if mb > 0 and sb > 0 else float("nan")  # nan: a phase read nothing, or no metrics
+share = f", {b / a / ideal:.2f} of the ideal" if ideal == ideal else ""
+if sb == sb and mb == mb:
+    print(f"expert bytes a step: 1 stream {sb / 1e6:.1f} MB, {k} streams {mb / 1e6:.1f} MB; ideal ratio {ideal:.2f}x")
+print(f"median: 1 stream {a:.2f} tok/s, {k} streams {b:.2f} tok/s, ratio {b / a:.2f}x{share}")
 PY

@@ -129,5 +129,33 @@ TEST(Budget, AModelWithoutRoutedExpertsIsAClearError) {
   EXPECT_THROW(predict_budget(s, laptop(), 1), Error);
 }
 
+TEST(Budget, ImpossibleMachineFiguresAreClearErrors) {
+  BudgetMachine m = laptop();
+  m.drive_gbps = {6.5, 0.0};
+  EXPECT_THROW(predict_budget(kimi_k3(), m, 1), Error);
+  m = laptop();
+  m.decode_compute_s = -1;
+  EXPECT_THROW(predict_budget(kimi_k3(), m, 1), Error);
+  EXPECT_THROW(predict_budget(kimi_k3(), laptop(), -1), Error);
+  // Heat of another model's shape.
+  BudgetShape s;
+  s.expert_bytes = 1000;
+  s.moe_layers = 1;
+  s.experts = 4;
+  s.experts_per_token = 1;
+  EXPECT_THROW(expected_hit_rate(s, 1, {{1, 1, 1, 1, 1}}), Error);
+  EXPECT_THROW(expected_hit_rate(s, 8, {{1, 1, 1}}), Error);
+}
+
+// Slow compute: even an empty cache leaves the drives waiting on it, and the
+// answer is the least RAM that loads (113 GB + 32 experts), not below it.
+TEST(Budget, ComputeBoundAtOnceIsTheLeastRamThatLoads) {
+  BudgetMachine m = laptop();
+  m.decode_compute_s = 2.0;  // > 25.8336 GB / 26 GB/s = 0.99 s with no hit at all
+  const BudgetPrediction p = predict_budget(kimi_k3(), m, 1);
+  EXPECT_EQ(p.ram_not_drive_bound, 113'561'600'000u);
+  EXPECT_FALSE(p.by_drives[3].drive_bound);
+}
+
 }  // namespace
 }  // namespace strata

@@ -22,5 +22,6 @@ void register_serve(CLI::App& app, Action& run);
 void register_heat(CLI::App& app, Action& run);
 void register_checksums(CLI::App& app, Action& run);
 void register_devices(CLI::App& app, Action& run);
+void register_budget(CLI::App& app, Action& run);
 
 }  // namespace strata::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   strata::cli::register_heat(app, run);
   strata::cli::register_checksums(app, run);
   strata::cli::register_devices(app, run);
+  strata::cli::register_budget(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -28,8 +28,6 @@ Model::Model(Checkpoint checkpoint, const ModelSetup& setup)
   const ModelConfig& c = config_;
   if (context_ < 1 || max_batch_ < 1)
     throw Error("internal: a model needs a context and a step of at least one position");
-  windows_.assign(c.num_layers, 0);
-  for (int64_t l = 0; l < c.num_layers; ++l) windows_[l] = c.layer_window(l).value_or(0);
   embed_ = binder_.table(tn(Naming::Hf, TensorKind::TokenEmbd, "weight"), c.vocab_size, c.hidden_size);
   final_norm_ = binder_.vector(tn(Naming::Hf, TensorKind::OutputNorm, "weight"), c.hidden_size);
   if (c.attn_res_block_size > 0)  // AttnRes: the last depth mix's query
@@ -295,10 +293,13 @@ bool Model::prefill(std::span<const int32_t> tokens, size_t from, KvCache& cache
   return true;
 }
 
-CacheShape Model::cache_shape() const {
-  const ModelConfig& c = config_;
+CacheShape Model::cache_shape() const { return cache_shape_of(config_, context_, max_batch_); }
+
+CacheShape cache_shape_of(const ModelConfig& c, int64_t context, int64_t max_batch) {
   const CacheWidths w = cache_widths(c);
-  CacheShape s{c.num_layers, w.key, w.value, context_, windows_, max_batch_, {}};
+  std::vector<int64_t> windows(static_cast<size_t>(c.num_layers), 0);
+  for (int64_t l = 0; l < c.num_layers; ++l) windows[l] = c.layer_window(l).value_or(0);
+  CacheShape s{c.num_layers, w.key, w.value, context, std::move(windows), max_batch, {}};
   // Kimi Delta Attention layers keep a recurrent state instead of rows.
   if (!c.kda_layers.empty()) {
     s.state_floats.assign(static_cast<size_t>(c.num_layers), 0);

@@ -42,6 +42,11 @@ struct MemoryPlan {
   uint64_t budget = 0, trunk = 0, kv = 0, step = 0, baseline = 0, cache = 0;
 };
 
+// A sequence's cache for a model of config `c` at `context` positions, in
+// steps of up to `max_batch` rows (what Model::new_cache() makes): its bytes
+// are the backend's cache_bytes() of it.
+CacheShape cache_shape_of(const ModelConfig& c, int64_t context, int64_t max_batch);
+
 struct Layer {
   const float* attn_norm = nullptr;
   const float* mlp_norm = nullptr;
@@ -260,7 +265,6 @@ class Model {
   MemoryPlan plan_;
   int64_t context_ = 4096;
   int64_t max_batch_ = 4096;
-  std::vector<int64_t> windows_;  // per layer: sliding window, 0 = full attention
   RouteObserver* route_observer_ = nullptr;
 };
 

@@ -42,14 +42,17 @@ double distinct_experts(int64_t experts, int64_t per_token, int64_t tokens) {
 
 double expected_hit_rate(const BudgetShape& s, uint64_t slots, const std::vector<std::vector<double>>& heat) {
   if (s.moe_layers <= 0 || s.experts <= 0) return 0;
-  if (slots >= all_experts(s)) return 1.0;
   // Slots split evenly over the layers (the cache is shared, but a token
   // picks k in every layer alike).
   const double per_layer = static_cast<double>(slots) / static_cast<double>(s.moe_layers);
-  if (heat.empty()) return per_layer / static_cast<double>(s.experts);
+  if (heat.empty()) return slots >= all_experts(s) ? 1.0 : per_layer / static_cast<double>(s.experts);
   if (static_cast<int64_t>(heat.size()) != s.moe_layers)
     throw Error("budget: the heat has " + std::to_string(heat.size()) + " layers, the model " +
                 std::to_string(s.moe_layers) + " MoE layers");
+  for (const std::vector<double>& layer : heat)
+    if (static_cast<int64_t>(layer.size()) != s.experts)
+      throw Error("budget: the heat has a layer of " + std::to_string(layer.size()) + " experts, the model " +
+                  std::to_string(s.experts));
   double hit = 0;
   for (const std::vector<double>& layer : heat) {
     std::vector<double> uses = layer;
@@ -65,12 +68,18 @@ double expected_hit_rate(const BudgetShape& s, uint64_t slots, const std::vector
     if (whole < uses.size()) held += uses[whole] * (per_layer - static_cast<double>(whole));
     hit += held / total;
   }
-  return hit / static_cast<double>(heat.size());
+  return slots >= all_experts(s) ? 1.0 : hit / static_cast<double>(heat.size());
 }
 
 BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, int64_t prompt_tokens) {
   if (s.expert_bytes == 0 || s.moe_layers <= 0 || s.experts <= 0 || s.experts_per_token <= 0)
     throw Error("budget: the model has no routed experts to stream");
+  for (double g : m.drive_gbps)
+    if (!std::isfinite(g) || g <= 0) throw Error("budget: a drive's ceiling must be a positive GB/s");
+  if (!std::isfinite(m.decode_compute_s) || !std::isfinite(m.prefill_compute_s) || m.decode_compute_s < 0 ||
+      m.prefill_compute_s < 0)
+    throw Error("budget: compute times must be finite and not negative");
+  if (prompt_tokens < 0) throw Error("budget: a prompt has at least zero tokens");
   BudgetPrediction p;
   p.seed.total_bytes = s.total_bytes;
   p.seed.ram_bytes = m.ram_bytes;
@@ -83,7 +92,9 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
   p.fits = p.cache_slots == all_experts(s);
   p.too_small = m.ram_bytes < p.least_ram_bytes;
   p.hit_rate = expected_hit_rate(s, p.cache_slots, m.heat);
-  p.hit_rate_from_heat = !m.heat.empty() && !p.fits;
+  p.hit_rate_from_heat = !p.fits && std::any_of(m.heat.begin(), m.heat.end(), [](const std::vector<double>& l) {
+    return std::accumulate(l.begin(), l.end(), 0.0) > 0;
+  });
   const double picks = static_cast<double>(s.experts_per_token * s.moe_layers);
   p.read_per_token = p.fits ? 0 : static_cast<uint64_t>(picks * static_cast<double>(s.expert_bytes) * (1.0 - p.hit_rate));
   p.prompt_tokens = prompt_tokens;
@@ -97,7 +108,8 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     dp.drives = static_cast<int>(d + 1);
     dp.gbps = gbps;
     const double read_s = p.fits ? 0 : static_cast<double>(p.read_per_token) / (gbps * 1e9);
-    dp.decode_tok_s = 1.0 / (read_s + m.decode_compute_s);
+    const double token_s = read_s + m.decode_compute_s;
+    dp.decode_tok_s = token_s > 0 ? 1.0 / token_s : 0;  // 0: nothing to time
     dp.ttft_s = static_cast<double>(p.prompt_read_bytes) / (gbps * 1e9) +
                 static_cast<double>(prompt_tokens) * m.prefill_compute_s;
     dp.drive_bound = read_s > m.decode_compute_s;
@@ -115,7 +127,7 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
       else
         lo = mid + 1;
     }
-    p.ram_not_drive_bound = p.resident_bytes + lo * s.expert_bytes;
+    p.ram_not_drive_bound = std::max(p.least_ram_bytes, p.resident_bytes + lo * s.expert_bytes);
   }
 
   char line[256];

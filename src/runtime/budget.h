@@ -11,7 +11,8 @@
 // strata's prediction, for one sequence, from the model's shapes, its own
 // memory plan and the machine's measured drives and compute:
 //   resident   = trunk + KV at the context + step buffers + the process;
-//   cache      = RAM − resident, in whole experts (`expert_bytes` each);
+//   cache      = RAM − resident, in whole experts (`expert_bytes` each, the
+//                mean: the loader's slots take the largest);
 //   hit rate h = the share of a token's picks the cache holds. With a heat
 //                file (per-layer use counts), the cache holds each layer's
 //                most used experts, slots split evenly over the layers;
@@ -80,17 +81,24 @@ struct BudgetPrediction {
   uint64_t cache_slots = 0;     // experts the RAM cache holds (all of them when it fits)
   bool fits = false;            // every expert stays in RAM: nothing is read after the first use
   bool too_small = false;       // RAM is below resident + the least cache (least_ram_bytes)
-  uint64_t least_ram_bytes = 0; // resident + two tokens' worth of experts (the loader's floor)
+  // resident + two tokens' worth of experts: the loader's floor, but with the
+  // mean expert where the loader sizes its slots by the largest (rounded to
+  // 4 KiB), so it can be a little low for a model whose experts differ.
+  uint64_t least_ram_bytes = 0;
   double hit_rate = 0;
   bool hit_rate_from_heat = false;
   uint64_t read_per_token = 0;  // expert bytes read from the drives per decoded token
   int64_t prompt_tokens = 0;
   uint64_t prompt_read_bytes = 0;  // a cold prompt's distinct experts
   std::vector<DrivePrediction> by_drives;  // 1 .. N drives
-  uint64_t ram_not_drive_bound = 0;  // with all drives; 0 when no budget makes compute the limit
+  // With all drives, at least least_ram_bytes; 0 without drives or compute time.
+  uint64_t ram_not_drive_bound = 0;
   std::string verdict;  // one line
 };
 
+// Throws strata::Error for a model without routed experts, a drive ceiling
+// that is not a positive number, negative or non-finite compute times, or a
+// negative prompt.
 BudgetPrediction predict_budget(const BudgetShape& shape, const BudgetMachine& machine, int64_t prompt_tokens);
 
 // The hit rate of a cache of `slots` experts split evenly over the layers,

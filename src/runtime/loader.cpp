@@ -45,9 +45,8 @@ std::string gib(uint64_t bytes) {
 
 constexpr int64_t kDefaultContext = 4096;
 
-// The context: 4096 or the model's trained length when that is shorter; a
-// longer one only when asked for explicitly (positions past
-// max_position_embeddings were never trained, and RoPE scaling tables end there).
+}  // namespace
+
 int64_t plan_context(const ModelConfig& c, const LoadOptions& o, const std::filesystem::path& path) {
   if (o.context < 0) throw Error("the context (--ctx) must be at least 1");
   const int64_t trained = c.max_position_embeddings;
@@ -58,6 +57,8 @@ int64_t plan_context(const ModelConfig& c, const LoadOptions& o, const std::file
                 " was trained for (max_position_embeddings); --allow-long-ctx runs it anyway");
   return o.context;
 }
+
+namespace {
 
 ModelSetup plan_setup(const ModelConfig& c, const LoadOptions& options, const std::filesystem::path& path) {
   if (options.sequences < 1) throw Error("internal: a model runs at least one sequence");

@@ -104,6 +104,12 @@ struct LoadOptions {
   bool drafting = false;
 };
 
+// The context a model loads with: 4096 or the model's trained length when
+// that is shorter; a longer one only when asked for explicitly (positions
+// past max_position_embeddings were never trained, and RoPE scaling tables
+// end there). Throws strata::Error naming `path` for a refused --ctx.
+int64_t plan_context(const ModelConfig& c, const LoadOptions& o, const std::filesystem::path& path);
+
 // The widest step (rows, 16 to 4096) whose buffers (Model::step_bytes()),
 // beyond what a one-row step needs, fit in `bytes`; 16 when none does. Under
 // a budget the loader gives the step a sixteenth of it, 128 MiB at least.

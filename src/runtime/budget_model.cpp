@@ -1,0 +1,139 @@
+#include "runtime/budget_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "backend/host_kv_cache.h"
+#include "formats/dtype.h"
+#include "kernels/interleave.h"
+#include "kernels/quantize.h"
+#include "model/checkpoint.h"
+#include "model/model.h"
+#include "model/tensor_names.h"
+#include "pack/manifest.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+BudgetModel read_budget_model(const fs::path& path, const LoadOptions& options) {
+  std::optional<Manifest> manifest;
+  fs::path trunk = path;
+  if (fs::is_directory(path) && fs::exists(path / "manifest.json")) {
+    manifest = Manifest::load(path);
+    trunk = path / manifest->trunk;
+  }
+  // A pack's trunk is opened as the checkpoint it is (no checksum pass over
+  // it: nothing of it is read but headers).
+  const Checkpoint ck = open_checkpoint(trunk);
+  const ModelConfig& c = ck.config;
+  BudgetModel b;
+  b.config = c;
+  b.kind = manifest ? "pack" : ck.kind == Checkpoint::Kind::Gguf ? "gguf" : "hf";
+  b.identity = ck.identity;
+  if (manifest)
+    for (uint32_t d = 0; d < manifest->drives.size(); ++d) b.drive_dirs.push_back(manifest->drive_file(path, d).parent_path());
+  else
+    b.drive_dirs.push_back(fs::is_directory(path) ? path : path.parent_path());
+  if (manifest) manifest->check_against(c, path.string());
+
+  uint64_t decoder_experts = 0, other_experts = 0;
+  const std::string embed = tn(Naming::Hf, TensorKind::TokenEmbd, "weight");
+  for (const std::string& name : ck.source->names()) {
+    const TensorView& t = ck.source->get(name);
+    if (is_streamed_expert_tensor(name, c)) {
+      (routed_expert_layer(name).value_or(0) < c.num_layers ? decoder_experts : other_experts) += t.nbytes;
+      if (b.expert_dtype.empty()) b.expert_dtype = dtype_name(t.dtype);
+    } else {
+      b.shape.trunk_bytes += t.nbytes;
+      if (name == embed && !c.tie_word_embeddings) b.token_table_bytes = t.nbytes;
+    }
+  }
+  if (manifest) {
+    for (size_t l = 0; l < manifest->experts.size(); ++l)
+      for (const PackedExpert& e : manifest->experts[l])
+        (static_cast<int64_t>(l) < c.num_layers ? decoder_experts : other_experts) += e.length;
+    if (!manifest->layouts.empty()) {
+      const ExpertWeights& w = manifest->layouts.front();
+      b.expert_dtype = dtype_name((w.gate_up.valid() ? w.gate_up : w.gate).dtype);
+    }
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) b.shape.moe_layers += c.layer_is_moe(l) ? 1 : 0;
+  b.shape.experts = c.n_routed_experts;
+  b.shape.experts_per_token = c.num_experts_per_tok;
+  if (b.shape.moe_layers == 0 || b.shape.experts <= 0 || decoder_experts == 0)
+    throw Error(path.string() + ": has no routed experts to stream (a dense model runs in RAM or not at all)");
+  b.shape.expert_bytes = decoder_experts / static_cast<uint64_t>(b.shape.moe_layers * b.shape.experts);
+  b.shape.total_bytes = b.shape.trunk_bytes + decoder_experts + other_experts;
+
+  b.context = plan_context(c, options, path);
+  b.kv_bytes = HostKvCache::bytes_at(cache_shape_of(c, b.context, 4096)) * static_cast<uint64_t>(options.sequences);
+  return b;
+}
+
+namespace {
+
+// Seconds per call of kernels::linear over `w` for `rows` rows, the median
+// of calls made for about `seconds`.
+double time_linear(const kernels::WeightMatrix& w, size_t rows, ThreadPool& pool, double seconds) {
+  std::vector<float> x(rows * static_cast<size_t>(w.in), 0.5f), y(rows * static_cast<size_t>(w.out));
+  kernels::linear(w, x.data(), rows, y.data(), &pool);  // warm: the matrix into the caches it fits
+  std::vector<double> took;
+  const auto start = std::chrono::steady_clock::now();
+  do {
+    const auto t0 = std::chrono::steady_clock::now();
+    kernels::linear(w, x.data(), rows, y.data(), &pool);
+    took.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  } while (took.size() < 3 ||
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds);
+  std::nth_element(took.begin(), took.begin() + took.size() / 2, took.end());
+  return took[took.size() / 2];
+}
+
+}  // namespace
+
+BudgetCompute measure_compute(const BudgetModel& model, int threads, double seconds) {
+  BudgetCompute r;
+  // A matrix far larger than the caches, as the experts and trunk are
+  // together: 256 MiB in the experts' format, every row the same random one
+  // (the kernels' speed does not depend on the values).
+  // (Hugging Face's MXFP4 experts are U8 blocks beside their scales.)
+  const bool mxfp4 = model.expert_dtype == "MXFP4" || model.expert_dtype == "U8";
+  r.timed_as = mxfp4 ? "MXFP4" : "Q8_0";
+  kernels::WeightMatrix w;
+  w.dtype = mxfp4 ? DType::MXFP4 : DType::Q8_0;
+  w.in = 8192;
+  const size_t row_bytes = w.row_bytes();
+  w.out = static_cast<int64_t>((256ull << 20) / row_bytes) / 16 * 16;
+  std::vector<float> f(static_cast<size_t>(w.in));
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& v : f) v = u(rng);
+  std::vector<uint8_t> data(row_bytes * static_cast<size_t>(w.out));
+  (mxfp4 ? kernels::quantize_row_mxfp4 : kernels::quantize_row_q8_0)(f.data(), w.in, data.data());
+  for (int64_t o = 1; o < w.out; ++o) std::copy_n(data.data(), row_bytes, data.data() + o * row_bytes);
+  w.data = data.data();
+  // The CPU path's layout: interleaved where the kernels read 16 rows at once.
+  if (kernels::interleavable(w)) w = kernels::interleave_in_place(w);
+  const double bytes = static_cast<double>(data.size());
+
+  ThreadPool pool(threads > 0 ? threads : default_thread_count());
+  const size_t prompt_rows = 64;
+  r.decode_gbps = bytes / time_linear(w, 1, pool, seconds / 2) / 1e9;
+  r.prefill_gbps = bytes * static_cast<double>(prompt_rows) / time_linear(w, prompt_rows, pool, seconds / 2) / 1e9;
+  // A token multiplies by the trunk (but one row of an untied token table)
+  // and by k experts in each MoE layer.
+  const BudgetShape& s = model.shape;
+  const double active = static_cast<double>(s.trunk_bytes - model.token_table_bytes) +
+                        static_cast<double>(s.experts_per_token * s.moe_layers) * static_cast<double>(s.expert_bytes);
+  r.decode_s = active / (r.decode_gbps * 1e9);
+  r.prefill_s = active / (r.prefill_gbps * 1e9);
+  return r;
+}
+
+}  // namespace strata

@@ -1,0 +1,50 @@
+#pragma once
+// What `strata budget` needs of a model and of this machine, without loading
+// the model (runtime/budget.h does the arithmetic):
+//  - read_budget_model(): the weights' bytes split into the trunk and the
+//    routed experts (a pack: its trunk's tensors and its manifest's blob
+//    lengths, what the drives deliver; a checkpoint: its tensors' bytes),
+//    and the KV cache one sequence needs at the context (the CPU's cache,
+//    as the loader plans it). Headers only: no weight is read.
+//  - measure_compute(): seconds per token of this machine's products for
+//    those bytes, from a short run of the kernels on a matrix in the experts'
+//    format (Q8_0 or MXFP4; other formats are timed as Q8_0): decode as one
+//    row, a prompt token as its share of a 64-row product.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "model/model_config.h"
+#include "runtime/budget.h"
+#include "runtime/loader.h"
+
+namespace strata {
+
+struct BudgetModel {
+  BudgetShape shape;
+  ModelConfig config;
+  std::string kind;        // "pack", "gguf", "hf"
+  std::string identity;    // what its expert heat is kept under (Checkpoint::identity)
+  std::vector<std::filesystem::path> drive_dirs;  // where its experts are read from
+  std::string expert_dtype;  // the first routed expert's format, as dtype_name() spells it
+  int64_t context = 0;     // as the loader would plan it (LoadOptions::context, allow_long_context)
+  uint64_t kv_bytes = 0;   // one sequence's cache at that context
+  uint64_t token_table_bytes = 0;  // read a row a token, not whole (in trunk_bytes)
+};
+
+// Throws strata::Error naming the path when it is not a model strata opens,
+// or has no routed experts.
+BudgetModel read_budget_model(const std::filesystem::path& path, const LoadOptions& options);
+
+struct BudgetCompute {
+  double decode_s = 0;          // one token's products
+  double prefill_s = 0;         // a prompt token's share of a prefill
+  double decode_gbps = 0;       // weight bytes a second, one row
+  double prefill_gbps = 0;      // weight bytes a second, per row of a 64-row product
+  std::string timed_as;         // the format timed
+};
+
+// About `seconds` of kernel runs at `threads` (0: all cores).
+BudgetCompute measure_compute(const BudgetModel& model, int threads, double seconds = 1.0);
+
+}  // namespace strata

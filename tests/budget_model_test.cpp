@@ -1,0 +1,135 @@
+// What `strata budget` reads of a model (runtime/budget_model.h) against the
+// checkpoint's own bytes, counted here from its safetensors header, and the
+// command's outputs (JSON, SVG, a clear error without experts).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.h"
+#include "model/model.h"
+#include "pack/packer.h"
+#include "runtime/budget_model.h"
+#include "runtime/loader.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+using clitest::CommandResult;
+using clitest::expect_clean_error;
+using clitest::fixture;
+using clitest::read_all;
+using clitest::run_strata;
+
+// Bytes of every tensor of a one-file safetensors checkpoint, and of the
+// routed experts' (HF names model.layers.L.mlp.experts.E.*) by layer below
+// and at or above `layers`.
+struct Counted {
+  uint64_t all = 0, decoder_experts = 0, other_experts = 0;
+};
+Counted count_safetensors(const fs::path& file, int64_t layers) {
+  std::ifstream in(file, std::ios::binary);
+  uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  std::string header(n, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(n));
+  const nlohmann::json h = nlohmann::json::parse(header);
+  const std::regex expert(R"(model\.layers\.(\d+)\.mlp\.experts\.\d+\.)");
+  Counted c;
+  for (const auto& [name, t] : h.items()) {
+    if (name == "__metadata__") continue;
+    const uint64_t bytes = t["data_offsets"][1].get<uint64_t>() - t["data_offsets"][0].get<uint64_t>();
+    c.all += bytes;
+    std::smatch m;
+    if (std::regex_search(name, m, expert)) (std::stoll(m[1]) < layers ? c.decoder_experts : c.other_experts) += bytes;
+  }
+  return c;
+}
+
+TEST(BudgetModel, ACheckpointsBytesAreItsTensorsSplitIntoTrunkAndExperts) {
+  const fs::path dir = fixture("ds_mtp");  // one MTP layer after the decoder layers, its experts too
+  const BudgetModel b = read_budget_model(dir, {});
+  const ModelConfig& c = b.config;
+  const Counted want = count_safetensors(dir / "model.safetensors", c.num_layers);
+  ASSERT_GT(want.other_experts, 0u);
+  EXPECT_EQ(b.kind, "hf");
+  EXPECT_EQ(b.shape.total_bytes, want.all);
+  EXPECT_EQ(b.shape.trunk_bytes, want.all - want.decoder_experts - want.other_experts);
+  EXPECT_EQ(b.shape.experts, c.n_routed_experts);
+  EXPECT_EQ(b.shape.experts_per_token, c.num_experts_per_tok);
+  int64_t moe = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) moe += c.layer_is_moe(l);
+  EXPECT_EQ(b.shape.moe_layers, moe);
+  EXPECT_EQ(b.shape.expert_bytes, want.decoder_experts / static_cast<uint64_t>(moe * c.n_routed_experts));
+}
+
+// The KV cache is the one the loader gives the model at the same context.
+TEST(BudgetModel, KvBytesAreTheLoadedModelsCache) {
+  for (const char* name : {"qwen_gqa", "ds_mtp", "k3_mxfp4"}) {
+    LoadOptions o;
+    o.context = 64;
+    const BudgetModel b = read_budget_model(fixture(name), o);
+    const std::unique_ptr<Model> m = load_model(fixture(name), o);
+    EXPECT_EQ(b.context, 64);
+    EXPECT_EQ(b.kv_bytes, m->cache_bytes_at_context()) << name;
+  }
+}
+
+TEST(BudgetModel, APacksExpertsAreItsBlobs) {
+  testfiles::TempDir tmp("strata-budget");
+  PackOptions p;
+  p.source = fixture("ds_mtp");
+  p.out = tmp / "pack";
+  pack_model(p);
+  const BudgetModel packed = read_budget_model(p.out, {}), source = read_budget_model(p.source, {});
+  EXPECT_EQ(packed.kind, "pack");
+  EXPECT_EQ(packed.shape.moe_layers, source.shape.moe_layers);
+  EXPECT_EQ(packed.shape.experts, source.shape.experts);
+  // A blob holds an expert's tensors and a header, aligned for O_DIRECT.
+  EXPECT_GE(packed.shape.expert_bytes, source.shape.expert_bytes);
+  EXPECT_LT(packed.shape.expert_bytes, source.shape.expert_bytes + 3 * 4096 + 4096);
+  ASSERT_EQ(packed.drive_dirs.size(), 1u);
+}
+
+TEST(BudgetModel, ADenseModelIsAClearError) {
+  EXPECT_THROW(read_budget_model(fixture("trained_draft_dense"), {}), Error);
+}
+
+TEST(CliBudget, JsonAndSvgCarryThePrediction) {
+  testfiles::TempDir tmp("strata-budget-cli");
+  const fs::path svg = tmp / "chart.svg";
+  const CommandResult r = run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --drive " + tmp.path().string() +
+                                     " --probe-seconds 0.2 --threads 1 --json --svg " + svg.string(),
+                                     "STRATA_HOME=" + tmp.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["machine"]["drives"].size(), 1u);
+  EXPECT_EQ(j["machine"]["drives"][0]["source"], "measured now");
+  EXPECT_GT(j["machine"]["drives"][0]["gbps"].get<double>(), 0.0);
+  EXPECT_GT(j["machine"]["decode_compute_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["by_drives"].size(), 1u);
+  EXPECT_GT(j["by_drives"][0]["decode_tok_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["model"]["kind"], "hf");
+  EXPECT_FALSE(j["verdict"].get<std::string>().empty());
+  // The chart is a well-formed SVG document with one curve per drive count.
+  const std::string check = "python3 -c \"import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
+                            "assert d.documentElement.tagName == 'svg'; "
+                            "assert len(d.getElementsByTagName('polyline')) == 1\" " + svg.string();
+  EXPECT_EQ(std::system(check.c_str()), 0) << read_all(svg);
+}
+
+TEST(CliBudget, BadArgumentsAreCleanErrors) {
+  expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram -1"), "--ram");
+  expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --prompt 0"), "--prompt");
+  expect_clean_error(run_strata("budget " + fixture("trained_draft_dense").string() + " --ram 1"), "no routed experts");
+  expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --heat /nonexistent/h.json"),
+                     "--heat");
+}
+
+}  // namespace
+}  // namespace strata
