@@ -30,7 +30,7 @@ using clitest::run_strata;
 // routed experts' (HF names model.layers.L.mlp.experts.E.*) by layer below
 // and at or above `layers`.
 struct Counted {
-  uint64_t all = 0, decoder_experts = 0, other_experts = 0;
+  uint64_t all = 0, decoder_experts = 0, other_experts = 0, token_table = 0;
 };
 Counted count_safetensors(const fs::path& file, int64_t layers) {
   std::ifstream in(file, std::ios::binary);
@@ -45,6 +45,7 @@ Counted count_safetensors(const fs::path& file, int64_t layers) {
     if (name == "__metadata__") continue;
     const uint64_t bytes = t["data_offsets"][1].get<uint64_t>() - t["data_offsets"][0].get<uint64_t>();
     c.all += bytes;
+    if (name == "model.embed_tokens.weight") c.token_table = bytes;
     std::smatch m;
     if (std::regex_search(name, m, expert)) (std::stoll(m[1]) < layers ? c.decoder_experts : c.other_experts) += bytes;
   }
@@ -59,7 +60,12 @@ TEST(BudgetModel, ACheckpointsBytesAreItsTensorsSplitIntoTrunkAndExperts) {
   ASSERT_GT(want.other_experts, 0u);
   EXPECT_EQ(b.kind, "hf");
   EXPECT_EQ(b.shape.total_bytes, want.all);
-  EXPECT_EQ(b.shape.trunk_bytes, want.all - want.decoder_experts - want.other_experts);
+  // The trunk that stays resident: all but the experts and an untied token
+  // table (read a row a token).
+  ASSERT_FALSE(c.tie_word_embeddings);
+  ASSERT_GT(want.token_table, 0u);
+  EXPECT_EQ(b.token_table_bytes, want.token_table);
+  EXPECT_EQ(b.shape.trunk_bytes, want.all - want.decoder_experts - want.other_experts - want.token_table);
   EXPECT_EQ(b.shape.experts, c.n_routed_experts);
   EXPECT_EQ(b.shape.experts_per_token, c.num_experts_per_tok);
   int64_t moe = 0;
@@ -68,15 +74,18 @@ TEST(BudgetModel, ACheckpointsBytesAreItsTensorsSplitIntoTrunkAndExperts) {
   EXPECT_EQ(b.shape.expert_bytes, want.decoder_experts / static_cast<uint64_t>(moe * c.n_routed_experts));
 }
 
-// The KV cache is the one the loader gives the model at the same context.
-TEST(BudgetModel, KvBytesAreTheLoadedModelsCache) {
+// The resident trunk and the KV cache are what the loader plans for the
+// model streamed under a budget at the same context.
+TEST(BudgetModel, TrunkAndKvBytesAreTheLoadersPlan) {
   for (const char* name : {"qwen_gqa", "ds_mtp", "k3_mxfp4"}) {
     LoadOptions o;
     o.context = 64;
+    o.ram_bytes = 1ull << 30;
     const BudgetModel b = read_budget_model(fixture(name), o);
     const std::unique_ptr<Model> m = load_model(fixture(name), o);
     EXPECT_EQ(b.context, 64);
-    EXPECT_EQ(b.kv_bytes, m->cache_bytes_at_context()) << name;
+    EXPECT_EQ(b.kv_bytes, m->memory_plan().kv) << name;
+    EXPECT_EQ(b.shape.trunk_bytes, m->memory_plan().trunk) << name;
   }
 }
 

@@ -4,21 +4,11 @@
 #include <cstdio>
 #include <vector>
 
+#include "template/text.h"
+
 namespace strata {
 
 namespace {
-
-std::string escape_xml(const std::string& s) {
-  std::string out;
-  for (char ch : s) switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += ch;
-    }
-  return out;
-}
 
 std::string num(double v) {
   char s[32];
@@ -59,8 +49,8 @@ std::string budget_chart_svg(const BudgetShape& shape, const BudgetMachine& mach
   std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(w) + "\" height=\"" + num(h) + "\" viewBox=\"0 0 " +
        num(w) + " " + num(h) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  s += "<title>" + escape_xml(title) + "</title>\n";
-  s += "<text x=\"" + num(left) + "\" y=\"20\" font-size=\"14\">" + escape_xml(title) + "</text>\n";
+  s += "<title>" + tmpl::text::html_escape(title) + "</title>\n";
+  s += "<text x=\"" + num(left) + "\" y=\"20\" font-size=\"14\">" + tmpl::text::html_escape(title) + "</text>\n";
   // Axes, with the ends labelled.
   s += "<line x1=\"" + num(left) + "\" y1=\"" + num(h - lower) + "\" x2=\"" + num(w - right) + "\" y2=\"" +
        num(h - lower) + "\" stroke=\"black\"/>\n";

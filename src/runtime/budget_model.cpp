@@ -70,6 +70,9 @@ BudgetModel read_budget_model(const fs::path& path, const LoadOptions& options) 
     throw Error(path.string() + ": has no routed experts to stream (a dense model runs in RAM or not at all)");
   b.shape.expert_bytes = decoder_experts / static_cast<uint64_t>(b.shape.moe_layers * b.shape.experts);
   b.shape.total_bytes = b.shape.trunk_bytes + decoder_experts + other_experts;
+  // An untied token table is read a row a token from the mapped file, and
+  // the loader leaves it out of the budget (Model::read_token_table_by_rows).
+  b.shape.trunk_bytes -= b.token_table_bytes;
 
   b.context = plan_context(c, options, path);
   b.kv_bytes = HostKvCache::bytes_at(cache_shape_of(c, b.context, 4096)) * static_cast<uint64_t>(options.sequences);
@@ -126,10 +129,9 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, double seco
   const size_t prompt_rows = 64;
   r.decode_gbps = bytes / time_linear(w, 1, pool, seconds / 2) / 1e9;
   r.prefill_gbps = bytes * static_cast<double>(prompt_rows) / time_linear(w, prompt_rows, pool, seconds / 2) / 1e9;
-  // A token multiplies by the trunk (but one row of an untied token table)
-  // and by k experts in each MoE layer.
+  // A token multiplies by the resident trunk and by k experts in each MoE layer.
   const BudgetShape& s = model.shape;
-  const double active = static_cast<double>(s.trunk_bytes - model.token_table_bytes) +
+  const double active = static_cast<double>(s.trunk_bytes) +
                         static_cast<double>(s.experts_per_token * s.moe_layers) * static_cast<double>(s.expert_bytes);
   r.decode_s = active / (r.decode_gbps * 1e9);
   r.prefill_s = active / (r.prefill_gbps * 1e9);

@@ -1,7 +1,8 @@
 #pragma once
 // What `strata budget` needs of a model and of this machine, without loading
 // the model (runtime/budget.h does the arithmetic):
-//  - read_budget_model(): the weights' bytes split into the trunk and the
+//  - read_budget_model(): the weights' bytes split into the resident trunk
+//    (an untied token table left out: it is read a row a token) and the
 //    routed experts (a pack: its trunk's tensors and its manifest's blob
 //    lengths, what the drives deliver; a checkpoint: its tensors' bytes),
 //    and the KV cache one sequence needs at the context (the CPU's cache,
@@ -29,7 +30,7 @@ struct BudgetModel {
   std::string expert_dtype;  // the first routed expert's format, as dtype_name() spells it
   int64_t context = 0;     // as the loader would plan it (LoadOptions::context, allow_long_context)
   uint64_t kv_bytes = 0;   // one sequence's cache at that context
-  uint64_t token_table_bytes = 0;  // read a row a token, not whole (in trunk_bytes)
+  uint64_t token_table_bytes = 0;  // untied: read a row a token, so in total_bytes but not in trunk_bytes
 };
 
 // Throws strata::Error naming the path when it is not a model strata opens,
