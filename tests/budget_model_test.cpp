@@ -2,7 +2,10 @@
 // checkpoint's own bytes, counted here from its safetensors header, and the
 // command's outputs (JSON, SVG, a clear error without experts).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -11,9 +14,11 @@
 
 #include "cli_support.h"
 #include "model/model.h"
+#include "pack/manifest.h"
 #include "pack/packer.h"
 #include "runtime/budget_model.h"
 #include "runtime/loader.h"
+#include "storage/probe.h"
 #include "util/error.h"
 
 namespace strata {
@@ -102,23 +107,53 @@ TEST(BudgetModel, APacksExpertsAreItsBlobs) {
   // A blob holds an expert's tensors and a header, aligned for O_DIRECT.
   EXPECT_GE(packed.shape.expert_bytes, source.shape.expert_bytes);
   EXPECT_LT(packed.shape.expert_bytes, source.shape.expert_bytes + 3 * 4096 + 4096);
-  ASSERT_EQ(packed.drive_dirs.size(), 1u);
+  // Its experts are read from its drive file; the checkpoint's from its one shard.
+  const Manifest man = Manifest::load(p.out);
+  ASSERT_EQ(packed.expert_files.size(), 1u);
+  EXPECT_EQ(packed.expert_files[0], fs::absolute(man.drive_file(p.out, 0)));
+  ASSERT_EQ(source.expert_files.size(), 1u);
+  EXPECT_EQ(source.expert_files[0], fs::absolute(p.source / "model.safetensors"));
+  // The identity the loader gives it: `generate`'s heat is found under it.
+  EXPECT_EQ(packed.identity, load_model(p.out, {})->identity());
+  EXPECT_EQ(source.identity, load_model(p.source, {})->identity());
+}
+
+// gpt-oss ships its experts as MXFP4 (U8 blocks beside biases and scales):
+// the compute is timed in MXFP4, not in the format of whichever expert
+// tensor sorts first (a bias).
+TEST(BudgetModel, TheExpertsFormatIsTheirLargestTensors) {
+  const BudgetModel b = read_budget_model(fixture("gptoss_mxfp4"), {});
+  EXPECT_EQ(b.expert_dtype, "U8");
+  EXPECT_STREQ(timed_format(b.expert_dtype), "MXFP4");
+  EXPECT_STREQ(timed_format(read_budget_model(fixture("qwen_gqa"), {}).expert_dtype), "Q8_0");
 }
 
 TEST(BudgetModel, ADenseModelIsAClearError) {
   EXPECT_THROW(read_budget_model(fixture("trained_draft_dense"), {}), Error);
 }
 
+std::vector<std::string> listing(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Without --drive the model's own expert file is probed, read only (nothing
+// is written beside the model).
 TEST(CliBudget, JsonAndSvgCarryThePrediction) {
   testfiles::TempDir tmp("strata-budget-cli");
-  const fs::path svg = tmp / "chart.svg";
-  const CommandResult r = run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --drive " + tmp.path().string() +
-                                     " --probe-seconds 0.2 --threads 1 --json --svg " + svg.string(),
+  const fs::path svg = tmp / "chart.svg", model = fixture("ds_mtp");
+  const std::vector<std::string> before = listing(model);
+  const CommandResult r = run_strata("budget " + model.string() + " --ram 1 --probe-seconds 0.2 --threads 1 --json --svg " +
+                                         svg.string(),
                                      "STRATA_HOME=" + tmp.path().string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(listing(model), before);
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["machine"]["drives"].size(), 1u);
-  EXPECT_EQ(j["machine"]["drives"][0]["source"], "measured now");
+  EXPECT_EQ(j["machine"]["drives"][0]["path"], fs::absolute(model / "model.safetensors").string());
+  EXPECT_EQ(j["machine"]["drives"][0]["source"].get<std::string>().rfind("measured now", 0), 0u);
   EXPECT_GT(j["machine"]["drives"][0]["gbps"].get<double>(), 0.0);
   EXPECT_GT(j["machine"]["decode_compute_s"].get<double>(), 0.0);
   EXPECT_EQ(j["by_drives"].size(), 1u);
@@ -132,12 +167,47 @@ TEST(CliBudget, JsonAndSvgCarryThePrediction) {
   EXPECT_EQ(std::system(check.c_str()), 0) << read_all(svg);
 }
 
+// A saved probe of the drive serves when it measured reads no larger than an
+// expert's (strata's reads); one that measured only larger reads does not.
+TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
+  const fs::path model = fixture("ds_mtp"), file = model / "model.safetensors";
+  struct stat st;
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  for (const uint64_t block : {4096ull, 16ull << 20}) {
+    testfiles::TempDir tmp("strata-budget-probe");
+    ProbeResult saved;
+    saved.backend = "io_uring";
+    ProbeDrive d;
+    d.path = model.string();
+    d.device = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+    d.results = {{block, 4, 1.5, {1.5}}, {block, 32, 9.0, {9.0}}};  // depth 32: beyond strata's reads
+    d.best_gbps = 9.0;
+    saved.drives = {d};
+    saved.combined = d;
+    save_probe(saved, tmp / "probe.json");
+    const CommandResult r = run_strata("budget " + model.string() + " --ram 1 --probe-seconds 0.2 --threads 1 --json",
+                                       "STRATA_HOME=" + tmp.path().string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json drive = nlohmann::json::parse(r.out)["machine"]["drives"][0];
+    if (block == 4096) {
+      EXPECT_EQ(drive["source"], "saved probe");
+      EXPECT_EQ(drive["gbps"], 1.5);
+    } else {
+      EXPECT_EQ(drive["source"].get<std::string>().rfind("measured now", 0), 0u);
+    }
+  }
+}
+
 TEST(CliBudget, BadArgumentsAreCleanErrors) {
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram -1"), "--ram");
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --prompt 0"), "--prompt");
   expect_clean_error(run_strata("budget " + fixture("trained_draft_dense").string() + " --ram 1"), "no routed experts");
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --heat /nonexistent/h.json"),
                      "--heat");
+  expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram inf"), "--ram");
+  expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --drive /nonexistent/d"),
+                     "not a folder");
+  expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --ctx 100000"), "--allow-long-ctx");
 }
 
 }  // namespace

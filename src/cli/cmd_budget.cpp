@@ -1,7 +1,12 @@
 // strata budget: the Layer-Budget-Check (runtime/budget.h) for a model on
 // this machine: the seeds' three steps, then strata's own prediction from
 // the model's headers, the drives' measured ceilings and a short kernel run.
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <cmath>
 #include <cstdio>
+#include <set>
 #include <iostream>
 #include <memory>
 
@@ -10,8 +15,10 @@
 #include "runtime/budget.h"
 #include "runtime/budget_chart.h"
 #include "runtime/budget_model.h"
+#include "runtime/loader.h"
 #include "storage/atomic_file.h"
 #include "storage/probe.h"
+#include "storage/storage.h"
 #include "util/error.h"
 #include "util/process_memory.h"
 
@@ -23,9 +30,10 @@ namespace fs = std::filesystem;
 
 struct BudgetArgs {
   std::string model;
-  double ram_gib = 0;  // 0: the memory available
+  std::optional<double> ram_gib;  // unset: what the loader would take of the memory available
   std::vector<std::string> drives;
   int64_t ctx = 0;
+  bool allow_long_ctx = false;
   int64_t prompt = 512;
   int threads = 0;
   std::string heat;
@@ -36,50 +44,128 @@ struct BudgetArgs {
 
 double gb(uint64_t b) { return static_cast<double>(b) / 1e9; }
 
+// The device a path is on ("" when it cannot be stat()ed).
+std::string device_of(const fs::path& p) {
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0) return "";
+  const dev_t d = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+  return std::to_string(major(d)) + ":" + std::to_string(minor(d));
+}
+
+// A saved probe's rate for reads of `block` bytes as strata issues them:
+// the largest measured read size not above it, at the best depth up to the
+// storage's 16; 0 when it measured only larger reads (which would overstate
+// the rate: the drive is measured again).
+double saved_rate(const ProbeDrive& d, uint64_t block) {
+  uint64_t pick = 0;
+  for (const ProbeMeasurement& m : d.results)
+    if (m.block <= block) pick = std::max(pick, m.block);
+  if (pick == 0) return 0;
+  double best = 0;
+  for (const ProbeMeasurement& m : d.results)
+    if (m.block == pick && m.depth <= StorageOptions{}.queue_depth) best = std::max(best, m.gbps);
+  return best;
+}
+
+struct Drive {
+  fs::path target;   // a file the experts are in (read only), or a folder (--drive: a test file is written)
+  double gbps = 0;
+  std::string source;
+};
+
 // A drive's ceiling for expert-sized reads: from the saved probe when it
 // measured that drive, else measured now (and said so on stderr).
-double drive_ceiling(const fs::path& dir, uint64_t expert_bytes, double seconds, const std::optional<ProbeResult>& saved,
-                     std::string& source) {
+void measure_drive(Drive& d, uint64_t expert_bytes, double seconds, const std::optional<ProbeResult>& saved) {
   const uint64_t block = (expert_bytes + 4095) / 4096 * 4096;
   if (saved)
-    if (const ProbeDrive* d = saved->drive_for(dir)) {
-      const double at_block = d->best_gbps_for(block);
-      source = at_block > 0 ? "saved probe" : "saved probe (another read size)";
-      return at_block > 0 ? at_block : d->best_gbps;
-    }
-  std::fprintf(stderr, "budget: measuring %s (no saved probe of it; `strata probe` saves one)\n", dir.c_str());
+    if (const ProbeDrive* p = saved->drive_for(d.target))
+      if (const double g = saved_rate(*p, block); g > 0) {
+        d.gbps = g;
+        d.source = p->direct ? "saved probe" : "saved probe, not O_DIRECT: page-cache speed";
+        return;
+      }
+  std::fprintf(stderr, "budget: measuring %s (no saved probe of its drive; `strata probe` saves one)\n",
+               d.target.c_str());
   ProbeOptions o;
-  o.paths = {dir.string()};
-  o.file_bytes = 1ull << 30;
+  o.paths = {d.target.string()};
+  o.file_bytes = 1ull << 30;  // a folder's test file
   o.blocks = {block};
-  o.depths = {4, 16};
+  o.depths = {4, StorageOptions{}.queue_depth};
   o.seconds = seconds;
   o.rounds = 1;
-  source = "measured now";
-  return run_probe(o).combined.best_gbps;
+  const ProbeResult r = run_probe(o);
+  d.gbps = r.combined.best_gbps;
+  d.source = r.combined.direct ? "measured now" : "measured now, not O_DIRECT: page-cache speed";
+}
+
+// One target per device: the experts' files (largest first) or the given
+// folders; a second one on a device already listed is left out, saying so.
+std::vector<Drive> drives_of(const BudgetModel& model, const std::vector<std::string>& folders) {
+  std::vector<fs::path> targets;
+  if (folders.empty())
+    targets = model.expert_files;
+  else
+    for (const std::string& f : folders) {
+      if (f.empty()) throw Error("--drive: give a folder on a drive");
+      if (!fs::is_directory(f)) throw Error("--drive " + f + ": not a folder");
+      targets.push_back(fs::absolute(f));
+    }
+  std::vector<Drive> out;
+  std::set<std::string> seen;
+  for (const fs::path& t : targets) {
+    const std::string dev = device_of(t);
+    if (dev.empty()) throw Error(t.string() + ": cannot be read");
+    if (!seen.insert(dev).second) {
+      std::fprintf(stderr, "budget: %s is on a drive already counted (device %s): counted once\n", t.c_str(),
+                   dev.c_str());
+      continue;
+    }
+    out.push_back({t, 0, ""});
+  }
+  return out;
+}
+
+double finite_positive(double v, const char* flag, double most) {
+  if (!std::isfinite(v) || v <= 0 || v > most)
+    throw Error(std::string(flag) + " must be a number above 0 and at most " + std::to_string(static_cast<long long>(most)));
+  return v;
+}
+
+// The model's name for the chart: its file or folder name.
+std::string model_name(const std::string& path) {
+  fs::path p(path);
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
 }
 
 int run_budget(const BudgetArgs& a) {
-  if (a.ram_gib < 0) throw Error("--ram must not be negative");
+  if (a.ram_gib) finite_positive(*a.ram_gib, "--ram", 1 << 20);  // GiB: a pebibyte at most
   if (a.prompt < 1) throw Error("--prompt must be at least 1 token");
-  if (!(a.probe_seconds > 0)) throw Error("--probe-seconds must be positive");
+  finite_positive(a.probe_seconds, "--probe-seconds", 600);
+  if (a.ctx < 0) throw Error("--ctx must be at least 1");
   LoadOptions lo;
   lo.context = a.ctx;
-  if (a.ctx < 0) throw Error("--ctx must be at least 1");
+  lo.allow_long_context = a.allow_long_ctx;
   const BudgetModel model = read_budget_model(a.model, lo);
 
   BudgetMachine m;
-  m.ram_bytes = a.ram_gib > 0 ? static_cast<uint64_t>(a.ram_gib * (1ull << 30)) : available_memory_bytes();
-  if (m.ram_bytes == UINT64_MAX) throw Error("the memory available cannot be read on this machine: give --ram");
+  const uint64_t process = resident_anonymous_bytes();
+  if (a.ram_gib) {
+    m.ram_bytes = static_cast<uint64_t>(*a.ram_gib * (1ull << 30));
+  } else {
+    const uint64_t available = available_memory_bytes();
+    if (available == UINT64_MAX) throw Error("the memory available cannot be read on this machine: give --ram");
+    m.ram_bytes = budget_from_available(process, available);
+  }
   // The step's buffers the loader gives a budget (a sixteenth, 128 MiB at
   // least) and the process itself.
   const uint64_t step = std::max<uint64_t>(128ull << 20, m.ram_bytes / 16);
-  const uint64_t process = resident_anonymous_bytes();
   m.other_resident = model.kv_bytes + step + process;
 
   const fs::path heat_path = a.heat.empty() ? default_heat_path(model.identity) : fs::path(a.heat);
   bool heat_used = false;
-  if (fs::exists(heat_path)) {
+  if (a.heat == "none") {
+  } else if (fs::exists(heat_path)) {
     const ExpertHeat heat = ExpertHeat::load(heat_path, model.identity, model.config.num_layers,
                                              model.config.n_routed_experts, !a.heat.empty());
     if (heat.total() > 0) {
@@ -94,23 +180,20 @@ int run_budget(const BudgetArgs& a) {
   } else if (!a.heat.empty())
     throw Error("--heat " + a.heat + ": no such file");
 
-  const std::vector<fs::path> dirs = a.drives.empty() ? model.drive_dirs : std::vector<fs::path>(a.drives.begin(), a.drives.end());
+  std::vector<Drive> drives = drives_of(model, a.drives);
   const std::optional<ProbeResult> saved = load_probe();
-  std::vector<std::string> sources;
-  for (const fs::path& d : dirs) {
-    std::string source;
-    m.drive_gbps.push_back(drive_ceiling(d, model.shape.expert_bytes, a.probe_seconds, saved, source));
-    sources.push_back(source);
+  for (Drive& d : drives) {
+    measure_drive(d, model.shape.expert_bytes, a.probe_seconds, saved);
+    m.drive_gbps.push_back(d.gbps);
   }
 
-  const BudgetCompute compute = measure_compute(model, a.threads);
+  const BudgetCompute compute = measure_compute(model, a.threads, a.prompt);
   m.decode_compute_s = compute.decode_s;
   m.prefill_compute_s = compute.prefill_s;
   const BudgetPrediction p = predict_budget(model.shape, m, a.prompt);
 
   if (!a.svg.empty())
-    write_file_atomically(a.svg, budget_chart_svg(model.shape, m, fs::path(a.model).filename().string() +
-                                                                      ": predicted decode tok/s"));
+    write_file_atomically(a.svg, budget_chart_svg(model.shape, m, model_name(a.model) + ": predicted decode tok/s"));
   if (a.json) {
     nlohmann::json j = budget_json(p);
     j["model"] = {{"path", a.model},
@@ -123,13 +206,12 @@ int run_budget(const BudgetArgs& a) {
                   {"experts_per_token", model.shape.experts_per_token},
                   {"context", model.context},
                   {"kv_bytes", model.kv_bytes}};
-    nlohmann::json drives = nlohmann::json::array();
-    for (size_t d = 0; d < dirs.size(); ++d)
-      drives.push_back({{"path", dirs[d].string()}, {"gbps", m.drive_gbps[d]}, {"source", sources[d]}});
+    nlohmann::json listed = nlohmann::json::array();
+    for (const Drive& d : drives) listed.push_back({{"path", d.target.string()}, {"gbps", d.gbps}, {"source", d.source}});
     j["machine"] = {{"ram_bytes", m.ram_bytes},
                     {"step_bytes", step},
                     {"process_bytes", process},
-                    {"drives", drives},
+                    {"drives", listed},
                     {"decode_compute_s", compute.decode_s},
                     {"prefill_compute_s_per_token", compute.prefill_s},
                     {"compute_timed_as", compute.timed_as},
@@ -159,16 +241,21 @@ int run_budget(const BudgetArgs& a) {
   std::printf("  compute per token    %.1f ms decode, %.2f ms a prompt token (%s products, %.1f and %.1f GB/s)\n",
               1e3 * compute.decode_s, 1e3 * compute.prefill_s, compute.timed_as.c_str(), compute.decode_gbps,
               compute.prefill_gbps);
-  for (size_t d = 0; d < dirs.size(); ++d)
-    std::printf("  drive %zu              %.2f GB/s (%s) %s\n", d + 1, m.drive_gbps[d], sources[d].c_str(),
-                dirs[d].c_str());
-  std::printf("\n  drives  GB/s    decode tok/s  TTFT %lld tokens  bound by\n", static_cast<long long>(a.prompt));
-  for (const DrivePrediction& d : p.by_drives)
-    std::printf("  %-6d  %-6.2f  %-12.2f  %-15.1f  %s\n", d.drives, d.gbps, d.decode_tok_s, d.ttft_s,
-                d.drive_bound ? "drives" : "compute");
+  for (size_t d = 0; d < drives.size(); ++d)
+    std::printf("  drive %zu              %.2f GB/s (%s) %s\n", d + 1, drives[d].gbps, drives[d].source.c_str(),
+                drives[d].target.c_str());
+  if (!p.too_small) {
+    std::printf("\n  drives  GB/s    decode tok/s  TTFT (s, %lld tokens)  bound by\n", static_cast<long long>(a.prompt));
+    for (const DrivePrediction& d : p.by_drives)
+      std::printf("  %-6d  %-6.2f  %-12.2f  %-20.1f  %s\n", d.drives, d.gbps, d.decode_tok_s, d.ttft_s,
+                  d.drive_bound ? "drives" : "compute");
+  }
   if (p.ram_not_drive_bound > 0 && !p.fits)
     std::printf("\n  decode stops being drive-bound at %.1f GB of RAM (all drives)\n", gb(p.ram_not_drive_bound));
-  std::printf("\n%s\n", p.verdict.c_str());
+  std::printf("\n%s", p.verdict.c_str());
+  if (p.too_small)  // in the unit --ram takes
+    std::printf(" (--ram %.1f)", static_cast<double>(p.least_ram_bytes) / (1ull << 30));
+  std::printf("\n");
   return 0;
 }
 
@@ -179,14 +266,18 @@ void register_budget(CLI::App& app, Action& run) {
   CLI::App* cmd = app.add_subcommand(
       "budget", "Predict decode tok/s and time to first token of a model on this machine (the Layer-Budget-Check)");
   cmd->add_option("MODEL,--model", a->model, "A checkpoint, GGUF file or pack")->required();
-  cmd->add_option("--ram", a->ram_gib, "RAM budget in GiB for the whole process (default: the memory available)");
+  cmd->add_option("--ram", a->ram_gib,
+                  "RAM budget in GiB for the whole process (default: what generate would take of the memory "
+                  "available)");
   cmd->add_option("--drive", a->drives,
-                  "A folder on each drive the experts are read from (repeatable; default: where the model's "
-                  "experts are)");
+                  "A folder on each drive the experts would be read from, where a test file is written if its "
+                  "drive has no saved probe (repeatable; default: the model's own expert files, read only)");
   cmd->add_option("--ctx", a->ctx, "Context the KV cache is budgeted for (default as generate)");
+  cmd->add_flag("--allow-long-ctx", a->allow_long_ctx, "Allow --ctx beyond the model's max_position_embeddings");
   cmd->add_option("--prompt", a->prompt, "Prompt length for the time to first token")->capture_default_str();
   cmd->add_option("--threads", a->threads, "Threads of the compute measurement (default: all cores)");
-  cmd->add_option("--heat", a->heat, "Expert heat file for the hit rate (default: the model's own, if any)");
+  cmd->add_option("--heat", a->heat,
+                  "Expert heat file for the hit rate (default: the model's own, if any; none: uniform routing)");
   cmd->add_option("--probe-seconds", a->probe_seconds, "Seconds a drive without a saved probe is measured")
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print the figures as JSON");

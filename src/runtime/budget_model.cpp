@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <random>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "model/checkpoint.h"
 #include "model/model.h"
 #include "model/tensor_names.h"
+#include "model/weights_identity.h"
 #include "pack/manifest.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -30,25 +32,32 @@ BudgetModel read_budget_model(const fs::path& path, const LoadOptions& options) 
   }
   // A pack's trunk is opened as the checkpoint it is (no checksum pass over
   // it: nothing of it is read but headers).
-  const Checkpoint ck = open_checkpoint(trunk);
+  Checkpoint ck = open_checkpoint(trunk);
+  if (manifest) {  // the identity the loader gives the pack (its heat is kept under it)
+    ck.kind = Checkpoint::Kind::Pack;
+    ck.path = path;
+    ck.identity = weights_identity(ck);
+  }
   const ModelConfig& c = ck.config;
   BudgetModel b;
   b.config = c;
   b.kind = manifest ? "pack" : ck.kind == Checkpoint::Kind::Gguf ? "gguf" : "hf";
   b.identity = ck.identity;
-  if (manifest)
-    for (uint32_t d = 0; d < manifest->drives.size(); ++d) b.drive_dirs.push_back(manifest->drive_file(path, d).parent_path());
-  else
-    b.drive_dirs.push_back(fs::is_directory(path) ? path : path.parent_path());
   if (manifest) manifest->check_against(c, path.string());
 
   uint64_t decoder_experts = 0, other_experts = 0;
+  std::map<std::string, uint64_t> files;  // expert bytes by file
+  size_t largest = 0;  // the experts' format: their largest tensor's (not a bias or scales)
   const std::string embed = tn(Naming::Hf, TensorKind::TokenEmbd, "weight");
   for (const std::string& name : ck.source->names()) {
     const TensorView& t = ck.source->get(name);
     if (is_streamed_expert_tensor(name, c)) {
       (routed_expert_layer(name).value_or(0) < c.num_layers ? decoder_experts : other_experts) += t.nbytes;
-      if (b.expert_dtype.empty()) b.expert_dtype = dtype_name(t.dtype);
+      if (t.nbytes > largest) {
+        largest = t.nbytes;
+        b.expert_dtype = dtype_name(t.dtype);
+      }
+      if (!t.file.empty()) files[t.file] += t.nbytes;
     } else {
       b.shape.trunk_bytes += t.nbytes;
       if (name == embed && !c.tie_word_embeddings) b.token_table_bytes = t.nbytes;
@@ -62,7 +71,18 @@ BudgetModel read_budget_model(const fs::path& path, const LoadOptions& options) 
       const ExpertWeights& w = manifest->layouts.front();
       b.expert_dtype = dtype_name((w.gate_up.valid() ? w.gate_up : w.gate).dtype);
     }
+    files.clear();
+    for (uint32_t d = 0; d < manifest->drives.size(); ++d) files[manifest->drive_file(path, d).string()] = 0;
   }
+  std::vector<std::pair<uint64_t, fs::path>> by_size;
+  for (const auto& [file, bytes] : files) {
+    std::error_code ec;
+    const fs::path f = fs::absolute(file);
+    const auto size = fs::file_size(f, ec);
+    by_size.emplace_back(ec ? bytes : size, f);
+  }
+  std::sort(by_size.begin(), by_size.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (const auto& [_, f] : by_size) b.expert_files.push_back(f);
   for (int64_t l = 0; l < c.num_layers; ++l) b.shape.moe_layers += c.layer_is_moe(l) ? 1 : 0;
   b.shape.experts = c.n_routed_experts;
   b.shape.experts_per_token = c.num_experts_per_tok;
@@ -100,14 +120,17 @@ double time_linear(const kernels::WeightMatrix& w, size_t rows, ThreadPool& pool
 
 }  // namespace
 
-BudgetCompute measure_compute(const BudgetModel& model, int threads, double seconds) {
+const char* timed_format(const std::string& expert_dtype) {
+  return expert_dtype == "MXFP4" || expert_dtype == "U8" ? "MXFP4" : "Q8_0";
+}
+
+BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t prompt_tokens, double seconds) {
   BudgetCompute r;
   // A matrix far larger than the caches, as the experts and trunk are
   // together: 256 MiB in the experts' format, every row the same random one
   // (the kernels' speed does not depend on the values).
-  // (Hugging Face's MXFP4 experts are U8 blocks beside their scales.)
-  const bool mxfp4 = model.expert_dtype == "MXFP4" || model.expert_dtype == "U8";
-  r.timed_as = mxfp4 ? "MXFP4" : "Q8_0";
+  r.timed_as = timed_format(model.expert_dtype);
+  const bool mxfp4 = r.timed_as == "MXFP4";
   kernels::WeightMatrix w;
   w.dtype = mxfp4 ? DType::MXFP4 : DType::Q8_0;
   w.in = 8192;
@@ -126,15 +149,19 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, double seco
   const double bytes = static_cast<double>(data.size());
 
   ThreadPool pool(threads > 0 ? threads : default_thread_count());
-  const size_t prompt_rows = 64;
-  r.decode_gbps = bytes / time_linear(w, 1, pool, seconds / 2) / 1e9;
-  r.prefill_gbps = bytes * static_cast<double>(prompt_rows) / time_linear(w, prompt_rows, pool, seconds / 2) / 1e9;
-  // A token multiplies by the resident trunk and by k experts in each MoE layer.
   const BudgetShape& s = model.shape;
-  const double active = static_cast<double>(s.trunk_bytes) +
-                        static_cast<double>(s.experts_per_token * s.moe_layers) * static_cast<double>(s.expert_bytes);
-  r.decode_s = active / (r.decode_gbps * 1e9);
-  r.prefill_s = active / (r.prefill_gbps * 1e9);
+  const size_t trunk_rows = 64;
+  const size_t expert_rows = static_cast<size_t>(std::clamp<int64_t>(
+      std::max<int64_t>(prompt_tokens, 1) * s.experts_per_token / std::max<int64_t>(s.experts, 1), 1, 64));
+  r.decode_gbps = bytes / time_linear(w, 1, pool, seconds / 3) / 1e9;
+  r.prefill_gbps = bytes * static_cast<double>(trunk_rows) / time_linear(w, trunk_rows, pool, seconds / 3) / 1e9;
+  const double expert_gbps =
+      bytes * static_cast<double>(expert_rows) / time_linear(w, expert_rows, pool, seconds / 3) / 1e9;
+  // A token multiplies by the resident trunk and by k experts in each MoE layer.
+  const double trunk = static_cast<double>(s.trunk_bytes);
+  const double experts = static_cast<double>(s.experts_per_token * s.moe_layers) * static_cast<double>(s.expert_bytes);
+  r.decode_s = (trunk + experts) / (r.decode_gbps * 1e9);
+  r.prefill_s = trunk / (r.prefill_gbps * 1e9) + experts / (expert_gbps * 1e9);
   return r;
 }
 

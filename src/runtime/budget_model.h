@@ -26,7 +26,9 @@ struct BudgetModel {
   ModelConfig config;
   std::string kind;        // "pack", "gguf", "hf"
   std::string identity;    // what its expert heat is kept under (Checkpoint::identity)
-  std::vector<std::filesystem::path> drive_dirs;  // where its experts are read from
+  // The files its experts are read from (a pack's drive files, the GGUF
+  // file, the safetensors shards holding experts), absolute, largest first.
+  std::vector<std::filesystem::path> expert_files;
   std::string expert_dtype;  // the first routed expert's format, as dtype_name() spells it
   int64_t context = 0;     // as the loader would plan it (LoadOptions::context, allow_long_context)
   uint64_t kv_bytes = 0;   // one sequence's cache at that context
@@ -41,11 +43,17 @@ struct BudgetCompute {
   double decode_s = 0;          // one token's products
   double prefill_s = 0;         // a prompt token's share of a prefill
   double decode_gbps = 0;       // weight bytes a second, one row
-  double prefill_gbps = 0;      // weight bytes a second, per row of a 64-row product
+  double prefill_gbps = 0;      // weight bytes a second, per row of a 64-row product (the trunk's)
   std::string timed_as;         // the format timed
 };
 
-// About `seconds` of kernel runs at `threads` (0: all cores).
-BudgetCompute measure_compute(const BudgetModel& model, int threads, double seconds = 1.0);
+// The format the compute is timed in for experts stored as `expert_dtype`:
+// "MXFP4" for MXFP4 (GGUF's, or Hugging Face's U8 blocks), else "Q8_0".
+const char* timed_format(const std::string& expert_dtype);
+
+// About `seconds` of kernel runs at `threads` (0: all cores). A prompt of
+// `prompt_tokens` gives each expert about prompt · k / E rows of a step
+// (1 to 64), the trunk 64: the prompt token's share is timed so.
+BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t prompt_tokens, double seconds = 1.0);
 
 }  // namespace strata

@@ -80,12 +80,14 @@ struct Budget {
   std::string why;          // with `derived`: the line that says so, once the budget is known to work
 };
 
-// Without --ram: what the machine can give, less a tenth for everything
-// else (the page cache of the files being read, other processes' growth).
+}  // namespace
+
 uint64_t budget_from_available(uint64_t baseline, uint64_t available) {
   const uint64_t room = available / 10 * 9;
   return room > UINT64_MAX - baseline ? UINT64_MAX : baseline + room;
 }
+
+namespace {
 
 // Whether `need` bytes in all (the process's own baseline included) fit
 // in what is available beside that baseline.

@@ -104,6 +104,11 @@ struct LoadOptions {
   bool drafting = false;
 };
 
+// Without --ram, for a model that does not fit: what the machine can give
+// beside the process's `baseline`, less a tenth for everything else (the
+// page cache of the files being read, other processes' growth).
+uint64_t budget_from_available(uint64_t baseline, uint64_t available);
+
 // The context a model loads with: 4096 or the model's trained length when
 // that is shorter; a longer one only when asked for explicitly (positions
 // past max_position_embeddings were never trained, and RoPE scaling tables
