@@ -147,7 +147,7 @@ TEST(CliBudget, JsonAndSvgCarryThePrediction) {
   const std::vector<std::string> before = listing(model);
   const CommandResult r = run_strata("budget " + model.string() + " --ram 1 --probe-seconds 0.2 --threads 1 --json --svg " +
                                          svg.string(),
-                                     "STRATA_HOME=" + tmp.path().string());
+                                     "STRATA_BUDGET_COMPUTE_MIB=16 STRATA_HOME=" + tmp.path().string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(listing(model), before);
   const nlohmann::json j = nlohmann::json::parse(r.out);
@@ -186,7 +186,7 @@ TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
     saved.combined = d;
     save_probe(saved, tmp / "probe.json");
     const CommandResult r = run_strata("budget " + model.string() + " --ram 1 --probe-seconds 0.2 --threads 1 --json",
-                                       "STRATA_HOME=" + tmp.path().string());
+                                       "STRATA_BUDGET_COMPUTE_MIB=16 STRATA_HOME=" + tmp.path().string());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const nlohmann::json drive = nlohmann::json::parse(r.out)["machine"]["drives"][0];
     if (block == 4096) {
@@ -199,6 +199,7 @@ TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
 }
 
 TEST(CliBudget, BadArgumentsAreCleanErrors) {
+  // (Each of these stops before any measurement.)
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram -1"), "--ram");
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --prompt 0"), "--prompt");
   expect_clean_error(run_strata("budget " + fixture("trained_draft_dense").string() + " --ram 1"), "no routed experts");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <random>
@@ -135,7 +136,11 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
   w.dtype = mxfp4 ? DType::MXFP4 : DType::Q8_0;
   w.in = 8192;
   const size_t row_bytes = w.row_bytes();
-  w.out = static_cast<int64_t>((256ull << 20) / row_bytes) / 16 * 16;
+  // Testing hook: STRATA_BUDGET_COMPUTE_MIB=<MiB> sets another size (the
+  // command's tests run under sanitizers, where 256 MiB takes minutes).
+  uint64_t mib = 256;
+  if (const char* env = std::getenv("STRATA_BUDGET_COMPUTE_MIB")) mib = std::clamp<uint64_t>(std::strtoull(env, nullptr, 10), 1, 4096);
+  w.out = std::max<int64_t>(16, static_cast<int64_t>((mib << 20) / row_bytes) / 16 * 16);
   std::vector<float> f(static_cast<size_t>(w.in));
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);

@@ -8,9 +8,10 @@
 //    and the KV cache one sequence needs at the context (the CPU's cache,
 //    as the loader plans it). Headers only: no weight is read.
 //  - measure_compute(): seconds per token of this machine's products for
-//    those bytes, from a short run of the kernels on a matrix in the experts'
-//    format (Q8_0 or MXFP4; other formats are timed as Q8_0): decode as one
-//    row, a prompt token as its share of a 64-row product.
+//    those bytes, from a short run of the kernels on a 256 MiB matrix in the
+//    experts' format (Q8_0 or MXFP4; other formats are timed as Q8_0;
+//    STRATA_BUDGET_COMPUTE_MIB sets another size, for tests): decode as one
+//    row, a prompt token as its share of a step's products.
 #include <cstdint>
 #include <filesystem>
 #include <string>
