@@ -1,14 +1,11 @@
 // strata budget: the Layer-Budget-Check (runtime/budget.h) for a model on
 // this machine: the seeds' three steps, then strata's own prediction from
 // the model's headers, the drives' measured ceilings and a short kernel run.
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-
 #include <cmath>
 #include <cstdio>
-#include <set>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include "cli/commands.h"
 #include "model/expert_heat.h"
@@ -43,14 +40,6 @@ struct BudgetArgs {
 };
 
 double gb(uint64_t b) { return static_cast<double>(b) / 1e9; }
-
-// The device a path is on ("" when it cannot be stat()ed).
-std::string device_of(const fs::path& p) {
-  struct stat st;
-  if (::stat(p.c_str(), &st) != 0) return "";
-  const dev_t d = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
-  return std::to_string(major(d)) + ":" + std::to_string(minor(d));
-}
 
 // A saved probe's rate for reads of `block` bytes as strata issues them:
 // the largest measured read size not above it, at the best depth up to the

@@ -1,8 +1,5 @@
 #include "pack/drive_weights.h"
 
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-
 #include <map>
 #include <optional>
 
@@ -20,10 +17,10 @@ namespace {
 // placement needs; `strata probe` measures properly.
 constexpr uint64_t kShortProbeFile = 256ull << 20;
 
-std::string device_of(const fs::path& dir) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) throw Error(dir.string() + ": cannot stat");
-  return std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+std::string device_of_folder(const fs::path& dir) {
+  const std::string dev = device_of(dir);
+  if (dev.empty()) throw Error(dir.string() + ": cannot stat");
+  return dev;
 }
 
 void say(const std::function<void(const std::string&)>& notice, const std::string& line) {
@@ -39,7 +36,7 @@ DriveWeights weigh_drives(const std::vector<fs::path>& dirs, const fs::path& pro
   std::vector<std::string> order;
   std::map<std::string, std::vector<size_t>> folders;
   for (size_t d = 0; d < dirs.size(); ++d) {
-    device[d] = device_of(dirs[d]);
+    device[d] = device_of_folder(dirs[d]);
     if (!folders.count(device[d])) order.push_back(device[d]);
     folders[device[d]].push_back(d);
   }

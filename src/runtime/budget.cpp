@@ -24,9 +24,54 @@ uint64_t all_experts(const BudgetShape& s) {
   return static_cast<uint64_t>(s.moe_layers) * static_cast<uint64_t>(s.experts);
 }
 
+using Heat = std::vector<std::vector<double>>;
+
+void check_heat(const BudgetShape& s, const Heat& heat) {
+  if (heat.empty()) return;
+  if (static_cast<int64_t>(heat.size()) != s.moe_layers)
+    throw Error("budget: the heat has " + std::to_string(heat.size()) + " layers, the model " +
+                std::to_string(s.moe_layers) + " MoE layers");
+  for (const std::vector<double>& layer : heat)
+    if (static_cast<int64_t>(layer.size()) != s.experts)
+      throw Error("budget: the heat has a layer of " + std::to_string(layer.size()) + " experts, the model " +
+                  std::to_string(s.experts));
+}
+
+// Each layer's counts, most used first (sorted once: the bisection below
+// and the chart ask for many cache sizes).
+Heat sorted_heat(const Heat& heat) {
+  Heat sorted = heat;
+  for (std::vector<double>& layer : sorted) std::sort(layer.begin(), layer.end(), std::greater<>());
+  return sorted;
+}
+
+// expected_hit_rate() over checked heat whose layers are sorted.
+double hit_rate_sorted(const BudgetShape& s, uint64_t slots, const Heat& sorted) {
+  if (s.moe_layers <= 0 || s.experts <= 0) return 0;
+  if (slots >= all_experts(s)) return 1.0;
+  // Slots split evenly over the layers (the cache is shared, but a token
+  // picks k in every layer alike).
+  const double per_layer = static_cast<double>(slots) / static_cast<double>(s.moe_layers);
+  if (sorted.empty()) return per_layer / static_cast<double>(s.experts);
+  double hit = 0;
+  for (const std::vector<double>& uses : sorted) {
+    const double total = std::accumulate(uses.begin(), uses.end(), 0.0);
+    if (total <= 0) {  // a layer never seen: as uniform
+      hit += per_layer / static_cast<double>(s.experts);
+      continue;
+    }
+    // The most used whole slots, then the next one's fraction.
+    const size_t whole = std::min(uses.size(), static_cast<size_t>(per_layer));
+    double held = std::accumulate(uses.begin(), uses.begin() + static_cast<std::ptrdiff_t>(whole), 0.0);
+    if (whole < uses.size()) held += uses[whole] * (per_layer - static_cast<double>(whole));
+    hit += held / total;
+  }
+  return hit / static_cast<double>(sorted.size());
+}
+
 // A decode token's seconds with `slots` cached experts over `gbps` of drives.
-double read_seconds(const BudgetShape& s, uint64_t slots, const BudgetMachine& m, double gbps) {
-  const double h = expected_hit_rate(s, slots, m.heat);
+double read_seconds(const BudgetShape& s, uint64_t slots, const Heat& sorted, double gbps) {
+  const double h = hit_rate_sorted(s, slots, sorted);
   const double bytes = static_cast<double>(s.experts_per_token * s.moe_layers) * static_cast<double>(s.expert_bytes) *
                        (1.0 - h);
   return bytes / (gbps * 1e9);
@@ -40,35 +85,10 @@ double distinct_experts(int64_t experts, int64_t per_token, int64_t tokens) {
   return static_cast<double>(experts) * (1.0 - std::pow(miss, static_cast<double>(tokens)));
 }
 
-double expected_hit_rate(const BudgetShape& s, uint64_t slots, const std::vector<std::vector<double>>& heat) {
+double expected_hit_rate(const BudgetShape& s, uint64_t slots, const Heat& heat) {
   if (s.moe_layers <= 0 || s.experts <= 0) return 0;
-  // Slots split evenly over the layers (the cache is shared, but a token
-  // picks k in every layer alike).
-  const double per_layer = static_cast<double>(slots) / static_cast<double>(s.moe_layers);
-  if (heat.empty()) return slots >= all_experts(s) ? 1.0 : per_layer / static_cast<double>(s.experts);
-  if (static_cast<int64_t>(heat.size()) != s.moe_layers)
-    throw Error("budget: the heat has " + std::to_string(heat.size()) + " layers, the model " +
-                std::to_string(s.moe_layers) + " MoE layers");
-  for (const std::vector<double>& layer : heat)
-    if (static_cast<int64_t>(layer.size()) != s.experts)
-      throw Error("budget: the heat has a layer of " + std::to_string(layer.size()) + " experts, the model " +
-                  std::to_string(s.experts));
-  double hit = 0;
-  for (const std::vector<double>& layer : heat) {
-    std::vector<double> uses = layer;
-    std::sort(uses.begin(), uses.end(), std::greater<>());
-    const double total = std::accumulate(uses.begin(), uses.end(), 0.0);
-    if (total <= 0) {  // a layer never seen: as uniform
-      hit += per_layer / static_cast<double>(s.experts);
-      continue;
-    }
-    // The most used whole slots, then the next one's fraction.
-    const size_t whole = std::min(uses.size(), static_cast<size_t>(per_layer));
-    double held = std::accumulate(uses.begin(), uses.begin() + static_cast<std::ptrdiff_t>(whole), 0.0);
-    if (whole < uses.size()) held += uses[whole] * (per_layer - static_cast<double>(whole));
-    hit += held / total;
-  }
-  return slots >= all_experts(s) ? 1.0 : hit / static_cast<double>(heat.size());
+  check_heat(s, heat);
+  return hit_rate_sorted(s, slots, sorted_heat(heat));
 }
 
 BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, int64_t prompt_tokens) {
@@ -91,7 +111,9 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
   p.cache_slots = std::min(room / s.expert_bytes, all_experts(s));
   p.fits = p.cache_slots == all_experts(s);
   p.too_small = m.ram_bytes < p.least_ram_bytes;
-  p.hit_rate = expected_hit_rate(s, p.cache_slots, m.heat);
+  check_heat(s, m.heat);
+  const Heat heat = sorted_heat(m.heat);
+  p.hit_rate = hit_rate_sorted(s, p.cache_slots, heat);
   p.hit_rate_from_heat = !p.fits && std::any_of(m.heat.begin(), m.heat.end(), [](const std::vector<double>& l) {
     return std::accumulate(l.begin(), l.end(), 0.0) > 0;
   });
@@ -122,7 +144,7 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     uint64_t lo = 0, hi = all_experts(s);
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
-      if (read_seconds(s, mid, m, gbps) <= m.decode_compute_s)
+      if (read_seconds(s, mid, heat, gbps) <= m.decode_compute_s)
         hi = mid;
       else
         lo = mid + 1;

@@ -282,10 +282,15 @@ double ProbeDrive::best_gbps_for(uint64_t block) const {
   return best;
 }
 
-const ProbeDrive* ProbeResult::drive_for(const fs::path& path) const {
+std::string device_of(const fs::path& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return nullptr;
-  const std::string dev = dev_string(S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev);
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return dev_string(S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev);
+}
+
+const ProbeDrive* ProbeResult::drive_for(const fs::path& path) const {
+  const std::string dev = device_of(path);
+  if (dev.empty()) return nullptr;
   for (const auto& d : drives)
     if (d.device == dev) return &d;
   return nullptr;

@@ -57,9 +57,14 @@ struct ProbeResult {
   std::vector<ProbeDrive> drives;
   ProbeDrive combined;  // every path read at once; a copy of drives[0] when there is one path
 
-  // The entry for the drive holding `path` (matched by st_dev), if probed.
+  // The entry for the drive holding `path` (matched by device_of), if probed.
   const ProbeDrive* drive_for(const std::filesystem::path& path) const;
 };
+
+// The drive `path` is on, as ProbeDrive::device spells it ("major:minor" of
+// its st_dev; of the device itself for a block device); "" when it cannot
+// be stat()ed.
+std::string device_of(const std::filesystem::path& path);
 
 struct ProbeOptions {
   std::vector<std::string> paths;   // directories (a test file is written there) or existing files
