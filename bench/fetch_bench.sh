@@ -6,9 +6,10 @@
 #
 #   bash bench/fetch_bench.sh [--size GB] [--experts E] [--rate MB/s] [--ram GiB] [--runs R]
 #        [--tokens N] [--prompt-len P] [--warm-budget GB] [--block-kib K] [--threads T] [--out DIR]
+#        [--models DIR] [--strata BIN]
 #
 #   --size GB        the synthesized model (default 2): strata synth --preset kimi-k3 --size GB
-#                    --experts E --vocab 16384 --quant mxfp4 --seed 1, kept in $MODELS
+#                    --experts E --vocab 16384 --quant mxfp4 --seed 1, kept in --models DIR
 #   --experts E      routed experts per layer (default 128)
 #   --rate MB/s      nginx's limit_rate per connection (default 25): the "network"
 #   --ram GiB        strata's --ram for every decoding run (default 2)
@@ -20,7 +21,10 @@
 #   --block-kib K    the block size of the "sums" row's published block sums (default 1024,
 #                    strata checksums' own)
 #   --threads T      (default: all cores)
-#   --out DIR        results (default /work/bench-results/fetch_bench/<date>)
+#   --out DIR        results (default: a new folder under $TMPDIR or /tmp)
+#   --models DIR     where the synthesized model is kept between runs
+#                    (default ${XDG_CACHE_HOME:-~/.cache}/strata/bench-models, or $MODELS when set)
+#   --strata BIN     the strata binary (default build/strata of this repository)
 #
 # Setup: nginx (Debian) on 127.0.0.1 serves the model in a hub's layout
 # ({root}/org/k3/resolve/{commit}/..., X-Repo-Commit on every answer) at --rate per
@@ -41,17 +45,17 @@
 # token, the share of expert reads served from the drive, the mean wait of a fetched read.
 # Output: setup.txt, commands.txt, runs.jsonl, logs/, summary.md (medians and ranges).
 #
-# Environment: STRATA (default build/strata), MODELS (default $PWD/.bench-models), NGINX
-# (default nginx on PATH, else /usr/sbin/nginx), PYTHON.
+# Environment: STRATA (when no --strata), MODELS (when no --models), NGINX (default nginx
+# on PATH, else /usr/sbin/nginx), PYTHON.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
-MODELS=${MODELS:-$repo/.bench-models}
+MODELS=${MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/bench-models}
 STRATA=${STRATA:-$repo/build/strata}
 NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 
-usage() { sed -n '2,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,49p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 size=2; experts=128; rate=25; ram=2; runs=3; tokens=32; plen=64; budget=; block_kib=1024; threads=$(nproc); out=
 while [ $# -gt 0 ]; do
@@ -67,13 +71,15 @@ while [ $# -gt 0 ]; do
     --block-kib) block_kib=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --models) MODELS=$2; shift 2 ;;
+    --strata) STRATA=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "unknown argument: $1" >&2; usage ;;
   esac
 done
-[ -x "$STRATA" ] || { echo "no strata binary at $STRATA (build first, or set STRATA)" >&2; exit 2; }
+[ -x "$STRATA" ] || { echo "no strata binary at $STRATA (build first, or --strata BIN)" >&2; exit 2; }
 [ -x "$NGINX" ] || { echo "no nginx at $NGINX (apt-get install nginx-light)" >&2; exit 2; }
-out=${out:-/work/bench-results/fetch_bench/$(date -u +%Y%m%d-%H%M%S)}
+out=${out:-$(mktemp -d "${TMPDIR:-/tmp}/fetch_bench.XXXXXX")}
 mkdir -p "$out/logs" "$MODELS"
 commit=0123456789abcdef0123456789abcdef01234567
 
@@ -214,3 +220,4 @@ print()
 print(f"medians (ranges) over {len(rounds)} rounds; every row of a round gave the same tokens: {same}")
 EOF
 cat "$out/setup.txt" "$out/summary.md"
+echo "results in $out" >&2

@@ -6,7 +6,7 @@
 #        [--llama-cuda BIN] [--cpu] [-p 512] [-n 128] [-r 5] [-t THREADS] [--out DIR]
 #   bash bench/gpu_bench.sh stream [--model PACK] [--size GB] [--vram GiB] [--ram GiB]
 #        [--strata BIN] [-n 64] [-r 3] [-t THREADS] [--prompts "512 4096"] [--out DIR]
-#        [--parts "decode ttft streams"] [--strata-args "..."]
+#        [--models DIR] [--parts "decode ttft streams"] [--strata-args "..."]
 #
 # vram: strata against llama.cpp's Vulkan and CUDA builds on one GGUF held entirely in
 # VRAM. Engines (each left out when its binary is not given or not found):
@@ -19,15 +19,15 @@
 # without the load (llama-bench's own warm-up run; strata's --warmup), with its weights
 # and experts in VRAM. R rounds; each round runs every engine once, in an order that
 # alternates forward and backward so drift falls on all alike; medians and ranges.
-# Writes DIR/raw.jsonl (one line per measurement) and DIR/summary.md (default DIR: a
-# new folder under /tmp), and prints the summary: each test's median per engine and the
-# ratios the goals name (strata-vulkan ÷ llama-vulkan, ÷ llama-cuda).
+# Writes DIR/raw.jsonl (one line per measurement) and DIR/summary.md (default DIR: a new
+# folder under $TMPDIR or /tmp), and prints the summary: each test's median per engine
+# and the ratios the goals name (strata-vulkan ÷ llama-vulkan, ÷ llama-cuda).
 #
 # stream: a pack several times larger than --vram + --ram (default: synthesized, Kimi-K2
-# shape with all 384 experts, --size GB, default 12; kept in $MODELS, default
-# /tmp/bench-models), experts cold from the drive (sync + drop_caches before each run:
-# needs root), on the GPU (--device vulkan --vram V, default 1) and on the CPU (T
-# threads), both under --ram R (default 2):
+# shape with all 384 experts, --size GB, default 12; kept in --models DIR, default
+# ${XDG_CACHE_HOME:-~/.cache}/strata/bench-models, or $MODELS when set), experts cold
+# from the drive (sync + drop_caches before each run: needs root), on the GPU (--device
+# vulkan --vram V, default 1) and on the CPU (T threads), both under --ram R (default 2):
 #   decode    N tokens sampled (temperature 1, seed = round): the experts' GB/s while
 #             decoding (stats.experts.decode.gbps) ÷ the drive's ceiling, `strata probe`
 #             with expert-sized reads, run before and after the rounds (their mean);
@@ -70,7 +70,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -f "$model" ] || { echo "gpu_bench.sh: $model: not found" >&2; exit 2; }
-[ -n "$out" ] || out=$(mktemp -d /tmp/gpu_bench.XXXXXX)
+[ -n "$out" ] || out=$(mktemp -d "${TMPDIR:-/tmp}/gpu_bench.XXXXXX")
 mkdir -p "$out"
 raw=$out/raw.jsonl
 : > "$raw"

@@ -4,14 +4,18 @@
 #
 #   bash bench/gpu_stream_bench.sh [--model PACK] [--size GB] [--vram GiB] [--ram GiB]
 #        [--strata BIN] [-n 64] [-r 3] [-t THREADS] [--prompts "512 4096"] [--out DIR]
-#        [--parts "decode ttft streams"] [--strata-args "--io-depth 4 ..."]
+#        [--models DIR] [--parts "decode ttft streams"] [--strata-args "--io-depth 4 ..."]
 # --parts runs some of the three (the device machine gives a call 10 minutes); a later
 # call with the same --out adds the others, and the summary covers what DIR holds.
+# --out DIR: default a new folder under $TMPDIR or /tmp. --models DIR: where the
+# synthesized pack is kept between runs (default ${XDG_CACHE_HOME:-~/.cache}/strata/bench-models,
+# or $MODELS when set). --strata BIN: default build/strata of this repository.
 # --strata-args: more arguments for every strata run (generate, ttft_bench, serve).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-MODELS=${MODELS:-/tmp/bench-models}
+MODELS=${MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/bench-models}
+usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 model=; size=12; vram=1; ram=2; N=64; R=3; threads=$(nproc); out=; prompts="512 4096"; parts="decode ttft streams"; more=
 strata=$repo/build/strata
 while [ $# -gt 0 ]; do
@@ -28,6 +32,8 @@ while [ $# -gt 0 ]; do
     --prompts) prompts=$2; shift 2 ;;
     --parts) parts=$2; shift 2 ;;
     --strata-args) more=$2; shift 2 ;;
+    --models) MODELS=$2; shift 2 ;;
+    -h|--help) usage ;;
     *) echo "gpu_stream_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -40,7 +46,7 @@ strata=$(realpath "$strata")
 # its RPATH, so they leave the path here.
 LD_LIBRARY_PATH=$(tr ':' '\n' <<< "${LD_LIBRARY_PATH:-}" | grep -v '/\.deb/prefix/' | paste -sd: || true)
 export LD_LIBRARY_PATH
-[ -n "$out" ] || out=$(mktemp -d /tmp/gpu_stream_bench.XXXXXX)
+[ -n "$out" ] || out=$(mktemp -d "${TMPDIR:-/tmp}/gpu_stream_bench.XXXXXX")
 mkdir -p "$out" "$MODELS"
 show() { echo "+ $*" | tee -a "$out/commands.txt" >&2; }
 
@@ -152,3 +158,4 @@ for seeds in ("same", "different"):
     lines = [l.strip() for l in open(p) if l.startswith(("median", "expert bytes"))] if os.path.exists(p) else []
     print(f"\n4 streams vs 1, {seeds} seeds: {'; '.join(lines) if lines else 'no result'}")
 EOF
+echo "results in $out" >&2

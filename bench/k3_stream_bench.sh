@@ -3,11 +3,11 @@
 # the experts' read rate against the drive's probed ceiling (not run by CI).
 #
 #   bash bench/k3_stream_bench.sh [--size GB] [--experts E] [--ram GiB] [--runs R] [--tokens N]
-#        [--prompt-len P] [--threads T] [--out DIR]
+#        [--prompt-len P] [--threads T] [--out DIR] [--models DIR] [--strata BIN]
 #
 #   --size GB       the synthesized model (default 16): strata synth --preset kimi-k3 --size GB
 #                   --experts E --vocab 16384 --quant mxfp4 --seed 1 (K3's published layout:
-#                   bf16 trunk, compressed-tensors MXFP4 experts), kept in $MODELS, then packed
+#                   bf16 trunk, compressed-tensors MXFP4 experts), kept in --models DIR, then packed
 #   --experts E     routed experts per layer (default 896, K3's own: a token's 16 of 896 spread
 #                   over the cache as the real model's do; the size then comes off the width
 #                   and the layers)
@@ -18,7 +18,11 @@
 #                   that routing varies as in real text
 #   --prompt-len P  prompt ids 1000 + 37·i mod 16000, i < P (default 256)
 #   --threads T     (default: all cores)
-#   --out DIR       results (default /work/bench-results/k3_stream_bench/<date>)
+#   --out DIR       results (default: a new folder under $TMPDIR or /tmp)
+#   --models DIR    where the synthesized model and its pack are kept between runs
+#                   (default ${XDG_CACHE_HOME:-~/.cache}/strata/bench-models, or $MODELS when set)
+#   --strata BIN    the strata binary (default build/strata of this repository, else
+#                   build-device/strata)
 #
 # Rows, each run after sync + drop_caches (when root; experts are read with O_DIRECT anyway):
 #   pack      strata generate --model M.pack --prompt-ids IDS -n N --temperature 1 --seed 1
@@ -34,17 +38,16 @@
 #   ÷ ceiling                 that over the probe; wall GB/s: decode bytes / decode seconds.
 # Output: setup.txt, commands.txt, runs.jsonl, logs/, summary.md (medians and ranges).
 #
-# Environment: STRATA (default build/strata, else build-device/strata), MODELS (default
-# $PWD/.bench-models), PYTHON.
+# Environment: STRATA (when no --strata), MODELS (when no --models), PYTHON.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
-MODELS=${MODELS:-$repo/.bench-models}
+MODELS=${MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/bench-models}
 
-usage() { sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,41p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
-size=16; experts=896; ram=4; runs=3; tokens=64; plen=256; threads=$(nproc); out=
+size=16; experts=896; ram=4; runs=3; tokens=64; plen=256; threads=$(nproc); out=; strata=${STRATA:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --size) size=$2; shift 2 ;;
@@ -55,17 +58,18 @@ while [ $# -gt 0 ]; do
     --prompt-len) plen=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --models) MODELS=$2; shift 2 ;;
+    --strata) strata=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "unknown argument: $1" >&2; usage ;;
   esac
 done
 
-strata=${STRATA:-}
 if [ -z "$strata" ]; then
   for c in "$repo/build/strata" "$repo/build-device/strata"; do [ -x "$c" ] && strata=$c && break; done
 fi
-[ -n "$strata" ] && [ -x "$strata" ] || { echo "no strata binary (set STRATA)" >&2; exit 1; }
-out=${out:-/work/bench-results/k3_stream_bench/$(date -u +%Y%m%d-%H%M%S)}
+[ -n "$strata" ] && [ -x "$strata" ] || { echo "no strata binary (--strata BIN)" >&2; exit 1; }
+out=${out:-$(mktemp -d "${TMPDIR:-/tmp}/k3_stream_bench.XXXXXX")}
 mkdir -p "$out/logs" "$MODELS"
 cp "$strata" "$out/strata"  # a rebuild during the run must not mix binaries
 strata=$out/strata
@@ -171,3 +175,4 @@ with open(os.path.join(out, "summary.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF
+echo "results in $out" >&2

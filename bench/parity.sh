@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Greedy parity between strata and llama.cpp on one GGUF (not run by CI).
 #
-#   bash bench/parity.sh MODEL.gguf [--prompt-ids 10,100,200] [-n 32] [--threads N]
+#   bash bench/parity.sh MODEL.gguf --llama DIR [--prompt-ids 10,100,200] [-n 32] [--threads N]
 #        [--tol 1e-2] [--strata BIN] [--strata-model PATH] [--kv-type f32|f16]
 #        [--flash-attn off|auto|on] [--keep DIR] [--llama-only] [--llama-model PATH]
 #
+# --llama DIR: the llama.cpp checkout built by bench/llama_cpp/build.sh (its
+# build-parity/parity_tool runs); without it, LLAMA_DIR or PARITY_TOOL must be set.
+# --strata BIN: default build/strata of this repository.
 # Runs llama.cpp (bench/llama_cpp/parity_tool, built by bench/llama_cpp/build.sh) and
 #   strata generate --model M --prompt-ids IDS -n N --temperature 0 --ignore-eos --json --logits
 # on the same prompt ids (verbatim, no BOS) and passes when the N greedy tokens are
@@ -20,15 +23,13 @@
 # f32-faithful setting: with flash attention on it casts K/V to f16 whatever the cache
 # type, and its CPU kernel then accumulates V in f16.
 #
-# Environment: LLAMA_DIR (default /work/llama.cpp), PARITY_TOOL, STRATA.
+# Environment: LLAMA_DIR (when no --llama), PARITY_TOOL (the parity_tool binary itself), STRATA.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-LLAMA_DIR=${LLAMA_DIR:-/work/llama.cpp}
-PARITY_TOOL=${PARITY_TOOL:-$LLAMA_DIR/build-parity/parity_tool}
 PY=${PYTHON:-/usr/bin/python3}
 
-usage() { sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 [ $# -ge 1 ] || usage
 model=$1; shift
@@ -42,6 +43,7 @@ strata_model=
 kv=f32
 fa=off
 keep=
+llama=
 llama_only=0
 llama_model=
 while [ $# -gt 0 ]; do
@@ -55,6 +57,7 @@ while [ $# -gt 0 ]; do
     --kv-type) kv=$2; shift 2 ;;
     --flash-attn) fa=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
+    --llama) llama=$2; shift 2 ;;
     --llama-only) llama_only=1; shift ;;
     --llama-model) llama_model=$2; shift 2 ;;
     -h|--help) usage ;;
@@ -64,10 +67,13 @@ done
 [ -f "$model" ] || { echo "parity.sh: $model: no such file" >&2; exit 2; }
 llama_model=${llama_model:-$model}
 [ -f "$llama_model" ] || { echo "parity.sh: $llama_model: no such file" >&2; exit 2; }
-[ -x "$PARITY_TOOL" ] || { echo "parity.sh: $PARITY_TOOL missing; run bash bench/llama_cpp/build.sh" >&2; exit 2; }
-if [ -z "$strata" ]; then
-  for c in "$repo/build/strata" /work/build/strata; do [ -x "$c" ] && { strata=$c; break; }; done
+if [ -n "$llama" ] || [ -z "${PARITY_TOOL:-}" ]; then
+  llama=${llama:-${LLAMA_DIR:-}}
+  [ -n "$llama" ] || { echo "parity.sh: give --llama DIR (a llama.cpp checkout built by bench/llama_cpp/build.sh)" >&2; exit 2; }
+  PARITY_TOOL=$llama/build-parity/parity_tool
 fi
+[ -x "$PARITY_TOOL" ] || { echo "parity.sh: $PARITY_TOOL missing; run bash bench/llama_cpp/build.sh --dir DIR" >&2; exit 2; }
+[ -n "$strata" ] || strata=$repo/build/strata
 
 out=${keep:-$(mktemp -d)}
 mkdir -p "$out"

@@ -4,6 +4,7 @@
 # Not run by CI.
 #
 #   bash bench/serve_bench.sh MODEL [--ram GIB] [--tokens N] [--streams K] [--runs R] [--same-seed]
+#        [--strata BIN]
 #
 # Starts `strata serve MODEL --ram GIB`, then R times (alternating): one
 # request of N tokens alone, and K requests of N tokens at once
@@ -16,10 +17,13 @@
 # --same-seed: the K requests share one seed, so they generate the same tokens and
 # pick the same experts at every step: the most that sharing reads can give, which
 # separates what routing costs from what the batched compute costs.
+# --strata BIN: default $STRATA, else build/strata of this repository.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STRATA=${STRATA:-$repo/build/strata}
-[ $# -ge 1 ] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || usage
+case "$1" in -h|--help) usage ;; esac
 model=$1; shift
 ram=0; tokens=32; streams=4; runs=3; same_seed=0
 while [ $# -gt 0 ]; do
@@ -29,6 +33,8 @@ while [ $# -gt 0 ]; do
     --streams) streams=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --same-seed) same_seed=1; shift ;;
+    --strata) STRATA=$2; shift 2 ;;
+    -h|--help) usage ;;
     *) echo "serve_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -6,15 +6,20 @@
 #
 #   bash bench/spec_bench.sh TARGET [--draft-model DIR] [--mtp] [-n 128] [-r 3] [-t THREADS]
 #                            [--temperature T --seed S] [--modes ram,stream] [--out FILE]
+#                            [--strata BIN]
 #
 # Each repetition runs every (mode, kind) with every drafter, the drafters'
 # order rotated from one repetition to the next (balanced: drift hits each
 # alike). Drafters: off, ngram, the draft model (--draft-model), mtp (--mtp).
 # Prints medians per (mode, kind, drafter), the ratio to drafting off, and
 # whether every drafter gave the same tokens as drafting off (it must).
+# --strata BIN: default $STRATA, else build/strata of this repository.
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-strata=${STRATA:-./build/strata}
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || usage
+case "$1" in -h|--help) usage ;; esac
+strata=${STRATA:-$repo/build/strata}
 target=$1; shift
 draft_model= mtp=0 N=128 R=3 threads=$(nproc) temp=0 seed=0 modes=ram,stream out=
 while [ $# -gt 0 ]; do
@@ -28,6 +33,8 @@ while [ $# -gt 0 ]; do
     --seed) seed=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --strata) strata=$2; shift 2 ;;
+    -h|--help) usage ;;
     *) echo "spec_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

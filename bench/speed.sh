@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Prefill and decode speed of llama.cpp (llama-bench) and strata on one model (not run by CI).
 #
-#   bash bench/speed.sh MODEL.gguf [-p 512] [-n 128] [-d 0] [-r 5] [-t THREADS]
+#   bash bench/speed.sh MODEL.gguf --llama DIR [-p 512] [-n 128] [-d 0] [-r 5] [-t THREADS]
 #        [--strata BIN] [--strata-model PATH] [--llama-only] [--bench-args '...']
+#
+# --llama DIR: the llama.cpp checkout built by bench/llama_cpp/build.sh (its
+#   build/bin/llama-bench runs); without it, LLAMA_DIR or LLAMA_BENCH must be set.
+# --strata BIN: default build/strata of this repository.
 #
 # llama.cpp: llama-bench -m MODEL -p P -n 0 and -p 0 -n N -d D, -r R repetitions, all
 #   cores by default, mmap and flash-attn at llama-bench's defaults; prints the median
@@ -16,15 +20,13 @@
 #   with the median of each. --strata-model gives strata a different path (e.g. the HF
 #   directory) to the same weights; by default it reads MODEL itself.
 #
-# Environment: LLAMA_DIR (default /work/llama.cpp), LLAMA_BENCH, STRATA.
+# Environment: LLAMA_DIR (when no --llama), LLAMA_BENCH (the llama-bench binary itself), STRATA.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-LLAMA_DIR=${LLAMA_DIR:-/work/llama.cpp}
-LLAMA_BENCH=${LLAMA_BENCH:-$LLAMA_DIR/build/bin/llama-bench}
 PY=${PYTHON:-/usr/bin/python3}
 
-usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 [ $# -ge 1 ] || usage
 model=$1; shift
@@ -33,6 +35,7 @@ P=512; N=128; D=0; R=5
 threads=$(nproc)
 strata=${STRATA:-}
 strata_model=
+llama=
 llama_only=0
 bench_args=
 while [ $# -gt 0 ]; do
@@ -44,6 +47,7 @@ while [ $# -gt 0 ]; do
     -t|--threads) threads=$2; shift 2 ;;
     --strata) strata=$2; shift 2 ;;
     --strata-model) strata_model=$2; shift 2 ;;
+    --llama) llama=$2; shift 2 ;;
     --llama-only) llama_only=1; shift ;;
     --bench-args) bench_args=$2; shift 2 ;;
     -h|--help) usage ;;
@@ -51,7 +55,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -f "$model" ] || [ -d "$model" ] || { echo "speed.sh: $model: not found" >&2; exit 2; }
-[ -x "$LLAMA_BENCH" ] || { echo "speed.sh: $LLAMA_BENCH missing; run bash bench/llama_cpp/build.sh" >&2; exit 2; }
+if [ -n "$llama" ] || [ -z "${LLAMA_BENCH:-}" ]; then
+  llama=${llama:-${LLAMA_DIR:-}}
+  [ -n "$llama" ] || { echo "speed.sh: give --llama DIR (a llama.cpp checkout built by bench/llama_cpp/build.sh)" >&2; exit 2; }
+  LLAMA_BENCH=$llama/build/bin/llama-bench
+fi
+[ -x "$LLAMA_BENCH" ] || { echo "speed.sh: $LLAMA_BENCH missing; run bash bench/llama_cpp/build.sh --dir DIR" >&2; exit 2; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -77,9 +86,7 @@ echo "llama.cpp: $LLAMA_BENCH  model $model"
 "$PY" -c "$median_py" "$tmp/pp.json" "$tmp/tg.json"
 
 [ "$llama_only" = 1 ] && exit 0
-if [ -z "$strata" ]; then
-  for c in "$repo/build/strata" /work/build/strata; do [ -x "$c" ] && { strata=$c; break; }; done
-fi
+[ -n "$strata" ] || strata=$repo/build/strata
 if [ -z "$strata" ] || [ ! -x "$strata" ]; then
   echo "strata: no binary found (pass --strata BIN); skipped"
   exit 0

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Cold-expert streaming benchmark: strata vs llama.cpp under a memory cap (not run by CI).
 #
-#   bash bench/stream_bench.sh [--model M.gguf | --size GB [--vocab V]] [--cap GiB] [--runs R]
-#        [--tokens N] [--llama-tokens M] [--ra "8192 128"] [--seed S] [--out DIR]
+#   bash bench/stream_bench.sh --llama DIR [--model M.gguf | --size GB [--vocab V]] [--cap GiB]
+#        [--runs R] [--tokens N] [--llama-tokens M] [--ra "8192 128"] [--seed S] [--out DIR]
+#        [--models DIR] [--strata BIN]
 #
 # A synthesized model at least 2x the memory the process may use, decoded with cold
 # caches and sampling (temperature 1, fixed seed) so routing varies as in real text.
 # Needs root: a cgroup v1 memory cap, drop_caches and the drive's read_ahead_kb.
 #
+#   --llama DIR      the llama.cpp checkout built by bench/llama_cpp/build.sh (its
+#                    build-parity/parity_tool runs); required unless PARITY_TOOL is set
+#   --strata BIN     the strata binary (default build/strata of this repository)
 #   --model M.gguf   the GGUF to use (default: synthesize one, see --size)
 #   --size GB        size of the synthesized model (default 7.5): strata synth --preset
 #                    kimi-k2 --hidden 2560 --size GB --vocab V --format gguf --quant
-#                    q8_0+mxfp4 --seed 1, kept in $MODELS (default /work/bench-models)
+#                    q8_0+mxfp4 --seed 1, kept in --models DIR
+#   --models DIR     where synthesized models (and their packs) are kept between runs
+#                    (default ${XDG_CACHE_HOME:-~/.cache}/strata/bench-models, or $MODELS when set)
 #   --vocab V        its vocabulary (default 16384). Scaled down to 7.5 GB with its full
 #                    163840-token vocabulary, Kimi-K2 keeps 18 MoE layers of 704-wide experts
 #                    and its output head holds 54% as many weights as the experts a token
@@ -32,7 +38,7 @@
 #                    value is restored on exit, also on error or ^C
 #   --seed S         sampling seed for both engines (default 1)
 #   --prompt-len P   prompt ids 1000+37*i, i < P (default 16), the same for both engines
-#   --out DIR        results dir (default /work/bench-results/stream_bench/<date>)
+#   --out DIR        results dir (default: a new folder under $TMPDIR or /tmp)
 #   --no-repack-check  skip the one llama.cpp run with its defaults (weight repacking on)
 #
 # Rows (each run starts after sync + drop_caches, inside the cgroup):
@@ -55,15 +61,15 @@
 # read, cores busy with other processes), logs/, summary.md (medians, ranges, ratios,
 # and the ratios over the runs with < 0.25 cores of other load). ~20 min with the defaults.
 #
-# Environment: STRATA (default build/strata or /work/build/strata; copied into the
-# results dir so a rebuild during the run does not mix binaries), PARITY_TOOL (default
-# /work/llama.cpp/build-parity/parity_tool), MODELS, PYTHON.
+# Environment: STRATA (when no --strata; the binary is copied into the results dir so a
+# rebuild during the run does not mix binaries), PARITY_TOOL (the parity_tool binary, when
+# no --llama), MODELS (when no --models), PYTHON.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
-MODELS=${MODELS:-/work/bench-models}
-PARITY_TOOL=${PARITY_TOOL:-/work/llama.cpp/build-parity/parity_tool}
+MODELS=${MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/bench-models}
+llama=
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; }
 
@@ -84,6 +90,9 @@ while [ $# -gt 0 ]; do
     --seed) seed=$2; shift 2 ;;
     --prompt-len) prompt_len=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --models) MODELS=$2; shift 2 ;;
+    --llama) llama=$2; shift 2 ;;
+    --strata) STRATA=$2; shift 2 ;;
     --no-repack-check) repack_check=0; shift ;;
     -h|--help) usage ;;
     *) echo "stream_bench.sh: unknown argument $1" >&2; exit 2 ;;
@@ -91,13 +100,16 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" = 0 ] || { echo "stream_bench.sh: needs root (cgroup, drop_caches, read_ahead_kb)" >&2; exit 2; }
 [ -d /sys/fs/cgroup/memory ] || { echo "stream_bench.sh: no cgroup v1 memory controller at /sys/fs/cgroup/memory" >&2; exit 2; }
-[ -x "$PARITY_TOOL" ] || { echo "stream_bench.sh: $PARITY_TOOL missing; run bash bench/llama_cpp/build.sh" >&2; exit 2; }
-if [ -z "${STRATA:-}" ]; then
-  for c in "$repo/build/strata" /work/build/strata; do [ -x "$c" ] && { STRATA=$c; break; }; done
+if [ -n "$llama" ]; then
+  PARITY_TOOL=$llama/build-parity/parity_tool
+elif [ -z "${PARITY_TOOL:-}" ]; then
+  echo "stream_bench.sh: give --llama DIR (a llama.cpp checkout built by bench/llama_cpp/build.sh)" >&2; exit 2
 fi
-if [ -z "${STRATA:-}" ] || [ ! -x "$STRATA" ]; then echo "stream_bench.sh: no strata binary (set STRATA)" >&2; exit 2; fi
+[ -x "$PARITY_TOOL" ] || { echo "stream_bench.sh: $PARITY_TOOL missing; run bash bench/llama_cpp/build.sh --dir DIR" >&2; exit 2; }
+STRATA=${STRATA:-$repo/build/strata}
+[ -x "$STRATA" ] || { echo "stream_bench.sh: no strata binary at $STRATA (--strata BIN)" >&2; exit 2; }
 
-out=${out:-/work/bench-results/stream_bench/$(date +%Y%m%d-%H%M%S)}
+out=${out:-$(mktemp -d "${TMPDIR:-/tmp}/stream_bench.XXXXXX")}
 mkdir -p "$out/logs"
 cmdlog=$out/commands.txt
 : > "$cmdlog"
@@ -174,7 +186,7 @@ expert_dir=$(dirname "${expert_files[0]}")
   echo "host: $(uname -srm), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM"
   echo "command: bash bench/stream_bench.sh $orig_args"
   echo "strata: $STRATA (copied to $strata), built $(date -u -r "$STRATA" +%Y-%m-%dT%H:%M:%SZ), md5 $(md5sum "$strata" | cut -c1-12), repo HEAD now $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo ?)$(git -C "$repo" diff --quiet -- src 2>/dev/null || echo ' + uncommitted src changes')"
-  echo "llama.cpp: $PARITY_TOOL ($(git -C /work/llama.cpp rev-parse --short HEAD 2>/dev/null || echo ?))"
+  echo "llama.cpp: $PARITY_TOOL ($(git -C "$(dirname "$(dirname "$PARITY_TOOL")")" rev-parse --short HEAD 2>/dev/null || echo ?))"
   echo "model: $model ($model_bytes bytes), pack $pack (trunk $trunk_bytes bytes, expert blob $expert_len bytes)"
   echo "cap: $cap GiB = $cap_bytes bytes (cgroup $cg); strata --ram $ram; model/cap = $("$PY" -c "print(round($model_bytes / $cap_bytes, 2))"), trunk/cap = $("$PY" -c "print(round($trunk_bytes / $cap_bytes, 2))")"
   echo "drive: $dev, read_ahead_kb at start $ra_orig; runs at: $ra_list"

@@ -3,14 +3,17 @@
 # the drive bound (not run by CI).
 #
 #   bash bench/ttft_bench.sh [--model PACK_OR_GGUF] [--prompts "512 4096"] [--runs R]
-#        [--ram GiB] [--threads T] [--out DIR]
+#        [--ram GiB] [--threads T] [--out DIR] [--models DIR] [--strata BIN]
 #
 #   --model M     a pack directory or a GGUF (default: synthesize and pack one, below)
 #   --prompts     prompt lengths in tokens (default "512 4096"); ids 1000 + 37·i
 #   --runs R      runs per length (default 3); every run starts after sync + drop_caches
 #   --ram GiB     strata's --ram budget (default 6); the prompt's experts are read from
 #                 the drives whatever the budget, since every run starts cold
-#   --out DIR     results (default /work/bench-results/ttft_bench/<date>)
+#   --out DIR     results (default: a new folder under $TMPDIR or /tmp)
+#   --models DIR  where the synthesized model and its pack are kept between runs
+#                 (default ${XDG_CACHE_HOME:-~/.cache}/strata/bench-models, or $MODELS when set)
+#   --strata BIN  the strata binary (default build/strata of this repository)
 #
 # The default model is Kimi-K2-shaped with all 384 routed experts per layer (top-8), so
 # that a prompt's tokens spread over many experts as in the real model:
@@ -25,18 +28,17 @@
 # pack's drives, expert-sized reads, run first): the time the drives alone would need.
 # The goal is TTFT / drive bound <= 1.3. Needs root (drop_caches).
 #
-# Environment: STRATA (default build/strata, else /work/build/strata), MODELS
-# (default /work/bench-models), PYTHON, STRATA_ARGS (more arguments for every
-# strata generate, e.g. "--device vulkan --vram 1").
+# Environment: STRATA (when no --strata), MODELS (when no --models), PYTHON, STRATA_ARGS
+# (more arguments for every strata generate, e.g. "--device vulkan --vram 1").
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
-MODELS=${MODELS:-/work/bench-models}
+MODELS=${MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/bench-models}
 
-usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
-model=; prompts="512 4096"; runs=3; ram=6; threads=$(nproc); out=
+model=; prompts="512 4096"; runs=3; ram=6; threads=$(nproc); out=; strata=${STRATA:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model=$2; shift 2 ;;
@@ -45,18 +47,19 @@ while [ $# -gt 0 ]; do
     --ram) ram=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --models) MODELS=$2; shift 2 ;;
+    --strata) strata=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "ttft_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 
 read -r -a extra <<< "${STRATA_ARGS:-}"
-strata=${STRATA:-}
-[ -n "$strata" ] || for c in "$repo/build/strata" /work/build/strata; do [ -x "$c" ] && { strata=$c; break; }; done
-[ -x "$strata" ] || { echo "ttft_bench.sh: no strata binary (set STRATA)" >&2; exit 2; }
+strata=${strata:-$repo/build/strata}
+[ -x "$strata" ] || { echo "ttft_bench.sh: no strata binary at $strata (--strata BIN)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "ttft_bench.sh: needs root (drop_caches)" >&2; exit 2; }
 
-out=${out:-/work/bench-results/ttft_bench/$(date -u +%Y%m%d-%H%M)}
+out=${out:-$(mktemp -d "${TMPDIR:-/tmp}/ttft_bench.XXXXXX")}
 mkdir -p "$out/logs"
 cp "$strata" "$out/strata"  # a rebuild during the run does not mix binaries
 strata=$out/strata
@@ -66,6 +69,7 @@ show() { echo "+ $*" | tee -a "$out/commands.txt" >&2; }
 if [ -z "$model" ]; then
   gguf=$MODELS/ttft-kimi-k2-e384-h1536-4g.gguf
   if [ ! -f "$gguf" ]; then
+    mkdir -p "$MODELS"
     show "$strata" synth --preset kimi-k2 --experts 384 --hidden 1536 --size 4 --format gguf --quant q8_0+mxfp4 --seed 1 --out "$gguf"
     "$strata" synth --preset kimi-k2 --experts 384 --hidden 1536 --size 4 --format gguf --quant q8_0+mxfp4 --seed 1 --out "$gguf" > "$out/logs/synth.log" 2>&1
   fi

@@ -36,6 +36,7 @@ using clitest::run_strata;
 // and at or above `layers`.
 struct Counted {
   uint64_t all = 0, decoder_experts = 0, other_experts = 0, token_table = 0;
+  int64_t trunk_matrices = 0;  // 2-D weights but the token table's and the experts'
 };
 Counted count_safetensors(const fs::path& file, int64_t layers) {
   std::ifstream in(file, std::ios::binary);
@@ -52,7 +53,10 @@ Counted count_safetensors(const fs::path& file, int64_t layers) {
     c.all += bytes;
     if (name == "model.embed_tokens.weight") c.token_table = bytes;
     std::smatch m;
-    if (std::regex_search(name, m, expert)) (std::stoll(m[1]) < layers ? c.decoder_experts : c.other_experts) += bytes;
+    if (std::regex_search(name, m, expert))
+      (std::stoll(m[1]) < layers ? c.decoder_experts : c.other_experts) += bytes;
+    else if (name != "model.embed_tokens.weight" && t["shape"].size() == 2)
+      ++c.trunk_matrices;
   }
   return c;
 }
@@ -77,6 +81,9 @@ TEST(BudgetModel, ACheckpointsBytesAreItsTensorsSplitIntoTrunkAndExperts) {
   for (int64_t l = 0; l < c.num_layers; ++l) moe += c.layer_is_moe(l);
   EXPECT_EQ(b.shape.moe_layers, moe);
   EXPECT_EQ(b.shape.expert_bytes, want.decoder_experts / static_cast<uint64_t>(moe * c.n_routed_experts));
+  // A decode token's products: each resident matrix, and gate, up and down of each expert it picks.
+  EXPECT_EQ(b.trunk_matrices, want.trunk_matrices);
+  EXPECT_EQ(b.expert_matrices, 3);
 }
 
 // The resident trunk and the KV cache are what the loader plans for the

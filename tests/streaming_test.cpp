@@ -251,6 +251,25 @@ TEST(StreamingIoDepth, ReadsInFlightAreTheOptionsAndTheOutputIsTheSame) {
   }
 }
 
+// A tuned piece size (strata tune) reaches the storage, and changes nothing
+// but how reads are cut.
+TEST(StreamingPieceBytes, ReadPiecesAreTheOptionsAndTheOutputIsTheSame) {
+  const Outcome ram = run(kModels / "k3_mxfp4", {});
+  for (uint64_t piece : {uint64_t{0}, uint64_t{4096}, uint64_t{64} << 10}) {
+    LoadOptions o = streamed(6);
+    o.piece_bytes = piece;
+    uint64_t seen = 0;
+    o.storage = [&](const StorageOptions& so) {
+      seen = so.piece_bytes;
+      return make_storage(so);
+    };
+    const Outcome got = run(kModels / "k3_mxfp4", o);
+    expect_identical(ram, got, "pieces of " + std::to_string(piece));
+    EXPECT_EQ(seen, piece == 0 ? kDefaultPieceBytes : piece);
+    EXPECT_GT(got.stats.bytes_read, 0u);
+  }
+}
+
 TEST_P(Streaming, PackedOnTwoDrivesIsBitIdentical) {
   const fs::path dir = GetParam().dir;
   testfiles::TempDir tmp("strata-pack");

@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
 # Set up llama.cpp as the peer strata is compared against (not run by CI).
 #
-#   bash bench/llama_cpp/build.sh                   # CPU build + parity tool
-#   BACKEND=cuda bash bench/llama_cpp/build.sh      # llama-bench with CUDA (nvcc)
-#   BACKEND=vulkan bash bench/llama_cpp/build.sh    # llama-bench with Vulkan (glslc, Vulkan headers)
-#   bash bench/llama_cpp/build.sh --pack FILE.tar.xz
+#   bash bench/llama_cpp/build.sh --dir DIR                   # CPU build + parity tool
+#   BACKEND=cuda bash bench/llama_cpp/build.sh --dir DIR      # llama-bench with CUDA (nvcc)
+#   BACKEND=vulkan bash bench/llama_cpp/build.sh --dir DIR    # llama-bench with Vulkan (glslc, Vulkan headers)
+#   bash bench/llama_cpp/build.sh --dir DIR --pack FILE.tar.xz
+#
+#   --dir DIR   the llama.cpp checkout, outside the repo (e.g. ~/llama.cpp; or set
+#               LLAMA_DIR): required. The other bench scripts take it as --llama DIR.
 #
 # 1. Fetches the npm package node-llama-cpp (it ships llama.cpp's full source as the git
-#    bundle llama/gitRelease.bundle) and clones that bundle to $LLAMA_DIR (default
-#    /work/llama.cpp, outside the repo). Skipped when $LLAMA_DIR is already a checkout or
-#    a source tree. --pack then writes that source (no .git, models, docs or the
-#    backends other than CPU, CUDA and Vulkan: ~5 MB) as a
+#    bundle llama/gitRelease.bundle) and clones that bundle to DIR. Skipped when DIR is
+#    already a checkout or a source tree. --pack then writes that source (no .git, models,
+#    docs or the backends other than CPU, CUDA and Vulkan: ~5 MB) as a
 #    tarball to carry to a machine without network (the device machine), where
-#    `tar -xJf FILE -C DIR` and LLAMA_DIR=DIR build it; it records the commit in
+#    `tar -xJf FILE -C DIR2` and --dir DIR2 build it; it records the commit in
 #    .node-llama-cpp-commit.
 # 2. Builds the CPU library and tools there in build/ (Release, -march=native without AMX,
 #    no HTTPS); with BACKEND=cuda|vulkan, llama-bench with that backend in build-$BACKEND/
 #    (CUDA for CUDA_ARCH, default native: the GPU of the build machine).
-# 3. (CPU build only) Builds bench/llama_cpp/parity_tool against it in $LLAMA_DIR/build-parity.
+# 3. (CPU build only) Builds bench/llama_cpp/parity_tool against it in DIR/build-parity.
 # Idempotent: rerunning only rebuilds what changed. Prints where the binaries are.
 #
-# Environment: LLAMA_DIR, NLC_VERSION (node-llama-cpp version, default 3.22.1),
+# Environment: LLAMA_DIR (when no --dir), NLC_VERSION (node-llama-cpp version, default 3.22.1),
 # NLC_WORK (download dir, default /tmp/nlc), JOBS (default: nproc), NATIVE (ON|OFF, default ON),
 # BACKEND (cpu|cuda|vulkan, default cpu), CUDA_ARCH (default native), GLSLC (the glslc
 # the Vulkan build uses; default: CMake's search).
@@ -34,7 +36,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-LLAMA_DIR=${LLAMA_DIR:-/work/llama.cpp}
+usage() { sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 NLC_VERSION=${NLC_VERSION:-3.22.1}
 NLC_WORK=${NLC_WORK:-/tmp/nlc}
 JOBS=${JOBS:-$(nproc)}
@@ -42,10 +44,17 @@ NATIVE=${NATIVE:-ON}
 BACKEND=${BACKEND:-cpu}
 CUDA_ARCH=${CUDA_ARCH:-native}
 pack=
-if [ "${1:-}" = --pack ]; then
-  [ $# -eq 2 ] || { echo "usage: build.sh --pack FILE.tar.xz" >&2; exit 2; }
-  pack=$(realpath -m "$2")
-fi
+llama=${LLAMA_DIR:-}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dir) llama=$2; shift 2 ;;
+    --pack) pack=$(realpath -m "$2"); shift 2 ;;
+    -h|--help) usage ;;
+    *) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[ -n "$llama" ] || { echo "build.sh: give --dir DIR (where llama.cpp is, or is to be cloned, outside the repo)" >&2; exit 2; }
+LLAMA_DIR=$(realpath -m "$llama")
 case "$BACKEND" in
   cpu) build=$LLAMA_DIR/build ;;
   cuda|vulkan) build=$LLAMA_DIR/build-$BACKEND ;;

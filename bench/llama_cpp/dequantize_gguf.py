@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Copy a GGUF, converting every non-F32 tensor to F32 exactly (gguf-py's dequantize).
 
-    PYTHONPATH=/work/llama.cpp/gguf-py /usr/bin/python3 bench/llama_cpp/dequantize_gguf.py IN.gguf OUT.gguf
+    PYTHONPATH=LLAMA_DIR/gguf-py /usr/bin/python3 bench/llama_cpp/dequantize_gguf.py IN.gguf OUT.gguf
 
 All metadata (architecture, hyper-parameters, tokenizer) is copied verbatim, except
 general.file_type, which is set to ALL_F32. The tensors keep their names and shapes;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a tiny random-weight GGUF that llama.cpp loads, for parity and speed tests.
 
-    PYTHONPATH=/work/llama.cpp/gguf-py /usr/bin/python3 bench/llama_cpp/make_tiny_gguf.py \
+    PYTHONPATH=LLAMA_DIR/gguf-py /usr/bin/python3 bench/llama_cpp/make_tiny_gguf.py \
         --arch qwen3moe --out /tmp/tiny-qwen3moe.gguf [--type q8_0] [--expert-type mxfp4]
 
 Architectures (tensor names and metadata keys as llama.cpp's loader expects them):
@@ -15,7 +15,9 @@ Architectures (tensor names and metadata keys as llama.cpp's loader expects them
 Weight types: --type applies to token_embd/output/attention/dense/shared-expert matrices,
 --expert-type (default: --type) to the routed experts. gguf-py quantizes f32, f16, bf16,
 q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4 in numpy. K-quants (Q4_K etc.) need llama.cpp's
-quantizer: --llama-quantize Q4_K_M [--pure] writes f32 first and runs llama-quantize on it.
+quantizer: --llama-quantize Q4_K_M [--pure] writes f32 first and runs llama-quantize on it
+(--quantize-bin, default $LLAMA_QUANTIZE, else build/bin/llama-quantize of the llama.cpp
+checkout whose gguf-py is imported).
 Norm weights, biases, sinks, routers (ffn_gate_inp) and exp_probs_b stay f32, as in
 converted checkpoints.
 
@@ -43,7 +45,7 @@ try:
     from gguf import quants
     from gguf.constants import GGMLQuantizationType as QT
 except ImportError:  # pragma: no cover
-    sys.exit("make_tiny_gguf: needs gguf-py: PYTHONPATH=/work/llama.cpp/gguf-py /usr/bin/python3 ...")
+    sys.exit("make_tiny_gguf: needs gguf-py: PYTHONPATH=LLAMA_DIR/gguf-py /usr/bin/python3 ...")
 
 
 TYPES = {
@@ -391,7 +393,10 @@ def main():
     ap.add_argument("--set", action="append", metavar="KEY=VALUE", help="override an architecture default (see ARCH_DEFAULTS)")
     ap.add_argument("--llama-quantize", metavar="FTYPE", help="run llama-quantize to FTYPE (e.g. Q4_K_M, Q4_K_S, MXFP4_MOE) on the written file")
     ap.add_argument("--pure", action="store_true", help="with --llama-quantize: pass --pure (one type for all matrices)")
-    ap.add_argument("--quantize-bin", default=os.environ.get("LLAMA_QUANTIZE", "/work/llama.cpp/build/bin/llama-quantize"))
+    # default: $LLAMA_QUANTIZE, else the llama-quantize of the llama.cpp checkout gguf-py comes from
+    llama_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(gguf.__file__))))
+    ap.add_argument("--quantize-bin", default=os.environ.get(
+        "LLAMA_QUANTIZE", os.path.join(llama_dir, "build", "bin", "llama-quantize")))
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
 

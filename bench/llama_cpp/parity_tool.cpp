@@ -17,7 +17,8 @@
 // logits; decode_tok_s = (N - 1) / wall time from the first token chosen to the last.
 // --temp T > 0 samples each token with libllama's sampler chain temp(T) -> dist(S).
 //
-// Built by bench/llama_cpp/build.sh against /work/llama.cpp; not part of strata's build.
+// Built by bench/llama_cpp/build.sh against the llama.cpp checkout given to it (--dir DIR);
+// not part of strata's build.
 
 #include "llama.h"
 

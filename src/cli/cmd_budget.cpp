@@ -139,16 +139,9 @@ int run_budget(const BudgetArgs& a) {
 
   BudgetMachine m;
   const uint64_t process = resident_anonymous_bytes();
-  if (a.ram_gib) {
-    m.ram_bytes = static_cast<uint64_t>(*a.ram_gib * (1ull << 30));
-  } else {
-    const uint64_t available = available_memory_bytes();
-    if (available == UINT64_MAX) throw Error("the memory available cannot be read on this machine: give --ram");
-    m.ram_bytes = budget_from_available(process, available);
-  }
-  // The step's buffers the loader gives a budget (a sixteenth, 128 MiB at
-  // least) and the process itself.
-  const uint64_t step = std::max<uint64_t>(128ull << 20, m.ram_bytes / 16);
+  m.ram_bytes = budget_ram_bytes(
+      a.ram_gib ? std::optional<uint64_t>(static_cast<uint64_t>(*a.ram_gib * (1ull << 30))) : std::nullopt);
+  const uint64_t step = step_reserve_bytes(m.ram_bytes);
   m.other_resident = model.kv_bytes + step + process;
 
   const fs::path heat_path = a.heat.empty() ? default_heat_path(model.identity) : fs::path(a.heat);
@@ -193,6 +186,8 @@ int run_budget(const BudgetArgs& a) {
                   {"moe_layers", model.shape.moe_layers},
                   {"experts", model.shape.experts},
                   {"experts_per_token", model.shape.experts_per_token},
+                  {"trunk_matrices", model.trunk_matrices},
+                  {"expert_matrices", model.expert_matrices},
                   {"context", model.context},
                   {"kv_bytes", model.kv_bytes}};
     nlohmann::json listed = nlohmann::json::array();
@@ -202,6 +197,8 @@ int run_budget(const BudgetArgs& a) {
                     {"process_bytes", process},
                     {"drives", listed},
                     {"decode_compute_s", compute.decode_s},
+                    {"product_overhead_s", compute.product_overhead_s},
+                    {"decode_gbps", compute.decode_gbps},
                     {"prefill_compute_s_per_token", compute.prefill_s},
                     {"compute_timed_as", compute.timed_as},
                     {"heat", heat_used ? heat_path.string() : ""}};
@@ -227,9 +224,10 @@ int run_budget(const BudgetArgs& a) {
               gb(p.cache_slots * model.shape.expert_bytes), 100.0 * p.hit_rate,
               p.fits ? "every expert fits" : heat_used ? "from the heat file" : "uniform routing: a floor");
   std::printf("  read per token       %.3f GB\n", gb(p.read_per_token));
-  std::printf("  compute per token    %.1f ms decode, %.2f ms a prompt token (%s products, %.1f and %.1f GB/s)\n",
+  std::printf("  compute per token    %.1f ms decode, %.2f ms a prompt token (%s products, %.1f and %.1f GB/s, "
+              "%.1f us a product beyond its bytes)\n",
               1e3 * compute.decode_s, 1e3 * compute.prefill_s, compute.timed_as.c_str(), compute.decode_gbps,
-              compute.prefill_gbps);
+              compute.prefill_gbps, 1e6 * compute.product_overhead_s);
   for (size_t d = 0; d < drives.size(); ++d)
     std::printf("  drive %zu              %.2f GB/s (%s) %s\n", d + 1, drives[d].gbps, drives[d].source.c_str(),
                 drives[d].target.c_str());

@@ -193,7 +193,9 @@ int run_generate(const GenerateArgs& a) {
                   {"reused_prompt_tokens", r.reused_tokens},
                   {"finish_reason", r.context_full ? "context" : (r.tokens.size() < static_cast<size_t>(a.n) ? "stop" : "length")},
                   {"decode_tok_s", decode_tok_s},
-                  {"peak_rss_bytes", peak_rss_bytes()}};
+                  {"peak_rss_bytes", peak_rss_bytes()},
+                  // The tuned profile applied (strata tune), null for none.
+                  {"profile", lo.profile.empty() ? nlohmann::json() : nlohmann::json(lo.profile)}};
   if (draft.drafter)
     out["stats"]["draft"] = {{"drafter", draft.drafter->name()},
                              {"drafted_tokens", r.drafted_tokens},

@@ -23,5 +23,7 @@ void register_heat(CLI::App& app, Action& run);
 void register_checksums(CLI::App& app, Action& run);
 void register_devices(CLI::App& app, Action& run);
 void register_budget(CLI::App& app, Action& run);
+void register_doctor(CLI::App& app, Action& run);
+void register_tune(CLI::App& app, Action& run);
 
 }  // namespace strata::cli

@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   strata::cli::register_checksums(app, run);
   strata::cli::register_devices(app, run);
   strata::cli::register_budget(app, run);
+  strata::cli::register_doctor(app, run);
+  strata::cli::register_tune(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

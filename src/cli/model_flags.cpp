@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "runtime/tune_profile.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -43,6 +44,9 @@ void add_model_flags(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("--heat", f.heat, "Expert heat file kept between runs (default: ~/.cache/strata/heat/...; none)");
   cmd->add_option("--io", f.io, "Read backend: io_uring or pread (default: $STRATA_IO or io_uring)")
       ->check(CLI::IsMember({"io_uring", "pread"}));
+  cmd->add_option("--profile", f.profile,
+                  "The tuned profile (strata tune) for what no flag sets: a path, or none (default: this "
+                  "machine's, when there is one)");
   cmd->add_option("--io-depth", f.io_depth,
                   "Expert reads (pieces of up to 1 MiB) in flight per drive (default 16; `strata probe` shows the "
                   "depth at which a drive reads fastest)");
@@ -78,6 +82,15 @@ LoadOptions load_options(const ModelFlags& f) {
   }
   o.notice = [](const std::string& line) { std::fprintf(stderr, "strata: %s\n", line.c_str()); };
   o.show_progress = stderr_is_terminal();
+  if (f.profile != "none") {
+    const std::filesystem::path path = f.profile.empty() ? default_profile_path() : std::filesystem::path(f.profile);
+    if (!f.profile.empty() && !std::filesystem::exists(path)) throw Error("--profile " + f.profile + ": no such file");
+    if (const std::optional<TuneProfile> p = load_profile(path, machine_key())) {
+      apply_profile(*p, path, o);
+      o.notice("tuned profile " + path.string() + " (" + describe_profile(*p) +
+               "; flags given take precedence, --profile none ignores it)");
+    }
+  }
   return o;
 }
 

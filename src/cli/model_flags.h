@@ -35,10 +35,13 @@ struct ModelFlags {
   std::string heat;
   std::string io;
   std::optional<int64_t> io_depth;  // unset: StorageOptions' default
+  std::string profile;  // "": this machine's tuned profile when there is one; "none"; a path
 };
 
 void add_model_flags(CLI::App* cmd, ModelFlags& f);
-// Throws strata::Error for values out of range. The loader's notices go to
+// Throws strata::Error for values out of range, or a tuned profile that
+// cannot be used (runtime/tune_profile.h; applied where no flag was given,
+// and named on stderr). The loader's notices go to
 // stderr as one line each; its "load" progress bar shows when stderr is a
 // terminal (commands printing --json turn it off).
 LoadOptions load_options(const ModelFlags& f);

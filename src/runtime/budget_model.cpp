@@ -1,28 +1,48 @@
 #include "runtime/budget_model.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstdlib>
 #include <map>
 #include <optional>
-#include <random>
 #include <vector>
 
 #include "backend/host_kv_cache.h"
 #include "formats/dtype.h"
-#include "kernels/interleave.h"
-#include "kernels/quantize.h"
 #include "model/checkpoint.h"
 #include "model/model.h"
 #include "model/tensor_names.h"
 #include "model/weights_identity.h"
 #include "pack/manifest.h"
+#include "runtime/product_timer.h"
 #include "util/error.h"
+#include "util/process_memory.h"
 #include "util/thread_pool.h"
 
 namespace strata {
 
 namespace fs = std::filesystem;
+
+uint64_t budget_ram_bytes(std::optional<uint64_t> ram_bytes) {
+  if (ram_bytes) return *ram_bytes;
+  const uint64_t available = available_memory_bytes();
+  if (available == UINT64_MAX) throw Error("the memory available cannot be read on this machine: give --ram");
+  return budget_from_available(resident_anonymous_bytes(), available);
+}
+
+uint64_t step_reserve_bytes(uint64_t ram_bytes) { return std::max<uint64_t>(128ull << 20, ram_bytes / 16); }
+
+uint64_t expert_cache_bytes(const BudgetModel& model, uint64_t ram_bytes, uint64_t process_bytes) {
+  const uint64_t held = model.shape.trunk_bytes + model.kv_bytes + step_reserve_bytes(ram_bytes) + process_bytes;
+  const uint64_t experts = model.shape.total_bytes - model.shape.trunk_bytes - model.token_table_bytes;
+  return ram_bytes > held ? std::min(ram_bytes - held, experts) : 0;
+}
+
+namespace {
+
+// A matrix's scales beside it (FP8's weight_scale_inv, MXFP4's _scales,
+// int4's weight_scale): read with the product, not a product of their own.
+bool is_scale_tensor(const std::string& name) { return name.find("scale") != std::string::npos; }
+
+}  // namespace
 
 BudgetModel read_budget_model(const fs::path& path, const LoadOptions& options) {
   std::optional<Manifest> manifest;
@@ -59,9 +79,11 @@ BudgetModel read_budget_model(const fs::path& path, const LoadOptions& options) 
         b.expert_dtype = dtype_name(t.dtype);
       }
       if (!t.file.empty()) files[t.file] += t.nbytes;
+      if (name.find("gate_up") != std::string::npos) b.expert_matrices = 2;
     } else {
       b.shape.trunk_bytes += t.nbytes;
       if (name == embed && !c.tie_word_embeddings) b.token_table_bytes = t.nbytes;
+      else if (t.shape.size() >= 2 && !is_scale_tensor(name)) ++b.trunk_matrices;
     }
   }
   if (manifest) {
@@ -71,6 +93,7 @@ BudgetModel read_budget_model(const fs::path& path, const LoadOptions& options) 
     if (!manifest->layouts.empty()) {
       const ExpertWeights& w = manifest->layouts.front();
       b.expert_dtype = dtype_name((w.gate_up.valid() ? w.gate_up : w.gate).dtype);
+      b.expert_matrices = w.gate_up.valid() ? 2 : 3;
     }
     files.clear();
     for (uint32_t d = 0; d < manifest->drives.size(); ++d) files[manifest->drive_file(path, d).string()] = 0;
@@ -100,72 +123,38 @@ BudgetModel read_budget_model(const fs::path& path, const LoadOptions& options) 
   return b;
 }
 
-namespace {
-
-// Seconds per call of kernels::linear over `w` for `rows` rows, the median
-// of calls made for about `seconds`.
-double time_linear(const kernels::WeightMatrix& w, size_t rows, ThreadPool& pool, double seconds) {
-  std::vector<float> x(rows * static_cast<size_t>(w.in), 0.5f), y(rows * static_cast<size_t>(w.out));
-  kernels::linear(w, x.data(), rows, y.data(), &pool);  // warm: the matrix into the caches it fits
-  std::vector<double> took;
-  const auto start = std::chrono::steady_clock::now();
-  do {
-    const auto t0 = std::chrono::steady_clock::now();
-    kernels::linear(w, x.data(), rows, y.data(), &pool);
-    took.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  } while (took.size() < 3 ||
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds);
-  std::nth_element(took.begin(), took.begin() + took.size() / 2, took.end());
-  return took[took.size() / 2];
-}
-
-}  // namespace
-
 const char* timed_format(const std::string& expert_dtype) {
   return expert_dtype == "MXFP4" || expert_dtype == "U8" ? "MXFP4" : "Q8_0";
 }
 
 BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t prompt_tokens, double seconds) {
   BudgetCompute r;
-  // A matrix far larger than the caches, as the experts and trunk are
-  // together: 256 MiB in the experts' format, every row the same random one
-  // (the kernels' speed does not depend on the values).
   r.timed_as = timed_format(model.expert_dtype);
-  const bool mxfp4 = r.timed_as == "MXFP4";
-  kernels::WeightMatrix w;
-  w.dtype = mxfp4 ? DType::MXFP4 : DType::Q8_0;
-  w.in = 8192;
-  const size_t row_bytes = w.row_bytes();
-  // Testing hook: STRATA_BUDGET_COMPUTE_MIB=<MiB> sets another size (the
-  // command's tests run under sanitizers, where 256 MiB takes minutes).
-  uint64_t mib = 256;
-  if (const char* env = std::getenv("STRATA_BUDGET_COMPUTE_MIB")) mib = std::clamp<uint64_t>(std::strtoull(env, nullptr, 10), 1, 4096);
-  w.out = std::max<int64_t>(16, static_cast<int64_t>((mib << 20) / row_bytes) / 16 * 16);
-  std::vector<float> f(static_cast<size_t>(w.in));
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (float& v : f) v = u(rng);
-  std::vector<uint8_t> data(row_bytes * static_cast<size_t>(w.out));
-  (mxfp4 ? kernels::quantize_row_mxfp4 : kernels::quantize_row_q8_0)(f.data(), w.in, data.data());
-  for (int64_t o = 1; o < w.out; ++o) std::copy_n(data.data(), row_bytes, data.data() + o * row_bytes);
-  w.data = data.data();
-  // The CPU path's layout: interleaved where the kernels read 16 rows at once.
-  if (kernels::interleavable(w)) w = kernels::interleave_in_place(w);
-  const double bytes = static_cast<double>(data.size());
+  const ProductTimer timer(r.timed_as == std::string("MXFP4"));
+  const double bytes = static_cast<double>(timer.matrix_bytes());
 
   ThreadPool pool(threads > 0 ? threads : default_thread_count());
   const BudgetShape& s = model.shape;
   const size_t trunk_rows = 64;
   const size_t expert_rows = static_cast<size_t>(std::clamp<int64_t>(
       std::max<int64_t>(prompt_tokens, 1) * s.experts_per_token / std::max<int64_t>(s.experts, 1), 1, 64));
-  r.decode_gbps = bytes / time_linear(w, 1, pool, seconds / 3) / 1e9;
-  r.prefill_gbps = bytes * static_cast<double>(trunk_rows) / time_linear(w, trunk_rows, pool, seconds / 3) / 1e9;
+  r.decode_gbps = bytes / timer.seconds(1, pool, seconds / 4) / 1e9;
+  // A decode token's products are many and small: one expert matrix's bytes
+  // each, read from memory. What one costs beyond its bytes at the rate above
+  // (the threads' hand-off, the rows' setup) is its fixed cost.
+  const uint64_t expert_matrix = s.expert_bytes / static_cast<uint64_t>(std::max<int64_t>(1, model.expert_matrices));
+  const ProductTimer small(r.timed_as == std::string("MXFP4"), std::max<uint64_t>(expert_matrix, 1));
+  const double small_s = small.seconds(1, pool, seconds / 4);
+  r.product_overhead_s = std::max(0.0, small_s - static_cast<double>(small.matrix_bytes()) / (r.decode_gbps * 1e9));
+  r.prefill_gbps = bytes * static_cast<double>(trunk_rows) / timer.seconds(trunk_rows, pool, seconds / 4) / 1e9;
   const double expert_gbps =
-      bytes * static_cast<double>(expert_rows) / time_linear(w, expert_rows, pool, seconds / 3) / 1e9;
+      bytes * static_cast<double>(expert_rows) / timer.seconds(expert_rows, pool, seconds / 4) / 1e9;
   // A token multiplies by the resident trunk and by k experts in each MoE layer.
   const double trunk = static_cast<double>(s.trunk_bytes);
   const double experts = static_cast<double>(s.experts_per_token * s.moe_layers) * static_cast<double>(s.expert_bytes);
-  r.decode_s = (trunk + experts) / (r.decode_gbps * 1e9);
+  const double products =
+      static_cast<double>(model.trunk_matrices + s.experts_per_token * s.moe_layers * model.expert_matrices);
+  r.decode_s = (trunk + experts) / (r.decode_gbps * 1e9) + products * r.product_overhead_s;
   r.prefill_s = trunk / (r.prefill_gbps * 1e9) + experts / (expert_gbps * 1e9);
   return r;
 }

@@ -8,12 +8,15 @@
 //    and the KV cache one sequence needs at the context (the CPU's cache,
 //    as the loader plans it). Headers only: no weight is read.
 //  - measure_compute(): seconds per token of this machine's products for
-//    those bytes, from a short run of the kernels on a 256 MiB matrix in the
-//    experts' format (Q8_0 or MXFP4; other formats are timed as Q8_0;
+//    those bytes, from a short run of the kernels on a matrix far larger
+//    than the CPU's caches (runtime/product_timer.h) in the experts' format
+//    (Q8_0 or MXFP4; other formats are timed as Q8_0;
 //    STRATA_BUDGET_COMPUTE_MIB sets another size, for tests): decode as one
-//    row, a prompt token as its share of a step's products.
+//    row, plus each of its products' fixed cost, timed on a small matrix; a
+//    prompt token as its share of a step's products.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "model/model_config.h"
@@ -34,17 +37,32 @@ struct BudgetModel {
   int64_t context = 0;     // as the loader would plan it (LoadOptions::context, allow_long_context)
   uint64_t kv_bytes = 0;   // one sequence's cache at that context
   uint64_t token_table_bytes = 0;  // untied: read a row a token, so in total_bytes but not in trunk_bytes
+  // Products a decode token makes: one per resident weight matrix (the
+  // token table aside), and per routed expert it picks (gate, up and down;
+  // gate_up and down where they are fused).
+  int64_t trunk_matrices = 0;
+  int64_t expert_matrices = 3;
 };
+
+// The process's budget: `ram_bytes` when given, else what the loader derives
+// from the memory available. Throws strata::Error when that cannot be read.
+uint64_t budget_ram_bytes(std::optional<uint64_t> ram_bytes);
+// The step's buffers the loader gives a budget: a sixteenth, 128 MiB at least.
+uint64_t step_reserve_bytes(uint64_t ram_bytes);
+// What is left of `ram_bytes` for the expert cache, at most every expert:
+// the budget less the trunk, the KV cache, the step and `process_bytes`.
+uint64_t expert_cache_bytes(const BudgetModel& model, uint64_t ram_bytes, uint64_t process_bytes);
 
 // Throws strata::Error naming the path when it is not a model strata opens,
 // or has no routed experts.
 BudgetModel read_budget_model(const std::filesystem::path& path, const LoadOptions& options);
 
 struct BudgetCompute {
-  double decode_s = 0;          // one token's products
+  double decode_s = 0;          // one token's products: their bytes at decode_gbps, and each one's overhead
   double prefill_s = 0;         // a prompt token's share of a prefill
   double decode_gbps = 0;       // weight bytes a second, one row
   double prefill_gbps = 0;      // weight bytes a second, per row of a 64-row product (the trunk's)
+  double product_overhead_s = 0;  // what a one-row product costs beyond its bytes (the threads' hand-off)
   std::string timed_as;         // the format timed
 };
 

@@ -68,7 +68,9 @@ ModelSetup plan_setup(const ModelConfig& c, const LoadOptions& options, const st
   s.context = plan_context(c, options, path);
   // Rows one step may carry for a sequence: a prompt longer than this is
   // prefilled in chunks (under a budget, make_streaming() narrows it).
-  s.max_batch = options.max_batch > 0 ? options.max_batch : kMaxStepRows;
+  s.max_batch = options.max_batch > 0       ? options.max_batch
+                : options.max_batch_cap > 0 ? std::min<int64_t>(options.max_batch_cap, kMaxStepRows)
+                                            : kMaxStepRows;
   return s;
 }
 
@@ -101,7 +103,8 @@ bool fits(uint64_t need, uint64_t baseline, uint64_t available) {
 // times; what it takes, the expert cache loses.)
 void fit_step_to_budget(Model& model, const LoadOptions& options, uint64_t ram) {
   if (ram == 0 || options.max_batch > 0) return;
-  model.set_max_batch_rows(widest_step_within(model, std::max(kMinStepShare, ram / 16)));
+  const int64_t widest = widest_step_within(model, std::max(kMinStepShare, ram / 16));
+  model.set_max_batch_rows(options.max_batch_cap > 0 ? std::min(widest, options.max_batch_cap) : widest);
 }
 
 // Every routed expert of a checkpoint streamed in place, as reads of the
@@ -133,6 +136,7 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   StorageOptions so;
   so.backend = options.io_backend;
   if (options.io_depth > 0) so.queue_depth = options.io_depth;
+  if (options.piece_bytes > 0) so.piece_bytes = options.piece_bytes;
   std::unique_ptr<Storage> storage = options.storage ? options.storage(so) : make_storage(so);
   if (!storage) throw Error("internal: the storage factory returned no storage");
   // A streaming install: experts not fetched yet are fetched as they are

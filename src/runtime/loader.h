@@ -67,12 +67,19 @@ struct LoadOptions {
   // the full context is in the budget.
   int sequences = 1;
   int64_t max_batch = 0;   // rows of one sequence per step (prefill chunk); 0 = from the budget
+  // A tuned profile's widest step (runtime/tune_profile.h): the step is the
+  // budget's (or the default), at most this; 0 = no cap.
+  int64_t max_batch_cap = 0;
   enum class Prefetch { Auto, On, Off } prefetch = Prefetch::Auto;
   // Expert checksums (packed models), see ExpertVerify.
   using Verify = ExpertVerify;
   Verify verify = Verify::First;
   std::string io_backend;  // "" = $STRATA_IO or io_uring, "pread"
   unsigned io_depth = 0;   // pieces in flight per drive (StorageOptions::queue_depth); 0 = its default
+  uint64_t piece_bytes = 0;  // StorageOptions::piece_bytes; 0 = its default
+  // The tuned profile these options took values from (its path), for the
+  // stats; "" = none.
+  std::string profile;
   // Where streamed experts are read through; empty = make_storage (the
   // io_backend above picks io_uring or pread).
   StorageFactory storage;

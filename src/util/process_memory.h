@@ -2,6 +2,8 @@
 // What this process holds in memory, and what the machine still has for it,
 // as the kernel counts them.
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 
 namespace strata {
 
@@ -18,5 +20,10 @@ uint64_t resident_anonymous_bytes();
 // Testing hook: STRATA_MEMORY_AVAILABLE=<bytes> replaces the measurement
 // (tests pretend to run on a smaller machine with it).
 uint64_t available_memory_bytes();
+
+// The tightest memory limit of the cgroups above the process (v2
+// memory.max, v1 memory.limit_in_bytes), with /proc and /sys read under
+// `root` (tests give a fake tree); nullopt without a limit.
+std::optional<uint64_t> memory_cgroup_limit_bytes(const std::filesystem::path& root = "/");
 
 }  // namespace strata

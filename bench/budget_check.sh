@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# strata budget's predictions against real runs (issue 21): for each configuration,
+# `strata budget` predicts decode tok/s and time to first token, then `strata
+# generate` runs it with cold experts, and the table says how far off each
+# prediction was. Goal: decode within ±20%, TTFT within ±30%. Not run by CI.
+#
+#   bash bench/budget_check.sh --out DIR [--models DIR] [--drive-a DIR] [--drive-b DIR]
+#        [--rams "A B C"] [--prompt 512] [--tokens 32] [--runs 1] [--threads T]
+#
+#   --out DIR      results: commands.txt, logs/, results.jsonl, summary.md
+#   --models DIR   where the two synthesized models are kept between runs
+#                  (default DIR/models)
+#   --drive-a DIR  the folder a one-drive pack's experts go to (default DIR/drive-a)
+#   --drive-b DIR  the second folder of two-drive packs (default DIR/drive-b); on the
+#                  same device as --drive-a, budget counts one drive (and says so),
+#                  as the runs read it
+#   --rams         RAM budgets in GiB (default "1.5 2.5 3.5"): each model runs at each,
+#                  its experts on --drive-a; and at the middle one on both folders
+#   --prompt N     prompt tokens for TTFT (default 512); ids 1000 + 37·i
+#   --tokens N     generated tokens for decode (default 32; --ignore-eos)
+#   --runs R       runs per configuration (default 1): the median is compared
+#
+# Models (synthesized once, then packed per drive layout):
+#   A: strata synth --preset kimi-k2 --experts 384 --hidden 1536 --size 4 --format gguf
+#        --quant q8_0+mxfp4 --seed 1     (MLA, MXFP4 experts, top-8 of 384)
+#   B: strata synth --preset qwen3-30b-a3b --size 3 --format gguf --quant q8_0 --seed 2
+#                                        (GQA, Q8_0 experts, top-8 of 128)
+# Every configuration: strata budget PACK --ram R --prompt N --heat none --json, then
+# (after sync + drop_caches where allowed) strata generate PACK --ram R --prompt-ids IDS
+# -n TOKENS --ignore-eos --temperature 1 --seed RUN --heat none --profile none --json
+# (sampled: greedy on random weights repeats itself, and its routing with it). Predicted decode is
+# budget's by_drives entry for all the pack's drives (one per device); measured is the
+# run's decode_tok_s and ttft_s. Without root the caches are not dropped, and
+# summary.md says so (a warm page cache does not hold O_DIRECT reads, but the trunk's
+# load is then faster).
+#
+# Environment: STRATA (default build/strata next to this script's repo), PYTHON.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=${PYTHON:-python3}
+
+usage() { sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+
+out=; models=; drive_a=; drive_b=; rams="1.5 2.5 3.5"; prompt=512; tokens=32; runs=1; threads=$(nproc)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    --drive-a) drive_a=$2; shift 2 ;;
+    --drive-b) drive_b=$2; shift 2 ;;
+    --rams) rams=$2; shift 2 ;;
+    --prompt) prompt=$2; shift 2 ;;
+    --tokens) tokens=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    -h|--help) usage ;;
+    *) echo "budget_check.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[ -n "$out" ] || { echo "budget_check.sh: give --out DIR" >&2; exit 2; }
+strata=${STRATA:-$repo/build/strata}
+[ -x "$strata" ] || { echo "budget_check.sh: no strata binary at $strata (set STRATA)" >&2; exit 2; }
+models=${models:-$out/models}; drive_a=${drive_a:-$out/drive-a}; drive_b=${drive_b:-$out/drive-b}
+mkdir -p "$out/logs" "$models" "$drive_a" "$drive_b"
+cp "$strata" "$out/strata"  # a rebuild during the run does not mix binaries
+strata=$out/strata
+: > "$out/results.jsonl"
+show() { echo "+ $*" | tee -a "$out/commands.txt" >&2; }
+run() { show "$@"; "$@"; }
+dropped=no
+drop_caches() { sync; if [ "$(id -u)" = 0 ] && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then dropped=yes; fi; }
+
+synth_once() {  # NAME ARGS...
+  local name=$1; shift
+  [ -f "$models/$name.gguf" ] || run "$strata" synth "$@" --format gguf --out "$models/$name.gguf" > "$out/logs/synth-$name.log" 2>&1
+}
+synth_once a --preset kimi-k2 --experts 384 --hidden 1536 --size 4 --quant q8_0+mxfp4 --seed 1
+synth_once b --preset qwen3-30b-a3b --size 3 --quant q8_0 --seed 2
+
+pack_once() {  # NAME LAYOUT(1|2)
+  local name=$1 layout=$2 pack=$models/$1-$2drive.pack
+  if [ ! -f "$pack/manifest.json" ]; then
+    local drives=(--drive "$drive_a/$name")
+    [ "$layout" = 2 ] && drives+=(--drive "$drive_b/$name")
+    mkdir -p "$drive_a/$name" "$drive_b/$name"
+    run "$strata" pack "$models/$name.gguf" --out "$pack" "${drives[@]}" > "$out/logs/pack-$name-$layout.log" 2>&1
+  fi
+  echo "$pack"
+}
+
+ids=$($PY -c "print(','.join(str(1000 + 37 * i) for i in range($prompt)))")
+mid=$(echo "$rams" | awk '{print $(int((NF + 1) / 2))}')
+configs=()
+for m in a b; do
+  for r in $rams; do configs+=("$m 1 $r"); done
+  configs+=("$m 2 $mid")
+done
+
+for c in "${configs[@]}"; do
+  read -r m layout r <<< "$c"
+  pack=$(pack_once "$m" "$layout")
+  tag="$m-${layout}drive-ram$r"
+  run "$strata" budget "$pack" --ram "$r" --prompt "$prompt" --heat none --threads "$threads" --json \
+    > "$out/logs/budget-$tag.json" 2> "$out/logs/budget-$tag.err"
+  for i in $(seq 1 "$runs"); do
+    drop_caches
+    run "$strata" generate "$pack" --ram "$r" --prompt-ids "$ids" -n "$tokens" --ignore-eos --temperature 1 --seed "$i" \
+      --heat none --profile none \
+      --threads "$threads" --json > "$out/logs/run-$tag-$i.json" 2> "$out/logs/run-$tag-$i.err"
+  done
+  $PY - "$out" "$tag" "$m" "$layout" "$r" "$runs" >> "$out/results.jsonl" <<'EOF'
+import json, statistics, sys
+out, tag, model, layout, ram, runs = sys.argv[1:7]
+b = json.load(open(f"{out}/logs/budget-{tag}.json"))
+pred = b["by_drives"][-1] if b["by_drives"] else {"decode_tok_s": 0, "ttft_s": 0, "drives": 0}
+runs_ = [json.loads(open(f"{out}/logs/run-{tag}-{i}.json").read().splitlines()[-1])["stats"] for i in range(1, int(runs) + 1)]
+print(json.dumps({"config": tag, "model": model, "folders": int(layout), "ram_gib": float(ram),
+                  "drives_counted": pred.get("drives", 0), "verdict": b.get("verdict", ""),
+                  "predicted_decode": pred["decode_tok_s"], "measured_decode": statistics.median(s["decode_tok_s"] for s in runs_),
+                  "predicted_ttft": pred["ttft_s"], "measured_ttft": statistics.median(s["ttft_s"] for s in runs_),
+                  "hit_rate_predicted": b.get("hit_rate", 0),
+                  "hit_rate_measured": statistics.median(s["experts"]["decode"]["hit_rate"] for s in runs_) if "experts" in runs_[0] else 1.0}))
+EOF
+done
+
+$PY - "$out" "$dropped" "$prompt" "$tokens" "$runs" > "$out/summary.md" <<'EOF'
+import json, sys
+out, dropped, prompt, tokens, runs = sys.argv[1:6]
+rows = [json.loads(l) for l in open(f"{out}/results.jsonl")]
+err = lambda p, m: (p - m) / m * 100 if m else float("nan")
+print(f"# strata budget: predicted vs measured ({len(rows)} configurations)\n")
+print(f"Prompt {prompt} tokens, {tokens} generated, median of {runs} run(s); caches dropped before each run: {dropped}.\n")
+print("| config | drives counted | hit rate pred / run | decode pred | decode run | error | TTFT pred (s) | TTFT run (s) | error |")
+print("|---|---|---|---|---|---|---|---|---|")
+worst_d = worst_t = 0.0
+for r in rows:
+    ed, et = err(r["predicted_decode"], r["measured_decode"]), err(r["predicted_ttft"], r["measured_ttft"])
+    worst_d, worst_t = max(worst_d, abs(ed)), max(worst_t, abs(et))
+    print(f"| {r['config']} | {r['drives_counted']} | {r['hit_rate_predicted']:.2f} / {r['hit_rate_measured']:.2f} "
+          f"| {r['predicted_decode']:.2f} | {r['measured_decode']:.2f} | {ed:+.0f}% "
+          f"| {r['predicted_ttft']:.2f} | {r['measured_ttft']:.2f} | {et:+.0f}% |")
+print(f"\nLargest errors: decode {worst_d:.0f}% (goal 20%), TTFT {worst_t:.0f}% (goal 30%): "
+      f"{'both within the goals' if worst_d <= 20 and worst_t <= 30 else 'NOT within the goals'}.")
+EOF
+cat "$out/summary.md"

@@ -1,0 +1,141 @@
+#include "runtime/tune_profile.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "storage/atomic_file.h"
+#include "util/cache_dir.h"
+#include "util/error.h"
+#include "util/json_file.h"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Letters, digits, '.' and '-' only; runs of anything else become one '-'.
+std::string file_safe(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '.';
+    if (keep)
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (!out.empty() && out.back() != '-')
+      out += '-';
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out.empty() ? "unknown" : out;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0)
+      if (const size_t c = line.find(':'); c != std::string::npos) return line.substr(c + 1);
+  return "cpu";
+}
+
+uint64_t memory_gib() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemTotal:") return (kib + (1u << 19)) >> 20;
+    in.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+std::string utc_now() {
+  char s[32];
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(s, sizeof s, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return s;
+}
+
+}  // namespace
+
+std::string machine_key() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return file_safe(std::string(host) + "-" + cpu_model() + "-" + std::to_string(std::thread::hardware_concurrency()) +
+                   "c-" + std::to_string(memory_gib()) + "g");
+}
+
+fs::path default_profile_path() { return strata_cache_dir() / "tune" / (machine_key() + ".json"); }
+
+void save_profile(const TuneProfile& p, const fs::path& path) {
+  nlohmann::json j = {{"version", 1},
+                      {"machine", p.machine},
+                      {"created", p.created.empty() ? utc_now() : p.created},
+                      {"threads", p.threads},
+                      {"io_depth", p.io_depth},
+                      {"piece_bytes", p.piece_bytes},
+                      {"prefetch", p.prefetch},
+                      {"max_batch", p.max_batch},
+                      {"measured", p.measured}};
+  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  write_file_atomically(path, j.dump(2) + "\n");
+}
+
+std::optional<TuneProfile> load_profile(const fs::path& path, const std::string& machine) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  const std::string what = path.string();
+  const nlohmann::json j = parse_json(read_text_file(path), what);
+  auto bad = [&](const std::string& why) { return Error(what + ": not a tuned profile strata reads: " + why); };
+  if (!j.is_object()) throw bad("not a JSON object");
+  if (j.value("version", nlohmann::json()) != 1) throw bad("version is not 1");
+  TuneProfile p;
+  try {
+    p.machine = j.at("machine").get<std::string>();
+    p.created = j.value("created", "");
+    p.threads = j.value("threads", 0);
+    p.io_depth = j.value("io_depth", 0u);
+    p.piece_bytes = j.value("piece_bytes", uint64_t{0});
+    p.prefetch = j.value("prefetch", "");
+    p.max_batch = j.value("max_batch", int64_t{0});
+    p.measured = j.value("measured", nlohmann::json::object());
+  } catch (const nlohmann::json::exception&) {
+    throw bad("a field has the wrong type");
+  }
+  if (p.threads < 0 || p.threads > 4096) throw bad("threads out of range");
+  if (p.io_depth > 1024) throw bad("io_depth out of range");
+  if (p.piece_bytes != 0 && (p.piece_bytes % 4096 != 0 || p.piece_bytes > (1ull << 30)))
+    throw bad("piece_bytes must be a multiple of 4096 up to 1 GiB");
+  if (!p.prefetch.empty() && p.prefetch != "on" && p.prefetch != "off") throw bad("prefetch must be on or off");
+  if (p.max_batch < 0 || p.max_batch > 4096) throw bad("max_batch out of range");
+  if (p.machine != machine)
+    throw Error(what + ": tuned on another machine (" + p.machine + ", this is " + machine +
+                "): run strata tune here, or --profile none");
+  return p;
+}
+
+void apply_profile(const TuneProfile& p, const fs::path& path, LoadOptions& o) {
+  if (o.threads == 0 && p.threads > 0) o.threads = p.threads;
+  if (o.io_depth == 0 && p.io_depth > 0) o.io_depth = p.io_depth;
+  if (o.piece_bytes == 0 && p.piece_bytes > 0) o.piece_bytes = p.piece_bytes;
+  if (o.prefetch == LoadOptions::Prefetch::Auto && !p.prefetch.empty())
+    o.prefetch = p.prefetch == "on" ? LoadOptions::Prefetch::On : LoadOptions::Prefetch::Off;
+  if (o.max_batch == 0 && p.max_batch > 0) o.max_batch_cap = p.max_batch;
+  o.profile = path.string();
+}
+
+std::string describe_profile(const TuneProfile& p) {
+  std::string s;
+  auto add = [&](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
+  if (p.threads > 0) add("threads " + std::to_string(p.threads));
+  if (p.io_depth > 0) add("io depth " + std::to_string(p.io_depth));
+  if (p.piece_bytes > 0) add("pieces " + std::to_string(p.piece_bytes >> 10) + " KiB");
+  if (!p.prefetch.empty()) add("prefetch " + p.prefetch);
+  if (p.max_batch > 0) add("prefill rows " + std::to_string(p.max_batch));
+  return s.empty() ? "nothing tuned" : s;
+}
+
+}  // namespace strata
