@@ -25,9 +25,11 @@
 #        --quant q8_0+mxfp4 --seed 1     (MLA, MXFP4 experts, top-8 of 384)
 #   B: strata synth --preset qwen3-30b-a3b --size 3 --format gguf --quant q8_0 --seed 2
 #                                        (GQA, Q8_0 experts, top-8 of 128)
-# Every configuration: strata budget PACK --ram R --prompt N --heat none --json, then
+# Each pack's expert heat comes from one earlier run of another prompt (256 ids 2000 + 41·i,
+# 64 tokens, seed 1000), as a user's earlier runs leave it. Every configuration: strata
+# budget PACK --ram R --prompt N --heat HEAT --json (its hit rate from that heat), then
 # (after sync + drop_caches where allowed) strata generate PACK --ram R --prompt-ids IDS
-# -n TOKENS --ignore-eos --temperature 1 --seed RUN --heat none --profile none --json
+# -n TOKENS --ignore-eos --temperature 1 --seed RUN --heat (a fresh copy of HEAT) --profile none --json
 # (sampled: greedy on random weights repeats itself, and its routing with it). Predicted decode is
 # budget's by_drives entry for all the pack's drives (one per device); measured is the
 # run's decode_tok_s and ttft_s. Without root the caches are not dropped, and
@@ -40,9 +42,10 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
 
-usage() { sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 out=; models=; drive_a=; drive_b=; rams="1.5 2.5 3.5"; prompt=512; tokens=32; runs=1; threads=$(nproc)
+heat_prompt=256; heat_tokens=64
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -101,12 +104,22 @@ for c in "${configs[@]}"; do
   read -r m layout r <<< "$c"
   pack=$(pack_once "$m" "$layout")
   tag="$m-${layout}drive-ram$r"
-  run "$strata" budget "$pack" --ram "$r" --prompt "$prompt" --heat none --threads "$threads" --json \
+  # The experts' heat, as a user's earlier runs leave it: one run of another prompt
+  # and seed, once per pack. Budget reads it for the hit rate; each run starts from
+  # a fresh copy of it (its hottest experts pinned, as the default heat file does).
+  heat=$out/heat-$m-$layout.json
+  if [ ! -f "$heat" ]; then
+    heat_ids=$($PY -c "print(','.join(str(2000 + 41 * i) for i in range($heat_prompt)))")
+    run "$strata" generate "$pack" --ram "$r" --prompt-ids "$heat_ids" -n "$heat_tokens" --ignore-eos --temperature 1 \
+      --seed 1000 --heat "$heat" --profile none --threads "$threads" > "$out/logs/heat-$m-$layout.log" 2>&1
+  fi
+  run "$strata" budget "$pack" --ram "$r" --prompt "$prompt" --heat "$heat" --threads "$threads" --json \
     > "$out/logs/budget-$tag.json" 2> "$out/logs/budget-$tag.err"
   for i in $(seq 1 "$runs"); do
     drop_caches
+    cp "$heat" "$out/heat-run.json"
     run "$strata" generate "$pack" --ram "$r" --prompt-ids "$ids" -n "$tokens" --ignore-eos --temperature 1 --seed "$i" \
-      --heat none --profile none \
+      --heat "$out/heat-run.json" --profile none \
       --threads "$threads" --json > "$out/logs/run-$tag-$i.json" 2> "$out/logs/run-$tag-$i.err"
   done
   $PY - "$out" "$tag" "$m" "$layout" "$r" "$runs" >> "$out/results.jsonl" <<'EOF'

@@ -89,22 +89,45 @@ TEST(Budget, EveryExpertInRamReadsNothingAfterThePrompt) {
   EXPECT_EQ(p.verdict, "fits in RAM: every expert stays once read");
 }
 
-// A heat file's counts: each layer keeps its most used experts.
-TEST(Budget, HeatPutsTheMostUsedExpertsInTheCache) {
+// A heat file's counts: half of each layer's slots keep its most used
+// experts, by the counts shrunk towards uniform by their sampling noise; the
+// other half any of the rest.
+TEST(Budget, HeatPinsHalfTheSlotsToTheMostUsedExperts) {
   BudgetShape s;
   s.expert_bytes = 1000;
   s.moe_layers = 2;
   s.experts = 4;
   s.experts_per_token = 1;
   const std::vector<std::vector<double>> heat = {{2, 6, 1, 1}, {1, 1, 1, 1}};
-  // Two slots, one a layer: 6/10 and 1/4, mean 0.425.
-  EXPECT_DOUBLE_EQ(expected_hit_rate(s, 2, heat), (0.6 + 0.25) / 2);
-  // Three: 1.5 a layer: (6 + 2/2)/10 = 0.7 and 1.5/4 = 0.375.
-  EXPECT_DOUBLE_EQ(expected_hit_rate(s, 3, heat), (0.7 + 0.375) / 2);
+  // Layer 1: N = 10, mean 2.5, spread ((-0.5)² + 3.5² + 1.5² + 1.5²) / 4 =
+  // 4.25, uniform's noise 2.5 · (1 − 1/4) = 1.875: λ = 2.375 / 4.25 =
+  // 0.558824; shares 0.25 + λ (c/10 − 0.25): 0.445588, 0.222059, 0.166176 x2.
+  // Layer 2: no spread, λ = 0: uniform.
+  // Two slots, one a layer, half pinned: layer 1 0.5 · 0.445588 = 0.222794,
+  // + 0.777206 · 0.5 / 3.5 = 0.333824; layer 2 0.125 + 0.875 · 0.5 / 3.5 =
+  // 0.25 (= 1/4, uniform). Mean 0.291912.
+  EXPECT_NEAR(expected_hit_rate(s, 2, heat), 0.291912, 1e-6);
+  // Three: 1.5 a layer, 0.75 pinned: layer 1 0.75 · 0.445588 = 0.334191,
+  // + 0.665809 · 0.75 / 3.25 = 0.487839; layer 2 0.375. Mean 0.431419.
+  EXPECT_NEAR(expected_hit_rate(s, 3, heat), 0.431419, 1e-6);
+  // Counts no more spread than uniform routing's noise tell nothing: uniform.
+  EXPECT_NEAR(expected_hit_rate(s, 2, {{3, 2, 3, 2}, {1, 1, 1, 1}}), 0.25, 1e-12);
   // Without heat, uniform: 1.5 of 4.
   EXPECT_DOUBLE_EQ(expected_hit_rate(s, 3, {}), 0.375);
   EXPECT_DOUBLE_EQ(expected_hit_rate(s, 8, heat), 1.0);
   EXPECT_THROW(expected_hit_rate(s, 2, {{1, 1, 1, 1}}), Error);
+}
+
+// The prefetch's wrong guesses are read beside the misses.
+TEST(Budget, ThePrefetchsReadFactorScalesTheReads) {
+  BudgetMachine m = laptop();
+  m.prefetch_read_factor = 1.25;
+  const BudgetPrediction p = predict_budget(kimi_k3(), m, 512);
+  // 25.566 GB of misses (above) · 1.25 = 31.958 GB; one drive: 4.9166 s + 0.2 s.
+  EXPECT_NEAR(static_cast<double>(p.read_per_token), 31.958e9, 2e6);
+  EXPECT_NEAR(p.by_drives[0].decode_tok_s, 1.0 / (31.958 / 6.5 + 0.2), 1e-4);
+  m.prefetch_read_factor = 0.5;
+  EXPECT_THROW(predict_budget(kimi_k3(), m, 512), Error);
 }
 
 TEST(Budget, DistinctExpertsOfAPrompt) {

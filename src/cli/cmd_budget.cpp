@@ -35,6 +35,7 @@ struct BudgetArgs {
   int threads = 0;
   std::string heat;
   double probe_seconds = 2.0;
+  std::string prefetch = "on";
   bool json = false;
   std::string svg;
 };
@@ -172,6 +173,7 @@ int run_budget(const BudgetArgs& a) {
   const BudgetCompute compute = measure_compute(model, a.threads, a.prompt);
   m.decode_compute_s = compute.decode_s;
   m.prefill_compute_s = compute.prefill_s;
+  m.prefetch_read_factor = a.prefetch == "off" ? 1.0 : kPrefetchReadFactor;
   const BudgetPrediction p = predict_budget(model.shape, m, a.prompt);
 
   if (!a.svg.empty())
@@ -201,6 +203,7 @@ int run_budget(const BudgetArgs& a) {
                     {"decode_gbps", compute.decode_gbps},
                     {"prefill_compute_s_per_token", compute.prefill_s},
                     {"compute_timed_as", compute.timed_as},
+                    {"prefetch_read_factor", m.prefetch_read_factor},
                     {"heat", heat_used ? heat_path.string() : ""}};
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -223,7 +226,8 @@ int run_budget(const BudgetArgs& a) {
               static_cast<unsigned long long>(p.cache_slots),
               gb(p.cache_slots * model.shape.expert_bytes), 100.0 * p.hit_rate,
               p.fits ? "every expert fits" : heat_used ? "from the heat file" : "uniform routing: a floor");
-  std::printf("  read per token       %.3f GB\n", gb(p.read_per_token));
+  std::printf("  read per token       %.3f GB (the misses, x %.2f for the prefetch's wrong guesses)\n",
+              gb(p.read_per_token), m.prefetch_read_factor);
   std::printf("  compute per token    %.1f ms decode, %.2f ms a prompt token (%s products, %.1f and %.1f GB/s, "
               "%.1f us a product beyond its bytes)\n",
               1e3 * compute.decode_s, 1e3 * compute.prefill_s, compute.timed_as.c_str(), compute.decode_gbps,
@@ -266,6 +270,11 @@ void register_budget(CLI::App& app, Action& run) {
   cmd->add_option("--heat", a->heat,
                   "Expert heat file for the hit rate (default: the model's own, if any; none: uniform routing)");
   cmd->add_option("--probe-seconds", a->probe_seconds, "Seconds a drive without a saved probe is measured")
+      ->capture_default_str();
+  cmd->add_option("--prefetch", a->prefetch,
+                  "The runs' next-layer prefetch (generate's --prefetch; auto is on): on counts its wrong guesses "
+                  "among the reads")
+      ->check(CLI::IsMember({"on", "off", "auto"}))
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print the figures as JSON");
   cmd->add_option("--svg", a->svg, "Write a chart: predicted tok/s against RAM, one curve per drive count");

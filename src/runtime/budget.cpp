@@ -45,6 +45,27 @@ Heat sorted_heat(const Heat& heat) {
   return sorted;
 }
 
+// A layer's counts as use shares shrunk towards uniform by their sampling
+// noise (budget.h): 1/E + λ (c/N − 1/E), λ = the share of the counts'
+// spread that uniform routing's noise does not explain.
+std::vector<double> shrunk_shares(const std::vector<double>& counts, int64_t k) {
+  const double e = static_cast<double>(counts.size());
+  const double n = std::accumulate(counts.begin(), counts.end(), 0.0), mean = n / e;
+  double spread = 0;
+  for (double c : counts) spread += (c - mean) * (c - mean);
+  spread /= e;
+  const double pick = std::min(1.0, static_cast<double>(k) / e);
+  const double noise = mean * (1.0 - pick);
+  const double lambda = spread > noise ? (spread - noise) / spread : 0.0;
+  std::vector<double> p(counts.size());
+  for (size_t i = 0; i < counts.size(); ++i) p[i] = 1.0 / e + lambda * (counts[i] / n - 1.0 / e);
+  return p;
+}
+
+// The share of a layer's slots the streaming provider pins to the most used
+// experts of earlier runs (StreamingOptions::pin_fraction).
+constexpr double kPinnedShare = 0.5;
+
 // expected_hit_rate() over checked heat whose layers are sorted.
 double hit_rate_sorted(const BudgetShape& s, uint64_t slots, const Heat& sorted) {
   if (s.moe_layers <= 0 || s.experts <= 0) return 0;
@@ -53,27 +74,30 @@ double hit_rate_sorted(const BudgetShape& s, uint64_t slots, const Heat& sorted)
   // picks k in every layer alike).
   const double per_layer = static_cast<double>(slots) / static_cast<double>(s.moe_layers);
   if (sorted.empty()) return per_layer / static_cast<double>(s.experts);
+  const double pinned = kPinnedShare * per_layer, e = static_cast<double>(s.experts);
   double hit = 0;
   for (const std::vector<double>& uses : sorted) {
     const double total = std::accumulate(uses.begin(), uses.end(), 0.0);
     if (total <= 0) {  // a layer never seen: as uniform
-      hit += per_layer / static_cast<double>(s.experts);
+      hit += per_layer / e;
       continue;
     }
-    // The most used whole slots, then the next one's fraction.
-    const size_t whole = std::min(uses.size(), static_cast<size_t>(per_layer));
-    double held = std::accumulate(uses.begin(), uses.begin() + static_cast<std::ptrdiff_t>(whole), 0.0);
-    if (whole < uses.size()) held += uses[whole] * (per_layer - static_cast<double>(whole));
-    hit += held / total;
+    // The pinned: the most used whole slots, then the next one's fraction.
+    const std::vector<double> share = shrunk_shares(uses, s.experts_per_token);
+    const size_t whole = std::min(share.size(), static_cast<size_t>(pinned));
+    double held = std::accumulate(share.begin(), share.begin() + static_cast<std::ptrdiff_t>(whole), 0.0);
+    if (whole < share.size()) held += share[whole] * (pinned - static_cast<double>(whole));
+    // The free slots hold any of the others.
+    hit += held + (1.0 - held) * (per_layer - pinned) / (e - pinned);
   }
   return hit / static_cast<double>(sorted.size());
 }
 
 // A decode token's seconds with `slots` cached experts over `gbps` of drives.
-double read_seconds(const BudgetShape& s, uint64_t slots, const Heat& sorted, double gbps) {
+double read_seconds(const BudgetShape& s, uint64_t slots, const Heat& sorted, double gbps, double factor) {
   const double h = hit_rate_sorted(s, slots, sorted);
   const double bytes = static_cast<double>(s.experts_per_token * s.moe_layers) * static_cast<double>(s.expert_bytes) *
-                       (1.0 - h);
+                       (1.0 - h) * factor;
   return bytes / (gbps * 1e9);
 }
 
@@ -99,6 +123,8 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
   if (!std::isfinite(m.decode_compute_s) || !std::isfinite(m.prefill_compute_s) || m.decode_compute_s < 0 ||
       m.prefill_compute_s < 0)
     throw Error("budget: compute times must be finite and not negative");
+  if (!std::isfinite(m.prefetch_read_factor) || m.prefetch_read_factor < 1)
+    throw Error("budget: the prefetch's read factor must be at least 1");
   if (prompt_tokens < 0) throw Error("budget: a prompt has at least zero tokens");
   BudgetPrediction p;
   p.seed.total_bytes = s.total_bytes;
@@ -118,7 +144,9 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     return std::accumulate(l.begin(), l.end(), 0.0) > 0;
   });
   const double picks = static_cast<double>(s.experts_per_token * s.moe_layers);
-  p.read_per_token = p.fits ? 0 : static_cast<uint64_t>(picks * static_cast<double>(s.expert_bytes) * (1.0 - p.hit_rate));
+  p.read_per_token = p.fits ? 0
+                            : static_cast<uint64_t>(picks * static_cast<double>(s.expert_bytes) * (1.0 - p.hit_rate) *
+                                                    m.prefetch_read_factor);
   p.prompt_tokens = prompt_tokens;
   p.prompt_read_bytes = static_cast<uint64_t>(distinct_experts(s.experts, s.experts_per_token, prompt_tokens) *
                                               static_cast<double>(s.moe_layers) * static_cast<double>(s.expert_bytes));
@@ -144,7 +172,7 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     uint64_t lo = 0, hi = all_experts(s);
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
-      if (read_seconds(s, mid, heat, gbps) <= m.decode_compute_s)
+      if (read_seconds(s, mid, heat, gbps, m.prefetch_read_factor) <= m.decode_compute_s)
         hi = mid;
       else
         lo = mid + 1;

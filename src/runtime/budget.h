@@ -13,13 +13,22 @@
 //   resident   = trunk + KV at the context + step buffers + the process;
 //   cache      = RAM − resident, in whole experts (`expert_bytes` each, the
 //                mean: the loader's slots take the largest);
-//   hit rate h = the share of a token's picks the cache holds. With a heat
-//                file (per-layer use counts), the cache holds each layer's
-//                most used experts, slots split evenly over the layers;
-//                otherwise routing is taken as uniform, h = slots per layer ÷
-//                experts per layer: a floor for real routers, which favour
-//                some experts;
-//   read/token = k · moe_layers · expert_bytes · (1 − h);
+//   hit rate h = the share of a token's picks the cache holds, slots split
+//                evenly over the layers. With a heat file (per-layer use
+//                counts of earlier runs), as the streaming provider keeps
+//                them: half the slots pinned to each layer's most used
+//                experts, the other half holding the rest at random,
+//                h = share(pinned) + (1 − share(pinned)) · free ÷ (E − pinned).
+//                A layer's shares are its counts shrunk towards uniform by
+//                their sampling noise (empirical Bayes: a count's variance
+//                under uniform routing, T · k/E · (1 − k/E) over T tokens, is
+//                taken out of the counts' spread), since the most used
+//                experts of a short sample are partly luck and are not the
+//                next text's. Without heat, uniform routing: h = slots per
+//                layer ÷ E, a floor for real routers, which favour some;
+//   read/token = k · moe_layers · expert_bytes · (1 − h) · prefetch factor
+//                (the next-layer prefetch's wrong guesses are read too: the
+//                caller's factor, 1 without prefetch);
 //   decode     = read ÷ (the sum of the drives' ceilings) + compute per token:
 //                a layer's experts must land before its products run, so the
 //                two add (next-layer prefetch overlaps some; not counted);
@@ -48,6 +57,12 @@ struct BudgetShape {
   int64_t experts_per_token = 0;  // k
 };
 
+// Bytes strata's next-layer prefetch reads for each byte a decode token
+// misses: its wrong guesses are read too. Measured on the budget check's
+// runs (docs/PERFORMANCE.md, "strata budget's prediction"): 1.1 to 1.65,
+// this is their middle.
+inline constexpr double kPrefetchReadFactor = 1.25;
+
 // What the machine gives (measured or assumed by the caller).
 struct BudgetMachine {
   uint64_t ram_bytes = 0;        // the budget for the whole process
@@ -57,6 +72,8 @@ struct BudgetMachine {
   double prefill_compute_s = 0;  // a prompt token's share of a prefill's compute
   // Optional: per MoE layer, each expert's use count (a heat file, a trace).
   std::vector<std::vector<double>> heat;
+  // Bytes read for each byte a token misses (the prefetch's wrong guesses).
+  double prefetch_read_factor = 1.0;
 };
 
 // The seeds' three steps.

@@ -143,7 +143,8 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
   // each, read from memory. What one costs beyond its bytes at the rate above
   // (the threads' hand-off, the rows' setup) is its fixed cost.
   const uint64_t expert_matrix = s.expert_bytes / static_cast<uint64_t>(std::max<int64_t>(1, model.expert_matrices));
-  const ProductTimer small(r.timed_as == std::string("MXFP4"), std::max<uint64_t>(expert_matrix, 1));
+  const int64_t width = std::max<int64_t>(32, (model.config.hidden_size + 31) / 32 * 32);
+  const ProductTimer small(r.timed_as == std::string("MXFP4"), std::max<uint64_t>(expert_matrix, 1), width);
   const double small_s = small.seconds(1, pool, seconds / 4);
   r.product_overhead_s = std::max(0.0, small_s - static_cast<double>(small.matrix_bytes()) / (r.decode_gbps * 1e9));
   r.prefill_gbps = bytes * static_cast<double>(trunk_rows) / timer.seconds(trunk_rows, pool, seconds / 4) / 1e9;

@@ -11,6 +11,7 @@
 
 #include "kernels/interleave.h"
 #include "kernels/quantize.h"
+#include "util/error.h"
 #include "util/thread_pool.h"
 
 namespace strata {
@@ -33,10 +34,11 @@ uint64_t last_level_cache_bytes() {
 
 uint64_t large_matrix_mib() { return std::clamp<uint64_t>(4 * last_level_cache_bytes() >> 20, 256, 2048); }
 
-ProductTimer::ProductTimer(bool mxfp4, uint64_t matrix_bytes) {
+ProductTimer::ProductTimer(bool mxfp4, uint64_t matrix_bytes, int64_t in) {
+  if (in < 32 || in % 32 != 0) throw Error("internal: a product timer's rows must be a multiple of 32 wide");
   kernels::WeightMatrix w;
   w.dtype = mxfp4 ? DType::MXFP4 : DType::Q8_0;
-  w.in = 8192;
+  w.in = in;
   const size_t row_bytes = w.row_bytes();
   const char* env = std::getenv("STRATA_BUDGET_COMPUTE_MIB");
   const uint64_t total =

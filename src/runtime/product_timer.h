@@ -3,7 +3,7 @@
 // memory, as a model's do: `strata budget` turns it into compute seconds a
 // token, `strata tune` into a thread count.
 //
-// The weights: copies of one matrix of 8192-wide rows in Q8_0 or MXFP4, every
+// The weights: copies of one matrix of rows `in` wide in Q8_0 or MXFP4, every
 // row the same random one (the kernels' speed does not depend on the values),
 // laid out as the CPU path keeps them (interleaved where the kernels read 16
 // rows), together large_matrix_mib() MiB: four times the last-level cache
@@ -29,8 +29,10 @@ uint64_t large_matrix_mib();
 class ProductTimer {
  public:
   // matrix_bytes 0: one matrix of all the bytes; else copies of a matrix of
-  // about that many bytes (16 rows at least).
-  explicit ProductTimer(bool mxfp4, uint64_t matrix_bytes = 0);
+  // about that many bytes (16 rows at least). `in`: the rows' width (a
+  // multiple of 32), which with the bytes sets how many rows the threads
+  // share: a small matrix of a model is as wide as its hidden size.
+  explicit ProductTimer(bool mxfp4, uint64_t matrix_bytes = 0, int64_t in = 8192);
   ProductTimer(const ProductTimer&) = delete;
   ProductTimer& operator=(const ProductTimer&) = delete;
 
