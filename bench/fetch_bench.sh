@@ -51,7 +51,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
-MODELS=${MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/bench-models}
+MODELS=${MODELS:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/strata/bench-models}
 STRATA=${STRATA:-$repo/build/strata}
 NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 

@@ -14,7 +14,7 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-MODELS=${MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/bench-models}
+MODELS=${MODELS:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/strata/bench-models}
 usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 model=; size=12; vram=1; ram=2; N=64; R=3; threads=$(nproc); out=; prompts="512 4096"; parts="decode ttft streams"; more=
 strata=$repo/build/strata

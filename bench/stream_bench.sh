@@ -68,7 +68,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
-MODELS=${MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/bench-models}
+MODELS=${MODELS:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/strata/bench-models}
 llama=
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; }
@@ -100,6 +100,7 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" = 0 ] || { echo "stream_bench.sh: needs root (cgroup, drop_caches, read_ahead_kb)" >&2; exit 2; }
 [ -d /sys/fs/cgroup/memory ] || { echo "stream_bench.sh: no cgroup v1 memory controller at /sys/fs/cgroup/memory" >&2; exit 2; }
+llama=${llama:-${LLAMA_DIR:-}}
 if [ -n "$llama" ]; then
   PARITY_TOOL=$llama/build-parity/parity_tool
 elif [ -z "${PARITY_TOOL:-}" ]; then

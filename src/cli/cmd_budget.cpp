@@ -13,6 +13,7 @@
 #include "runtime/budget_chart.h"
 #include "runtime/budget_model.h"
 #include "runtime/loader.h"
+#include "runtime/tune_profile.h"
 #include "storage/atomic_file.h"
 #include "storage/probe.h"
 #include "storage/storage.h"
@@ -35,7 +36,8 @@ struct BudgetArgs {
   int threads = 0;
   std::string heat;
   double probe_seconds = 2.0;
-  std::string prefetch = "on";
+  std::string prefetch;  // "": the tuned profile's, else on
+  std::string profile;
   bool json = false;
   std::string svg;
 };
@@ -163,6 +165,18 @@ int run_budget(const BudgetArgs& a) {
   } else if (!a.heat.empty())
     throw Error("--heat " + a.heat + ": no such file");
 
+  // The runs' settings where the tuned profile gives them, as generate takes them.
+  int threads = a.threads;
+  std::string prefetch = a.prefetch, profile_used;
+  if (a.profile != "none") {
+    const fs::path path = a.profile.empty() ? default_profile_path() : fs::path(a.profile);
+    if (!a.profile.empty() && !fs::exists(path)) throw Error("--profile " + a.profile + ": no such file");
+    if (const std::optional<TuneProfile> t = load_profile(path, machine_key())) {
+      profile_used = path.string();
+      if (threads == 0) threads = t->threads;
+      if (prefetch.empty()) prefetch = t->prefetch;
+    }
+  }
   std::vector<Drive> drives = drives_of(model, a.drives);
   const std::optional<ProbeResult> saved = load_probe();
   for (Drive& d : drives) {
@@ -170,10 +184,10 @@ int run_budget(const BudgetArgs& a) {
     m.drive_gbps.push_back(d.gbps);
   }
 
-  const BudgetCompute compute = measure_compute(model, a.threads, a.prompt);
+  const BudgetCompute compute = measure_compute(model, threads, a.prompt);
   m.decode_compute_s = compute.decode_s;
   m.prefill_compute_s = compute.prefill_s;
-  m.prefetch_read_factor = a.prefetch == "off" ? 1.0 : kPrefetchReadFactor;
+  m.prefetch_read_factor = prefetch == "off" ? 1.0 : kPrefetchReadFactor;
   const BudgetPrediction p = predict_budget(model.shape, m, a.prompt);
 
   if (!a.svg.empty())
@@ -204,6 +218,8 @@ int run_budget(const BudgetArgs& a) {
                     {"prefill_compute_s_per_token", compute.prefill_s},
                     {"compute_timed_as", compute.timed_as},
                     {"prefetch_read_factor", m.prefetch_read_factor},
+                    {"threads", threads},
+                    {"profile", profile_used.empty() ? nlohmann::json() : nlohmann::json(profile_used)},
                     {"heat", heat_used ? heat_path.string() : ""}};
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -272,10 +288,12 @@ void register_budget(CLI::App& app, Action& run) {
   cmd->add_option("--probe-seconds", a->probe_seconds, "Seconds a drive without a saved probe is measured")
       ->capture_default_str();
   cmd->add_option("--prefetch", a->prefetch,
-                  "The runs' next-layer prefetch (generate's --prefetch; auto is on): on counts its wrong guesses "
-                  "among the reads")
-      ->check(CLI::IsMember({"on", "off", "auto"}))
-      ->capture_default_str();
+                  "The runs' next-layer prefetch (generate's --prefetch; auto is on; default: the tuned profile's, "
+                  "else on): on counts its wrong guesses among the reads")
+      ->check(CLI::IsMember({"on", "off", "auto"}));
+  cmd->add_option("--profile", a->profile,
+                  "The tuned profile whose threads and prefetch the runs would use: a path or none (default: this "
+                  "machine's, when there is one)");
   cmd->add_flag("--json", a->json, "Print the figures as JSON");
   cmd->add_option("--svg", a->svg, "Write a chart: predicted tok/s against RAM, one curve per drive count");
   cmd->callback([&run, a] { run = [a] { return run_budget(*a); }; });

@@ -45,16 +45,21 @@ int run_doctor(const DoctorArgs& a) {
     LoadOptions lo;
     const BudgetModel model = read_budget_model(a.model, lo);
     const uint64_t ram = budget_ram_bytes(o.ram_bytes);
-    o.registered_bytes = expert_cache_bytes(model, ram, resident_anonymous_bytes());
-    if (model.kind != "pack") o.pack_bytes = model.shape.total_bytes - model.shape.trunk_bytes - model.token_table_bytes;
+    const uint64_t experts = model.shape.total_bytes - model.shape.trunk_bytes - model.token_table_bytes;
+    const uint64_t cache = expert_cache_bytes(model, ram, resident_anonymous_bytes());
+    // Without --ram a model whose experts all fit runs in RAM: nothing is
+    // registered. Otherwise its expert cache is.
+    o.registered_bytes = !o.ram_bytes && cache >= experts ? 0 : cache;
+    // Packing onto the given drives (a checkpoint streams in place without).
+    if (model.kind != "pack" && !a.drives.empty()) o.pack_bytes = experts;
     if (o.drives.empty()) {  // its expert files, one per folder, read only
       std::set<fs::path> seen;
       for (const fs::path& f : model.expert_files)
         if (seen.insert(f.parent_path()).second) o.drives.push_back(f);
     }
-  } else {
+  } else if (o.ram_bytes) {
     // Without a model the expert cache may take the whole budget.
-    o.registered_bytes = budget_ram_bytes(o.ram_bytes);
+    o.registered_bytes = *o.ram_bytes;
   }
   if (o.drives.empty()) o.drives.push_back(fs::current_path());
 

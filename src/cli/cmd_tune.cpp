@@ -35,7 +35,8 @@ int run_tune_command(const TuneArgs& a) {
   o.test_file_bytes = a.test_file_mib << 20;
   o.model = a.model;
   if (a.ram_gib) {
-    if (!std::isfinite(*a.ram_gib) || *a.ram_gib <= 0) throw Error("--ram must be a number of GiB above 0");
+    if (!std::isfinite(*a.ram_gib) || *a.ram_gib <= 0 || *a.ram_gib > (1 << 20))
+      throw Error("--ram must be a number of GiB above 0");
     o.load.ram_bytes = static_cast<uint64_t>(*a.ram_gib * (1ull << 30));
   }
   for (const std::string& d : a.drives) {
@@ -43,8 +44,13 @@ int run_tune_command(const TuneArgs& a) {
     o.drives.push_back(fs::absolute(d));
   }
   o.progress = [](const std::string& line) { std::fprintf(stderr, "tune: %s\n", line.c_str()); };
-  const TuneProfile p = run_tune(o);
+  // Where it goes is made sure of before minutes of measuring.
   const fs::path path = a.out.empty() ? default_profile_path() : fs::path(a.out);
+  std::error_code ec;
+  if (path.has_parent_path() && !fs::create_directories(path.parent_path(), ec) && ec)
+    throw Error(path.parent_path().string() + ": cannot create the profile's folder: " + ec.message());
+  if (fs::is_directory(path)) throw Error("--out " + path.string() + ": a folder, not a file");
+  const TuneProfile p = run_tune(o);
   save_profile(p, path);
   if (a.json) {
     std::cout << read_text_file(path);

@@ -17,7 +17,9 @@
 //                evenly over the layers. With a heat file (per-layer use
 //                counts of earlier runs), as the streaming provider keeps
 //                them: half the slots pinned to each layer's most used
-//                experts, the other half holding the rest at random,
+//                experts (the provider pins the hottest pairs of all
+//                layers; with heat spread alike over the layers the two
+//                agree), the other half holding the rest at random,
 //                h = share(pinned) + (1 − share(pinned)) · free ÷ (E − pinned).
 //                A layer's shares are its counts shrunk towards uniform by
 //                their sampling noise (empirical Bayes: a count's variance
@@ -119,8 +121,8 @@ struct BudgetPrediction {
 BudgetPrediction predict_budget(const BudgetShape& shape, const BudgetMachine& machine, int64_t prompt_tokens);
 
 // The hit rate of a cache of `slots` experts split evenly over the layers,
-// each layer keeping its most used experts (heat: per layer, use counts) or,
-// without heat, under uniform routing.
+// half the slots pinned to each layer's most used experts by the heat's
+// shrunk shares (above), or, without heat, under uniform routing.
 double expected_hit_rate(const BudgetShape& shape, uint64_t slots, const std::vector<std::vector<double>>& heat);
 
 // The distinct experts `tokens` tokens pick in one layer under uniform routing.

@@ -3,7 +3,6 @@
 
 #include <cstdio>
 #include <map>
-#include <set>
 
 namespace strata {
 
@@ -45,13 +44,16 @@ DoctorLine io_uring_line(const MachineFacts& f) {
 DoctorLine memlock_line(const MachineFacts& f, const DoctorOptions& o) {
   if (f.cap_ipc_lock) return ok("memlock", "CAP_IPC_LOCK: expert buffers are registered without a limit");
   if (!f.memlock_bytes) return ok("memlock", "unlimited: expert buffers are registered as io_uring fixed buffers");
-  if (o.registered_bytes == 0)
-    return ok("memlock", bytes_text(*f.memlock_bytes) + " may be locked; no expert cache to register");
-  if (*f.memlock_bytes >= o.registered_bytes)
-    return ok("memlock", bytes_text(*f.memlock_bytes) + " may be locked, the expert cache needs " +
-                             bytes_text(o.registered_bytes));
+  if (!o.registered_bytes)
+    return skip("memlock", bytes_text(*f.memlock_bytes) + " may be locked; give a model or --ram to compare it with "
+                                                          "the expert cache");
+  const uint64_t need = *o.registered_bytes;
+  if (need == 0)
+    return ok("memlock", bytes_text(*f.memlock_bytes) + " may be locked; the model runs in RAM, nothing to register");
+  if (*f.memlock_bytes >= need)
+    return ok("memlock", bytes_text(*f.memlock_bytes) + " may be locked, the expert cache needs " + bytes_text(need));
   return fail("memlock",
-              bytes_text(*f.memlock_bytes) + " may be locked, the expert cache needs " + bytes_text(o.registered_bytes) +
+              bytes_text(*f.memlock_bytes) + " may be locked, the expert cache needs " + bytes_text(need) +
                   ": io_uring refuses its fixed buffers and every read pins its pages",
               "ulimit -l unlimited (systemd: LimitMEMLOCK=infinity; docker: --ulimit memlock=-1; "
               "/etc/security/limits.conf: memlock unlimited)");
@@ -93,6 +95,9 @@ DoctorLine direct_line(const DriveFacts& d) {
   const std::string check = "O_DIRECT " + d.path.string();
   if (d.device.empty()) return fail(check, "cannot be read", "give a folder (or file) that exists on a drive");
   const std::string on = d.fs_type.empty() ? "" : " (" + d.fs_type + ")";
+  if (!d.direct_error.empty() && !d.direct_refused)
+    return fail(check, d.direct_error + on + ": O_DIRECT could not be tried here",
+                "give a folder strata may write on that drive, or a model file on it");
   if (!d.direct_error.empty())
     return fail(check, d.direct_error + on + ": experts would be read through the page cache, outside --ram",
                 "put the experts on a filesystem with O_DIRECT (ext4, xfs, btrfs)");
@@ -100,7 +105,7 @@ DoctorLine direct_line(const DriveFacts& d) {
 }
 
 // The device's queue and kind, once per device.
-DoctorLine drive_line(const DriveFacts& d, const DoctorOptions& o) {
+DoctorLine drive_line(const DriveFacts& d, const DoctorOptions& o, bool virtual_machine) {
   if (d.block.empty()) {
     const std::string check = "drive " + d.path.string();
     if (d.fs_type == "tmpfs" || d.fs_type == "ramfs")
@@ -111,11 +116,14 @@ DoctorLine drive_line(const DriveFacts& d, const DoctorOptions& o) {
   }
   const std::string check = "drive " + d.block;
   const std::string name = !d.model.empty() ? d.model : d.driver;
-  const std::string what = (name.empty() ? "" : name + ", ") + "queue " + std::to_string(d.nr_requests) +
+  const std::string what = (name.empty() ? "" : name + ", ") + "queue " +
+                           (d.nr_requests >= 0 ? std::to_string(d.nr_requests) : std::string("unknown")) +
                            (d.scheduler.empty() ? "" : ", scheduler " + d.scheduler);
-  // A virtual machine's disk says "rotational" by default whatever the host
-  // stores it on: the flag tells nothing there.
-  const bool virtual_disk = d.driver == "virtio_blk" || d.driver == "vbd" || d.driver == "xen_blkfront";
+  // A virtual machine's disk (virtio, Xen, or a virtual SCSI disk) says
+  // "rotational" by default whatever the host stores it on: the flag tells
+  // nothing there.
+  const bool virtual_disk =
+      virtual_machine || d.driver == "virtio_blk" || d.driver == "vbd" || d.driver == "xen_blkfront";
   if (d.rotational == 1 && !virtual_disk)
     return fail(check, what + ": a spinning disk, each expert read waits for a seek", "put the experts on an SSD");
   if (d.nr_requests >= 0 && static_cast<unsigned>(d.nr_requests) < o.io_depth)
@@ -156,7 +164,7 @@ std::vector<DoctorLine> diagnose(const MachineFacts& f, const DoctorOptions& o) 
                                    cpu_line(f)};
   for (const DriveFacts& d : f.drives) lines.push_back(direct_line(d));
   std::map<std::string, const DriveFacts*> devices;  // first folder of each device
-  std::set<std::string> blocks;
+  std::map<std::string, const DriveFacts*> disks;    // first folder of each disk
   for (const DriveFacts& d : f.drives) {
     if (d.device.empty()) continue;
     const auto [first, fresh] = devices.emplace(d.device, &d);
@@ -167,8 +175,17 @@ std::vector<DoctorLine> diagnose(const MachineFacts& f, const DoctorOptions& o) 
                            "give one folder per drive"));
       continue;
     }
-    if (!d.block.empty() && !blocks.insert(d.block).second) continue;  // partitions of one disk
-    lines.push_back(drive_line(d, o));
+    if (!d.block.empty()) {
+      const auto [disk, new_disk] = disks.emplace(d.block, &d);
+      if (!new_disk) {  // another partition of a disk already listed
+        lines.push_back(fail("one device " + d.path.string(),
+                             "on another partition of the disk " + d.block + " as " + disk->second->path.string() +
+                                 ": the two share one drive's rate",
+                             "give one folder per drive"));
+        continue;
+      }
+    }
+    lines.push_back(drive_line(d, o, f.virtual_machine));
     if (!d.block.empty()) lines.push_back(read_ahead_line(d));
   }
   for (const auto& [device, d] : devices) lines.push_back(free_line(*d, "a probe's test file"));
@@ -186,9 +203,8 @@ std::vector<DoctorLine> diagnose(const MachineFacts& f, const DoctorOptions& o) 
 
 std::string format_doctor_line(const DoctorLine& l) {
   const char* tag = l.verdict == DoctorVerdict::Ok ? "ok  " : l.verdict == DoctorVerdict::Fail ? "FAIL" : "--  ";
-  char head[96];
-  std::snprintf(head, sizeof head, "%s  %-22s ", tag, l.check.c_str());
-  std::string s = head + l.finding;
+  std::string s = std::string(tag) + "  " + l.check;
+  s += std::string(s.size() < 28 ? 28 - s.size() : 1, ' ') + l.finding;
   if (!l.fix.empty()) s += "; fix: " + l.fix;
   return s;
 }

@@ -45,8 +45,9 @@ struct DoctorOptions {
   // --ram: the process's budget; unset = what the loader would derive.
   std::optional<uint64_t> ram_bytes;
   // Bytes of expert cache strata would register as io_uring fixed buffers
-  // (the budget less what is resident).
-  uint64_t registered_bytes = 0;
+  // (the budget less what is resident; 0: the model runs in RAM); unset:
+  // not known (no model and no --ram).
+  std::optional<uint64_t> registered_bytes;
   // Bytes the drives together must still take (a model's experts to pack
   // there); 0 = nothing beyond the smallest room below.
   uint64_t pack_bytes = 0;
@@ -63,6 +64,7 @@ struct DriveFacts {
   std::string device;          // "major:minor" of its filesystem, "" when it cannot be stat()ed
   std::string fs_type;         // "ext4", "tmpfs", ... ("" unknown)
   std::string direct_error;    // "" = an O_DIRECT write and read of a block worked there
+  bool direct_refused = false;  // with direct_error: the filesystem refused O_DIRECT (else: the test could not be made)
   uint64_t free_bytes = 0;     // for an unprivileged user
   // The block device under it ("" for tmpfs, overlay, network filesystems):
   std::string block;           // "nvme0n1" (the whole disk, for a partition)
@@ -80,6 +82,7 @@ struct MachineFacts {
   std::optional<uint64_t> memlock_bytes;  // RLIMIT_MEMLOCK's soft limit; unset = unlimited
   bool cap_ipc_lock = false;   // the process may lock memory beyond it
   std::string thp_enabled;     // "always", "madvise", "never"; "" absent
+  bool virtual_machine = false;  // the CPU says it runs under a hypervisor (its disks' rotational flag is the host's guess)
   std::optional<uint64_t> cgroup_limit;  // the tightest memory cgroup limit above the process
   uint64_t derived_ram = 0;    // the budget the loader derives without --ram
   std::string isa;             // the kernels in use

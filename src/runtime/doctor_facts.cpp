@@ -5,7 +5,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -62,30 +64,34 @@ std::string fs_type_name(const fs::path& p) {
 }
 
 // Writes a block with O_DIRECT into a folder and reads it back (a file: reads
-// its first block). "" when both worked, else why not.
-std::string try_direct(const fs::path& p) {
+// its first block); says why not in d.direct_error, and whether it was the
+// filesystem refusing O_DIRECT (EINVAL) rather than the test itself failing
+// (a folder that cannot be written, a file that cannot be read).
+void try_direct(const fs::path& p, DriveFacts& d) {
   std::error_code ec;
-  const bool folder = fs::is_directory(p, ec);
   AlignedBuffer block(kIoAlign, true);
-  if (folder) {
-    const fs::path file = p / (".strata-doctor-" + std::to_string(::getpid()));
+  auto failed = [&](const char* what, int err) {
+    d.direct_error = std::string(what) + ": " + std::strerror(err);
+    d.direct_refused = err == EINVAL;
+  };
+  if (fs::is_directory(p, ec)) {
+    static std::atomic<unsigned> serial{0};
+    const fs::path file = p / (".strata-doctor-" + std::to_string(::getpid()) + "-" + std::to_string(++serial) + "-" +
+                               std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
     const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0600);
-    if (fd < 0) return std::string("cannot create a file with O_DIRECT: ") + std::strerror(errno);
-    std::string why;
+    if (fd < 0) return failed("cannot create a test file with O_DIRECT", errno);
     if (::pwrite(fd, block.data(), kIoAlign, 0) != static_cast<ssize_t>(kIoAlign))
-      why = std::string("an O_DIRECT write failed: ") + std::strerror(errno);
+      failed("an O_DIRECT write failed", errno);
     else if (::pread(fd, block.data(), kIoAlign, 0) != static_cast<ssize_t>(kIoAlign))
-      why = std::string("an O_DIRECT read failed: ") + std::strerror(errno);
+      failed("an O_DIRECT read failed", errno);
     ::close(fd);
     ::unlink(file.c_str());
-    return why;
+    return;
   }
   const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-  if (fd < 0) return std::string("cannot open with O_DIRECT: ") + std::strerror(errno);
-  std::string why;
-  if (::pread(fd, block.data(), kIoAlign, 0) < 0) why = std::string("an O_DIRECT read failed: ") + std::strerror(errno);
+  if (fd < 0) return failed("cannot open with O_DIRECT", errno);
+  if (::pread(fd, block.data(), kIoAlign, 0) < 0) failed("an O_DIRECT read failed", errno);
   ::close(fd);
-  return why;
 }
 
 // The block device's sysfs folder for a "major:minor": a partition's disk,
@@ -107,7 +113,7 @@ DriveFacts drive_facts(const fs::path& path, const fs::path& root, bool io) {
   struct statvfs v {};
   if (::statvfs(path.c_str(), &v) == 0) d.free_bytes = static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
   if (!io) return d;
-  d.direct_error = try_direct(path);
+  try_direct(path, d);
   const fs::path dir = block_folder(root, d.device);
   if (dir.empty()) return d;
   d.block = dir.filename().string();
@@ -142,6 +148,14 @@ MachineFacts gather_machine_facts(const DoctorOptions& o) {
   if (::getrlimit(RLIMIT_MEMLOCK, &r) == 0 && r.rlim_cur != RLIM_INFINITY) f.memlock_bytes = r.rlim_cur;
   f.cap_ipc_lock = has_ipc_lock(o.root);
   f.thp_enabled = selected(o.root / "sys/kernel/mm/transparent_hugepage/enabled");
+  {
+    std::ifstream cpuinfo(o.root / "proc/cpuinfo");
+    for (std::string line; std::getline(cpuinfo, line);)
+      if (line.rfind("flags", 0) == 0) {
+        f.virtual_machine = (line + " ").find(" hypervisor ") != std::string::npos;
+        break;
+      }
+  }
   f.cgroup_limit = memory_cgroup_limit_bytes(o.root);
   const uint64_t available = available_memory_bytes();
   if (available != UINT64_MAX) f.derived_ram = budget_from_available(resident_anonymous_bytes(), available);

@@ -11,6 +11,7 @@
 #include "storage/probe.h"
 #include "util/error.h"
 #include "util/median.h"
+#include "util/process_memory.h"
 #include "util/thread_pool.h"
 
 namespace strata {
@@ -94,20 +95,21 @@ std::vector<int32_t> fixed_prompt(int64_t vocab, size_t n) {
 // One cold streamed run: seconds of the prompt's prefill and per decoded
 // token. nullopt when the model cannot run so (a step too wide for the budget).
 std::optional<std::pair<double, double>> timed_run(const TuneOptions& o, LoadOptions lo, size_t prompt, int tokens) {
-  std::unique_ptr<Model> model;
+  // A setting the model cannot run with (a step too wide for the budget) is
+  // skipped, saying why; the measurements made so far are kept.
   try {
-    model = load_model(o.model, lo);
-  } catch (const Error& e) {
+    const std::unique_ptr<Model> model = load_model(o.model, lo);
+    GenerateOptions g;
+    g.max_new_tokens = tokens;
+    // A model of a short context takes what fits of the prompt.
+    prompt = static_cast<size_t>(std::clamp<int64_t>(model->context() - tokens - 1, 1, static_cast<int64_t>(prompt)));
+    const GenerateResult r = generate(*model, fixed_prompt(model->config().vocab_size, prompt), g);
+    const double per_token = r.tokens.size() > 1 ? r.decode_s / static_cast<double>(r.tokens.size() - 1) : 0;
+    return std::make_pair(r.prefill_s, per_token);
+  } catch (const std::exception& e) {
     say(o, std::string("  skipped: ") + e.what());
     return std::nullopt;
   }
-  GenerateOptions g;
-  g.max_new_tokens = tokens;
-  // A model of a short context takes what fits of the prompt.
-  prompt = static_cast<size_t>(std::clamp<int64_t>(model->context() - tokens - 1, 1, static_cast<int64_t>(prompt)));
-  const GenerateResult r = generate(*model, fixed_prompt(model->config().vocab_size, prompt), g);
-  const double per_token = r.tokens.size() > 1 ? r.decode_s / static_cast<double>(r.tokens.size() - 1) : 0;
-  return std::make_pair(r.prefill_s, per_token);
 }
 
 void tune_with_model(const TuneOptions& o, TuneProfile& p) {
@@ -119,9 +121,15 @@ void tune_with_model(const TuneOptions& o, TuneProfile& p) {
   if (p.threads > 0) lo.threads = p.threads;
   if (p.io_depth > 0) lo.io_depth = p.io_depth;
   if (p.piece_bytes > 0) lo.piece_bytes = p.piece_bytes;
-  if (lo.ram_bytes == 0 && lo.cache_slots == 0) {  // a quarter of the experts cached, so that reads happen
+  if (lo.ram_bytes == 0 && lo.cache_slots == 0) {
+    // A quarter of the experts cached, so that reads happen; within what
+    // the machine has (the loader's budget from the memory available).
     const BudgetModel m = read_budget_model(o.model, lo);
-    lo.cache_slots = static_cast<size_t>(std::max<int64_t>(1, m.shape.moe_layers * m.shape.experts / 4));
+    lo.ram_bytes = budget_ram_bytes(std::nullopt);
+    const uint64_t room = expert_cache_bytes(m, lo.ram_bytes, resident_anonymous_bytes()) /
+                          std::max<uint64_t>(1, m.shape.expert_bytes);
+    const uint64_t quarter = static_cast<uint64_t>(std::max<int64_t>(1, m.shape.moe_layers * m.shape.experts / 4));
+    lo.cache_slots = static_cast<size_t>(std::max<uint64_t>(1, std::min(quarter, room)));
   }
   // Prefetch, alternated on/off/off/on so that a drift favours neither.
   std::map<std::string, std::vector<double>> decode;
@@ -154,6 +162,8 @@ void tune_with_model(const TuneOptions& o, TuneProfile& p) {
     }
   }
   p.measured["prefill_rows"] = rows;
+  if (decode["on"].size() + decode["off"].size() < 4 || rows.empty())
+    say(o, "some of the model's runs were skipped (above): what they decide is left to the defaults");
 }
 
 }  // namespace
