@@ -25,5 +25,6 @@ void register_devices(CLI::App& app, Action& run);
 void register_budget(CLI::App& app, Action& run);
 void register_doctor(CLI::App& app, Action& run);
 void register_tune(CLI::App& app, Action& run);
+void register_bench(CLI::App& app, Action& run);
 
 }  // namespace strata::cli

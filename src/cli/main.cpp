@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   strata::cli::register_budget(app, run);
   strata::cli::register_doctor(app, run);
   strata::cli::register_tune(app, run);
+  strata::cli::register_bench(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,14 +1,13 @@
 #include "runtime/tune_profile.h"
 
-#include <unistd.h>
-
 #include <fstream>
-#include <thread>
 
 #include "storage/atomic_file.h"
 #include "util/cache_dir.h"
 #include "util/error.h"
 #include "util/json_file.h"
+#include "util/machine_info.h"
+#include "util/utc_time.h"
 
 namespace strata {
 
@@ -30,42 +29,13 @@ std::string file_safe(const std::string& s) {
   return out.empty() ? "unknown" : out;
 }
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0)
-      if (const size_t c = line.find(':'); c != std::string::npos) return line.substr(c + 1);
-  return "cpu";
-}
-
-uint64_t memory_gib() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  while (in >> key >> kib) {
-    if (key == "MemTotal:") return (kib + (1u << 19)) >> 20;
-    in.ignore(1 << 10, '\n');
-  }
-  return 0;
-}
-
-std::string utc_now() {
-  char s[32];
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  std::strftime(s, sizeof s, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return s;
-}
-
 }  // namespace
 
 std::string machine_key() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return file_safe(std::string(host) + "-" + cpu_model() + "-" + std::to_string(std::thread::hardware_concurrency()) +
-                   "c-" + std::to_string(memory_gib()) + "g");
+  const MachineInfo m = this_machine();
+  // Memory in whole GiB, rounded: MemTotal moves by a few MiB between boots.
+  return file_safe(m.host + "-" + (m.cpu.empty() ? "cpu" : m.cpu) + "-" + std::to_string(m.cores) + "c-" +
+                   std::to_string((m.memory_bytes + (1ull << 29)) >> 30) + "g");
 }
 
 fs::path default_profile_path() { return strata_cache_dir() / "tune" / (machine_key() + ".json"); }

@@ -23,6 +23,7 @@
 
 #include "storage/storage.h"
 #include "util/error.h"
+#include "util/utc_time.h"
 #include "util/json_file.h"
 #include "util/median.h"
 
@@ -221,15 +222,6 @@ void pick_best(ProbeDrive& d) {
       d.best_block = m.block;
       d.best_depth = m.depth;
     }
-}
-
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm;
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string block_device_name(uint64_t dev) {
