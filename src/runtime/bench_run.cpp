@@ -134,6 +134,17 @@ BenchReport run_bench(const BenchOptions& o) {
   if (o.runs < 1) throw Error("bench: --runs must be at least 1");
   if (o.prompt_tokens < 1) throw Error("bench: --prompt must be at least 1 token");
   if (o.tokens < 1) throw Error("bench: --tokens must be at least 1");
+  // The model as the runs see it, opened first (nothing of it is read), so
+  // that a model that cannot be opened is one error before any run; let go
+  // before they start (its buffers would count against their memory).
+  std::string identity, approximation;
+  {
+    LoadOptions lo = o.load;
+    lo.notice = nullptr;
+    const std::unique_ptr<Model> model = open_model(o.model, lo);
+    identity = model->identity();
+    approximation = model->approximation();
+  }
   BenchReport report;
   for (const auto& ram : o.rams) report.labels.push_back(ram_label(ram));
   const ExpertFiles experts = expert_files_of(o);
@@ -148,10 +159,6 @@ BenchReport run_bench(const BenchOptions& o) {
     }
 
   const MachineInfo m = this_machine();
-  // The model as the runs saw it (opened again: cheap, nothing is read).
-  LoadOptions lo = o.load;
-  lo.notice = nullptr;
-  const std::unique_ptr<Model> model = open_model(o.model, lo);
   nlohmann::json budgets = nlohmann::json::array();
   for (const auto& ram : o.rams) budgets.push_back(ram ? nlohmann::json(*ram) : nlohmann::json());
   report.header = {
@@ -159,9 +166,9 @@ BenchReport run_bench(const BenchOptions& o) {
        {{"host", m.host}, {"cpu", m.cpu}, {"cores", m.cores}, {"memory_bytes", m.memory_bytes}, {"kernel", m.kernel},
         {"kernels", kernels::isa_name(kernels::active_isa())}}},
       {"commit", o.commit},
-      {"model", {{"path", o.model.string()}, {"identity", model->identity()}}},
+      {"model", {{"path", o.model.string()}, {"identity", identity}}},
       // Exact unless the weights were re-quantized (a pack says how).
-      {"numeric_mode", model->approximation().empty() ? "exact" : model->approximation()},
+      {"numeric_mode", approximation.empty() ? "exact" : approximation},
       {"settings",
        {{"runs", o.runs},
         {"order", "balanced: rounds alternate forwards and backwards over the configurations"},
