@@ -42,10 +42,7 @@ int run_bench_command(BenchArgs a) {
   o.drop_caches = !a.no_drop;
   o.commit = STRATA_COMMIT;
   if (!a.rams.empty()) o.rams.clear();
-  for (double g : a.rams) {
-    if (!std::isfinite(g) || g <= 0 || g > (1 << 20)) throw Error("--ram must be a number of GiB above 0");
-    o.rams.push_back(static_cast<uint64_t>(g * (1ull << 30)));
-  }
+  for (double g : a.rams) o.rams.push_back(ram_gib_bytes(g));
   if (a.flags.heat.empty()) a.flags.heat = "none";  // cold runs: nothing pinned from earlier ones, nothing learned
   o.load = load_options(a.flags);
   o.progress = [](const std::string& line) { std::fprintf(stderr, "bench: %s\n", line.c_str()); };

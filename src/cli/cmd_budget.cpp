@@ -13,7 +13,7 @@
 #include "runtime/budget_chart.h"
 #include "runtime/budget_model.h"
 #include "runtime/loader.h"
-#include "runtime/tune_profile.h"
+#include "cli/model_flags.h"
 #include "storage/atomic_file.h"
 #include "storage/probe.h"
 #include "storage/storage.h"
@@ -168,14 +168,10 @@ int run_budget(const BudgetArgs& a) {
   // The runs' settings where the tuned profile gives them, as generate takes them.
   int threads = a.threads;
   std::string prefetch = a.prefetch, profile_used;
-  if (a.profile != "none") {
-    const fs::path path = a.profile.empty() ? default_profile_path() : fs::path(a.profile);
-    if (!a.profile.empty() && !fs::exists(path)) throw Error("--profile " + a.profile + ": no such file");
-    if (const std::optional<TuneProfile> t = load_profile(path, machine_key())) {
-      profile_used = path.string();
-      if (threads == 0) threads = t->threads;
-      if (prefetch.empty()) prefetch = t->prefetch;
-    }
+  if (const std::optional<TunedProfile> t = tuned_profile(a.profile)) {
+    profile_used = t->path.string();
+    if (threads == 0) threads = t->profile.threads;
+    if (prefetch.empty()) prefetch = t->profile.prefetch;
   }
   std::vector<Drive> drives = drives_of(model, a.drives);
   const std::optional<ProbeResult> saved = load_probe();

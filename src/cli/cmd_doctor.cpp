@@ -8,6 +8,7 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "runtime/budget_model.h"
 #include "runtime/doctor.h"
 #include "storage/storage.h"
@@ -30,13 +31,11 @@ struct DoctorArgs {
 };
 
 int run_doctor(const DoctorArgs& a) {
-  if (a.ram_gib && (!std::isfinite(*a.ram_gib) || *a.ram_gib <= 0 || *a.ram_gib > (1 << 20)))
-    throw Error("--ram must be a number of GiB above 0");
   if (a.io_depth < 1 || a.io_depth > 1024) throw Error("--io-depth must be between 1 and 1024");
   DoctorOptions o;
   o.io_depth = a.io_depth;
   o.cache_dir = strata_cache_dir();
-  if (a.ram_gib) o.ram_bytes = static_cast<uint64_t>(*a.ram_gib * (1ull << 30));
+  if (a.ram_gib) o.ram_bytes = ram_gib_bytes(*a.ram_gib);
   for (const std::string& d : a.drives) {
     if (d.empty()) throw Error("--drive: give a folder on a drive");
     o.drives.push_back(fs::absolute(d));

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "runtime/tune.h"
 #include "util/error.h"
 #include "util/json_file.h"
@@ -34,11 +35,7 @@ int run_tune_command(const TuneArgs& a) {
   o.seconds = a.seconds;
   o.test_file_bytes = a.test_file_mib << 20;
   o.model = a.model;
-  if (a.ram_gib) {
-    if (!std::isfinite(*a.ram_gib) || *a.ram_gib <= 0 || *a.ram_gib > (1 << 20))
-      throw Error("--ram must be a number of GiB above 0");
-    o.load.ram_bytes = static_cast<uint64_t>(*a.ram_gib * (1ull << 30));
-  }
+  if (a.ram_gib) o.load.ram_bytes = ram_gib_bytes(*a.ram_gib);
   for (const std::string& d : a.drives) {
     if (d.empty()) throw Error("--drive: give a folder on a drive");
     o.drives.push_back(fs::absolute(d));

@@ -1,8 +1,8 @@
 #include "cli/model_flags.h"
 
+#include <cmath>
 #include <cstdio>
 
-#include "runtime/tune_profile.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -52,6 +52,20 @@ void add_model_flags(CLI::App* cmd, ModelFlags& f) {
                   "depth at which a drive reads fastest)");
 }
 
+uint64_t ram_gib_bytes(double gib) {
+  if (!std::isfinite(gib) || gib <= 0 || gib > (1 << 20)) throw Error("--ram must be a number of GiB above 0");
+  return static_cast<uint64_t>(gib * (1ull << 30));
+}
+
+std::optional<TunedProfile> tuned_profile(const std::string& flag) {
+  if (flag == "none") return std::nullopt;
+  const std::filesystem::path path = flag.empty() ? default_profile_path() : std::filesystem::path(flag);
+  if (!flag.empty() && !std::filesystem::exists(path)) throw Error("--profile " + flag + ": no such file");
+  std::optional<TuneProfile> p = load_profile(path, machine_key());
+  if (!p) return std::nullopt;
+  return TunedProfile{std::move(*p), path};
+}
+
 LoadOptions load_options(const ModelFlags& f) {
   if (f.ram_gib < 0) throw Error("--ram must not be negative");
   if (f.ctx && *f.ctx < 1) throw Error("--ctx must be at least 1");
@@ -82,14 +96,10 @@ LoadOptions load_options(const ModelFlags& f) {
   }
   o.notice = [](const std::string& line) { std::fprintf(stderr, "strata: %s\n", line.c_str()); };
   o.show_progress = stderr_is_terminal();
-  if (f.profile != "none") {
-    const std::filesystem::path path = f.profile.empty() ? default_profile_path() : std::filesystem::path(f.profile);
-    if (!f.profile.empty() && !std::filesystem::exists(path)) throw Error("--profile " + f.profile + ": no such file");
-    if (const std::optional<TuneProfile> p = load_profile(path, machine_key())) {
-      apply_profile(*p, path, o);
-      o.notice("tuned profile " + path.string() + " (" + describe_profile(*p) +
-               "; flags given take precedence, --profile none ignores it)");
-    }
+  if (const std::optional<TunedProfile> t = tuned_profile(f.profile)) {
+    apply_profile(t->profile, t->path, o);
+    o.notice("tuned profile " + t->path.string() + " (" + describe_profile(t->profile) +
+             "; flags given take precedence, --profile none ignores it)");
   }
   return o;
 }

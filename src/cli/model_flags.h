@@ -11,6 +11,7 @@
 
 #include "model/model.h"
 #include "runtime/loader.h"
+#include "runtime/tune_profile.h"
 
 namespace strata::cli {
 
@@ -39,6 +40,18 @@ struct ModelFlags {
 };
 
 void add_model_flags(CLI::App* cmd, ModelFlags& f);
+
+// A --ram value in GiB as bytes; throws strata::Error unless it is finite,
+// above 0 and at most a pebibyte.
+uint64_t ram_gib_bytes(double gib);
+
+// The tuned profile a --profile value names ("": this machine's when there
+// is one; "none": none; a path that must exist), with where it was read from.
+struct TunedProfile {
+  TuneProfile profile;
+  std::filesystem::path path;
+};
+std::optional<TunedProfile> tuned_profile(const std::string& flag);
 // Throws strata::Error for values out of range, or a tuned profile that
 // cannot be used (runtime/tune_profile.h; applied where no flag was given,
 // and named on stderr). The loader's notices go to
