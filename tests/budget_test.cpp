@@ -89,10 +89,10 @@ TEST(Budget, EveryExpertInRamReadsNothingAfterThePrompt) {
   EXPECT_EQ(p.verdict, "fits in RAM: every expert stays once read");
 }
 
-// A heat file's counts: half of each layer's slots keep its most used
-// experts, by the counts shrunk towards uniform by their sampling noise; the
-// other half any of the rest.
-TEST(Budget, HeatPinsHalfTheSlotsToTheMostUsedExperts) {
+// A heat file's counts: all but k of each layer's slots keep its most used
+// experts, by the counts shrunk towards uniform by their sampling noise; k
+// hold any of the rest. (Hand-computed; budget.h has the formula.)
+TEST(Budget, HeatKeepsAllButKSlotsOnTheMostUsedExperts) {
   BudgetShape s;
   s.expert_bytes = 1000;
   s.moe_layers = 2;
@@ -103,13 +103,15 @@ TEST(Budget, HeatPinsHalfTheSlotsToTheMostUsedExperts) {
   // 4.25, uniform's noise 2.5 · (1 − 1/4) = 1.875: λ = 2.375 / 4.25 =
   // 0.558824; shares 0.25 + λ (c/10 − 0.25): 0.445588, 0.222059, 0.166176 x2.
   // Layer 2: no spread, λ = 0: uniform.
-  // Two slots, one a layer, half pinned: layer 1 0.5 · 0.445588 = 0.222794,
-  // + 0.777206 · 0.5 / 3.5 = 0.333824; layer 2 0.125 + 0.875 · 0.5 / 3.5 =
-  // 0.25 (= 1/4, uniform). Mean 0.291912.
-  EXPECT_NEAR(expected_hit_rate(s, 2, heat), 0.291912, 1e-6);
-  // Three: 1.5 a layer, 0.75 pinned: layer 1 0.75 · 0.445588 = 0.334191,
-  // + 0.665809 · 0.75 / 3.25 = 0.487839; layer 2 0.375. Mean 0.431419.
-  EXPECT_NEAR(expected_hit_rate(s, 3, heat), 0.431419, 1e-6);
+  // Two slots, one a layer: it turns over with each token (k = 1), none is
+  // kept: 1/4 in both layers.
+  EXPECT_NEAR(expected_hit_rate(s, 2, heat), 0.25, 1e-12);
+  // Three: 1.5 a layer, 0.5 kept: layer 1 0.5 · 0.445588 = 0.222794,
+  // + 0.777206 · 1 / 3.5 = 0.444853; layer 2 0.375. Mean 0.409926.
+  EXPECT_NEAR(expected_hit_rate(s, 3, heat), 0.409926, 1e-6);
+  // Five: 2.5 a layer, 1.5 kept: layer 1 0.445588 + 0.5 · 0.222059 =
+  // 0.556618, + 0.443382 · 1 / 2.5 = 0.733971; layer 2 0.625. Mean 0.679485.
+  EXPECT_NEAR(expected_hit_rate(s, 5, heat), 0.679485, 1e-6);
   // Counts no more spread than uniform routing's noise tell nothing: uniform.
   EXPECT_NEAR(expected_hit_rate(s, 2, {{3, 2, 3, 2}, {1, 1, 1, 1}}), 0.25, 1e-12);
   // Without heat, uniform: 1.5 of 4.

@@ -62,10 +62,6 @@ std::vector<double> shrunk_shares(const std::vector<double>& counts, int64_t k) 
   return p;
 }
 
-// The share of a layer's slots the streaming provider pins to the most used
-// experts of earlier runs (StreamingOptions::pin_fraction).
-constexpr double kPinnedShare = 0.5;
-
 // expected_hit_rate() over checked heat whose layers are sorted.
 double hit_rate_sorted(const BudgetShape& s, uint64_t slots, const Heat& sorted) {
   if (s.moe_layers <= 0 || s.experts <= 0) return 0;
@@ -74,7 +70,10 @@ double hit_rate_sorted(const BudgetShape& s, uint64_t slots, const Heat& sorted)
   // picks k in every layer alike).
   const double per_layer = static_cast<double>(slots) / static_cast<double>(s.moe_layers);
   if (sorted.empty()) return per_layer / static_cast<double>(s.experts);
-  const double pinned = kPinnedShare * per_layer, e = static_cast<double>(s.experts);
+  const double e = static_cast<double>(s.experts);
+  // All but k slots keep the most used experts; k turn over with each
+  // token's misses and hold any of the rest.
+  const double kept = std::max(0.0, per_layer - static_cast<double>(s.experts_per_token));
   double hit = 0;
   for (const std::vector<double>& uses : sorted) {
     const double total = std::accumulate(uses.begin(), uses.end(), 0.0);
@@ -82,13 +81,12 @@ double hit_rate_sorted(const BudgetShape& s, uint64_t slots, const Heat& sorted)
       hit += per_layer / e;
       continue;
     }
-    // The pinned: the most used whole slots, then the next one's fraction.
+    // The kept: the most used whole slots, then the next one's fraction.
     const std::vector<double> share = shrunk_shares(uses, s.experts_per_token);
-    const size_t whole = std::min(share.size(), static_cast<size_t>(pinned));
+    const size_t whole = std::min(share.size(), static_cast<size_t>(kept));
     double held = std::accumulate(share.begin(), share.begin() + static_cast<std::ptrdiff_t>(whole), 0.0);
-    if (whole < share.size()) held += share[whole] * (pinned - static_cast<double>(whole));
-    // The free slots hold any of the others.
-    hit += held + (1.0 - held) * (per_layer - pinned) / (e - pinned);
+    if (whole < share.size()) held += share[whole] * (kept - static_cast<double>(whole));
+    hit += held + (1.0 - held) * (per_layer - kept) / (e - kept);
   }
   return hit / static_cast<double>(sorted.size());
 }

@@ -15,18 +15,20 @@
 //                mean: the loader's slots take the largest);
 //   hit rate h = the share of a token's picks the cache holds, slots split
 //                evenly over the layers. With a heat file (per-layer use
-//                counts of earlier runs), as the streaming provider keeps
-//                them: half the slots pinned to each layer's most used
-//                experts (the provider pins the hottest pairs of all
-//                layers; with heat spread alike over the layers the two
-//                agree), the other half holding the rest at random,
-//                h = share(pinned) + (1 − share(pinned)) · free ÷ (E − pinned).
-//                A layer's shares are its counts shrunk towards uniform by
+//                counts of earlier runs): the provider keeps the most used
+//                experts (least frequently used goes first), but k slots a
+//                layer turn over with each token's misses, so
+//                h = share(the per-layer − k most used)
+//                    + (1 − that share) · k ÷ (E − (per-layer − k)).
+//                The shares are a layer's counts shrunk towards uniform by
 //                their sampling noise (empirical Bayes: a count's variance
 //                under uniform routing, T · k/E · (1 − k/E) over T tokens, is
-//                taken out of the counts' spread), since the most used
-//                experts of a short sample are partly luck and are not the
-//                next text's. Without heat, uniform routing: h = slots per
+//                taken out of the counts' spread): what is left is how
+//                concentrated one text's routing is. The heat file's experts
+//                themselves are not assumed to be the next text's (on the
+//                budget check's models the pinned ones were hit no more than
+//                any others: docs/PERFORMANCE.md); the frequency counts find
+//                the text's own. Without heat, uniform routing: h = slots per
 //                layer ÷ E, a floor for real routers, which favour some;
 //   read/token = k · moe_layers · expert_bytes · (1 − h) · prefetch factor
 //                (the next-layer prefetch's wrong guesses are read too: the
@@ -121,8 +123,8 @@ struct BudgetPrediction {
 BudgetPrediction predict_budget(const BudgetShape& shape, const BudgetMachine& machine, int64_t prompt_tokens);
 
 // The hit rate of a cache of `slots` experts split evenly over the layers,
-// half the slots pinned to each layer's most used experts by the heat's
-// shrunk shares (above), or, without heat, under uniform routing.
+// all but k a layer holding its most used experts by the heat's shrunk
+// shares (above), or, without heat, under uniform routing.
 double expected_hit_rate(const BudgetShape& shape, uint64_t slots, const std::vector<std::vector<double>>& heat);
 
 // The distinct experts `tokens` tokens pick in one layer under uniform routing.
