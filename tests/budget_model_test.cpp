@@ -1,6 +1,7 @@
 // What `strata budget` reads of a model (runtime/budget_model.h) against the
 // checkpoint's own bytes, counted here from its safetensors header, and the
-// command's outputs (JSON, SVG, a clear error without experts).
+// command's outputs (JSON, SVG, a clear error without experts); a remote
+// model (nginx serving a hub's layout) from its headers alone.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.h"
+#include "local_nginx.h"
 #include "model/model.h"
 #include "pack/manifest.h"
 #include "pack/packer.h"
@@ -216,6 +218,64 @@ TEST(CliBudget, BadArgumentsAreCleanErrors) {
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --drive /nonexistent/d"),
                      "not a folder");
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --ctx 100000"), "--allow-long-ctx");
+}
+
+// A model on a hub (nginx in a hub's layout, HF_ENDPOINT at it) and a GGUF
+// file on a plain server are described from their headers alone: the same
+// figures as the local copies, and for the sharded checkpoint exactly its
+// config, index and each shard's 8 + header bytes fetched (counted here from
+// the files).
+TEST(CliBudget, ARemoteModelIsDescribedFromItsHeadersAlone) {
+  testfiles::TempDir tmp("strata-budget-remote");
+  constexpr const char* kCommit = "0123456789abcdef0123456789abcdef01234567";
+  const fs::path resolve = tmp / "srv" / "org" / "sharded" / "resolve", drive = tmp / "drive";
+  fs::create_directories(resolve);
+  fs::create_directories(tmp / "srv" / "files");
+  fs::create_directories(drive);
+  fs::create_directory_symlink(fixture("ds_sharded"), resolve / kCommit);
+  fs::create_directory_symlink(kCommit, resolve / "main");
+  const fs::path gguf = tmp / "srv" / "files" / "m.gguf";
+  const CommandResult synth = run_strata("synth --preset qwen3-30b-a3b --size 0.01 --format gguf --seed 8 --out " +
+                                         gguf.string());
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  testnet::LocalNginx nginx(tmp / "srv", "    location /org/ { add_header X-Repo-Commit " + std::string(kCommit) + "; }\n");
+  ASSERT_TRUE(nginx.running()) << nginx.log();
+  const std::string env = "STRATA_BUDGET_COMPUTE_MIB=16 STRATA_HOME=" + (tmp / "home").string() +
+                          " HOME=" + (tmp / "home").string() + " HF_HOME=" + (tmp / "home" / "hf").string() +
+                          " env -u HF_TOKEN -u HF_TOKEN_PATH HF_ENDPOINT=" + nginx.url();
+  const std::string args = " --ram 1 --probe-seconds 0.2 --threads 1 --json --drive " + drive.string();
+  const nlohmann::json::array_t same = {"total_bytes", "trunk_bytes", "expert_bytes", "moe_layers", "experts",
+                                        "experts_per_token", "trunk_matrices", "expert_matrices", "context", "kv_bytes"};
+  for (const auto& [remote, local] : {std::pair<std::string, fs::path>{"hf://org/sharded", fixture("ds_sharded")},
+                                      {nginx.url() + "/files/m.gguf", gguf}}) {
+    SCOPED_TRACE(remote);
+    const CommandResult r = run_strata("budget " + remote + args, env);
+    const CommandResult l = run_strata("budget " + local.string() + args, env);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(l.exit_code, 0) << l.err;
+    const nlohmann::json rm = nlohmann::json::parse(r.out)["model"], lm = nlohmann::json::parse(l.out)["model"];
+    for (const auto& key : same) EXPECT_EQ(rm[key.get<std::string>()], lm[key.get<std::string>()]) << key;
+    EXPECT_EQ(rm["kind"], lm["kind"]);
+    EXPECT_EQ(rm["remote"], remote);
+    EXPECT_TRUE(lm["remote"].is_null());
+    if (local.extension() == ".gguf") {
+      // Its header in doubling prefixes from 1 MiB: far less than the file.
+      EXPECT_LT(rm["headers_fetched_bytes"].get<uint64_t>(), fs::file_size(local) / 2);
+      continue;
+    }
+    uint64_t headers = fs::file_size(local / "config.json") + fs::file_size(local / "model.safetensors.index.json");
+    for (int i = 1; i <= 5; ++i) {
+      std::ifstream in(local / ("model-0000" + std::to_string(i) + "-of-00005.safetensors"), std::ios::binary);
+      uint64_t n = 0;
+      in.read(reinterpret_cast<char*>(&n), 8);
+      headers += 8 + n;
+    }
+    EXPECT_EQ(rm["headers_fetched_bytes"].get<uint64_t>(), headers);
+  }
+  // Its experts are on no drive here; a source that is not there.
+  expect_clean_error(run_strata("budget hf://org/sharded --ram 1 --json", env), "give --drive");
+  expect_clean_error(run_strata("budget hf://org/absent" + args, env), "org/absent");
+  expect_clean_error(run_strata("budget " + nginx.url() + "/files/absent.gguf" + args, env), "absent.gguf");
 }
 
 }  // namespace

@@ -94,6 +94,9 @@ void measure_drive(Drive& d, uint64_t expert_bytes, double seconds, const std::o
 // folders; a second one on a device already listed is left out, saying so.
 std::vector<Drive> drives_of(const BudgetModel& model, const std::vector<std::string>& folders) {
   std::vector<fs::path> targets;
+  if (folders.empty() && !model.remote.empty())
+    throw Error(model.remote + ": a remote model's experts are on no drive here: give --drive with a folder on each "
+                "drive its install would go on");
   if (folders.empty())
     targets = model.expert_files;
   else
@@ -147,9 +150,10 @@ int run_budget(const BudgetArgs& a) {
   const uint64_t step = step_reserve_bytes(m.ram_bytes);
   m.other_resident = model.kv_bytes + step + process;
 
+  // (A remote model has no heat of its own here: only --heat gives one.)
   const fs::path heat_path = a.heat.empty() ? default_heat_path(model.identity) : fs::path(a.heat);
   bool heat_used = false;
-  if (a.heat == "none") {
+  if (a.heat == "none" || (a.heat.empty() && !model.remote.empty())) {
   } else if (fs::exists(heat_path)) {
     const ExpertHeat heat = ExpertHeat::load(heat_path, model.identity, model.config.num_layers,
                                              model.config.n_routed_experts, !a.heat.empty());
@@ -192,6 +196,8 @@ int run_budget(const BudgetArgs& a) {
     nlohmann::json j = budget_json(p);
     j["model"] = {{"path", a.model},
                   {"kind", model.kind},
+                  {"remote", model.remote.empty() ? nlohmann::json() : nlohmann::json(model.remote)},
+                  {"headers_fetched_bytes", model.fetched_bytes},
                   {"total_bytes", model.shape.total_bytes},
                   {"trunk_bytes", model.shape.trunk_bytes},
                   {"expert_bytes", model.shape.expert_bytes},
@@ -221,8 +227,10 @@ int run_budget(const BudgetArgs& a) {
     return 0;
   }
 
+  const std::string kind =
+      model.remote.empty() ? model.kind : model.kind + ", remote: " + std::to_string(model.fetched_bytes) + " bytes of headers fetched";
   std::printf("%s (%s): %.1f GB of weights, trunk %.1f GB, %lld MoE layers of %lld experts of %.2f MB, top-%lld\n",
-              a.model.c_str(), model.kind.c_str(), gb(model.shape.total_bytes), gb(model.shape.trunk_bytes),
+              a.model.c_str(), kind.c_str(), gb(model.shape.total_bytes), gb(model.shape.trunk_bytes),
               static_cast<long long>(model.shape.moe_layers), static_cast<long long>(model.shape.experts),
               static_cast<double>(model.shape.expert_bytes) / 1e6, static_cast<long long>(model.shape.experts_per_token));
   std::printf("\nThe seeds' Layer-Budget-Check:\n");
@@ -268,13 +276,17 @@ void register_budget(CLI::App& app, Action& run) {
   auto a = std::make_shared<BudgetArgs>();
   CLI::App* cmd = app.add_subcommand(
       "budget", "Predict decode tok/s and time to first token of a model on this machine (the Layer-Budget-Check)");
-  cmd->add_option("MODEL,--model", a->model, "A checkpoint, GGUF file or pack")->required();
+  cmd->add_option("MODEL,--model", a->model,
+                  "A checkpoint, GGUF file or pack, or a remote model (hf://ORG/REPO, http(s)://..., s3://...: only "
+                  "its headers are fetched)")
+      ->required();
   cmd->add_option("--ram", a->ram_gib,
                   "RAM budget in GiB for the whole process (default: what generate would take of the memory "
                   "available)");
   cmd->add_option("--drive", a->drives,
                   "A folder on each drive the experts would be read from, where a test file is written if its "
-                  "drive has no saved probe (repeatable; default: the model's own expert files, read only)");
+                  "drive has no saved probe (repeatable; default: the model's own expert files, read only; a "
+                  "remote model needs it)");
   cmd->add_option("--ctx", a->ctx, "Context the KV cache is budgeted for (default as generate)");
   cmd->add_flag("--allow-long-ctx", a->allow_long_ctx, "Allow --ctx beyond the model's max_position_embeddings");
   cmd->add_option("--prompt", a->prompt, "Prompt length for the time to first token")->capture_default_str();

@@ -233,4 +233,13 @@ const TensorView* SafetensorsFile::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
+uint64_t safetensors_header_length(const uint8_t* first8, uint64_t file_size, const std::string& where) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | first8[i];
+  if (file_size < 8 || n == 0 || n > SafetensorsFile::kMaxHeaderBytes || n > file_size - 8)
+    throw Error(where + ": not a safetensors file (a header of " + std::to_string(n) + " bytes in a file of " +
+                std::to_string(file_size) + ")");
+  return n;
+}
+
 }  // namespace strata

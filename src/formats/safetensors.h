@@ -47,4 +47,9 @@ class SafetensorsFile {
 // hostile tensor name cannot break the one-line message convention.
 std::string quote_name(std::string_view name);
 
+// A safetensors file's header length from its first 8 bytes (little-endian),
+// for a file of `file_size` bytes not at hand (a remote one): throws
+// strata::Error "<where>: ..." when it is past the limit or the file.
+uint64_t safetensors_header_length(const uint8_t* first8, uint64_t file_size, const std::string& where);
+
 }  // namespace strata

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -14,12 +13,12 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 #include <map>
-#include <set>
 
 #include "formats/safetensors.h"
 #include "model/checkpoint.h"
 #include "model/expert_catalog.h"
 #include "model/weights.h"
+#include "pack/remote_headers.h"
 #include "pack/shard_feed.h"
 #include "remote/block_sums.h"
 #include "remote/remote_mirror.h"
@@ -51,32 +50,6 @@ nlohmann::json record_of(const Wanted& w) {
   return {{"name", w.name}, {"size", w.info.size}, {"etag", w.info.etag}, {"sha256", w.info.sha256}};
 }
 
-// The weight files: the index's shards, else model.safetensors.
-std::vector<std::string> weight_files(RemoteSource& src, const std::string& shown) {
-  if (!src.stat("model.safetensors.index.json", /*optional=*/true).exists) return {"model.safetensors"};
-  const std::optional<std::string> index = src.read_small("model.safetensors.index.json", kSmallFileLimit);
-  if (!index) return {"model.safetensors"};
-  const std::string where = shown + ": model.safetensors.index.json";
-  nlohmann::json j = parse_json(*index, where);
-  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-    throw Error(where + ": has no \"weight_map\" object");
-  std::set<std::string> names;
-  for (const auto& [tensor, file] : j["weight_map"].items()) {
-    if (!file.is_string()) throw Error(where + ": the file of " + tensor + " is not a string");
-    const std::string f = file.get<std::string>();
-    const bool plain = std::all_of(f.begin(), f.end(), [](char ch) {
-      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
-    });
-    if (!plain || !f.ends_with(".safetensors") || f.starts_with("."))
-      throw Error(where + ": a shard name that is not NAME.safetensors beside the index (letters, digits, '-', '_', '.')");
-    names.insert(f);
-  }
-  if (names.empty()) throw Error(where + ": the weight_map is empty");
-  std::vector<std::string> out = {"model.safetensors.index.json"};
-  out.insert(out.end(), names.begin(), names.end());
-  return out;
-}
-
 // What every install starts with: the source opened (a hub revision
 // pinned), the files it has and what it says of each, and the lock on DIR.
 struct Start {
@@ -98,7 +71,7 @@ Start start_pull(const PullOptions& o, PullReport& report) {
   } else {
     names.push_back("config.json");
     for (const char* side : kSideFiles) names.push_back(side);
-    for (const std::string& w : weight_files(src, o.source)) names.push_back(w);
+    for (const std::string& w : remote_weight_files(src, o.source)) names.push_back(w);
   }
   std::vector<Wanted> files;
   for (const std::string& name : names) {
@@ -464,11 +437,7 @@ PullReport pull_streaming(const PullOptions& o) {
       uint8_t len[8] = {0};
       std::ifstream in(dest, std::ios::binary);
       if (!in.read(reinterpret_cast<char*>(len), 8)) throw Error(dest.string() + ": cannot read its header back");
-      uint64_t n = 0;
-      for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
-      if (n == 0 || n > SafetensorsFile::kMaxHeaderBytes || 8 + n > w.info.size)
-        throw Error(url_for_messages(src.url(w.name)) + ": not a safetensors file (a header of " + std::to_string(n) +
-                    " bytes)");
+      const uint64_t n = safetensors_header_length(len, w.info.size, url_for_messages(src.url(w.name)));
       mirror.ensure(w.name, 8, n);
     } else {
       if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != w.info.size)

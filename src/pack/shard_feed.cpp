@@ -115,11 +115,7 @@ void ShardFeed::prepare() {
     // The header first: 8 bytes of length, then the JSON.
     if (s.info.size < 8) throw Error(url_for_messages(source_.url(s.name)) + ": too short for a safetensors file");
     const std::vector<uint8_t> len = source_.read(s.name, 0, 8);
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = n << 8 | len[static_cast<size_t>(i)];
-    if (n > SafetensorsFile::kMaxHeaderBytes || 8 + n > s.info.size)
-      throw Error(url_for_messages(source_.url(s.name)) + ": a header of " + std::to_string(n) +
-                  " bytes, more than the file or the limit");
+    const uint64_t n = safetensors_header_length(len.data(), s.info.size, url_for_messages(source_.url(s.name)));
     // With block sums, up to the end of the header's last block, every
     // block checked now: the checkpoint is opened from this header long
     // before the shard is whole and checked.

@@ -1,6 +1,10 @@
 #include "runtime/budget_model.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <vector>
@@ -12,6 +16,7 @@
 #include "model/tensor_names.h"
 #include "model/weights_identity.h"
 #include "pack/manifest.h"
+#include "pack/remote_headers.h"
 #include "runtime/product_timer.h"
 #include "util/error.h"
 #include "util/process_memory.h"
@@ -44,7 +49,56 @@ bool is_scale_tensor(const std::string& name) { return name.find("scale") != std
 
 }  // namespace
 
-BudgetModel read_budget_model(const fs::path& path, const LoadOptions& options) {
+namespace {
+
+// A folder of its own under the temporary directory, removed with the object.
+class TempFolder {
+ public:
+  TempFolder() {
+    std::string name = (fs::temp_directory_path() / "strata-budget-XXXXXX").string();
+    if (!::mkdtemp(name.data())) throw Error("cannot make a temporary folder: " + std::string(std::strerror(errno)));
+    path_ = name;
+  }
+  ~TempFolder() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempFolder(const TempFolder&) = delete;
+  TempFolder& operator=(const TempFolder&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+BudgetModel read_local_budget_model(const fs::path& path, const LoadOptions& options);
+
+}  // namespace
+
+BudgetModel read_budget_model(const std::string& model, const LoadOptions& options) {
+  if (!is_remote_source(model)) return read_local_budget_model(model, options);
+  const TempFolder headers;
+  const RemoteHeaders fetched = fetch_remote_headers(model, headers.path());
+  BudgetModel b;
+  try {
+    b = read_local_budget_model(fetched.model, options);
+  } catch (const Error& e) {  // named by the source, not the temporary copy
+    std::string what = e.what();
+    const std::string copy = fetched.model.string();
+    for (size_t at = what.find(copy); at != std::string::npos; at = what.find(copy, at + model.size()))
+      what.replace(at, copy.size(), model);
+    throw Error(what);
+  }
+  b.remote = model;
+  b.identity.clear();
+  b.expert_files.clear();
+  b.fetched_bytes = fetched.fetched_bytes;
+  return b;
+}
+
+namespace {
+
+BudgetModel read_local_budget_model(const fs::path& path, const LoadOptions& options) {
   std::optional<Manifest> manifest;
   fs::path trunk = path;
   if (fs::is_directory(path) && fs::exists(path / "manifest.json")) {
@@ -122,6 +176,8 @@ BudgetModel read_budget_model(const fs::path& path, const LoadOptions& options) 
   b.kv_bytes = HostKvCache::bytes_at(cache_shape_of(c, b.context, 4096)) * static_cast<uint64_t>(options.sequences);
   return b;
 }
+
+}  // namespace
 
 const char* timed_format(const std::string& expert_dtype) {
   return expert_dtype == "MXFP4" || expert_dtype == "U8" ? "MXFP4" : "Q8_0";

@@ -6,7 +6,10 @@
 //    routed experts (a pack: its trunk's tensors and its manifest's blob
 //    lengths, what the drives deliver; a checkpoint: its tensors' bytes),
 //    and the KV cache one sequence needs at the context (the CPU's cache,
-//    as the loader plans it). Headers only: no weight is read.
+//    as the loader plans it). Headers only: no weight is read. A remote
+//    model (hf://, http(s)://, s3://: remote/source.h) is described from
+//    its headers alone, fetched into a temporary folder
+//    (pack/remote_headers.h) that is gone when this returns.
 //  - measure_compute(): seconds per token of this machine's products for
 //    those bytes, from a short run of the kernels on a matrix far larger
 //    than the CPU's caches (runtime/product_timer.h) in the experts' format
@@ -29,7 +32,9 @@ struct BudgetModel {
   BudgetShape shape;
   ModelConfig config;
   std::string kind;        // "pack", "gguf", "hf"
-  std::string identity;    // what its expert heat is kept under (Checkpoint::identity)
+  std::string identity;    // what its expert heat is kept under (Checkpoint::identity); "" for a remote model
+  std::string remote;      // a remote model's source ("" for a local one): its experts are on no drive here
+  uint64_t fetched_bytes = 0;  // a remote model's headers: what was fetched
   // The files its experts are read from (a pack's drive files, the GGUF
   // file, the safetensors shards holding experts), absolute, largest first.
   std::vector<std::filesystem::path> expert_files;
@@ -53,9 +58,9 @@ uint64_t step_reserve_bytes(uint64_t ram_bytes);
 // the budget less the trunk, the KV cache, the step and `process_bytes`.
 uint64_t expert_cache_bytes(const BudgetModel& model, uint64_t ram_bytes, uint64_t process_bytes);
 
-// Throws strata::Error naming the path when it is not a model strata opens,
-// or has no routed experts.
-BudgetModel read_budget_model(const std::filesystem::path& path, const LoadOptions& options);
+// Throws strata::Error naming the model when it is not one strata opens, has
+// no routed experts, or (remote) cannot be fetched.
+BudgetModel read_budget_model(const std::string& model, const LoadOptions& options);
 
 struct BudgetCompute {
   double decode_s = 0;          // one token's products: their bytes at decode_gbps, and each one's overhead
