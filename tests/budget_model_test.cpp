@@ -37,7 +37,7 @@ using clitest::run_strata;
 // routed experts' (HF names model.layers.L.mlp.experts.E.*) by layer below
 // and at or above `layers`.
 struct Counted {
-  uint64_t all = 0, decoder_experts = 0, other_experts = 0, token_table = 0;
+  uint64_t all = 0, decoder_experts = 0, other_experts = 0, token_table = 0, head = 0;
   int64_t trunk_matrices = 0;  // 2-D weights but the token table's and the experts'
 };
 Counted count_safetensors(const fs::path& file, int64_t layers) {
@@ -54,6 +54,7 @@ Counted count_safetensors(const fs::path& file, int64_t layers) {
     const uint64_t bytes = t["data_offsets"][1].get<uint64_t>() - t["data_offsets"][0].get<uint64_t>();
     c.all += bytes;
     if (name == "model.embed_tokens.weight") c.token_table = bytes;
+    if (name == "lm_head.weight") c.head = bytes;
     std::smatch m;
     if (std::regex_search(name, m, expert))
       (std::stoll(m[1]) < layers ? c.decoder_experts : c.other_experts) += bytes;
@@ -77,6 +78,9 @@ TEST(BudgetModel, ACheckpointsBytesAreItsTensorsSplitIntoTrunkAndExperts) {
   ASSERT_GT(want.token_table, 0u);
   EXPECT_EQ(b.token_table_bytes, want.token_table);
   EXPECT_EQ(b.shape.trunk_bytes, want.all - want.decoder_experts - want.other_experts - want.token_table);
+  // The output head, which a prefill runs for its last position only.
+  ASSERT_GT(want.head, 0u);
+  EXPECT_EQ(b.head_bytes, want.head);
   EXPECT_EQ(b.shape.experts, c.n_routed_experts);
   EXPECT_EQ(b.shape.experts_per_token, c.num_experts_per_tok);
   int64_t moe = 0;
@@ -86,6 +90,19 @@ TEST(BudgetModel, ACheckpointsBytesAreItsTensorsSplitIntoTrunkAndExperts) {
   // A decode token's products: each resident matrix, and gate, up and down of each expert it picks.
   EXPECT_EQ(b.trunk_matrices, want.trunk_matrices);
   EXPECT_EQ(b.expert_matrices, 3);
+}
+
+// With tied embeddings the token table is the output head, and resident.
+TEST(BudgetModel, ATiedTokenTableIsTheHead) {
+  const fs::path dir = fixture("qwen_sparse_step");
+  const BudgetModel b = read_budget_model(dir, {});
+  ASSERT_TRUE(b.config.tie_word_embeddings);
+  const Counted want = count_safetensors(dir / "model.safetensors", b.config.num_layers);
+  ASSERT_GT(want.token_table, 0u);
+  EXPECT_EQ(want.head, 0u);
+  EXPECT_EQ(b.token_table_bytes, 0u);
+  EXPECT_EQ(b.head_bytes, want.token_table);
+  EXPECT_EQ(b.shape.trunk_bytes, want.all - want.decoder_experts - want.other_experts);
 }
 
 // The resident trunk and the KV cache are what the loader plans for the
@@ -240,9 +257,16 @@ TEST(CliBudget, ARemoteModelIsDescribedFromItsHeadersAlone) {
   ASSERT_EQ(synth.exit_code, 0) << synth.err;
   testnet::LocalNginx nginx(tmp / "srv", "    location /org/ { add_header X-Repo-Commit " + std::string(kCommit) + "; }\n");
   ASSERT_TRUE(nginx.running()) << nginx.log();
-  const std::string env = "STRATA_BUDGET_COMPUTE_MIB=16 STRATA_HOME=" + (tmp / "home").string() +
-                          " HOME=" + (tmp / "home").string() + " HF_HOME=" + (tmp / "home" / "hf").string() +
-                          " env -u HF_TOKEN -u HF_TOKEN_PATH HF_ENDPOINT=" + nginx.url();
+  // Nothing of the machine's own setup reaches the runs; their temporary
+  // folders go to one of the test's own, which must be empty after each.
+  const fs::path scratch = tmp / "scratch";
+  fs::create_directories(scratch);
+  const std::string home = (tmp / "home").string();
+  const std::string env = "env -u HF_TOKEN -u HUGGING_FACE_HUB_TOKEN -u HF_TOKEN_PATH -u AWS_PROFILE "
+                          "-u AWS_ENDPOINT_URL STRATA_BUDGET_COMPUTE_MIB=16 STRATA_HOME=" + home + " HOME=" + home +
+                          " HF_HOME=" + home + "/hf XDG_CACHE_HOME=" + home + "/cache TMPDIR=" + scratch.string() +
+                          " HF_ENDPOINT=" + nginx.url();
+  const auto scratch_is_empty = [&] { return fs::is_empty(scratch); };
   const std::string args = " --ram 1 --probe-seconds 0.2 --threads 1 --json --drive " + drive.string();
   const nlohmann::json::array_t same = {"total_bytes", "trunk_bytes", "expert_bytes", "moe_layers", "experts",
                                         "experts_per_token", "trunk_matrices", "expert_matrices", "context", "kv_bytes"};
@@ -255,9 +279,12 @@ TEST(CliBudget, ARemoteModelIsDescribedFromItsHeadersAlone) {
     ASSERT_EQ(l.exit_code, 0) << l.err;
     const nlohmann::json rm = nlohmann::json::parse(r.out)["model"], lm = nlohmann::json::parse(l.out)["model"];
     for (const auto& key : same) EXPECT_EQ(rm[key.get<std::string>()], lm[key.get<std::string>()]) << key;
+    EXPECT_EQ(rm["head_bytes"], lm["head_bytes"]);
     EXPECT_EQ(rm["kind"], lm["kind"]);
     EXPECT_EQ(rm["remote"], remote);
+    EXPECT_EQ(rm["remote_commit"], remote.starts_with("hf://") ? kCommit : "");
     EXPECT_TRUE(lm["remote"].is_null());
+    EXPECT_TRUE(scratch_is_empty());
     if (local.extension() == ".gguf") {
       // Its header in doubling prefixes from 1 MiB: far less than the file.
       EXPECT_LT(rm["headers_fetched_bytes"].get<uint64_t>(), fs::file_size(local) / 2);
@@ -272,10 +299,14 @@ TEST(CliBudget, ARemoteModelIsDescribedFromItsHeadersAlone) {
     }
     EXPECT_EQ(rm["headers_fetched_bytes"].get<uint64_t>(), headers);
   }
-  // Its experts are on no drive here; a source that is not there.
+  // Its experts are on no drive here; a source that is not there; a file
+  // that is not GGUF (said at once, not after 256 MiB of doubling).
   expect_clean_error(run_strata("budget hf://org/sharded --ram 1 --json", env), "give --drive");
   expect_clean_error(run_strata("budget hf://org/absent" + args, env), "org/absent");
   expect_clean_error(run_strata("budget " + nginx.url() + "/files/absent.gguf" + args, env), "absent.gguf");
+  std::ofstream(tmp / "srv" / "files" / "not.gguf") << std::string(4096, 'x');
+  expect_clean_error(run_strata("budget " + nginx.url() + "/files/not.gguf" + args, env), "not a GGUF file");
+  EXPECT_TRUE(scratch_is_empty());
 }
 
 }  // namespace

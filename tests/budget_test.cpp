@@ -112,6 +112,14 @@ TEST(Budget, HeatKeepsAllButKSlotsOnTheMostUsedExperts) {
   // Five: 2.5 a layer, 1.5 kept: layer 1 0.445588 + 0.5 · 0.222059 =
   // 0.556618, + 0.443382 · 1 / 2.5 = 0.733971; layer 2 0.625. Mean 0.679485.
   EXPECT_NEAR(expected_hit_rate(s, 5, heat), 0.679485, 1e-6);
+  // k = 2: uniform's noise 2.5 · (1 − 2/4) = 1.25, λ = 3 / 4.25 = 0.705882;
+  // shares 0.497059, 0.214706, 0.144118 x2. Six slots, three a layer, one
+  // kept: layer 1 0.497059 + 0.502941 · 2 / 3 = 0.832353; layer 2 3/4. Mean
+  // 0.791176. Two slots, one a layer, fewer than k: none kept, 1/4.
+  BudgetShape two = s;
+  two.experts_per_token = 2;
+  EXPECT_NEAR(expected_hit_rate(two, 6, heat), 0.791176, 1e-6);
+  EXPECT_NEAR(expected_hit_rate(two, 2, heat), 0.25, 1e-12);
   // Counts no more spread than uniform routing's noise tell nothing: uniform.
   EXPECT_NEAR(expected_hit_rate(s, 2, {{3, 2, 3, 2}, {1, 1, 1, 1}}), 0.25, 1e-12);
   // Without heat, uniform: 1.5 of 4.

@@ -299,5 +299,22 @@ TEST_F(SafetensorsTest, MissingFileIsAnError) {
   EXPECT_THROW(SafetensorsFile(dir_ / "nope.safetensors"), Error);
 }
 
+// A remote file's header length (its first 8 bytes, little-endian) against
+// the size the source gives: zero, past the file or past the limit refused.
+TEST(SafetensorsHeaderLength, ALengthThatCannotBeIsRefused) {
+  const auto le = [](uint64_t n) {
+    std::vector<uint8_t> b(8);
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(n >> (8 * i));
+    return b;
+  };
+  EXPECT_EQ(safetensors_header_length(le(300).data(), 1000, "f"), 300u);
+  EXPECT_EQ(safetensors_header_length(le(992).data(), 1000, "f"), 992u);
+  EXPECT_THROW(safetensors_header_length(le(993).data(), 1000, "f"), Error);
+  EXPECT_THROW(safetensors_header_length(le(0).data(), 1000, "f"), Error);
+  EXPECT_THROW(safetensors_header_length(le(4).data(), 7, "f"), Error);
+  EXPECT_THROW(safetensors_header_length(le(SafetensorsFile::kMaxHeaderBytes + 1).data(), 1ull << 40, "f"), Error);
+  EXPECT_THROW(safetensors_header_length(le(UINT64_MAX).data(), 1000, "f"), Error);
+}
+
 }  // namespace
 }  // namespace strata

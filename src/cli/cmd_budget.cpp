@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "model/expert_heat.h"
+#include "remote/source.h"
 #include "runtime/budget.h"
 #include "runtime/budget_chart.h"
 #include "runtime/budget_model.h"
@@ -94,9 +95,6 @@ void measure_drive(Drive& d, uint64_t expert_bytes, double seconds, const std::o
 // folders; a second one on a device already listed is left out, saying so.
 std::vector<Drive> drives_of(const BudgetModel& model, const std::vector<std::string>& folders) {
   std::vector<fs::path> targets;
-  if (folders.empty() && !model.remote.empty())
-    throw Error(model.remote + ": a remote model's experts are on no drive here: give --drive with a folder on each "
-                "drive its install would go on");
   if (folders.empty())
     targets = model.expert_files;
   else
@@ -141,7 +139,12 @@ int run_budget(const BudgetArgs& a) {
   LoadOptions lo;
   lo.context = a.ctx;
   lo.allow_long_context = a.allow_long_ctx;
-  const BudgetModel model = read_budget_model(a.model, lo);
+  // (A remote model's experts are on no drive here: said before anything is fetched.)
+  const bool remote = is_remote_source(a.model);
+  if (remote && a.drives.empty())
+    throw Error(a.model + ": a remote model's experts are on no drive here: give --drive with a folder on each "
+                "drive its install would go on");
+  const BudgetModel model = remote ? read_remote_budget_model(a.model, lo) : read_budget_model(a.model, lo);
 
   BudgetMachine m;
   const uint64_t process = resident_anonymous_bytes();
@@ -197,6 +200,8 @@ int run_budget(const BudgetArgs& a) {
     j["model"] = {{"path", a.model},
                   {"kind", model.kind},
                   {"remote", model.remote.empty() ? nlohmann::json() : nlohmann::json(model.remote)},
+                  {"remote_commit", model.remote_commit},
+                  {"head_bytes", model.head_bytes},
                   {"headers_fetched_bytes", model.fetched_bytes},
                   {"total_bytes", model.shape.total_bytes},
                   {"trunk_bytes", model.shape.trunk_bytes},

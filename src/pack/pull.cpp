@@ -38,7 +38,6 @@ namespace {
 // Files a model may have beside its weights; absent ones are skipped.
 constexpr const char* kSideFiles[] = {"generation_config.json", "tokenizer.json",     "tokenizer_config.json",
                                       "special_tokens_map.json", "chat_template.jinja", "tiktoken.model"};
-constexpr uint64_t kSmallFileLimit = 64ull << 20;
 constexpr uint64_t kBlockSumsLimit = 256ull << 20;  // 16 digits a block: 16 TB of weights in 1 MiB blocks
 
 struct Wanted {
@@ -82,7 +81,7 @@ Start start_pull(const PullOptions& o, PullReport& report) {
       if (required) throw Error(o.source + ": has no " + name);
       continue;
     }
-    if (!name.ends_with(".safetensors") && name != src.location().file && w.info.size > kSmallFileLimit)
+    if (!name.ends_with(".safetensors") && name != src.location().file && w.info.size > kRemoteSmallFileLimit)
       throw Error(url_for_messages(src.url(name)) + ": " + std::to_string(w.info.size) +
                   " bytes, more than such a file may have");
     files.push_back(std::move(w));

@@ -13,6 +13,7 @@
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "storage/atomic_file.h"
+#include "storage/write_at.h"
 #include "util/error.h"
 #include "util/json_file.h"
 
@@ -22,7 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr uint64_t kSmallFileLimit = 64ull << 20;
 // A GGUF header past this is refused (a large vocabulary and thousands of
 // tensor infos come to tens of MiB).
 constexpr uint64_t kGgufHeaderLimit = 256ull << 20;
@@ -38,15 +38,14 @@ void make_sparse(const fs::path& path, uint64_t size) {
 
 void write_at(const fs::path& path, uint64_t offset, const std::vector<uint8_t>& bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  size_t done = 0;
-  while (fd >= 0 && done < bytes.size()) {
-    const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
+  if (fd < 0) throw Error(path.string() + ": cannot open: " + std::strerror(errno));
+  try {
+    write_all_at(fd, bytes, offset, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
-  const int err = errno;
-  if (fd >= 0) ::close(fd);
-  if (done < bytes.size()) throw Error(path.string() + ": cannot write: " + std::strerror(err));
+  ::close(fd);
 }
 
 // The bytes [offset, offset + length) of `name`, exactly that many.
@@ -61,21 +60,34 @@ std::vector<uint8_t> read_exactly(RemoteSource& src, const std::string& name, ui
 // A GGUF file's header into a sparse copy at `dest`, in doubling prefixes
 // until a parse ends inside what was fetched (remote_headers.h).
 uint64_t fetch_gguf_header(RemoteSource& src, const std::string& name, uint64_t size, const fs::path& dest) {
-  make_sparse(dest, size);
   const std::string where = url_for_messages(src.url(name));
+  if (size < 24) throw Error(where + ": " + std::to_string(size) + " bytes, too short for a GGUF file");
+  make_sparse(dest, size);
   uint64_t have = 0;
+  std::string last;  // why the last prefix did not parse
   for (uint64_t want = std::min<uint64_t>(size, 1ull << 20);; want = std::min(size, want * 2)) {
-    write_at(dest, have, read_exactly(src, name, have, want - have));
+    const std::vector<uint8_t> bytes = read_exactly(src, name, have, want - have);
+    if (have == 0) {  // not GGUF at all: said at once, not after 256 MiB
+      const uint32_t version = bytes[4] | bytes[5] << 8 | bytes[6] << 16 | static_cast<uint32_t>(bytes[7]) << 24;
+      if (std::memcmp(bytes.data(), "GGUF", 4) != 0) throw Error(where + ": not a GGUF file (no GGUF magic)");
+      if (version != 2 && version != 3)
+        throw Error(where + ": GGUF version " + std::to_string(version) + ", strata reads versions 2 and 3");
+    }
+    write_at(dest, have, bytes);
     have = want;
     try {
       const GgufFile f(dest);
       if (f.data_offset() <= have || have == size) return have;
-    } catch (const Error& e) {
-      // The parse ran into bytes not fetched yet (zeros), or the file is bad.
-      if (have == size) throw Error(where + ": " + e.what());
+      last = "the header runs past the bytes fetched";
+    } catch (const std::exception& e) {
+      // The parse ran into bytes not fetched yet (zeros, or counts that the
+      // size the source claims allows), or the file is bad.
+      last = renamed_in_message(e.what(), dest.string(), where);
+      if (have == size) throw Error(last);
     }
     if (have >= kGgufHeaderLimit)
-      throw Error(where + ": no GGUF header ends within its first " + std::to_string(kGgufHeaderLimit >> 20) + " MiB");
+      throw Error(where + ": no GGUF header ends within its first " + std::to_string(kGgufHeaderLimit >> 20) +
+                  " MiB (" + last + ")");
   }
 }
 
@@ -84,7 +96,7 @@ uint64_t fetch_gguf_header(RemoteSource& src, const std::string& name, uint64_t 
 std::vector<std::string> remote_weight_files(RemoteSource& src, const std::string& shown, std::string* index_text) {
   if (index_text) index_text->clear();
   if (!src.stat("model.safetensors.index.json", /*optional=*/true).exists) return {"model.safetensors"};
-  const std::optional<std::string> index = src.read_small("model.safetensors.index.json", kSmallFileLimit);
+  const std::optional<std::string> index = src.read_small("model.safetensors.index.json", kRemoteSmallFileLimit);
   if (!index) return {"model.safetensors"};
   if (index_text) *index_text = *index;
   const std::string where = shown + ": model.safetensors.index.json";
@@ -126,7 +138,7 @@ RemoteHeaders fetch_remote_headers(const std::string& source, const fs::path& di
     return r;
   }
   r.model = dir;
-  const std::optional<std::string> config = src.read_small("config.json", kSmallFileLimit);
+  const std::optional<std::string> config = src.read_small("config.json", kRemoteSmallFileLimit);
   if (!config) throw Error(source + ": has no config.json");
   write_file_atomically(dir / "config.json", *config);
   r.fetched_bytes += config->size();

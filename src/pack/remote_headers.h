@@ -11,7 +11,9 @@
 //     holding its metadata and tensor infos, fetched in prefixes that double
 //     (1 MiB first) until the file parses with its data section starting
 //     inside what was fetched: a parse that read only fetched bytes read the
-//     file's own, so what it found is the file's header.
+//     file's own, so what it found is the file's header. A file without the
+//     GGUF magic or of another version is an error at once; one whose
+//     header does not end within 256 MiB is one too.
 // open_checkpoint() then opens `model` as it would the whole model; a weight
 // read there would read zeros, so nothing may read one (shapes, dtypes,
 // offsets and config only). The folder holds nothing else; the caller owns
@@ -25,6 +27,9 @@
 #include "remote/source.h"
 
 namespace strata {
+
+// The most a small file of a model (config, index, tokenizer) may have.
+inline constexpr uint64_t kRemoteSmallFileLimit = 64ull << 20;
 
 struct RemoteHeaders {
   std::filesystem::path model;  // the folder, or the GGUF file in it

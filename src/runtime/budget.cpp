@@ -73,7 +73,8 @@ double hit_rate_sorted(const BudgetShape& s, uint64_t slots, const Heat& sorted)
   const double e = static_cast<double>(s.experts);
   // All but k slots keep the most used experts; k turn over with each
   // token's misses and hold any of the rest.
-  const double kept = std::max(0.0, per_layer - static_cast<double>(s.experts_per_token));
+  const double k = static_cast<double>(std::clamp<int64_t>(s.experts_per_token, 1, s.experts));
+  const double kept = std::max(0.0, per_layer - k);
   double hit = 0;
   for (const std::vector<double>& uses : sorted) {
     const double total = std::accumulate(uses.begin(), uses.end(), 0.0);

@@ -18,8 +18,8 @@
 //                counts of earlier runs): the provider keeps the most used
 //                experts (least frequently used goes first), but k slots a
 //                layer turn over with each token's misses, so
-//                h = share(the per-layer − k most used)
-//                    + (1 − that share) · k ÷ (E − (per-layer − k)).
+//                h = share(the kept, per-layer − k most used)
+//                    + (1 − that share) · min(per-layer, k) ÷ (E − kept).
 //                The shares are a layer's counts shrunk towards uniform by
 //                their sampling noise (empirical Bayes: a count's variance
 //                under uniform routing, T · k/E · (1 − k/E) over T tokens, is

@@ -75,21 +75,21 @@ BudgetModel read_local_budget_model(const fs::path& path, const LoadOptions& opt
 
 }  // namespace
 
-BudgetModel read_budget_model(const std::string& model, const LoadOptions& options) {
-  if (!is_remote_source(model)) return read_local_budget_model(model, options);
+BudgetModel read_budget_model(const fs::path& path, const LoadOptions& options) {
+  return read_local_budget_model(path, options);
+}
+
+BudgetModel read_remote_budget_model(const std::string& source, const LoadOptions& options) {
   const TempFolder headers;
-  const RemoteHeaders fetched = fetch_remote_headers(model, headers.path());
+  const RemoteHeaders fetched = fetch_remote_headers(source, headers.path());
   BudgetModel b;
   try {
     b = read_local_budget_model(fetched.model, options);
   } catch (const Error& e) {  // named by the source, not the temporary copy
-    std::string what = e.what();
-    const std::string copy = fetched.model.string();
-    for (size_t at = what.find(copy); at != std::string::npos; at = what.find(copy, at + model.size()))
-      what.replace(at, copy.size(), model);
-    throw Error(what);
+    throw Error(renamed_in_message(e.what(), fetched.model.string(), url_for_messages(source)));
   }
-  b.remote = model;
+  b.remote = source;
+  b.remote_commit = fetched.commit;
   b.identity.clear();
   b.expert_files.clear();
   b.fetched_bytes = fetched.fetched_bytes;
@@ -124,6 +124,7 @@ BudgetModel read_local_budget_model(const fs::path& path, const LoadOptions& opt
   std::map<std::string, uint64_t> files;  // expert bytes by file
   size_t largest = 0;  // the experts' format: their largest tensor's (not a bias or scales)
   const std::string embed = tn(Naming::Hf, TensorKind::TokenEmbd, "weight");
+  const std::string head = tn(Naming::Hf, TensorKind::Output, "weight");
   for (const std::string& name : ck.source->names()) {
     const TensorView& t = ck.source->get(name);
     if (is_streamed_expert_tensor(name, c)) {
@@ -138,6 +139,7 @@ BudgetModel read_local_budget_model(const fs::path& path, const LoadOptions& opt
       b.shape.trunk_bytes += t.nbytes;
       if (name == embed && !c.tie_word_embeddings) b.token_table_bytes = t.nbytes;
       else if (t.shape.size() >= 2 && !is_scale_tensor(name)) ++b.trunk_matrices;
+      if (name == (c.tie_word_embeddings ? embed : head)) b.head_bytes = t.nbytes;
     }
   }
   if (manifest) {
@@ -212,7 +214,10 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
   const double products =
       static_cast<double>(model.trunk_matrices + s.experts_per_token * s.moe_layers * model.expert_matrices);
   r.decode_s = (trunk + experts) / (r.decode_gbps * 1e9) + products * r.product_overhead_s;
-  r.prefill_s = trunk / (r.prefill_gbps * 1e9) + experts / (expert_gbps * 1e9);
+  // The output head runs for a prompt's last position only (one row).
+  const double head = static_cast<double>(std::min(model.head_bytes, s.trunk_bytes));
+  r.prefill_s = (trunk - head) / (r.prefill_gbps * 1e9) + experts / (expert_gbps * 1e9) +
+                head / (r.decode_gbps * 1e9) / static_cast<double>(std::max<int64_t>(prompt_tokens, 1));
   return r;
 }
 

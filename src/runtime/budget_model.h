@@ -8,15 +8,16 @@
 //    and the KV cache one sequence needs at the context (the CPU's cache,
 //    as the loader plans it). Headers only: no weight is read. A remote
 //    model (hf://, http(s)://, s3://: remote/source.h) is described from
-//    its headers alone, fetched into a temporary folder
-//    (pack/remote_headers.h) that is gone when this returns.
+//    its headers alone (read_remote_budget_model), fetched into a temporary
+//    folder (pack/remote_headers.h) that is gone when it returns.
 //  - measure_compute(): seconds per token of this machine's products for
 //    those bytes, from a short run of the kernels on a matrix far larger
 //    than the CPU's caches (runtime/product_timer.h) in the experts' format
 //    (Q8_0 or MXFP4; other formats are timed as Q8_0;
 //    STRATA_BUDGET_COMPUTE_MIB sets another size, for tests): decode as one
 //    row, plus each of its products' fixed cost, timed on a small matrix; a
-//    prompt token as its share of a step's products.
+//    prompt token as its share of a step's products (the output head's one
+//    row shared by the prompt's tokens).
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -34,6 +35,7 @@ struct BudgetModel {
   std::string kind;        // "pack", "gguf", "hf"
   std::string identity;    // what its expert heat is kept under (Checkpoint::identity); "" for a remote model
   std::string remote;      // a remote model's source ("" for a local one): its experts are on no drive here
+  std::string remote_commit;  // the hub commit it was pinned to ("" for other sources)
   uint64_t fetched_bytes = 0;  // a remote model's headers: what was fetched
   // The files its experts are read from (a pack's drive files, the GGUF
   // file, the safetensors shards holding experts), absolute, largest first.
@@ -42,6 +44,9 @@ struct BudgetModel {
   int64_t context = 0;     // as the loader would plan it (LoadOptions::context, allow_long_context)
   uint64_t kv_bytes = 0;   // one sequence's cache at that context
   uint64_t token_table_bytes = 0;  // untied: read a row a token, so in total_bytes but not in trunk_bytes
+  // The output head (lm_head, or the token table when tied), in trunk_bytes:
+  // a prefill multiplies by it for its last position only.
+  uint64_t head_bytes = 0;
   // Products a decode token makes: one per resident weight matrix (the
   // token table aside), and per routed expert it picks (gate, up and down;
   // gate_up and down where they are fused).
@@ -58,9 +63,12 @@ uint64_t step_reserve_bytes(uint64_t ram_bytes);
 // the budget less the trunk, the KV cache, the step and `process_bytes`.
 uint64_t expert_cache_bytes(const BudgetModel& model, uint64_t ram_bytes, uint64_t process_bytes);
 
-// Throws strata::Error naming the model when it is not one strata opens, has
-// no routed experts, or (remote) cannot be fetched.
-BudgetModel read_budget_model(const std::string& model, const LoadOptions& options);
+// Throws strata::Error naming the path when it is not a model strata opens,
+// or has no routed experts.
+BudgetModel read_budget_model(const std::filesystem::path& path, const LoadOptions& options);
+// A remote model (remote/source.h: is_remote_source()) from its headers: the
+// same, and errors naming the source, or what fetching it met.
+BudgetModel read_remote_budget_model(const std::string& source, const LoadOptions& options);
 
 struct BudgetCompute {
   double decode_s = 0;          // one token's products: their bytes at decode_gbps, and each one's overhead

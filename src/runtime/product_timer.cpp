@@ -12,6 +12,7 @@
 #include "kernels/interleave.h"
 #include "kernels/quantize.h"
 #include "util/error.h"
+#include "util/process_memory.h"
 #include "util/thread_pool.h"
 
 namespace strata {
@@ -32,7 +33,13 @@ uint64_t last_level_cache_bytes() {
   return best;
 }
 
-uint64_t large_matrix_mib() { return std::clamp<uint64_t>(4 * last_level_cache_bytes() >> 20, 256, 2048); }
+uint64_t large_matrix_mib() {
+  const uint64_t mib = std::clamp<uint64_t>(4 * last_level_cache_bytes() >> 20, 256, 2048);
+  // An eighth of the memory available at most (budget holds two timers at
+  // once): measuring must not push the machine into swap, or a cgroup's limit.
+  const uint64_t available = available_memory_bytes();
+  return available == UINT64_MAX ? mib : std::min(mib, std::max<uint64_t>(64, (available / 8) >> 20));
+}
 
 ProductTimer::ProductTimer(bool mxfp4, uint64_t matrix_bytes, int64_t in) {
   if (in < 32 || in % 32 != 0) throw Error("internal: a product timer's rows must be a multiple of 32 wide");

@@ -7,8 +7,8 @@
 // row the same random one (the kernels' speed does not depend on the values),
 // laid out as the CPU path keeps them (interleaved where the kernels read 16
 // rows), together large_matrix_mib() MiB: four times the last-level cache
-// (256 MiB to 2 GiB; STRATA_BUDGET_COMPUTE_MIB sets another size, for tests
-// under sanitizers). A product goes to the next copy each time, so it reads
+// (256 MiB to 2 GiB, an eighth of the memory available at most;
+// STRATA_BUDGET_COMPUTE_MIB sets another size, for tests under sanitizers). A product goes to the next copy each time, so it reads
 // its weights from memory, not from a cache that held them last time: one
 // copy for the rate of a large product, many small ones for what each of a
 // decode token's many products costs beyond its bytes.
@@ -23,7 +23,8 @@ class ThreadPool;
 
 // The last-level cache's bytes (the largest the CPU reports), 0 unknown.
 uint64_t last_level_cache_bytes();
-// MiB of weights far more than that cache holds: 4x it, 256 to 2048.
+// MiB of weights far more than that cache holds: 4x it, 256 to 2048, and at
+// most an eighth of the memory available (64 at least).
 uint64_t large_matrix_mib();
 
 class ProductTimer {
