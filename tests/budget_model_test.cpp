@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "pack/manifest.h"
 #include "pack/packer.h"
+#include "runtime/attention_timer.h"
 #include "runtime/budget_model.h"
 #include "runtime/loader.h"
 #include "storage/probe.h"
@@ -105,6 +106,42 @@ TEST(BudgetModel, ATiedTokenTableIsTheHead) {
   EXPECT_EQ(b.shape.trunk_bytes, want.all - want.decoder_experts - want.other_experts);
 }
 
+// The attention a decode token does over its cached positions, per layer
+// kind, from the fixtures' configs (hand-read): GQA heads read their key-value
+// head's slice, MLA heads the whole latent row; sliding windows cap what a
+// layer sees; Kimi Delta Attention layers read no positions.
+TEST(BudgetModel, AttentionWorkFollowsTheLayersKinds) {
+  auto work = [](const char* name, int64_t positions) {
+    return attention_work(read_budget_model(fixture(name), {}).config, positions);
+  };
+  auto expect = [](const AttentionWork& a, std::vector<int64_t> want) {
+    EXPECT_EQ((std::vector<int64_t>{a.layers, a.heads, a.positions, a.key_floats, a.value_floats, a.key_stride,
+                                    a.value_stride}),
+              want);
+  };
+  // qwen_gqa: 3 layers, 4 heads over 2 key-value heads of 24.
+  std::vector<AttentionWork> w = work("qwen_gqa", 100);
+  ASSERT_EQ(w.size(), 1u);
+  expect(w[0], {3, 4, 100, 24, 24, 48, 48});
+  // ds_mtp: MLA, kv_lora_rank 32 + rope 8 (the MTP layer is not a decoder layer).
+  w = work("ds_mtp", 100);
+  ASSERT_EQ(w.size(), 1u);
+  expect(w[0], {3, 4, 100, 40, 32, 40, 0});
+  // gpt-oss: sliding (window 8) and full layers alternate.
+  w = work("gptoss_mxfp4", 100);
+  ASSERT_EQ(w.size(), 2u);
+  expect(w[0], {2, 4, 8, 32, 32, 64, 64});
+  expect(w[1], {2, 4, 100, 32, 32, 64, 64});
+  w = work("gptoss_mxfp4", 5);  // within the window: all alike
+  ASSERT_EQ(w.size(), 1u);
+  expect(w[0], {4, 4, 5, 32, 32, 64, 64});
+  // Kimi K3: layers 1-3 are KDA, 4-5 MLA (2 heads, latent 32 + 8).
+  w = work("k3_mxfp4", 100);
+  ASSERT_EQ(w.size(), 1u);
+  expect(w[0], {2, 2, 100, 40, 32, 40, 0});
+  EXPECT_TRUE(work("qwen_gqa", 0).empty());
+}
+
 // The resident trunk and the KV cache are what the loader plans for the
 // model streamed under a budget at the same context.
 TEST(BudgetModel, TrunkAndKvBytesAreTheLoadersPlan) {
@@ -152,6 +189,17 @@ TEST(BudgetModel, TheExpertsFormatIsTheirLargestTensors) {
   EXPECT_EQ(b.expert_dtype, "U8");
   EXPECT_STREQ(timed_format(b.expert_dtype), "MXFP4");
   EXPECT_STREQ(timed_format(read_budget_model(fixture("qwen_gqa"), {}).expert_dtype), "Q8_0");
+  // The trunk's format is its largest matrix's (here lm_head, BF16, by the header).
+  EXPECT_EQ(b.trunk_dtype, "BF16");
+  // A GGUF of Q8_0 trunk and MXFP4 experts: each timed in its own.
+  testfiles::TempDir tmp("strata-budget-formats");
+  const fs::path gguf = tmp / "m.gguf";
+  const CommandResult r = run_strata("synth --preset kimi-k2 --size 0.01 --quant q8_0+mxfp4 --format gguf --seed 3 --out " +
+                                     gguf.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const BudgetModel mixed = read_budget_model(gguf, {});
+  EXPECT_STREQ(timed_format(mixed.expert_dtype), "MXFP4");
+  EXPECT_EQ(mixed.trunk_dtype, "Q8_0");
 }
 
 TEST(BudgetModel, ADenseModelIsAClearError) {

@@ -221,9 +221,13 @@ int run_budget(const BudgetArgs& a) {
                     {"drives", listed},
                     {"decode_compute_s", compute.decode_s},
                     {"product_overhead_s", compute.product_overhead_s},
+                    {"attention_s", compute.attention_s},
+                    {"prefill_attention_s_per_token", compute.prefill_attention_s},
                     {"decode_gbps", compute.decode_gbps},
                     {"prefill_compute_s_per_token", compute.prefill_s},
                     {"compute_timed_as", compute.timed_as},
+                    {"trunk_timed_as", compute.trunk_timed_as},
+                    {"trunk_decode_gbps", compute.trunk_decode_gbps},
                     {"prefetch_read_factor", m.prefetch_read_factor},
                     {"threads", threads},
                     {"profile", profile_used.empty() ? nlohmann::json() : nlohmann::json(profile_used)},
@@ -253,10 +257,12 @@ int run_budget(const BudgetArgs& a) {
               p.fits ? "every expert fits" : heat_used ? "from the heat file" : "uniform routing: a floor");
   std::printf("  read per token       %.3f GB (the misses, x %.2f for the prefetch's wrong guesses)\n",
               gb(p.read_per_token), m.prefetch_read_factor);
-  std::printf("  compute per token    %.1f ms decode, %.2f ms a prompt token (%s products, %.1f and %.1f GB/s, "
-              "%.1f us a product beyond its bytes)\n",
+  std::printf("  compute per token    %.1f ms decode, %.2f ms a prompt token (experts %s %.1f GB/s one row, trunk %s "
+              "%.1f GB/s one row and %.1f at 64 rows, %.1f us a product beyond its bytes; attention %.2f and %.2f "
+              "ms of them)\n",
               1e3 * compute.decode_s, 1e3 * compute.prefill_s, compute.timed_as.c_str(), compute.decode_gbps,
-              compute.prefill_gbps, 1e6 * compute.product_overhead_s);
+              compute.trunk_timed_as.c_str(), compute.trunk_decode_gbps, compute.prefill_gbps,
+              1e6 * compute.product_overhead_s, 1e3 * compute.attention_s, 1e3 * compute.prefill_attention_s);
   for (size_t d = 0; d < drives.size(); ++d)
     std::printf("  drive %zu              %.2f GB/s (%s) %s\n", d + 1, drives[d].gbps, drives[d].source.c_str(),
                 drives[d].target.c_str());

@@ -17,6 +17,7 @@
 #include "model/weights_identity.h"
 #include "pack/manifest.h"
 #include "pack/remote_headers.h"
+#include "runtime/attention_timer.h"
 #include "runtime/product_timer.h"
 #include "util/error.h"
 #include "util/process_memory.h"
@@ -123,6 +124,7 @@ BudgetModel read_local_budget_model(const fs::path& path, const LoadOptions& opt
   uint64_t decoder_experts = 0, other_experts = 0;
   std::map<std::string, uint64_t> files;  // expert bytes by file
   size_t largest = 0;  // the experts' format: their largest tensor's (not a bias or scales)
+  size_t largest_trunk = 0;  // the trunk's: its largest matrix's (the token table aside when it is untied)
   const std::string embed = tn(Naming::Hf, TensorKind::TokenEmbd, "weight");
   const std::string head = tn(Naming::Hf, TensorKind::Output, "weight");
   for (const std::string& name : ck.source->names()) {
@@ -137,8 +139,15 @@ BudgetModel read_local_budget_model(const fs::path& path, const LoadOptions& opt
       if (name.find("gate_up") != std::string::npos) b.expert_matrices = 2;
     } else {
       b.shape.trunk_bytes += t.nbytes;
-      if (name == embed && !c.tie_word_embeddings) b.token_table_bytes = t.nbytes;
-      else if (t.shape.size() >= 2 && !is_scale_tensor(name)) ++b.trunk_matrices;
+      if (name == embed && !c.tie_word_embeddings) {
+        b.token_table_bytes = t.nbytes;
+      } else if (t.shape.size() >= 2 && !is_scale_tensor(name)) {
+        ++b.trunk_matrices;
+        if (t.nbytes > largest_trunk) {
+          largest_trunk = t.nbytes;
+          b.trunk_dtype = dtype_name(t.dtype);
+        }
+      }
       if (name == (c.tie_word_embeddings ? embed : head)) b.head_bytes = t.nbytes;
     }
   }
@@ -188,36 +197,57 @@ const char* timed_format(const std::string& expert_dtype) {
 BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t prompt_tokens, double seconds) {
   BudgetCompute r;
   r.timed_as = timed_format(model.expert_dtype);
-  const ProductTimer timer(r.timed_as == std::string("MXFP4"));
-  const double bytes = static_cast<double>(timer.matrix_bytes());
-
+  r.trunk_timed_as = timed_format(model.trunk_dtype);
+  const bool experts_mxfp4 = r.timed_as == std::string("MXFP4"), trunk_mxfp4 = r.trunk_timed_as == std::string("MXFP4");
   ThreadPool pool(threads > 0 ? threads : default_thread_count());
   const BudgetShape& s = model.shape;
   const size_t trunk_rows = 64;
   const size_t expert_rows = static_cast<size_t>(std::clamp<int64_t>(
       std::max<int64_t>(prompt_tokens, 1) * s.experts_per_token / std::max<int64_t>(s.experts, 1), 1, 64));
-  r.decode_gbps = bytes / timer.seconds(1, pool, seconds / 4) / 1e9;
+  // The rate of `rows`-row products in a format, weights from memory.
+  auto rate = [&](const ProductTimer& t, size_t rows) {
+    return static_cast<double>(t.matrix_bytes()) * static_cast<double>(rows) / t.seconds(rows, pool, seconds / 4) / 1e9;
+  };
+  double expert_gbps = 0;
+  {
+    const ProductTimer timer(experts_mxfp4);
+    r.decode_gbps = rate(timer, 1);
+    expert_gbps = rate(timer, expert_rows);
+    if (trunk_mxfp4 == experts_mxfp4) {
+      r.trunk_decode_gbps = r.decode_gbps;
+      r.prefill_gbps = rate(timer, trunk_rows);
+    }
+  }
+  if (trunk_mxfp4 != experts_mxfp4) {  // the trunk in its own format (one timer at a time: they are large)
+    const ProductTimer timer(trunk_mxfp4);
+    r.trunk_decode_gbps = rate(timer, 1);
+    r.prefill_gbps = rate(timer, trunk_rows);
+  }
   // A decode token's products are many and small: one expert matrix's bytes
   // each, read from memory. What one costs beyond its bytes at the rate above
   // (the threads' hand-off, the rows' setup) is its fixed cost.
   const uint64_t expert_matrix = s.expert_bytes / static_cast<uint64_t>(std::max<int64_t>(1, model.expert_matrices));
   const int64_t width = std::max<int64_t>(32, (model.config.hidden_size + 31) / 32 * 32);
-  const ProductTimer small(r.timed_as == std::string("MXFP4"), std::max<uint64_t>(expert_matrix, 1), width);
+  const ProductTimer small(experts_mxfp4, std::max<uint64_t>(expert_matrix, 1), width);
   const double small_s = small.seconds(1, pool, seconds / 4);
   r.product_overhead_s = std::max(0.0, small_s - static_cast<double>(small.matrix_bytes()) / (r.decode_gbps * 1e9));
-  r.prefill_gbps = bytes * static_cast<double>(trunk_rows) / timer.seconds(trunk_rows, pool, seconds / 4) / 1e9;
-  const double expert_gbps =
-      bytes * static_cast<double>(expert_rows) / timer.seconds(expert_rows, pool, seconds / 4) / 1e9;
   // A token multiplies by the resident trunk and by k experts in each MoE layer.
   const double trunk = static_cast<double>(s.trunk_bytes);
   const double experts = static_cast<double>(s.experts_per_token * s.moe_layers) * static_cast<double>(s.expert_bytes);
   const double products =
       static_cast<double>(model.trunk_matrices + s.experts_per_token * s.moe_layers * model.expert_matrices);
-  r.decode_s = (trunk + experts) / (r.decode_gbps * 1e9) + products * r.product_overhead_s;
+  r.decode_s = trunk / (r.trunk_decode_gbps * 1e9) + experts / (r.decode_gbps * 1e9) + products * r.product_overhead_s;
   // The output head runs for a prompt's last position only (one row).
   const double head = static_cast<double>(std::min(model.head_bytes, s.trunk_bytes));
+  const int64_t prompt = std::max<int64_t>(prompt_tokens, 1);
   r.prefill_s = (trunk - head) / (r.prefill_gbps * 1e9) + experts / (expert_gbps * 1e9) +
-                head / (r.decode_gbps * 1e9) / static_cast<double>(std::max<int64_t>(prompt_tokens, 1));
+                head / (r.trunk_decode_gbps * 1e9) / static_cast<double>(prompt);
+  // Attention over the cached positions: a decode token after the prompt
+  // reads all of them, a prompt token on average half.
+  r.attention_s = attention_seconds(model.config, prompt, pool, seconds / 4);
+  r.prefill_attention_s = attention_seconds(model.config, (prompt + 1) / 2, pool, seconds / 4);
+  r.decode_s += r.attention_s;
+  r.prefill_s += r.prefill_attention_s;
   return r;
 }
 

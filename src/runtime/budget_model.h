@@ -12,12 +12,15 @@
 //    folder (pack/remote_headers.h) that is gone when it returns.
 //  - measure_compute(): seconds per token of this machine's products for
 //    those bytes, from a short run of the kernels on a matrix far larger
-//    than the CPU's caches (runtime/product_timer.h) in the experts' format
-//    (Q8_0 or MXFP4; other formats are timed as Q8_0;
+//    than the CPU's caches (runtime/product_timer.h), the experts' products
+//    in the experts' format and the trunk's in the trunk's (Q8_0 or MXFP4;
+//    other formats are timed as Q8_0;
 //    STRATA_BUDGET_COMPUTE_MIB sets another size, for tests): decode as one
 //    row, plus each of its products' fixed cost, timed on a small matrix; a
 //    prompt token as its share of a step's products (the output head's one
-//    row shared by the prompt's tokens).
+//    row shared by the prompt's tokens). Both plus attention over the cached
+//    positions (runtime/attention_timer.h): a decode token after a prompt of
+//    P tokens reads P, a prompt token P/2 on average.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -41,6 +44,7 @@ struct BudgetModel {
   // file, the safetensors shards holding experts), absolute, largest first.
   std::vector<std::filesystem::path> expert_files;
   std::string expert_dtype;  // the first routed expert's format, as dtype_name() spells it
+  std::string trunk_dtype;   // the trunk's largest matrix's (the untied token table aside)
   int64_t context = 0;     // as the loader would plan it (LoadOptions::context, allow_long_context)
   uint64_t kv_bytes = 0;   // one sequence's cache at that context
   uint64_t token_table_bytes = 0;  // untied: read a row a token, so in total_bytes but not in trunk_bytes
@@ -71,15 +75,19 @@ BudgetModel read_budget_model(const std::filesystem::path& path, const LoadOptio
 BudgetModel read_remote_budget_model(const std::string& source, const LoadOptions& options);
 
 struct BudgetCompute {
-  double decode_s = 0;          // one token's products: their bytes at decode_gbps, and each one's overhead
-  double prefill_s = 0;         // a prompt token's share of a prefill
-  double decode_gbps = 0;       // weight bytes a second, one row
-  double prefill_gbps = 0;      // weight bytes a second, per row of a 64-row product (the trunk's)
+  double decode_s = 0;          // one token's products (their bytes at decode_gbps, and each one's overhead) and attention
+  double prefill_s = 0;         // a prompt token's share of a prefill, attention included
+  double attention_s = 0;       // of decode_s: attention over the prompt's positions (runtime/attention_timer.h)
+  double prefill_attention_s = 0;  // of prefill_s: over half the prompt's positions
+  double decode_gbps = 0;       // weight bytes a second, one row, in the experts' format
+  double trunk_decode_gbps = 0;  // the same in the trunk's format
+  double prefill_gbps = 0;      // weight bytes a second, per row of a 64-row product, in the trunk's format
   double product_overhead_s = 0;  // what a one-row product costs beyond its bytes (the threads' hand-off)
-  std::string timed_as;         // the format timed
+  std::string timed_as;         // the experts' format timed
+  std::string trunk_timed_as;   // the trunk's
 };
 
-// The format the compute is timed in for experts stored as `expert_dtype`:
+// The format the compute is timed in for weights stored as `expert_dtype`:
 // "MXFP4" for MXFP4 (GGUF's, or Hugging Face's U8 blocks), else "Q8_0".
 const char* timed_format(const std::string& expert_dtype);
 

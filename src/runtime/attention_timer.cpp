@@ -1,0 +1,139 @@
+#include "runtime/attention_timer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "kernels/linear.h"
+#include "kernels/ops.h"
+#include "model/attention.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+
+namespace {
+
+// Timed up to this many positions; more scale linearly.
+constexpr int64_t kTimedPositions = 16384;
+// Cache rows cycled through while timing: several layers' worth, so that a
+// layer's rows are not in the CPU's caches from the last run.
+constexpr uint64_t kTimedBytes = 256ull << 20;
+
+}  // namespace
+
+std::vector<AttentionWork> attention_work(const ModelConfig& c, int64_t positions) {
+  std::vector<AttentionWork> out;
+  if (positions <= 0) return out;
+  const CacheWidths w = cache_widths(c);
+  const bool latent = w.value == 0;  // MLA: every head reads the one latent row
+  std::map<int64_t, int64_t> by_seen;   // visible positions -> layers
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (c.layer_is_kda(l)) continue;
+    const int64_t window = c.layer_window(l).value_or(0);
+    ++by_seen[window > 0 ? std::min(window, positions) : positions];
+  }
+  for (const auto& [seen, layers] : by_seen) {
+    AttentionWork a;
+    a.layers = layers;
+    a.heads = c.num_heads;
+    a.positions = seen;
+    a.key_stride = w.key;
+    if (latent) {
+      a.key_floats = w.key;
+      a.value_floats = c.kv_lora_rank;
+      a.value_stride = 0;
+    } else {
+      const int64_t d = w.key / std::max<int64_t>(1, c.num_kv_heads);
+      a.key_floats = a.value_floats = d;
+      a.value_stride = w.value;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+namespace {
+
+// One layer's attention, as the CPU backend runs it for one row: heads
+// shared by the pool, each scoring its query against the rows and summing
+// their values.
+class LayerTimer {
+ public:
+  LayerTimer(const AttentionWork& a, int64_t kv_heads) : a_(a), kv_heads_(std::max<int64_t>(1, kv_heads)) {
+    const uint64_t row = static_cast<uint64_t>(a.key_stride + a.value_stride);
+    const uint64_t layer = row * static_cast<uint64_t>(a.positions) * sizeof(float);
+    copies_ = static_cast<size_t>(std::clamp<uint64_t>(kTimedBytes / std::max<uint64_t>(layer, 1), 1,
+                                                       static_cast<uint64_t>(std::max<int64_t>(a.layers, 1))));
+    // Small values: no overflow in the scores, no denormals.
+    rows_.assign(copies_ * row * static_cast<size_t>(a.positions), 0.01f);
+    query_.assign(static_cast<size_t>(a.heads * a.key_floats), 0.01f);
+    out_.assign(static_cast<size_t>(a.heads * a.value_floats), 0.0f);
+  }
+
+  void run(ThreadPool& pool) {
+    const size_t n = static_cast<size_t>(a_.positions);
+    const size_t row = static_cast<size_t>(a_.key_stride + a_.value_stride);
+    const float* base = rows_.data() + next_ * row * n;
+    next_ = (next_ + 1) % copies_;
+    const int64_t group = std::max<int64_t>(1, a_.heads / kv_heads_);
+    scratch_.resize(static_cast<size_t>(pool.size()));
+    pool.parallel_for_indexed(static_cast<size_t>(a_.heads), [&](int worker, size_t h0, size_t h1) {
+      Scratch& s = scratch_[static_cast<size_t>(worker)];
+      s.scores.resize(n);
+      s.keys.resize(n);
+      s.values.resize(n);
+      for (size_t h = h0; h < h1; ++h) {
+        // GQA: the head's key-value slice of each row; MLA: the whole latent.
+        const size_t offset = a_.value_stride ? static_cast<size_t>(static_cast<int64_t>(h) / group * a_.key_floats) : 0;
+        for (size_t j = 0; j < n; ++j) {
+          s.keys[j] = base + j * row + offset;
+          s.values[j] = a_.value_stride ? base + j * row + static_cast<size_t>(a_.key_stride) + offset : s.keys[j];
+        }
+        kernels::dots(&query_[h * static_cast<size_t>(a_.key_floats)], s.keys.data(), n,
+                      static_cast<size_t>(a_.key_floats), s.scores.data());
+        kernels::softmax(s.scores.data(), n);
+        float* o = &out_[h * static_cast<size_t>(a_.value_floats)];
+        std::fill_n(o, a_.value_floats, 0.0f);
+        kernels::axpys(s.scores.data(), s.values.data(), n, o, static_cast<size_t>(a_.value_floats));
+      }
+    });
+  }
+
+ private:
+  struct Scratch {
+    std::vector<float> scores;
+    std::vector<const float*> keys, values;
+  };
+  AttentionWork a_;
+  int64_t kv_heads_;
+  size_t copies_ = 1, next_ = 0;
+  std::vector<float> rows_, query_, out_;
+  std::vector<Scratch> scratch_;
+};
+
+}  // namespace
+
+double attention_seconds(const ModelConfig& c, int64_t positions, ThreadPool& pool, double seconds) {
+  const std::vector<AttentionWork> work = attention_work(c, positions);
+  double total = 0;
+  for (const AttentionWork& a : work) {
+    AttentionWork timed = a;
+    timed.positions = std::min(a.positions, kTimedPositions);
+    LayerTimer layer(timed, c.num_kv_heads);
+    layer.run(pool);  // warm: the threads up, the scratch sized
+    std::vector<double> took;
+    const auto start = std::chrono::steady_clock::now();
+    do {
+      const auto t0 = std::chrono::steady_clock::now();
+      layer.run(pool);
+      took.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    } while (took.size() < 3 || std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
+                                    seconds / static_cast<double>(work.size()));
+    std::nth_element(took.begin(), took.begin() + took.size() / 2, took.end());
+    total += took[took.size() / 2] * static_cast<double>(a.layers) * static_cast<double>(a.positions) /
+             static_cast<double>(timed.positions);
+  }
+  return total;
+}
+
+}  // namespace strata

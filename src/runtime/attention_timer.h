@@ -1,0 +1,49 @@
+#pragma once
+// What a decode token's attention over its cached positions costs on this
+// machine, for `strata budget`: the part of a token's compute that grows
+// with the context and that the weight products (runtime/product_timer.h)
+// leave out. On the 2-core machine it was a sixth of an in-RAM decode token
+// of a Qwen3-MoE-shaped model at a few hundred positions (docs/PERFORMANCE.md).
+//
+// attention_work() says what that is, from the config alone: per attention
+// layer (Kimi Delta Attention's recurrent layers have no positions to read),
+// each head scores the query against every visible cached row and sums the
+// rows' values by those scores, as the CPU backend does (backend/cpu_attention):
+//   - GQA: a head reads its key-value head's slice, head_dim wide, of the
+//     key rows and of the value rows;
+//   - MLA (absorbed): every head reads the whole latent row (kv_lora_rank +
+//     rope width) for its scores and the latent (kv_lora_rank) for the sum;
+//   - a sliding-window layer sees at most its window.
+// attention_seconds() times that work with the kernels the backend uses
+// (kernels::dots, softmax, kernels::axpys), heads shared by the pool's
+// threads, on cache rows laid out as the backend's, several layers' worth so
+// that they come from memory as a real token's do. Past 16384 positions it
+// times 16384 and scales linearly (the work is linear in the positions).
+#include <cstdint>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace strata {
+
+class ThreadPool;
+
+struct AttentionWork {
+  int64_t layers = 0;     // layers alike
+  int64_t heads = 0;      // query heads of each
+  int64_t positions = 0;  // cached rows a head reads
+  int64_t key_floats = 0;    // a head's floats of a key row (its scores)
+  int64_t value_floats = 0;  // a head's floats of a value row (its sum)
+  int64_t key_stride = 0;    // floats from one cached key row to the next
+  int64_t value_stride = 0;  // the same for value rows; 0: the values are the key rows (MLA's latent)
+};
+
+// The layers' attention at `positions` cached positions, alike layers
+// together (at most one entry per window size).
+std::vector<AttentionWork> attention_work(const ModelConfig& c, int64_t positions);
+
+// Seconds of one decode token's attention over `positions` positions, every
+// layer: the median of runs for about `seconds`.
+double attention_seconds(const ModelConfig& c, int64_t positions, ThreadPool& pool, double seconds);
+
+}  // namespace strata
