@@ -7,6 +7,7 @@
 #include <sys/sysmacros.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -23,6 +24,7 @@
 #include "runtime/loader.h"
 #include "storage/probe.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace strata {
 namespace {
@@ -140,6 +142,19 @@ TEST(BudgetModel, AttentionWorkFollowsTheLayersKinds) {
   ASSERT_EQ(w.size(), 1u);
   expect(w[0], {2, 2, 100, 40, 32, 40, 0});
   EXPECT_TRUE(work("qwen_gqa", 0).empty());
+}
+
+// The timing runs every layer kind's walk over the rows (GQA slices of key-
+// value heads, windows, MLA's latent) on four threads, each with its own
+// scratch (under ASan: no read outside the rows), and takes some time.
+TEST(BudgetModel, AttentionIsTimedForEveryLayerKind) {
+  ThreadPool pool(4);
+  for (const char* name : {"qwen_gqa", "gptoss_mxfp4", "ds_mtp", "k3_mxfp4"}) {
+    const ModelConfig c = read_budget_model(fixture(name), {}).config;
+    const double s = attention_seconds(c, 37, pool, 0.01);
+    EXPECT_TRUE(std::isfinite(s) && s > 0) << name << ": " << s;
+    EXPECT_EQ(attention_seconds(c, 0, pool, 0.01), 0.0) << name;
+  }
 }
 
 // The resident trunk and the KV cache are what the loader plans for the

@@ -4,9 +4,11 @@
 #include <chrono>
 #include <map>
 
+#include "backend/cpu_attention.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "model/attention.h"
+#include "runtime/product_timer.h"
 #include "util/thread_pool.h"
 
 namespace strata {
@@ -15,9 +17,7 @@ namespace {
 
 // Timed up to this many positions; more scale linearly.
 constexpr int64_t kTimedPositions = 16384;
-// Cache rows cycled through while timing: several layers' worth, so that a
-// layer's rows are not in the CPU's caches from the last run.
-constexpr uint64_t kTimedBytes = 256ull << 20;
+constexpr size_t kChunk = static_cast<size_t>(kKeysPerChunk);
 
 }  // namespace
 
@@ -60,9 +60,12 @@ namespace {
 class LayerTimer {
  public:
   LayerTimer(const AttentionWork& a, int64_t kv_heads) : a_(a), kv_heads_(std::max<int64_t>(1, kv_heads)) {
+    // Several layers' worth of rows cycled through (as much as the product
+    // timer takes: large_matrix_mib()), so that a layer's rows are not in
+    // the CPU's caches from the last run, as a real token's are not.
     const uint64_t row = static_cast<uint64_t>(a.key_stride + a.value_stride);
     const uint64_t layer = row * static_cast<uint64_t>(a.positions) * sizeof(float);
-    copies_ = static_cast<size_t>(std::clamp<uint64_t>(kTimedBytes / std::max<uint64_t>(layer, 1), 1,
+    copies_ = static_cast<size_t>(std::clamp<uint64_t>((large_matrix_mib() << 20) / std::max<uint64_t>(layer, 1), 1,
                                                        static_cast<uint64_t>(std::max<int64_t>(a.layers, 1))));
     // Small values: no overflow in the scores, no denormals.
     rows_.assign(copies_ * row * static_cast<size_t>(a.positions), 0.01f);
@@ -84,17 +87,24 @@ class LayerTimer {
       s.values.resize(n);
       for (size_t h = h0; h < h1; ++h) {
         // GQA: the head's key-value slice of each row; MLA: the whole latent.
-        const size_t offset = a_.value_stride ? static_cast<size_t>(static_cast<int64_t>(h) / group * a_.key_floats) : 0;
+        const int64_t kv = static_cast<int64_t>(h) / group;
+        const size_t key_at = a_.value_stride ? static_cast<size_t>(kv * a_.key_floats) : 0;
+        const size_t value_at = a_.value_stride ? static_cast<size_t>(a_.key_stride + kv * a_.value_floats) : 0;
         for (size_t j = 0; j < n; ++j) {
-          s.keys[j] = base + j * row + offset;
-          s.values[j] = a_.value_stride ? base + j * row + static_cast<size_t>(a_.key_stride) + offset : s.keys[j];
+          s.keys[j] = base + j * row + key_at;
+          s.values[j] = base + j * row + value_at;
         }
-        kernels::dots(&query_[h * static_cast<size_t>(a_.key_floats)], s.keys.data(), n,
-                      static_cast<size_t>(a_.key_floats), s.scores.data());
+        // As the backend walks them: kKeysPerChunk keys a call, scores then sums.
+        const float* q = &query_[h * static_cast<size_t>(a_.key_floats)];
+        for (size_t j = 0; j < n; j += kChunk)
+          kernels::dots(q, s.keys.data() + j, std::min(kChunk, n - j), static_cast<size_t>(a_.key_floats),
+                        s.scores.data() + j);
         kernels::softmax(s.scores.data(), n);
         float* o = &out_[h * static_cast<size_t>(a_.value_floats)];
         std::fill_n(o, a_.value_floats, 0.0f);
-        kernels::axpys(s.scores.data(), s.values.data(), n, o, static_cast<size_t>(a_.value_floats));
+        for (size_t j = 0; j < n; j += kChunk)
+          kernels::axpys(s.scores.data() + j, s.values.data() + j, std::min(kChunk, n - j), o,
+                         static_cast<size_t>(a_.value_floats));
       }
     });
   }
@@ -117,8 +127,13 @@ double attention_seconds(const ModelConfig& c, int64_t positions, ThreadPool& po
   const std::vector<AttentionWork> work = attention_work(c, positions);
   double total = 0;
   for (const AttentionWork& a : work) {
+    // One layer's rows at most as large as the product timer's weights:
+    // fewer positions timed, scaled up linearly.
+    const int64_t row_bytes = (a.key_stride + a.value_stride) * static_cast<int64_t>(sizeof(float));
+    const int64_t fit = std::max<int64_t>(
+        kKeysPerChunk, static_cast<int64_t>(large_matrix_mib() << 20) / std::max<int64_t>(row_bytes, 1));
     AttentionWork timed = a;
-    timed.positions = std::min(a.positions, kTimedPositions);
+    timed.positions = std::min({a.positions, kTimedPositions, fit});
     LayerTimer layer(timed, c.num_kv_heads);
     layer.run(pool);  // warm: the threads up, the scratch sized
     std::vector<double> took;

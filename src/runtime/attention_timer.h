@@ -15,10 +15,16 @@
 //     rope width) for its scores and the latent (kv_lora_rank) for the sum;
 //   - a sliding-window layer sees at most its window.
 // attention_seconds() times that work with the kernels the backend uses
-// (kernels::dots, softmax, kernels::axpys), heads shared by the pool's
-// threads, on cache rows laid out as the backend's, several layers' worth so
-// that they come from memory as a real token's do. Past 16384 positions it
-// times 16384 and scales linearly (the work is linear in the positions).
+// (kernels::dots, softmax, kernels::axpys, kKeysPerChunk keys a call), heads
+// shared by the pool's threads, on several layers' worth of cached rows (a
+// key row and its value row side by side: the same bytes the backend's
+// separate arrays hold) so that they come from memory as a real token's do,
+// at most large_matrix_mib() (runtime/product_timer.h). Past 16384
+// positions, or past what that allows one layer, it times fewer and scales
+// linearly (the work is linear in the positions). A prompt's rows attend
+// in blocks that read each cached row once per block; timed one row at a
+// time here, which can overstate a long prompt's attention where reading
+// the rows, not the dots, is what it waits on.
 #include <cstdint>
 #include <vector>
 
@@ -34,8 +40,8 @@ struct AttentionWork {
   int64_t positions = 0;  // cached rows a head reads
   int64_t key_floats = 0;    // a head's floats of a key row (its scores)
   int64_t value_floats = 0;  // a head's floats of a value row (its sum)
-  int64_t key_stride = 0;    // floats from one cached key row to the next
-  int64_t value_stride = 0;  // the same for value rows; 0: the values are the key rows (MLA's latent)
+  int64_t key_stride = 0;    // floats of a cached key row (every head's)
+  int64_t value_stride = 0;  // of a value row; 0: the values are in the key rows (MLA's latent)
 };
 
 // The layers' attention at `positions` cached positions, alike layers

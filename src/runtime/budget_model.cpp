@@ -228,9 +228,11 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
   // (the threads' hand-off, the rows' setup) is its fixed cost.
   const uint64_t expert_matrix = s.expert_bytes / static_cast<uint64_t>(std::max<int64_t>(1, model.expert_matrices));
   const int64_t width = std::max<int64_t>(32, (model.config.hidden_size + 31) / 32 * 32);
-  const ProductTimer small(experts_mxfp4, std::max<uint64_t>(expert_matrix, 1), width);
-  const double small_s = small.seconds(1, pool, seconds / 4);
-  r.product_overhead_s = std::max(0.0, small_s - static_cast<double>(small.matrix_bytes()) / (r.decode_gbps * 1e9));
+  {
+    const ProductTimer small(experts_mxfp4, std::max<uint64_t>(expert_matrix, 1), width);
+    const double small_s = small.seconds(1, pool, seconds / 4);
+    r.product_overhead_s = std::max(0.0, small_s - static_cast<double>(small.matrix_bytes()) / (r.decode_gbps * 1e9));
+  }
   // A token multiplies by the resident trunk and by k experts in each MoE layer.
   const double trunk = static_cast<double>(s.trunk_bytes);
   const double experts = static_cast<double>(s.experts_per_token * s.moe_layers) * static_cast<double>(s.expert_bytes);
@@ -244,7 +246,7 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
                 head / (r.trunk_decode_gbps * 1e9) / static_cast<double>(prompt);
   // Attention over the cached positions: a decode token after the prompt
   // reads all of them, a prompt token on average half.
-  r.attention_s = attention_seconds(model.config, prompt, pool, seconds / 4);
+  r.attention_s = attention_seconds(model.config, prompt + 1, pool, seconds / 4);
   r.prefill_attention_s = attention_seconds(model.config, (prompt + 1) / 2, pool, seconds / 4);
   r.decode_s += r.attention_s;
   r.prefill_s += r.prefill_attention_s;

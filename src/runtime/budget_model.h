@@ -20,7 +20,7 @@
 //    prompt token as its share of a step's products (the output head's one
 //    row shared by the prompt's tokens). Both plus attention over the cached
 //    positions (runtime/attention_timer.h): a decode token after a prompt of
-//    P tokens reads P, a prompt token P/2 on average.
+//    P tokens reads P + 1, a prompt token P/2 on average.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -91,7 +91,8 @@ struct BudgetCompute {
 // "MXFP4" for MXFP4 (GGUF's, or Hugging Face's U8 blocks), else "Q8_0".
 const char* timed_format(const std::string& expert_dtype);
 
-// About `seconds` of kernel runs at `threads` (0: all cores). A prompt of
+// About `seconds` of kernel runs at `threads` (0: all cores; up to twice that
+// when the trunk's format is not the experts' and with attention). A prompt of
 // `prompt_tokens` gives each expert about prompt · k / E rows of a step
 // (1 to 64), the trunk 64: the prompt token's share is timed so.
 BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t prompt_tokens, double seconds = 1.0);
