@@ -32,7 +32,8 @@
 # -n TOKENS --ignore-eos --temperature 1 --seed RUN --heat (a fresh copy of HEAT) --profile none --json
 # (sampled: greedy on random weights repeats itself, and its routing with it). Predicted decode is
 # budget's by_drives entry for all the pack's drives (one per device); measured is the
-# run's decode_tok_s and ttft_s. Without root the caches are not dropped, and
+# run's decode_tok_s and ttft_s; the run's cache hit rate is its hits less the prefetched
+# experts it used (those were read). Without root the caches are not dropped, and
 # summary.md says so (a warm page cache does not hold O_DIRECT reads, but the trunk's
 # load is then faster).
 #
@@ -43,7 +44,7 @@ shopt -s inherit_errexit  # a failure inside $(...) stops the script too
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
 
-usage() { sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 out=; models=; drive_a=; drive_b=; rams="1.5 2.5 3.5"; prompt=512; tokens=32; runs=1; threads=$(nproc)
 heat_prompt=256; heat_tokens=64
@@ -134,7 +135,11 @@ print(json.dumps({"config": tag, "model": model, "folders": int(layout), "ram_gi
                   "predicted_decode": pred["decode_tok_s"], "measured_decode": statistics.median(s["decode_tok_s"] for s in runs_),
                   "predicted_ttft": pred["ttft_s"], "measured_ttft": statistics.median(s["ttft_s"] for s in runs_),
                   "hit_rate_predicted": b.get("hit_rate", 0),
-                  "hit_rate_measured": statistics.median(s["experts"]["decode"]["hit_rate"] for s in runs_) if "experts" in runs_[0] else 1.0}))
+                  # The cache's own share of a token's picks: hits less the prefetched experts used (which
+                  # were read), as the prediction means it.
+                  "hit_rate_measured": statistics.median(
+                      (d["hits"] - d["prefetch"]["used"]) / d["requests"] if d["requests"] else 1.0
+                      for d in (s["experts"]["decode"] for s in runs_)) if "experts" in runs_[0] else 1.0}))
 EOF
 done
 
@@ -145,7 +150,7 @@ rows = [json.loads(l) for l in open(f"{out}/results.jsonl")]
 err = lambda p, m: (p - m) / m * 100 if m else float("nan")
 print(f"# strata budget: predicted vs measured ({len(rows)} configurations)\n")
 print(f"Prompt {prompt} tokens, {tokens} generated, median of {runs} run(s); caches dropped before each run: {dropped}.\n")
-print("| config | drives counted | hit rate pred / run | decode pred | decode run | error | TTFT pred (s) | TTFT run (s) | error |")
+print("| config | drives counted | cache hit rate pred / run | decode pred | decode run | error | TTFT pred (s) | TTFT run (s) | error |")
 print("|---|---|---|---|---|---|---|---|---|")
 worst_d = worst_t = 0.0
 for r in rows:
