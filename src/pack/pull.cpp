@@ -426,10 +426,7 @@ PullReport pull_streaming(const PullOptions& o) {
     if (w.name.ends_with(".safetensors")) {
       if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != w.info.size) {
         mirror.forget(w.name);  // whatever the log said of an earlier file there
-        const int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        const bool sized = fd >= 0 && ::ftruncate(fd, static_cast<off_t>(w.info.size)) == 0;
-        if (fd >= 0) ::close(fd);
-        if (!sized) throw Error(dest.string() + ": cannot create: " + std::strerror(errno));
+        create_sparse_file(dest, w.info.size);
       }
       // The header: its length, then the JSON.
       mirror.ensure(w.name, 0, 8);

@@ -27,15 +27,6 @@ namespace {
 // tensor infos come to tens of MiB).
 constexpr uint64_t kGgufHeaderLimit = 256ull << 20;
 
-// A sparse file of `size` bytes at `path` (one there is emptied first).
-void make_sparse(const fs::path& path, uint64_t size) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  const bool sized = fd >= 0 && ::ftruncate(fd, static_cast<off_t>(size)) == 0;
-  const int err = errno;
-  if (fd >= 0) ::close(fd);
-  if (!sized) throw Error(path.string() + ": cannot create: " + std::strerror(err));
-}
-
 void write_at(const fs::path& path, uint64_t offset, const std::vector<uint8_t>& bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) throw Error(path.string() + ": cannot open: " + std::strerror(errno));
@@ -62,7 +53,7 @@ std::vector<uint8_t> read_exactly(RemoteSource& src, const std::string& name, ui
 uint64_t fetch_gguf_header(RemoteSource& src, const std::string& name, uint64_t size, const fs::path& dest) {
   const std::string where = url_for_messages(src.url(name));
   if (size < 24) throw Error(where + ": " + std::to_string(size) + " bytes, too short for a GGUF file");
-  make_sparse(dest, size);
+  create_sparse_file(dest, size);
   uint64_t have = 0;
   std::string last;  // why the last prefix did not parse
   for (uint64_t want = std::min<uint64_t>(size, 1ull << 20);; want = std::min(size, want * 2)) {
@@ -92,6 +83,14 @@ uint64_t fetch_gguf_header(RemoteSource& src, const std::string& name, uint64_t 
 }
 
 }  // namespace
+
+void create_sparse_file(const fs::path& path, uint64_t size) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const bool sized = fd >= 0 && ::ftruncate(fd, static_cast<off_t>(size)) == 0;
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (!sized) throw Error(path.string() + ": cannot create: " + std::strerror(err));
+}
 
 std::vector<std::string> remote_weight_files(RemoteSource& src, const std::string& shown, std::string* index_text) {
   if (index_text) index_text->clear();
@@ -158,7 +157,7 @@ RemoteHeaders fetch_remote_headers(const std::string& source, const fs::path& di
     if (info.size < 8) throw Error(where + ": too short for a safetensors file");
     const std::vector<uint8_t> length = read_exactly(src, name, 0, 8);
     const uint64_t n = safetensors_header_length(length.data(), info.size, where);
-    make_sparse(dir / name, info.size);
+    create_sparse_file(dir / name, info.size);
     write_at(dir / name, 0, length);
     write_at(dir / name, 8, read_exactly(src, name, 8, n));
     r.fetched_bytes += 8 + n;

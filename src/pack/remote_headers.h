@@ -45,6 +45,11 @@ struct RemoteHeaders {
 RemoteHeaders fetch_remote_headers(const std::string& source, const std::filesystem::path& dir,
                                    const EnvLookup& env = process_env, RetryPolicy retry = {});
 
+// A sparse file of `size` bytes at `path` (one there is emptied first): a
+// remote file's place, filled as its ranges are fetched. Throws
+// strata::Error naming the path.
+void create_sparse_file(const std::filesystem::path& path, uint64_t size);
+
 // A model folder's weight files at `src`: "model.safetensors.index.json"
 // then the shards its weight_map names (sorted), or just "model.safetensors"
 // when there is no index. `shown` names the source in errors; a shard name

@@ -1,7 +1,6 @@
 #include "runtime/attention_timer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 
 #include "backend/cpu_attention.h"
@@ -135,18 +134,8 @@ double attention_seconds(const ModelConfig& c, int64_t positions, ThreadPool& po
     AttentionWork timed = a;
     timed.positions = std::min({a.positions, kTimedPositions, fit});
     LayerTimer layer(timed, c.num_kv_heads);
-    layer.run(pool);  // warm: the threads up, the scratch sized
-    std::vector<double> took;
-    const auto start = std::chrono::steady_clock::now();
-    do {
-      const auto t0 = std::chrono::steady_clock::now();
-      layer.run(pool);
-      took.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    } while (took.size() < 3 || std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
-                                    seconds / static_cast<double>(work.size()));
-    std::nth_element(took.begin(), took.begin() + took.size() / 2, took.end());
-    total += took[took.size() / 2] * static_cast<double>(a.layers) * static_cast<double>(a.positions) /
-             static_cast<double>(timed.positions);
+    const double one = median_run_seconds([&] { layer.run(pool); }, seconds / static_cast<double>(work.size()));
+    total += one * static_cast<double>(a.layers) * static_cast<double>(a.positions) / static_cast<double>(timed.positions);
   }
   return total;
 }

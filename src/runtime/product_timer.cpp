@@ -66,25 +66,31 @@ ProductTimer::ProductTimer(bool mxfp4, uint64_t matrix_bytes, int64_t in) {
   }
 }
 
-double ProductTimer::seconds(size_t rows, ThreadPool& pool, double seconds) const {
-  const kernels::WeightMatrix& first = copies_.front();
-  std::vector<float> x(rows * static_cast<size_t>(first.in), 0.5f), y(rows * static_cast<size_t>(first.out));
-  size_t next = 0;
-  auto product = [&] {
-    kernels::linear(copies_[next], x.data(), rows, y.data(), &pool);
-    next = (next + 1) % copies_.size();
-  };
-  product();  // warm: the threads up, a single matrix into the caches it fits
+double median_run_seconds(const std::function<void()>& run, double seconds) {
+  run();
   std::vector<double> took;
   const auto start = std::chrono::steady_clock::now();
   do {
     const auto t0 = std::chrono::steady_clock::now();
-    product();
+    run();
     took.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   } while (took.size() < 3 ||
            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds);
   std::nth_element(took.begin(), took.begin() + took.size() / 2, took.end());
   return took[took.size() / 2];
+}
+
+double ProductTimer::seconds(size_t rows, ThreadPool& pool, double seconds) const {
+  const kernels::WeightMatrix& first = copies_.front();
+  std::vector<float> x(rows * static_cast<size_t>(first.in), 0.5f), y(rows * static_cast<size_t>(first.out));
+  size_t next = 0;
+  // (The warm-up call also brings a single matrix into the caches it fits.)
+  return median_run_seconds(
+      [&] {
+        kernels::linear(copies_[next], x.data(), rows, y.data(), &pool);
+        next = (next + 1) % copies_.size();
+      },
+      seconds);
 }
 
 }  // namespace strata

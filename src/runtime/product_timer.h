@@ -13,6 +13,7 @@
 // copy for the rate of a large product, many small ones for what each of a
 // decode token's many products costs beyond its bytes.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kernels/linear.h"
@@ -26,6 +27,11 @@ uint64_t last_level_cache_bytes();
 // MiB of weights far more than that cache holds: 4x it, 256 to 2048, and at
 // most an eighth of the memory available (64 at least).
 uint64_t large_matrix_mib();
+
+// Seconds one call of `run` takes: one call to warm up (threads, scratch,
+// caches), then calls for about `seconds` (3 at least), their median (the
+// upper middle one of an even count).
+double median_run_seconds(const std::function<void()>& run, double seconds);
 
 class ProductTimer {
  public:
