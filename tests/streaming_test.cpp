@@ -200,6 +200,41 @@ TEST(StreamingPrefetch, EveryMoeLayerIsGuessedForAfterDenseLayers) {
   EXPECT_EQ(m->expert_stats().predicted, 4u * 2 * 2);
 }
 
+// A prefill step guesses the next layer's experts too, so that the drive
+// reads them while this layer computes; a step longer than the guess's rows
+// guesses from rows spread over it. Neither changes a bit of the output.
+TEST(StreamingPrefetch, PrefillStepsGuessTheNextLayerWithTheSameBits) {
+  const fs::path model = kModels / "ds_noqlora_dense2";  // MoE layers 2-3, 8 experts top-2
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 600; ++i) prompt.push_back((i * 37 + 11) % 288);
+  const auto outcome = [&](LoadOptions o, int64_t chunk) {
+    o.threads = 2;
+    o.heat = "none";
+    o.context = 1024;
+    o.allow_long_context = true;  // past the fixture's 128 positions: only the bits matter here
+    o.max_batch = chunk;
+    auto m = load_model(model, o);
+    GenerateOptions g;
+    g.max_new_tokens = 3;
+    g.keep_logits = true;
+    g.sampling = {1.0f, 11};
+    return generate(*m, prompt, g);
+  };
+  const GenerateResult ram = outcome({}, 600);
+  // 600 rows in one step (guessed from rows spread over it), and steps of 40
+  // (each guessed from all its rows); 8 slots: a layer's experts and a
+  // quarter of them for guesses.
+  for (int64_t chunk : {600, 40}) {
+    SCOPED_TRACE("prefill steps of " + std::to_string(chunk) + " rows");
+    const GenerateResult got = outcome(streamed(8), chunk);
+    expect_same_bits(ram.tokens, ram.logits, got.tokens, got.logits);
+    // One guess (top-2 of 8, distinct) per prefill step for each MoE layer.
+    EXPECT_GE(got.prefill_experts.predicted, static_cast<uint64_t>(600 / chunk) * 2);
+    EXPECT_GT(got.prefill_experts.prefetch_issued, 0u);
+    EXPECT_GT(got.prefill_experts.prefetch_used, 0u);
+  }
+}
+
 // Forwards to a real backend and keeps the extents of every submit().
 class RecordingStorage final : public ForwardingStorage {
  public:

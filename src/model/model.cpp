@@ -50,10 +50,10 @@ std::vector<float> depth_query(WeightBinder& w, const ModelConfig& c, TensorKind
 
 namespace {
 
-// Steps of up to this many rows (decode, a few streams decoded together, a
-// speculative verification of up to 15 drafted tokens) start next-layer
-// prefetch.
-constexpr size_t kPrefetchRows = 16;
+// A step guesses the next layer's experts from at most this many of its rows
+// (a longer prefill step from rows spread evenly over it): enough to keep
+// the drive busy between two layers, at a small share of the router's cost.
+constexpr size_t kGuessRows = 256;
 // Rows whose logits one output product computes (a bigger step's run in turn).
 constexpr size_t kLogitRows = 32;
 
@@ -162,7 +162,7 @@ StepSizes Model::step_sizes(size_t rows) const {
     z.shared_width = static_cast<size_t>(c.moe_intermediate_size * c.n_shared_experts);
     z.experts = static_cast<size_t>(c.n_routed_experts);
     z.experts_per_token = static_cast<size_t>(c.num_experts_per_tok);
-    z.guess_rows = std::min(rows, kPrefetchRows);
+    z.guess_rows = std::min(rows, kGuessRows);
     for (int64_t l = 0; l < c.num_layers; ++l) z.moe_layers += c.layer_is_moe(l) ? 1 : 0;
     z.held_rows = backend_->hold_budget() > 0 ? rows : 0;  // a backend that may hold layers routes any step of them
     if (c.latent_width > 0) z.latent_width = static_cast<size_t>(c.latent_width);
@@ -212,17 +212,27 @@ uint64_t Model::step_bytes(size_t rows) const {
 void Model::prefetch_for(size_t next, Tensor h, size_t n) {
   while (next < layers_.size() && !layers_[next].moe) ++next;  // dense layers read nothing
   if (!prefetch_ || next >= layers_.size()) return;
-  // Only decode-sized steps guess: a prefill step needs most of the next
-  // layer's experts anyway, keeps the drives busy, and reads each one once.
-  if (n > kPrefetchRows) return;
+  // Prefill steps guess too: the drive would otherwise idle from this
+  // layer's last read to the next layer's routing (the tail of this layer's
+  // products and the next attention). The provider caps the guesses (a
+  // quarter of its cache, none while a request waits for a slot), so a
+  // prompt whose layer fills the cache still reads each expert once.
   if (layers_[next].moe->held_by(*backend_, n)) return;  // nothing to read: the device holds them
   // The next layer's router on this layer's residual: the residual changes
   // little from one layer to the next, so its picks are a good guess.
   const ModelConfig& c = config_;
   const size_t hidden = static_cast<size_t>(c.hidden_size);
-  const Tensor normed = step_.guess_normed.rows(0, n, hidden);
-  backend_->rms_norm(h.rows(0, n, hidden), layers_[next].mlp_norm, n, hidden, static_cast<float>(c.rms_norm_eps), normed);
-  const std::span<const int32_t> guess = layers_[next].moe->predict(normed, n, *backend_, step_);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const size_t g = std::min(n, step_.sizes.guess_rows);
+  const Tensor normed = step_.guess_normed.rows(0, g, hidden);
+  if (g == n) {
+    backend_->rms_norm(h.rows(0, n, hidden), layers_[next].mlp_norm, n, hidden, eps, normed);
+  } else {
+    for (size_t i = 0; i < g; ++i) step_.guess_sample[i] = static_cast<uint32_t>(i * n / g);
+    backend_->gather_rows(h.rows(0, n, hidden), hidden, std::span<const uint32_t>(step_.guess_sample).first(g), normed);
+    backend_->rms_norm(normed, layers_[next].mlp_norm, g, hidden, eps, normed);
+  }
+  const std::span<const int32_t> guess = layers_[next].moe->predict(normed, g, *backend_, step_);
   // Experts the backend holds (a GPU's VRAM) will not be fetched: no read ahead.
   step_.guess_reads.clear();
   for (int32_t e : guess)

@@ -82,9 +82,9 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   // Binds every layer against `experts` and plans the step state and the
-  // backend's scratch for steps of max_batch_rows() rows. `prefetch`: steps
-  // of a few rows guess the next MoE layer's experts
-  // (ExpertProvider::prefetch). `plan`: how the budget was split, for the
+  // backend's scratch for steps of max_batch_rows() rows. `prefetch`: every
+  // step guesses the next MoE layer's experts while this layer's reads are
+  // in flight (ExpertProvider::prefetch). `plan`: how the budget was split, for the
   // stats.
   void attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetch, const MemoryPlan& plan);
   // Binds every layer and every routed expert as attach_experts() and the

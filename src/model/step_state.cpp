@@ -90,6 +90,7 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
   held_routing.reserve(z.moe_layers);
   held_ids.resize(z.moe_layers * z.held_rows * z.experts_per_token);
   held_weights.resize(held_ids.size());
+  guess_sample.resize(z.guess_rows);
   guess_ids.resize(z.guess_rows * z.experts_per_token);
   guess_weights.resize(z.guess_rows * z.experts_per_token);
   guess.reserve(z.experts);
@@ -110,7 +111,7 @@ uint64_t StepState::bytes(const StepSizes& z) {
          e * sizeof(std::pair<int, const ExpertWeights*>) + guess * (sizeof(int32_t) + sizeof(float)) +
          e * (sizeof(int32_t) + sizeof(uint32_t) + sizeof(float)) + rows * sizeof(uint32_t) + rows * sizeof(Row) +
          z.depth_blocks * sizeof(Tensor) + z.moe_layers * sizeof(HeldRouting) +
-         held * (sizeof(int32_t) + sizeof(float));
+         held * (sizeof(int32_t) + sizeof(float)) + z.guess_rows * sizeof(uint32_t);
 }
 
 uint64_t StepState::host_bytes() const {

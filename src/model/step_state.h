@@ -77,6 +77,7 @@ struct StepState {
   std::vector<uint32_t> gather;    // per row of xs: the step row it comes from
   std::vector<ExpertJob> jobs;     // capacity: experts
   std::vector<std::pair<int, const ExpertWeights*>> ready;  // capacity: experts
+  std::vector<uint32_t> guess_sample;  // the rows a longer step guesses from [guess_rows]
   std::vector<int32_t> guess_ids;  // [guess_rows × k]
   std::vector<float> guess_weights;
   std::vector<int32_t> guess;      // the guessed experts, likeliest first
