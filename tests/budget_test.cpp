@@ -66,6 +66,34 @@ TEST(Budget, KimiK3OnA128GbMachineWithFourDrives) {
   EXPECT_NE(p.verdict.find("streams at ~0.85 tok/s with 4 drives"), std::string::npos) << p.verdict;
 }
 
+// A prompt's reads overlap its compute where the cache has room to read the
+// next layer ahead (the guesses: a quarter of the slots at most, none of the
+// layer's own). Above, 854 slots hold less than a layer's 895.91 experts:
+// no room, reads and compute add up.
+TEST(Budget, APromptsReadsOverlapItsComputeWhereTheCacheReadsAhead) {
+  BudgetMachine m = laptop();
+  // 200 GB: 87 GB of cache = 4957 slots (4958 · 17.55 MB = 87.013 GB does
+  // not fit); a quarter, 1239.25, and 4957 − 895.91 both hold a whole layer:
+  // max(55.6361, 5.12) + 5.12 / 92 = 55.6918 s (R = 1446.54 GB ÷ 26 GB/s).
+  m.ram_bytes = 200'000'000'000;
+  BudgetPrediction p = predict_budget(kimi_k3(), m, 512);
+  EXPECT_EQ(p.cache_slots, 4957u);
+  EXPECT_NEAR(p.by_drives[3].ttft_s, 55.6918, 1e-3);
+  // 150 GB: 37 GB = 2108 slots; a quarter, 527 of a layer's 895.91, is read
+  // ahead: g = 0.588228 of 55.6918 s, the rest of 55.6361 + 5.12 = 60.7561 s:
+  // 57.7771 s.
+  m.ram_bytes = 150'000'000'000;
+  p = predict_budget(kimi_k3(), m, 512);
+  EXPECT_EQ(p.cache_slots, 2108u);
+  EXPECT_NEAR(p.by_drives[3].ttft_s, 57.7771, 1e-3);
+  // Compute-bound the same way: one drive reads the prompt in 222.545 s,
+  // a second of compute a token makes 512 s: 512 + 222.545 / 92 = 514.419 s.
+  m.ram_bytes = 200'000'000'000;
+  m.prefill_compute_s = 1.0;
+  p = predict_budget(kimi_k3(), m, 512);
+  EXPECT_NEAR(p.by_drives[0].ttft_s, 514.419, 1e-2);
+}
+
 TEST(Budget, TooLittleRamSaysWhatIsNeeded) {
   BudgetMachine m = laptop();
   m.ram_bytes = 113'500'000'000;

@@ -36,9 +36,19 @@
 //   decode     = read ÷ (the sum of the drives' ceilings) + compute per token:
 //                a layer's experts must land before its products run, so the
 //                two add (next-layer prefetch overlaps some; not counted);
-//   TTFT(P)    = (the distinct experts P tokens pick) · expert_bytes ÷ the
-//                ceilings + P · prefill compute per token, cold: per layer
-//                E · (1 − (1 − k/E)^P) distinct experts under uniform routing;
+//   TTFT(P)    from R = (the distinct experts P tokens pick) · expert_bytes
+//                ÷ the ceilings, cold (per layer E · (1 − (1 − k/E)^P)
+//                distinct experts D under uniform routing), and C = P ·
+//                prefill compute per token. A layer's products run on its
+//                experts as they land, and each step guesses the next
+//                layer's experts, which the drives read while this layer
+//                computes: the two overlap but for one layer's worth of the
+//                lesser, max(R, C) + min(R, C) ÷ moe_layers. The guesses get
+//                at most a quarter of the cache's S slots, none of those the
+//                layer's own experts hold, and none while those do not all
+//                fit: a share g = min(1, min(S/4, S − D) ÷ D) of a layer is
+//                read ahead (0 when S ≤ D), and TTFT = g · that + (1 − g) ·
+//                (R + C);
 //   drive-bound until RAM = resident + the least cache for which a token's
 //                read takes no longer than its compute.
 // Every figure is in bytes and seconds (GB = 10^9 bytes where printed).
