@@ -92,6 +92,10 @@ TEST(Budget, APromptsReadsOverlapItsComputeWhereTheCacheReadsAhead) {
   m.prefill_compute_s = 1.0;
   p = predict_budget(kimi_k3(), m, 512);
   EXPECT_NEAR(p.by_drives[0].ttft_s, 514.419, 1e-2);
+  // Without prefetch (--prefetch off) nothing is read ahead: 222.545 + 512.
+  m.prefetch = false;
+  p = predict_budget(kimi_k3(), m, 512);
+  EXPECT_NEAR(p.by_drives[0].ttft_s, 734.545, 1e-2);
 }
 
 TEST(Budget, TooLittleRamSaysWhatIsNeeded) {

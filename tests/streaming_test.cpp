@@ -222,17 +222,29 @@ TEST(StreamingPrefetch, PrefillStepsGuessTheNextLayerWithTheSameBits) {
   };
   const GenerateResult ram = outcome({}, 600);
   // 600 rows in one step (guessed from rows spread over it), and steps of 40
-  // (each guessed from all its rows); 8 slots: a layer's experts and a
-  // quarter of them for guesses.
+  // (each guessed from all its rows). 12 slots: a layer's 8 experts (every
+  // step picks all of them) and a quarter of the cache, 3, for guesses, so
+  // that the last dense layer reads ahead for the first MoE layer and that
+  // MoE layer for the next.
   for (int64_t chunk : {600, 40}) {
-    SCOPED_TRACE("prefill steps of " + std::to_string(chunk) + " rows");
-    const GenerateResult got = outcome(streamed(8), chunk);
+    SCOPED_TRACE("prefill steps of " + std::to_string(chunk) + " rows, 12 slots");
+    const GenerateResult got = outcome(streamed(12), chunk);
     expect_same_bits(ram.tokens, ram.logits, got.tokens, got.logits);
-    // One guess (top-2 of 8, distinct) per prefill step for each MoE layer.
-    EXPECT_GE(got.prefill_experts.predicted, static_cast<uint64_t>(600 / chunk) * 2);
-    EXPECT_GT(got.prefill_experts.prefetch_issued, 0u);
+    const uint64_t steps = static_cast<uint64_t>(600 / chunk);
+    // Each step guesses both MoE layers, each guess at least top-2.
+    EXPECT_GE(got.prefill_experts.predicted, steps * 2 * 2);
+    // The first step's two guesses find nothing of theirs cached: 3 each.
+    EXPECT_GE(got.prefill_experts.prefetch_issued, 6u);
     EXPECT_GT(got.prefill_experts.prefetch_used, 0u);
+    EXPECT_LE(got.prefill_experts.prefetch_used + got.prefill_experts.prefetch_cancelled,
+              got.prefill_experts.prefetch_issued);
   }
+  // 5 slots: a layer's experts do not all fit; its requests wait for slots
+  // and it guesses nothing for the next (the dense layer before it, with no
+  // fetch open, still may). The same bits.
+  SCOPED_TRACE("prefill steps of 40 rows, 5 slots");
+  const GenerateResult tight = outcome(streamed(5), 40);
+  expect_same_bits(ram.tokens, ram.logits, tight.tokens, tight.logits);
 }
 
 // Forwards to a real backend and keeps the extents of every submit().

@@ -167,7 +167,7 @@ TEST(CliTune, MeasuresSavesAndLaterRunsReportTheProfile) {
   EXPECT_GE(j["piece_bytes"].get<uint64_t>(), 256u << 10);
   const std::string prefetch = j["prefetch"];
   EXPECT_TRUE(prefetch.empty() || prefetch == "on" || prefetch == "off");
-  EXPECT_EQ(j["measured"]["prefetch"].size(), 2u);
+  EXPECT_EQ(j["measured"]["prefetch"].size(), 4u);  // decode and a prompt, each on and off
   EXPECT_GE(j["max_batch"].get<int64_t>(), 32);
   EXPECT_FALSE(j["measured"]["threads"].empty());
   EXPECT_FALSE(j["measured"]["drives"]["results"].empty());

@@ -190,7 +190,8 @@ int run_budget(const BudgetArgs& a) {
   const BudgetCompute compute = measure_compute(model, threads, a.prompt);
   m.decode_compute_s = compute.decode_s;
   m.prefill_compute_s = compute.prefill_s;
-  m.prefetch_read_factor = prefetch == "off" ? 1.0 : kPrefetchReadFactor;
+  m.prefetch = prefetch != "off";
+  m.prefetch_read_factor = m.prefetch ? kPrefetchReadFactor : 1.0;
   const BudgetPrediction p = predict_budget(model.shape, m, a.prompt);
 
   if (!a.svg.empty())
@@ -228,6 +229,7 @@ int run_budget(const BudgetArgs& a) {
                     {"compute_timed_as", compute.timed_as},
                     {"trunk_timed_as", compute.trunk_timed_as},
                     {"trunk_decode_gbps", compute.trunk_decode_gbps},
+                    {"prefetch", m.prefetch},
                     {"prefetch_read_factor", m.prefetch_read_factor},
                     {"threads", threads},
                     {"profile", profile_used.empty() ? nlohmann::json() : nlohmann::json(profile_used)},

@@ -215,8 +215,9 @@ void Model::prefetch_for(size_t next, Tensor h, size_t n) {
   // Prefill steps guess too: the drive would otherwise idle from this
   // layer's last read to the next layer's routing (the tail of this layer's
   // products and the next attention). The provider caps the guesses (a
-  // quarter of its cache, none while a request waits for a slot), so a
-  // prompt whose layer fills the cache still reads each expert once.
+  // quarter of its cache, none of the slots this layer's experts hold, none
+  // while a request waits for a slot), so a prompt whose layer fills the
+  // cache still reads each expert once a step.
   if (layers_[next].moe->held_by(*backend_, n)) return;  // nothing to read: the device holds them
   // The next layer's router on this layer's residual: the residual changes
   // little from one layer to the next, so its picks are a good guess.

@@ -117,7 +117,8 @@ uint64_t StepState::bytes(const StepSizes& z) {
 uint64_t StepState::host_bytes() const {
   auto bytes = [](const auto& v) { return static_cast<uint64_t>(v.capacity() * sizeof(v[0])); };
   return bank.capacity() * sizeof(Tensor) + bytes(tokens) + bytes(ids) + bytes(weights) + bytes(count) + bytes(first) + bytes(next) + bytes(unique) +
-         bytes(slot_rows) + bytes(gather) + bytes(jobs) + bytes(ready) + bytes(guess_ids) + bytes(guess_weights) +
+         bytes(slot_rows) + bytes(gather) + bytes(jobs) + bytes(ready) + bytes(guess_sample) + bytes(guess_ids) +
+         bytes(guess_weights) +
          bytes(guess) + bytes(guess_count) + bytes(guess_best) + bytes(selected) + bytes(chunk) +
          bytes(held_routing) + bytes(held_ids) + bytes(held_weights);
 }

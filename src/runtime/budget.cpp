@@ -101,7 +101,8 @@ double read_seconds(const BudgetShape& s, uint64_t slots, const Heat& sorted, do
 }
 
 // A cold prompt's seconds from its reads and its compute (budget.h).
-double prompt_seconds(const BudgetShape& s, const BudgetPrediction& p, double read_s, double compute_s) {
+double prompt_seconds(const BudgetShape& s, const BudgetMachine& m, const BudgetPrediction& p, double read_s,
+                      double compute_s) {
   const double layers = static_cast<double>(s.moe_layers);
   const double distinct = distinct_experts(s.experts, s.experts_per_token, p.prompt_tokens);
   const double slots = static_cast<double>(p.cache_slots);
@@ -109,7 +110,9 @@ double prompt_seconds(const BudgetShape& s, const BudgetPrediction& p, double re
   // gives guesses a quarter of the slots at most, none that the layer's own
   // experts hold, and none at all while those do not all fit.
   const double guessed =
-      distinct <= 0 || slots <= distinct ? 0.0 : std::min(1.0, std::min(slots / 4, slots - distinct) / distinct);
+      !m.prefetch || distinct <= 0 || slots <= distinct
+          ? 0.0
+          : std::min(1.0, std::min(slots / 4, slots - distinct) / distinct);
   const double apart = read_s + compute_s;
   const double overlapped = std::max(read_s, compute_s) + std::min(read_s, compute_s) / layers;
   return guessed * overlapped + (1 - guessed) * apart;
@@ -174,7 +177,7 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     const double read_s = p.fits ? 0 : static_cast<double>(p.read_per_token) / (gbps * 1e9);
     const double token_s = read_s + m.decode_compute_s;
     dp.decode_tok_s = token_s > 0 ? 1.0 / token_s : 0;  // 0: nothing to time
-    dp.ttft_s = prompt_seconds(s, p, static_cast<double>(p.prompt_read_bytes) / (gbps * 1e9),
+    dp.ttft_s = prompt_seconds(s, m, p, static_cast<double>(p.prompt_read_bytes) / (gbps * 1e9),
                                static_cast<double>(prompt_tokens) * m.prefill_compute_s);
     dp.drive_bound = read_s > m.decode_compute_s;
     p.by_drives.push_back(dp);

@@ -47,8 +47,8 @@
 //                at most a quarter of the cache's S slots, none of those the
 //                layer's own experts hold, and none while those do not all
 //                fit: a share g = min(1, min(S/4, S − D) ÷ D) of a layer is
-//                read ahead (0 when S ≤ D), and TTFT = g · that + (1 − g) ·
-//                (R + C);
+//                read ahead (0 when S ≤ D or without prefetch), and TTFT =
+//                g · that + (1 − g) · (R + C);
 //   drive-bound until RAM = resident + the least cache for which a token's
 //                read takes no longer than its compute.
 // Every figure is in bytes and seconds (GB = 10^9 bytes where printed).
@@ -88,6 +88,9 @@ struct BudgetMachine {
   std::vector<std::vector<double>> heat;
   // Bytes read for each byte a token misses (the prefetch's wrong guesses).
   double prefetch_read_factor = 1.0;
+  // Whether the runs guess the next layer's experts (--prefetch): without,
+  // a prompt's reads and compute add up (no read-ahead between layers).
+  bool prefetch = true;
 };
 
 // The seeds' three steps.
