@@ -158,7 +158,8 @@ TEST(KernelDot, ManyKeysGiveEachDotsBits) {
 // after another, on every ISA, for lengths with and without a tail.
 TEST(KernelAxpy, ManyRowsGiveSuccessiveAxpysBits) {
   IsaGuard guard;
-  for (size_t n : {1, 15, 16, 64, 100, 512}) {
+  // Past each block of 64: one to four vectors, the last one full or not.
+  for (size_t n : {1, 15, 16, 32, 40, 63, 64, 100, 127, 512}) {
     std::vector<std::vector<float>> rows;
     std::vector<const float*> ptrs;
     for (size_t j = 0; j < 11; ++j) rows.push_back(random_vector(n, 5 * n + j));
