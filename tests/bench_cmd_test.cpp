@@ -74,6 +74,11 @@ TEST(CliBench, BadArgumentsAreCleanErrors) {
   expect_clean_error(run_strata("bench " + model + " --prompt 0"), "--prompt");
   expect_clean_error(run_strata("bench " + model + " --probe-seconds nan"), "--probe-seconds");
   expect_clean_error(run_strata("bench /nonexistent/model --runs 1"), "/nonexistent/model");
+  // More tokens than the context holds: refused, not measured over fewer.
+  testfiles::TempDir tmp("strata-bench-ctx");
+  expect_clean_error(run_strata("bench " + model + " --runs 1 --probe-seconds 0 --no-drop-caches --prompt 120 --tokens 30 --out " +
+                                (tmp / "out").string()),
+                     "do not fit the context of 128");
 }
 
 }  // namespace

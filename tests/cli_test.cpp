@@ -83,6 +83,20 @@ TEST(Cli, BadArgumentsAreCleanErrors) {
   expect_clean_error(run_strata(model + " --prompt-ids ,"), "not a token id");
   expect_clean_error(run_strata(model), "exactly one of --prompt and --prompt-ids");
   expect_clean_error(run_strata("generate --model /nonexistent/dir --prompt-ids 1"), "/nonexistent/dir");
+  for (const char* ram : {"nan", "inf", "0", "-1", "1e30"})
+    expect_clean_error(run_strata(model + " --prompt-ids 1 --ram " + ram), "--ram must be a number of GiB above 0");
+  expect_clean_error(run_strata(model + " --prompt-ids 1 --vram nan --device vulkan"), "--vram");
+  expect_clean_error(run_strata(model + " --prompt-ids 1 --threads 100000"), "--threads");
+  expect_clean_error(run_strata(model + " --prompt-ids 1 --threads -3"), "--threads");
+  expect_clean_error(run_strata(model + " --prompt-ids 1 --prefetch maybe"), "--prefetch");
+  // A --heat file the run would write over is refused unless it is this
+  // model's heat (it is left as it was).
+  testfiles::TempDir tmp("strata-cli-heat");
+  std::ofstream(tmp / "notes.txt") << "my notes\n";
+  expect_clean_error(run_strata("generate --model " + fixture("ds_mtp").string() + " --prompt-ids 1 --stream " +
+                                kAmpleRam + " --heat " + (tmp / "notes.txt").string()),
+                     "not a strata heat file");
+  EXPECT_EQ(read_all(tmp / "notes.txt"), "my notes\n");
 }
 
 // `serve` loads models with the flags `generate` has (cli/model_flags.h),

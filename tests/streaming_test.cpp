@@ -514,6 +514,25 @@ TEST(Heat, PersistsAndPinsTheHottest) {
   // Heat of another model is ignored, not an error.
   EXPECT_EQ(ExpertHeat::load(tmp / "h.json", "other", 3, 8).total(), 0);
   EXPECT_THROW(ExpertHeat::load(tmp / "missing.json", "", 3, 8, /*strict=*/true), Error);
+  // A file the user named (--heat FILE), which the run writes when it ends:
+  // missing is a fresh start; this model's heat is read; anything else is an
+  // error rather than written over.
+  EXPECT_EQ(ExpertHeat::load_given(tmp / "new.json", "m", 3, 8).total(), 0);
+  EXPECT_EQ(ExpertHeat::load_given(tmp / "h.json", "m", 3, 8).count(1, 5), 10);
+  const auto refused = [&](const fs::path& p, const std::string& model, const std::string& phrase) {
+    try {
+      ExpertHeat::load_given(p, model, 3, 8);
+      ADD_FAILURE() << p << " was taken";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+    }
+  };
+  refused(tmp / "h.json", "other", "the heat of another model");
+  std::ofstream(tmp / "notes.txt") << "my notes";
+  refused(tmp / "notes.txt", "m", "not a strata heat file");
+  std::ofstream(tmp / "config.json") << R"({"hidden_size": 64})";
+  refused(tmp / "config.json", "m", "not a strata heat file");
+  EXPECT_THROW(ExpertHeat::load_given(tmp / "h.json", "m", 4, 8), Error);  // another shape
 }
 
 TEST(Heat, PinnedRunsStayBitIdentical) {

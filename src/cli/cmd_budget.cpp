@@ -33,7 +33,7 @@ struct BudgetArgs {
   std::vector<std::string> drives;
   int64_t ctx = 0;
   bool allow_long_ctx = false;
-  int64_t prompt = 512;
+  std::optional<int64_t> prompt;  // unset: 512, or what the context holds
   int threads = 0;
   std::string heat;
   double probe_seconds = 2.0;
@@ -133,9 +133,9 @@ std::string model_name(const std::string& path) {
 
 int run_budget(const BudgetArgs& a) {
   if (a.ram_gib) finite_positive(*a.ram_gib, "--ram", 1 << 20);  // GiB: a pebibyte at most
-  if (a.prompt < 1) throw Error("--prompt must be at least 1 token");
+  if (a.prompt && *a.prompt < 1) throw Error("--prompt must be at least 1 token");
   finite_positive(a.probe_seconds, "--probe-seconds", 600);
-  if (a.ctx < 0) throw Error("--ctx must be at least 1");
+  if (a.ctx < 0) throw Error("--ctx must not be negative (0: the context generate would plan)");
   LoadOptions lo;
   lo.context = a.ctx;
   lo.allow_long_context = a.allow_long_ctx;
@@ -145,6 +145,10 @@ int run_budget(const BudgetArgs& a) {
     throw Error(a.model + ": a remote model's experts are on no drive here: give --drive with a folder on each "
                 "drive its install would go on");
   const BudgetModel model = remote ? read_remote_budget_model(a.model, lo) : read_budget_model(a.model, lo);
+  if (a.prompt && model.context > 0 && *a.prompt >= model.context)
+    throw Error("--prompt " + std::to_string(*a.prompt) + ": a prompt and its first token do not fit the context of " +
+                std::to_string(model.context) + " tokens (--ctx)");
+  const int64_t prompt = a.prompt.value_or(model.context > 1 ? std::min<int64_t>(512, model.context - 1) : 512);
 
   BudgetMachine m;
   const uint64_t process = resident_anonymous_bytes();
@@ -187,12 +191,12 @@ int run_budget(const BudgetArgs& a) {
     m.drive_gbps.push_back(d.gbps);
   }
 
-  const BudgetCompute compute = measure_compute(model, threads, a.prompt);
+  const BudgetCompute compute = measure_compute(model, threads, prompt);
   m.decode_compute_s = compute.decode_s;
   m.prefill_compute_s = compute.prefill_s;
   m.prefetch = prefetch != "off";
   m.prefetch_read_factor = m.prefetch ? kPrefetchReadFactor : 1.0;
-  const BudgetPrediction p = predict_budget(model.shape, m, a.prompt);
+  const BudgetPrediction p = predict_budget(model.shape, m, prompt);
 
   if (!a.svg.empty())
     write_file_atomically(a.svg, budget_chart_svg(model.shape, m, model_name(a.model) + ": predicted decode tok/s"));
@@ -269,7 +273,7 @@ int run_budget(const BudgetArgs& a) {
     std::printf("  drive %zu              %.2f GB/s (%s) %s\n", d + 1, drives[d].gbps, drives[d].source.c_str(),
                 drives[d].target.c_str());
   if (!p.too_small) {
-    std::printf("\n  drives  GB/s    decode tok/s  TTFT (s, %lld tokens)  bound by\n", static_cast<long long>(a.prompt));
+    std::printf("\n  drives  GB/s    decode tok/s  TTFT (s, %lld tokens)  bound by\n", static_cast<long long>(prompt));
     for (const DrivePrediction& d : p.by_drives)
       std::printf("  %-6d  %-6.2f  %-12.2f  %-20.1f  %s\n", d.drives, d.gbps, d.decode_tok_s, d.ttft_s,
                   d.drive_bound ? "drives" : "compute");
@@ -302,8 +306,9 @@ void register_budget(CLI::App& app, Action& run) {
                   "remote model needs it)");
   cmd->add_option("--ctx", a->ctx, "Context the KV cache is budgeted for (default as generate)");
   cmd->add_flag("--allow-long-ctx", a->allow_long_ctx, "Allow --ctx beyond the model's max_position_embeddings");
-  cmd->add_option("--prompt", a->prompt, "Prompt length for the time to first token")->capture_default_str();
-  cmd->add_option("--threads", a->threads, "Threads of the compute measurement (default: all cores)");
+  cmd->add_option("--prompt", a->prompt, "Prompt length for the time to first token (default: 512, or what the context holds)");
+  cmd->add_option("--threads", a->threads, "Threads of the compute measurement (default: all cores)")
+      ->check(CLI::Range(0, kMaxThreads));
   cmd->add_option("--heat", a->heat,
                   "Expert heat file for the hit rate (default: the model's own, if any; none: uniform routing)");
   cmd->add_option("--probe-seconds", a->probe_seconds, "Seconds a drive without a saved probe is measured")

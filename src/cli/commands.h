@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 
+#include "util/thread_pool.h"  // kMaxThreads, the --threads flags' limit
+
 namespace strata::cli {
 
 using Action = std::function<int()>;

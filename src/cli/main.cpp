@@ -2,6 +2,7 @@
 // as one line on stderr ("strata: error: ...") and a non-zero exit.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/commands.h"
 #include "util/error.h"
@@ -28,10 +29,14 @@ int main(int argc, char** argv) {
   strata::cli::register_doctor(app, run);
   strata::cli::register_tune(app, run);
   strata::cli::register_bench(app, run);
+  // A flag the parser refuses is one line too, as every other error.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "strata: error: " + std::string(e.what()) + " (--help lists the flags)\n";
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 1;  // --help is not a failure
   }
   try {
     return run ? run() : 0;

@@ -13,7 +13,8 @@ void add_model_argument(CLI::App* cmd, std::string& model, const std::string& he
 }
 
 void add_model_flags(CLI::App* cmd, ModelFlags& f) {
-  cmd->add_option("--threads", f.threads, "Worker threads (default: all cores)");
+  cmd->add_option("--threads", f.threads, "Worker threads (default: all cores)")
+      ->check(CLI::Range(0, kMaxThreads));
   cmd->add_option("--device", f.device,
                   "Where to compute: cpu, vulkan (the best Vulkan device), vulkan:N (strata devices lists them), "
                   "or auto (a Vulkan GPU when there is one, else the CPU, saying so)")
@@ -67,18 +68,18 @@ std::optional<TunedProfile> tuned_profile(const std::string& flag) {
 }
 
 LoadOptions load_options(const ModelFlags& f) {
-  if (f.ram_gib < 0) throw Error("--ram must not be negative");
   if (f.ctx && *f.ctx < 1) throw Error("--ctx must be at least 1");
   LoadOptions o;
   o.threads = f.threads;
   o.device = parse_device(f.device);
   if (f.vram_gib) {
-    if (*f.vram_gib < 0) throw Error("--vram must not be negative");
+    if (!std::isfinite(*f.vram_gib) || *f.vram_gib < 0 || *f.vram_gib > (1 << 20))
+      throw Error("--vram must be a number of GiB, 0 or more");
     if (o.device.kind == ComputeDevice::Kind::Cpu) throw Error("--vram needs a GPU: --device vulkan or auto");
     o.device.vram_bytes = static_cast<int64_t>(*f.vram_gib * 1024.0 * 1024.0 * 1024.0);
   }
   o.stream = f.stream;
-  o.ram_bytes = static_cast<uint64_t>(f.ram_gib * 1024.0 * 1024.0 * 1024.0);
+  if (f.ram_gib) o.ram_bytes = ram_gib_bytes(*f.ram_gib);
   o.cache_slots = f.cache_experts;
   o.context = f.ctx.value_or(0);
   o.allow_long_context = f.allow_long_ctx;

@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "runtime/loader.h"
 #include "runtime/tune_profile.h"
+#include "util/thread_pool.h"  // kMaxThreads
 
 namespace strata::cli {
 
@@ -25,7 +26,7 @@ struct ModelFlags {
   int threads = 0;
   std::string device = "cpu";
   std::optional<double> vram_gib;
-  double ram_gib = 0;
+  std::optional<double> ram_gib;  // unset: in RAM when the model fits, else a budget from the memory available
   bool stream = false;
   size_t cache_experts = 0;
   std::optional<int64_t> ctx;  // unset: 4096, or the model's max_position_embeddings if smaller

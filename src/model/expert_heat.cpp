@@ -76,6 +76,21 @@ ExpertHeat ExpertHeat::load(const std::filesystem::path& path, const std::string
   return h;
 }
 
+ExpertHeat ExpertHeat::load_given(const std::filesystem::path& path, const std::string& model, int64_t layers,
+                                  int64_t experts) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return ExpertHeat(layers, experts);
+  const std::string keep = ": the run would write this model's heat over it (give --heat a file of its own, or none)";
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = parse_json_or_discarded(text.str());
+  if (!in || j.is_discarded() || !j.is_object() || j.value("version", 0) != 1 || !j.contains("layers"))
+    throw Error(path.string() + ": not a strata heat file" + keep);
+  if (j.value("model", std::string()) != model) throw Error(path.string() + ": the heat of another model" + keep);
+  return load(path, model, layers, experts, /*strict=*/true);
+}
+
 void ExpertHeat::save(const std::filesystem::path& path, const std::string& model) const {
   nlohmann::json j;
   j["version"] = 1;

@@ -32,6 +32,11 @@ class ExpertHeat {
   // hint, never a reason to fail - unless `strict` (pack --trace).
   static ExpertHeat load(const std::filesystem::path& path, const std::string& model, int64_t layers,
                          int64_t experts, bool strict = false);
+  // A path the user gave (--heat FILE), which the run writes when it ends: a
+  // missing file gives an empty heat; an existing one must be this model's
+  // heat of this shape, else strata::Error (it would be written over).
+  static ExpertHeat load_given(const std::filesystem::path& path, const std::string& model, int64_t layers,
+                               int64_t experts);
   // Writes atomically (temp file + rename).
   void save(const std::filesystem::path& path, const std::string& model) const;
 

@@ -144,6 +144,11 @@ BenchReport run_bench(const BenchOptions& o) {
     const std::unique_ptr<Model> model = open_model(o.model, lo);
     identity = model->identity();
     approximation = model->approximation();
+    // More tokens than the context holds: refused, not measured over fewer.
+    if (o.prompt_tokens + o.tokens + 1 > model->context())
+      throw Error("bench: a prompt of " + std::to_string(o.prompt_tokens) + " tokens and " +
+                  std::to_string(o.tokens + 1) + " more do not fit the context of " +
+                  std::to_string(model->context()) + " (--ctx)");
   }
   BenchReport report;
   for (const auto& ram : o.rams) report.labels.push_back(ram_label(ram));

@@ -236,7 +236,9 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
     // its heat, a moved one keeps it (model/weights_identity.h).
     opt.heat_path = options.heat.empty() ? default_heat_path(model.identity()) : std::filesystem::path(options.heat);
     opt.heat_model = model.identity();
-    opt.prior = ExpertHeat::load(opt.heat_path, opt.heat_model, c.num_layers, c.n_routed_experts);
+    opt.prior = options.heat.empty()
+                    ? ExpertHeat::load(opt.heat_path, opt.heat_model, c.num_layers, c.n_routed_experts)
+                    : ExpertHeat::load_given(opt.heat_path, opt.heat_model, c.num_layers, c.n_routed_experts);
   }
   return std::make_unique<StreamingExpertProvider>(c, std::move(catalog), std::move(storage), std::move(opt));
 }

@@ -5,6 +5,7 @@
 #include "storage/atomic_file.h"
 #include "util/cache_dir.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 #include "util/json_file.h"
 #include "util/machine_info.h"
 #include "util/utc_time.h"
@@ -63,24 +64,30 @@ std::optional<TuneProfile> load_profile(const fs::path& path, const std::string&
   if (!j.is_object()) throw bad("not a JSON object");
   if (j.value("version", nlohmann::json()) != 1) throw bad("version is not 1");
   TuneProfile p;
+  // A whole number in [0, hi] (absent: 0); not a fraction, nor a number
+  // past what the field's type holds.
+  auto whole = [&](const char* key, int64_t hi) -> int64_t {
+    if (!j.contains(key)) return 0;
+    const nlohmann::json& v = j.at(key);
+    if (!v.is_number_integer()) throw bad(std::string(key) + " is not a whole number");
+    if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi) : v.get<int64_t>() < 0 || v.get<int64_t>() > hi)
+      throw bad(std::string(key) + " out of range (0 to " + std::to_string(hi) + ")");
+    return v.get<int64_t>();
+  };
   try {
     p.machine = j.at("machine").get<std::string>();
     p.created = j.value("created", "");
-    p.threads = j.value("threads", 0);
-    p.io_depth = j.value("io_depth", 0u);
-    p.piece_bytes = j.value("piece_bytes", uint64_t{0});
     p.prefetch = j.value("prefetch", "");
-    p.max_batch = j.value("max_batch", int64_t{0});
     p.measured = j.value("measured", nlohmann::json::object());
   } catch (const nlohmann::json::exception&) {
     throw bad("a field has the wrong type");
   }
-  if (p.threads < 0 || p.threads > 4096) throw bad("threads out of range");
-  if (p.io_depth > 1024) throw bad("io_depth out of range");
-  if (p.piece_bytes != 0 && (p.piece_bytes % 4096 != 0 || p.piece_bytes > (1ull << 30)))
-    throw bad("piece_bytes must be a multiple of 4096 up to 1 GiB");
+  p.threads = static_cast<int>(whole("threads", kMaxThreads));
+  p.io_depth = static_cast<unsigned>(whole("io_depth", 1024));
+  p.piece_bytes = static_cast<uint64_t>(whole("piece_bytes", int64_t{1} << 30));
+  p.max_batch = whole("max_batch", 4096);
+  if (p.piece_bytes % 4096 != 0) throw bad("piece_bytes must be a multiple of 4096 up to 1 GiB");
   if (!p.prefetch.empty() && p.prefetch != "on" && p.prefetch != "off") throw bad("prefetch must be on or off");
-  if (p.max_batch < 0 || p.max_batch > 4096) throw bad("max_batch out of range");
   if (p.machine != machine)
     throw Error(what + ": tuned on another machine (" + p.machine + ", this is " + machine +
                 "): run strata tune here, or --profile none");

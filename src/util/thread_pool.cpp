@@ -1,6 +1,9 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
+#include <string>
+
+#include "util/error.h"
 
 namespace strata {
 
@@ -10,6 +13,8 @@ int default_thread_count() {
 }
 
 ThreadPool::ThreadPool(int threads) {
+  if (threads > kMaxThreads)
+    throw Error(std::to_string(threads) + " threads: at most " + std::to_string(kMaxThreads));
   int extra = std::max(threads, 1) - 1;
   for (int i = 0; i < extra; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }

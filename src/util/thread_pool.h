@@ -14,8 +14,13 @@
 
 namespace strata {
 
+// The most worker threads a pool (and a --threads flag) takes.
+inline constexpr int kMaxThreads = 4096;
+
 class ThreadPool {
  public:
+  // `threads` in all, the caller's included (at least one); more than
+  // kMaxThreads throws strata::Error.
   explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
