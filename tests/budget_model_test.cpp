@@ -303,6 +303,8 @@ TEST(CliBudget, BadArgumentsAreCleanErrors) {
   // The parser's own refusals are one line too.
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram abc"), "--ram");
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --threads 100000"), "--threads");
+  expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --svg /nonexistent/dir/x.svg"),
+                     "--svg");
 }
 
 // A model on a hub (nginx in a hub's layout, HF_ENDPOINT at it) and a GGUF

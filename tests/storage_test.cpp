@@ -731,5 +731,27 @@ TEST(Probe, CliMissingPathIsOneErrorLine) {
   EXPECT_EQ(ss.str(), "strata: error: /nonexistent/drive: No such file or directory\n");
 }
 
+// Settings that would only fail after measuring (or never end) are one line
+// before anything is written or read.
+TEST(Probe, CliRefusesSettingsItCouldNotFinish) {
+  TempDir tmp;
+  const std::string dir = tmp.path().string();
+  const std::string err = (fs::temp_directory_path() / ("strata-probe-cli-err-" + std::to_string(getpid()))).string();
+  const auto error_of = [&](const std::string& flags) {
+    const int status = std::system((std::string(STRATA_BINARY) + " probe " + dir + " " + flags + " >/dev/null 2>" + err).c_str());
+    std::ifstream f(err);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << flags;
+    return ss.str();
+  };
+  EXPECT_NE(error_of("--out " + dir).find("--out"), std::string::npos);
+  EXPECT_NE(error_of("--block 1000").find("4 GiB of buffers"), std::string::npos);
+  EXPECT_NE(error_of("--seconds 1e30").find("--seconds"), std::string::npos);
+  EXPECT_NE(error_of("--size inf").find("--size"), std::string::npos);
+  fs::remove(err);
+  EXPECT_TRUE(fs::is_empty(tmp.path())) << "no test file written";
+}
+
 }  // namespace
 }  // namespace strata

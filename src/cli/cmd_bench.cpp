@@ -48,8 +48,18 @@ int run_bench_command(BenchArgs a) {
   o.progress = [](const std::string& line) { std::fprintf(stderr, "bench: %s\n", line.c_str()); };
   const fs::path out = a.out.empty() ? fs::path(utc_now("strata-bench-%Y%m%d-%H%M%S")) : fs::path(a.out);
   if (fs::exists(out) && !fs::is_directory(out)) throw Error("--out " + out.string() + ": not a folder");
-  const BenchReport report = run_bench(o);
-  fs::create_directories(out);
+  // Made before the runs, so that a folder that cannot be is said at once;
+  // removed again if the runs fail and it was made here.
+  std::error_code ec;
+  const bool made = fs::create_directories(out, ec);
+  if (ec) throw Error("--out " + out.string() + ": cannot create the folder: " + ec.message());
+  BenchReport report;
+  try {
+    report = run_bench(o);
+  } catch (...) {
+    if (made) fs::remove(out, ec);
+    throw;
+  }
   write_file_atomically(out / "bench.json", bench_json(report).dump(2) + "\n");
   const std::string summary = bench_markdown(report);
   write_file_atomically(out / "summary.md", summary);

@@ -136,6 +136,11 @@ int run_budget(const BudgetArgs& a) {
   if (a.prompt && *a.prompt < 1) throw Error("--prompt must be at least 1 token");
   finite_positive(a.probe_seconds, "--probe-seconds", 600);
   if (a.ctx < 0) throw Error("--ctx must not be negative (0: the context generate would plan)");
+  if (!a.svg.empty()) {  // said before anything is measured
+    const fs::path folder = fs::path(a.svg).parent_path();
+    if (fs::is_directory(a.svg) || (!folder.empty() && !fs::is_directory(folder)))
+      throw Error("--svg " + a.svg + ": not a file in an existing folder");
+  }
   LoadOptions lo;
   lo.context = a.ctx;
   lo.allow_long_context = a.allow_long_ctx;

@@ -42,21 +42,28 @@ std::vector<unsigned> parse_depths(const std::string& s) {
 int run_probe_cmd(const ProbeArgs& a) {
   ProbeOptions o;
   o.paths = a.paths;
-  if (!(a.size_gb > 0)) throw Error("--size must be positive (GiB)");
+  if (!(a.size_gb > 0) || a.size_gb > (1 << 20)) throw Error("--size must be a number of GiB above 0");
   o.file_bytes = static_cast<uint64_t>(a.size_gb * (1ull << 30));
-  if (a.block_mb < 0) throw Error("--block must be positive (MiB)");
+  if (!(a.block_mb >= 0) || a.block_mb > 1024) throw Error("--block must be a number of MiB up to 1024");
   if (a.block_mb > 0) {
     const uint64_t b = static_cast<uint64_t>(a.block_mb * (1ull << 20));
     if (b == 0 || b % 4096 != 0) throw Error("--block must be a multiple of 4 KiB");
     o.blocks = {b};
   }
   o.depths = parse_depths(a.depths);
-  if (!(a.seconds > 0)) throw Error("--seconds must be positive");
+  // The reads in flight need block × depth bytes of buffers at once.
+  const uint64_t widest = o.blocks.empty() ? (16ull << 20) : o.blocks.front();
+  for (const auto d : o.depths)
+    if (widest * static_cast<uint64_t>(d) > (4ull << 30))
+      throw Error("--block × --depths: " + std::to_string(d) + " reads of " + std::to_string(widest >> 20) +
+                  " MiB in flight need more than 4 GiB of buffers");
+  if (!(a.seconds > 0) || a.seconds > 3600) throw Error("--seconds must be above 0 and at most 3600");
   o.seconds = a.seconds;
   o.rounds = a.rounds;
   o.progress = [](const std::string& line) { std::fprintf(stderr, "probe: %s\n", line.c_str()); };
-  ProbeResult r = run_probe(o);
   const std::filesystem::path out = a.out.empty() ? default_probe_path() : std::filesystem::path(a.out);
+  if (std::filesystem::is_directory(out)) throw Error("--out " + out.string() + ": a folder, not a file");
+  ProbeResult r = run_probe(o);
   save_probe(r, out);
   if (a.json) {
     std::cout << probe_to_json(r);

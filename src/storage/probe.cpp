@@ -135,7 +135,7 @@ void write_test_file(const std::string& dir, const std::string& path, uint64_t b
       if (w <= 0) {
         int e = w < 0 ? errno : ENOSPC;
         ::close(fd);
-        if (e == ENOSPC) throw Error(dir + ": no space left on the drive for the probe file (use --size)");
+        if (e == ENOSPC) throw Error(dir + ": no space left on the drive for the probe file (a smaller one: strata probe --size, strata tune --test-file-mib)");
         throw Error(dir + ": cannot write the probe file: " + std::strerror(e));
       }
       off += static_cast<uint64_t>(w);
@@ -318,7 +318,7 @@ ProbeResult run_probe(const ProbeOptions& o) {
       const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
       if (free_bytes < o.file_bytes + (64ull << 20))
         throw Error(p + ": not enough free space for a " + gib(o.file_bytes) + " probe file (" + gib(free_bytes) +
-                    " free); use --size");
+                    " free); a smaller one fits: strata probe --size, strata tune --test-file-mib");
       if (::access(p.c_str(), W_OK) != 0) throw Error(p + ": directory is not writable");
       t.size = align_down(o.file_bytes);
     } else if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
