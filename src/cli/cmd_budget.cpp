@@ -70,15 +70,18 @@ struct Drive {
 // measured that drive, else measured now (and said so on stderr).
 void measure_drive(Drive& d, uint64_t expert_bytes, double seconds, const std::optional<ProbeResult>& saved) {
   const uint64_t block = (expert_bytes + 4095) / 4096 * 4096;
-  if (saved)
-    if (const ProbeDrive* p = saved->drive_for(d.target))
-      if (const double g = saved_rate(*p, block); g > 0) {
-        d.gbps = g;
-        d.source = p->direct ? "saved probe" : "saved probe, not O_DIRECT: page-cache speed";
-        return;
-      }
-  std::fprintf(stderr, "budget: measuring %s (no saved probe of its drive; `strata probe` saves one)\n",
-               d.target.c_str());
+  const ProbeDrive* p = saved ? saved->drive_for(d.target) : nullptr;
+  if (p)
+    if (const double g = saved_rate(*p, block); g > 0) {
+      d.gbps = g;
+      d.source = p->direct ? "saved probe" : "saved probe, not O_DIRECT: page-cache speed";
+      return;
+    }
+  const std::string kib = std::to_string(block >> 10);
+  std::fprintf(stderr, "budget: measuring %s (%s; `strata probe --block %.8g` saves one)\n", d.target.c_str(),
+               p ? ("its saved probe measured only reads larger than the experts' " + kib + " KiB").c_str()
+                 : "no saved probe of its drive",
+               static_cast<double>(block) / (1 << 20));
   ProbeOptions o;
   o.paths = {d.target.string()};
   o.file_bytes = 1ull << 30;  // a folder's test file
