@@ -79,6 +79,7 @@ TEST(CliBench, BadArgumentsAreCleanErrors) {
   expect_clean_error(run_strata("bench " + model + " --runs 1 --probe-seconds 0 --no-drop-caches --prompt 120 --tokens 30 --out " +
                                 (tmp / "out").string()),
                      "do not fit the context of 128");
+  EXPECT_FALSE(fs::exists(tmp / "out")) << "the folder made for the results is removed again";
 }
 
 }  // namespace

@@ -298,8 +298,8 @@ TEST(CliBudget, BadArgumentsAreCleanErrors) {
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --drive /nonexistent/d"),
                      "not a folder");
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --ctx 100000"), "--allow-long-ctx");
-  expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --prompt 128"),
-                     "do not fit the context of 128 tokens");
+  expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --prompt 129"),
+                     "a prompt longer than the context of 128 tokens");
   // The parser's own refusals are one line too.
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram abc"), "--ram");
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --threads 100000"), "--threads");

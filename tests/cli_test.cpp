@@ -83,12 +83,14 @@ TEST(Cli, BadArgumentsAreCleanErrors) {
   expect_clean_error(run_strata(model + " --prompt-ids ,"), "not a token id");
   expect_clean_error(run_strata(model), "exactly one of --prompt and --prompt-ids");
   expect_clean_error(run_strata("generate --model /nonexistent/dir --prompt-ids 1"), "/nonexistent/dir");
-  for (const char* ram : {"nan", "inf", "0", "-1", "1e30"})
+  for (const char* ram : {"nan", "inf", "0", "-1", "1e30", "1e-12"})
     expect_clean_error(run_strata(model + " --prompt-ids 1 --ram " + ram), "--ram must be a number of GiB above 0");
   expect_clean_error(run_strata(model + " --prompt-ids 1 --vram nan --device vulkan"), "--vram");
   expect_clean_error(run_strata(model + " --prompt-ids 1 --threads 100000"), "--threads");
   expect_clean_error(run_strata(model + " --prompt-ids 1 --threads -3"), "--threads");
   expect_clean_error(run_strata(model + " --prompt-ids 1 --prefetch maybe"), "--prefetch");
+  // demo's --ram (0: its default) is checked as generate's, before it builds anything.
+  expect_clean_error(run_strata("demo --ram inf --dir /nonexistent/demo"), "--ram must be a number of GiB above 0");
   // A --heat file the run would write over is refused unless it is this
   // model's heat (it is left as it was).
   testfiles::TempDir tmp("strata-cli-heat");

@@ -527,7 +527,13 @@ TEST(Heat, PersistsAndPinsTheHottest) {
       EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
     }
   };
-  refused(tmp / "h.json", "other", "the heat of another model");
+  // Another model's heat (the weights that were there before) and an empty
+  // file start afresh, as the default path does.
+  EXPECT_EQ(ExpertHeat::load_given(tmp / "h.json", "other", 3, 8).total(), 0);
+  std::ofstream(tmp / "empty.json").close();
+  EXPECT_EQ(ExpertHeat::load_given(tmp / "empty.json", "m", 3, 8).total(), 0);
+  std::ofstream(tmp / "typed.json") << R"({"version": "1", "model": 7, "layers": {}})";
+  refused(tmp / "typed.json", "m", "not a strata heat file");
   std::ofstream(tmp / "notes.txt") << "my notes";
   refused(tmp / "notes.txt", "m", "not a strata heat file");
   std::ofstream(tmp / "config.json") << R"({"hidden_size": 64})";

@@ -78,9 +78,10 @@ void measure_drive(Drive& d, uint64_t expert_bytes, double seconds, const std::o
       return;
     }
   const std::string kib = std::to_string(block >> 10);
-  std::fprintf(stderr, "budget: measuring %s (%s; `strata probe --block %.8g` saves one)\n", d.target.c_str(),
-               p ? ("its saved probe measured only reads larger than the experts' " + kib + " KiB").c_str()
+  std::fprintf(stderr, "budget: measuring %s (%s; `strata probe %s --block %.10g` saves one)\n", d.target.c_str(),
+               p ? ("its saved probe has no rate for reads of the experts' " + kib + " KiB").c_str()
                  : "no saved probe of its drive",
+               d.target.c_str(),
                static_cast<double>(block) / (1 << 20));
   ProbeOptions o;
   o.paths = {d.target.string()};
@@ -153,10 +154,10 @@ int run_budget(const BudgetArgs& a) {
     throw Error(a.model + ": a remote model's experts are on no drive here: give --drive with a folder on each "
                 "drive its install would go on");
   const BudgetModel model = remote ? read_remote_budget_model(a.model, lo) : read_budget_model(a.model, lo);
-  if (a.prompt && model.context > 0 && *a.prompt >= model.context)
-    throw Error("--prompt " + std::to_string(*a.prompt) + ": a prompt and its first token do not fit the context of " +
+  if (a.prompt && model.context > 0 && *a.prompt > model.context)
+    throw Error("--prompt " + std::to_string(*a.prompt) + ": a prompt longer than the context of " +
                 std::to_string(model.context) + " tokens (--ctx)");
-  const int64_t prompt = a.prompt.value_or(model.context > 1 ? std::min<int64_t>(512, model.context - 1) : 512);
+  const int64_t prompt = a.prompt.value_or(model.context > 0 ? std::min<int64_t>(512, model.context) : 512);
 
   BudgetMachine m;
   const uint64_t process = resident_anonymous_bytes();

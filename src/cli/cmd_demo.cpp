@@ -149,9 +149,9 @@ Ceiling probe_ceiling(const Manifest& manifest, const fs::path& pack, uint64_t b
 }
 
 int run_demo(const DemoArgs& a) {
-  if (a.size_gb < 0.2 || a.size_gb > 1000) throw Error("--size must be between 0.2 and 1000 GB");
+  if (!(a.size_gb >= 0.2 && a.size_gb <= 1000)) throw Error("--size must be between 0.2 and 1000 GB");
   if (a.tokens < 2) throw Error("--tokens must be at least 2");
-  if (a.ram_gib < 0) throw Error("--ram must not be negative");
+  if (a.ram_gib != 0) ram_gib_bytes(a.ram_gib);  // 0: the default; else as generate's --ram
   const bool quiet = a.json;
   const fs::path dir = a.dir.empty() ? default_demo_dir() : fs::path(a.dir);
   const fs::path pack = ensure_pack(dir, a.size_gb, quiet);

@@ -1,6 +1,7 @@
 // strata probe: the read ceiling of each drive and of all of them together
 // (O_DIRECT, expert-sized random reads, several queue depths), saved for
 // `pack` and `demo`.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -46,7 +47,7 @@ int run_probe_cmd(const ProbeArgs& a) {
   o.file_bytes = static_cast<uint64_t>(a.size_gb * (1ull << 30));
   if (!(a.block_mb >= 0) || a.block_mb > 1024) throw Error("--block must be a number of MiB up to 1024");
   if (a.block_mb > 0) {
-    const uint64_t b = static_cast<uint64_t>(a.block_mb * (1ull << 20));
+    const uint64_t b = static_cast<uint64_t>(std::llround(a.block_mb * (1ull << 20)));
     if (b == 0 || b % 4096 != 0) throw Error("--block must be a multiple of 4 KiB");
     o.blocks = {b};
   }

@@ -54,7 +54,9 @@ void add_model_flags(CLI::App* cmd, ModelFlags& f) {
 }
 
 uint64_t ram_gib_bytes(double gib) {
-  if (!std::isfinite(gib) || gib <= 0 || gib > (1 << 20)) throw Error("--ram must be a number of GiB above 0");
+  // (Below a byte would be 0, which means no budget at all.)
+  if (!std::isfinite(gib) || gib * (1ull << 30) < 1 || gib > (1 << 20))
+    throw Error("--ram must be a number of GiB above 0");
   return static_cast<uint64_t>(gib * (1ull << 30));
 }
 

@@ -79,15 +79,19 @@ ExpertHeat ExpertHeat::load(const std::filesystem::path& path, const std::string
 ExpertHeat ExpertHeat::load_given(const std::filesystem::path& path, const std::string& model, int64_t layers,
                                   int64_t experts) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return ExpertHeat(layers, experts);
-  const std::string keep = ": the run would write this model's heat over it (give --heat a file of its own, or none)";
+  // Missing, or an empty file made for it (mktemp): a fresh start.
+  if (!std::filesystem::exists(path, ec) || std::filesystem::file_size(path, ec) == 0) return ExpertHeat(layers, experts);
   std::ifstream in(path);
   std::ostringstream text;
   text << in.rdbuf();
   const nlohmann::json j = parse_json_or_discarded(text.str());
-  if (!in || j.is_discarded() || !j.is_object() || j.value("version", 0) != 1 || !j.contains("layers"))
-    throw Error(path.string() + ": not a strata heat file" + keep);
-  if (j.value("model", std::string()) != model) throw Error(path.string() + ": the heat of another model" + keep);
+  const auto field = [&](const char* key) { return j.is_object() && j.contains(key) ? j.at(key) : nlohmann::json(); };
+  if (!in || j.is_discarded() || field("version") != 1 || !field("model").is_string() || !field("layers").is_array())
+    throw Error(path.string() + ": not a strata heat file: the run would write this model's heat over it (give "
+                "--heat a file of its own, or none)");
+  // The heat of the weights that were here before (a model replaced at its
+  // path): this one starts without it, as at the default path.
+  if (field("model") != model) return ExpertHeat(layers, experts);
   return load(path, model, layers, experts, /*strict=*/true);
 }
 

@@ -33,8 +33,10 @@ class ExpertHeat {
   static ExpertHeat load(const std::filesystem::path& path, const std::string& model, int64_t layers,
                          int64_t experts, bool strict = false);
   // A path the user gave (--heat FILE), which the run writes when it ends: a
-  // missing file gives an empty heat; an existing one must be this model's
-  // heat of this shape, else strata::Error (it would be written over).
+  // missing or empty file, or another model's heat (the weights that were
+  // there before), gives an empty heat; this model's heat must have its
+  // shape; anything that is not a strata heat file is a strata::Error (it
+  // would be written over).
   static ExpertHeat load_given(const std::filesystem::path& path, const std::string& model, int64_t layers,
                                int64_t experts);
   // Writes atomically (temp file + rename).

@@ -145,7 +145,8 @@ BenchReport run_bench(const BenchOptions& o) {
     identity = model->identity();
     approximation = model->approximation();
     // More tokens than the context holds: refused, not measured over fewer.
-    if (o.prompt_tokens + o.tokens + 1 > model->context())
+    // (The last token generated is never written to the cache.)
+    if (o.prompt_tokens + o.tokens > model->context())
       throw Error("bench: a prompt of " + std::to_string(o.prompt_tokens) + " tokens and " +
                   std::to_string(o.tokens + 1) + " more do not fit the context of " +
                   std::to_string(model->context()) + " (--ctx)");

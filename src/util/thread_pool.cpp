@@ -9,7 +9,7 @@ namespace strata {
 
 int default_thread_count() {
   unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
+  return n == 0 ? 1 : static_cast<int>(std::min<unsigned>(n, kMaxThreads));
 }
 
 ThreadPool::ThreadPool(int threads) {
