@@ -89,6 +89,9 @@ TEST(Cli, BadArgumentsAreCleanErrors) {
   expect_clean_error(run_strata(model + " --prompt-ids 1 --threads 100000"), "--threads");
   expect_clean_error(run_strata(model + " --prompt-ids 1 --threads -3"), "--threads");
   expect_clean_error(run_strata(model + " --prompt-ids 1 --prefetch maybe"), "--prefetch");
+  // A range that NaN would slip through (it compares false with both ends).
+  expect_clean_error(run_strata("serve --model " + fixture("qwen_gqa").string() + " --warm-budget nan"), "--warm-budget");
+  expect_clean_error(run_strata("warm /nonexistent/w --budget inf"), "--budget");
   // demo's --ram (0: its default) is checked as generate's, before it builds anything.
   expect_clean_error(run_strata("demo --ram inf --dir /nonexistent/demo"), "--ram must be a number of GiB above 0");
   // A --heat file the run would write over is refused unless it is this

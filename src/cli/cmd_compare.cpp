@@ -124,7 +124,7 @@ void register_compare(CLI::App& app, Action& run) {
                   "File: one prompt per line (text, or a JSON array of ids); default: the built-in token-id prompts "
                   "that `strata pack` records a lossy pack's figures on");
   cmd->add_option("--min-top1", args->min_top1, "Gate: exit 3 when the top-1 agreement (0 to 1) is below this")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_in(0.0, 1.0));
   cmd->add_option("--max-kl", args->max_kl, "Gate: exit 3 when the mean KL(A||B) in nats is above this")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--threads", args->threads, "Worker threads (default: all cores)")

@@ -94,7 +94,7 @@ void register_pull(CLI::App& app, Action& run) {
   cmd->add_option("--local-share", a->local_share,
                   "With --streaming: fetch this share (0-1) of the experts' bytes at install, the hottest first "
                   "where --local-from gives traces or heat, else layer by layer")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_in(0.0, 1.0));
   cmd->add_option("--local-from", a->local_from, "Router traces or heat files that rank experts for --local-share");
   cmd->add_option("--drive", a->drives, "Directory on a drive to hold expert blobs (repeat for several drives)");
   cmd->add_option("--probe", a->probe, "Drive speeds from `strata probe` (as for pack)");

@@ -115,9 +115,9 @@ void register_serve(CLI::App& app, Action& run) {
                 "giving way to requests");
   cmd->add_option("--warm-from", warm->from, "Router traces or heat files to rank experts by (default: the install's own heat)");
   cmd->add_option("--warm-budget", warm->budget_gb, "Warm-up fetches at most this many GB (0: every ranked expert)")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(number_in(0.0, 1e6));
   cmd->add_option("--warm-rate", warm->rate_mb, "Warm-up fetches at most this many MB a second (0: no limit)")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(number_in(0.0, 1e6));
   cmd->callback([&run, o, flags, draft_flags, body_mib, warm] {
     run = [o, flags, draft_flags, body_mib, warm] {
       if (!warm->on && (!warm->from.empty() || warm->budget_gb > 0 || warm->rate_mb > 0))

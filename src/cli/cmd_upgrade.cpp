@@ -63,7 +63,7 @@ void register_upgrade(CLI::App& app, Action& run) {
                 "published sha256 or block sums; then the install needs no network");
   cmd->add_option("--connections", a->connections, "Ranges fetched at once")->check(CLI::Range(1, 64))->capture_default_str();
   cmd->add_option("--max-rate", a->max_rate_mb, "At most this many MB a second (0: no limit)")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(number_in(0.0, 1e6))
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object with what was done");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");

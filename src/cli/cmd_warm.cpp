@@ -61,10 +61,10 @@ void register_warm(CLI::App& app, Action& run) {
                   "Router traces (generate/serve --trace) or heat files to rank experts by (default: the install's "
                   "own heat from earlier runs)");
   cmd->add_option("--budget", a->budget_gb, "Fetch at most this many GB (0: every ranked expert)")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(number_in(0.0, 1e6))
       ->capture_default_str();
   cmd->add_option("--max-rate", a->max_rate_mb, "At most this many MB a second (0: no limit)")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(number_in(0.0, 1e6))
       ->capture_default_str();
   cmd->add_option("--connections", a->connections, "Ranges fetched at once")->check(CLI::Range(1, 64))->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object with what was done");
