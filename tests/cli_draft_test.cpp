@@ -81,6 +81,9 @@ TEST(CliDraft, BadDraftValuesAreCleanErrors) {
   const std::string target = fixture("qwen_gqa").string() + " --prompt-ids 1,2,3 -n 2 --threads 2 ";
   expect_clean_error(run_strata("generate " + target + "--draft /nonexistent/draft"), "--draft");
   expect_clean_error(run_strata("generate " + target + "--draft ngram --draft-max 99"), "--draft-max");
+  // Shaping a drafter that was not asked for is said, not ignored.
+  expect_clean_error(run_strata("generate " + target + "--draft-max 4"), "give --draft");
+  expect_clean_error(run_strata("generate " + target + "--draft-fixed"), "give --draft");
   // A model without a next-token-prediction layer has nothing to draft with.
   expect_clean_error(run_strata("generate " + target + "--draft mtp"), "no next-token-prediction (MTP) layer");
   // Another vocabulary: not the same tokenizer.

@@ -9,8 +9,8 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& f) {
                   "Speculative decoding: 'ngram' (continuations of earlier n-grams of the prompt and output), 'mtp' "
                   "(the checkpoint's own next-token-prediction layer, DeepSeek-V3's) or a draft model sharing the "
                   "tokenizer (held in RAM; --ram counts it). Output is unchanged");
-  cmd->add_option("--draft-max", f.draft_max, "Tokens drafted per step at most (adapts below it; 0: off)")
-      ->capture_default_str();
+  f.max_given = cmd->add_option("--draft-max", f.draft_max, "Tokens drafted per step at most (adapts below it; 0: off)")
+                    ->capture_default_str();
   cmd->add_flag("--draft-fixed", f.fixed,
                 "Draft --draft-max tokens every step instead of adapting (for benchmarks and tests: it may be "
                 "slower than no drafting)");
@@ -18,6 +18,9 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& f) {
 
 DraftSetup load_draft(const DraftFlags& f, LoadOptions& target) {
   if (f.draft_max < 0 || f.draft_max > 15) throw Error("--draft-max must be in [0, 15]");
+  // Said rather than ignored: they shape a drafter that was not asked for.
+  if (f.draft.empty() && (f.fixed || (f.max_given && f.max_given->count() > 0)))
+    throw Error("--draft-max and --draft-fixed shape a drafter: give --draft ngram, mtp or a draft model");
   DraftSetup s;
   if (f.draft.empty() || f.draft_max == 0) return s;
   target.drafting = true;  // recurrent states are kept from before each drafted step

@@ -26,6 +26,7 @@ struct DraftFlags {
   std::string draft;  // empty: no drafting
   int draft_max = 8;
   bool fixed = false;  // --draft-fixed
+  const CLI::Option* max_given = nullptr;  // --draft-max, to tell a given value from the default
 };
 
 void add_draft_flags(CLI::App* cmd, DraftFlags& f);
