@@ -88,8 +88,7 @@ void register_bench(CLI::App& app, Action& run) {
   cmd->add_option("--probe-seconds", a->probe_seconds, "Seconds of each drive probe around a run (0: none)")
       ->capture_default_str();
   cmd->add_flag("--no-drop-caches", a->no_drop, "Keep the page cache between runs (default: drop it where allowed)");
-  cmd->add_option("--threads", a->flags.threads, "Worker threads (default: all cores)")
-      ->check(CLI::Range(0, kMaxThreads));
+  add_threads_option(cmd, a->flags.threads);
   cmd->add_option("--device", a->flags.device, "Where to compute: cpu, vulkan, vulkan:N or auto")->capture_default_str();
   cmd->add_option("--ctx", a->flags.ctx, "Context the KV cache is budgeted for (default as generate)");
   cmd->add_option("--heat", a->flags.heat, "Expert heat file the runs start from (default: none, cold)");

@@ -316,8 +316,7 @@ void register_budget(CLI::App& app, Action& run) {
   cmd->add_option("--ctx", a->ctx, "Context the KV cache is budgeted for (default as generate)");
   cmd->add_flag("--allow-long-ctx", a->allow_long_ctx, "Allow --ctx beyond the model's max_position_embeddings");
   cmd->add_option("--prompt", a->prompt, "Prompt length for the time to first token (default: 512, or what the context holds)");
-  cmd->add_option("--threads", a->threads, "Threads of the compute measurement (default: all cores)")
-      ->check(CLI::Range(0, kMaxThreads));
+  add_threads_option(cmd, a->threads, "Threads of the compute measurement (default: all cores)");
   cmd->add_option("--heat", a->heat,
                   "Expert heat file for the hit rate (default: the model's own, if any; none: uniform routing)");
   cmd->add_option("--probe-seconds", a->probe_seconds, "Seconds a drive without a saved probe is measured")

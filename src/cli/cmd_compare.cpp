@@ -127,8 +127,7 @@ void register_compare(CLI::App& app, Action& run) {
       ->check(number_in(0.0, 1.0));
   cmd->add_option("--max-kl", args->max_kl, "Gate: exit 3 when the mean KL(A||B) in nats is above this")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--threads", args->threads, "Worker threads (default: all cores)")
-      ->check(CLI::Range(0, kMaxThreads));
+  add_threads_option(cmd, args->threads);
   cmd->add_flag("--json", args->json, "Print a JSON object");
   cmd->callback([&run, args] { run = [args] { return run_compare(*args); }; });
 }

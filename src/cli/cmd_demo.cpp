@@ -258,8 +258,7 @@ void register_demo(CLI::App& app, Action& run) {
                   "least that runs it)");
   cmd->add_option("--tokens", a->tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--prompt", a->prompt, "Prompt text")->capture_default_str();
-  cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")
-      ->check(CLI::Range(0, kMaxThreads));
+  add_threads_option(cmd, a->threads);
   cmd->add_flag("--json", a->json, "Print one JSON object instead of the report");
   cmd->callback([&run, a] { run = [a] { return run_demo(*a); }; });
 }

@@ -101,8 +101,7 @@ void register_pack(CLI::App& app, Action& run) {
   cmd->add_flag("--skip-fidelity", a->skip_fidelity,
                 "With --trunk int8 or --experts: do not measure the pack against the source on the built-in prompts "
                 "(the manifest records that it was skipped)");
-  cmd->add_option("--threads", a->threads, "Worker threads for the fidelity measurement (default: all cores)")
-      ->check(CLI::Range(0, kMaxThreads));
+  add_threads_option(cmd, a->threads, "Worker threads for the fidelity measurement (default: all cores)");
   cmd->add_flag("--json", a->json, "Print one JSON object with what was written");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar or notes");
   cmd->callback([&run, a] { run = [a] { return run_pack(*a); }; });

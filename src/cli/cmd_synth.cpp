@@ -106,8 +106,7 @@ void register_synth(CLI::App& app, Action& run) {
   cmd->add_option("--hidden", a->hidden, "Pin the hidden size (widths, ranks and heads follow it)");
   cmd->add_option("--vocab", a->vocab,
                   "Pin the synthetic vocabulary's size (default: the base model's, shrunk only for very small sizes)");
-  cmd->add_option("--threads", a->threads, "Generator threads (default: all cores)")
-      ->check(CLI::Range(0, kMaxThreads));
+  add_threads_option(cmd, a->threads, "Generator threads (default: all cores)");
   cmd->add_flag("--progress", a->progress, "Show the progress bar even when stderr is not a terminal");
   cmd->add_flag("--dry-run", a->dry_run, "Print the resulting config and sizes; write nothing");
   cmd->add_flag("--json", a->json, "Print the summary as JSON");

@@ -11,6 +11,12 @@ namespace strata::cli {
 
 using Action = std::function<int()>;
 
+// --threads, within what a pool takes (0: all cores).
+inline CLI::Option* add_threads_option(CLI::App* cmd, int& threads,
+                                       const std::string& help = "Worker threads (default: all cores)") {
+  return cmd->add_option("--threads", threads, help)->check(CLI::Range(0, kMaxThreads));
+}
+
 // A number in [lo, hi]; unlike CLI::Range, NaN is refused too (it compares
 // false with both ends, and a cast of it to an integer is undefined).
 inline CLI::Validator number_in(double lo, double hi) {

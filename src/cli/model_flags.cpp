@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cli/commands.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -13,8 +14,7 @@ void add_model_argument(CLI::App* cmd, std::string& model, const std::string& he
 }
 
 void add_model_flags(CLI::App* cmd, ModelFlags& f) {
-  cmd->add_option("--threads", f.threads, "Worker threads (default: all cores)")
-      ->check(CLI::Range(0, kMaxThreads));
+  add_threads_option(cmd, f.threads);
   cmd->add_option("--device", f.device,
                   "Where to compute: cpu, vulkan (the best Vulkan device), vulkan:N (strata devices lists them), "
                   "or auto (a Vulkan GPU when there is one, else the CPU, saying so)")

@@ -12,7 +12,6 @@
 #include "model/model.h"
 #include "runtime/loader.h"
 #include "runtime/tune_profile.h"
-#include "util/thread_pool.h"  // kMaxThreads
 
 namespace strata::cli {
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -40,24 +41,26 @@ std::vector<std::pair<int64_t, int64_t>> ExpertHeat::hottest(size_t n) const {
   return all;
 }
 
-ExpertHeat ExpertHeat::load(const std::filesystem::path& path, const std::string& model, int64_t layers,
-                            int64_t experts, bool strict) {
-  ExpertHeat empty(layers, experts);
+namespace {
+
+// A heat file's text; nullopt when it cannot be read.
+std::optional<std::string> heat_text(const std::filesystem::path& path) {
   std::ifstream in(path);
-  if (!in) {
-    if (strict) throw Error(path.string() + ": cannot open router trace");
-    return empty;
-  }
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The counts of a parsed heat file's "layers", checked against the model's
+// shape: a mismatch is a strata::Error when `strict`, else an empty heat.
+ExpertHeat counts_of(const nlohmann::json& j, const std::filesystem::path& path, int64_t layers, int64_t experts,
+                     bool strict) {
+  ExpertHeat empty(layers, experts);
   auto reject = [&](const std::string& why) -> ExpertHeat {
     if (strict) throw Error(path.string() + ": " + why);
     return empty;
   };
-  std::ostringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = parse_json_or_discarded(text.str());
-  if (j.is_discarded() || !j.is_object()) return reject("not a JSON object");
-  if (j.value("version", 0) != 1) return reject("unsupported heat version");
-  if (!strict && j.value("model", std::string()) != model) return empty;
   const auto& ls = j["layers"];
   if (!ls.is_array() || static_cast<int64_t>(ls.size()) != layers) return reject("layer count does not match the model");
   ExpertHeat h(layers, experts);
@@ -70,10 +73,31 @@ ExpertHeat ExpertHeat::load(const std::filesystem::path& path, const std::string
                     std::to_string(experts));
     for (int64_t e = 0; e < experts; ++e) {
       if (!row[e].is_number() || row[e].get<double>() < 0) return reject("counts must be non-negative numbers");
-      h.counts_[l][e] = row[e].get<double>();
+      h.add(l, e, row[e].get<double>());
     }
   }
   return h;
+}
+
+}  // namespace
+
+ExpertHeat ExpertHeat::load(const std::filesystem::path& path, const std::string& model, int64_t layers,
+                            int64_t experts, bool strict) {
+  ExpertHeat empty(layers, experts);
+  const std::optional<std::string> text = heat_text(path);
+  if (!text) {
+    if (strict) throw Error(path.string() + ": cannot open router trace");
+    return empty;
+  }
+  auto reject = [&](const std::string& why) -> ExpertHeat {
+    if (strict) throw Error(path.string() + ": " + why);
+    return empty;
+  };
+  const nlohmann::json j = parse_json_or_discarded(*text);
+  if (j.is_discarded() || !j.is_object()) return reject("not a JSON object");
+  if (j.value("version", 0) != 1) return reject("unsupported heat version");
+  if (!strict && j.value("model", std::string()) != model) return empty;
+  return counts_of(j, path, layers, experts, strict);
 }
 
 ExpertHeat ExpertHeat::load_given(const std::filesystem::path& path, const std::string& model, int64_t layers,
@@ -81,18 +105,16 @@ ExpertHeat ExpertHeat::load_given(const std::filesystem::path& path, const std::
   std::error_code ec;
   // Missing, or an empty file made for it (mktemp): a fresh start.
   if (!std::filesystem::exists(path, ec) || std::filesystem::file_size(path, ec) == 0) return ExpertHeat(layers, experts);
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  const nlohmann::json j = parse_json_or_discarded(text.str());
+  const std::optional<std::string> text = heat_text(path);
+  const nlohmann::json j = text ? parse_json_or_discarded(*text) : nlohmann::json(nlohmann::json::value_t::discarded);
   const auto field = [&](const char* key) { return j.is_object() && j.contains(key) ? j.at(key) : nlohmann::json(); };
-  if (!in || j.is_discarded() || field("version") != 1 || !field("model").is_string() || !field("layers").is_array())
+  if (j.is_discarded() || field("version") != 1 || !field("model").is_string() || !field("layers").is_array())
     throw Error(path.string() + ": not a strata heat file: the run would write this model's heat over it (give "
                 "--heat a file of its own, or none)");
   // The heat of the weights that were here before (a model replaced at its
   // path): this one starts without it, as at the default path.
   if (field("model") != model) return ExpertHeat(layers, experts);
-  return load(path, model, layers, experts, /*strict=*/true);
+  return counts_of(j, path, layers, experts, /*strict=*/true);
 }
 
 void ExpertHeat::save(const std::filesystem::path& path, const std::string& model) const {
