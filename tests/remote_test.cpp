@@ -5,6 +5,11 @@
 // clear error. SOURCE parsing with the environment each form reads.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -294,6 +299,59 @@ TEST(RemoteHttp, ManyRangesRetryEachOnItsOwn) {
   }
   EXPECT_EQ(wrong, 1);
   EXPECT_EQ(http.retries(), 3);
+}
+
+// A port nothing listens on: bound for a moment to learn a free one, then closed.
+int closed_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    throw Error("cannot bind a socket on the loopback");
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A refused connection before any server has answered is a wrong address (or
+// nothing listening there): given up on after refused_attempts tries, not after
+// the ~32 s of every backoff. Once a server has answered this client, a refusal
+// is a restart and gets every try.
+TEST(RemoteHttp, ARefusedConnectionIsGivenUpOnSoonUntilAServerHasAnswered) {
+  RetryPolicy policy;  // the defaults: 8 tries, 3 while refused on first contact
+  HttpClient http({}, policy);
+  std::vector<double> slept;
+  http.set_sleep([&](double s) { slept.push_back(s); });
+  const std::string nowhere = "http://127.0.0.1:" + std::to_string(closed_port()) + "/blob.bin";
+  std::string e = error_of([&] { http.read_range(nowhere, 0, 10); });
+  EXPECT_NE(e.find("after 3 tries"), std::string::npos) << e;
+  EXPECT_NE(e.find("onnect"), std::string::npos) << e;  // curl's "Couldn't connect to server"
+  EXPECT_EQ(slept, (std::vector<double>{0.25, 0.5}));
+  e = error_of([&] { http.head(nowhere); });
+  EXPECT_NE(e.find("after 3 tries"), std::string::npos) << e;
+  {
+    RangeBatch first;
+    first.add(nowhere, 0, 10);
+    http.fetch_ranges(2, first.feed());
+    ASSERT_TRUE(first.results[0].ended);
+    EXPECT_NE(first.results[0].error.find("after 3 tries"), std::string::npos) << first.results[0].error;
+  }
+
+  const std::string body = random_bytes(5000, 14);
+  FaultHttpServer server(body);
+  const std::vector<uint8_t> got = http.read_range(server.url(), 0, 100);
+  EXPECT_EQ(std::string(got.begin(), got.end()), body.substr(0, 100));
+  slept.clear();
+  e = error_of([&] { http.read_range(nowhere, 0, 10); });
+  EXPECT_NE(e.find("after 8 tries"), std::string::npos) << e;
+  EXPECT_EQ(slept.size(), 7u);
+  RangeBatch batch;
+  batch.add(nowhere, 0, 10);
+  http.fetch_ranges(2, batch.feed());
+  ASSERT_TRUE(batch.results[0].ended);
+  EXPECT_NE(batch.results[0].error.find("after 8 tries"), std::string::npos) << batch.results[0].error;
 }
 
 // cancel() from another thread ends a batch stuck on a stalled server at once.

@@ -60,6 +60,7 @@ std::optional<ContentRange> parse_content_range(const std::string& v) {
 struct Transient {
   std::string why;
   double retry_after_s = -1;
+  bool refused = false;  // the connection was refused (or could not be made)
 };
 
 bool retryable_curl_code(CURLcode c) {
@@ -313,7 +314,7 @@ std::optional<Transient> judge_try(CURL* c, const std::string& url, CURLcode cod
   if (code != CURLE_OK) {
     const std::string why =
         std::string(curl_easy_strerror(code)) + (err[0] ? " (" + printable(trim(err)) + ")" : std::string());
-    if (retryable_curl_code(code)) return Transient{why};
+    if (retryable_curl_code(code)) return Transient{why, -1, code == CURLE_COULDNT_CONNECT};
     throw Error(shown + ": " + why);
   }
   if (retryable_status(status)) return Transient{"HTTP " + std::to_string(status), retry_after_seconds(x.last_hop)};
@@ -371,6 +372,7 @@ HttpHead HttpClient::head(const std::string& url, bool follow_redirects) {
     x.cancelled = &cancelled_;
     long status = 0;
     const std::optional<Transient> t = run_once(easy_->curl, url, auth_, retry_, x, status);
+    answered_ = answered_ || status > 0;
     if (!t) {
       if (status >= 400 && status != 401 && status != 403 && status != 404)
         throw Error(url_for_messages(url) + ": HTTP " + std::to_string(status));
@@ -380,7 +382,7 @@ HttpHead HttpClient::head(const std::string& url, bool follow_redirects) {
       if (const auto it = x.last_hop.find("content-length"); it != x.last_hop.end()) h.content_length = parse_u64(it->second);
       return h;
     }
-    if (attempt >= retry_.attempts)
+    if (attempt >= tries_allowed(t->refused))
       throw Error(url_for_messages(url) + ": " + t->why + ", after " + std::to_string(attempt) + " tries");
     ++retries_;
     last_retry_reason_ = t->why;
@@ -409,6 +411,7 @@ void HttpClient::read_range(const std::string& url, uint64_t offset, uint64_t le
     x.expect_etag = expect_etag;
     long status = 0;
     const std::optional<Transient> t = run_once(easy_->curl, url, auth_, retry_, x, status);
+    answered_ = answered_ || status > 0;
     done += x.delivered;
     ++tries;
     if (!t || done >= length) continue;
@@ -416,7 +419,7 @@ void HttpClient::read_range(const std::string& url, uint64_t offset, uint64_t le
       failures = 0;
       delay = retry_.first_delay_s;
     }
-    if (++failures >= retry_.attempts)
+    if (++failures >= tries_allowed(t->refused))
       throw Error(url_for_messages(url) + ": " + t->why + ", after " + std::to_string(tries) + " tries");
     ++retries_;
     last_retry_reason_ = t->why;
@@ -506,6 +509,7 @@ void HttpClient::fetch_ranges(int max_in_flight, const std::function<std::option
     std::optional<Transient> t;
     try {
       t = judge_try(s.curl, j->r.url, code, s.err, s.x, status);
+      answered_ = answered_ || status > 0;
     } catch (const std::exception& e) {
       finish(*j, e.what());
       return;
@@ -520,7 +524,7 @@ void HttpClient::fetch_ranges(int max_in_flight, const std::function<std::option
       j->failures = 0;
       j->delay = retry_.first_delay_s;
     }
-    if (++j->failures >= retry_.attempts)
+    if (++j->failures >= tries_allowed(t->refused))
       return finish(*j, url_for_messages(j->r.url) + ": " + t->why + ", after " + std::to_string(j->tries) + " tries");
     ++retries_;
     last_retry_reason_ = t->why;

@@ -26,6 +26,7 @@
 // - Nothing is decompressed: the bytes are the file's bytes.
 // - One HttpClient reuses its connections; it is not thread-safe (one per
 //   thread, or a lock around it).
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -40,6 +41,11 @@ namespace strata {
 
 struct RetryPolicy {
   int attempts = 8;            // tries in all, the first included
+  // Tries of a connection refused while no server has yet answered this
+  // client: a wrong address or port, or nothing listening there, is said in a
+  // second instead of after every backoff (~32 s). Once a server has answered,
+  // a refusal is a restart and gets `attempts`.
+  int refused_attempts = 3;
   double first_delay_s = 0.25;  // doubled after each failure
   double max_delay_s = 20;      // also caps Retry-After
   double connect_timeout_s = 30;
@@ -140,6 +146,12 @@ class HttpClient {
   RetryPolicy retry_;
   int64_t retries_ = 0;
   std::string last_retry_reason_;
+  bool answered_ = false;  // some try got an HTTP status (see RetryPolicy::refused_attempts)
+  // How many tries a request gets whose last try failed (`refused`: its
+  // connection was refused).
+  int tries_allowed(bool refused) const {
+    return refused && !answered_ ? std::min(retry_.refused_attempts, retry_.attempts) : retry_.attempts;
+  }
   std::function<void(double)> sleep_;
   bool custom_sleep_ = false;
   std::atomic<bool> cancelled_{false};
