@@ -207,5 +207,15 @@ TEST(CliTune, BadArgumentsAreCleanErrors) {
   expect_clean_error(run_strata("tune /nonexistent/model --seconds 0.01"), "/nonexistent/model");
 }
 
+// A model that cannot run within the budget is the loader's one error before
+// anything is measured, and no profile is saved that would say nothing of it.
+TEST(CliTune, AModelThatNeverRunsIsAnErrorAndNothingIsSaved) {
+  testfiles::TempDir tmp("strata-tune-small");
+  const std::string env = "STRATA_BUDGET_COMPUTE_MIB=4 STRATA_HOME=" + tmp.path().string();
+  const CommandResult r = run_strata("tune " + fixture("ds_mtp").string() + " --ram 0.002 --seconds 0.02", env);
+  expect_clean_error(r, "--ram 0.00 GiB is too small for");
+  EXPECT_FALSE(fs::exists(tmp / "tune" / (machine_key() + ".json")));
+}
+
 }  // namespace
 }  // namespace strata

@@ -112,12 +112,18 @@ std::optional<std::pair<double, double>> timed_run(const TuneOptions& o, LoadOpt
   }
 }
 
-void tune_with_model(const TuneOptions& o, TuneProfile& p) {
+// The model's runs: streamed, cold each run, nothing learned between them.
+LoadOptions streamed_cold(const TuneOptions& o) {
   LoadOptions lo = o.load;
   lo.stream = true;
-  lo.heat = "none";  // cold each run, nothing learned between them
+  lo.heat = "none";
   lo.notice = nullptr;
   lo.show_progress = false;
+  return lo;
+}
+
+void tune_with_model(const TuneOptions& o, TuneProfile& p) {
+  LoadOptions lo = streamed_cold(o);
   if (p.threads > 0) lo.threads = p.threads;
   if (p.io_depth > 0) lo.io_depth = p.io_depth;
   if (p.piece_bytes > 0) lo.piece_bytes = p.piece_bytes;
@@ -185,6 +191,9 @@ TuneProfile run_tune(const TuneOptions& o) {
     const BudgetModel m = read_budget_model(o.model, o.load);
     expert_bytes = m.shape.expert_bytes;
     mxfp4 = std::string(timed_format(m.expert_dtype)) == "MXFP4";
+    // A model that cannot run within the budget is the loader's one error
+    // now, not a skipped run after minutes of measuring.
+    (void)load_model(o.model, streamed_cold(o));
   }
   say(o, "threads: products over a matrix larger than the caches");
   tune_threads(o, mxfp4, p);

@@ -13,6 +13,9 @@
 //    prompt, alternated, cold caches each), and the widest prefill step
 //    (a prompt's prefill at 32 to 512 rows a step): the faster, kept only
 //    when it beats the other by more than the runs' spread would (3%).
+//    A setting the model cannot run with is skipped, saying why; a model
+//    that cannot run within the budget at all throws the loader's
+//    strata::Error before anything is measured.
 // Every measured figure goes into the profile's "measured" record.
 #include <filesystem>
 #include <functional>
