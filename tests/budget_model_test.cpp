@@ -305,6 +305,11 @@ TEST(CliBudget, BadArgumentsAreCleanErrors) {
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --threads 100000"), "--threads");
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --svg /nonexistent/dir/x.svg"),
                      "--svg");
+  // A name longer than the filesystem takes: its path and the system's reason.
+  const std::string too_long = "/tmp/" + std::string(300, 'a');
+  const CommandResult r = run_strata("budget " + too_long);
+  expect_clean_error(r, too_long + ": File name too long");
+  EXPECT_EQ(r.err.find("filesystem error"), std::string::npos) << r.err;
 }
 
 // A model on a hub (nginx in a hub's layout, HF_ENDPOINT at it) and a GGUF

@@ -2,10 +2,22 @@
 // as one line on stderr ("strata: error: ...") and a non-zero exit.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 
 #include "cli/commands.h"
 #include "util/error.h"
+
+namespace {
+
+std::string filesystem_message(const std::filesystem::filesystem_error& e) {
+  std::string m;
+  for (const auto* p : {&e.path1(), &e.path2()})
+    if (!p->empty()) m += (m.empty() ? "" : ", ") + p->string();
+  return (m.empty() ? "" : m + ": ") + e.code().message();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"strata: run Mixture-of-Experts models larger than memory"};
@@ -44,6 +56,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "strata: error: %s\n", e.what());
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "strata: error: out of memory\n");
+  } catch (const std::filesystem::filesystem_error& e) {
+    // The path and the system's reason, without the library's "filesystem
+    // error: status:" (which names its own function, not the user's file).
+    std::fprintf(stderr, "strata: error: %s\n", filesystem_message(e).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "strata: error: %s\n", e.what());
   }
