@@ -17,6 +17,7 @@
 #include "cli_support.h"
 #include "local_nginx.h"
 #include "model/model.h"
+#include "error_message.h"
 #include "pack/manifest.h"
 #include "pack/packer.h"
 #include "runtime/attention_timer.h"
@@ -194,6 +195,27 @@ TEST(BudgetModel, APacksExpertsAreItsBlobs) {
   // The identity the loader gives it: `generate`'s heat is found under it.
   EXPECT_EQ(packed.identity, load_model(p.out, {})->identity());
   EXPECT_EQ(source.identity, load_model(p.source, {})->identity());
+}
+
+// A pack whose drive file is cut short, missing or a folder gets no
+// prediction (nor a probe inside that folder): the error a run gives.
+TEST(BudgetModel, APackThatCannotRunIsTheErrorARunGives) {
+  testfiles::TempDir tmp("strata-budget-damaged");
+  PackOptions p;
+  p.source = fixture("ds_mtp");
+  p.out = tmp / "pack";
+  pack_model(p);
+  const fs::path blob = Manifest::load(p.out).drive_file(p.out, 0);
+  auto both_refuse = [&](const std::string& phrase) {
+    testfiles::expect_phrase(testfiles::error_message([&] { read_budget_model(p.out, {}); }), phrase);
+    testfiles::expect_phrase(testfiles::error_message([&] { load_model(p.out, {}); }), phrase);
+  };
+  fs::resize_file(blob, fs::file_size(blob) - 4096);
+  both_refuse("a damaged or truncated pack");
+  fs::rename(blob, tmp / "kept");
+  both_refuse("is not available");
+  fs::create_directory(blob);
+  both_refuse("is a directory");
 }
 
 // gpt-oss ships its experts as MXFP4 (U8 blocks beside biases and scales):

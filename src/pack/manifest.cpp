@@ -394,22 +394,32 @@ Manifest Manifest::load(const fs::path& dir) {
 
 void Manifest::save(const fs::path& path) const { write_file_atomically(path, to_json().dump() + "\n"); }
 
+void check_drive_file(const Manifest& m, const fs::path& dir, uint32_t d) {
+  const fs::path f = m.drive_file(dir, d);
+  const std::string drive = "pack drive " + std::to_string(d) + " (" + m.drives[d].path + ")";
+  std::error_code ec;
+  const fs::file_status st = fs::status(f, ec);
+  if (!fs::exists(st)) throw Error(drive + " is not available: " + f.string() + ": " + (ec ? ec.message() : "no such file"));
+  if (!fs::is_regular_file(st))
+    throw Error(drive + " is not available: " + f.string() + ": " +
+                (fs::is_directory(st) ? "is a directory" : "not a regular file"));
+  // A file cut short fails here, not at the first read past its end.
+  const uint64_t size = fs::file_size(f, ec);
+  if (!ec && size < m.drives[d].bytes)
+    throw Error(f.string() + ": " + std::to_string(size) + " bytes, but the pack wrote " +
+                std::to_string(m.drives[d].bytes) + " (a damaged or truncated pack; run strata pack again)");
+}
+
 ExpertCatalog catalog_from_manifest(const Manifest& m, const fs::path& dir, Storage& storage) {
   ExpertCatalog cat;
   std::vector<FileId> files;
   for (uint32_t d = 0; d < m.drives.size(); ++d) {
-    const fs::path f = m.drive_file(dir, d);
     try {
-      files.push_back(storage.open(f));
+      files.push_back(storage.open(m.drive_file(dir, d)));
     } catch (const Error& e) {
       throw Error("pack drive " + std::to_string(d) + " (" + m.drives[d].path + ") is not available: " + e.what());
     }
-    // A file cut short fails here, not at the first read past its end.
-    std::error_code ec;
-    const uint64_t size = fs::file_size(f, ec);
-    if (!ec && size < m.drives[d].bytes)
-      throw Error(f.string() + ": " + std::to_string(size) + " bytes, but the pack wrote " +
-                  std::to_string(m.drives[d].bytes) + " (a damaged or truncated pack; run strata pack again)");
+    check_drive_file(m, dir, d);
   }
   cat.layers.resize(m.experts.size());
   for (size_t l = 0; l < m.experts.size(); ++l) {

@@ -100,8 +100,13 @@ struct Manifest {
 // trunk's config when a pack is opened).
 nlohmann::json manifest_config_summary(const ModelConfig& c);
 
+// Drive `d`'s file as the pack wrote it: a regular file at least as long as
+// the manifest says. Throws strata::Error naming it otherwise (missing, a
+// folder where it should be, cut short: a damaged or truncated pack).
+void check_drive_file(const Manifest& m, const std::filesystem::path& dir, uint32_t d);
+
 // The manifest's experts as reads of its drive files (checksummed, with the
-// blob header checked on arrival).
+// blob header checked on arrival); each file checked by check_drive_file.
 ExpertCatalog catalog_from_manifest(const Manifest& m, const std::filesystem::path& dir, Storage& storage);
 
 }  // namespace strata

@@ -161,7 +161,10 @@ BudgetModel read_local_budget_model(const fs::path& path, const LoadOptions& opt
       b.expert_matrices = w.gate_up.valid() ? 2 : 3;
     }
     files.clear();
-    for (uint32_t d = 0; d < manifest->drives.size(); ++d) files[manifest->drive_file(path, d).string()] = 0;
+    for (uint32_t d = 0; d < manifest->drives.size(); ++d) {
+      check_drive_file(*manifest, path, d);  // as a run would: no prediction for a pack that cannot run
+      files[manifest->drive_file(path, d).string()] = 0;
+    }
   }
   std::vector<std::pair<uint64_t, fs::path>> by_size;
   for (const auto& [file, bytes] : files) {
