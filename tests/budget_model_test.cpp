@@ -3,6 +3,8 @@
 // command's outputs (JSON, SVG, a clear error without experts); a remote
 // model (nginx serving a hub's layout) from its headers alone.
 #include <gtest/gtest.h>
+
+#include <tuple>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -158,18 +160,28 @@ TEST(BudgetModel, AttentionIsTimedForEveryLayerKind) {
   }
 }
 
-// The resident trunk and the KV cache are what the loader plans for the
-// model streamed under a budget at the same context.
-TEST(BudgetModel, TrunkAndKvBytesAreTheLoadersPlan) {
+// The resident trunk, the KV cache and the step's buffers are what the
+// loader plans for the model streamed under a budget at the same context and
+// thread count: at a small budget (the step narrowed to fit a sixteenth of
+// it, 128 MiB at least), a large one and a context so long that even the
+// narrowest step is large.
+TEST(BudgetModel, TrunkKvAndStepBytesAreTheLoadersPlan) {
   for (const char* name : {"qwen_gqa", "ds_mtp", "k3_mxfp4"}) {
-    LoadOptions o;
-    o.context = 64;
-    o.ram_bytes = 1ull << 30;
-    const BudgetModel b = read_budget_model(fixture(name), o);
-    const std::unique_ptr<Model> m = load_model(fixture(name), o);
-    EXPECT_EQ(b.context, 64);
-    EXPECT_EQ(b.kv_bytes, m->memory_plan().kv) << name;
-    EXPECT_EQ(b.shape.trunk_bytes, m->memory_plan().trunk) << name;
+    for (const auto& [context, ram, threads] :
+         std::vector<std::tuple<int64_t, uint64_t, int>>{{64, 1ull << 30, 2}, {64, 8ull << 30, 3}, {1 << 20, 1ull << 30, 2}}) {
+      LoadOptions o;
+      o.context = context;
+      o.allow_long_context = true;
+      o.ram_bytes = ram;
+      o.threads = threads;
+      o.raise_ram_to_least = true;  // the long context's KV alone is past the budget
+      const BudgetModel b = read_budget_model(fixture(name), o);
+      const std::unique_ptr<Model> m = load_model(fixture(name), o);
+      EXPECT_EQ(b.context, context);
+      EXPECT_EQ(b.kv_bytes, m->memory_plan().kv) << name;
+      EXPECT_EQ(b.shape.trunk_bytes, m->memory_plan().trunk) << name;
+      EXPECT_EQ(planned_step_bytes(b, ram, threads), m->memory_plan().step) << name << " at " << context << ", " << ram;
+    }
   }
 }
 

@@ -40,8 +40,8 @@ float* CpuBackend::host(Tensor t) const {
   return buffers_[t.buffer].get() + t.offset;
 }
 
-CpuBackend::ScratchSizes CpuBackend::scratch_sizes(const StepLimits& l) const {
-  const size_t threads = static_cast<size_t>(pool_.size()), sums = l.widest_in / 32;
+CpuBackend::ScratchSizes CpuBackend::scratch_sizes(const StepLimits& l, size_t threads) {
+  const size_t sums = l.widest_in / 32;
   const size_t ctx = static_cast<size_t>(std::max<int64_t>(l.context, 0)), slots = l.rows * l.experts_per_token;
   ScratchSizes z;
   z.sums = l.rows * sums;
@@ -69,10 +69,16 @@ uint64_t CpuBackend::ScratchSizes::bytes() const {
          depth_scores * sizeof(float);
 }
 
-uint64_t CpuBackend::scratch_bytes(const StepLimits& limits) const { return scratch_sizes(limits).bytes(); }
+uint64_t CpuBackend::scratch_bytes(const StepLimits& limits) const {
+  return scratch_sizes(limits, static_cast<size_t>(pool_.size())).bytes();
+}
+
+uint64_t CpuBackend::scratch_bytes_for(const StepLimits& limits, size_t threads) {
+  return scratch_sizes(limits, threads).bytes();
+}
 
 void CpuBackend::plan(const StepLimits& l) {
-  const ScratchSizes z = scratch_sizes(l);
+  const ScratchSizes z = scratch_sizes(l, static_cast<size_t>(pool_.size()));
   limits_ = l;
   sums_.reset(z.sums);
   rows_.reset(z.rows);

@@ -48,6 +48,8 @@ class CpuBackend final : public Backend {
   void release_tensors() override;
   void plan(const StepLimits& limits) override;
   uint64_t scratch_bytes(const StepLimits& limits) const override;
+  // The same for a CPU backend of `threads` threads, without one.
+  static uint64_t scratch_bytes_for(const StepLimits& limits, size_t threads);
   uint64_t allocated_bytes() const override;
   void upload(Tensor dst, const float* src) override;
   void download(Tensor src, float* dst) override;
@@ -110,7 +112,7 @@ class CpuBackend final : public Backend {
         route_floats, route_ints, combine_order, runs, depth_scores;
     uint64_t bytes() const;
   };
-  ScratchSizes scratch_sizes(const StepLimits& l) const;
+  static ScratchSizes scratch_sizes(const StepLimits& l, size_t threads);
 
   StepLimits limits_;
   ScratchSizes planned_{};

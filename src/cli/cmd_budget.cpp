@@ -163,8 +163,6 @@ int run_budget(const BudgetArgs& a) {
   const uint64_t process = resident_anonymous_bytes();
   m.ram_bytes = budget_ram_bytes(
       a.ram_gib ? std::optional<uint64_t>(static_cast<uint64_t>(*a.ram_gib * (1ull << 30))) : std::nullopt);
-  const uint64_t step = step_reserve_bytes(m.ram_bytes);
-  m.other_resident = model.kv_bytes + step + process;
 
   // (A remote model has no heat of its own here: only --heat gives one.)
   const fs::path heat_path = a.heat.empty() ? default_heat_path(model.identity) : fs::path(a.heat);
@@ -193,6 +191,9 @@ int run_budget(const BudgetArgs& a) {
     if (threads == 0) threads = t->profile.threads;
     if (prefetch.empty()) prefetch = t->profile.prefetch;
   }
+  // The step as a run plans it at this budget and thread count.
+  const uint64_t step = planned_step_bytes(model, m.ram_bytes, threads);
+  m.other_resident = model.kv_bytes + step + process;
   std::vector<Drive> drives = drives_of(model, a.drives);
   const std::optional<ProbeResult> saved = load_probe();
   for (Drive& d : drives) {

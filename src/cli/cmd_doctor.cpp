@@ -45,7 +45,8 @@ int run_doctor(const DoctorArgs& a) {
     const BudgetModel model = read_budget_model(a.model, lo);
     const uint64_t ram = budget_ram_bytes(o.ram_bytes);
     const uint64_t experts = model.shape.total_bytes - model.shape.trunk_bytes - model.token_table_bytes;
-    const uint64_t cache = expert_cache_bytes(model, ram, resident_anonymous_bytes());
+    // (A run at the default thread count.)
+    const uint64_t cache = expert_cache_bytes(model, ram, resident_anonymous_bytes(), 0);
     // Without --ram a model whose experts all fit runs in RAM: nothing is
     // registered. Otherwise its expert cache is.
     o.registered_bytes = !o.ram_bytes && cache >= experts ? 0 : cache;

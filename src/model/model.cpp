@@ -147,8 +147,7 @@ void Model::check_tensors() {
   }
 }
 
-StepSizes Model::step_sizes(size_t rows) const {
-  const ModelConfig& c = config_;
+StepSizes plan_step_sizes(const ModelConfig& c, size_t rows, bool held) {
   StepSizes z;
   z.rows = rows;
   z.logit_rows = std::min<size_t>(rows, kLogitRows);
@@ -164,7 +163,7 @@ StepSizes Model::step_sizes(size_t rows) const {
     z.experts_per_token = static_cast<size_t>(c.num_experts_per_tok);
     z.guess_rows = std::min(rows, kGuessRows);
     for (int64_t l = 0; l < c.num_layers; ++l) z.moe_layers += c.layer_is_moe(l) ? 1 : 0;
-    z.held_rows = backend_->hold_budget() > 0 ? rows : 0;  // a backend that may hold layers routes any step of them
+    z.held_rows = held ? rows : 0;  // a backend that may hold layers routes any step of them
     if (c.latent_width > 0) z.latent_width = static_cast<size_t>(c.latent_width);
   }
   if (c.attn_res_block_size > 0)
@@ -173,11 +172,10 @@ StepSizes Model::step_sizes(size_t rows) const {
   return z;
 }
 
-StepLimits Model::step_limits(const StepSizes& z) const {
-  const ModelConfig& c = config_;
+StepLimits plan_step_limits(const ModelConfig& c, const StepSizes& z, int64_t context) {
   StepLimits l;
   l.rows = z.rows;
-  l.context = context_;
+  l.context = context;
   l.hidden = z.hidden;
   l.experts = z.experts;
   l.experts_per_token = z.experts_per_token;

@@ -74,6 +74,14 @@ std::vector<float> depth_query(WeightBinder& w, const ModelConfig& c, TensorKind
 // the checkpoint and binds the trunk's token table, final norm and output
 // head; attach_experts() hands it the provider its MoE layers fetch routed
 // experts from, and binds the layers. Only then can it run.
+// A step's sizes and its backend's limits for `rows` rows, as a Model of
+// config `c` at `context` positions plans them (`held`: its backend may hold
+// layers, and then routes any step of them). Model::step_bytes() is
+// StepState::bytes() of the one plus its backend's scratch for the other;
+// `strata budget` plans the CPU's step from these without building a Model.
+StepSizes plan_step_sizes(const ModelConfig& c, size_t rows, bool held);
+StepLimits plan_step_limits(const ModelConfig& c, const StepSizes& z, int64_t context);
+
 class Model {
  public:
   Model(Checkpoint checkpoint, const ModelSetup& setup);
@@ -238,9 +246,10 @@ class Model {
   void collect_held_routing(std::span<const Row> rows);
   CacheShape cache_shape() const;
   CacheShape mtp_cache_shape() const;
-  // What the step state holds, for steps of `rows` rows.
-  StepSizes step_sizes(size_t rows) const;
-  StepLimits step_limits(const StepSizes& sizes) const;
+  // What the step state holds, for steps of `rows` rows (plan_step_sizes and
+  // plan_step_limits for this model and backend).
+  StepSizes step_sizes(size_t rows) const { return plan_step_sizes(config_, rows, backend_->hold_budget() > 0); }
+  StepLimits step_limits(const StepSizes& sizes) const { return plan_step_limits(config_, sizes, context_); }
 
   std::filesystem::path dir_;
   std::string identity_;

@@ -18,6 +18,7 @@
 #include "pack/manifest.h"
 #include "pack/remote_headers.h"
 #include "runtime/attention_timer.h"
+#include "runtime/loader.h"
 #include "runtime/product_timer.h"
 #include "util/error.h"
 #include "util/process_memory.h"
@@ -34,10 +35,13 @@ uint64_t budget_ram_bytes(std::optional<uint64_t> ram_bytes) {
   return budget_from_available(resident_anonymous_bytes(), available);
 }
 
-uint64_t step_reserve_bytes(uint64_t ram_bytes) { return std::max<uint64_t>(128ull << 20, ram_bytes / 16); }
+uint64_t planned_step_bytes(const BudgetModel& model, uint64_t ram_bytes, int threads) {
+  return planned_cpu_step_bytes(model.config, model.context, ram_bytes, threads);
+}
 
-uint64_t expert_cache_bytes(const BudgetModel& model, uint64_t ram_bytes, uint64_t process_bytes) {
-  const uint64_t held = model.shape.trunk_bytes + model.kv_bytes + step_reserve_bytes(ram_bytes) + process_bytes;
+uint64_t expert_cache_bytes(const BudgetModel& model, uint64_t ram_bytes, uint64_t process_bytes, int threads) {
+  const uint64_t held =
+      model.shape.trunk_bytes + model.kv_bytes + planned_step_bytes(model, ram_bytes, threads) + process_bytes;
   const uint64_t experts = model.shape.total_bytes - model.shape.trunk_bytes - model.token_table_bytes;
   return ram_bytes > held ? std::min(ram_bytes - held, experts) : 0;
 }

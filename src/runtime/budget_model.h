@@ -61,11 +61,13 @@ struct BudgetModel {
 // The process's budget: `ram_bytes` when given, else what the loader derives
 // from the memory available. Throws strata::Error when that cannot be read.
 uint64_t budget_ram_bytes(std::optional<uint64_t> ram_bytes);
-// The step's buffers the loader gives a budget: a sixteenth, 128 MiB at least.
-uint64_t step_reserve_bytes(uint64_t ram_bytes);
+// The step's buffers a run of the model plans on the CPU with `threads`
+// threads (0: the default count) under `ram_bytes` (loader.h's
+// planned_cpu_step_bytes at the model's context).
+uint64_t planned_step_bytes(const BudgetModel& model, uint64_t ram_bytes, int threads);
 // What is left of `ram_bytes` for the expert cache, at most every expert:
 // the budget less the trunk, the KV cache, the step and `process_bytes`.
-uint64_t expert_cache_bytes(const BudgetModel& model, uint64_t ram_bytes, uint64_t process_bytes);
+uint64_t expert_cache_bytes(const BudgetModel& model, uint64_t ram_bytes, uint64_t process_bytes, int threads);
 
 // Throws strata::Error naming the path when it is not a model strata opens,
 // or has no routed experts.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "backend/cpu_backend.h"
 #include "model/checkpoint.h"
 #include "model/expert_catalog.h"
 #include "model/expert_heat.h"
@@ -19,6 +20,7 @@
 #include "util/page_cache.h"
 #include "util/process_memory.h"
 #include "util/progress.h"
+#include "util/thread_pool.h"
 
 namespace strata {
 
@@ -101,9 +103,11 @@ bool fits(uint64_t need, uint64_t baseline, uint64_t available) {
 // sixteenth of it, and at least kMinStepShare: the widest step within that,
 // of kMinStepRows at least. (A wider step reads a prompt's experts fewer
 // times; what it takes, the expert cache loses.)
+uint64_t step_share(uint64_t ram) { return std::max(kMinStepShare, ram / 16); }
+
 void fit_step_to_budget(Model& model, const LoadOptions& options, uint64_t ram) {
   if (ram == 0 || options.max_batch > 0) return;
-  const int64_t widest = widest_step_within(model, std::max(kMinStepShare, ram / 16));
+  const int64_t widest = widest_step_within(model, step_share(ram));
   model.set_max_batch_rows(options.max_batch_cap > 0 ? std::min(widest, options.max_batch_cap) : widest);
 }
 
@@ -271,15 +275,28 @@ Budget choose_budget(const Model& model, const LoadOptions& options, uint64_t ba
 
 }  // namespace
 
-int64_t widest_step_within(const Model& model, uint64_t bytes) {
-  const uint64_t one_row = model.step_bytes(1);
+int64_t widest_step_within(const std::function<uint64_t(size_t rows)>& step_bytes, uint64_t bytes) {
+  const uint64_t one_row = step_bytes(1);
   int64_t lo = kMinStepRows, hi = kMaxStepRows;
   while (lo < hi) {
     const int64_t mid = (lo + hi + 1) / 2;
-    if (model.step_bytes(static_cast<size_t>(mid)) - one_row <= bytes) lo = mid;
+    if (step_bytes(static_cast<size_t>(mid)) - one_row <= bytes) lo = mid;
     else hi = mid - 1;
   }
   return lo;
+}
+
+int64_t widest_step_within(const Model& model, uint64_t bytes) {
+  return widest_step_within([&](size_t rows) { return model.step_bytes(rows); }, bytes);
+}
+
+uint64_t planned_cpu_step_bytes(const ModelConfig& c, int64_t context, uint64_t ram, int threads) {
+  const size_t pool = static_cast<size_t>(threads > 0 ? threads : default_thread_count());
+  auto bytes = [&](size_t rows) {
+    const StepSizes z = plan_step_sizes(c, rows, /*held=*/false);
+    return StepState::bytes(z) + CpuBackend::scratch_bytes_for(plan_step_limits(c, z, context), pool);
+  };
+  return bytes(static_cast<size_t>(widest_step_within(bytes, step_share(ram))));
 }
 
 std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadOptions& options) {

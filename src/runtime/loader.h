@@ -126,6 +126,14 @@ int64_t plan_context(const ModelConfig& c, const LoadOptions& o, const std::file
 // beyond what a one-row step needs, fit in `bytes`; 16 when none does. Under
 // a budget the loader gives the step a sixteenth of it, 128 MiB at least.
 int64_t widest_step_within(const Model& model, uint64_t bytes);
+// The same over any step's bytes by rows.
+int64_t widest_step_within(const std::function<uint64_t(size_t rows)>& step_bytes, uint64_t bytes);
+
+// The step's buffers (StepState and the CPU backend's scratch) that a model
+// of config `c` at `context` positions plans on the CPU with `threads`
+// threads under a budget of `ram` bytes, as the loader fits them: what
+// `strata budget` counts without building the model.
+uint64_t planned_cpu_step_bytes(const ModelConfig& c, int64_t context, uint64_t ram, int threads);
 
 // Opens the model at `path` (HF directory, GGUF file or pack) ready to run:
 // open_model, then warm_model. Throws strata::Error naming the path and the
