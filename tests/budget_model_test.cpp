@@ -4,6 +4,7 @@
 // model (nginx serving a hub's layout) from its headers alone.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <tuple>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -166,22 +167,41 @@ TEST(BudgetModel, AttentionIsTimedForEveryLayerKind) {
 // it, 128 MiB at least), a large one and a context so long that even the
 // narrowest step is large.
 TEST(BudgetModel, TrunkKvAndStepBytesAreTheLoadersPlan) {
+  struct Case {
+    int64_t context;
+    uint64_t ram;
+    int threads;  // 0: the default count
+    int64_t cap;  // a tuned profile's prefill rows (0: none)
+  };
   for (const char* name : {"qwen_gqa", "ds_mtp", "k3_mxfp4"}) {
-    for (const auto& [context, ram, threads] :
-         std::vector<std::tuple<int64_t, uint64_t, int>>{{64, 1ull << 30, 2}, {64, 8ull << 30, 3}, {1 << 20, 1ull << 30, 2}}) {
+    std::set<int64_t> rows_seen;
+    for (const Case& k : std::vector<Case>{{64, 1ull << 30, 2, 0},
+                                           {64, 8ull << 30, 0, 0},
+                                           {64, 1ull << 30, 3, 100},
+                                           {1 << 16, 1ull << 30, 2, 0},
+                                           {1 << 20, 1ull << 30, 2, 0}}) {
       LoadOptions o;
-      o.context = context;
+      o.context = k.context;
       o.allow_long_context = true;
-      o.ram_bytes = ram;
-      o.threads = threads;
+      o.ram_bytes = k.ram;
+      o.threads = k.threads;
+      o.max_batch_cap = k.cap;
       o.raise_ram_to_least = true;  // the long context's KV alone is past the budget
       const BudgetModel b = read_budget_model(fixture(name), o);
       const std::unique_ptr<Model> m = load_model(fixture(name), o);
-      EXPECT_EQ(b.context, context);
-      EXPECT_EQ(b.kv_bytes, m->memory_plan().kv) << name;
-      EXPECT_EQ(b.shape.trunk_bytes, m->memory_plan().trunk) << name;
-      EXPECT_EQ(planned_step_bytes(b, ram, threads), m->memory_plan().step) << name << " at " << context << ", " << ram;
+      const std::string at = std::string(name) + " at " + std::to_string(k.context) + ", " + std::to_string(k.ram);
+      EXPECT_EQ(b.context, k.context);
+      EXPECT_EQ(b.kv_bytes, m->memory_plan().kv) << at;
+      EXPECT_EQ(b.shape.trunk_bytes, m->memory_plan().trunk) << at;
+      const PlannedStep step = planned_step(b, k.ram, k.threads, k.cap);
+      EXPECT_EQ(step.bytes, m->memory_plan().step) << at;
+      EXPECT_EQ(step.rows, m->max_batch_rows()) << at;
+      rows_seen.insert(step.rows);
     }
+    // The widest step (4096 rows), the cap, and steps narrowed by the
+    // context's scratch: the search was exercised, not only its ends.
+    EXPECT_TRUE(rows_seen.count(4096) && rows_seen.count(100)) << name;
+    EXPECT_GE(rows_seen.size(), 3u) << name;
   }
 }
 

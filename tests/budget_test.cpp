@@ -98,6 +98,32 @@ TEST(Budget, APromptsReadsOverlapItsComputeWhereTheCacheReadsAhead) {
   EXPECT_NEAR(p.by_drives[0].ttft_s, 734.545, 1e-2);
 }
 
+// A prompt longer than the planned step runs in several: each reads its own
+// experts again unless the cache holds every one the prompt picks.
+// (Hand-computed: distinct(n) = 896 (1 − (1 − 16/896)^n).)
+TEST(Budget, APromptInSeveralStepsReadsEachStepsExperts) {
+  BudgetMachine m = laptop();
+  m.ram_bytes = 150'000'000'000;  // 2108 slots, far from the prompt's 82424
+  m.step_rows = 200;
+  BudgetPrediction p = predict_budget(kimi_k3(), m, 512);
+  // Steps of 200, 200 and 112 rows: 2 · 871.6084 + 776.9114 experts a layer,
+  // · 92 · 17.55 MB = 4068.999 GB, 156.49996 s at 26 GB/s; a step's layer
+  // picks 871.6084, of which the guesses hold 527: g = 0.604629;
+  // 0.604629 · (156.49996 + 5.12 / 92) + 0.395371 · (156.49996 + 5.12).
+  EXPECT_NEAR(static_cast<double>(p.prompt_read_bytes), 4068.999e9, 1e6);
+  EXPECT_NEAR(p.by_drives[3].ttft_s, 158.5579, 1e-3);
+  // Where the cache holds the whole prompt's experts, they are read once.
+  m.ram_bytes = 1'600'000'000'000;
+  p = predict_budget(kimi_k3(), m, 512);
+  EXPECT_NEAR(static_cast<double>(p.prompt_read_bytes), 1446.54e9, 0.01e9);
+  // A step as wide as the prompt, or wider: one step.
+  m.ram_bytes = 150'000'000'000;
+  for (int64_t rows : {512, 4096}) {
+    m.step_rows = rows;
+    EXPECT_NEAR(static_cast<double>(predict_budget(kimi_k3(), m, 512).prompt_read_bytes), 1446.54e9, 0.01e9);
+  }
+}
+
 TEST(Budget, TooLittleRamSaysWhatIsNeeded) {
   BudgetMachine m = laptop();
   m.ram_bytes = 113'500'000'000;

@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -343,6 +344,7 @@ TEST(RemoteHttp, ARefusedConnectionIsGivenUpOnSoonUntilAServerHasAnswered) {
   FaultHttpServer server(body);
   const std::vector<uint8_t> got = http.read_range(server.url(), 0, 100);
   EXPECT_EQ(std::string(got.begin(), got.end()), body.substr(0, 100));
+  EXPECT_TRUE(http.answered());
   slept.clear();
   e = error_of([&] { http.read_range(nowhere, 0, 10); });
   EXPECT_NE(e.find("after 8 tries"), std::string::npos) << e;
@@ -352,6 +354,29 @@ TEST(RemoteHttp, ARefusedConnectionIsGivenUpOnSoonUntilAServerHasAnswered) {
   http.fetch_ranges(2, batch.feed());
   ASSERT_TRUE(batch.results[0].ended);
   EXPECT_NE(batch.results[0].error.find("after 8 tries"), std::string::npos) << batch.results[0].error;
+
+  // Any answer counts, a HEAD's, a batch's, or one that is an error (a 404).
+  testfiles::TempDir root("strata-refused-root");
+  root.write("blob.bin", body);
+  LocalNginx nginx(root.path());
+  ASSERT_TRUE(nginx.running()) << nginx.log();
+  auto answered_by = [&](const std::function<void(HttpClient&)>& ask) {
+    HttpClient fresh({}, policy);
+    fresh.set_sleep([](double) {});
+    try {
+      ask(fresh);
+    } catch (const Error&) {
+    }
+    return fresh.answered();
+  };
+  EXPECT_TRUE(answered_by([&](HttpClient& h) { h.head(nginx.url() + "/blob.bin"); }));
+  EXPECT_TRUE(answered_by([&](HttpClient& h) { h.read_range(nginx.url() + "/absent.bin", 0, 10); }));
+  EXPECT_TRUE(answered_by([&](HttpClient& h) {
+    RangeBatch one;
+    one.add(nginx.url() + "/absent.bin", 0, 10);
+    h.fetch_ranges(1, one.feed());
+  }));
+  EXPECT_FALSE(answered_by([&](HttpClient& h) { h.head(nowhere); }));
 }
 
 // cancel() from another thread ends a batch stuck on a stalled server at once.

@@ -185,15 +185,19 @@ int run_budget(const BudgetArgs& a) {
 
   // The runs' settings where the tuned profile gives them, as generate takes them.
   int threads = a.threads;
+  int64_t step_cap = 0;
   std::string prefetch = a.prefetch, profile_used;
   if (const std::optional<TunedProfile> t = tuned_profile(a.profile)) {
     profile_used = t->path.string();
     if (threads == 0) threads = t->profile.threads;
     if (prefetch.empty()) prefetch = t->profile.prefetch;
+    step_cap = t->profile.max_batch;
   }
   // The step as a run plans it at this budget and thread count.
-  const uint64_t step = planned_step_bytes(model, m.ram_bytes, threads);
+  const PlannedStep planned = planned_step(model, m.ram_bytes, threads, step_cap);
+  const uint64_t step = planned.bytes;
   m.other_resident = model.kv_bytes + step + process;
+  m.step_rows = planned.rows;
   std::vector<Drive> drives = drives_of(model, a.drives);
   const std::optional<ProbeResult> saved = load_probe();
   for (Drive& d : drives) {
@@ -201,7 +205,7 @@ int run_budget(const BudgetArgs& a) {
     m.drive_gbps.push_back(d.gbps);
   }
 
-  const BudgetCompute compute = measure_compute(model, threads, prompt);
+  const BudgetCompute compute = measure_compute(model, threads, prompt, planned.rows);
   m.decode_compute_s = compute.decode_s;
   m.prefill_compute_s = compute.prefill_s;
   m.prefetch = prefetch != "off";
@@ -232,6 +236,7 @@ int run_budget(const BudgetArgs& a) {
     for (const Drive& d : drives) listed.push_back({{"path", d.target.string()}, {"gbps", d.gbps}, {"source", d.source}});
     j["machine"] = {{"ram_bytes", m.ram_bytes},
                     {"step_bytes", step},
+                    {"step_rows", planned.rows},
                     {"process_bytes", process},
                     {"drives", listed},
                     {"decode_compute_s", compute.decode_s},

@@ -45,8 +45,19 @@ int run_doctor(const DoctorArgs& a) {
     const BudgetModel model = read_budget_model(a.model, lo);
     const uint64_t ram = budget_ram_bytes(o.ram_bytes);
     const uint64_t experts = model.shape.total_bytes - model.shape.trunk_bytes - model.token_table_bytes;
-    // (A run at the default thread count.)
-    const uint64_t cache = expert_cache_bytes(model, ram, resident_anonymous_bytes(), 0);
+    // The cache a run would have: its threads and step as this machine's
+    // tuned profile sets them, where there is one (a profile a run refuses,
+    // generate says so; here the defaults stand).
+    int threads = 0;
+    int64_t step_cap = 0;
+    try {
+      if (const std::optional<TunedProfile> t = tuned_profile("")) {
+        threads = t->profile.threads;
+        step_cap = t->profile.max_batch;
+      }
+    } catch (const Error&) {
+    }
+    const uint64_t cache = expert_cache_bytes(model, ram, resident_anonymous_bytes(), threads, step_cap);
     // Without --ram a model whose experts all fit runs in RAM: nothing is
     // registered. Otherwise its expert cache is.
     o.registered_bytes = !o.ram_bytes && cache >= experts ? 0 : cache;

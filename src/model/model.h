@@ -70,10 +70,6 @@ struct MtpLayer {
 // proj.weight, one vector (the tensors of `layer`, or -1 for the model's own).
 std::vector<float> depth_query(WeightBinder& w, const ModelConfig& c, TensorKind norm, TensorKind proj, int64_t layer);
 
-// A model is built in two steps by runtime/loader.h: the constructor takes
-// the checkpoint and binds the trunk's token table, final norm and output
-// head; attach_experts() hands it the provider its MoE layers fetch routed
-// experts from, and binds the layers. Only then can it run.
 // A step's sizes and its backend's limits for `rows` rows, as a Model of
 // config `c` at `context` positions plans them (`held`: its backend may hold
 // layers, and then routes any step of them). Model::step_bytes() is
@@ -82,6 +78,10 @@ std::vector<float> depth_query(WeightBinder& w, const ModelConfig& c, TensorKind
 StepSizes plan_step_sizes(const ModelConfig& c, size_t rows, bool held);
 StepLimits plan_step_limits(const ModelConfig& c, const StepSizes& z, int64_t context);
 
+// A model is built in two steps by runtime/loader.h: the constructor takes
+// the checkpoint and binds the trunk's token table, final norm and output
+// head; attach_experts() hands it the provider its MoE layers fetch routed
+// experts from, and binds the layers. Only then can it run.
 class Model {
  public:
   Model(Checkpoint checkpoint, const ModelSetup& setup);

@@ -414,12 +414,12 @@ ExpertCatalog catalog_from_manifest(const Manifest& m, const fs::path& dir, Stor
   ExpertCatalog cat;
   std::vector<FileId> files;
   for (uint32_t d = 0; d < m.drives.size(); ++d) {
+    check_drive_file(m, dir, d);  // as budget says it
     try {
       files.push_back(storage.open(m.drive_file(dir, d)));
     } catch (const Error& e) {
       throw Error("pack drive " + std::to_string(d) + " (" + m.drives[d].path + ") is not available: " + e.what());
     }
-    check_drive_file(m, dir, d);
   }
   cat.layers.resize(m.experts.size());
   for (size_t l = 0; l < m.experts.size(); ++l) {

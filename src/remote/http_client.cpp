@@ -63,6 +63,17 @@ struct Transient {
   bool refused = false;  // the connection was refused (or could not be made)
 };
 
+// Notes that a server answered (the try got an HTTP status) however the try
+// ends: judge_try throws for a final answer (404, 403, ...).
+struct NoteAnswer {
+  bool& answered;
+  const long& status;
+  NoteAnswer(bool& a, const long& s) : answered(a), status(s) {}
+  NoteAnswer(const NoteAnswer&) = delete;
+  NoteAnswer& operator=(const NoteAnswer&) = delete;
+  ~NoteAnswer() { answered = answered || status > 0; }
+};
+
 bool retryable_curl_code(CURLcode c) {
   switch (c) {
     case CURLE_COULDNT_CONNECT:
@@ -371,8 +382,8 @@ HttpHead HttpClient::head(const std::string& url, bool follow_redirects) {
     x.follow = follow_redirects;
     x.cancelled = &cancelled_;
     long status = 0;
+    const NoteAnswer note{answered_, status};
     const std::optional<Transient> t = run_once(easy_->curl, url, auth_, retry_, x, status);
-    answered_ = answered_ || status > 0;
     if (!t) {
       if (status >= 400 && status != 401 && status != 403 && status != 404)
         throw Error(url_for_messages(url) + ": HTTP " + std::to_string(status));
@@ -410,8 +421,8 @@ void HttpClient::read_range(const std::string& url, uint64_t offset, uint64_t le
     x.sink = &sink;
     x.expect_etag = expect_etag;
     long status = 0;
+    const NoteAnswer note{answered_, status};
     const std::optional<Transient> t = run_once(easy_->curl, url, auth_, retry_, x, status);
-    answered_ = answered_ || status > 0;
     done += x.delivered;
     ++tries;
     if (!t || done >= length) continue;
@@ -506,10 +517,10 @@ void HttpClient::fetch_ranges(int max_in_flight, const std::function<std::option
   auto settle = [&](Slot& s, CURLcode code) {
     std::unique_ptr<Job> j = stop(s);
     long status = 0;
+    const NoteAnswer note{answered_, status};
     std::optional<Transient> t;
     try {
       t = judge_try(s.curl, j->r.url, code, s.err, s.x, status);
-      answered_ = answered_ || status > 0;
     } catch (const std::exception& e) {
       finish(*j, e.what());
       return;

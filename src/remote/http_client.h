@@ -12,6 +12,8 @@
 // - Retried with exponential backoff (RetryPolicy), honouring Retry-After:
 //   429 and 5xx answers, dropped or refused connections, timeouts, and a
 //   body that stalls (below 1 KiB/s for `stall_seconds`) or ends early. A
+//   connection refused before any server has answered this client (a wrong
+//   address, nothing listening) gets only `refused_attempts` tries. A
 //   body cut short is resumed from the first byte not received, so what
 //   arrived is kept. Any other 4xx (401, 403, 404, 416, ...) is not retried:
 //   one strata::Error naming the URL (without its query, which may hold a
@@ -123,6 +125,12 @@ class HttpClient {
   // How many requests were retried and why (the last reason), for stats.
   int64_t retries() const { return retries_; }
   const std::string& last_retry_reason() const { return last_retry_reason_; }
+
+  // Whether a server has answered this client (see RetryPolicy::
+  // refused_attempts); mark_answered() carries it to another connection to
+  // the same source.
+  bool answered() const { return answered_; }
+  void mark_answered() { answered_ = true; }
 
   // Tests: no sleeping between tries.
   // fetch_ranges calls it with each backoff and does not wait itself.

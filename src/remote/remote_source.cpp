@@ -50,7 +50,12 @@ RemoteSource::RemoteSource(SourceLocation where, RetryPolicy retry, std::string 
     : where_(std::move(where)), retry_(retry), http_(std::make_unique<HttpClient>(where_.auth, retry)),
       commit_(std::move(commit)) {}
 
-RemoteSource RemoteSource::another_connection() const { return RemoteSource(where_, retry_, commit_); }
+RemoteSource RemoteSource::another_connection() const {
+  RemoteSource other(where_, retry_, commit_);
+  // The source has answered: a refusal on the new connection is a restart.
+  if (http_->answered()) other.http_->mark_answered();
+  return other;
+}
 
 RemoteSource::RemoteSource(SourceLocation where, RetryPolicy retry)
     : where_(std::move(where)), retry_(retry), http_(std::make_unique<HttpClient>(where_.auth, retry)) {

@@ -81,7 +81,8 @@ class RemoteSource {
   explicit RemoteSource(SourceLocation where, RetryPolicy retry = {});
 
   // Another connection to the same source at the same pinned commit (no
-  // request is made), for fetching in parallel.
+  // request is made), for fetching in parallel. Once this one has been
+  // answered, a refused connection on the other is a restart (all tries).
   RemoteSource another_connection() const;
 
   const SourceLocation& location() const { return where_; }

@@ -35,13 +35,14 @@ uint64_t budget_ram_bytes(std::optional<uint64_t> ram_bytes) {
   return budget_from_available(resident_anonymous_bytes(), available);
 }
 
-uint64_t planned_step_bytes(const BudgetModel& model, uint64_t ram_bytes, int threads) {
-  return planned_cpu_step_bytes(model.config, model.context, ram_bytes, threads);
+PlannedStep planned_step(const BudgetModel& model, uint64_t ram_bytes, int threads, int64_t cap) {
+  return planned_cpu_step(model.config, model.context, ram_bytes, threads, cap);
 }
 
-uint64_t expert_cache_bytes(const BudgetModel& model, uint64_t ram_bytes, uint64_t process_bytes, int threads) {
+uint64_t expert_cache_bytes(const BudgetModel& model, uint64_t ram_bytes, uint64_t process_bytes, int threads,
+                            int64_t cap) {
   const uint64_t held =
-      model.shape.trunk_bytes + model.kv_bytes + planned_step_bytes(model, ram_bytes, threads) + process_bytes;
+      model.shape.trunk_bytes + model.kv_bytes + planned_step(model, ram_bytes, threads, cap).bytes + process_bytes;
   const uint64_t experts = model.shape.total_bytes - model.shape.trunk_bytes - model.token_table_bytes;
   return ram_bytes > held ? std::min(ram_bytes - held, experts) : 0;
 }
@@ -201,7 +202,8 @@ const char* timed_format(const std::string& expert_dtype) {
   return expert_dtype == "MXFP4" || expert_dtype == "U8" ? "MXFP4" : "Q8_0";
 }
 
-BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t prompt_tokens, double seconds) {
+BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t prompt_tokens, int64_t step_rows,
+                              double seconds) {
   BudgetCompute r;
   r.timed_as = timed_format(model.expert_dtype);
   r.trunk_timed_as = timed_format(model.trunk_dtype);
@@ -209,8 +211,10 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
   ThreadPool pool(threads > 0 ? threads : default_thread_count());
   const BudgetShape& s = model.shape;
   const size_t trunk_rows = 64;
-  const size_t expert_rows = static_cast<size_t>(std::clamp<int64_t>(
-      std::max<int64_t>(prompt_tokens, 1) * s.experts_per_token / std::max<int64_t>(s.experts, 1), 1, 64));
+  const int64_t step = step_rows > 0 ? std::min(std::max<int64_t>(prompt_tokens, 1), step_rows)
+                                     : std::max<int64_t>(prompt_tokens, 1);
+  const size_t expert_rows = static_cast<size_t>(
+      std::clamp<int64_t>(step * s.experts_per_token / std::max<int64_t>(s.experts, 1), 1, 64));
   // The rate of `rows`-row products in a format, weights from memory.
   auto rate = [&](const ProductTimer& t, size_t rows) {
     return static_cast<double>(t.matrix_bytes()) * static_cast<double>(rows) / t.seconds(rows, pool, seconds / 4) / 1e9;

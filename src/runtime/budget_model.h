@@ -61,13 +61,16 @@ struct BudgetModel {
 // The process's budget: `ram_bytes` when given, else what the loader derives
 // from the memory available. Throws strata::Error when that cannot be read.
 uint64_t budget_ram_bytes(std::optional<uint64_t> ram_bytes);
-// The step's buffers a run of the model plans on the CPU with `threads`
-// threads (0: the default count) under `ram_bytes` (loader.h's
-// planned_cpu_step_bytes at the model's context).
-uint64_t planned_step_bytes(const BudgetModel& model, uint64_t ram_bytes, int threads);
+// The step a run of the model plans on the CPU with `threads` threads (0:
+// the default count) under `ram_bytes`, its rows at most `cap` (a tuned
+// profile's max_batch; 0: none): its rows and buffers (loader.h's
+// planned_cpu_step at the model's context).
+PlannedStep planned_step(const BudgetModel& model, uint64_t ram_bytes, int threads, int64_t cap = 0);
 // What is left of `ram_bytes` for the expert cache, at most every expert:
-// the budget less the trunk, the KV cache, the step and `process_bytes`.
-uint64_t expert_cache_bytes(const BudgetModel& model, uint64_t ram_bytes, uint64_t process_bytes, int threads);
+// the budget less the trunk, the KV cache, the step (as planned_step's) and
+// `process_bytes`.
+uint64_t expert_cache_bytes(const BudgetModel& model, uint64_t ram_bytes, uint64_t process_bytes, int threads,
+                            int64_t cap = 0);
 
 // Throws strata::Error naming the path when it is not a model strata opens,
 // or has no routed experts.
@@ -95,8 +98,10 @@ const char* timed_format(const std::string& expert_dtype);
 
 // About `seconds` of kernel runs at `threads` (0: all cores; up to twice that
 // when the trunk's format is not the experts' and with attention). A prompt of
-// `prompt_tokens` gives each expert about prompt · k / E rows of a step
-// (1 to 64), the trunk 64: the prompt token's share is timed so.
-BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t prompt_tokens, double seconds = 1.0);
+// `prompt_tokens` runs in steps of at most `step_rows` rows (0: one step),
+// each giving an expert about rows · k / E of them (1 to 64), the trunk 64:
+// the prompt token's share is timed so.
+BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t prompt_tokens, int64_t step_rows = 0,
+                              double seconds = 1.0);
 
 }  // namespace strata

@@ -290,13 +290,17 @@ int64_t widest_step_within(const Model& model, uint64_t bytes) {
   return widest_step_within([&](size_t rows) { return model.step_bytes(rows); }, bytes);
 }
 
-uint64_t planned_cpu_step_bytes(const ModelConfig& c, int64_t context, uint64_t ram, int threads) {
+PlannedStep planned_cpu_step(const ModelConfig& c, int64_t context, uint64_t ram, int threads, int64_t cap) {
   const size_t pool = static_cast<size_t>(threads > 0 ? threads : default_thread_count());
   auto bytes = [&](size_t rows) {
     const StepSizes z = plan_step_sizes(c, rows, /*held=*/false);
     return StepState::bytes(z) + CpuBackend::scratch_bytes_for(plan_step_limits(c, z, context), pool);
   };
-  return bytes(static_cast<size_t>(widest_step_within(bytes, step_share(ram))));
+  PlannedStep step;
+  const int64_t widest = widest_step_within(bytes, step_share(ram));
+  step.rows = cap > 0 ? std::min(widest, cap) : widest;
+  step.bytes = bytes(static_cast<size_t>(step.rows));
+  return step;
 }
 
 std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadOptions& options) {

@@ -129,11 +129,17 @@ int64_t widest_step_within(const Model& model, uint64_t bytes);
 // The same over any step's bytes by rows.
 int64_t widest_step_within(const std::function<uint64_t(size_t rows)>& step_bytes, uint64_t bytes);
 
-// The step's buffers (StepState and the CPU backend's scratch) that a model
-// of config `c` at `context` positions plans on the CPU with `threads`
-// threads under a budget of `ram` bytes, as the loader fits them: what
-// `strata budget` counts without building the model.
-uint64_t planned_cpu_step_bytes(const ModelConfig& c, int64_t context, uint64_t ram, int threads);
+// The step a model of config `c` at `context` positions plans on the CPU
+// with `threads` threads (0: the default count) under a budget of `ram`
+// bytes, as the loader fits it (its rows at most `cap`, a tuned profile's
+// max_batch_cap; 0: none): its rows and its buffers' bytes (StepState and
+// the CPU backend's scratch). `strata budget` counts it without building the
+// model.
+struct PlannedStep {
+  int64_t rows = 0;
+  uint64_t bytes = 0;
+};
+PlannedStep planned_cpu_step(const ModelConfig& c, int64_t context, uint64_t ram, int threads, int64_t cap = 0);
 
 // Opens the model at `path` (HF directory, GGUF file or pack) ready to run:
 // open_model, then warm_model. Throws strata::Error naming the path and the

@@ -192,8 +192,9 @@ TuneProfile run_tune(const TuneOptions& o) {
     expert_bytes = m.shape.expert_bytes;
     mxfp4 = std::string(timed_format(m.expert_dtype)) == "MXFP4";
     // A model that cannot run within the budget is the loader's one error
-    // now, not a skipped run after minutes of measuring.
-    (void)load_model(o.model, streamed_cold(o));
+    // now, not a skipped run after minutes of measuring (open_model: every
+    // check of loading, without reading the trunk in).
+    (void)open_model(o.model, streamed_cold(o));
   }
   say(o, "threads: products over a matrix larger than the caches");
   tune_threads(o, mxfp4, p);
