@@ -245,6 +245,7 @@ int run_budget(const BudgetArgs& a) {
                     {"prefill_attention_s_per_token", compute.prefill_attention_s},
                     {"decode_gbps", compute.decode_gbps},
                     {"prefill_compute_s_per_token", compute.prefill_s},
+                    {"prefill_experts_busy", compute.prefill_experts_busy},
                     {"compute_timed_as", compute.timed_as},
                     {"trunk_timed_as", compute.trunk_timed_as},
                     {"trunk_decode_gbps", compute.trunk_decode_gbps},

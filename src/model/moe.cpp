@@ -1,7 +1,9 @@
 #include "model/moe.h"
 
 #include <algorithm>
+#include <span>
 #include <string>
+#include <vector>
 #include <utility>
 
 #include "model/weights.h"
@@ -129,8 +131,34 @@ void MoeBlock::note_shapes(const ExpertWeights& w) const {
     }
 }
 
+namespace {
+
 // Token groups up to this size are computed an expert per thread.
 constexpr size_t kExpertsInParallelRows = 4;
+
+// A product split over the threads is split in groups of this many output
+// rows (kernels/linear.cpp: four tiles of 16 for interleaved matrices).
+constexpr size_t kSplitRows = 64;
+
+}  // namespace
+
+ExpertThreading expert_threading(size_t groups, const std::function<uint32_t(size_t)>& rows_of, size_t threads,
+                                 size_t expert_width, size_t width) {
+  ExpertThreading t;
+  if (threads <= 1 || groups == 0) return t;
+  std::vector<uint64_t> load(std::min(threads, groups), 0);
+  uint64_t total = 0;
+  for (size_t i = 0; i < groups; ++i) {
+    *std::min_element(load.begin(), load.end()) += rows_of(i);
+    total += rows_of(i);
+  }
+  const uint64_t most = *std::max_element(load.begin(), load.end());
+  t.one_per_thread = most ? static_cast<double>(total) / (static_cast<double>(threads) * static_cast<double>(most)) : 1.0;
+  auto waves = [&](size_t out) { return ((out + kSplitRows - 1) / kSplitRows + threads - 1) / threads; };
+  t.split = static_cast<double>(2 * expert_width + width) /
+            (static_cast<double>(threads * kSplitRows) * static_cast<double>(2 * waves(expert_width) + waves(width)));
+  return t;
+}
 
 void MoeBlock::forward_held(Tensor x, size_t n, Tensor out, Backend& b, StepState& step) const {
   const size_t K = static_cast<size_t>(c_.num_experts_per_tok), hidden = static_cast<size_t>(c_.hidden_size);
@@ -228,11 +256,18 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
   if (latent_) b.linear(latent_->down, x, n, expert_in);
   b.gather_rows(expert_in, width, std::span<const uint32_t>(step.gather).first(slots), step.xs);
 
-  // Experts with small token groups (decode, and prefill over many experts)
-  // run one per thread, each on its own: no barrier per product. Otherwise
-  // each product is split over the threads.
+  // Experts run one per thread, each on its own (no barrier per product),
+  // where that keeps the threads busier than splitting each product over
+  // them: small token groups (decode), and prefill over many experts, or
+  // over products too narrow to split over every thread.
   const size_t threads = static_cast<size_t>(b.threads());
-  const bool per_thread = threads > 1 && (largest <= kExpertsInParallelRows || step.unique.size() >= 4 * threads);
+  auto busy = [&] {
+    const ExpertThreading t =
+        expert_threading(step.unique.size(), [&](size_t i) { return step.count[static_cast<size_t>(step.unique[i])]; },
+                         threads, static_cast<size_t>(c_.moe_intermediate_size), width);
+    return t.one_per_thread >= t.split;
+  };
+  const bool per_thread = threads > 1 && (largest <= kExpertsInParallelRows || busy());
   const size_t most = b.groups_experts() || (per_thread && fetch.all_ready()) ? step.unique.size()
                       : per_thread                                          ? 4 * threads
                                                                             : 1;

@@ -22,6 +22,23 @@ namespace strata {
 
 class WeightBinder;
 
+// How busy a step's routed experts keep `threads` threads, as shares of
+// them (0..1), run one per thread and split: the experts' token groups are
+// `groups` of them with rows_of(i) rows each (largest first); their products
+// have `expert_width` rows (gate, up) and `width` (down). One per thread: the
+// groups dealt, largest first, to the least loaded thread. Split: each
+// product's groups of 64 rows (kernels/linear.cpp) run in waves of
+// `threads`, so a product of 640 rows keeps 10 of 16 threads busy. A step
+// runs them the busier way (MoeBlock::forward; decode steps' small groups
+// always one per thread); `strata budget` divides their compute by it.
+struct ExpertThreading {
+  double one_per_thread = 1.0;
+  double split = 1.0;
+  double best() const { return one_per_thread > split ? one_per_thread : split; }
+};
+ExpertThreading expert_threading(size_t groups, const std::function<uint32_t(size_t)>& rows_of, size_t threads,
+                                 size_t expert_width, size_t width);
+
 struct SwiGlu {
   kernels::WeightMatrix gate, up, down;
   ExpertActivation activation = {};  // SiLU by default; SiTU for Kimi K3

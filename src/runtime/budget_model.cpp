@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "formats/dtype.h"
 #include "model/checkpoint.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "model/tensor_names.h"
 #include "model/weights_identity.h"
 #include "pack/manifest.h"
@@ -253,7 +255,19 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
   // The output head runs for a prompt's last position only (one row).
   const double head = static_cast<double>(std::min(model.head_bytes, s.trunk_bytes));
   const int64_t prompt = std::max<int64_t>(prompt_tokens, 1);
-  r.prefill_s = (trunk - head) / (r.prefill_gbps * 1e9) + experts / (expert_gbps * 1e9) +
+  // A step's experts keep fewer threads busy than the one large product
+  // timed: its distinct experts, each with an equal share of its rows, run
+  // as MoeBlock::forward runs them (model/moe.h).
+  const double groups = std::max(1.0, std::round(distinct_experts(s.experts, s.experts_per_token, step)));
+  const uint32_t group_rows = static_cast<uint32_t>(
+      std::max(1.0, std::round(static_cast<double>(step * s.experts_per_token) / groups)));
+  const ExpertThreading busy =
+      expert_threading(static_cast<size_t>(groups), [&](size_t) { return group_rows; },
+                       static_cast<size_t>(pool.size()), static_cast<size_t>(model.config.moe_intermediate_size),
+                       static_cast<size_t>(model.config.latent_width > 0 ? model.config.latent_width
+                                                                          : model.config.hidden_size));
+  r.prefill_experts_busy = group_rows <= 4 ? busy.one_per_thread : busy.best();
+  r.prefill_s = (trunk - head) / (r.prefill_gbps * 1e9) + experts / (expert_gbps * 1e9) / r.prefill_experts_busy +
                 head / (r.trunk_decode_gbps * 1e9) / static_cast<double>(prompt);
   // Attention over the cached positions: a decode token after the prompt
   // reads all of them, a prompt token on average half.

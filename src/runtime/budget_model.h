@@ -88,6 +88,9 @@ struct BudgetCompute {
   double trunk_decode_gbps = 0;  // the same in the trunk's format
   double prefill_gbps = 0;      // weight bytes a second, per row of a 64-row product, in the trunk's format
   double product_overhead_s = 0;  // what a one-row product costs beyond its bytes (the threads' hand-off)
+  // The share of the threads a prompt step's experts keep busy (model/moe.h's
+  // expert_threading): their prefill compute is divided by it.
+  double prefill_experts_busy = 1;
   std::string timed_as;         // the experts' format timed
   std::string trunk_timed_as;   // the trunk's
 };
