@@ -205,12 +205,18 @@ TEST(BudgetModel, TrunkKvAndStepBytesAreTheLoadersPlan) {
   }
 }
 
-TEST(BudgetModel, APacksExpertsAreItsBlobs) {
-  testfiles::TempDir tmp("strata-budget");
+// The ds_mtp fixture packed into tmp/pack.
+PackOptions packed_ds_mtp(const testfiles::TempDir& tmp) {
   PackOptions p;
   p.source = fixture("ds_mtp");
   p.out = tmp / "pack";
   pack_model(p);
+  return p;
+}
+
+TEST(BudgetModel, APacksExpertsAreItsBlobs) {
+  testfiles::TempDir tmp("strata-budget");
+  const PackOptions p = packed_ds_mtp(tmp);
   const BudgetModel packed = read_budget_model(p.out, {}), source = read_budget_model(p.source, {});
   EXPECT_EQ(packed.kind, "pack");
   EXPECT_EQ(packed.shape.moe_layers, source.shape.moe_layers);
@@ -233,10 +239,7 @@ TEST(BudgetModel, APacksExpertsAreItsBlobs) {
 // prediction (nor a probe inside that folder): the error a run gives.
 TEST(BudgetModel, APackThatCannotRunIsTheErrorARunGives) {
   testfiles::TempDir tmp("strata-budget-damaged");
-  PackOptions p;
-  p.source = fixture("ds_mtp");
-  p.out = tmp / "pack";
-  pack_model(p);
+  const PackOptions p = packed_ds_mtp(tmp);
   const fs::path blob = Manifest::load(p.out).drive_file(p.out, 0);
   auto both_refuse = [&](const std::string& phrase) {
     testfiles::expect_phrase(testfiles::error_message([&] { read_budget_model(p.out, {}); }), phrase);

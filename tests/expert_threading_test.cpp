@@ -12,8 +12,12 @@
 namespace strata {
 namespace {
 
+// Groups of these rows, largest first, as experts 0, 1, ... in that order.
 ExpertThreading of(const std::vector<uint32_t>& rows, size_t threads, size_t expert_width, size_t width) {
-  return expert_threading(rows.size(), [&](size_t i) { return rows[i]; }, threads, expert_width, width);
+  std::vector<int32_t> ids(rows.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  std::vector<uint64_t> load(rows.size());
+  return expert_threading(ids, rows, threads, expert_width, width, load);
 }
 
 TEST(ExpertThreading, TheBusierWayIsChosenByHowTheWorkDivides) {
@@ -40,6 +44,11 @@ TEST(ExpertThreading, TheBusierWayIsChosenByHowTheWorkDivides) {
   EXPECT_DOUBLE_EQ(of({8, 2}, 2, 64, 64).one_per_thread, 0.625);
   // One thread: nothing to share.
   EXPECT_DOUBLE_EQ(of({8, 2}, 1, 64, 64).best(), 1.0);
+  // The groups' order is the caller's (largest first): ids name the rows.
+  const std::vector<int32_t> order = {2, 0, 1};
+  const std::vector<uint32_t> rows = {4, 3, 7};
+  std::vector<uint64_t> load(3);
+  EXPECT_DOUBLE_EQ(expert_threading(order, rows, 2, 64, 64, load).one_per_thread, 1.0);  // 7 | 4, 3
 }
 
 }  // namespace

@@ -142,17 +142,20 @@ constexpr size_t kSplitRows = 64;
 
 }  // namespace
 
-ExpertThreading expert_threading(size_t groups, const std::function<uint32_t(size_t)>& rows_of, size_t threads,
-                                 size_t expert_width, size_t width) {
+ExpertThreading expert_threading(std::span<const int32_t> experts, std::span<const uint32_t> rows, size_t threads,
+                                 size_t expert_width, size_t width, std::span<uint64_t> load) {
   ExpertThreading t;
-  if (threads <= 1 || groups == 0) return t;
-  std::vector<uint64_t> load(std::min(threads, groups), 0);
+  if (threads <= 1 || experts.empty()) return t;
+  const size_t bins = std::min(threads, experts.size());
+  if (load.size() < bins) throw Error("internal: expert_threading given too little scratch");
+  std::fill_n(load.begin(), bins, 0);
   uint64_t total = 0;
-  for (size_t i = 0; i < groups; ++i) {
-    *std::min_element(load.begin(), load.end()) += rows_of(i);
-    total += rows_of(i);
+  for (int32_t e : experts) {
+    const uint32_t r = rows[static_cast<size_t>(e)];
+    *std::min_element(load.begin(), load.begin() + static_cast<std::ptrdiff_t>(bins)) += r;
+    total += r;
   }
-  const uint64_t most = *std::max_element(load.begin(), load.end());
+  const uint64_t most = *std::max_element(load.begin(), load.begin() + static_cast<std::ptrdiff_t>(bins));
   t.one_per_thread = most ? static_cast<double>(total) / (static_cast<double>(threads) * static_cast<double>(most)) : 1.0;
   auto waves = [&](size_t out) { return ((out + kSplitRows - 1) / kSplitRows + threads - 1) / threads; };
   t.split = static_cast<double>(2 * expert_width + width) /
@@ -262,9 +265,8 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
   // over products too narrow to split over every thread.
   const size_t threads = static_cast<size_t>(b.threads());
   auto busy = [&] {
-    const ExpertThreading t =
-        expert_threading(step.unique.size(), [&](size_t i) { return step.count[static_cast<size_t>(step.unique[i])]; },
-                         threads, static_cast<size_t>(c_.moe_intermediate_size), width);
+    const ExpertThreading t = expert_threading(step.unique, step.count, threads,
+                                               static_cast<size_t>(c_.moe_intermediate_size), width, step.thread_load);
     return t.one_per_thread >= t.split;
   };
   const bool per_thread = threads > 1 && (largest <= kExpertsInParallelRows || busy());

@@ -23,21 +23,22 @@ namespace strata {
 class WeightBinder;
 
 // How busy a step's routed experts keep `threads` threads, as shares of
-// them (0..1), run one per thread and split: the experts' token groups are
-// `groups` of them with rows_of(i) rows each (largest first); their products
-// have `expert_width` rows (gate, up) and `width` (down). One per thread: the
-// groups dealt, largest first, to the least loaded thread. Split: each
-// product's groups of 64 rows (kernels/linear.cpp) run in waves of
-// `threads`, so a product of 640 rows keeps 10 of 16 threads busy. A step
-// runs them the busier way (MoeBlock::forward; decode steps' small groups
-// always one per thread); `strata budget` divides their compute by it.
+// them (0..1), run one per thread and split: `experts` (largest token group
+// first) with rows[e] rows each; their products have `expert_width` rows
+// (gate, up) and `width` (down). One per thread: the groups dealt, largest
+// first, to the least loaded thread. Split: each product's groups of 64
+// rows (kernels/linear.cpp) run in waves of `threads`, so a product of 640
+// rows keeps 10 of 16 threads busy. A step runs them the busier way
+// (MoeBlock::forward; decode steps' small groups always one per thread);
+// `strata budget` divides their compute by it. `load`: scratch of at least
+// min(threads, experts.size()) (nothing is allocated).
 struct ExpertThreading {
   double one_per_thread = 1.0;
   double split = 1.0;
   double best() const { return one_per_thread > split ? one_per_thread : split; }
 };
-ExpertThreading expert_threading(size_t groups, const std::function<uint32_t(size_t)>& rows_of, size_t threads,
-                                 size_t expert_width, size_t width);
+ExpertThreading expert_threading(std::span<const int32_t> experts, std::span<const uint32_t> rows, size_t threads,
+                                 size_t expert_width, size_t width, std::span<uint64_t> load);
 
 struct SwiGlu {
   kernels::WeightMatrix gate, up, down;

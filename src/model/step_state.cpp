@@ -81,6 +81,7 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
   first.resize(z.experts);
   next.resize(z.experts);
   unique.reserve(z.experts);
+  thread_load.resize(z.experts);
   held.reserve(z.experts);
   wanted.reserve(z.experts);
   slot_rows.resize(slots);
@@ -111,12 +112,12 @@ uint64_t StepState::bytes(const StepSizes& z) {
          e * sizeof(std::pair<int, const ExpertWeights*>) + guess * (sizeof(int32_t) + sizeof(float)) +
          e * (sizeof(int32_t) + sizeof(uint32_t) + sizeof(float)) + rows * sizeof(uint32_t) + rows * sizeof(Row) +
          z.depth_blocks * sizeof(Tensor) + z.moe_layers * sizeof(HeldRouting) +
-         held * (sizeof(int32_t) + sizeof(float)) + z.guess_rows * sizeof(uint32_t);
+         held * (sizeof(int32_t) + sizeof(float)) + z.guess_rows * sizeof(uint32_t) + e * sizeof(uint64_t);
 }
 
 uint64_t StepState::host_bytes() const {
   auto bytes = [](const auto& v) { return static_cast<uint64_t>(v.capacity() * sizeof(v[0])); };
-  return bank.capacity() * sizeof(Tensor) + bytes(tokens) + bytes(ids) + bytes(weights) + bytes(count) + bytes(first) + bytes(next) + bytes(unique) +
+  return bank.capacity() * sizeof(Tensor) + bytes(tokens) + bytes(ids) + bytes(weights) + bytes(count) + bytes(first) + bytes(next) + bytes(unique) + bytes(thread_load) +
          bytes(slot_rows) + bytes(gather) + bytes(jobs) + bytes(ready) + bytes(guess_sample) + bytes(guess_ids) +
          bytes(guess_weights) +
          bytes(guess) + bytes(guess_count) + bytes(guess_best) + bytes(selected) + bytes(chunk) +

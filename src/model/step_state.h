@@ -71,6 +71,7 @@ struct StepState {
   std::vector<uint32_t> first;     // per expert: its first row in xs
   std::vector<uint32_t> next;      // per expert: its next free row in xs
   std::vector<int32_t> unique;     // the experts a step routes to, largest groups first
+  std::vector<uint64_t> thread_load;  // expert_threading's scratch [experts]
   std::vector<int32_t> held;       // of those, the ones the backend holds (no fetch)
   std::vector<int32_t> wanted;     // and the ones fetched
   std::vector<uint32_t> slot_rows; // per slot (row·k + j): its row in xs / ys

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -261,11 +262,13 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
   const double groups = std::max(1.0, std::round(distinct_experts(s.experts, s.experts_per_token, step)));
   const uint32_t group_rows = static_cast<uint32_t>(
       std::max(1.0, std::round(static_cast<double>(step * s.experts_per_token) / groups)));
-  const ExpertThreading busy =
-      expert_threading(static_cast<size_t>(groups), [&](size_t) { return group_rows; },
-                       static_cast<size_t>(pool.size()), static_cast<size_t>(model.config.moe_intermediate_size),
-                       static_cast<size_t>(model.config.latent_width > 0 ? model.config.latent_width
-                                                                          : model.config.hidden_size));
+  std::vector<int32_t> ids(static_cast<size_t>(groups));
+  std::iota(ids.begin(), ids.end(), 0);
+  const std::vector<uint32_t> rows(ids.size(), group_rows);
+  std::vector<uint64_t> load(ids.size());
+  const ExpertThreading busy = expert_threading(
+      ids, rows, static_cast<size_t>(pool.size()), static_cast<size_t>(model.config.moe_intermediate_size),
+      static_cast<size_t>(model.config.latent_width > 0 ? model.config.latent_width : model.config.hidden_size), load);
   r.prefill_experts_busy = group_rows <= 4 ? busy.one_per_thread : busy.best();
   r.prefill_s = (trunk - head) / (r.prefill_gbps * 1e9) + experts / (expert_gbps * 1e9) / r.prefill_experts_busy +
                 head / (r.trunk_decode_gbps * 1e9) / static_cast<double>(prompt);
