@@ -88,8 +88,7 @@ void measure_drive(Drive& d, uint64_t expert_bytes, double seconds, const std::o
   o.file_bytes = 1ull << 30;  // a folder's test file
   o.blocks = {block};
   o.depths = {4, StorageOptions{}.queue_depth};
-  o.seconds = seconds;
-  o.rounds = 1;
+  o.seconds = seconds;  // split over the probe's three rounds: their median, not one sample's luck
   const ProbeResult r = run_probe(o);
   d.gbps = r.combined.best_gbps;
   d.source = r.combined.direct ? "measured now" : "measured now, not O_DIRECT: page-cache speed";
