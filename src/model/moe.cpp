@@ -137,7 +137,9 @@ namespace {
 constexpr size_t kExpertsInParallelRows = 4;
 
 // A product split over the threads is split in groups of this many output
-// rows (kernels/linear.cpp: four tiles of 16 for interleaved matrices).
+// rows (kernels/linear.cpp: four tiles of 16 for interleaved matrices, the
+// Q8_0, MXFP4 and Q4_K experts usually come in; 8 for others, where this
+// overstates what splitting leaves idle).
 constexpr size_t kSplitRows = 64;
 
 }  // namespace
@@ -259,17 +261,19 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
   if (latent_) b.linear(latent_->down, x, n, expert_in);
   b.gather_rows(expert_in, width, std::span<const uint32_t>(step.gather).first(slots), step.xs);
 
-  // Experts run one per thread, each on its own (no barrier per product),
-  // where that keeps the threads busier than splitting each product over
-  // them: small token groups (decode), and prefill over many experts, or
-  // over products too narrow to split over every thread.
+  // Experts run one per thread, each on its own (no barrier per product):
+  // small token groups (decode), prefill over many experts (four a thread
+  // or more), and prefill over fewer where that still keeps the threads
+  // busier than splitting each product over them (products too narrow to
+  // split over every thread). Otherwise each product is split.
   const size_t threads = static_cast<size_t>(b.threads());
   auto busy = [&] {
     const ExpertThreading t = expert_threading(step.unique, step.count, threads,
                                                static_cast<size_t>(c_.moe_intermediate_size), width, step.thread_load);
     return t.one_per_thread >= t.split;
   };
-  const bool per_thread = threads > 1 && (largest <= kExpertsInParallelRows || busy());
+  const bool per_thread =
+      threads > 1 && (largest <= kExpertsInParallelRows || step.unique.size() >= 4 * threads || busy());
   const size_t most = b.groups_experts() || (per_thread && fetch.all_ready()) ? step.unique.size()
                       : per_thread                                          ? 4 * threads
                                                                             : 1;

@@ -27,10 +27,12 @@ class WeightBinder;
 // first) with rows[e] rows each; their products have `expert_width` rows
 // (gate, up) and `width` (down). One per thread: the groups dealt, largest
 // first, to the least loaded thread. Split: each product's groups of 64
-// rows (kernels/linear.cpp) run in waves of `threads`, so a product of 640
-// rows keeps 10 of 16 threads busy. A step runs them the busier way
-// (MoeBlock::forward; decode steps' small groups always one per thread);
-// `strata budget` divides their compute by it. `load`: scratch of at least
+// rows (kernels/linear.cpp's for interleaved matrices; 8 for others) run in
+// waves of `threads`, so a product of 640 rows keeps 10 of 16 threads busy.
+// A step with fewer than four experts a thread and groups of more than 4
+// rows runs them the busier way (MoeBlock::forward; small groups and many
+// experts always one per thread); `strata budget` divides their compute by
+// the share the same rule gives. `load`: scratch of at least
 // min(threads, experts.size()) (nothing is allocated).
 struct ExpertThreading {
   double one_per_thread = 1.0;
