@@ -41,23 +41,18 @@ int run_doctor(const DoctorArgs& a) {
     o.drives.push_back(fs::absolute(d));
   }
   if (!a.model.empty()) {
-    LoadOptions lo;
-    const BudgetModel model = read_budget_model(a.model, lo);
+    const BudgetModel model = read_budget_model(a.model, {});
     const uint64_t ram = budget_ram_bytes(o.ram_bytes);
     const uint64_t experts = model.shape.total_bytes - model.shape.trunk_bytes - model.token_table_bytes;
     // The cache a run would have: its threads and step as this machine's
     // tuned profile sets them, where there is one (a profile a run refuses,
     // generate says so; here the defaults stand).
-    int threads = 0;
-    int64_t step_cap = 0;
+    LoadOptions run;
     try {
-      if (const std::optional<TunedProfile> t = tuned_profile("")) {
-        threads = t->profile.threads;
-        step_cap = t->profile.max_batch;
-      }
+      if (const std::optional<TunedProfile> t = tuned_profile("")) apply_profile(t->profile, t->path, run);
     } catch (const Error&) {
     }
-    const uint64_t cache = expert_cache_bytes(model, ram, resident_anonymous_bytes(), threads, step_cap);
+    const uint64_t cache = expert_cache_bytes(model, ram, resident_anonymous_bytes(), run.threads, run.max_batch_cap);
     // Without --ram a model whose experts all fit runs in RAM: nothing is
     // registered. Otherwise its expert cache is.
     o.registered_bytes = !o.ram_bytes && cache >= experts ? 0 : cache;

@@ -162,6 +162,8 @@ ExpertThreading expert_threading(std::span<const int32_t> experts, std::span<con
   auto waves = [&](size_t out) { return ((out + kSplitRows - 1) / kSplitRows + threads - 1) / threads; };
   t.split = static_cast<double>(2 * expert_width + width) /
             (static_cast<double>(threads * kSplitRows) * static_cast<double>(2 * waves(expert_width) + waves(width)));
+  t.runs_one_per_thread = rows[static_cast<size_t>(experts.front())] <= kExpertsInParallelRows ||
+                          experts.size() >= 4 * threads || t.one_per_thread >= t.split;
   return t;
 }
 
@@ -229,11 +231,9 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
     return step.count[a] != step.count[b] ? step.count[a] > step.count[b] : a < b;
   });
   uint32_t at = 0;
-  size_t largest = 0;
   for (int32_t e : step.unique) {
     step.first[e] = step.next[e] = at;
     at += step.count[e];
-    largest = std::max<size_t>(largest, step.count[e]);
   }
   for (size_t s = 0; s < slots; ++s) {
     const uint32_t row = step.next[ids[s]]++;
@@ -261,19 +261,12 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
   if (latent_) b.linear(latent_->down, x, n, expert_in);
   b.gather_rows(expert_in, width, std::span<const uint32_t>(step.gather).first(slots), step.xs);
 
-  // Experts run one per thread, each on its own (no barrier per product):
-  // small token groups (decode), prefill over many experts (four a thread
-  // or more), and prefill over fewer where that still keeps the threads
-  // busier than splitting each product over them (products too narrow to
-  // split over every thread). Otherwise each product is split.
+  // Experts run one per thread, each on its own (no barrier per product),
+  // or each product split over the threads, as expert_threading says.
   const size_t threads = static_cast<size_t>(b.threads());
-  auto busy = [&] {
-    const ExpertThreading t = expert_threading(step.unique, step.count, threads,
-                                               static_cast<size_t>(c_.moe_intermediate_size), width, step.thread_load);
-    return t.one_per_thread >= t.split;
-  };
-  const bool per_thread =
-      threads > 1 && (largest <= kExpertsInParallelRows || step.unique.size() >= 4 * threads || busy());
+  const bool per_thread = expert_threading(step.unique, step.count, threads,
+                                           static_cast<size_t>(c_.moe_intermediate_size), width, step.thread_load)
+                              .runs_one_per_thread;
   const size_t most = b.groups_experts() || (per_thread && fetch.all_ready()) ? step.unique.size()
                       : per_thread                                          ? 4 * threads
                                                                             : 1;

@@ -22,22 +22,25 @@ namespace strata {
 
 class WeightBinder;
 
-// How busy a step's routed experts keep `threads` threads, as shares of
-// them (0..1), run one per thread and split: `experts` (largest token group
-// first) with rows[e] rows each; their products have `expert_width` rows
-// (gate, up) and `width` (down). One per thread: the groups dealt, largest
-// first, to the least loaded thread. Split: each product's groups of 64
-// rows (kernels/linear.cpp's for interleaved matrices; 8 for others) run in
+// How a step runs its routed experts on `threads` threads, and how busy
+// each way keeps them (shares, 0..1): `experts` (largest token group first)
+// with rows[e] rows each; their products have `expert_width` rows (gate,
+// up) and `width` (down). One per thread: the groups dealt, largest first,
+// to the least loaded thread. Split: each product's groups of 64 rows
+// (kernels/linear.cpp's for interleaved matrices; 8 for others) run in
 // waves of `threads`, so a product of 640 rows keeps 10 of 16 threads busy.
-// A step with fewer than four experts a thread and groups of more than 4
-// rows runs them the busier way (MoeBlock::forward; small groups and many
-// experts always one per thread); `strata budget` divides their compute by
-// the share the same rule gives. `load`: scratch of at least
-// min(threads, experts.size()) (nothing is allocated).
+// The step runs them one per thread (no barrier per product) for groups of
+// at most 4 rows (decode), for four experts a thread or more, and otherwise
+// where that keeps the threads busier; else each product is split.
+// MoeBlock::forward runs it so; `strata budget` divides the experts'
+// compute by busy(). `load`: scratch of at least min(threads,
+// experts.size()) (nothing is allocated).
 struct ExpertThreading {
   double one_per_thread = 1.0;
   double split = 1.0;
+  bool runs_one_per_thread = false;
   double best() const { return one_per_thread > split ? one_per_thread : split; }
+  double busy() const { return runs_one_per_thread ? one_per_thread : split; }
 };
 ExpertThreading expert_threading(std::span<const int32_t> experts, std::span<const uint32_t> rows, size_t threads,
                                  size_t expert_width, size_t width, std::span<uint64_t> load);

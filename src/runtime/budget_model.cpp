@@ -269,9 +269,7 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
   const ExpertThreading busy = expert_threading(
       ids, rows, static_cast<size_t>(pool.size()), static_cast<size_t>(model.config.moe_intermediate_size),
       static_cast<size_t>(model.config.latent_width > 0 ? model.config.latent_width : model.config.hidden_size), load);
-  // As MoeBlock::forward chooses: one per thread for small groups or many experts.
-  const bool per_thread = group_rows <= 4 || ids.size() >= 4 * static_cast<size_t>(pool.size());
-  r.prefill_experts_busy = per_thread ? busy.one_per_thread : busy.best();
+  r.prefill_experts_busy = busy.busy();
   r.prefill_s = (trunk - head) / (r.prefill_gbps * 1e9) + experts / (expert_gbps * 1e9) / r.prefill_experts_busy +
                 head / (r.trunk_decode_gbps * 1e9) / static_cast<double>(prompt);
   // Attention over the cached positions: a decode token after the prompt
