@@ -183,17 +183,17 @@ int run_budget(const BudgetArgs& a) {
     throw Error("--heat " + a.heat + ": no such file");
 
   // The runs' settings where the tuned profile gives them, as generate takes them.
-  int threads = a.threads;
-  int64_t step_cap = 0;
-  std::string prefetch = a.prefetch, profile_used;
-  if (const std::optional<TunedProfile> t = tuned_profile(a.profile)) {
-    profile_used = t->path.string();
-    if (threads == 0) threads = t->profile.threads;
-    if (prefetch.empty()) prefetch = t->profile.prefetch;
-    step_cap = t->profile.max_batch;
-  }
+  LoadOptions run;
+  run.threads = a.threads;
+  // (Given, on and auto are on; only none given takes the profile's.)
+  run.prefetch = a.prefetch == "off"  ? LoadOptions::Prefetch::Off
+                 : a.prefetch.empty() ? LoadOptions::Prefetch::Auto
+                                      : LoadOptions::Prefetch::On;
+  if (const std::optional<TunedProfile> t = tuned_profile(a.profile)) apply_profile(t->profile, t->path, run);
+  const int threads = run.threads;
+  const std::string& profile_used = run.profile;
   // The step as a run plans it at this budget and thread count.
-  const PlannedStep planned = planned_step(model, m.ram_bytes, threads, step_cap);
+  const PlannedStep planned = planned_step(model, m.ram_bytes, threads, run.max_batch_cap);
   const uint64_t step = planned.bytes;
   m.other_resident = model.kv_bytes + step + process;
   m.step_rows = planned.rows;
@@ -207,7 +207,7 @@ int run_budget(const BudgetArgs& a) {
   const BudgetCompute compute = measure_compute(model, threads, prompt, planned.rows);
   m.decode_compute_s = compute.decode_s;
   m.prefill_compute_s = compute.prefill_s;
-  m.prefetch = prefetch != "off";
+  m.prefetch = run.prefetch != LoadOptions::Prefetch::Off;
   m.prefetch_read_factor = m.prefetch ? kPrefetchReadFactor : 1.0;
   const BudgetPrediction p = predict_budget(model.shape, m, prompt);
 
