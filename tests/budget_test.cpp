@@ -124,6 +124,36 @@ TEST(Budget, APromptInSeveralStepsReadsEachStepsExperts) {
   }
 }
 
+// A pass wider than the step runs each layer over its steps in turn: where
+// the cache holds a layer's distinct experts of the pass, the pass reads
+// them once; otherwise each step's again. (Hand-computed as above.)
+TEST(Budget, APassReadsALayersExpertsOnceWhereTheCacheHoldsThem) {
+  BudgetMachine m = laptop();
+  m.ram_bytes = 150'000'000'000;  // 2108 slots: a layer's 895.91 fit, the prompt's 82424 do not
+  m.step_rows = 200;
+  m.pass_rows = 512;
+  BudgetPrediction p = predict_budget(kimi_k3(), m, 512);
+  // One pass: 895.91 experts a layer once, 1446.539 GB, 55.636 s at 26 GB/s;
+  // the guesses hold 527 of the 895.91: g = 0.588228;
+  // 0.588228 · (55.636 + 5.12 / 92) + 0.411772 · (55.636 + 5.12) = 57.7771 s.
+  EXPECT_NEAR(static_cast<double>(p.prompt_read_bytes), 1446.539e9, 1e6);
+  EXPECT_NEAR(p.by_drives[3].ttft_s, 57.7771, 1e-3);
+  // Passes of 300 and 212 rows: 891.9755 + 876.3512 experts a layer, 2855.140 GB.
+  m.pass_rows = 300;
+  p = predict_budget(kimi_k3(), m, 512);
+  EXPECT_NEAR(static_cast<double>(p.prompt_read_bytes), 2855.140e9, 1e6);
+  // 854 slots (128 GB) hold fewer than a pass's 895.91 a layer: each step's
+  // own again, as steps alone (2 · 871.6084 + 776.9114 a layer).
+  m.ram_bytes = 128'000'000'000;
+  m.pass_rows = 512;
+  p = predict_budget(kimi_k3(), m, 512);
+  EXPECT_NEAR(static_cast<double>(p.prompt_read_bytes), 4068.999e9, 1e6);
+  // A pass narrower than the step is the step.
+  m.ram_bytes = 150'000'000'000;
+  m.pass_rows = 100;
+  EXPECT_NEAR(static_cast<double>(predict_budget(kimi_k3(), m, 512).prompt_read_bytes), 4068.999e9, 1e6);
+}
+
 TEST(Budget, TooLittleRamSaysWhatIsNeeded) {
   BudgetMachine m = laptop();
   m.ram_bytes = 113'500'000'000;

@@ -69,6 +69,26 @@ TEST_P(BatchInvariance, GeneratedLogitsEqualOneStepRunsOnTheExtendedPrompt) {
   }
 }
 
+// A prompt run in passes of several parts (steps of 3 rows, passes of 11:
+// each layer over the parts of a pass before the next layer) gives the bits
+// of the prompt in one step, then of the tokens generated after it.
+TEST_P(BatchInvariance, PassesOfSeveralPartsGiveTheSameBits) {
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 17; ++i) prompt.push_back((i * 13 + 5) % 31);
+  GenerateOptions g;
+  g.max_new_tokens = 4;
+  g.keep_logits = true;
+  g.sampling = {1.0f, 7};
+  const GenerateResult one = generate(*load_model(GetParam(), opts(2)), prompt, g);
+  LoadOptions o = opts(2, 3);
+  o.max_pass = 11;
+  auto parts = load_model(GetParam(), o);
+  ASSERT_EQ(parts->max_pass_rows(), 11);
+  const GenerateResult got = generate(*parts, prompt, g);
+  ASSERT_EQ(one.tokens, got.tokens);
+  for (size_t k = 0; k < one.logits.size(); ++k) ASSERT_TRUE(same_bits(one.logits[k], got.logits[k])) << k;
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvariance, ::testing::ValuesIn(fixtures()),
                          [](const ::testing::TestParamInfo<fs::path>& i) { return i.param.filename().string(); });
 

@@ -28,10 +28,11 @@ namespace fs = std::filesystem;
 
 const fs::path kModels = fs::path(STRATA_FIXTURES_DIR) / "models";
 
-std::unique_ptr<Model> load(const fs::path& dir, int64_t max_batch = 0, uint64_t ram = 0) {
+std::unique_ptr<Model> load(const fs::path& dir, int64_t max_batch = 0, uint64_t ram = 0, int64_t max_pass = 0) {
   LoadOptions o;
   o.threads = 2;
   o.max_batch = max_batch;
+  o.max_pass = max_pass;
   o.ram_bytes = ram;
   o.heat = "none";
   return load_model(dir, o);
@@ -65,6 +66,22 @@ TEST_P(StepStateTest, ForwardPassAllocatesNothing) {
   EXPECT_EQ(testing::heap_allocations() - built, 0u) << "(the test's own rows took " << built - before << ")";
 }
 
+// A pass of several parts (steps of 3 rows, passes of 8) allocates nothing
+// either: its residual stream and banked blocks are planned with the step.
+TEST_P(StepStateTest, PassOfSeveralPartsAllocatesNothing) {
+  auto m = load(kModels / GetParam(), 3, 0, 8);
+  ASSERT_EQ(m->max_batch_rows(), 3);
+  ASSERT_EQ(m->max_pass_rows(), 8);
+  EXPECT_EQ(m->step_bytes(), m->allocated_step_bytes());
+  auto cache = m->new_cache();
+  std::vector<float> logits(8 * static_cast<size_t>(m->config().vocab_size));
+  m->forward(rows_of(*cache, 0, 8, true), logits.data());
+  const std::vector<Row> pass = rows_of(*cache, 8, 7, true);
+  const uint64_t built = testing::heap_allocations();
+  m->forward(pass, logits.data());
+  EXPECT_EQ(testing::heap_allocations() - built, 0u);
+}
+
 // Handing out hidden states and running the next-token-prediction layer
 // (a drafter's work, between steps) allocate nothing either.
 TEST(StepStateMtp, HiddenStatesAndTheMtpLayerAllocateNothing) {
@@ -92,22 +109,51 @@ TEST_P(StepStateTest, PlannedBytesAreAllocatedBytes) {
 }
 
 // Under a budget, the step's buffers (beyond a one-row step's) get a
-// sixteenth of it and 128 MiB at least: the widest step within that (16 to
-// 4096 rows), counted in the memory plan with the process's measured
-// baseline.
+// sixteenth of it and 128 MiB at least: a pass over the whole context where
+// its stream takes at most half of that beside a 16-row step, and the widest
+// step (16 to 4096 rows) beside it within the whole, counted in the memory
+// plan with the process's measured baseline.
 TEST_P(StepStateTest, BudgetNarrowsTheStepToItsShare) {
   auto m = load(kModels / GetParam(), 0, uint64_t{1} << 30);
-  EXPECT_EQ(m->max_batch_rows(), widest_step_within(*m, uint64_t{128} << 20));
+  const uint64_t share = uint64_t{128} << 20, one_row = m->step_bytes(1, 1);
+  const int64_t rows = m->max_batch_rows(), pass = m->max_pass_rows();
+  // The fixtures' streams are small: the pass spans the context (and is
+  // never narrower than the step).
+  EXPECT_EQ(pass, std::max(m->context(), rows));
+  EXPECT_LE(m->step_bytes(16, static_cast<size_t>(pass)) - one_row, share / 2);
+  EXPECT_LE(m->step_bytes() - one_row, share);
+  if (rows < 4096) EXPECT_GT(m->step_bytes(static_cast<size_t>(rows) + 1, static_cast<size_t>(pass)) - one_row, share);
+  EXPECT_LE(rows, widest_step_within(*m, share));
   EXPECT_EQ(m->memory_plan().step, m->step_bytes());
   EXPECT_GT(m->memory_plan().baseline, 0u);
-  // The search, on shares that end between two step sizes.
-  const uint64_t one_row = m->step_bytes(1);
+  // The search, on shares that end between two step sizes (steps alone: passes as wide).
+  ASSERT_EQ(one_row, m->step_bytes(1));
   for (size_t rows : {16, 17, 100, 1000, 4095}) {
     EXPECT_EQ(widest_step_within(*m, m->step_bytes(rows) - one_row), static_cast<int64_t>(rows));
     EXPECT_EQ(widest_step_within(*m, m->step_bytes(rows + 1) - one_row - 1), static_cast<int64_t>(rows));
   }
   EXPECT_EQ(widest_step_within(*m, 0), 16);
   EXPECT_EQ(widest_step_within(*m, m->step_bytes(4096) - one_row), 4096);
+}
+
+// The plan's search on a share where the pass cannot span the context: the
+// widest pass whose stream fits half, then the widest step beside it.
+TEST_P(StepStateTest, PassAndStepShareTheBudgetsShare) {
+  auto m = load(kModels / GetParam());
+  auto bytes = [&](size_t rows, size_t span) { return m->step_bytes(rows, span); };
+  const uint64_t one_row = bytes(1, 1);
+  const uint64_t share = 2 * (bytes(16, 100) - one_row);  // half of it: a pass of 100 rows
+  const StepPlan plan = plan_step_within(bytes, share, 4096, 0);
+  EXPECT_EQ(plan.pass, 100);
+  EXPECT_LE(bytes(static_cast<size_t>(plan.rows), 100) - one_row, share);
+  EXPECT_GT(bytes(static_cast<size_t>(plan.rows) + 1, 100) - one_row, share);
+  EXPECT_GE(plan.rows, 16);
+  // A context shorter than that: the pass spans it and no more; a cap holds
+  // the step's rows, and the pass is never narrower than the step.
+  EXPECT_EQ(plan_step_within(bytes, share, 60, 0).pass, std::max<int64_t>(60, plan_step_within(bytes, share, 60, 0).rows));
+  const StepPlan capped = plan_step_within(bytes, share, 4096, 20);
+  EXPECT_EQ(capped.rows, 20);
+  EXPECT_EQ(capped.pass, 100);
 }
 
 // Five sequences decoding in one call on a model planned for steps of two

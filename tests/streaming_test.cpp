@@ -106,6 +106,21 @@ TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
   expect_identical(ram, guessing, "twelve slots, prefetch on");
   EXPECT_GT(guessing.stats.prefetch_issued, 0u);
   EXPECT_LE(guessing.stats.prefetch_used + guessing.stats.prefetch_cancelled, guessing.stats.prefetch_issued);
+  // The prompt in one pass of three parts (steps of 2 rows), each layer's
+  // parts in turn, with a cache that holds a layer's experts and with one
+  // that does not: the same bits, and the same router traces as in RAM.
+  for (size_t slots : {5, 12}) {
+    LoadOptions o = on_device(GetParam(), streamed(slots));
+    o.max_batch = 2;
+    o.max_pass = 5;
+    expect_identical(ram, run(dir, o), "passes of parts of 2 rows, " + std::to_string(slots) + " slots");
+  }
+  {
+    LoadOptions o = on_device(GetParam(), streamed(12));
+    o.max_batch = 5;
+    o.max_pass = 12;
+    EXPECT_EQ(router_trace(dir, on_device(GetParam(), {})), router_trace(dir, o));
+  }
   const Outcome big = run(dir, on_device(GetParam(), streamed(0)));
   expect_identical(ram, big, "every expert fits");
   EXPECT_GT(big.stats.misses, 0u);
@@ -244,6 +259,52 @@ TEST(StreamingPrefetch, PrefillStepsGuessTheNextLayerWithTheSameBits) {
   // fetch open, still may). The same bits.
   SCOPED_TRACE("prefill steps of 40 rows, 5 slots");
   const GenerateResult tight = outcome(streamed(5), 40);
+  expect_same_bits(ram.tokens, ram.logits, tight.tokens, tight.logits);
+}
+
+// A 600-token prompt in steps of 40 rows: as steps of their own, each step
+// reads its layers' experts again (12 slots hold one layer's 8 but not both
+// MoE layers'); as one pass of 15 parts, each layer's parts run in turn and
+// its experts are read once: the prefill reads each distinct expert once.
+// The same bits either way.
+TEST(StreamingPass, APassReadsEachLayersExpertsOnce) {
+  const fs::path model = kModels / "ds_noqlora_dense2";  // MoE layers 2-3, 8 experts top-2
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 600; ++i) prompt.push_back((i * 37 + 11) % 288);
+  const auto outcome = [&](LoadOptions o, int64_t pass) {
+    o.threads = 2;
+    o.heat = "none";
+    o.context = 1024;
+    o.allow_long_context = true;  // past the fixture's 128 positions: only the bits and reads matter here
+    o.max_batch = 40;
+    o.max_pass = pass;
+    auto m = load_model(model, o);
+    EXPECT_EQ(m->max_pass_rows(), pass);
+    GenerateOptions g;
+    g.max_new_tokens = 3;
+    g.keep_logits = true;
+    g.sampling = {1.0f, 11};
+    return generate(*m, prompt, g);
+  };
+  const GenerateResult ram = outcome({}, 600);
+  const GenerateResult steps = outcome(streamed(12), 40), pass = outcome(streamed(12), 600);
+  expect_same_bits(ram.tokens, ram.logits, steps.tokens, steps.logits);
+  expect_same_bits(ram.tokens, ram.logits, pass.tokens, pass.logits);
+  const ExpertStats& a = steps.prefill_experts;
+  const ExpertStats& b = pass.prefill_experts;
+  ASSERT_GT(b.requests, 0u);
+  EXPECT_EQ(a.unique_bytes, b.unique_bytes);
+  // Reads: one per miss and one per guess read ahead (a read's bytes are the
+  // expert's blob, header and alignment included, not its payload alone).
+  const uint64_t expert = b.bytes_needed / b.requests, distinct = b.unique_bytes / expert;
+  EXPECT_EQ(distinct, 16u);  // both MoE layers' 8 experts: 600 rows pick every one
+  EXPECT_EQ(b.misses + b.prefetch_issued, distinct);
+  EXPECT_EQ(b.prefetch_cancelled, 0u);
+  EXPECT_GT(a.misses + a.prefetch_issued, 2 * distinct);
+  EXPECT_GT(a.bytes_read, 2 * b.bytes_read);
+  // A cache smaller than a layer's experts: the parts read again what the
+  // cache could not keep, with the same bits.
+  const GenerateResult tight = outcome(streamed(5), 600);
   expect_same_bits(ram.tokens, ram.logits, tight.tokens, tight.logits);
 }
 

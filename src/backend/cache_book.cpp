@@ -56,7 +56,8 @@ CacheBook::CacheBook(const CacheShape& shape)
       max_positions_(shape.max_positions),
       ring_(shape.layers, 0),
       window_(shape.layers, 0),
-      state_(shape.layers, 0) {
+      state_(shape.layers, 0),
+      state_at_(shape.layers, 0) {
   for (int64_t l = 0; l < shape.layers && l < static_cast<int64_t>(shape.windows.size()); ++l) {
     window_[l] = shape.windows[l];
     ring_[l] = ring_size(shape.windows[l], shape.max_batch, shape.max_positions);
@@ -86,7 +87,20 @@ bool CacheBook::set_length(int64_t n) {
     zero = true;
   }
   length_ = n;
+  std::fill(state_at_.begin(), state_at_.end(), n);
   return zero;
+}
+
+void CacheBook::restored(int64_t n) {
+  length_ = n;
+  std::fill(state_at_.begin(), state_at_.end(), n);
+}
+
+void CacheBook::take_state_rows(int64_t l, int64_t first, int64_t count) {
+  if (first != state_at_[l])
+    throw Error("internal: KDA rows must continue their sequence in order (position " + std::to_string(first) +
+                ", the state holds " + std::to_string(state_at_[l]) + ")");
+  state_at_[l] = first + count;
 }
 
 bool CacheBook::can_rewind_to(int64_t n) const {

@@ -44,7 +44,14 @@ class CacheBook {
   bool set_length(int64_t n);
   // The length a restored snapshot or loaded session comes back at (states
   // restored by the caller).
-  void restored(int64_t n) { length_ = n; }
+  void restored(int64_t n);
+  // Layer l's recurrent state takes the rows [first, first + count) of one
+  // sequence: throws strata::Error unless they continue where that state
+  // stopped. A state runs ahead of length() while a step is under way, each
+  // layer by itself: a pass wider than a step (model/model.h) takes a
+  // layer's rows in several parts before the next layer's; the step's end
+  // sets the length they all reached.
+  void take_state_rows(int64_t l, int64_t first, int64_t count);
   bool can_rewind_to(int64_t n) const;
   // Whether the rows per position that [0, n) attend to are all still held.
   bool rows_hold(int64_t n) const;
@@ -79,6 +86,7 @@ class CacheBook {
   std::vector<int64_t> state_;   // per layer: recurrent state floats, 0 = rows
   int64_t capacity_ = 0;         // of the growing layers
   int64_t length_ = 0;
+  std::vector<int64_t> state_at_;  // per layer: the position its recurrent state takes next
   bool has_state_ = false;
 };
 

@@ -64,9 +64,9 @@ void CpuBackend::kda_attention(const KdaAttend& op) {
     for (const auto& [b0, b1] : runs_)
       if (rows[b0].cache == rows[i].cache) throw Error("internal: a sequence's KDA rows are not consecutive in the step");
     for (size_t r = i; r < j; ++r)
-      if (rows[r].pos != rows[i].cache->length() + static_cast<int64_t>(r - i))
-        throw Error("internal: KDA rows must continue their sequence in order (position " + std::to_string(rows[r].pos) +
-                    ", the state holds " + std::to_string(rows[i].cache->length()) + ")");
+      if (rows[r].pos != rows[i].pos + static_cast<int64_t>(r - i))
+        throw Error("internal: a sequence's KDA rows are not in position order in the step");
+    state_cache(rows[i].cache).take_state_rows(op.layer, rows[i].pos, static_cast<int64_t>(j - i));
     runs_.emplace_back(i, j);
     i = j;
   }

@@ -197,6 +197,7 @@ int run_budget(const BudgetArgs& a) {
   const uint64_t step = planned.bytes;
   m.other_resident = model.kv_bytes + step + process;
   m.step_rows = planned.rows;
+  m.pass_rows = planned.pass;
   std::vector<Drive> drives = drives_of(model, a.drives);
   const std::optional<ProbeResult> saved = load_probe();
   for (Drive& d : drives) {
@@ -236,6 +237,7 @@ int run_budget(const BudgetArgs& a) {
     j["machine"] = {{"ram_bytes", m.ram_bytes},
                     {"step_bytes", step},
                     {"step_rows", planned.rows},
+                    {"pass_rows", planned.pass},
                     {"process_bytes", process},
                     {"drives", listed},
                     {"decode_compute_s", compute.decode_s},

@@ -31,6 +31,9 @@ void add_model_flags(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("--ctx", f.ctx,
                   "Context length the KV cache is budgeted for (default: 4096, or the model's "
                   "max_position_embeddings if smaller)");
+  cmd->add_option("--prefill-pass", f.prefill_pass,
+                  "Rows of one prompt pass: a streamed layer's experts are read once a pass (default: under a "
+                  "budget, up to --ctx as its share allows; 1: one step at a time)");
   cmd->add_flag("--allow-long-ctx", f.allow_long_ctx,
                 "Allow --ctx beyond the model's max_position_embeddings (positions it was never trained for)");
   cmd->add_option("--prefetch", f.prefetch, "Next-layer expert prefetch: auto, on or off")
@@ -71,6 +74,7 @@ std::optional<TunedProfile> tuned_profile(const std::string& flag) {
 
 LoadOptions load_options(const ModelFlags& f) {
   if (f.ctx && *f.ctx < 1) throw Error("--ctx must be at least 1");
+  if (f.prefill_pass && *f.prefill_pass < 1) throw Error("--prefill-pass must be at least 1");
   LoadOptions o;
   o.threads = f.threads;
   o.device = parse_device(f.device);
@@ -85,6 +89,7 @@ LoadOptions load_options(const ModelFlags& f) {
   o.cache_slots = f.cache_experts;
   o.context = f.ctx.value_or(0);
   o.allow_long_context = f.allow_long_ctx;
+  o.max_pass = f.prefill_pass.value_or(0);
   o.prefetch = f.prefetch == "on"    ? LoadOptions::Prefetch::On
                : f.prefetch == "off" ? LoadOptions::Prefetch::Off
                                      : LoadOptions::Prefetch::Auto;

@@ -29,6 +29,7 @@ struct ModelFlags {
   bool stream = false;
   size_t cache_experts = 0;
   std::optional<int64_t> ctx;  // unset: 4096, or the model's max_position_embeddings if smaller
+  std::optional<int64_t> prefill_pass;  // unset: the budget's pass (LoadOptions::max_pass)
   bool allow_long_ctx = false;
   std::string prefetch = "auto";
   std::string verify = "first";

@@ -117,6 +117,11 @@ class ExpertProvider {
   // A guess that `experts` of `layer` come next: a streaming provider may
   // start reading them. Never changes results.
   virtual void prefetch(int64_t layer, std::span<const int32_t> experts) {}
+  // A pass of several parts (Model::forward) fetches `layer`'s experts for
+  // each part in turn: until keep_layer(-1), a read for another expert takes
+  // the slot of another layer's expert first, so the parts after the first
+  // read only what the earlier ones did not. Never changes results.
+  virtual void keep_layer(int64_t layer) { (void)layer; }
   // Whether prefetch() does anything (the model skips predicting if not).
   virtual bool wants_prefetch() const { return false; }
   // Whether experts come from drives through a cache (not held in RAM whole).

@@ -22,7 +22,8 @@ Model::Model(Checkpoint checkpoint, const ModelSetup& setup)
       kind_(checkpoint.kind),
       trunk_path_(std::move(checkpoint.trunk_path)),
       context_(setup.context),
-      max_batch_(setup.max_batch) {
+      max_batch_(setup.max_batch),
+      max_pass_(std::max(std::min(setup.max_pass, setup.context), setup.max_batch)) {
   backend_ = open_backend(setup.device, setup.threads, &device_notice_);
   binder_.set_interleave(backend_->wants_interleaved());
   const ModelConfig& c = config_;
@@ -99,7 +100,7 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   // The plan comes from the config alone (the loader counted it before the
   // layers were bound): a bound weight wider than it is a bug, not a reason
   // to allocate more than was counted.
-  const StepSizes sizes = step_sizes(static_cast<size_t>(max_batch_));
+  const StepSizes sizes = step_sizes(static_cast<size_t>(max_batch_), static_cast<size_t>(max_pass_));
   const StepLimits limits = step_limits(sizes);
   if (static_cast<size_t>(binder_.widest_in()) > limits.widest_in)
     throw Error("internal: a weight with " + std::to_string(binder_.widest_in()) +
@@ -147,9 +148,10 @@ void Model::check_tensors() {
   }
 }
 
-StepSizes plan_step_sizes(const ModelConfig& c, size_t rows, bool held) {
+StepSizes plan_step_sizes(const ModelConfig& c, size_t rows, bool held, size_t span) {
   StepSizes z;
   z.rows = rows;
+  z.span = std::max(span, rows);
   z.logit_rows = std::min<size_t>(rows, kLogitRows);
   z.hidden = static_cast<size_t>(c.hidden_size);
   z.vocab = static_cast<size_t>(c.vocab_size);
@@ -196,14 +198,16 @@ StepLimits plan_step_limits(const ModelConfig& c, const StepSizes& z, int64_t co
   return l;
 }
 
-void Model::set_max_batch_rows(int64_t rows) {
+void Model::set_max_batch_rows(int64_t rows, int64_t pass) {
   if (rows < 1) throw Error("internal: a step of fewer than one row");
   if (!layers_.empty()) throw Error("internal: set_max_batch_rows() after attach_experts()");
   max_batch_ = rows;
+  max_pass_ = std::max(rows, std::min(pass, context_));  // a pass past the context holds nothing more
 }
 
-uint64_t Model::step_bytes(size_t rows) const {
-  const StepSizes sizes = step_sizes(rows ? rows : static_cast<size_t>(max_batch_));
+uint64_t Model::step_bytes(size_t rows, size_t span) const {
+  const StepSizes sizes = rows ? step_sizes(rows, span)
+                               : step_sizes(static_cast<size_t>(max_batch_), static_cast<size_t>(max_pass_));
   return StepState::bytes(sizes) + backend_->scratch_bytes(step_limits(sizes));
 }
 
@@ -251,7 +255,7 @@ void Model::collect_held_routing(std::span<const Row> rows) {
     std::sort(distinct.begin(), distinct.end());
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
     experts_->note_held(h.layer, distinct);
-    if (route_observer_) route_observer_->routed(h.layer, rows, ids, k);
+    if (route_observer_) route_observer_->routed(h.layer, 0, rows, ids, k);
   }
   step_.held_routing.clear();
 }
@@ -289,8 +293,8 @@ void Model::hold_experts_on_device() {
 
 bool Model::prefill(std::span<const int32_t> tokens, size_t from, KvCache& cache, float* logits,
                     const std::function<bool()>& cancelled) {
-  const size_t chunk = static_cast<size_t>(max_batch_);
-  std::vector<Row>& rows = step_.chunk;  // planned: max_batch_ rows
+  const size_t chunk = static_cast<size_t>(max_pass_);
+  std::vector<Row>& rows = step_.chunk;  // planned: max_pass_ rows
   for (size_t begin = from; begin < tokens.size(); begin += chunk) {
     if (cancelled && cancelled()) return false;
     const size_t end = std::min(tokens.size(), begin + chunk);
@@ -366,12 +370,12 @@ void Model::forward(std::span<const Row> rows, float* logits, float* hidden, Log
         for (size_t j = 0; j < i; ++j)
           if (rows[j].cache == rows[i].cache) throw Error("internal: a sequence's rows are not together in the step");
     }
-  const size_t cap = step_.sizes.rows, vocab = static_cast<size_t>(c.vocab_size),
+  const size_t cap = step_.sizes.span, vocab = static_cast<size_t>(c.vocab_size),
                width = static_cast<size_t>(c.hidden_size);
   size_t written = 0, states = 0;
   for (size_t begin = 0; begin < rows.size(); begin += cap) {
     const std::span<const Row> part = rows.subspan(begin, std::min(cap, rows.size() - begin));
-    forward_step(part, logits ? logits + written * vocab : nullptr, hidden ? hidden + states * width : nullptr,
+    forward_pass(part, logits ? logits + written * vocab : nullptr, hidden ? hidden + states * width : nullptr,
                  picks ? picks + written : nullptr);
     for (const Row& r : part) {
       written += r.want_logits ? 1 : 0;
@@ -394,23 +398,36 @@ void Model::take_rows(std::span<const Row> rows) {
   }
 }
 
-void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hidden, LogitPick* picks) {
+void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hidden, LogitPick* picks) {
   const ModelConfig& c = config_;
-  const size_t n = rows.size(), hidden = static_cast<size_t>(c.hidden_size);
+  const size_t n = rows.size(), hidden = static_cast<size_t>(c.hidden_size), vocab = static_cast<size_t>(c.vocab_size);
   const float eps = static_cast<float>(c.rms_norm_eps);
   if (n == 0) return;
   take_rows(rows);
 
+  // The pass's parts: rows [first(p), first(p) + size(p)), each at most a
+  // step's. Every layer takes its parts in order before the next layer
+  // starts; the residual stream (h, and the delta owed to it) and the
+  // banked blocks of the whole pass stay in place between layers, while the
+  // rest of the step state serves one part at a time.
+  const size_t cap = step_.sizes.rows, parts = (n + cap - 1) / cap;
+  auto first = [cap](size_t p) { return p * cap; };
+  auto size = [cap, n](size_t p) { return std::min(cap, n - p * cap); };
+
   Backend& b = *backend_;
-  const Tensor h = step_.h.rows(0, n, hidden), normed = step_.normed.rows(0, n, hidden),
-               delta = step_.delta.rows(0, n, hidden);
-  b.embed(embed_, std::span<const int32_t>(step_.tokens).first(n), h);
+  const Tensor h = step_.h.rows(0, n, hidden), delta = step_.delta.rows(0, n, hidden);
+  for (size_t p = 0; p < parts; ++p)
+    b.embed(embed_, std::span<const int32_t>(step_.tokens).subspan(first(p), size(p)),
+            h.rows(first(p), size(p), hidden));
   if (embed_rows_only_)
     for (const Row& r : rows)
       release_mapped_pages_touched(embed_.data + static_cast<size_t>(r.token) * embed_.row_bytes(), embed_.row_bytes());
 
   // The guess at the next layer's experts, run while this layer's reads are
-  // in flight: one pointer captured, so the std::function holds it in place.
+  // in flight (in a pass of several parts, the last part's: the earlier
+  // parts' reads are of this layer's experts again): from the whole pass's
+  // residual stream; one pointer captured, so the std::function holds it in
+  // place.
   struct Guess {
     Model* model;
     size_t next;
@@ -418,100 +435,113 @@ void Model::forward_step(std::span<const Row> rows, float* logits, float* out_hi
     size_t n;
   } guess{this, 0, h, n};
   const std::function<void()> guess_next = [g = &guess] { g->model->prefetch_for(g->next, g->h, g->n); };
+  const std::function<void()> no_guess;
 
-  // A backend that holds a layer's experts routes it itself
-  // (MoeBlock::forward): room for every layer's choice, which comes back at
-  // the step's end.
-  const bool defer_routing = n <= step_.sizes.held_rows;
+  // A backend that holds a layer's experts routes a one-part pass of it
+  // itself (MoeBlock::forward): room for every layer's choice, which comes
+  // back at the pass's end.
+  const bool defer_routing = parts == 1 && n <= step_.sizes.held_rows;
   step_.held_routing.clear();
+  // A pass of several parts asks for each streamed layer's experts once a
+  // part: the provider keeps that layer's over others until its last part.
+  const bool keep_layers = parts > 1 && streaming();
 
   // AttnRes (Kimi K3): `h` holds the sum within the current block, the bank
   // the earlier blocks' inputs, and each sublayer reads their mix over depth
   // instead of the residual stream (KimiDecoderLayer._forward_attn_residual).
   const int64_t block = c.attn_res_block_size;
-  const Tensor mixed = block ? step_.mixed.rows(0, n, hidden) : Tensor{};
   size_t banked = 0;
-  auto bank = [&] { return std::span<const Tensor>(step_.bank).first(banked); };
+  auto bank = [&](size_t p) {  // the banked blocks' rows of part p
+    step_.bank_part.clear();
+    for (size_t i = 0; i < banked; ++i) step_.bank_part.push_back(step_.bank[i].rows(first(p), size(p), hidden));
+    return std::span<const Tensor>(step_.bank_part);
+  };
   // Without AttnRes, a sublayer's delta joins the stream in the next norm's
   // op (add_rms_norm: one op instead of two, the same bits); a layer's last
   // delta waits for the next layer's first norm.
   bool delta_owed = false;
+  // Part p's input to a sublayer, normalised with `norm` into `normed` (after
+  // the delta owed, or from the depth mix with `query`).
+  auto sublayer_input = [&](size_t p, const float* query, const float* norm, Tensor normed) {
+    const size_t m = size(p);
+    const Tensor hp = h.rows(first(p), m, hidden);
+    if (delta_owed) {
+      b.add_rms_norm(hp, delta.rows(first(p), m, hidden), norm, m, hidden, eps, normed);
+    } else if (query) {
+      const Tensor mixed = step_.mixed.rows(0, m, hidden);
+      b.depth_mix(bank(p), hp, query, m, hidden, eps, mixed);
+      b.rms_norm(mixed, norm, m, hidden, eps, normed);
+    } else {
+      b.rms_norm(hp, norm, m, hidden, eps, normed);
+    }
+  };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const Layer& layer = layers_[l];
-    Tensor in = h;
-    bool restart = false;
-    if (block) {
-      if (banked > 0) {
-        b.depth_mix(bank(), h, layer.attn_res_query.data(), n, hidden, eps, mixed);
-        in = mixed;
-      }
-      if (l % block == 0) {  // a block starts: its input is banked, the sum restarts
-        b.copy(step_.bank[banked++].rows(0, n, hidden), h);
-        restart = true;
-      }
+    const bool restart = block && l % block == 0;  // a block starts: its input is banked, the sum restarts
+    for (size_t p = 0; p < parts; ++p) {
+      const size_t at = first(p), m = size(p);
+      const Tensor hp = h.rows(at, m, hidden), dp = delta.rows(at, m, hidden), normed = step_.normed.rows(0, m, hidden);
+      sublayer_input(p, banked > 0 ? layer.attn_res_query.data() : nullptr, layer.attn_norm, normed);
+      if (restart) b.copy(step_.bank[banked].rows(at, m, hidden), hp);
+      layer.attention->forward(l, normed, rows.subspan(at, m), dp, b, step_);
+      if (restart)
+        b.copy(hp, dp);
+      else if (block)
+        b.add(hp, dp);
     }
-    if (delta_owed)
-      b.add_rms_norm(h, delta, layer.attn_norm, n, hidden, eps, normed);
-    else
-      b.rms_norm(in, layer.attn_norm, n, hidden, eps, normed);
-    delta_owed = false;
-    layer.attention->forward(l, normed, rows, delta, b, step_);
-    if (restart) {
-      b.copy(h, delta);
-    } else if (!block) {
-      delta_owed = true;
-    } else {
-      b.add(h, delta);
-    }
+    if (restart) ++banked;
+    delta_owed = !block;
 
-    in = h;
-    if (block) {
-      b.depth_mix(bank(), h, layer.mlp_res_query.data(), n, hidden, eps, mixed);
-      in = mixed;
-    }
-    if (delta_owed)
-      b.add_rms_norm(h, delta, layer.mlp_norm, n, hidden, eps, normed);
-    else
-      b.rms_norm(in, layer.mlp_norm, n, hidden, eps, normed);
-    delta_owed = false;
     guess.next = static_cast<size_t>(l) + 1;
-    if (layer.moe) {
-      const size_t held_before = step_.held_routing.size();
-      layer.moe->forward(normed, n, delta, b, step_, guess_next, defer_routing);
-      if (route_observer_ && step_.held_routing.size() == held_before) {
-        const size_t k = static_cast<size_t>(c.num_experts_per_tok);
-        route_observer_->routed(l, rows, std::span<const int32_t>(step_.ids).first(n * k), k);
+    for (size_t p = 0; p < parts; ++p) {
+      const size_t at = first(p), m = size(p);
+      const Tensor hp = h.rows(at, m, hidden), dp = delta.rows(at, m, hidden), normed = step_.normed.rows(0, m, hidden);
+      sublayer_input(p, block ? layer.mlp_res_query.data() : nullptr, layer.mlp_norm, normed);
+      const bool last = p + 1 == parts;
+      if (layer.moe) {
+        if (keep_layers) experts_->keep_layer(last ? -1 : l);
+        const size_t held_before = step_.held_routing.size();
+        layer.moe->forward(normed, m, dp, b, step_, last ? guess_next : no_guess, defer_routing);
+        if (route_observer_ && step_.held_routing.size() == held_before) {
+          const size_t k = static_cast<size_t>(c.num_experts_per_tok);
+          route_observer_->routed(l, at, rows.subspan(at, m), std::span<const int32_t>(step_.ids).first(m * k), k);
+        }
+      } else {
+        // A dense layer right before a MoE layer guesses for it too, so the
+        // drive works through this MLP and the next attention instead of
+        // idling until that MoE layer's own reads (DeepSeek-V3's first layers).
+        if (last && l + 1 < c.num_layers && layers_[l + 1].moe) guess_next();
+        layer.dense->forward(normed, m, dp, b, step_.dense_gate, step_.dense_up);
       }
-    } else {
-      // A dense layer right before a MoE layer guesses for it too, so the
-      // drive works through this MLP and the next attention instead of
-      // idling until that MoE layer's own reads (DeepSeek-V3's first layers).
-      if (l + 1 < c.num_layers && layers_[l + 1].moe) guess_next();
-      layer.dense->forward(normed, n, delta, b, step_.dense_gate, step_.dense_up);
+      if (block) b.add(hp, dp);
     }
-    if (block)
-      b.add(h, delta);
-    else
-      delta_owed = true;
-  }
-  if (delta_owed) b.add(h, delta);
-
-  Tensor last = h;
-  if (block) {
-    b.depth_mix(bank(), h, output_res_query_.data(), n, hidden, eps, mixed);
-    last = mixed;
+    delta_owed = !block;
   }
 
-  // The final hidden states asked for, each normalised on its own (the
-  // output head below does the same for its rows: the same bits).
-  size_t states = 0;
-  for (size_t i = 0; i < n; ++i)
-    if (rows[i].want_hidden) {
-      const Tensor one = normed.rows(0, 1, hidden);
-      b.rms_norm(last.rows(i, 1, hidden), final_norm_, 1, hidden, eps, one);
-      b.download(one, out_hidden + states++ * hidden);
+  // Per part: the stream's last delta, then the final hidden states asked
+  // for, each normalised on its own (the output head does the same for its
+  // rows: the same bits), and the logits.
+  size_t written = 0, states = 0;
+  for (size_t p = 0; p < parts; ++p) {
+    const size_t at = first(p), m = size(p);
+    const std::span<const Row> part = rows.subspan(at, m);
+    const Tensor hp = h.rows(at, m, hidden);
+    if (delta_owed) b.add(hp, delta.rows(at, m, hidden));
+    Tensor last = hp;
+    if (block) {
+      last = step_.mixed.rows(0, m, hidden);
+      b.depth_mix(bank(p), hp, output_res_query_.data(), m, hidden, eps, last);
     }
-  output_head(last, rows, final_norm_, lm_head_, logits, picks);
+    for (size_t i = 0; i < m; ++i)
+      if (part[i].want_hidden) {
+        const Tensor one = step_.normed.rows(0, 1, hidden);
+        b.rms_norm(last.rows(i, 1, hidden), final_norm_, 1, hidden, eps, one);
+        b.download(one, out_hidden + states++ * hidden);
+      }
+    output_head(last, part, final_norm_, lm_head_, logits ? logits + written * vocab : nullptr,
+                picks ? picks + written : nullptr);
+    for (const Row& r : part) written += r.want_logits ? 1 : 0;
+  }
   collect_held_routing(rows);
 
   for (const Row& r : rows) r.cache->set_length(std::max(r.cache->length(), r.pos + 1));

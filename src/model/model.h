@@ -33,6 +33,9 @@ struct ModelSetup {
   ComputeDevice device;      // --device
   int64_t context = 4096;    // positions a sequence may reach (--ctx); >= 1
   int64_t max_batch = 4096;  // rows of one sequence per step (prefill chunk); >= 1
+  // Rows of one pass (Model::forward: layer by layer over steps of
+  // max_batch rows), at most the context; 0: max_batch.
+  int64_t max_pass = 0;
 };
 
 // How the RAM budget was split (all bytes; zero without a budget). `step`:
@@ -75,7 +78,8 @@ std::vector<float> depth_query(WeightBinder& w, const ModelConfig& c, TensorKind
 // layers, and then routes any step of them). Model::step_bytes() is
 // StepState::bytes() of the one plus its backend's scratch for the other;
 // `strata budget` plans the CPU's step from these without building a Model.
-StepSizes plan_step_sizes(const ModelConfig& c, size_t rows, bool held);
+// `span`: the rows of a pass (StepSizes::span; 0: `rows`).
+StepSizes plan_step_sizes(const ModelConfig& c, size_t rows, bool held, size_t span = 0);
 StepLimits plan_step_limits(const ModelConfig& c, const StepSizes& z, int64_t context);
 
 // A model is built in two steps by runtime/loader.h: the constructor takes
@@ -103,15 +107,16 @@ class Model {
   // fails when it is loaded. The model stays unable to run.
   void check_tensors();
   // Bytes the step state and the backend's scratch take for steps of `rows`
-  // rows (0: max_batch_rows()), as attach_experts() plans them (the layers
-  // need not be bound yet: computed from the config).
-  uint64_t step_bytes(size_t rows = 0) const;
+  // rows in passes of `span` (0, 0: max_batch_rows() and max_pass_rows();
+  // rows alone: passes as wide as a step), as attach_experts() plans them
+  // (the layers need not be bound yet: computed from the config).
+  uint64_t step_bytes(size_t rows = 0, size_t span = 0) const;
   // What attach_experts() did allocate for it: the step state's tensors and
   // arrays and the backend's scratch (equal to step_bytes()).
   uint64_t allocated_step_bytes() const { return backend_->allocated_bytes() + step_.host_bytes(); }
-  // Changes the rows of one step, before attach_experts() (the loader fits
-  // them to a budget).
-  void set_max_batch_rows(int64_t rows);
+  // Changes the rows of one step and of one pass (0: as one step), before
+  // attach_experts() (the loader fits them to a budget).
+  void set_max_batch_rows(int64_t rows, int64_t pass = 0);
   // Streaming: the untied token table is read a row per step straight from
   // its mapped file and those pages are let go again, so it is not held in
   // RAM. False (and nothing changes) when the table is tied or was converted.
@@ -144,9 +149,12 @@ class Model {
   uint64_t cache_snapshot_bytes() const;
   // Positions a sequence may reach (--ctx).
   int64_t context() const { return context_; }
-  // Rows of one sequence a forward step may take (prompts longer than this
-  // are prefilled in chunks of it).
+  // Rows of one sequence a forward step may take.
   int64_t max_batch_rows() const { return max_batch_; }
+  // Rows one pass may take (>= max_batch_rows()): a prompt up to this long is
+  // prefilled in one pass, layer by layer, so a streamed layer's experts are
+  // read once for all of it; a longer one in passes of this many.
+  int64_t max_pass_rows() const { return max_pass_; }
   bool streaming() const { return experts_ && experts_->streams(); }
   // Whether `layer`'s routed experts are read into the expert cache when
   // routed to (not held with the trunk).
@@ -174,9 +182,9 @@ class Model {
   }
 
   // Feeds tokens[from..] of one sequence at positions from.. into `cache`, in
-  // chunks of max_batch_rows() (the same bits as one big batch: the kernels
+  // passes of max_pass_rows() (the same bits as one big batch: the kernels
   // are batch-invariant), and writes the last token's logits. Stops early,
-  // returning false, when `cancelled` says so between chunks.
+  // returning false, when `cancelled` says so between passes.
   bool prefill(std::span<const int32_t> tokens, size_t from, KvCache& cache, float* logits,
                const std::function<bool()>& cancelled = {});
 
@@ -185,8 +193,13 @@ class Model {
   // row with want_hidden, in row order, into `hidden`: its final hidden state
   // after the final norm (what the output head reads; computed apart, so the
   // logits are the same bits either way). Advances each cache's length.
-  // A step of more than max_batch_rows() rows runs as several, in order
-  // (the same bits: rows are batch-invariant). A row with pick_only gets its
+  // Rows run in passes of up to max_pass_rows(), in order; a pass of more
+  // than max_batch_rows() rows runs layer by layer, each layer over its
+  // parts of max_batch_rows() rows in order before the next layer (a part
+  // attends to the earlier parts' rows, which that layer wrote first), so a
+  // streamed layer's experts are fetched for its parts back to back and read
+  // once where the expert cache holds them (ExpertProvider::keep_layer).
+  // Either way the same bits: rows are batch-invariant. A row with pick_only gets its
   // LogitPick in `picks` (one per row with want_logits, in row order; its
   // place in `logits` may be left unwritten).
   void forward(std::span<const Row> rows, float* logits, float* hidden = nullptr, LogitPick* picks = nullptr);
@@ -222,8 +235,8 @@ class Model {
   std::span<const MtpLayer> mtp_layers() const { return mtp_; }
 
  private:
-  // One step of at most max_batch_rows() rows.
-  void forward_step(std::span<const Row> rows, float* logits, float* hidden, LogitPick* picks);
+  // One pass of at most max_pass_rows() rows.
+  void forward_pass(std::span<const Row> rows, float* logits, float* hidden, LogitPick* picks);
   // A step's first work: the rows' caches grown to hold them, their tokens taken.
   void take_rows(std::span<const Row> rows);
   // One MTP step of at most max_batch_rows() rows (model/mtp_forward.cpp).
@@ -248,7 +261,9 @@ class Model {
   CacheShape mtp_cache_shape() const;
   // What the step state holds, for steps of `rows` rows (plan_step_sizes and
   // plan_step_limits for this model and backend).
-  StepSizes step_sizes(size_t rows) const { return plan_step_sizes(config_, rows, backend_->hold_budget() > 0); }
+  StepSizes step_sizes(size_t rows, size_t span) const {
+    return plan_step_sizes(config_, rows, backend_->hold_budget() > 0, span);
+  }
   StepLimits step_limits(const StepSizes& sizes) const { return plan_step_limits(config_, sizes, context_); }
 
   std::filesystem::path dir_;
@@ -274,6 +289,7 @@ class Model {
   MemoryPlan plan_;
   int64_t context_ = 4096;
   int64_t max_batch_ = 4096;
+  int64_t max_pass_ = 4096;
   RouteObserver* route_observer_ = nullptr;
 };
 

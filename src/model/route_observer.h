@@ -13,8 +13,11 @@ namespace strata {
 class RouteObserver {
  public:
   virtual ~RouteObserver() = default;
-  // MoE layer `layer` chose ids[r·k .. r·k + k) for rows[r], in the router's order.
-  virtual void routed(int64_t layer, std::span<const Row> rows, std::span<const int32_t> ids, size_t k) = 0;
+  // MoE layer `layer` chose ids[r·k .. r·k + k) for rows[r], in the router's
+  // order; `rows` are the step's rows [first, first + rows.size()) (a pass
+  // wider than a step routes a layer's parts in turn).
+  virtual void routed(int64_t layer, size_t first, std::span<const Row> rows, std::span<const int32_t> ids,
+                      size_t k) = 0;
   // The step over `rows` is done (every MoE layer has been seen).
   virtual void step_done(std::span<const Row> rows) = 0;
 };

@@ -38,10 +38,10 @@ uint64_t work_size(const StepSizes& z) {
 }  // namespace
 
 StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
-  const size_t rows = z.rows, slots = z.rows * z.experts_per_token;
-  h = b.allocate(rows * z.hidden);
+  const size_t rows = z.rows, span = z.span, slots = z.rows * z.experts_per_token;
+  h = b.allocate(span * z.hidden);
   normed = b.allocate(rows * z.hidden);
-  delta = b.allocate(rows * z.hidden);
+  delta = b.allocate(span * z.hidden);
   guess_normed = b.allocate(z.guess_rows * z.hidden);
   guess_logits = b.allocate(z.guess_rows * z.experts);
   work = b.allocate(work_size(z));
@@ -69,12 +69,13 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
     latent_out = moe.next(rows * z.latent_width);
   }
   bank.reserve(z.depth_blocks);
-  for (size_t i = 0; i < z.depth_blocks; ++i) bank.push_back(b.allocate(rows * z.hidden));
+  for (size_t i = 0; i < z.depth_blocks; ++i) bank.push_back(b.allocate(span * z.hidden));
+  bank_part.reserve(z.depth_blocks);
   mixed = b.allocate(z.depth_blocks ? rows * z.hidden : 0);
   logits = Layout(work).next(static_cast<uint64_t>(z.logit_rows) * z.vocab);
   mtp_in = Layout(work).next(rows * z.mtp_in);
 
-  tokens.resize(rows);
+  tokens.resize(span);
   ids.resize(slots);
   weights.resize(slots);
   count.resize(z.experts);
@@ -99,25 +100,25 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
   guess_count.resize(z.experts);
   guess_best.resize(z.experts);
   selected.reserve(rows);
-  chunk.reserve(rows);
+  chunk.reserve(span);
 }
 
 uint64_t StepState::bytes(const StepSizes& z) {
-  const uint64_t rows = z.rows, slots = z.rows * z.experts_per_token, e = z.experts,
+  const uint64_t rows = z.rows, span = z.span, slots = z.rows * z.experts_per_token, e = z.experts,
                  guess = z.guess_rows * z.experts_per_token, held = z.moe_layers * z.held_rows * z.experts_per_token;
-  const uint64_t floats = 3 * rows * z.hidden + z.guess_rows * (z.hidden + z.experts) + work_size(z) +
-                         (z.depth_blocks ? (z.depth_blocks + 1) * rows * z.hidden : 0);
-  return floats * sizeof(float) + rows * sizeof(int32_t) + slots * (sizeof(int32_t) + sizeof(float)) +
+  const uint64_t floats = (2 * span + rows) * z.hidden + z.guess_rows * (z.hidden + z.experts) + work_size(z) +
+                         (z.depth_blocks ? z.depth_blocks * span * z.hidden + rows * z.hidden : 0);
+  return floats * sizeof(float) + span * sizeof(int32_t) + slots * (sizeof(int32_t) + sizeof(float)) +
          e * 3 * sizeof(uint32_t) + e * sizeof(int32_t) + slots * 2 * sizeof(uint32_t) + e * sizeof(ExpertJob) +
          e * sizeof(std::pair<int, const ExpertWeights*>) + guess * (sizeof(int32_t) + sizeof(float)) +
-         e * (sizeof(int32_t) + sizeof(uint32_t) + sizeof(float)) + rows * sizeof(uint32_t) + rows * sizeof(Row) +
-         z.depth_blocks * sizeof(Tensor) + z.moe_layers * sizeof(HeldRouting) +
+         e * (sizeof(int32_t) + sizeof(uint32_t) + sizeof(float)) + rows * sizeof(uint32_t) + span * sizeof(Row) +
+         2 * z.depth_blocks * sizeof(Tensor) + z.moe_layers * sizeof(HeldRouting) +
          held * (sizeof(int32_t) + sizeof(float)) + z.guess_rows * sizeof(uint32_t) + e * sizeof(uint64_t);
 }
 
 uint64_t StepState::host_bytes() const {
   auto bytes = [](const auto& v) { return static_cast<uint64_t>(v.capacity() * sizeof(v[0])); };
-  return bank.capacity() * sizeof(Tensor) + bytes(tokens) + bytes(ids) + bytes(weights) + bytes(count) + bytes(first) + bytes(next) + bytes(unique) + bytes(thread_load) +
+  return (bank.capacity() + bank_part.capacity()) * sizeof(Tensor) + bytes(tokens) + bytes(ids) + bytes(weights) + bytes(count) + bytes(first) + bytes(next) + bytes(unique) + bytes(thread_load) +
          bytes(slot_rows) + bytes(gather) + bytes(jobs) + bytes(ready) + bytes(guess_sample) + bytes(guess_ids) +
          bytes(guess_weights) +
          bytes(guess) + bytes(guess_count) + bytes(guess_best) + bytes(selected) + bytes(chunk) +

@@ -23,6 +23,10 @@ struct AttentionWidths {
 
 struct StepSizes {
   size_t rows = 0;          // the most rows of one step
+  // The most rows of one pass (>= rows): a pass of more rows than a step
+  // runs layer by layer, each layer over its parts of `rows` rows in turn
+  // (Model::forward), and keeps its residual stream whole between layers.
+  size_t span = 0;
   size_t logit_rows = 0;    // rows whose logits one output product computes
   size_t hidden = 0, vocab = 0;
   AttentionWidths attention;
@@ -42,13 +46,15 @@ struct StepState {
   StepState(Backend& backend, const StepSizes& sizes);
 
   StepSizes sizes;
-  // The residual stream and its normalised copy, and what a block adds [rows × hidden].
+  // The residual stream and what a block adds [span × hidden], and the
+  // normalised input of a block [rows × hidden].
   Tensor h, normed, delta;
   // The guess at the next layer's experts [guess_rows × hidden], [guess_rows × experts].
   Tensor guess_normed, guess_logits;
-  // AttnRes (Kimi K3): the banked block states [depth_blocks × rows × hidden],
-  // one tensor each, and the mix that replaces the residual [rows × hidden].
-  std::vector<Tensor> bank;
+  // AttnRes (Kimi K3): the banked block states [depth_blocks × span × hidden],
+  // one tensor each, the rows of one part of them (bank_part: views), and
+  // the mix that replaces the residual [rows × hidden].
+  std::vector<Tensor> bank, bank_part;
   Tensor mixed;
   // One work tensor that each phase lays out anew: nothing of a layer's
   // attention outlives it, nothing of its feed-forward block (a dense MLP or
@@ -64,7 +70,7 @@ struct StepState {
   Tensor logits;                        // [logit_rows × vocab]
   Tensor mtp_in;                        // an MTP layer's input, before eh_proj [rows × mtp_in]
 
-  std::vector<int32_t> tokens;     // [rows]
+  std::vector<int32_t> tokens;     // [span]
   std::vector<int32_t> ids;        // routing [rows × k]
   std::vector<float> weights;
   std::vector<uint32_t> count;     // per expert: slots routed to it
@@ -97,7 +103,7 @@ struct StepState {
   std::vector<int32_t> held_ids;
   std::vector<float> held_weights;
   std::vector<uint32_t> selected;  // rows whose logits are wanted
-  std::vector<Row> chunk;          // a prefill chunk's rows [rows]
+  std::vector<Row> chunk;          // a prefill pass's rows [span]
 
   // Bytes a step state of `sizes` takes: its tensors and host arrays (the
   // backend's own scratch comes on top: Backend::scratch_bytes()).

@@ -100,27 +100,39 @@ double read_seconds(const BudgetShape& s, uint64_t slots, const Heat& sorted, do
   return bytes / (gbps * 1e9);
 }
 
-// The rows of a prompt's (first) step.
-int64_t step_tokens(const BudgetMachine& m, int64_t prompt) {
-  return m.step_rows > 0 ? std::min(prompt, m.step_rows) : prompt;
+// The rows of a prompt's (first) pass.
+int64_t pass_tokens(const BudgetMachine& m, int64_t prompt) {
+  const int64_t pass = m.pass_rows > 0 ? std::max(m.pass_rows, m.step_rows) : m.step_rows;
+  return pass > 0 ? std::min(prompt, pass) : prompt;
+}
+
+// Experts (per layer) of `tokens` rows in runs of `run` rows, each run's read again.
+double reads_in_runs(const BudgetShape& s, int64_t tokens, int64_t run) {
+  if (run <= 0 || run >= tokens) return distinct_experts(s.experts, s.experts_per_token, tokens);
+  return static_cast<double>(tokens / run) * distinct_experts(s.experts, s.experts_per_token, run) +
+         distinct_experts(s.experts, s.experts_per_token, tokens % run);
 }
 
 // A cold prompt's reads, per MoE layer, in experts: its distinct ones when
-// it runs in one step or the cache holds all of them; else each step's own.
+// the cache holds all of them; else each pass's, where the cache holds a
+// layer's experts of a pass, else each step's.
 double prompt_reads(const BudgetShape& s, const BudgetMachine& m, int64_t prompt, uint64_t slots) {
   const double whole = distinct_experts(s.experts, s.experts_per_token, prompt);
-  const int64_t step = step_tokens(m, prompt);
-  if (step >= prompt || static_cast<double>(slots) >= whole * static_cast<double>(s.moe_layers)) return whole;
-  const int64_t rest = prompt % step;
-  return static_cast<double>(prompt / step) * distinct_experts(s.experts, s.experts_per_token, step) +
-         distinct_experts(s.experts, s.experts_per_token, rest);
+  if (static_cast<double>(slots) >= whole * static_cast<double>(s.moe_layers)) return whole;
+  const int64_t pass = pass_tokens(m, prompt);
+  auto pass_reads = [&](int64_t rows) {
+    if (rows <= 0) return 0.0;
+    const double layer = distinct_experts(s.experts, s.experts_per_token, rows);
+    return static_cast<double>(slots) >= layer ? layer : reads_in_runs(s, rows, m.step_rows);
+  };
+  return static_cast<double>(prompt / pass) * pass_reads(pass) + pass_reads(prompt % pass);
 }
 
 // A cold prompt's seconds from its reads and its compute (budget.h).
 double prompt_seconds(const BudgetShape& s, const BudgetMachine& m, const BudgetPrediction& p, double read_s,
                       double compute_s) {
   const double layers = static_cast<double>(s.moe_layers);
-  const double distinct = distinct_experts(s.experts, s.experts_per_token, step_tokens(m, p.prompt_tokens));
+  const double distinct = distinct_experts(s.experts, s.experts_per_token, pass_tokens(m, p.prompt_tokens));
   const double slots = static_cast<double>(p.cache_slots);
   // The share of a layer's experts its guess can read ahead: the provider
   // gives guesses a quarter of the slots at most, none that the layer's own
@@ -181,7 +193,7 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
                             : static_cast<uint64_t>(picks * static_cast<double>(s.expert_bytes) * (1.0 - p.hit_rate) *
                                                     m.prefetch_read_factor);
   p.prompt_tokens = prompt_tokens;
-  if (m.step_rows < 0) throw Error("budget: a step has at least zero rows");
+  if (m.step_rows < 0 || m.pass_rows < 0) throw Error("budget: a step or a pass has at least zero rows");
   p.prompt_read_bytes = static_cast<uint64_t>(prompt_reads(s, m, prompt_tokens, p.cache_slots) *
                                               static_cast<double>(s.moe_layers) * static_cast<double>(s.expert_bytes));
 

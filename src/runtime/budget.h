@@ -91,10 +91,13 @@ struct BudgetMachine {
   // Whether the runs guess the next layer's experts (--prefetch): without,
   // a prompt's reads and compute add up (no read-ahead between layers).
   bool prefetch = true;
-  // The rows of a step (0: a prompt runs in one): a longer prompt runs in
-  // steps of this many, and each step reads its own experts again unless the
-  // cache holds every expert of the whole prompt.
-  int64_t step_rows = 0;
+  // The rows of a step (0: a prompt runs in one) and of a pass (0: as a
+  // step's): a longer prompt runs in passes, each layer over a pass's steps
+  // in turn (model/model.h). A pass reads a layer's experts once where the
+  // cache holds that layer's distinct experts of the pass, else each step's
+  // again; each pass reads its own again unless the cache holds every
+  // expert of the whole prompt.
+  int64_t step_rows = 0, pass_rows = 0;
 };
 
 // The seeds' three steps.
@@ -127,7 +130,7 @@ struct BudgetPrediction {
   bool hit_rate_from_heat = false;
   uint64_t read_per_token = 0;  // expert bytes read from the drives per decoded token
   int64_t prompt_tokens = 0;
-  uint64_t prompt_read_bytes = 0;  // a cold prompt's reads: its distinct experts, each step's again (step_rows)
+  uint64_t prompt_read_bytes = 0;  // a cold prompt's reads: its distinct experts, each pass's or step's again
   std::vector<DrivePrediction> by_drives;  // 1 .. N drives
   // With all drives, at least least_ram_bytes; 0 without drives or compute time.
   uint64_t ram_not_drive_bound = 0;

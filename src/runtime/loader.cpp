@@ -73,6 +73,7 @@ ModelSetup plan_setup(const ModelConfig& c, const LoadOptions& options, const st
   s.max_batch = options.max_batch > 0       ? options.max_batch
                 : options.max_batch_cap > 0 ? std::min<int64_t>(options.max_batch_cap, kMaxStepRows)
                                             : kMaxStepRows;
+  s.max_pass = options.max_pass;
   return s;
 }
 
@@ -107,8 +108,9 @@ uint64_t step_share(uint64_t ram) { return std::max(kMinStepShare, ram / 16); }
 
 void fit_step_to_budget(Model& model, const LoadOptions& options, uint64_t ram) {
   if (ram == 0 || options.max_batch > 0) return;
-  const int64_t widest = widest_step_within(model, step_share(ram));
-  model.set_max_batch_rows(options.max_batch_cap > 0 ? std::min(widest, options.max_batch_cap) : widest);
+  const StepPlan plan = plan_step_within([&](size_t rows, size_t span) { return model.step_bytes(rows, span); },
+                                         step_share(ram), model.context(), options.max_batch_cap);
+  model.set_max_batch_rows(plan.rows, options.max_pass > 0 ? options.max_pass : plan.pass);
 }
 
 // Every routed expert of a checkpoint streamed in place, as reads of the
@@ -176,13 +178,15 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   // states (its snapshot at the prompt's end, runtime/session.h).
   const uint64_t snapshot = state_snapshot_bytes(model, options);
   plan.kv = model.cache_bytes_at_context() * static_cast<uint64_t>(options.sequences) + snapshot;
-  // The hidden states of a step's rows: a prompt chunk as wide as the step
-  // may become (the budget only narrows it) beside a verification of up to
-  // 16 rows per sequence.
-  if (options.mtp_draft)
-    plan.kv += model.mtp_cache_bytes_at_context() * static_cast<uint64_t>(options.sequences) +
-               static_cast<uint64_t>(model.max_batch_rows() + 16 * options.sequences) *
-                   static_cast<uint64_t>(model.config().hidden_size) * sizeof(float);
+  if (options.mtp_draft) plan.kv += model.mtp_cache_bytes_at_context() * static_cast<uint64_t>(options.sequences);
+  // MTP drafting: the hidden states of a step's rows, a prompt pass as wide
+  // as the model plans it beside a verification of up to 16 rows per
+  // sequence (counted with the KV cache once the budget fitted the pass).
+  auto mtp_hidden = [&] {
+    return options.mtp_draft ? static_cast<uint64_t>(model.max_pass_rows() + 16 * options.sequences) *
+                                   static_cast<uint64_t>(model.config().hidden_size) * sizeof(float)
+                             : 0;
+  };
   const uint64_t slot_bytes = std::max<uint64_t>(catalog.max_slot_bytes, kIoAlign);
   const uint64_t min_cache = slot_bytes * static_cast<uint64_t>(2 * c.num_experts_per_tok);
   const std::filesystem::path& dir = model.dir();
@@ -191,7 +195,7 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   // room for all of them; otherwise a budget from the memory available.
   if (budget.ram == 0 && options.cache_slots == 0) {
     const uint64_t available = available_memory_bytes();
-    const uint64_t all = plan.trunk + plan.kv + model.step_bytes() + plan.baseline +
+    const uint64_t all = plan.trunk + plan.kv + mtp_hidden() + model.step_bytes() + plan.baseline +
                          slot_bytes * static_cast<uint64_t>(experts);
     if (!fits(all, plan.baseline, available)) {
       budget = {budget_from_available(plan.baseline, available), available, true, ""};
@@ -201,6 +205,7 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
     }
   }
   fit_step_to_budget(model, options, budget.ram);
+  plan.kv += mtp_hidden();
   // The step's buffers, exactly as the model plans them; plan.baseline, the
   // process itself, was measured before the model was built.
   plan.step = model.step_bytes();
@@ -275,32 +280,56 @@ Budget choose_budget(const Model& model, const LoadOptions& options, uint64_t ba
 
 }  // namespace
 
-int64_t widest_step_within(const std::function<uint64_t(size_t rows)>& step_bytes, uint64_t bytes) {
-  const uint64_t one_row = step_bytes(1);
-  int64_t lo = kMinStepRows, hi = kMaxStepRows;
+namespace {
+
+// The largest n in [lo, hi] with extra(n) <= bytes (extra growing with n); lo when none.
+int64_t widest_within(const std::function<uint64_t(int64_t n)>& extra, int64_t lo, int64_t hi, uint64_t bytes) {
   while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (step_bytes(static_cast<size_t>(mid)) - one_row <= bytes) lo = mid;
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (extra(mid) <= bytes) lo = mid;
     else hi = mid - 1;
   }
   return lo;
+}
+
+}  // namespace
+
+int64_t widest_step_within(const std::function<uint64_t(size_t rows)>& step_bytes, uint64_t bytes) {
+  const uint64_t one_row = step_bytes(1);
+  return widest_within([&](int64_t rows) { return step_bytes(static_cast<size_t>(rows)) - one_row; }, kMinStepRows,
+                       kMaxStepRows, bytes);
 }
 
 int64_t widest_step_within(const Model& model, uint64_t bytes) {
   return widest_step_within([&](size_t rows) { return model.step_bytes(rows); }, bytes);
 }
 
+StepPlan plan_step_within(const std::function<uint64_t(size_t rows, size_t span)>& step_bytes, uint64_t share,
+                          int64_t context, int64_t cap) {
+  const uint64_t one_row = step_bytes(1, 1);
+  // The widest pass, up to the context, whose stream takes half the share
+  // beside a step of the fewest rows; then the widest step beside it within
+  // the whole share.
+  StepPlan plan;
+  plan.pass = widest_within(
+      [&](int64_t pass) { return step_bytes(kMinStepRows, static_cast<size_t>(pass)) - one_row; }, kMinStepRows,
+      std::max(kMinStepRows, context), share / 2);
+  plan.rows = widest_within(
+      [&](int64_t rows) { return step_bytes(static_cast<size_t>(rows), static_cast<size_t>(std::max(rows, plan.pass))) - one_row; },
+      kMinStepRows, kMaxStepRows, share);
+  if (cap > 0) plan.rows = std::min(plan.rows, cap);
+  plan.pass = std::max(plan.pass, plan.rows);
+  return plan;
+}
+
 PlannedStep planned_cpu_step(const ModelConfig& c, int64_t context, uint64_t ram, int threads, int64_t cap) {
   const size_t pool = static_cast<size_t>(threads > 0 ? threads : default_thread_count());
-  auto bytes = [&](size_t rows) {
-    const StepSizes z = plan_step_sizes(c, rows, /*held=*/false);
+  auto bytes = [&](size_t rows, size_t span) {
+    const StepSizes z = plan_step_sizes(c, rows, /*held=*/false, span);
     return StepState::bytes(z) + CpuBackend::scratch_bytes_for(plan_step_limits(c, z, context), pool);
   };
-  PlannedStep step;
-  const int64_t widest = widest_step_within(bytes, step_share(ram));
-  step.rows = cap > 0 ? std::min(widest, cap) : widest;
-  step.bytes = bytes(static_cast<size_t>(step.rows));
-  return step;
+  const StepPlan plan = plan_step_within(bytes, step_share(ram), context, cap);
+  return PlannedStep{plan.rows, plan.pass, bytes(static_cast<size_t>(plan.rows), static_cast<size_t>(plan.pass))};
 }
 
 std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadOptions& options) {

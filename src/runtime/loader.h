@@ -67,6 +67,10 @@ struct LoadOptions {
   // the full context is in the budget.
   int sequences = 1;
   int64_t max_batch = 0;   // rows of one sequence per step (prefill chunk); 0 = from the budget
+  // Rows of one pass (Model::max_pass_rows(): a prompt this long reads a
+  // streamed layer's experts once); 0 = from the budget, or one step's
+  // without a budget or with max_batch.
+  int64_t max_pass = 0;
   // A tuned profile's widest step (runtime/tune_profile.h): the step is the
   // budget's (or the default), at most this; 0 = no cap.
   int64_t max_batch_cap = 0;
@@ -129,6 +133,19 @@ int64_t widest_step_within(const Model& model, uint64_t bytes);
 // The same over any step's bytes by rows.
 int64_t widest_step_within(const std::function<uint64_t(size_t rows)>& step_bytes, uint64_t bytes);
 
+// The step and the pass within a budget's share of `share` bytes
+// (step_bytes(rows, span): Model::step_bytes): the pass spans the context
+// where its residual stream (and banked blocks) beside a step of 16 rows
+// takes at most half the share, else it is the widest that does (a prompt
+// longer than the pass reads a streamed layer's experts once a pass); the
+// step gets the widest rows (16 to 4096, at most `cap` when not 0) with
+// which the whole fits in the share; the pass is at least the step.
+struct StepPlan {
+  int64_t rows = 0, pass = 0;
+};
+StepPlan plan_step_within(const std::function<uint64_t(size_t rows, size_t span)>& step_bytes, uint64_t share,
+                          int64_t context, int64_t cap);
+
 // The step a model of config `c` at `context` positions plans on the CPU
 // with `threads` threads (0: the default count) under a budget of `ram`
 // bytes, as the loader fits it (its rows at most `cap`, a tuned profile's
@@ -136,7 +153,7 @@ int64_t widest_step_within(const std::function<uint64_t(size_t rows)>& step_byte
 // the CPU backend's scratch). `strata budget` counts it without building the
 // model.
 struct PlannedStep {
-  int64_t rows = 0;
+  int64_t rows = 0, pass = 0;
   uint64_t bytes = 0;
 };
 PlannedStep planned_cpu_step(const ModelConfig& c, int64_t context, uint64_t ram, int threads, int64_t cap = 0);

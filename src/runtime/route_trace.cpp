@@ -18,10 +18,11 @@ void RouteTrace::begin_sequence(const KvCache* cache) { seq_[cache] = next_seq_+
 
 void RouteTrace::end_sequence(const KvCache* cache) { seq_.erase(cache); }
 
-void RouteTrace::routed(int64_t layer, std::span<const Row> rows, std::span<const int32_t> ids, size_t k) {
-  if (step_.size() < rows.size()) step_.resize(rows.size());
+void RouteTrace::routed(int64_t layer, size_t first, std::span<const Row> rows, std::span<const int32_t> ids,
+                        size_t k) {
+  if (step_.size() < first + rows.size()) step_.resize(first + rows.size());
   for (size_t r = 0; r < rows.size(); ++r) {
-    auto& row = step_[r];
+    auto& row = step_[first + r];
     if (row.size() != static_cast<size_t>(layers_)) row.assign(static_cast<size_t>(layers_), {});
     if (layer < 0 || layer >= layers_) continue;
     row[static_cast<size_t>(layer)].assign(ids.begin() + static_cast<long>(r * k),

@@ -36,7 +36,8 @@ class RouteTrace final : public RouteObserver {
   void begin_sequence(const KvCache* cache);
   void end_sequence(const KvCache* cache);
 
-  void routed(int64_t layer, std::span<const Row> rows, std::span<const int32_t> ids, size_t k) override;
+  void routed(int64_t layer, size_t first, std::span<const Row> rows, std::span<const int32_t> ids,
+              size_t k) override;
   void step_done(std::span<const Row> rows) override;
   // Drops this step's lines of `cache`'s sequence at positions [from, to).
   void discard(const KvCache* cache, int64_t from, int64_t to);

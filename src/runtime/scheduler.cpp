@@ -320,10 +320,12 @@ void Scheduler::forward_step() {
         hidden_owners_.push_back({s.get(), s->pos - static_cast<int64_t>(s->refeed), s->refeed + 1 + s->drafted.size()});
     }
   const size_t decode_rows = rows_.size();
-  // Prompt rows: a chunk of max_batch_rows per sequence, and with others
-  // decoding no more than max_batch_rows rows in all (what a step's buffers
-  // are budgeted for; the decode rows go first so they never wait).
-  const size_t chunk = static_cast<size_t>(model_.max_batch_rows());
+  // Prompt rows: with none decoding, a pass of max_pass_rows (each streamed
+  // layer's experts read once for all of it: Model::forward); with others
+  // decoding, a chunk of max_batch_rows per sequence and no more than
+  // max_batch_rows rows in all (the decode rows go first so they never wait,
+  // and a long prompt's pass does not hold their tokens back).
+  const size_t chunk = static_cast<size_t>(decode_rows > 0 ? model_.max_batch_rows() : model_.max_pass_rows());
   size_t budget = decode_rows < chunk ? chunk - decode_rows : 1;
   for (auto& s : running_) {
     if (s->ended || s->decoding || budget == 0) continue;

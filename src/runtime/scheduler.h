@@ -10,9 +10,11 @@
 // Contract:
 // - Each step is one Model::forward over a batch of rows: one row per
 //   decoding sequence, plus prompt chunks of sequences still prefilling, in
-//   admission order: at most max_batch_rows() prompt rows of one sequence,
-//   and no more than max_batch_rows() rows in all while others decode (the
-//   decode rows go first; at least one prompt row still runs).
+//   admission order: with none decoding, up to max_pass_rows() prompt rows
+//   in all (one pass, layer by layer); while others decode, at most
+//   max_batch_rows() prompt rows of one sequence and no more than
+//   max_batch_rows() rows in all (the decode rows go first; at least one
+//   prompt row still runs).
 //   Kernels are batch-invariant, so a sequence's tokens and logits are the
 //   same bits whether it runs alone, in chunks, or beside others.
 // - Each sequence samples with its own Sampler, seeded by its request and fed

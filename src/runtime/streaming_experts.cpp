@@ -192,21 +192,25 @@ void StreamingExpertProvider::note_use(int64_t layer, int64_t expert) {
 }
 
 int StreamingExpertProvider::choose_victim(bool for_prefetch, double guess_score) const {
-  int best = -1;
+  // The coldest slot of another layer than the kept one, else (for a read
+  // the step waits for, not a guess) the kept layer's coldest.
+  int best = -1, best_kept = -1;
+  auto colder = [&](const Slot& s, int than) {
+    if (than < 0) return true;
+    const Slot& b = slots_[than];
+    const double fs = score(s.layer, s.expert), fb = score(b.layer, b.expert);
+    return fs < fb || (fs == fb && s.last_use < b.last_use);
+  };
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
     if (s.state == State::Free) return static_cast<int>(i);
     if (s.state != State::Ready || s.users > 0 || s.pinned || s.prefetched) continue;
-    if (best < 0) {
-      best = static_cast<int>(i);
-      continue;
-    }
-    const Slot& b = slots_[best];
-    const double fs = score(s.layer, s.expert), fb = score(b.layer, b.expert);
-    if (fs < fb || (fs == fb && s.last_use < b.last_use)) best = static_cast<int>(i);
+    int& into = s.layer == kept_layer_ ? best_kept : best;
+    if (colder(s, into)) into = static_cast<int>(i);
   }
+  if (best < 0) return for_prefetch ? -1 : best_kept;
   // A guess may not push out an expert that is much hotter than itself.
-  if (best >= 0 && for_prefetch && score(slots_[best].layer, slots_[best].expert) > 4.0 * guess_score + 4.0) return -1;
+  if (for_prefetch && score(slots_[best].layer, slots_[best].expert) > 4.0 * guess_score + 4.0) return -1;
   return best;
 }
 

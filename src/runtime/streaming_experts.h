@@ -12,6 +12,8 @@
 // turnovers so that old habits fade; ties go to the least recently used.
 // Experts that were hottest in earlier runs (ExpertHeat) are pinned: once
 // read they stay for the rest of the run, up to `pin_fraction` of the slots.
+// While a pass of several parts runs a layer (keep_layer), that layer's
+// experts go last: its later parts find what the earlier ones read.
 // Prefetched reads take a slot only from an expert colder than the guess;
 // they go to the drives as background reads (only when a drive is otherwise
 // idle), are promoted when their layer asks for them and cancelled when it
@@ -56,6 +58,7 @@ class StreamingExpertProvider : public ExpertProvider {
   ExpertFetch& fetch(int64_t layer, std::span<const int32_t> experts) override;
   void note_held(int64_t layer, std::span<const int32_t> experts) override;
   void prefetch(int64_t layer, std::span<const int32_t> experts) override;
+  void keep_layer(int64_t layer) override { kept_layer_ = layer; }
   bool wants_prefetch() const override { return true; }
   bool streams() const override { return true; }
   bool serves_layer(int64_t layer) const override {
@@ -137,6 +140,7 @@ class StreamingExpertProvider : public ExpertProvider {
   size_t pinned_ = 0, max_pinned_ = 0;
   ExpertHeat heat_;
   uint64_t clock_ = 0, since_decay_ = 0;
+  int64_t kept_layer_ = -1;  // keep_layer()
   size_t waiting_ = 0;                       // experts of live fetches without a slot yet
   std::vector<int32_t> predicted_layer_;     // last prediction, for accuracy
   std::vector<uint8_t> interleave_scratch_;  // one 16-row group being interleaved in its slot

@@ -319,9 +319,9 @@ void VulkanBackend::kda_attention(const KdaAttend& op) {
       throw Error("internal: a sequence's KDA rows are not consecutive in the step");
     seen.push_back(rows[i].cache);
     for (size_t r = i; r < j; ++r)
-      if (rows[r].pos != rows[i].cache->length() + static_cast<int64_t>(r - i))
-        throw Error("internal: KDA rows must continue their sequence in order (position " + std::to_string(rows[r].pos) +
-                    ", the state holds " + std::to_string(rows[i].cache->length()) + ")");
+      if (rows[r].pos != rows[i].pos + static_cast<int64_t>(r - i))
+        throw Error("internal: a sequence's KDA rows are not in position order in the step");
+    device_cache(rows[i].cache).take_state_rows(op.layer, rows[i].pos, static_cast<int64_t>(j - i));
     runs.push_back(Run{device_cache(rows[i].cache).state(op.layer), static_cast<uint32_t>(i), static_cast<uint32_t>(j - i)});
     i = j;
   }
