@@ -154,6 +154,12 @@ TEST_P(StepStateTest, PassAndStepShareTheBudgetsShare) {
   const StepPlan capped = plan_step_within(bytes, share, 4096, 20);
   EXPECT_EQ(capped.rows, 20);
   EXPECT_EQ(capped.pass, 100);
+  // A pass given (--prefill-pass 1: steps alone): the step takes the whole
+  // share, as without passes.
+  const StepPlan steps = plan_step_within(bytes, share, 4096, 0, 1);
+  EXPECT_EQ(steps.rows, widest_step_within(*m, share));
+  EXPECT_EQ(steps.pass, steps.rows);
+  EXPECT_EQ(plan_step_within(bytes, share, 60, 0, 1000).pass, std::max<int64_t>(60, plan_step_within(bytes, share, 60, 0, 1000).rows));
 }
 
 // Five sequences decoding in one call on a model planned for steps of two

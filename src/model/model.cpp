@@ -57,6 +57,8 @@ namespace {
 constexpr size_t kGuessRows = 256;
 // Rows whose logits one output product computes (a bigger step's run in turn).
 constexpr size_t kLogitRows = 32;
+// Rows embedded at a time when the token table is read by rows (streaming).
+constexpr size_t kEmbedRows = 64;
 
 }  // namespace
 
@@ -416,12 +418,18 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
 
   Backend& b = *backend_;
   const Tensor h = step_.h.rows(0, n, hidden), delta = step_.delta.rows(0, n, hidden);
-  for (size_t p = 0; p < parts; ++p)
-    b.embed(embed_, std::span<const int32_t>(step_.tokens).subspan(first(p), size(p)),
-            h.rows(first(p), size(p), hidden));
-  if (embed_rows_only_)
-    for (const Row& r : rows)
-      release_mapped_pages_touched(embed_.data + static_cast<size_t>(r.token) * embed_.row_bytes(), embed_.row_bytes());
+  // Streaming, the token table's pages a row touched (and the kernel's
+  // fault-around) are let go a few rows at a time, so a long pass holds no
+  // more of the table than that.
+  const size_t embed_rows = embed_rows_only_ ? kEmbedRows : cap;
+  for (size_t at = 0, m = 0; at < n; at += m) {
+    m = std::min({embed_rows, cap - at % cap, n - at});  // within one part
+    b.embed(embed_, std::span<const int32_t>(step_.tokens).subspan(at, m), h.rows(at, m, hidden));
+    if (embed_rows_only_)
+      for (const Row& r : rows.subspan(at, m))
+        release_mapped_pages_touched(embed_.data + static_cast<size_t>(r.token) * embed_.row_bytes(),
+                                     embed_.row_bytes());
+  }
 
   // The guess at the next layer's experts, run while this layer's reads are
   // in flight (in a pass of several parts, the last part's: the earlier

@@ -109,8 +109,8 @@ uint64_t step_share(uint64_t ram) { return std::max(kMinStepShare, ram / 16); }
 void fit_step_to_budget(Model& model, const LoadOptions& options, uint64_t ram) {
   if (ram == 0 || options.max_batch > 0) return;
   const StepPlan plan = plan_step_within([&](size_t rows, size_t span) { return model.step_bytes(rows, span); },
-                                         step_share(ram), model.context(), options.max_batch_cap);
-  model.set_max_batch_rows(plan.rows, options.max_pass > 0 ? options.max_pass : plan.pass);
+                                         step_share(ram), model.context(), options.max_batch_cap, options.max_pass);
+  model.set_max_batch_rows(plan.rows, plan.pass);
 }
 
 // Every routed expert of a checkpoint streamed in place, as reads of the
@@ -305,15 +305,16 @@ int64_t widest_step_within(const Model& model, uint64_t bytes) {
 }
 
 StepPlan plan_step_within(const std::function<uint64_t(size_t rows, size_t span)>& step_bytes, uint64_t share,
-                          int64_t context, int64_t cap) {
+                          int64_t context, int64_t cap, int64_t pass) {
   const uint64_t one_row = step_bytes(1, 1);
   // The widest pass, up to the context, whose stream takes half the share
-  // beside a step of the fewest rows; then the widest step beside it within
-  // the whole share.
+  // beside a step of the fewest rows (or the one given, up to the context);
+  // then the widest step beside it within the whole share.
   StepPlan plan;
-  plan.pass = widest_within(
-      [&](int64_t pass) { return step_bytes(kMinStepRows, static_cast<size_t>(pass)) - one_row; }, kMinStepRows,
-      std::max(kMinStepRows, context), share / 2);
+  plan.pass = pass > 0 ? std::min(pass, std::max<int64_t>(context, 1))
+                       : widest_within(
+                             [&](int64_t p) { return step_bytes(kMinStepRows, static_cast<size_t>(p)) - one_row; },
+                             kMinStepRows, std::max(kMinStepRows, context), share / 2);
   plan.rows = widest_within(
       [&](int64_t rows) { return step_bytes(static_cast<size_t>(rows), static_cast<size_t>(std::max(rows, plan.pass))) - one_row; },
       kMinStepRows, kMaxStepRows, share);
@@ -328,7 +329,7 @@ PlannedStep planned_cpu_step(const ModelConfig& c, int64_t context, uint64_t ram
     const StepSizes z = plan_step_sizes(c, rows, /*held=*/false, span);
     return StepState::bytes(z) + CpuBackend::scratch_bytes_for(plan_step_limits(c, z, context), pool);
   };
-  const StepPlan plan = plan_step_within(bytes, step_share(ram), context, cap);
+  const StepPlan plan = plan_step_within(bytes, step_share(ram), context, cap, 0);
   return PlannedStep{plan.rows, plan.pass, bytes(static_cast<size_t>(plan.rows), static_cast<size_t>(plan.pass))};
 }
 

@@ -139,12 +139,13 @@ int64_t widest_step_within(const std::function<uint64_t(size_t rows)>& step_byte
 // takes at most half the share, else it is the widest that does (a prompt
 // longer than the pass reads a streamed layer's experts once a pass); the
 // step gets the widest rows (16 to 4096, at most `cap` when not 0) with
-// which the whole fits in the share; the pass is at least the step.
+// which the whole fits in the share; the pass is at least the step. `pass`
+// (--prefill-pass; 0: none) is the pass's rows instead, up to the context.
 struct StepPlan {
   int64_t rows = 0, pass = 0;
 };
 StepPlan plan_step_within(const std::function<uint64_t(size_t rows, size_t span)>& step_bytes, uint64_t share,
-                          int64_t context, int64_t cap);
+                          int64_t context, int64_t cap, int64_t pass = 0);
 
 // The step a model of config `c` at `context` positions plans on the CPU
 // with `threads` threads (0: the default count) under a budget of `ram`

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -70,9 +71,23 @@ void release_mapped_pages(const void* p, size_t n) {
 }
 
 void release_mapped_pages_touched(const void* p, size_t n) {
-  if (n == 0 || !locate_mapped(p) || !locate_mapped(static_cast<const uint8_t*>(p) + n - 1)) return;
-  const auto a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
-  const auto e = (reinterpret_cast<uintptr_t>(p) + n + 4095) & ~uintptr_t{4095};
+  if (n == 0) return;
+  const auto* b = static_cast<const uint8_t*>(p);
+  uintptr_t begin = 0, end = 0;  // the mapping that holds [p, p + n)
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto it = r.by_base.upper_bound(b);
+    if (it == r.by_base.begin()) return;
+    --it;
+    const MappedFile* f = it->second;
+    if (b + n > f->data() + f->size()) return;
+    begin = reinterpret_cast<uintptr_t>(f->data());  // page-aligned: mmap's
+    end = (reinterpret_cast<uintptr_t>(f->data()) + f->size() + 4095) & ~uintptr_t{4095};
+  }
+  constexpr uintptr_t kFaultAround = 64 * 1024;
+  const auto a = std::max(begin, reinterpret_cast<uintptr_t>(p) & ~(kFaultAround - 1));
+  const auto e = std::min(end, (reinterpret_cast<uintptr_t>(p) + n + kFaultAround - 1) & ~(kFaultAround - 1));
   ::madvise(reinterpret_cast<void*>(a), e - a, MADV_DONTNEED);
 }
 
