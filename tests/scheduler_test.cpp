@@ -184,7 +184,34 @@ TEST_P(Batching, BiasedSequencesGiveTheirOwnTokensBesideOthers) {
   expect_same(alone[2], collect(*c), "plain");
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Batching, ::testing::Values("qwen_gqa", "ds_yarn_grouped", "gptoss_bf16"));
+// Three prompts submitted together go in one pass (steps of 3 rows, passes
+// of 16: the parts' boundaries fall inside sequences, each layer takes the
+// parts in turn) and, once they decode, in steps of their own; each sequence
+// gets the bits it gets alone in one step.
+TEST_P(Batching, PromptsInOnePassOfSeveralPartsGiveTheBitsEachGivesAlone) {
+  auto whole = load(kModels / GetParam());
+  LoadOptions o;
+  o.threads = 2;
+  o.max_batch = 3;
+  o.max_pass = 16;
+  o.allow_long_context = true;
+  auto parts = load_model(kModels / GetParam(), o);
+  ASSERT_EQ(parts->max_pass_rows(), 16);
+  auto request = [](int i) {
+    switch (i) {
+      case 0: return sampled({7, 1, 30, 12, 5}, 5, 1);
+      case 1: return sampled({3, 9, 27, 2}, 4, 2);
+      default: return sampled({11, 2, 8, 40, 6, 1, 19}, 5, 3);
+    }
+  };
+  Scheduler s(*parts, SchedulerOptions{3, 0});
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (int i = 0; i < 3; ++i) jobs.push_back(s.submit(request(i)));
+  run_all(s);
+  for (int i = 0; i < 3; ++i) expect_same(run_alone(*whole, request(i)), collect(*jobs[i]), std::to_string(i));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Batching, ::testing::Values("qwen_gqa", "ds_yarn_grouped", "gptoss_bf16", "k3_bf16"));
 
 TEST(Scheduler, PromptsLongerThanTheChunkArePrefilledInChunksWithTheSameBits) {
   const std::vector<int32_t> prompt = {7, 1, 30, 12, 5, 9, 2, 44, 17, 3};

@@ -109,25 +109,25 @@ TEST_P(StepStateTest, PlannedBytesAreAllocatedBytes) {
 }
 
 // Under a budget, the step's buffers (beyond a one-row step's) get a
-// sixteenth of it and 128 MiB at least: a pass over the whole context where
-// its stream takes at most half of that beside a 16-row step, and the widest
-// step (16 to 4096 rows) beside it within the whole, counted in the memory
-// plan with the process's measured baseline.
+// sixteenth of it and 128 MiB at least: the widest step within that (16 to
+// 4096 rows); a pass's residual stream beyond the step's gets a
+// thirty-second and 64 MiB at least: a pass over the whole context where
+// that holds it. Both are counted in the memory plan with the process's
+// measured baseline.
 TEST_P(StepStateTest, BudgetNarrowsTheStepToItsShare) {
   auto m = load(kModels / GetParam(), 0, uint64_t{1} << 30);
-  const uint64_t share = uint64_t{128} << 20, one_row = m->step_bytes(1, 1);
+  const uint64_t share = uint64_t{128} << 20;
   const int64_t rows = m->max_batch_rows(), pass = m->max_pass_rows();
+  EXPECT_EQ(rows, widest_step_within(*m, share));
   // The fixtures' streams are small: the pass spans the context (and is
   // never narrower than the step).
   EXPECT_EQ(pass, std::max(m->context(), rows));
-  EXPECT_LE(m->step_bytes(16, static_cast<size_t>(pass)) - one_row, share / 2);
-  EXPECT_LE(m->step_bytes() - one_row, share);
-  if (rows < 4096) EXPECT_GT(m->step_bytes(static_cast<size_t>(rows) + 1, static_cast<size_t>(pass)) - one_row, share);
-  EXPECT_LE(rows, widest_step_within(*m, share));
+  const size_t r = static_cast<size_t>(rows);
+  EXPECT_LE(m->step_bytes() - m->step_bytes(r, r), uint64_t{64} << 20);
   EXPECT_EQ(m->memory_plan().step, m->step_bytes());
   EXPECT_GT(m->memory_plan().baseline, 0u);
   // The search, on shares that end between two step sizes (steps alone: passes as wide).
-  ASSERT_EQ(one_row, m->step_bytes(1));
+  const uint64_t one_row = m->step_bytes(1);
   for (size_t rows : {16, 17, 100, 1000, 4095}) {
     EXPECT_EQ(widest_step_within(*m, m->step_bytes(rows) - one_row), static_cast<int64_t>(rows));
     EXPECT_EQ(widest_step_within(*m, m->step_bytes(rows + 1) - one_row - 1), static_cast<int64_t>(rows));
@@ -136,30 +136,29 @@ TEST_P(StepStateTest, BudgetNarrowsTheStepToItsShare) {
   EXPECT_EQ(widest_step_within(*m, m->step_bytes(4096) - one_row), 4096);
 }
 
-// The plan's search on a share where the pass cannot span the context: the
-// widest pass whose stream fits half, then the widest step beside it.
-TEST_P(StepStateTest, PassAndStepShareTheBudgetsShare) {
+// The plan's search on a pass share that cannot span the context: the
+// widest step within the step's share, then the widest pass whose stream
+// beyond that step's fits the pass's share.
+TEST_P(StepStateTest, PassAndStepEachGetTheirShare) {
   auto m = load(kModels / GetParam());
   auto bytes = [&](size_t rows, size_t span) { return m->step_bytes(rows, span); };
-  const uint64_t one_row = bytes(1, 1);
-  const uint64_t share = 2 * (bytes(16, 100) - one_row);  // half of it: a pass of 100 rows
-  const StepPlan plan = plan_step_within(bytes, share, 4096, 0);
+  const uint64_t share = bytes(40, 40) - bytes(1, 1);  // a step of 40 rows
+  const uint64_t pass_share = bytes(40, 100) - bytes(40, 40);  // and a pass of 100
+  const StepPlan plan = plan_step_within(bytes, share, pass_share, 4096, 0);
+  EXPECT_EQ(plan.rows, 40);
   EXPECT_EQ(plan.pass, 100);
-  EXPECT_LE(bytes(static_cast<size_t>(plan.rows), 100) - one_row, share);
-  EXPECT_GT(bytes(static_cast<size_t>(plan.rows) + 1, 100) - one_row, share);
-  EXPECT_GE(plan.rows, 16);
-  // A context shorter than that: the pass spans it and no more; a cap holds
-  // the step's rows, and the pass is never narrower than the step.
-  EXPECT_EQ(plan_step_within(bytes, share, 60, 0).pass, std::max<int64_t>(60, plan_step_within(bytes, share, 60, 0).rows));
-  const StepPlan capped = plan_step_within(bytes, share, 4096, 20);
+  // A context shorter than that: the pass spans it, never narrower than the step.
+  EXPECT_EQ(plan_step_within(bytes, share, pass_share, 60, 0).pass, 60);
+  EXPECT_EQ(plan_step_within(bytes, share, pass_share, 20, 0).pass, 40);
+  // A cap holds the step's rows; the pass then gets the share beside the narrower step.
+  const StepPlan capped = plan_step_within(bytes, share, pass_share, 4096, 20);
   EXPECT_EQ(capped.rows, 20);
-  EXPECT_EQ(capped.pass, 100);
-  // A pass given (--prefill-pass 1: steps alone): the step takes the whole
-  // share, as without passes.
-  const StepPlan steps = plan_step_within(bytes, share, 4096, 0, 1);
-  EXPECT_EQ(steps.rows, widest_step_within(*m, share));
-  EXPECT_EQ(steps.pass, steps.rows);
-  EXPECT_EQ(plan_step_within(bytes, share, 60, 0, 1000).pass, std::max<int64_t>(60, plan_step_within(bytes, share, 60, 0, 1000).rows));
+  EXPECT_LE(bytes(20, static_cast<size_t>(capped.pass)) - bytes(20, 20), pass_share);
+  EXPECT_GT(bytes(20, static_cast<size_t>(capped.pass) + 1) - bytes(20, 20), pass_share);
+  // A pass given (--prefill-pass): that many rows, up to the context; 1: steps alone.
+  EXPECT_EQ(plan_step_within(bytes, share, pass_share, 4096, 0, 1).pass, 40);
+  EXPECT_EQ(plan_step_within(bytes, share, pass_share, 4096, 0, 1000).pass, 1000);
+  EXPECT_EQ(plan_step_within(bytes, share, pass_share, 500, 0, 1000).pass, 500);
 }
 
 // Five sequences decoding in one call on a model planned for steps of two

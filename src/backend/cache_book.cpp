@@ -96,10 +96,14 @@ void CacheBook::restored(int64_t n) {
   std::fill(state_at_.begin(), state_at_.end(), n);
 }
 
-void CacheBook::take_state_rows(int64_t l, int64_t first, int64_t count) {
+void CacheBook::check_state_rows(int64_t l, int64_t first) const {
   if (first != state_at_[l])
     throw Error("internal: KDA rows must continue their sequence in order (position " + std::to_string(first) +
                 ", the state holds " + std::to_string(state_at_[l]) + ")");
+}
+
+void CacheBook::take_state_rows(int64_t l, int64_t first, int64_t count) {
+  check_state_rows(l, first);
   state_at_[l] = first + count;
 }
 

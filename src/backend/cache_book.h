@@ -52,6 +52,8 @@ class CacheBook {
   // layer's rows in several parts before the next layer's; the step's end
   // sets the length they all reached.
   void take_state_rows(int64_t l, int64_t first, int64_t count);
+  // The check alone (throws as take_state_rows would; moves nothing).
+  void check_state_rows(int64_t l, int64_t first) const;
   bool can_rewind_to(int64_t n) const;
   // Whether the rows per position that [0, n) attend to are all still held.
   bool rows_hold(int64_t n) const;

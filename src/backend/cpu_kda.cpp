@@ -66,10 +66,13 @@ void CpuBackend::kda_attention(const KdaAttend& op) {
     for (size_t r = i; r < j; ++r)
       if (rows[r].pos != rows[i].pos + static_cast<int64_t>(r - i))
         throw Error("internal: a sequence's KDA rows are not in position order in the step");
-    state_cache(rows[i].cache).take_state_rows(op.layer, rows[i].pos, static_cast<int64_t>(j - i));
     runs_.emplace_back(i, j);
     i = j;
   }
+  // Every run checked first, so a refused step moves no state.
+  for (const auto& [b0, b1] : runs_) state_cache(rows[b0].cache).check_state_rows(op.layer, rows[b0].pos);
+  for (const auto& [b0, b1] : runs_)
+    state_cache(rows[b0].cache).take_state_rows(op.layer, rows[b0].pos, static_cast<int64_t>(b1 - b0));
   for (const auto& [b0, b1] : runs_) (void)state_cache(rows[b0].cache).state(op.layer);
 
   struct Ctx {

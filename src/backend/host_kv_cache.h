@@ -32,6 +32,7 @@ class HostKvCache final : public KvCache {
   float* state(int64_t layer) { return state_[layer].data(); }
   // Its rows [first, first + count) go into that state next (CacheBook::take_state_rows).
   void take_state_rows(int64_t layer, int64_t first, int64_t count) { book_.take_state_rows(layer, first, count); }
+  void check_state_rows(int64_t layer, int64_t first) const { book_.check_state_rows(layer, first); }
 
   int64_t length() const override { return book_.length(); }
   // Back to 0 zeroes the recurrent states (a new sequence); any other step

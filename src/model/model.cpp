@@ -222,7 +222,8 @@ void Model::prefetch_for(size_t next, Tensor h, size_t n) {
   // quarter of its cache, none of the slots this layer's experts hold, none
   // while a request waits for a slot), so a prompt whose layer fills the
   // cache still reads each expert once a step.
-  if (layers_[next].moe->held_by(*backend_, n)) return;  // nothing to read: the device holds them
+  // (A pass wider than a step asks for the next layer a step at a time.)
+  if (layers_[next].moe->held_by(*backend_, std::min(n, step_.sizes.rows))) return;  // nothing to read: the device holds them
   // The next layer's router on this layer's residual: the residual changes
   // little from one layer to the next, so its picks are a good guess.
   const ModelConfig& c = config_;
@@ -447,12 +448,20 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
 
   // A backend that holds a layer's experts routes a one-part pass of it
   // itself (MoeBlock::forward): room for every layer's choice, which comes
-  // back at the pass's end.
+  // back at the pass's end. (The parts of a wider pass are routed on the
+  // host, each with its own wait for the device: a long prompt's cost.)
   const bool defer_routing = parts == 1 && n <= step_.sizes.held_rows;
   step_.held_routing.clear();
   // A pass of several parts asks for each streamed layer's experts once a
-  // part: the provider keeps that layer's over others until its last part.
+  // part: the provider keeps that layer's over others until its last part
+  // (and keeps none once the pass is over, an error's way out too).
   const bool keep_layers = parts > 1 && streaming();
+  struct KeepsNone {
+    ExpertProvider* experts;
+    ~KeepsNone() {
+      if (experts) experts->keep_layer(-1);
+    }
+  } keeps_none{keep_layers ? experts_.get() : nullptr};
 
   // AttnRes (Kimi K3): `h` holds the sum within the current block, the bank
   // the earlier blocks' inputs, and each sublayer reads their mix over depth

@@ -37,7 +37,7 @@ uint64_t state_snapshot_bytes(const Model& model, const LoadOptions& o) {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr int64_t kMinStepRows = 16, kMaxStepRows = 4096;
-constexpr uint64_t kMinStepShare = 128 * kMiB;
+constexpr uint64_t kMinStepShare = 128 * kMiB, kMinPassShare = 64 * kMiB;
 
 std::string gib(uint64_t bytes) {
   char b[32];
@@ -105,11 +105,17 @@ bool fits(uint64_t need, uint64_t baseline, uint64_t available) {
 // of kMinStepRows at least. (A wider step reads a prompt's experts fewer
 // times; what it takes, the expert cache loses.)
 uint64_t step_share(uint64_t ram) { return std::max(kMinStepShare, ram / 16); }
+// A pass's residual stream beyond its step's (Model::max_pass_rows) gets a
+// thirty-second of the budget, and at least kMinPassShare, out of what the
+// expert cache would have had: a prompt that fits the pass reads each
+// streamed layer's experts once.
+uint64_t pass_share(uint64_t ram) { return std::max(kMinPassShare, ram / 32); }
 
 void fit_step_to_budget(Model& model, const LoadOptions& options, uint64_t ram) {
   if (ram == 0 || options.max_batch > 0) return;
   const StepPlan plan = plan_step_within([&](size_t rows, size_t span) { return model.step_bytes(rows, span); },
-                                         step_share(ram), model.context(), options.max_batch_cap, options.max_pass);
+                                         step_share(ram), pass_share(ram), model.context(), options.max_batch_cap,
+                                         options.max_pass);
   model.set_max_batch_rows(plan.rows, plan.pass);
 }
 
@@ -305,20 +311,24 @@ int64_t widest_step_within(const Model& model, uint64_t bytes) {
 }
 
 StepPlan plan_step_within(const std::function<uint64_t(size_t rows, size_t span)>& step_bytes, uint64_t share,
-                          int64_t context, int64_t cap, int64_t pass) {
+                          uint64_t pass_share, int64_t context, int64_t cap, int64_t pass) {
+  // The widest step within the step's share (at most `cap`); then the widest
+  // pass, up to the context, whose residual stream beyond the step's fits
+  // the pass's share (or the one given, up to the context).
   const uint64_t one_row = step_bytes(1, 1);
-  // The widest pass, up to the context, whose stream takes half the share
-  // beside a step of the fewest rows (or the one given, up to the context);
-  // then the widest step beside it within the whole share.
   StepPlan plan;
-  plan.pass = pass > 0 ? std::min(pass, std::max<int64_t>(context, 1))
-                       : widest_within(
-                             [&](int64_t p) { return step_bytes(kMinStepRows, static_cast<size_t>(p)) - one_row; },
-                             kMinStepRows, std::max(kMinStepRows, context), share / 2);
   plan.rows = widest_within(
-      [&](int64_t rows) { return step_bytes(static_cast<size_t>(rows), static_cast<size_t>(std::max(rows, plan.pass))) - one_row; },
+      [&](int64_t rows) { return step_bytes(static_cast<size_t>(rows), static_cast<size_t>(rows)) - one_row; },
       kMinStepRows, kMaxStepRows, share);
   if (cap > 0) plan.rows = std::min(plan.rows, cap);
+  const size_t rows = static_cast<size_t>(plan.rows);
+  const uint64_t step = step_bytes(rows, rows);
+  plan.pass = pass > 0 ? std::min(pass, std::max<int64_t>(context, 1))
+                       : widest_within(
+                             [&](int64_t p) {
+                               return step_bytes(rows, static_cast<size_t>(std::max(p, plan.rows))) - step;
+                             },
+                             plan.rows, std::max(plan.rows, context), pass_share);
   plan.pass = std::max(plan.pass, plan.rows);
   return plan;
 }
@@ -329,7 +339,7 @@ PlannedStep planned_cpu_step(const ModelConfig& c, int64_t context, uint64_t ram
     const StepSizes z = plan_step_sizes(c, rows, /*held=*/false, span);
     return StepState::bytes(z) + CpuBackend::scratch_bytes_for(plan_step_limits(c, z, context), pool);
   };
-  const StepPlan plan = plan_step_within(bytes, step_share(ram), context, cap, 0);
+  const StepPlan plan = plan_step_within(bytes, step_share(ram), pass_share(ram), context, cap, 0);
   return PlannedStep{plan.rows, plan.pass, bytes(static_cast<size_t>(plan.rows), static_cast<size_t>(plan.pass))};
 }
 

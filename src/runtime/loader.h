@@ -133,19 +133,20 @@ int64_t widest_step_within(const Model& model, uint64_t bytes);
 // The same over any step's bytes by rows.
 int64_t widest_step_within(const std::function<uint64_t(size_t rows)>& step_bytes, uint64_t bytes);
 
-// The step and the pass within a budget's share of `share` bytes
-// (step_bytes(rows, span): Model::step_bytes): the pass spans the context
-// where its residual stream (and banked blocks) beside a step of 16 rows
-// takes at most half the share, else it is the widest that does (a prompt
+// The step and the pass within a budget's shares (step_bytes(rows, span):
+// Model::step_bytes): the step gets the widest rows (16 to 4096, at most
+// `cap` when not 0) whose buffers, beyond a one-row step's, fit `share`
+// (the loader's sixteenth of the budget); the pass spans the context where
+// its residual stream (and banked blocks) beyond the step's fits
+// `pass_share` (a thirty-second), else it is the widest that does (a prompt
 // longer than the pass reads a streamed layer's experts once a pass); the
-// step gets the widest rows (16 to 4096, at most `cap` when not 0) with
-// which the whole fits in the share; the pass is at least the step. `pass`
-// (--prefill-pass; 0: none) is the pass's rows instead, up to the context.
+// pass is at least the step. `pass` (--prefill-pass; 0: none) is the pass's
+// rows instead, up to the context.
 struct StepPlan {
   int64_t rows = 0, pass = 0;
 };
 StepPlan plan_step_within(const std::function<uint64_t(size_t rows, size_t span)>& step_bytes, uint64_t share,
-                          int64_t context, int64_t cap, int64_t pass = 0);
+                          uint64_t pass_share, int64_t context, int64_t cap, int64_t pass = 0);
 
 // The step a model of config `c` at `context` positions plans on the CPU
 // with `threads` threads (0: the default count) under a budget of `ram`

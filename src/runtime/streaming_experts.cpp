@@ -413,8 +413,13 @@ void StreamingExpertProvider::note_held(int64_t layer, std::span<const int32_t> 
 
 void StreamingExpertProvider::count_predicted(int64_t layer, std::span<const int32_t> experts) {
   if (predicted_for_ != layer) return;
-  for (int32_t e : experts)
-    stats_.predicted_right += std::binary_search(predicted_layer_.begin(), predicted_layer_.end(), e);
+  // Each guessed expert counts once, whichever of a pass's parts asks first.
+  for (int32_t e : experts) {
+    const auto it = std::lower_bound(predicted_layer_.begin(), predicted_layer_.end(), e);
+    if (it == predicted_layer_.end() || *it != e) continue;
+    ++stats_.predicted_right;
+    predicted_layer_.erase(it);
+  }
 }
 
 void StreamingExpertProvider::note_request(int64_t layer, int32_t e) {
@@ -430,8 +435,11 @@ void StreamingExpertProvider::note_request(int64_t layer, int32_t e) {
 ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const int32_t> experts) {
   fetch_.reset();  // a fetch left open ends here
   poll_reads();
+  // A part of a pass before its last (keep_layer): the later parts ask for
+  // the layer again, so its guesses stay counted and in flight until then.
+  const bool more_parts = kept_layer_ == layer;
   count_predicted(layer, experts);
-  if (predicted_for_ == layer) predicted_for_ = -1;
+  if (predicted_for_ == layer && !more_parts) predicted_for_ = -1;
   auto f = std::make_unique<Fetch>(*this, layer);
   std::vector<Extent> batch;
   // Slots of this request are marked in use first, so that starting the
@@ -467,8 +475,9 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
   // Guesses for this layer that it did not ask for: those still being read
   // are cancelled (their queued pieces never reach the drive), those that
   // landed become ordinary entries.
-  for (size_t s = 0; s < slots_.size(); ++s)
-    if (slots_[s].prefetched && slots_[s].layer == layer) cancel_guess(static_cast<int>(s));
+  if (!more_parts)
+    for (size_t s = 0; s < slots_.size(); ++s)
+      if (slots_[s].prefetched && slots_[s].layer == layer) cancel_guess(static_cast<int>(s));
   fetch_ = std::move(f);
   return *fetch_;
 }

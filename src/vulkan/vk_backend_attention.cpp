@@ -321,10 +321,13 @@ void VulkanBackend::kda_attention(const KdaAttend& op) {
     for (size_t r = i; r < j; ++r)
       if (rows[r].pos != rows[i].pos + static_cast<int64_t>(r - i))
         throw Error("internal: a sequence's KDA rows are not in position order in the step");
-    device_cache(rows[i].cache).take_state_rows(op.layer, rows[i].pos, static_cast<int64_t>(j - i));
+    device_cache(rows[i].cache).check_state_rows(op.layer, rows[i].pos);
     runs.push_back(Run{device_cache(rows[i].cache).state(op.layer), static_cast<uint32_t>(i), static_cast<uint32_t>(j - i)});
     i = j;
   }
+  // Every run checked first, so a refused step moves no state.
+  for (const Run& r : runs)
+    device_cache(rows[r.first].cache).take_state_rows(op.layer, rows[r.first].pos, static_cast<int64_t>(r.count));
   const uint64_t conv_bytes = static_cast<uint64_t>(D * W) * sizeof(float);
   const uint64_t conv_q = weights_->address(op.conv[0], conv_bytes), conv_k = weights_->address(op.conv[1], conv_bytes),
                  conv_v = weights_->address(op.conv[2], conv_bytes),

@@ -42,6 +42,7 @@ class VulkanKvCache final : public KvCache {
   uint64_t state(int64_t layer) const { return state_[layer].address(); }
   // Its rows [first, first + count) go into that state next (CacheBook::take_state_rows).
   void take_state_rows(int64_t layer, int64_t first, int64_t count) { book_.take_state_rows(layer, first, count); }
+  void check_state_rows(int64_t layer, int64_t first) const { book_.check_state_rows(layer, first); }
 
   void ensure(int64_t n) override;
   int64_t length() const override { return book_.length(); }

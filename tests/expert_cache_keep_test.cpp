@@ -1,0 +1,100 @@
+// The expert cache's choice of a slot to reuse while a pass of several parts
+// runs a layer (ExpertProvider::keep_layer): another layer's expert goes
+// first; a read the step waits for still takes a kept one when nothing else
+// is free; a guess never does.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "pack/manifest.h"
+#include "pack/packer.h"
+#include "runtime/loader.h"
+#include "runtime/streaming_experts.h"
+#include "safetensors_writer.h"
+#include "storage/storage.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+class KeepLayer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PackOptions p;
+    p.source = fs::path(STRATA_FIXTURES_DIR) / "models" / "qwen_gqa";
+    p.out = tmp_ / "pack";
+    pack_model(p);
+    LoadOptions o;
+    o.stream = true;
+    o.cache_slots = 4;
+    o.heat = "none";
+    config_ = load_model(p.out, o)->config();
+    ASSERT_GE(config_.n_routed_experts, 3);
+    ASSERT_GE(config_.num_layers, 3);
+    std::unique_ptr<Storage> storage = make_storage();
+    ExpertCatalog catalog = catalog_from_manifest(Manifest::load(p.out), p.out, *storage);
+    StreamingOptions so;
+    so.slots = 4;
+    provider_ = std::make_unique<StreamingExpertProvider>(config_, std::move(catalog), std::move(storage), so);
+  }
+  // Asks for `experts` of `layer` and lets them go again.
+  void use(int64_t layer, std::vector<int32_t> experts) {
+    ExpertFetch& f = provider_->fetch(layer, experts);
+    std::vector<std::pair<int, const ExpertWeights*>> got;
+    while (f.next_batch(got, experts.size()) > 0) {
+    }
+    f.end();
+  }
+  uint64_t misses() const { return provider_->stats().misses; }
+
+  testfiles::TempDir tmp_{"strata-keep"};
+  ModelConfig config_;
+  std::unique_ptr<StreamingExpertProvider> provider_;
+};
+
+TEST_F(KeepLayer, ReadsTakeAnotherLayersSlotFirst) {
+  use(0, {0, 1});
+  use(1, {0, 1});  // four slots: layer 0's two (the older), layer 1's two
+  // Kept, layer 0's experts stay: a read for layer 1 takes a slot of its own layer.
+  provider_->keep_layer(0);
+  use(1, {2});
+  const uint64_t before = misses();
+  use(0, {0, 1});
+  EXPECT_EQ(misses(), before);
+  provider_->keep_layer(-1);
+  // Without a kept layer the least used (then the oldest) goes: layer 1's expert 1.
+  use(2, {0});
+  const uint64_t now = misses();
+  use(1, {1});
+  EXPECT_EQ(misses(), now + 1);
+}
+
+TEST_F(KeepLayer, AReadStillTakesAKeptSlotWhenNothingElseIsFree) {
+  use(0, {0, 1, 2});
+  use(1, {0});
+  provider_->keep_layer(0);
+  // Two experts of layer 2: layer 1's slot, then one of the kept layer's.
+  use(2, {0, 1});
+  const uint64_t before = misses();
+  use(0, {0, 1, 2});
+  EXPECT_EQ(misses(), before + 1);
+  provider_->keep_layer(-1);
+}
+
+TEST_F(KeepLayer, AGuessNeverTakesAKeptSlot) {
+  ASSERT_GE(config_.n_routed_experts, 4);
+  use(0, {0, 1, 2, 3});  // every slot holds the kept layer's
+  provider_->keep_layer(0);
+  provider_->prefetch(1, std::vector<int32_t>{0});
+  EXPECT_EQ(provider_->stats().prefetch_issued, 0u);
+  // Once the layer is no longer kept, the guess takes one of its slots.
+  provider_->keep_layer(-1);
+  provider_->prefetch(1, std::vector<int32_t>{0});
+  EXPECT_EQ(provider_->stats().prefetch_issued, 1u);
+}
+
+}  // namespace
+}  // namespace strata
