@@ -205,10 +205,13 @@ class RecordingDrafter final : public Drafter {
 };
 
 TEST(MtpDrafter, ProposesTheReferenceArgmaxWithThePromptInChunksOrWhole) {
-  for (int64_t chunk : {0, 5}) {
-    SCOPED_TRACE("prefill chunk " + std::to_string(chunk));
+  // The prompt whole, in steps of 5, and in one pass of 5-row parts (the
+  // hidden states handed to the drafter part by part, in row order).
+  for (const auto& [chunk, pass] : {std::pair<int64_t, int64_t>{0, 0}, {5, 0}, {5, 17}}) {
+    SCOPED_TRACE("prefill chunk " + std::to_string(chunk) + ", pass " + std::to_string(pass));
     LoadOptions o;
     o.max_batch = chunk;
+    o.max_pass = pass;
     auto m = load(kFixture, o);
     const MtpReference ref = load_reference(m->config());
     const size_t V = static_cast<size_t>(m->config().vocab_size);
