@@ -218,23 +218,29 @@ TEST(StreamingPrefetch, EveryMoeLayerIsGuessedForAfterDenseLayers) {
 // A prefill step guesses the next layer's experts too, so that the drive
 // reads them while this layer computes; a step longer than the guess's rows
 // guesses from rows spread over it. Neither changes a bit of the output.
-TEST(StreamingPrefetch, PrefillStepsGuessTheNextLayerWithTheSameBits) {
-  const fs::path model = kModels / "ds_noqlora_dense2";  // MoE layers 2-3, 8 experts top-2
+// A 600-token prompt on ds_noqlora_dense2 (MoE layers 2-3, 8 experts top-2)
+// in steps of `step` rows and passes of `pass` (0: as the step's), then 3
+// sampled tokens.
+GenerateResult long_prompt(LoadOptions o, int64_t step, int64_t pass = 0) {
   std::vector<int32_t> prompt;
   for (int32_t i = 0; i < 600; ++i) prompt.push_back((i * 37 + 11) % 288);
-  const auto outcome = [&](LoadOptions o, int64_t chunk) {
-    o.threads = 2;
-    o.heat = "none";
-    o.context = 1024;
-    o.allow_long_context = true;  // past the fixture's 128 positions: only the bits matter here
-    o.max_batch = chunk;
-    auto m = load_model(model, o);
-    GenerateOptions g;
-    g.max_new_tokens = 3;
-    g.keep_logits = true;
-    g.sampling = {1.0f, 11};
-    return generate(*m, prompt, g);
-  };
+  o.threads = 2;
+  o.heat = "none";
+  o.context = 1024;
+  o.allow_long_context = true;  // past the fixture's 128 positions: only the bits and reads matter here
+  o.max_batch = step;
+  o.max_pass = pass;
+  auto m = load_model(kModels / "ds_noqlora_dense2", o);
+  EXPECT_EQ(m->max_pass_rows(), std::max(step, pass));
+  GenerateOptions g;
+  g.max_new_tokens = 3;
+  g.keep_logits = true;
+  g.sampling = {1.0f, 11};
+  return generate(*m, prompt, g);
+}
+
+TEST(StreamingPrefetch, PrefillStepsGuessTheNextLayerWithTheSameBits) {
+  const auto outcome = [](LoadOptions o, int64_t chunk) { return long_prompt(std::move(o), chunk); };
   const GenerateResult ram = outcome({}, 600);
   // 600 rows in one step (guessed from rows spread over it), and steps of 40
   // (each guessed from all its rows). 12 slots: a layer's 8 experts (every
@@ -268,24 +274,7 @@ TEST(StreamingPrefetch, PrefillStepsGuessTheNextLayerWithTheSameBits) {
 // its experts are read once: the prefill reads each distinct expert once.
 // The same bits either way.
 TEST(StreamingPass, APassReadsEachLayersExpertsOnce) {
-  const fs::path model = kModels / "ds_noqlora_dense2";  // MoE layers 2-3, 8 experts top-2
-  std::vector<int32_t> prompt;
-  for (int32_t i = 0; i < 600; ++i) prompt.push_back((i * 37 + 11) % 288);
-  const auto outcome = [&](LoadOptions o, int64_t pass) {
-    o.threads = 2;
-    o.heat = "none";
-    o.context = 1024;
-    o.allow_long_context = true;  // past the fixture's 128 positions: only the bits and reads matter here
-    o.max_batch = 40;
-    o.max_pass = pass;
-    auto m = load_model(model, o);
-    EXPECT_EQ(m->max_pass_rows(), pass);
-    GenerateOptions g;
-    g.max_new_tokens = 3;
-    g.keep_logits = true;
-    g.sampling = {1.0f, 11};
-    return generate(*m, prompt, g);
-  };
+  const auto outcome = [](LoadOptions o, int64_t pass) { return long_prompt(std::move(o), 40, pass); };
   const GenerateResult ram = outcome({}, 600);
   const GenerateResult steps = outcome(streamed(12), 40), pass = outcome(streamed(12), 600);
   expect_same_bits(ram.tokens, ram.logits, steps.tokens, steps.logits);
