@@ -27,6 +27,8 @@ TEST(CacheBook, StateLayersTakeTheirPartsInTurn) {
   book.take_state_rows(0, 3, 2);
   book.take_state_rows(2, 0, 3);
   EXPECT_THROW(book.take_state_rows(2, 4, 1), Error);  // skips position 3
+  EXPECT_THROW(book.check_state_rows(2, 4), Error);   // the check alone: nothing moves
+  book.check_state_rows(2, 3);
   book.take_state_rows(2, 3, 2);
   EXPECT_THROW(book.take_state_rows(0, 3, 1), Error);  // position 3 again
   EXPECT_EQ(book.length(), 0);

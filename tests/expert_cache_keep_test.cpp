@@ -96,5 +96,37 @@ TEST_F(KeepLayer, AGuessNeverTakesAKeptSlot) {
   EXPECT_EQ(provider_->stats().prefetch_issued, 1u);
 }
 
+// A pass of three parts over layer 1: a guess for it (3) stays in flight
+// and counted through the parts that do not ask for it, and the last part,
+// which does, finds it: used, not cancelled, predicted right once.
+TEST_F(KeepLayer, GuessesSurviveThePartsBeforeTheLastAndCountOnce) {
+  use(0, {0, 1});
+  provider_->prefetch(1, std::vector<int32_t>{3});  // a quarter of 4 slots: one guess
+  ASSERT_EQ(provider_->stats().prefetch_issued, 1u);
+  provider_->keep_layer(1);
+  use(1, {2});
+  use(1, {2});
+  provider_->keep_layer(-1);
+  const uint64_t before = misses();
+  use(1, {3, 2});
+  EXPECT_EQ(misses(), before);
+  EXPECT_EQ(provider_->stats().prefetch_used, 1u);
+  EXPECT_EQ(provider_->stats().prefetch_cancelled, 0u);
+  EXPECT_EQ(provider_->stats().predicted_right, 1u);
+}
+
+// Every part asks for the guessed expert: it counts once.
+TEST_F(KeepLayer, AGuessAskedByEveryPartCountsOnce) {
+  use(0, {0, 1});
+  provider_->prefetch(1, std::vector<int32_t>{3});
+  provider_->keep_layer(1);
+  use(1, {3});
+  use(1, {3});
+  provider_->keep_layer(-1);
+  use(1, {3});
+  EXPECT_EQ(provider_->stats().predicted, 1u);
+  EXPECT_EQ(provider_->stats().predicted_right, 1u);
+}
+
 }  // namespace
 }  // namespace strata

@@ -57,6 +57,12 @@ TEST(MappedFile, ReleasingARowDropsItsFaultAroundBlock) {
   const uintptr_t end = start + f.size();
   release_mapped_pages_touched(f.data() + f.size() - 10, 10);
   EXPECT_EQ(mapping_rss_kb(f.data()), 1024 - 64 - 128 - static_cast<int64_t>((end - ((end - 10) & ~uintptr_t{65535})) / 1024));
+  // Bounded by a table within the file ([base + 700000, base + 800000)): a
+  // row at its start lets go of its block's pages from the table's first
+  // page on: [696320, 720896), 24 KiB (not the block's [655360, 696320)).
+  const int64_t now = mapping_rss_kb(f.data());
+  release_mapped_pages_touched(base + 700000, 100, std::span<const uint8_t>(base + 700000, 100000));
+  EXPECT_EQ(mapping_rss_kb(f.data()), now - (720896 - (700000 / 4096) * 4096) / 1024);
   // Memory that is not a mapped file: nothing happens.
   std::vector<uint8_t> heap(1 << 16, 1);
   release_mapped_pages_touched(heap.data() + 100, 100);

@@ -423,13 +423,14 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
   // fault-around) are let go a few rows at a time, so a long pass holds no
   // more of the table than that.
   const size_t embed_rows = embed_rows_only_ ? kEmbedRows : cap;
+  const std::span<const uint8_t> table(embed_.data, static_cast<size_t>(embed_.out) * embed_.row_bytes());
   for (size_t at = 0, m = 0; at < n; at += m) {
     m = std::min({embed_rows, cap - at % cap, n - at});  // within one part
     b.embed(embed_, std::span<const int32_t>(step_.tokens).subspan(at, m), h.rows(at, m, hidden));
     if (embed_rows_only_)
       for (const Row& r : rows.subspan(at, m))
         release_mapped_pages_touched(embed_.data + static_cast<size_t>(r.token) * embed_.row_bytes(),
-                                     embed_.row_bytes());
+                                     embed_.row_bytes(), table);
   }
 
   // The guess at the next layer's experts, run while this layer's reads are

@@ -113,9 +113,13 @@ uint64_t pass_share(uint64_t ram) { return std::max(kMinPassShare, ram / 32); }
 
 void fit_step_to_budget(Model& model, const LoadOptions& options, uint64_t ram) {
   if (ram == 0 || options.max_batch > 0) return;
-  const StepPlan plan = plan_step_within([&](size_t rows, size_t span) { return model.step_bytes(rows, span); },
-                                         step_share(ram), pass_share(ram), model.context(), options.max_batch_cap,
-                                         options.max_pass);
+  StepPlan plan = plan_step_within([&](size_t rows, size_t span) { return model.step_bytes(rows, span); },
+                                   step_share(ram), pass_share(ram), model.context(), options.max_batch_cap,
+                                   options.max_pass);
+  // On a GPU the pass's stream lives in its memory, beside the trunk and the
+  // expert cache that --vram sized without it: no wider than a step could
+  // be before passes (unless --prefill-pass says so).
+  if (options.max_pass == 0 && model.backend().name() != "cpu") plan.pass = std::min(plan.pass, kMaxStepRows);
   model.set_max_batch_rows(plan.rows, plan.pass);
 }
 

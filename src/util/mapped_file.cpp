@@ -70,7 +70,7 @@ void release_mapped_pages(const void* p, size_t n) {
   if (e > a) ::madvise(reinterpret_cast<void*>(a), e - a, MADV_DONTNEED);
 }
 
-void release_mapped_pages_touched(const void* p, size_t n) {
+void release_mapped_pages_touched(const void* p, size_t n, std::span<const uint8_t> within) {
   if (n == 0) return;
   const auto* b = static_cast<const uint8_t*>(p);
   uintptr_t begin = 0, end = 0;  // the mapping that holds [p, p + n)
@@ -85,10 +85,14 @@ void release_mapped_pages_touched(const void* p, size_t n) {
     begin = reinterpret_cast<uintptr_t>(f->data());  // page-aligned: mmap's
     end = (reinterpret_cast<uintptr_t>(f->data()) + f->size() + 4095) & ~uintptr_t{4095};
   }
+  if (!within.empty()) {
+    begin = std::max(begin, reinterpret_cast<uintptr_t>(within.data()) & ~uintptr_t{4095});
+    end = std::min(end, (reinterpret_cast<uintptr_t>(within.data() + within.size()) + 4095) & ~uintptr_t{4095});
+  }
   constexpr uintptr_t kFaultAround = 64 * 1024;
   const auto a = std::max(begin, reinterpret_cast<uintptr_t>(p) & ~(kFaultAround - 1));
   const auto e = std::min(end, (reinterpret_cast<uintptr_t>(p) + n + kFaultAround - 1) & ~(kFaultAround - 1));
-  ::madvise(reinterpret_cast<void*>(a), e - a, MADV_DONTNEED);
+  if (e > a) ::madvise(reinterpret_cast<void*>(a), e - a, MADV_DONTNEED);
 }
 
 void MappedFile::advise_random() const {

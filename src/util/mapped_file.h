@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 
 namespace strata {
@@ -65,7 +66,9 @@ void release_mapped_pages(const void* p, size_t n);
 // needed again soon (a few rows of a large table). A fault on a file page
 // also maps the neighbours the page cache holds (the kernel's fault-around,
 // 64 KiB by default), which would otherwise stay in our resident set: a
-// 4096-token prompt's rows of a cached token table kept ~190 MB.
-void release_mapped_pages_touched(const void* p, size_t n);
+// 4096-token prompt's rows of a cached token table kept ~190 MB. `within`
+// (empty: the whole mapping) bounds what is let go to the pages of the
+// table the rows come from, so its neighbours in the file stay mapped.
+void release_mapped_pages_touched(const void* p, size_t n, std::span<const uint8_t> within = {});
 
 }  // namespace strata
