@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -38,6 +39,34 @@ std::unique_ptr<Model> load(const fs::path& dir, int64_t max_batch = 0, int64_t 
   o.max_batch = max_batch;
   o.context = context;
   o.allow_long_context = true;  // past the fixtures' 128 trained positions: these tests check scheduling only
+  return load_model(dir, o);
+}
+
+// Calls `act` once, at the first MoE layer it sees routed, and then records
+// which layers it sees (the parts of that layer still to run are routed
+// after it).
+class ActAtFirstLayer : public RouteObserver {
+ public:
+  std::function<void()> act;
+  int64_t acted_at = -1;
+  std::vector<int64_t> after;  // the layers routed after `act`
+  void routed(int64_t layer, size_t, std::span<const Row>, std::span<const int32_t>, size_t) override {
+    if (acted_at >= 0) {
+      after.push_back(layer);
+      return;
+    }
+    acted_at = layer;
+    act();
+  }
+  void step_done(std::span<const Row>) override {}
+};
+
+std::unique_ptr<Model> load_in_parts(const fs::path& dir) {  // steps of 3 rows, passes of 16
+  LoadOptions o;
+  o.threads = 2;
+  o.max_batch = 3;
+  o.max_pass = 16;
+  o.allow_long_context = true;
   return load_model(dir, o);
 }
 
@@ -190,12 +219,7 @@ TEST_P(Batching, BiasedSequencesGiveTheirOwnTokensBesideOthers) {
 // gets the bits it gets alone in one step.
 TEST_P(Batching, PromptsInOnePassOfSeveralPartsGiveTheBitsEachGivesAlone) {
   auto whole = load(kModels / GetParam());
-  LoadOptions o;
-  o.threads = 2;
-  o.max_batch = 3;
-  o.max_pass = 16;
-  o.allow_long_context = true;
-  auto parts = load_model(kModels / GetParam(), o);
+  auto parts = load_in_parts(kModels / GetParam());
   ASSERT_EQ(parts->max_pass_rows(), 16);
   auto request = [](int i) {
     switch (i) {
@@ -211,7 +235,77 @@ TEST_P(Batching, PromptsInOnePassOfSeveralPartsGiveTheBitsEachGivesAlone) {
   for (int i = 0; i < 3; ++i) expect_same(run_alone(*whole, request(i)), collect(*jobs[i]), std::to_string(i));
 }
 
+// A prompt whose request is cancelled while its pass runs stops before the
+// pass's next layer, not after the rest of it; the next request through the
+// same scheduler and model gets the bits it gets from a fresh model (the
+// stopped pass left nothing behind in the caches, the slots or, for K3, the
+// recurrent state).
+TEST_P(Batching, ACancelledPromptStopsItsPassBeforeTheNextLayer) {
+  auto whole = load(kModels / GetParam());
+  auto parts = load_in_parts(kModels / GetParam());
+  auto next = [] { return sampled({5, 19, 2, 33, 8, 1, 7}, 4, 9); };
+  Scheduler s(*parts, SchedulerOptions{2, 1});
+  auto cancelled = s.submit(sampled({7, 1, 30, 12, 5, 9, 2, 44, 17, 3, 6}, 3, 1));  // 4 parts
+  ActAtFirstLayer at;
+  at.act = [&] { cancelled->cancel(); };
+  parts->set_route_observer(&at);
+  s.step();
+  parts->set_route_observer(nullptr);
+  ASSERT_GE(at.acted_at, 0);
+  ASSERT_LT(at.acted_at + 1, parts->config().num_layers);
+  // Only that layer's other parts ran after the cancel.
+  EXPECT_EQ(at.after, std::vector<int64_t>(3, at.acted_at));
+  // Ended by that step (asked without waiting: a pass run to its end would
+  // leave the job running, and its first token out).
+  EXPECT_EQ(cancelled->finish(), Finish::Cancelled);
+  EXPECT_EQ(cancelled->completion_tokens(), 0);
+  EXPECT_EQ(s.stats().running, 0u);
+  auto job = s.submit(next());
+  run_all(s);
+  expect_same(run_alone(*whole, next()), collect(*job), "the request after the stopped pass");
+}
+
+// Two prompts in one pass, one of them cancelled while it runs: the pass
+// goes on to its end (the other's rows are in it) and the other gets its
+// bits; the cancelled one ends at the next step.
+TEST_P(Batching, APassRunsOnWhileOneOfItsPromptsIsNotCancelled) {
+  auto whole = load(kModels / GetParam());
+  auto parts = load_in_parts(kModels / GetParam());
+  auto kept = [] { return sampled({3, 9, 27, 2, 14}, 4, 2); };
+  Scheduler s(*parts, SchedulerOptions{2, 0});
+  auto cancelled = s.submit(sampled({7, 1, 30, 12, 5, 9}, 3, 1));
+  auto job = s.submit(kept());
+  ActAtFirstLayer at;
+  at.act = [&] { cancelled->cancel(); };
+  parts->set_route_observer(&at);
+  s.step();
+  parts->set_route_observer(nullptr);
+  ASSERT_GE(at.acted_at, 0);
+  // Every MoE layer after the first ran all four parts.
+  int64_t moe_after = 0;
+  for (int64_t l = at.acted_at + 1; l < parts->config().num_layers; ++l) moe_after += parts->config().layer_is_moe(l);
+  EXPECT_EQ(at.after.size(), static_cast<size_t>(3 + 4 * moe_after));
+  run_all(s);
+  EXPECT_EQ(collect(*cancelled).finish, Finish::Cancelled);
+  expect_same(run_alone(*whole, kept()), collect(*job), "the prompt not cancelled");
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Batching, ::testing::Values("qwen_gqa", "ds_yarn_grouped", "gptoss_bf16", "k3_bf16"));
+
+// A scheduler told to stop (the server shutting down) ends a long pass
+// before its next layer; what ran ends as cancelled.
+TEST(Scheduler, StoppingEndsALongPassBeforeItsNextLayer) {
+  auto parts = load_in_parts(kModels / "qwen_gqa");
+  Scheduler s(*parts, SchedulerOptions{1, 0});
+  auto job = s.submit(sampled({7, 1, 30, 12, 5, 9, 2, 44, 17, 3}, 3, 1));
+  ActAtFirstLayer at;
+  at.act = [&] { s.stop(); };
+  parts->set_route_observer(&at);
+  s.step();
+  parts->set_route_observer(nullptr);
+  EXPECT_EQ(at.after, std::vector<int64_t>(3, at.acted_at));
+  EXPECT_EQ(job->finish(), Finish::Cancelled);
+}
 
 TEST(Scheduler, PromptsLongerThanTheChunkArePrefilledInChunksWithTheSameBits) {
   const std::vector<int32_t> prompt = {7, 1, 30, 12, 5, 9, 2, 44, 17, 3};

@@ -15,6 +15,7 @@
 #include "model/expert_heat.h"
 #include "runtime/generator.h"
 #include "runtime/route_trace.h"
+#include "runtime/scheduler.h"
 #include "safetensors_writer.h"
 #include "fixture_models.h"
 #include "same_bits.h"
@@ -384,6 +385,69 @@ TEST_P(Streaming, PackedOnTwoDrivesIsBitIdentical) {
   // Both drives served reads.
   ASSERT_EQ(small.stats.drives.size(), 1u);  // one device here, but two files
   EXPECT_GT(small.stats.bytes_read, 0u);
+}
+
+// Ends the job at the first MoE layer it sees routed.
+class CancelAtFirstLayer : public RouteObserver {
+ public:
+  explicit CancelAtFirstLayer(Job& job) : job_(job) {}
+  void routed(int64_t layer, size_t, std::span<const Row>, std::span<const int32_t>, size_t) override {
+    if (at < 0) at = layer;
+    job_.cancel();
+  }
+  void step_done(std::span<const Row>) override {}
+  int64_t at = -1;  // the layer
+
+ private:
+  Job& job_;
+};
+
+// A long prompt's pass stopped after its first MoE layer (its request
+// cancelled; the next layer's guesses in flight, the layer's experts kept
+// for its parts) leaves the streamed model as it was: the next request gets
+// the in-RAM bits.
+TEST_P(Streaming, AStoppedPassLeavesTheNextRequestItsBits) {
+  const fs::path dir = GetParam().dir;
+  const Outcome ram = run(dir, on_device(GetParam(), {}));
+  LoadOptions o = on_device(GetParam(), streamed(5));
+  o.threads = 2;
+  o.heat = "none";
+  o.max_batch = 3;
+  o.max_pass = 16;
+  o.allow_long_context = true;
+  auto m = load_model(dir, o);
+  Scheduler s(*m);
+  Request first;
+  first.prompt = {7, 1, 30, 12, 5, 9, 2, 44, 17, 3, 6, 21};  // four parts
+  first.max_tokens = 2;
+  auto stopped = s.submit(std::move(first));
+  CancelAtFirstLayer cancel(*stopped);
+  m->set_route_observer(&cancel);
+  s.step();
+  m->set_route_observer(nullptr);
+  ASSERT_EQ(stopped->finish(), Finish::Cancelled);
+  // Where a layer follows that MoE layer, the pass stopped before its end
+  // (ds_mtp_trained's only MoE layer is its last: its pass ran to the end).
+  ASSERT_GE(cancel.at, 0);
+  if (cancel.at + 1 < m->config().num_layers) EXPECT_EQ(stopped->completion_tokens(), 0);
+  Request next;
+  next.prompt = {5, 17, 3, 42, 9};  // run()'s
+  next.max_tokens = 6;
+  next.sampling = {1.0f, 11};
+  next.keep_logits = true;
+  auto job = s.submit(std::move(next));
+  while (s.step()) {
+  }
+  Outcome got;
+  std::vector<TokenEvent> events;
+  while (job->wait(events)) {
+    for (auto& e : events) {
+      got.tokens.push_back(e.token);
+      got.logits.push_back(std::move(e.logits));
+    }
+    events.clear();
+  }
+  expect_identical(ram, got, "after a stopped pass");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Streaming, ::testing::ValuesIn(on_each_device(fixture_moe_model_dirs())),

@@ -494,6 +494,10 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
     }
   };
   for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (l > 0 && parts > 1 && pass_stop_ && pass_stop_()) {
+      b.collect_routing();  // nothing recorded may run into the caches later
+      throw PassStopped();
+    }
     const Layer& layer = layers_[l];
     const bool restart = block && l % block == 0;  // a block starts: its input is banked, the sum restarts
     for (size_t p = 0; p < parts; ++p) {

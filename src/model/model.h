@@ -2,6 +2,7 @@
 // A loaded model: configuration, resident trunk weights, an expert provider,
 // and the forward pass over a batch of rows, layer by layer:
 // norm → attention (KV) → norm → dense MLP or router + experts.
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -26,6 +27,12 @@
 #include "model/weights.h"
 
 namespace strata {
+
+// forward() ended a pass early because Model::set_pass_stop()'s check said so.
+class PassStopped : public std::exception {
+ public:
+  const char* what() const noexcept override { return "the pass was stopped before its end"; }
+};
 
 // How a model runs, as runtime/loader.h planned it from the load options.
 struct ModelSetup {
@@ -202,6 +209,7 @@ class Model {
   // Either way the same bits: rows are batch-invariant. A row with pick_only gets its
   // LogitPick in `picks` (one per row with want_logits, in row order; its
   // place in `logits` may be left unwritten).
+  // Throws PassStopped where set_pass_stop()'s check ended a pass.
   void forward(std::span<const Row> rows, float* logits, float* hidden = nullptr, LogitPick* picks = nullptr);
 
   // Next-token-prediction layer `k` (model/mtp_layer.h; mtp_layers()[k]) over
@@ -229,6 +237,14 @@ class Model {
   // Router traces: `o` (or null) sees every MoE layer's choices from the
   // next step on; it must outlive the steps it sees.
   void set_route_observer(RouteObserver* o) { route_observer_ = o; }
+
+  // A pass of several parts (a long prompt, layer by layer) can take long, so
+  // before each of its layers but the first `stop` (or none) is asked whether
+  // to go on. When it says stop, the device's recorded work is waited for and
+  // forward() throws PassStopped: what the caches of the pass's rows hold is
+  // then undefined, and the caller drops every sequence that had rows in it.
+  // A pass of one part (a step) always runs to its end.
+  void set_pass_stop(std::function<bool()> stop) { pass_stop_ = std::move(stop); }
 
   // The next-token-prediction layers (ModelConfig::num_nextn_predict_layers),
   // bound by attach_experts(); empty for a model without.
@@ -291,6 +307,7 @@ class Model {
   int64_t max_batch_ = 4096;
   int64_t max_pass_ = 4096;
   RouteObserver* route_observer_ = nullptr;
+  std::function<bool()> pass_stop_;
 };
 
 // Each architecture binds its layers and experts through its spec (model/arch.h).

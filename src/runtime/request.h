@@ -65,7 +65,8 @@ class Job {
   // Waits up to `timeout_ms` for events and moves them to `out`; returns
   // false once the job is over and every event was taken.
   bool wait(std::vector<TokenEvent>& out, int timeout_ms = 100);
-  // Any thread; the scheduler ends the sequence at its next step.
+  // Any thread; the scheduler ends the sequence at its next step (a long
+  // prompt's pass whose sequences are all cancelled: before its next layer).
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
   bool done() const;

@@ -60,6 +60,7 @@ Scheduler::Scheduler(Model& model, SchedulerOptions options)
                std::max(0, options.draft_max), options.draft_adaptive, options.trace},
       draft_length_(options.drafter ? std::max(0, options.draft_max) : 0, options.draft_adaptive) {
   if (options_.trace) model_.set_route_observer(options_.trace);
+  model_.set_pass_stop([this] { return pass_may_stop(); });
 }
 
 Scheduler::~Scheduler() {
@@ -67,6 +68,17 @@ Scheduler::~Scheduler() {
     if (!s->ended) s->job->end(Finish::Cancelled);
   for (auto& s : queue_) s->job->end(Finish::Cancelled);
   if (options_.trace) model_.set_route_observer(nullptr);
+  model_.set_pass_stop({});
+}
+
+bool Scheduler::pass_may_stop() const {
+  {
+    std::lock_guard lock(m_);
+    if (stop_) return true;
+  }
+  for (const Sequence* s : in_step_)
+    if (!s->job->cancelled()) return false;
+  return !in_step_.empty();
 }
 
 std::shared_ptr<Job> Scheduler::submit(Request r) {
@@ -280,6 +292,7 @@ void Scheduler::forward_step() {
   rows_.clear();
   logit_owners_.clear();
   hidden_owners_.clear();
+  in_step_.clear();
   size_t base_rows = 0;  // one per decoding sequence, and rows fed again
   bool prefilling = false;
   bool outcome_drafted = false, outcome_probe = false;
@@ -316,6 +329,7 @@ void Scheduler::forward_step() {
       for (size_t j = 0; j < s->drafted.size(); ++j)
         rows_.push_back(Row{s->drafted[j], s->pos + 1 + static_cast<int64_t>(j), s->cache.get(), true, hidden, pick});
       logit_owners_.emplace_back(s.get(), 1 + s->drafted.size());
+      in_step_.push_back(s.get());
       if (hidden)
         hidden_owners_.push_back({s.get(), s->pos - static_cast<int64_t>(s->refeed), s->refeed + 1 + s->drafted.size()});
     }
@@ -338,6 +352,7 @@ void Scheduler::forward_step() {
       if (last) logit_owners_.emplace_back(s.get(), 1);
     }
     if (s->hidden && n > 0) hidden_owners_.push_back({s.get(), static_cast<int64_t>(s->computed), n});
+    if (n > 0) in_step_.push_back(s.get());
     s->computed += n;
     budget -= n;
   }
@@ -352,7 +367,15 @@ void Scheduler::forward_step() {
   for (const HiddenRows& o : hidden_owners_) hidden_rows += o.count;
   hidden_.resize(hidden_rows * static_cast<size_t>(model_.config().hidden_size));
   const auto t0 = Clock::now();
-  model_.forward(rows_, logits_.data(), hidden_.data(), picks_.data());
+  try {
+    model_.forward(rows_, logits_.data(), hidden_.data(), picks_.data());
+  } catch (const PassStopped&) {
+    // Every sequence in the pass was cancelled (or the scheduler stops):
+    // they end now, not after the rest of a long prompt's layers.
+    for (Sequence* s : in_step_)
+      if (!s->ended) end(*s, Finish::Cancelled);
+    return;
+  }
   const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
   for (auto& s : running_)
     if (!s->ended && !s->decoding) s->job->prefilled_tokens_ = static_cast<int64_t>(s->computed);

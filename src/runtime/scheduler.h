@@ -31,7 +31,9 @@
 //   the sequence kept, prompt rows included (DraftStream::observe()).
 // - A sequence ends after emitting a stop id, when its text reaches a stop
 //   string, at max_tokens, when the next position would pass the context,
-//   when cancelled (checked at every step), or on an error; its KV cache and
+//   when cancelled (checked at every step, and before each layer of a long
+//   prompt's pass: a pass whose sequences are all cancelled, or a scheduler
+//   told to stop, ends there: Model::set_pass_stop), or on an error; its KV cache and
 //   slot are freed at that step. A failure inside the shared forward pass
 //   ends every running sequence with that error.
 // - Up to max_running sequences run at once; up to max_queue more wait, in
@@ -142,6 +144,9 @@ class Scheduler {
   void forward_step();
   // Drops ended and cancelled sequences; refreshes the expert counters.
   void sweep();
+  // Whether the pass running now may end early: the scheduler stops, or
+  // every sequence with rows in it was cancelled (asked on the step thread).
+  bool pass_may_stop() const;
 
   Model& model_;
   const SchedulerOptions options_;
@@ -155,6 +160,7 @@ class Scheduler {
   std::vector<Row> rows_;
   // Each sequence with logits rows in this step and how many, in row order.
   std::vector<std::pair<Sequence*, size_t>> logit_owners_;
+  std::vector<Sequence*> in_step_;  // every sequence with rows in this step
   // Each sequence whose drafter reads hidden states: its rows' first
   // position and count, in row order (their states are in hidden_).
   struct HiddenRows {
