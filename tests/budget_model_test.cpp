@@ -165,27 +165,32 @@ TEST(BudgetModel, AttentionIsTimedForEveryLayerKind) {
 // loader plans for the model streamed under a budget at the same context and
 // thread count: at a small budget (the step narrowed to fit a sixteenth of
 // it, 128 MiB at least), a large one and a context so long that even the
-// narrowest step is large.
+// narrowest step is large; and the pass the loader plans, of the budget's
+// share or as --prefill-pass gives it.
 TEST(BudgetModel, TrunkKvAndStepBytesAreTheLoadersPlan) {
   struct Case {
     int64_t context;
     uint64_t ram;
     int threads;  // 0: the default count
     int64_t cap;  // a tuned profile's prefill rows (0: none)
+    int64_t pass = 0;  // --prefill-pass (0: the budget's)
   };
   for (const char* name : {"qwen_gqa", "ds_mtp", "k3_mxfp4"}) {
-    std::set<int64_t> rows_seen;
+    std::set<int64_t> rows_seen, passes_seen;
     for (const Case& k : std::vector<Case>{{64, 1ull << 30, 2, 0},
                                            {64, 8ull << 30, 0, 0},
                                            {64, 1ull << 30, 3, 100},
                                            {1 << 16, 1ull << 30, 2, 0},
-                                           {1 << 20, 1ull << 30, 2, 0}}) {
+                                           {1 << 20, 1ull << 30, 2, 0},
+                                           {1 << 16, 1ull << 30, 2, 0, 1},
+                                           {1 << 16, 1ull << 30, 2, 0, 6000}}) {
       LoadOptions o;
       o.context = k.context;
       o.allow_long_context = true;
       o.ram_bytes = k.ram;
       o.threads = k.threads;
       o.max_batch_cap = k.cap;
+      o.max_pass = k.pass;
       o.raise_ram_to_least = true;  // the long context's KV alone is past the budget
       const BudgetModel b = read_budget_model(fixture(name), o);
       const std::unique_ptr<Model> m = load_model(fixture(name), o);
@@ -193,15 +198,21 @@ TEST(BudgetModel, TrunkKvAndStepBytesAreTheLoadersPlan) {
       EXPECT_EQ(b.context, k.context);
       EXPECT_EQ(b.kv_bytes, m->memory_plan().kv) << at;
       EXPECT_EQ(b.shape.trunk_bytes, m->memory_plan().trunk) << at;
-      const PlannedStep step = planned_step(b, k.ram, k.threads, k.cap);
+      const PlannedStep step = planned_step(b, k.ram, k.threads, k.cap, k.pass);
       EXPECT_EQ(step.bytes, m->memory_plan().step) << at;
       EXPECT_EQ(step.rows, m->max_batch_rows()) << at;
+      EXPECT_EQ(step.pass, m->max_pass_rows()) << at;
       rows_seen.insert(step.rows);
+      passes_seen.insert(step.pass - step.rows);
     }
     // The widest step (4096 rows), the cap, and steps narrowed by the
     // context's scratch: the search was exercised, not only its ends.
     EXPECT_TRUE(rows_seen.count(4096) && rows_seen.count(100)) << name;
     EXPECT_GE(rows_seen.size(), 3u) << name;
+    // Passes of a step's rows (--prefill-pass 1) and wider, as given and as
+    // the budget's share allows.
+    EXPECT_TRUE(passes_seen.count(0)) << name;
+    EXPECT_GE(passes_seen.size(), 3u) << name;
   }
 }
 
@@ -348,6 +359,7 @@ TEST(CliBudget, BadArgumentsAreCleanErrors) {
   // (Each of these stops before any measurement.)
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram -1"), "--ram");
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --prompt 0"), "--prompt");
+  expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --prefill-pass 0"), "--prefill-pass");
   expect_clean_error(run_strata("budget " + fixture("trained_draft_dense").string() + " --ram 1"), "no routed experts");
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --heat /nonexistent/h.json"),
                      "--heat");

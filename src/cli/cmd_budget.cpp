@@ -34,6 +34,7 @@ struct BudgetArgs {
   int64_t ctx = 0;
   bool allow_long_ctx = false;
   std::optional<int64_t> prompt;  // unset: 512, or what the context holds
+  std::optional<int64_t> prefill_pass;  // unset: the budget's pass, as generate plans it
   int threads = 0;
   std::string heat;
   double probe_seconds = 2.0;
@@ -137,6 +138,7 @@ std::string model_name(const std::string& path) {
 int run_budget(const BudgetArgs& a) {
   if (a.ram_gib) finite_positive(*a.ram_gib, "--ram", 1 << 20);  // GiB: a pebibyte at most
   if (a.prompt && *a.prompt < 1) throw Error("--prompt must be at least 1 token");
+  if (a.prefill_pass && *a.prefill_pass < 1) throw Error("--prefill-pass must be at least 1");
   finite_positive(a.probe_seconds, "--probe-seconds", 600);
   if (a.ctx < 0) throw Error("--ctx must not be negative (0: the context generate would plan)");
   if (!a.svg.empty()) {  // said before anything is measured
@@ -193,7 +195,7 @@ int run_budget(const BudgetArgs& a) {
   const int threads = run.threads;
   const std::string& profile_used = run.profile;
   // The step as a run plans it at this budget and thread count.
-  const PlannedStep planned = planned_step(model, m.ram_bytes, threads, run.max_batch_cap);
+  const PlannedStep planned = planned_step(model, m.ram_bytes, threads, run.max_batch_cap, a.prefill_pass.value_or(0));
   const uint64_t step = planned.bytes;
   m.other_resident = model.kv_bytes + step + process;
   m.step_rows = planned.rows;
@@ -324,6 +326,9 @@ void register_budget(CLI::App& app, Action& run) {
   cmd->add_option("--ctx", a->ctx, "Context the KV cache is budgeted for (default as generate)");
   cmd->add_flag("--allow-long-ctx", a->allow_long_ctx, "Allow --ctx beyond the model's max_position_embeddings");
   cmd->add_option("--prompt", a->prompt, "Prompt length for the time to first token (default: 512, or what the context holds)");
+  cmd->add_option("--prefill-pass", a->prefill_pass,
+                  "Rows of one prompt pass, as generate's --prefill-pass (default: what the budget allows, up to "
+                  "--ctx; 1: one step at a time)");
   add_threads_option(cmd, a->threads, "Threads of the compute measurement (default: all cores)");
   cmd->add_option("--heat", a->heat,
                   "Expert heat file for the hit rate (default: the model's own, if any; none: uniform routing)");

@@ -38,8 +38,8 @@ uint64_t budget_ram_bytes(std::optional<uint64_t> ram_bytes) {
   return budget_from_available(resident_anonymous_bytes(), available);
 }
 
-PlannedStep planned_step(const BudgetModel& model, uint64_t ram_bytes, int threads, int64_t cap) {
-  return planned_cpu_step(model.config, model.context, ram_bytes, threads, cap);
+PlannedStep planned_step(const BudgetModel& model, uint64_t ram_bytes, int threads, int64_t cap, int64_t pass) {
+  return planned_cpu_step(model.config, model.context, ram_bytes, threads, cap, pass);
 }
 
 uint64_t expert_cache_bytes(const BudgetModel& model, uint64_t ram_bytes, uint64_t process_bytes, int threads,

@@ -63,9 +63,10 @@ struct BudgetModel {
 uint64_t budget_ram_bytes(std::optional<uint64_t> ram_bytes);
 // The step a run of the model plans on the CPU with `threads` threads (0:
 // the default count) under `ram_bytes`, its rows at most `cap` (a tuned
-// profile's max_batch; 0: none): its rows and buffers (loader.h's
-// planned_cpu_step at the model's context).
-PlannedStep planned_step(const BudgetModel& model, uint64_t ram_bytes, int threads, int64_t cap = 0);
+// profile's max_batch; 0: none), its pass `pass` rows where given
+// (--prefill-pass): its rows and buffers (loader.h's planned_cpu_step at the
+// model's context).
+PlannedStep planned_step(const BudgetModel& model, uint64_t ram_bytes, int threads, int64_t cap = 0, int64_t pass = 0);
 // What is left of `ram_bytes` for the expert cache, at most every expert:
 // the budget less the trunk, the KV cache, the step (as planned_step's) and
 // `process_bytes`.

@@ -337,13 +337,14 @@ StepPlan plan_step_within(const std::function<uint64_t(size_t rows, size_t span)
   return plan;
 }
 
-PlannedStep planned_cpu_step(const ModelConfig& c, int64_t context, uint64_t ram, int threads, int64_t cap) {
+PlannedStep planned_cpu_step(const ModelConfig& c, int64_t context, uint64_t ram, int threads, int64_t cap,
+                             int64_t pass) {
   const size_t pool = static_cast<size_t>(threads > 0 ? threads : default_thread_count());
   auto bytes = [&](size_t rows, size_t span) {
     const StepSizes z = plan_step_sizes(c, rows, /*held=*/false, span);
     return StepState::bytes(z) + CpuBackend::scratch_bytes_for(plan_step_limits(c, z, context), pool);
   };
-  const StepPlan plan = plan_step_within(bytes, step_share(ram), pass_share(ram), context, cap, 0);
+  const StepPlan plan = plan_step_within(bytes, step_share(ram), pass_share(ram), context, cap, pass);
   return PlannedStep{plan.rows, plan.pass, bytes(static_cast<size_t>(plan.rows), static_cast<size_t>(plan.pass))};
 }
 

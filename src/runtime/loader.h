@@ -151,14 +151,15 @@ StepPlan plan_step_within(const std::function<uint64_t(size_t rows, size_t span)
 // The step a model of config `c` at `context` positions plans on the CPU
 // with `threads` threads (0: the default count) under a budget of `ram`
 // bytes, as the loader fits it (its rows at most `cap`, a tuned profile's
-// max_batch_cap; 0: none): its rows and its buffers' bytes (StepState and
-// the CPU backend's scratch). `strata budget` counts it without building the
-// model.
+// max_batch_cap; 0: none; its pass `pass` rows where given, --prefill-pass):
+// its rows and its buffers' bytes (StepState and the CPU backend's scratch).
+// `strata budget` counts it without building the model.
 struct PlannedStep {
   int64_t rows = 0, pass = 0;
   uint64_t bytes = 0;
 };
-PlannedStep planned_cpu_step(const ModelConfig& c, int64_t context, uint64_t ram, int threads, int64_t cap = 0);
+PlannedStep planned_cpu_step(const ModelConfig& c, int64_t context, uint64_t ram, int threads, int64_t cap = 0,
+                             int64_t pass = 0);
 
 // Opens the model at `path` (HF directory, GGUF file or pack) ready to run:
 // open_model, then warm_model. Throws strata::Error naming the path and the
