@@ -411,6 +411,10 @@ GgufFile::GgufFile(const std::filesystem::path& path) : file_(std::make_unique<M
       fail("tensors " + quote_name(infos_[a.tensor].name) + " " + range_str(a.begin, a.end) + " and " +
            quote_name(infos_[b.tensor].name) + " " + range_str(b.begin, b.end) + " overlap");
   }
+  // The header is read: its pages (a tokenizer's vocabulary, megabytes) need
+  // not stay in the resident set, which the budget does not count them in.
+  // A later look at a metadata value faults its page back in.
+  release_mapped_pages(file_->data(), std::min<uint64_t>(data_offset_, size));
 }
 
 const GgufValue* GgufFile::find_value(std::string_view key) const {

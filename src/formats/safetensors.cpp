@@ -226,6 +226,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
   // Sort only after the overlap check, whose ranges index the unsorted list.
   std::sort(tensors_.begin(), tensors_.end(), [](const TensorView& a, const TensorView& b) { return a.name < b.name; });
   for (size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
+  // Parsed: the header's pages leave the resident set (formats/gguf.cpp says why).
+  release_mapped_pages(file_->data(), 8 + header_len);
 }
 
 const TensorView* SafetensorsFile::find(const std::string& name) const {

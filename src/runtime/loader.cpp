@@ -352,7 +352,7 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   // The process as it stands before the model's own memory: what the caller
   // built first (the tokenizer and chat template, which the CLI and the
   // server load before the model) and the runtime itself.
-  const uint64_t baseline = resident_anonymous_bytes() + options.held_bytes;
+  const uint64_t baseline = resident_bytes() + options.held_bytes;
   // A streaming install loads once its trunk is all there (before anything
   // reads it).
   if (RemoteMirror::is_mirror(path) && !std::filesystem::exists(path / kPackManifest) && !RemoteMirror::is_complete(path))

@@ -105,6 +105,8 @@ std::optional<uint64_t> cgroup_available() {
 
 uint64_t resident_anonymous_bytes() { return kib_field("/proc/self/status", "RssAnon:").value_or(0); }
 
+uint64_t resident_bytes() { return kib_field("/proc/self/status", "VmRSS:").value_or(0); }
+
 uint64_t available_memory_bytes() {
   if (const char* fake = std::getenv("STRATA_MEMORY_AVAILABLE")) {
     char* end = nullptr;

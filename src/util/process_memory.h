@@ -10,6 +10,10 @@ namespace strata {
 // Resident anonymous memory (RssAnon in /proc/self/status): the heap, stacks
 // and private buffers, not mapped files. 0 where the kernel does not say.
 uint64_t resident_anonymous_bytes();
+// All resident memory (VmRSS): the anonymous memory and the pages of mapped
+// files, the program's code and its libraries among them (about 11 MB of
+// strata's): what a budget's baseline is. 0 where the kernel does not say.
+uint64_t resident_bytes();
 
 // Memory this process may still take without pushing anything out: the
 // smaller of the machine's MemAvailable (/proc/meminfo) and what each memory
