@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "formats/gguf.h"
+#include "gguf_writer.h"
 #include "safetensors_writer.h"
 #include "util/mapped_file.h"
 
@@ -67,6 +69,29 @@ TEST(MappedFile, ReleasingARowDropsItsFaultAroundBlock) {
   std::vector<uint8_t> heap(1 << 16, 1);
   release_mapped_pages_touched(heap.data() + 100, 100);
   EXPECT_EQ(heap[100], 1);
+}
+
+// Once a GGUF's header is parsed, its pages (here 1 MiB of metadata, as a
+// tokenizer's vocabulary is) leave the resident set: the budget does not
+// count them. Its values read afterwards are the same.
+TEST(MappedFile, AGgufHeaderLeavesTheResidentSetOnceParsed) {
+  testfiles::TempDir tmp("strata-mapped");
+  const auto path = tmp / "m.gguf";
+  testfiles::GgufBytes g;
+  g.header(1, 2).kv_u32("general.alignment", 4096).kv_string("big", std::string(1 << 20, 'x'));
+  g.tensor("t", {1024}, 0, 0).pad(4096).zeros(4096);  // one F32 tensor of 4 KiB
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(g.bytes.data(), static_cast<std::streamsize>(g.bytes.size()));
+  }
+  GgufFile f(path);
+  const TensorView* t = f.find("t");
+  ASSERT_NE(t, nullptr);
+  // The mapping starts a 4 KiB tensor before the header's end: at most the
+  // header's partial last page is left (none here: the data is aligned).
+  const uint8_t* base = t->data - t->offset;
+  EXPECT_LE(mapping_rss_kb(base), 4);
+  EXPECT_EQ(f.get_string("big"), std::string(1 << 20, 'x'));
 }
 
 }  // namespace
