@@ -255,8 +255,8 @@ TEST_P(Batching, ACancelledPromptStopsItsPassBeforeTheNextLayer) {
   ASSERT_LT(at.acted_at + 1, parts->config().num_layers);
   // Only that layer's other parts ran after the cancel.
   EXPECT_EQ(at.after, std::vector<int64_t>(3, at.acted_at));
-  // Ended by that step (asked without waiting: a pass run to its end would
-  // leave the job running, and its first token out).
+  // Ended by that step with no token out (a pass run to its end would have
+  // given the prompt's first token before the step's sweep ended it).
   EXPECT_EQ(cancelled->finish(), Finish::Cancelled);
   EXPECT_EQ(cancelled->completion_tokens(), 0);
   EXPECT_EQ(s.stats().running, 0u);

@@ -161,7 +161,7 @@ int run_budget(const BudgetArgs& a) {
   const int64_t prompt = a.prompt.value_or(model.context > 0 ? std::min<int64_t>(512, model.context) : 512);
 
   BudgetMachine m;
-  const uint64_t process = resident_bytes();
+  const uint64_t process = process_resident_bytes();
   m.ram_bytes = budget_ram_bytes(
       a.ram_gib ? std::optional<uint64_t>(static_cast<uint64_t>(*a.ram_gib * (1ull << 30))) : std::nullopt);
 

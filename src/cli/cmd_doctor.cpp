@@ -11,6 +11,7 @@
 #include "cli/model_flags.h"
 #include "runtime/budget_model.h"
 #include "runtime/doctor.h"
+#include "runtime/loader.h"
 #include "storage/storage.h"
 #include "util/cache_dir.h"
 #include "util/error.h"
@@ -52,7 +53,7 @@ int run_doctor(const DoctorArgs& a) {
       if (const std::optional<TunedProfile> t = tuned_profile("")) apply_profile(t->profile, t->path, run);
     } catch (const Error&) {
     }
-    const uint64_t cache = expert_cache_bytes(model, ram, resident_bytes(), run.threads, run.max_batch_cap);
+    const uint64_t cache = expert_cache_bytes(model, ram, process_resident_bytes(), run.threads, run.max_batch_cap);
     // Without --ram a model whose experts all fit runs in RAM: nothing is
     // registered. Otherwise its expert cache is.
     o.registered_bytes = !o.ram_bytes && cache >= experts ? 0 : cache;

@@ -35,7 +35,7 @@ uint64_t budget_ram_bytes(std::optional<uint64_t> ram_bytes) {
   if (ram_bytes) return *ram_bytes;
   const uint64_t available = available_memory_bytes();
   if (available == UINT64_MAX) throw Error("the memory available cannot be read on this machine: give --ram");
-  return budget_from_available(resident_bytes(), available);
+  return budget_from_available(process_resident_bytes(), available);
 }
 
 PlannedStep planned_step(const BudgetModel& model, uint64_t ram_bytes, int threads, int64_t cap, int64_t pass) {

@@ -158,7 +158,7 @@ MachineFacts gather_machine_facts(const DoctorOptions& o) {
   }
   f.cgroup_limit = memory_cgroup_limit_bytes(o.root);
   const uint64_t available = available_memory_bytes();
-  if (available != UINT64_MAX) f.derived_ram = budget_from_available(resident_bytes(), available);
+  if (available != UINT64_MAX) f.derived_ram = budget_from_available(process_resident_bytes(), available);
   f.isa = kernels::isa_name(kernels::active_isa());
   for (kernels::Isa i : {kernels::Isa::Avx512, kernels::Isa::Avx2, kernels::Isa::Scalar})
     if (kernels::isa_supported(i)) {

@@ -87,6 +87,11 @@ struct Budget {
 
 }  // namespace
 
+uint64_t process_resident_bytes() {
+  const uint64_t all = resident_bytes(), mapped = resident_mapped_file_bytes();
+  return all > mapped ? all - mapped : 0;
+}
+
 uint64_t budget_from_available(uint64_t baseline, uint64_t available) {
   const uint64_t room = available / 10 * 9;
   return room > UINT64_MAX - baseline ? UINT64_MAX : baseline + room;
@@ -352,7 +357,7 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   // The process as it stands before the model's own memory: what the caller
   // built first (the tokenizer and chat template, which the CLI and the
   // server load before the model) and the runtime itself.
-  const uint64_t baseline = resident_bytes() + options.held_bytes;
+  const uint64_t baseline = process_resident_bytes() + options.held_bytes;
   // A streaming install loads once its trunk is all there (before anything
   // reads it).
   if (RemoteMirror::is_mirror(path) && !std::filesystem::exists(path / kPackManifest) && !RemoteMirror::is_complete(path))

@@ -115,6 +115,13 @@ struct LoadOptions {
   bool drafting = false;
 };
 
+// The process's own memory, a budget's baseline: its resident set (the
+// heap, its code's and libraries' pages) less the pages of checkpoints it
+// maps, which count as weights where they are (a draft model's, a model
+// compared with another). Without --ram the budget is this and what
+// budget_from_available() adds; the model's room is the same either way.
+uint64_t process_resident_bytes();
+
 // Without --ram, for a model that does not fit: what the machine can give
 // beside the process's `baseline`, less a tenth for everything else (the
 // page cache of the files being read, other processes' growth).

@@ -60,7 +60,6 @@ Scheduler::Scheduler(Model& model, SchedulerOptions options)
                std::max(0, options.draft_max), options.draft_adaptive, options.trace},
       draft_length_(options.drafter ? std::max(0, options.draft_max) : 0, options.draft_adaptive) {
   if (options_.trace) model_.set_route_observer(options_.trace);
-  model_.set_pass_stop([this] { return pass_may_stop(); });
 }
 
 Scheduler::~Scheduler() {
@@ -68,7 +67,6 @@ Scheduler::~Scheduler() {
     if (!s->ended) s->job->end(Finish::Cancelled);
   for (auto& s : queue_) s->job->end(Finish::Cancelled);
   if (options_.trace) model_.set_route_observer(nullptr);
-  model_.set_pass_stop({});
 }
 
 bool Scheduler::pass_may_stop() const {
@@ -368,6 +366,12 @@ void Scheduler::forward_step() {
   hidden_.resize(hidden_rows * static_cast<size_t>(model_.config().hidden_size));
   const auto t0 = Clock::now();
   try {
+    // The check lives as long as this forward: in_step_ is this step's.
+    struct Scoped {
+      Model& model;
+      ~Scoped() { model.set_pass_stop({}); }
+    } scoped{model_};
+    model_.set_pass_stop([this] { return pass_may_stop(); });
     model_.forward(rows_, logits_.data(), hidden_.data(), picks_.data());
   } catch (const PassStopped&) {
     // Every sequence in the pass was cancelled (or the scheduler stops):

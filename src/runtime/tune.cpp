@@ -7,6 +7,7 @@
 
 #include "runtime/budget_model.h"
 #include "runtime/generator.h"
+#include "runtime/loader.h"
 #include "runtime/product_timer.h"
 #include "storage/probe.h"
 #include "util/error.h"
@@ -132,7 +133,7 @@ void tune_with_model(const TuneOptions& o, TuneProfile& p) {
     // the machine has (the loader's budget from the memory available).
     const BudgetModel m = read_budget_model(o.model, lo);
     lo.ram_bytes = budget_ram_bytes(std::nullopt);
-    const uint64_t room = expert_cache_bytes(m, lo.ram_bytes, resident_bytes(), lo.threads) /
+    const uint64_t room = expert_cache_bytes(m, lo.ram_bytes, process_resident_bytes(), lo.threads) /
                           std::max<uint64_t>(1, m.shape.expert_bytes);
     const uint64_t quarter = static_cast<uint64_t>(std::max<int64_t>(1, m.shape.moe_layers * m.shape.experts / 4));
     lo.cache_slots = static_cast<size_t>(std::max<uint64_t>(1, std::min(quarter, room)));

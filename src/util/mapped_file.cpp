@@ -7,8 +7,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <string>
 #include <mutex>
 
 #include "util/error.h"
@@ -138,6 +141,21 @@ MappedFile::~MappedFile() {
     r.by_base.erase(data_);
   }
   ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+uint64_t resident_mapped_file_bytes() {
+  std::ifstream smaps("/proc/self/smaps");
+  uint64_t kib = 0;
+  bool ours = false;  // the mapping whose fields follow is a MappedFile's
+  std::string line;
+  while (std::getline(smaps, line)) {
+    unsigned long start = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &start, &end) == 2 && line.find('-') < line.find(' '))
+      ours = locate_mapped(reinterpret_cast<const void*>(start)).has_value();
+    else if (ours && line.rfind("Rss:", 0) == 0)
+      kib += std::strtoull(line.c_str() + 4, nullptr, 10);
+  }
+  return kib * 1024;
 }
 
 }  // namespace strata

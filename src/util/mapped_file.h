@@ -71,4 +71,9 @@ void release_mapped_pages(const void* p, size_t n);
 // table the rows come from, so its neighbours in the file stay mapped.
 void release_mapped_pages_touched(const void* p, size_t n, std::span<const uint8_t> within = {});
 
+// The pages of the live MappedFiles in this process's resident set
+// (/proc/self/smaps): checkpoint weights, which a budget counts as weights;
+// 0 where smaps cannot be read.
+uint64_t resident_mapped_file_bytes();
+
 }  // namespace strata

@@ -11,8 +11,8 @@ namespace strata {
 // and private buffers, not mapped files. 0 where the kernel does not say.
 uint64_t resident_anonymous_bytes();
 // All resident memory (VmRSS): the anonymous memory and the pages of mapped
-// files, the program's code and its libraries among them (about 11 MB of
-// strata's): what a budget's baseline is. 0 where the kernel does not say.
+// files, the program's code and its libraries among them (about 14 MB of
+// strata's). 0 where the kernel does not say.
 uint64_t resident_bytes();
 
 // Memory this process may still take without pushing anything out: the
