@@ -61,6 +61,16 @@ class ActAtFirstLayer : public RouteObserver {
   void step_done(std::span<const Row>) override {}
 };
 
+// One step of `s` on `m`, with `act` done at the step's first MoE layer.
+ActAtFirstLayer step_acting_at_first_layer(Scheduler& s, Model& m, std::function<void()> act) {
+  ActAtFirstLayer at;
+  at.act = std::move(act);
+  m.set_route_observer(&at);
+  s.step();
+  m.set_route_observer(nullptr);
+  return at;
+}
+
 std::unique_ptr<Model> load_in_parts(const fs::path& dir) {  // steps of 3 rows, passes of 16
   LoadOptions o;
   o.threads = 2;
@@ -246,11 +256,7 @@ TEST_P(Batching, ACancelledPromptStopsItsPassBeforeTheNextLayer) {
   auto next = [] { return sampled({5, 19, 2, 33, 8, 1, 7}, 4, 9); };
   Scheduler s(*parts, SchedulerOptions{2, 1});
   auto cancelled = s.submit(sampled({7, 1, 30, 12, 5, 9, 2, 44, 17, 3, 6}, 3, 1));  // 4 parts
-  ActAtFirstLayer at;
-  at.act = [&] { cancelled->cancel(); };
-  parts->set_route_observer(&at);
-  s.step();
-  parts->set_route_observer(nullptr);
+  const ActAtFirstLayer at = step_acting_at_first_layer(s, *parts, [&] { cancelled->cancel(); });
   ASSERT_GE(at.acted_at, 0);
   ASSERT_LT(at.acted_at + 1, parts->config().num_layers);
   // Only that layer's other parts ran after the cancel.
@@ -275,11 +281,7 @@ TEST_P(Batching, APassRunsOnWhileOneOfItsPromptsIsNotCancelled) {
   Scheduler s(*parts, SchedulerOptions{2, 0});
   auto cancelled = s.submit(sampled({7, 1, 30, 12, 5, 9}, 3, 1));
   auto job = s.submit(kept());
-  ActAtFirstLayer at;
-  at.act = [&] { cancelled->cancel(); };
-  parts->set_route_observer(&at);
-  s.step();
-  parts->set_route_observer(nullptr);
+  const ActAtFirstLayer at = step_acting_at_first_layer(s, *parts, [&] { cancelled->cancel(); });
   ASSERT_GE(at.acted_at, 0);
   // Every MoE layer after the first ran all four parts.
   int64_t moe_after = 0;
@@ -298,11 +300,7 @@ TEST(Scheduler, StoppingEndsALongPassBeforeItsNextLayer) {
   auto parts = load_in_parts(kModels / "qwen_gqa");
   Scheduler s(*parts, SchedulerOptions{1, 0});
   auto job = s.submit(sampled({7, 1, 30, 12, 5, 9, 2, 44, 17, 3}, 3, 1));
-  ActAtFirstLayer at;
-  at.act = [&] { s.stop(); };
-  parts->set_route_observer(&at);
-  s.step();
-  parts->set_route_observer(nullptr);
+  const ActAtFirstLayer at = step_acting_at_first_layer(s, *parts, [&] { s.stop(); });
   EXPECT_EQ(at.after, std::vector<int64_t>(3, at.acted_at));
   EXPECT_EQ(job->finish(), Finish::Cancelled);
 }
