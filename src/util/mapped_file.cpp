@@ -11,8 +11,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <string>
 #include <mutex>
+#include <string>
 
 #include "util/error.h"
 #include "util/mapped_file_guard.h"
