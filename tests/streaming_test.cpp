@@ -453,6 +453,40 @@ TEST_P(Streaming, AStoppedPassLeavesTheNextRequestItsBits) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, Streaming, ::testing::ValuesIn(on_each_device(fixture_moe_model_dirs())),
                          [](const auto& i) { return device_case_name(i.param); });
 
+#if STRATA_HAVE_VULKAN
+// Under a RAM budget a GPU's host staging is part of it: the plan counts
+// what the backend may hold, the expert cache gets the rest, and the staging
+// never holds more, while every expert is read from it (no VRAM cache); the
+// bits are those of the same device without a budget. On the CPU there is
+// none.
+TEST(StreamingVulkan, TheHostStagingIsInTheRamBudget) {
+  const fs::path dir = kModels / "ds_mtp";
+  LoadOptions gpu;
+  gpu.device = parse_device("vulkan");
+  gpu.device.vram_bytes = 0;
+  const Outcome in_ram = run(dir, gpu);
+  LoadOptions o = gpu;
+  o.ram_bytes = 1;  // raised to the least that works: two tokens' experts
+  o.raise_ram_to_least = true;
+  o.heat = "none";
+  auto m = load_model(dir, o);
+  const MemoryPlan p = m->memory_plan();
+  EXPECT_GT(p.staging, 0u);
+  EXPECT_EQ(p.staging, m->backend().staging_bytes());
+  EXPECT_LE(p.trunk + p.kv + p.step + p.staging + p.baseline + p.cache, p.budget);
+  m.reset();
+  const Outcome budgeted = run(dir, o);
+  expect_identical(in_ram, budgeted, "staging within the budget");
+  EXPECT_GT(budgeted.stats.device.staged, 0u);
+  EXPECT_GT(budgeted.stats.device.host_staging_bytes, 0u);
+  EXPECT_LE(budgeted.stats.device.host_staging_bytes, p.staging);
+
+  LoadOptions cpu = o;
+  cpu.device = parse_device("cpu");
+  EXPECT_EQ(load_model(dir, cpu)->memory_plan().staging, 0u);
+}
+#endif
+
 TEST(Pack, GgufSourceStreamsBitIdentical) {
   testfiles::TempDir tmp("strata-pack");
   synth::Request r;

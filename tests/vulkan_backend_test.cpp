@@ -488,6 +488,48 @@ TEST(VulkanOps, RoutedExpertsAgreeWithTheCpu) {
   }
 }
 
+// Under limit_staging(), experts read from host memory (here no expert cache
+// holds any) are staged a few at a time: the stream runs what it has before
+// the staging would pass its share, the staging buffers never hold more than
+// staging_bytes(), and the results are the bits of a backend without a limit.
+TEST(VulkanOps, StagedExpertsStayWithinTheStagingLimit) {
+  // Each expert about 0.7 MiB: a 2 MiB staging share holds two, not three.
+  const size_t hidden = 384, width = 320, experts = 9, rows = experts * 2;
+  StepLimits l = limits(rows, std::max(hidden, width));
+  l.expert_width = width;
+  std::vector<Mat> mats;
+  mats.reserve(3 * experts);
+  std::vector<ExpertWeights> weights(experts);
+  for (size_t e = 0; e < experts; ++e) {
+    for (int m = 0; m < 3; ++m)
+      mats.push_back(random_matrix(Fmt::BF16, m == 2 ? hidden : width, m == 2 ? width : hidden, 40 + 3 * e + m));
+    weights[e].gate = mats[3 * e].w;
+    weights[e].up = mats[3 * e + 1].w;
+    weights[e].down = mats[3 * e + 2].w;
+  }
+  std::vector<ExpertJob> jobs;
+  for (size_t e = 0; e < experts; ++e) jobs.push_back({&weights[e], 2 * e, 2});
+  const std::vector<float> x = random_vector(rows * hidden, 13);
+  auto run = [&](Backend& b) {
+    b.plan(l);
+    const Tensor xs = put(b, x), ys = b.allocate(rows * hidden);
+    b.run_experts(jobs, ExpertActivation{}, xs, ys, hidden, false);
+    return get(b, ys);
+  };
+  constexpr uint64_t MiB = 1 << 20;
+  auto limited = make_vulkan_backend(-1, 0), unlimited = make_vulkan_backend(-1, 0), cpu = make_cpu_backend(2);
+  limited->limit_staging(4 * MiB);
+  EXPECT_EQ(limited->staging_bytes(), 4 * MiB);
+  const std::vector<float> got = run(*limited);
+  expect_same_bits(run(*unlimited), got, "without a limit");
+  expect_close(run(*cpu), got, 2e-5, "the CPU's");
+  const DeviceExpertStats s = limited->expert_cache_stats();
+  EXPECT_EQ(s.staged, experts);
+  EXPECT_GT(s.host_staging_bytes, 0u);
+  EXPECT_LE(s.host_staging_bytes, limited->staging_bytes());
+  EXPECT_EQ(make_cpu_backend(1)->staging_bytes(), 0u);
+}
+
 // ---- attention: the same steps through both backends' caches ----------------
 
 // Runs `steps` (rows per step) of one sequence through `op(backend, rows,

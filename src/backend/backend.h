@@ -200,6 +200,7 @@ struct DeviceExpertStats {
   uint64_t staged = 0;          // expert runs read from host memory (no cache, or it could not hold them)
   uint64_t capacity_bytes = 0;  // the cache's budget (--vram)
   uint64_t held_routes = 0;     // layer steps routed and run on the device alone (route_held)
+  uint64_t host_staging_bytes = 0;  // host memory its staging buffers hold now (at most staging_bytes())
 };
 
 // A MoE layer's routing, routed experts and combine in one call, on a device
@@ -295,6 +296,13 @@ class Backend {
   virtual void end_independent() {}
 
   // --- memory ---
+  // Host memory a device backend keeps to move data to and from its device
+  // (weights staged for a submission, uploads, op arguments), besides its
+  // tensors and caches. limit_staging(bytes), before the first step, keeps
+  // it within `bytes` (a RAM budget's share); staging_bytes() is then the
+  // most it holds (what the budget counts). None on the CPU.
+  virtual void limit_staging(uint64_t bytes) { (void)bytes; }
+  virtual uint64_t staging_bytes() const { return 0; }
   // A tensor of `size` values (contents undefined until written), held until
   // release_tensors(). Memory a step never reaches need not be touched.
   virtual Tensor allocate(uint64_t size) = 0;

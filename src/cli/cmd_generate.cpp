@@ -208,7 +208,8 @@ int run_generate(const GenerateArgs& a) {
   if (model->streaming()) {
     const MemoryPlan& m = model->memory_plan();
     out["stats"]["memory"] = {{"budget", m.budget}, {"trunk", m.trunk}, {"kv", m.kv},
-                              {"step", m.step}, {"baseline", m.baseline}, {"expert_cache", m.cache}};
+                              {"step", m.step}, {"staging", m.staging}, {"baseline", m.baseline},
+                              {"expert_cache", m.cache}};
     out["stats"]["experts"] = {{"prefill", expert_stats_json(r.prefill_experts, r.prefill_s)},
                                {"decode", expert_stats_json(r.decode_experts, r.decode_s)}};
   }

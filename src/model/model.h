@@ -49,7 +49,8 @@ struct ModelSetup {
 // the planned step state and backend scratch (Model::step_bytes(), exact);
 // `baseline`: the process's own memory before the model was loaded, measured.
 struct MemoryPlan {
-  uint64_t budget = 0, trunk = 0, kv = 0, step = 0, baseline = 0, cache = 0;
+  // staging: a device backend's host staging (Backend::staging_bytes()).
+  uint64_t budget = 0, trunk = 0, kv = 0, step = 0, staging = 0, baseline = 0, cache = 0;
 };
 
 // A sequence's cache for a model of config `c` at `context` positions, in

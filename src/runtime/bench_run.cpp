@@ -95,7 +95,8 @@ BenchRun run_once(const BenchOptions& o, int config, int round, const ExpertFile
   r.stats = {{"prompt_tokens", res.prompt_tokens}, {"output_tokens", res.tokens.size()}, {"decode_s", res.decode_s}};
   if (model->streaming()) {
     const MemoryPlan& m = model->memory_plan();
-    r.stats["memory"] = {{"budget", m.budget}, {"trunk", m.trunk}, {"kv", m.kv}, {"step", m.step}, {"expert_cache", m.cache}};
+    r.stats["memory"] = {{"budget", m.budget}, {"trunk", m.trunk},     {"kv", m.kv},
+                         {"step", m.step},     {"staging", m.staging}, {"expert_cache", m.cache}};
     r.stats["experts"] = {{"prefill", expert_stats_json(res.prefill_experts, res.prefill_s)},
                           {"decode", expert_stats_json(res.decode_experts, res.decode_s)}};
   }

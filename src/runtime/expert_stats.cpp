@@ -89,6 +89,7 @@ nlohmann::json expert_stats_json(const ExpertStats& s, double wall_s) {
             {"bytes_uploaded", s.device.bytes_uploaded},
             {"from_host", s.device.staged},
             {"vram_cache_bytes", s.device.capacity_bytes},
+            {"host_staging_bytes", s.device.host_staging_bytes},
             {"layers_routed_on_device", s.device.held_routes}}}};
 }
 

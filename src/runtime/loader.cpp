@@ -115,6 +115,13 @@ uint64_t step_share(uint64_t ram) { return std::max(kMinStepShare, ram / 16); }
 // expert cache would have had: a prompt that fits the pass reads each
 // streamed layer's experts once.
 uint64_t pass_share(uint64_t ram) { return std::max(kMinPassShare, ram / 32); }
+// A device backend's host staging (Backend::limit_staging) gets an eighth of
+// the budget, from 64 MiB up to the 576 MiB it keeps without a budget, and
+// room for four of the largest experts, so a submission always has room for
+// one.
+uint64_t staging_share(uint64_t ram, uint64_t slot_bytes) {
+  return std::max(std::clamp<uint64_t>(ram / 8, 64ull << 20, 576ull << 20), 4 * slot_bytes);
+}
 
 void fit_step_to_budget(Model& model, const LoadOptions& options, uint64_t ram) {
   if (ram == 0 || options.max_batch > 0) return;
@@ -224,18 +231,35 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   // The step's buffers, exactly as the model plans them; plan.baseline, the
   // process itself, was measured before the model was built.
   plan.step = model.step_bytes();
+  // A device's host staging is held beside the expert cache (none on the CPU).
+  if (budget.ram > 0) {
+    model.backend().limit_staging(staging_share(budget.ram, slot_bytes));
+    plan.staging = model.backend().staging_bytes();
+  }
   size_t slots = options.cache_slots;
   if (slots == 0 && budget.ram > 0) {
-    const uint64_t fixed = plan.trunk + plan.kv + plan.step + plan.baseline;
+    const uint64_t fixed = plan.trunk + plan.kv + plan.step + plan.staging + plan.baseline;
     if (budget.ram < fixed + min_cache) {
+      // The least that works: a device's staging is a share of it, so the
+      // least gives that share of itself (the share grows an eighth as fast
+      // as the budget: a few rounds settle it).
+      uint64_t least = fixed + min_cache;
+      if (plan.staging > 0)
+        for (int round = 0; round < 64; ++round) {
+          const uint64_t next = fixed - plan.staging + min_cache + staging_share(least, slot_bytes);
+          if (next <= least) break;
+          least = next;
+        }
       const std::string parts =
           ": the trunk takes " + gib(plan.trunk) + ", the KV cache for " + std::to_string(model.context()) +
           " positions" +
           (options.sequences > 1 ? " of each of " + std::to_string(options.sequences) + " sequences " : " ") +
           (snapshot ? "with the snapshots of its state (a kept session's, each drafting sequence's) " : "") +
-          gib(plan.kv) + ", the step's buffers " + gib(plan.step) + ", the process itself " + gib(plan.baseline) +
+          gib(plan.kv) + ", the step's buffers " + gib(plan.step) +
+          (plan.staging ? ", the device's host staging " + gib(plan.staging) : "") + ", the process itself " +
+          gib(plan.baseline) +
           ", and the expert cache needs at least " + gib(min_cache) +
-          " (two tokens' worth of experts); the least that works is " + gib(fixed + min_cache);
+          " (two tokens' worth of experts); the least that works is " + gib(least);
       if (budget.derived)
         throw Error(dir.string() + " does not fit in the " + gib(budget.available) + " of memory available" + parts);
       if (!options.raise_ram_to_least)

@@ -53,11 +53,13 @@ int best_vulkan_gpu(std::string* error) {
 namespace vk {
 
 namespace {
-// Host staging a submission may use before the recorded work is run to free it.
+// Without limit_staging(): the host staging a submission may use before the
+// recorded work is run to free it (staged weights; uploads), and the op
+// arguments of one submission (in the device's own host-visible memory where
+// it has some: Buffer::Where::Args), in buffers of kChunk.
 constexpr uint64_t kStagingCap = 256ull << 20;
-// Op arguments staged in one submission (in the device's own host-visible
-// memory where it has some: Buffer::Where::Args).
 constexpr uint64_t kArgsCap = 64ull << 20;
+constexpr uint64_t kChunk = 64ull << 20;
 }  // namespace
 
 VulkanBackend::VulkanBackend(int index, int64_t vram_bytes) : ctx_(std::make_unique<Context>(index)) {
@@ -67,9 +69,12 @@ VulkanBackend::VulkanBackend(int index, int64_t vram_bytes) : ctx_(std::make_uni
   experts_ = std::make_unique<ExpertCache>(*ctx_, budget);
   stream_ = std::make_unique<Stream>(*ctx_);
   tensors_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Device, 64ull << 20);
-  staging_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, 64ull << 20);
+  staging_cap_ = kStagingCap;
+  upload_cap_ = kStagingCap;
+  args_cap_ = kArgsCap;
+  staging_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, kChunk);
   args_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Args, 4ull << 20);
-  uploads_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, 64ull << 20);
+  uploads_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, kChunk);
   weights_ = std::make_unique<WeightStore>(*ctx_, [this](const Arena::Piece& dst, const void* src, uint64_t bytes) {
     copy_in(dst.buffer, dst.offset, dst.mapped, src, bytes, true);
   });
@@ -183,10 +188,34 @@ Arena::Piece VulkanBackend::stage_bulk(const void* src, uint64_t bytes) { return
 DeviceExpertStats VulkanBackend::expert_cache_stats() const {
   DeviceExpertStats s = expert_stats_;
   s.capacity_bytes = experts_->budget();  // lowered where the device had less memory
+  s.host_staging_bytes = staging_->reserved() + uploads_->reserved() + args_->reserved();
   return s;
 }
 
-bool VulkanBackend::staging_full() const { return staging_->used() > kStagingCap || args_->used() > kArgsCap; }
+// A quarter of each cap is left for the op about to be recorded (its
+// arguments, a pick's or a held route's results): past three quarters, what
+// is recorded runs first. (An op stages far less than that: a few words a row.)
+bool VulkanBackend::staging_full() const {
+  return staging_->used() > staging_cap_ / 4 * 3 || args_->used() > args_cap_ / 4 * 3;
+}
+
+void VulkanBackend::limit_staging(uint64_t bytes) {
+  finish();  // nothing recorded reads the buffers given back below
+  // Half for weights staged for a submission, a quarter each for uploads and
+  // op arguments; each arena one buffer of its cap, which what is staged
+  // between two finishes never passes (make_room(), run_experts(), copy_in()).
+  // Whole MiB (pieces are taken 256-aligned: a cap that is not would leave
+  // a last piece no room the check before it saw).
+  auto cap = [](uint64_t b) { return std::max<uint64_t>(b >> 20, 1) << 20; };
+  staging_cap_ = cap(bytes / 2);
+  upload_cap_ = cap(bytes / 4);
+  args_cap_ = cap(bytes / 4);
+  staging_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, staging_cap_);
+  args_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Args, args_cap_);
+  uploads_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, upload_cap_);
+}
+
+uint64_t VulkanBackend::staging_bytes() const { return staging_cap_ + upload_cap_ + args_cap_; }
 
 void VulkanBackend::make_room() {
   if (staging_full()) finish();
@@ -220,8 +249,8 @@ void VulkanBackend::copy_in(VkBuffer buffer, uint64_t offset, uint8_t* mapped, c
   // arguments of an op being put together stay where they are.
   const auto* s = static_cast<const uint8_t*>(src);
   for (uint64_t at = 0; at < bytes;) {
-    const uint64_t part = std::min(bytes - at, kStagingCap / 4);
-    if (uploads_->used() + part > kStagingCap) {
+    const uint64_t part = std::min(bytes - at, upload_cap_ / 4);
+    if (uploads_->used() + (part + 255) / 256 * 256 > upload_cap_) {  // Arena::take's alignment
       stream_->finish();
       uploads_->rewind();
     }

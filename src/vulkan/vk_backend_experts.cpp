@@ -289,15 +289,20 @@ void VulkanBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertAct
   if (total * (any_fused ? 4 : 2) > expert_act_.size) throw Error("internal: experts with more rows than planned");
   // The jobs' weights are host memory valid only during this call: copied
   // now (into the expert cache, or staged for this submission). Where the
-  // staging fills, the experts so far run first and the stream finishes.
+  // staging would pass its cap, the experts so far run first and the stream
+  // finishes.
   std::vector<ExpertCache::Entry> w(jobs.size());
   make_room();
   size_t a = 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    if (i > a && staging_full()) {
+    const bool stages = jobs[i].rows > 0 && !jobs[i].held && !has_expert(jobs[i].layer, jobs[i].expert);
+    const bool no_room = stages && staging_->used() + expert_bytes(*jobs[i].weights) > staging_cap_;
+    if (i > a && (staging_full() || no_room)) {
       expert_group(jobs, w, offsets, a, i, total, act, xs, ys, hidden);
-      make_room();
+      finish();
       a = i;
+    } else if (i == a && no_room) {
+      finish();  // nothing of this group is recorded yet: what was before it runs
     }
     if (jobs[i].rows > 0) w[i] = expert_weights(jobs[i]);  // a job without rows runs nothing
   }

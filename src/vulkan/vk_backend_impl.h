@@ -64,6 +64,8 @@ class VulkanBackend final : public Backend, private CacheIo {
   void combine_experts(Tensor ys, size_t hidden, std::span<const uint32_t> slot_rows, const int32_t* ids,
                        const float* weights, size_t n, size_t k, Tensor shared, Tensor out) override;
   DeviceExpertStats expert_cache_stats() const override;
+  void limit_staging(uint64_t bytes) override;
+  uint64_t staging_bytes() const override;
   uint64_t hold_budget() const override { return experts_->budget(); }
   uint64_t held_expert_bytes(const ExpertWeights& e) const override { return expert_bytes(e); }
   bool hold_layer(int64_t layer, std::span<const ExpertWeights* const> experts) override;
@@ -266,6 +268,10 @@ class VulkanBackend final : public Backend, private CacheIo {
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<Arena> tensors_;
   std::unique_ptr<Arena> staging_;  // staged expert weights
+  // Each staging arena's cap (limit_staging()); the arenas are made with
+  // these, and make_room() and copy_in() run what is recorded before one
+  // would pass its cap.
+  uint64_t staging_cap_ = 0, upload_cap_ = 0, args_cap_ = 0;
   std::unique_ptr<Arena> args_;     // op arguments
   std::unique_ptr<Arena> uploads_;  // copies of resident weights and tensors on their way up
   std::unique_ptr<WeightStore> weights_;
