@@ -5,8 +5,7 @@
 namespace strata::vk {
 
 Arena::Piece Arena::take(uint64_t bytes) {
-  constexpr uint64_t kAlign = 256;
-  bytes = std::max<uint64_t>((bytes + kAlign - 1) / kAlign * kAlign, kAlign);
+  bytes = taken(bytes);
   // The next buffer that has room (those after current_ are rewound ones).
   while (current_ < buffers_.size() && top_ + bytes > buffers_[current_].bytes()) {
     ++current_;

@@ -25,6 +25,8 @@ class Arena {
   // `bytes` at an offset aligned to 256 (every shader's alignment; a device's
   // minimum storage buffer offset alignment is at most 256).
   Piece take(uint64_t bytes);
+  // What take(bytes) uses of a buffer (used() grows by it).
+  static uint64_t taken(uint64_t bytes) { return bytes < 256 ? 256 : (bytes + 255) / 256 * 256; }
   // Every piece handed out is free again; the buffers stay for reuse.
   void rewind();
   // Frees the buffers too.

@@ -250,7 +250,7 @@ void VulkanBackend::copy_in(VkBuffer buffer, uint64_t offset, uint8_t* mapped, c
   const auto* s = static_cast<const uint8_t*>(src);
   for (uint64_t at = 0; at < bytes;) {
     const uint64_t part = std::min(bytes - at, upload_cap_ / 4);
-    if (uploads_->used() + (part + 255) / 256 * 256 > upload_cap_) {  // Arena::take's alignment
+    if (uploads_->used() + Arena::taken(part) > upload_cap_) {
       stream_->finish();
       uploads_->rewind();
     }
