@@ -194,6 +194,45 @@ TEST_P(Interleaved, RowIndependentOfBatchThreadsAndSlices) {
   kernel_tests::expect_rows_independent(kernels::interleave_in_place(s.w), 11, 32, 48);
 }
 
+// A batch of products over one pool (a step's experts, kernels::linear_batch)
+// gives each product linear()'s bits: jobs of every interleaved format and a
+// plain one, of different widths and row counts, one of them empty, gate and
+// up sharing one x and its block sums, on pools of 1, 3 and 8 threads.
+TEST(LinearBatch, EachJobGetsItsOwnProductsBits) {
+  Source q8 = random_source(DType::Q8_0, 96, 320, 11), q8b = random_source(DType::Q8_0, 48, 320, 12);
+  Source mx = random_source(DType::MXFP4, 80, 640, 13), q4 = random_source(DType::Q4_K, 64, 768, 14),
+         q4b = random_source(DType::Q4_K, 32, 768, 15);
+  const kernels::WeightMatrix w[] = {kernels::interleave_in_place(q8.w), kernels::interleave_in_place(q8b.w),
+                                     kernels::interleave_in_place(mx.w), kernels::interleave_in_place(q4.w),
+                                     kernels::interleave_in_place(q4b.w)};
+  Source plain = random_source(DType::Q8_0, 40, 320, 16);  // 40 rows: not interleavable, the plain kernels
+  const kernels::WeightMatrix plain_w = plain.w;
+  const size_t rows[] = {7, 1, 33, 5, 5, 0};
+  const std::vector<float> x320 = random_vector(33 * 320, 1), x640 = random_vector(33 * 640, 2),
+                           x768 = random_vector(33 * 768, 3);
+  // q4 and q4b read the same x (gate and up of one expert) and share sums.
+  const float* xs[] = {x320.data(), x320.data() + 320, x640.data(), x768.data(), x768.data(), x320.data()};
+  std::vector<std::vector<float>> sums(6);
+  for (size_t j = 0; j < 6; ++j) sums[j].resize(kernels::linear_sum_floats(j == 5 ? plain_w : w[j], 33));
+  for (int threads : {1, 3, 8}) {
+    ThreadPool pool(threads);
+    std::vector<std::vector<float>> want(6), got(6);
+    std::vector<kernels::LinearJob> jobs;
+    for (size_t j = 0; j < 6; ++j) {
+      const kernels::WeightMatrix& m = j == 5 ? plain_w : w[j];
+      want[j].assign(rows[j] * static_cast<size_t>(m.out), 0.0f);
+      got[j].assign(want[j].size(), -1.0f);
+      kernels::linear(m, xs[j], rows[j], want[j].data(), &pool);
+      jobs.push_back({&m, xs[j], rows[j], got[j].data(), j == 4 ? std::span<float>(sums[3]) : std::span<float>(sums[j])});
+    }
+    std::vector<float> row_scratch(static_cast<size_t>(threads) * 768);
+    kernels::linear_batch(jobs, &pool, row_scratch);
+    for (size_t j = 0; j < 6; ++j)
+      EXPECT_EQ(0, std::memcmp(want[j].data(), got[j].data(), want[j].size() * sizeof(float)))
+          << "job " << j << " on " << threads << " threads";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, Interleaved, ::testing::ValuesIn(kCases), [](const auto& info) { return info.param.name; });
 
 TEST(Interleave, OnlyWholeGroupsOfKnownTypes) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cpu_backend.h"
+#include "backend/cpu_rows.h"
 #include "kernels/ops.h"
 #include "util/error.h"
 
@@ -42,23 +43,25 @@ void CpuBackend::gqa_attention(const GqaAttend& op) {
   float* k = host(op.k.slice(0, n * KV * d));
   const float* v = host(op.v.slice(0, n * KV * d));
   float* heads = host(op.out.slice(0, n * H * d));
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t pos = rows[i].pos;
-    for (int64_t h = 0; h < H; ++h) {
-      float* qh = &q[(i * H + h) * d];
-      if (op.q_norm) kernels::rms_norm(qh, op.q_norm, d, op.eps, qh);
-      op.rope->apply(qh, pos);
+  cpu_rows::for_rows(pool_, n, static_cast<size_t>((H + 2 * KV) * d), [&](int, size_t r0, size_t r1) {
+    for (size_t i = r0; i < r1; ++i) {
+      const int64_t pos = rows[i].pos;
+      for (int64_t h = 0; h < H; ++h) {
+        float* qh = &q[(i * H + h) * d];
+        if (op.q_norm) kernels::rms_norm(qh, op.q_norm, d, op.eps, qh);
+        op.rope->apply(qh, pos);
+      }
+      HostKvCache& cache = host_cache(rows[i].cache);
+      float* kc = cache.key(op.layer, pos);
+      for (int64_t h = 0; h < KV; ++h) {
+        float* kh = &k[(i * KV + h) * d];
+        if (op.k_norm) kernels::rms_norm(kh, op.k_norm, d, op.eps, kh);
+        op.rope->apply(kh, pos);
+      }
+      std::copy_n(&k[i * KV * d], KV * d, kc);
+      std::copy_n(&v[i * KV * d], KV * d, cache.value(op.layer, pos));
     }
-    HostKvCache& cache = host_cache(rows[i].cache);
-    float* kc = cache.key(op.layer, pos);
-    for (int64_t h = 0; h < KV; ++h) {
-      float* kh = &k[(i * KV + h) * d];
-      if (op.k_norm) kernels::rms_norm(kh, op.k_norm, d, op.eps, kh);
-      op.rope->apply(kh, pos);
-    }
-    std::copy_n(&k[i * KV * d], KV * d, kc);
-    std::copy_n(&v[i * KV * d], KV * d, cache.value(op.layer, pos));
-  }
+  });
 
   sequence_runs(rows, runs_);
   // One pointer captured: the pool's std::function then holds it in place.
@@ -142,13 +145,15 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
   float* heads = host(op.out.slice(0, n * H * op.v_dim));
 
   // The cache row: the normalised latent, then the rotated shared key.
-  for (size_t i = 0; i < n; ++i) {
-    float* row = &kv[i * (lora + rope)];
-    float* dst = host_cache(rows[i].cache).key(op.layer, rows[i].pos);
-    kernels::rms_norm(row, op.kv_norm, lora, op.eps, dst);
-    std::copy_n(row + lora, rope, dst + lora);
-    if (op.rope) op.rope->apply(dst + lora, rows[i].pos);
-  }
+  cpu_rows::for_rows(pool_, n, static_cast<size_t>(lora + rope), [&](int, size_t r0, size_t r1) {
+    for (size_t i = r0; i < r1; ++i) {
+      float* row = &kv[i * (lora + rope)];
+      float* dst = host_cache(rows[i].cache).key(op.layer, rows[i].pos);
+      kernels::rms_norm(row, op.kv_norm, lora, op.eps, dst);
+      std::copy_n(row + lora, rope, dst + lora);
+      if (op.rope) op.rope->apply(dst + lora, rows[i].pos);
+    }
+  });
 
   sequence_runs(rows, runs_);
   struct Ctx {

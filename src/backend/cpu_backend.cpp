@@ -1,4 +1,5 @@
 #include "backend/cpu_backend.h"
+#include "backend/cpu_rows.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,9 @@
 #include "util/error.h"
 
 namespace strata {
+
+using cpu_rows::for_elements;
+using cpu_rows::for_rows;
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
 
@@ -59,14 +63,16 @@ CpuBackend::ScratchSizes CpuBackend::scratch_sizes(const StepLimits& l, size_t t
   z.combine_order = l.experts_per_token;
   z.runs = l.rows;
   z.depth_scores = l.depth_values;
+  z.threads = threads;
+  z.linear_jobs = 2 * std::min(slots, l.experts);  // gate and up of each distinct expert
   return z;
 }
 
 uint64_t CpuBackend::ScratchSizes::bytes() const {
-  return (sums + rows + worker_sums + attn_floats + expert_act + expert_sums + route_floats) * sizeof(float) +
+  return (sums + rows + worker_sums + attn_floats + expert_act + expert_sums) * sizeof(float) +
          attn_pointers * sizeof(const float*) + attn_ints * sizeof(int64_t) +
-         (route_ints + combine_order) * sizeof(int32_t) + runs * sizeof(std::pair<size_t, size_t>) +
-         depth_scores * sizeof(float);
+         threads * ((route_floats + depth_scores) * sizeof(float) + (route_ints + combine_order) * sizeof(int32_t)) +
+         runs * sizeof(std::pair<size_t, size_t>) + linear_jobs * sizeof(kernels::LinearJob);
 }
 
 uint64_t CpuBackend::scratch_bytes(const StepLimits& limits) const {
@@ -88,13 +94,16 @@ void CpuBackend::plan(const StepLimits& l) {
   attn_ints_.reset(z.attn_ints);
   expert_act_.reset(z.expert_act);
   expert_sums_.reset(z.expert_sums);
-  route_floats_.reset(z.route_floats);
-  route_ints_.reset(z.route_ints);
-  combine_order_.reset(z.combine_order);
-  depth_scores_.reset(z.depth_scores);
+  route_floats_.reset(z.threads * z.route_floats);
+  route_ints_.reset(z.threads * z.route_ints);
+  combine_order_.reset(z.threads * z.combine_order);
+  depth_scores_.reset(z.threads * z.depth_scores);
   runs_.clear();
   runs_.shrink_to_fit();
   runs_.reserve(z.runs);
+  linear_jobs_.clear();
+  linear_jobs_.shrink_to_fit();
+  linear_jobs_.reserve(z.linear_jobs);
   planned_ = z;
 }
 
@@ -145,7 +154,9 @@ std::unique_ptr<KvCache> CpuBackend::new_cache(const CacheShape& shape) { return
 void CpuBackend::embed(const kernels::WeightMatrix& table, std::span<const int32_t> tokens, Tensor out) {
   const size_t width = static_cast<size_t>(table.in);
   float* o = host(out.rows(0, tokens.size(), width));
-  for (size_t i = 0; i < tokens.size(); ++i) kernels::dequantize_row(table, tokens[i], o + i * width);
+  for_rows(pool_, tokens.size(), width, [&](int, size_t r0, size_t r1) {
+    for (size_t i = r0; i < r1; ++i) kernels::dequantize_row(table, tokens[i], o + i * width);
+  });
 }
 
 void CpuBackend::linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tensor y) {
@@ -157,13 +168,17 @@ void CpuBackend::linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tens
 void CpuBackend::rms_norm(Tensor x, const float* weight, size_t rows, size_t width, float eps, Tensor y) {
   const float* xp = host(x.slice(0, rows * width));
   float* yp = host(y.slice(0, rows * width));
-  for (size_t i = 0; i < rows; ++i) kernels::rms_norm(xp + i * width, weight, width, eps, yp + i * width);
+  for_rows(pool_, rows, width, [&](int, size_t r0, size_t r1) {
+    for (size_t i = r0; i < r1; ++i) kernels::rms_norm(xp + i * width, weight, width, eps, yp + i * width);
+  });
 }
 
 void CpuBackend::add(Tensor y, Tensor x) {
   float* yp = host(y);
   const float* xp = host(x.slice(0, y.size));
-  for (size_t i = 0; i < y.size; ++i) yp[i] += xp[i];
+  for_elements(pool_, y.size, [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) yp[i] += xp[i];
+  });
 }
 
 void CpuBackend::copy(Tensor dst, Tensor src) {
@@ -172,70 +187,78 @@ void CpuBackend::copy(Tensor dst, Tensor src) {
 }
 
 void CpuBackend::glu(const ExpertActivation& act, Tensor gate, Tensor up) {
-  apply_activation(act, host(gate), host(up.slice(0, gate.size)), gate.size);
+  float* g = host(gate);
+  const float* u = host(up.slice(0, gate.size));
+  for_elements(pool_, gate.size, [&](size_t i0, size_t i1) { apply_activation(act, g + i0, u + i0, i1 - i0); });
 }
 
 void CpuBackend::sigmoid_mul(Tensor y, Tensor gate) {
   float* yp = host(y);
   const float* g = host(gate.slice(0, y.size));
-  for (size_t i = 0; i < y.size; ++i) yp[i] *= kernels::sigmoid(g[i]);
+  for_elements(pool_, y.size, [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) yp[i] *= kernels::sigmoid(g[i]);
+  });
 }
 
 void CpuBackend::depth_mix(std::span<const Tensor> blocks, Tensor partial, const float* query, size_t rows,
                            size_t width, float eps, Tensor out) {
   const size_t nb = blocks.size() + 1;
-  if (nb > depth_scores_.size()) throw Error("internal: a depth mix over more blocks than planned");
+  if (nb > planned_.depth_scores) throw Error("internal: a depth mix over more blocks than planned");
   float* o_all = host(out.slice(0, rows * width));
   const float* part = host(partial.slice(0, rows * width));
   for (const Tensor& b : blocks) (void)host(b.slice(0, rows * width));  // checked once, not per row
-  float* score = depth_scores_.data();
-  for (size_t r = 0; r < rows; ++r) {
-    auto value = [&](size_t i) {
-      return i + 1 < nb ? buffers_[blocks[i].buffer].get() + blocks[i].offset + r * width : part + r * width;
-    };
-    for (size_t i = 0; i < nb; ++i) {
-      const float* v = value(i);
-      const float inv = 1.0f / std::sqrt(kernels::dot(v, v, width) / static_cast<float>(width) + eps);
-      score[i] = kernels::dot(v, query, width) * inv;
+  for_rows(pool_, rows, nb * width, [&](int worker, size_t r0, size_t r1) {
+    float* score = depth_scores_.data() + static_cast<size_t>(worker) * planned_.depth_scores;
+    for (size_t r = r0; r < r1; ++r) {
+      auto value = [&](size_t i) {
+        return i + 1 < nb ? buffers_[blocks[i].buffer].get() + blocks[i].offset + r * width : part + r * width;
+      };
+      for (size_t i = 0; i < nb; ++i) {
+        const float* v = value(i);
+        const float inv = 1.0f / std::sqrt(kernels::dot(v, v, width) / static_cast<float>(width) + eps);
+        score[i] = kernels::dot(v, query, width) * inv;
+      }
+      kernels::softmax(score, nb);
+      float* o = o_all + r * width;
+      std::fill_n(o, width, 0.0f);
+      for (size_t i = 0; i < nb; ++i) kernels::axpy(score[i], value(i), o, width);
     }
-    kernels::softmax(score, nb);
-    float* o = o_all + r * width;
-    std::fill_n(o, width, 0.0f);
-    for (size_t i = 0; i < nb; ++i) kernels::axpy(score[i], value(i), o, width);
-  }
+  });
 }
 
 void CpuBackend::gather_rows(Tensor src, size_t width, std::span<const uint32_t> rows, Tensor dst) {
   const float* s = host(src);
   float* d = host(dst.slice(0, rows.size() * width));
-  for (size_t j = 0; j < rows.size(); ++j) {
-    if ((static_cast<uint64_t>(rows[j]) + 1) * width > src.size) throw Error("internal: gather_rows() past its source");
-    std::copy_n(s + static_cast<size_t>(rows[j]) * width, width, d + j * width);
-  }
+  for (const uint32_t r : rows)
+    if ((static_cast<uint64_t>(r) + 1) * width > src.size) throw Error("internal: gather_rows() past its source");
+  for_rows(pool_, rows.size(), width, [&](int, size_t j0, size_t j1) {
+    for (size_t j = j0; j < j1; ++j) std::copy_n(s + static_cast<size_t>(rows[j]) * width, width, d + j * width);
+  });
 }
 
 void CpuBackend::combine_experts(Tensor ys, size_t hidden, std::span<const uint32_t> slot_rows, const int32_t* ids,
                                  const float* weights, size_t n, size_t k, Tensor shared, Tensor out) {
-  if (k > combine_order_.size()) throw Error("internal: a combine of more experts per row than planned");
+  if (k > planned_.combine_order) throw Error("internal: a combine of more experts per row than planned");
   const float* y_all = host(ys);
   float* o_all = host(out.slice(0, n * hidden));
-  int32_t* order = combine_order_.data();
-  for (size_t r = 0; r < n; ++r) {
-    for (size_t j = 0; j < k; ++j) order[j] = static_cast<int32_t>(j);
-    std::sort(order, order + k, [&](int32_t a, int32_t b) { return ids[r * k + a] < ids[r * k + b]; });
-    float* o = o_all + r * hidden;
-    std::fill_n(o, hidden, 0.0f);
-    for (size_t j = 0; j < k; ++j) {
-      const size_t slot = r * k + static_cast<size_t>(order[j]);
-      const float w = weights[slot];
-      const float* y = y_all + static_cast<size_t>(slot_rows[slot]) * hidden;
-      for (size_t i = 0; i < hidden; ++i) o[i] += y[i] * w;
+  const float* s = shared.empty() ? nullptr : host(shared.slice(0, n * hidden));
+  for_rows(pool_, n, k * hidden, [&](int worker, size_t r0, size_t r1) {
+    int32_t* order = combine_order_.data() + static_cast<size_t>(worker) * planned_.combine_order;
+    for (size_t r = r0; r < r1; ++r) {
+      for (size_t j = 0; j < k; ++j) order[j] = static_cast<int32_t>(j);
+      std::sort(order, order + k, [&](int32_t a, int32_t b) { return ids[r * k + a] < ids[r * k + b]; });
+      float* o = o_all + r * hidden;
+      std::fill_n(o, hidden, 0.0f);
+      for (size_t j = 0; j < k; ++j) {
+        const size_t slot = r * k + static_cast<size_t>(order[j]);
+        const float w = weights[slot];
+        const float* y = y_all + static_cast<size_t>(slot_rows[slot]) * hidden;
+        for (size_t i = 0; i < hidden; ++i) o[i] += y[i] * w;
+      }
+      if (s)
+        for (size_t i = 0; i < hidden; ++i) o[i] += s[r * hidden + i];
     }
-  }
-  if (!shared.empty()) {
-    const float* s = host(shared.slice(0, n * hidden));
-    for (size_t i = 0; i < n * hidden; ++i) o_all[i] += s[i];
-  }
+  });
 }
 
 }  // namespace strata

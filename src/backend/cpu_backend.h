@@ -100,6 +100,8 @@ class CpuBackend final : public Backend {
   void check_positions(std::span<const Row> rows) const;
   void expert_forward(const ExpertJob& job, const ExpertActivation& act, const float* x, float* y, int worker,
                       bool spread);
+  void experts_spread(std::span<const ExpertJob> jobs, const ExpertActivation& act, const float* x, float* y,
+                      size_t hidden);
 
   ThreadPool pool_;
   std::vector<std::unique_ptr<float[]>> buffers_;
@@ -109,7 +111,8 @@ class CpuBackend final : public Backend {
   // Lengths of the scratch arrays below for a plan (one place for plan() and scratch_bytes()).
   struct ScratchSizes {
     size_t sums, rows, worker_sums, attn_block, attn_floats_each, attn_floats, attn_pointers, attn_ints, expert_act, expert_sums,
-        route_floats, route_ints, combine_order, runs, depth_scores;
+        route_floats, route_ints, combine_order, runs, depth_scores, linear_jobs;
+    size_t threads;  // route_*, combine_order and depth_scores are each thread's
     uint64_t bytes() const;
   };
   static ScratchSizes scratch_sizes(const StepLimits& l, size_t threads);
@@ -125,11 +128,12 @@ class CpuBackend final : public Backend {
   HostArray<int64_t> attn_ints_;   // threads × 2·planned_.attn_block
   HostArray<float> expert_act_;    // rows·k × slot stride: an expert's gate, up (and fused gate_up) rows
   HostArray<float> expert_sums_;   // rows·k × widest_in/32
-  HostArray<float> route_floats_;  // the routers' per-row scratch
+  HostArray<float> route_floats_;  // threads × the routers' per-row scratch
   HostArray<int32_t> route_ints_;
-  HostArray<int32_t> combine_order_;
-  HostArray<float> depth_scores_;  // a depth mix's scores
+  HostArray<int32_t> combine_order_;  // threads × experts_per_token
+  HostArray<float> depth_scores_;  // threads × a depth mix's scores
   std::vector<std::pair<size_t, size_t>> runs_;  // attention's row blocks (capacity: rows)
+  std::vector<kernels::LinearJob> linear_jobs_;  // experts_spread's products (capacity: two an expert of a step)
 };
 
 }  // namespace strata

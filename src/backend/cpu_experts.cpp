@@ -42,6 +42,67 @@ void CpuBackend::expert_forward(const ExpertJob& job, const ExpertActivation& ac
   kernels::linear(e.down, gate, n, y, pool, scratch);
 }
 
+// Every job's products spread over the pool together, in three hand-offs for
+// the batch: gate and up of all, the activations, down of all (each product's
+// bits as expert_forward's: the same kernels on the same rows).
+void CpuBackend::experts_spread(std::span<const ExpertJob> jobs, const ExpertActivation& act, const float* x, float* y,
+                                size_t hidden) {
+  if (2 * jobs.size() > linear_jobs_.capacity()) throw Error("internal: more experts in a step than planned");
+  const size_t stride = (limits_.fused_gate_up ? 4 : 2) * limits_.expert_width;
+  const size_t sums = limits_.widest_in / 32;
+  struct Part {
+    const ExpertWeights* e;
+    size_t n, width;
+    float *gate, *up, *gu;
+    std::span<float> sums;
+  };
+  auto part = [&](const ExpertJob& j) {
+    const ExpertWeights& e = *j.weights;
+    const bool fused = e.gate_up.valid();
+    const size_t width = static_cast<size_t>(fused ? e.gate_up.out / 2 : e.gate.out);
+    float* gate = expert_act_.data() + j.first * stride;
+    float* up = gate + j.rows * width;
+    return Part{&e, j.rows, width, gate, up, fused ? up + j.rows * width : nullptr,
+                expert_sums_.span().subspan(j.first * sums, j.rows * sums)};
+  };
+  linear_jobs_.clear();
+  for (const ExpertJob& j : jobs) {
+    const Part p = part(j);
+    const float* xj = x + j.first * hidden;
+    if (p.gu) {
+      linear_jobs_.push_back({&p.e->gate_up, xj, p.n, p.gu, p.sums});
+    } else {
+      // gate and up read the same x: one set of block sums serves both
+      // (filled before the threads start, by each in turn, the same values).
+      linear_jobs_.push_back({&p.e->gate, xj, p.n, p.gate, p.sums});
+      linear_jobs_.push_back({&p.e->up, xj, p.n, p.up, p.sums});
+    }
+  }
+  kernels::linear_batch(linear_jobs_, &pool_, rows_.span());
+  struct Ctx {
+    std::span<const ExpertJob> jobs;
+    const ExpertActivation* act;
+    const decltype(part)* part_of;
+  } ctx{jobs, &act, &part};
+  pool_.parallel_for(jobs.size(), [c = &ctx](size_t j0, size_t j1) {
+    for (size_t i = j0; i < j1; ++i) {
+      const Part p = (*c->part_of)(c->jobs[i]);
+      if (p.gu)
+        for (size_t k = 0; k < p.n * p.width; ++k) {
+          p.gate[k] = p.gu[2 * k];
+          p.up[k] = p.gu[2 * k + 1];
+        }
+      apply_activation(*c->act, p.gate, p.up, p.n * p.width);
+    }
+  });
+  linear_jobs_.clear();
+  for (const ExpertJob& j : jobs) {
+    const Part p = part(j);
+    linear_jobs_.push_back({&p.e->down, p.gate, p.n, y + j.first * hidden, p.sums});
+  }
+  kernels::linear_batch(linear_jobs_, &pool_, rows_.span());
+}
+
 void CpuBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertActivation& act, Tensor xs, Tensor ys,
                              size_t hidden, bool one_per_thread) {
   const float* x = host(xs);
@@ -56,8 +117,12 @@ void CpuBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertActiva
         (j.first + j.rows) * sums > expert_sums_.size() || std::max(hidden, width) > limits_.widest_in)
       throw Error("internal: an expert wider or with more rows than planned");
   }
-  if (!one_per_thread || jobs.size() == 1) {
-    for (const ExpertJob& j : jobs) expert_forward(j, act, x + j.first * hidden, y + j.first * hidden, 0, true);
+  if (jobs.size() == 1) {
+    expert_forward(jobs[0], act, x + jobs[0].first * hidden, y + jobs[0].first * hidden, 0, true);
+    return;
+  }
+  if (!one_per_thread) {
+    experts_spread(jobs, act, x, y, hidden);
     return;
   }
   struct Ctx {

@@ -107,7 +107,26 @@ void CpuBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* 
   if (static_cast<size_t>(spec.experts) > limits_.experts || spec.k > spec.experts || spec.k < 1)
     throw Error("internal: routing over more experts than planned");
   float* all = host(logits.slice(0, n * static_cast<uint64_t>(spec.experts)));
-  route_on_host(spec, all, n, ids, weights, route_floats_.data(), route_ints_.data());
+  const size_t E = static_cast<size_t>(spec.experts), K = static_cast<size_t>(spec.k);
+  // Rows route independently: each thread a range, with its own scratch.
+  struct Ctx {
+    const RouteSpec* spec;
+    float* all;
+    int32_t* ids;
+    float* weights;
+    float* floats;
+    int32_t* ints;
+    size_t E, K, floats_each, ints_each;
+  } ctx{&spec, all, ids, weights, route_floats_.data(), route_ints_.data(), E, K, planned_.route_floats,
+        planned_.route_ints};
+  pool_.parallel_for_indexed(
+      n,
+      [c = &ctx](int worker, size_t r0, size_t r1) {
+        const size_t w = static_cast<size_t>(worker);
+        route_on_host(*c->spec, c->all + r0 * c->E, r1 - r0, c->ids + r0 * c->K, c->weights + r0 * c->K,
+                      c->floats + w * c->floats_each, c->ints + w * c->ints_each);
+      },
+      std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(E, 1)));
 }
 
 }  // namespace strata

@@ -187,52 +187,92 @@ size_t linear_row_floats(const WeightMatrix& w) {
   return detail::active_table().needs_row ? static_cast<size_t>(std::max<int64_t>(w.in, 0)) : 0;
 }
 
-void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool, LinearScratch scratch) {
-  if (n == 0 || w.out <= 0) return;
-  const detail::KernelTable& t = detail::active_table();
-  MatDesc d = resolve(w);
-  const size_t out = static_cast<size_t>(w.out), in = static_cast<size_t>(std::max<int64_t>(w.in, 1));
-  const size_t threads = pool ? static_cast<size_t>(pool->size()) : 1;
-  const size_t sums = linear_sum_floats(w, n), row = linear_row_floats(w);
-  if (scratch.sums.size() < sums || scratch.rows.size() < row * threads)
-    throw Error("internal: a product of [" + std::to_string(w.out) + ", " + std::to_string(w.in) + "] over " +
-                std::to_string(n) + " rows was given less scratch than it needs");
-  if (sums) {  // once per call, in the order linear.h gives
+namespace {
+
+// Rows of W a thread takes at a time: whole row tiles (interleaved: 4 tiles
+// of 16 rows, the widest n = 1 tile; remainders of a chunk run narrower,
+// slower tiles). Which thread computes a row never changes its bits.
+size_t row_group(const WeightMatrix& w) { return w.packing == Packing::Interleaved16 ? 4 * detail::kIlRows : 8; }
+
+size_t row_groups(const LinearJob& j) {
+  return j.n == 0 || j.w->out <= 0 ? 0 : (static_cast<size_t>(j.w->out) + row_group(*j.w) - 1) / row_group(*j.w);
+}
+
+// The product's description, with its block sums filled in (once per
+// product, in the order linear.h gives) when its format needs them.
+MatDesc prepare(const LinearJob& j) {
+  MatDesc d = resolve(*j.w);
+  const size_t sums = linear_sum_floats(*j.w, j.n);
+  if (j.sums.size() < sums)
+    throw Error("internal: a product of [" + std::to_string(j.w->out) + ", " + std::to_string(j.w->in) + "] over " +
+                std::to_string(j.n) + " rows was given less scratch than it needs");
+  if (sums) {
     for (size_t i = 0; i < sums; ++i) {
       float s = 0.0f;
-      for (size_t k = 0; k < 32; ++k) s += x[32 * i + k];
-      scratch.sums[i] = s;
+      for (size_t k = 0; k < 32; ++k) s += j.x[32 * i + k];
+      j.sums[i] = s;
     }
-    d.block_sums = scratch.sums.data();
+    d.block_sums = j.sums.data();
   }
-  // Work is split in groups of whole row tiles; which thread computes a row
-  // never changes its bits.
-  // Interleaved: 4 groups of 16 rows, the widest n = 1 tile (remainders
-  // of a chunk run narrower, slower tiles).
-  const size_t group = w.packing == Packing::Interleaved16 ? 4 * detail::kIlRows : 8;
-  const size_t groups = (out + group - 1) / group;
+  return d;
+}
+
+}  // namespace
+
+void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool, LinearScratch scratch) {
+  const LinearJob job{&w, x, n, y, scratch.sums};
+  linear_batch({&job, 1}, pool, scratch.rows);
+}
+
+void linear_batch(std::span<const LinearJob> jobs, ThreadPool* pool, std::span<float> rows) {
+  const detail::KernelTable& t = detail::active_table();
+  const size_t threads = pool ? static_cast<size_t>(pool->size()) : 1;
+  size_t groups = 0, row = 0;
+  double work = 0;  // multiply-adds
+  for (const LinearJob& j : jobs) {
+    if (j.n == 0 || j.w->out <= 0) continue;
+    (void)prepare(j);  // checks the matrix and the scratch, fills the sums
+    row = std::max(row, linear_row_floats(*j.w));
+    const size_t g = row_groups(j);
+    groups += g;
+    work += static_cast<double>(g * row_group(*j.w)) * static_cast<double>(std::max<int64_t>(j.w->in, 1)) *
+            static_cast<double>(j.n);
+  }
+  if (groups == 0) return;
+  if (rows.size() < row * threads)
+    throw Error("internal: a batch of products was given less row scratch than its threads need");
   // The work, captured by one pointer so that the pool's std::function holds
-  // it without allocating.
+  // it without allocating. A range of the batch's groups runs job by job.
   struct Work {
     const detail::KernelTable* t;
-    const MatDesc* d;
-    const float* x;
-    size_t n, out, group, row;
-    float* y;
+    std::span<const LinearJob> jobs;
+    size_t row;
     float* rows;
     void operator()(int worker, size_t g0, size_t g1) const {
-      MatDesc mine = *d;
-      if (row) mine.row = rows + static_cast<size_t>(worker) * row;
-      t->matmul(mine, x, n, y, out, static_cast<int64_t>(g0 * group), static_cast<int64_t>(std::min(g1 * group, out)));
+      size_t first = 0;  // the batch's index of this job's first group
+      for (const LinearJob& j : jobs) {
+        const size_t g = row_groups(j);
+        if (g0 < first + g && g1 > first) {
+          MatDesc mine = resolve(*j.w);
+          if (!j.sums.empty() && linear_sum_floats(*j.w, j.n)) mine.block_sums = j.sums.data();
+          if (row) mine.row = rows + static_cast<size_t>(worker) * row;
+          const size_t group = row_group(*j.w), out = static_cast<size_t>(j.w->out);
+          const size_t a = std::max(g0, first) - first, b = std::min(g1, first + g) - first;
+          t->matmul(mine, j.x, j.n, j.y, out, static_cast<int64_t>(a * group), static_cast<int64_t>(std::min(b * group, out)));
+        }
+        first += g;
+        if (first >= g1) break;
+      }
     }
-  } work{&t, &d, x, n, out, group, row, y, scratch.rows.data()};
+  } run{&t, jobs, row, rows.data()};
   // Keep chunks big enough that scheduling stays cheap relative to the work.
-  const size_t min_chunk = std::max<size_t>(1, (size_t{1} << 16) / (group * in * n));
+  const size_t min_chunk =
+      std::max<size_t>(1, static_cast<size_t>(65536.0 * static_cast<double>(groups) / std::max(work, 1.0)));
   if (pool)
-    pool->parallel_for_indexed(groups, [w = &work](int worker, size_t g0, size_t g1) { (*w)(worker, g0, g1); },
+    pool->parallel_for_indexed(groups, [w = &run](int worker, size_t g0, size_t g1) { (*w)(worker, g0, g1); },
                                min_chunk);
   else
-    work(0, 0, groups);
+    run(0, 0, groups);
 }
 
 void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool) {

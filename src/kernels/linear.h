@@ -116,6 +116,26 @@ void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPoo
 // not for a forward pass.
 void linear(const WeightMatrix& w, const float* x, size_t n, float* y, ThreadPool* pool);
 
+// One product of a linear_batch(): y = x · Wᵀ over n rows, with `sums`
+// holding linear_sum_floats(*w, n) values (its own: no two jobs of a batch
+// share them unless they read the same x).
+struct LinearJob {
+  const WeightMatrix* w = nullptr;
+  const float* x = nullptr;
+  size_t n = 0;
+  float* y = nullptr;
+  std::span<float> sums;
+};
+// linear() for every job, all over the pool at once: the jobs' groups of
+// rows (those linear() splits one product into) make one list the threads
+// share, with one hand-off for the batch. Many small products (a prompt's
+// experts) then keep every thread busy, where one after another each would
+// leave threads idle at its end and wait for the slowest. Each job's bits are
+// linear()'s. `rows`: linear_row_floats() of the widest job for each pool
+// thread (one without a pool). Jobs' outputs must not overlap each other or
+// any job's input.
+void linear_batch(std::span<const LinearJob> jobs, ThreadPool* pool, std::span<float> rows);
+
 // y[i] = Σ_o x[o] · W[o][i] for one vector x of length W.out (no bias):
 // the transposed product MLA uses to absorb kv_b_proj into the query. Each
 // y[i] accumulates fma(x[o], W[o][i], ·) over o in increasing order. `row`

@@ -159,9 +159,12 @@ ExpertThreading expert_threading(std::span<const int32_t> experts, std::span<con
   }
   const uint64_t most = *std::max_element(load.begin(), load.begin() + static_cast<std::ptrdiff_t>(bins));
   t.one_per_thread = most ? static_cast<double>(total) / (static_cast<double>(threads) * static_cast<double>(most)) : 1.0;
-  auto waves = [&](size_t out) { return ((out + kSplitRows - 1) / kSplitRows + threads - 1) / threads; };
-  t.split = static_cast<double>(2 * expert_width + width) /
-            (static_cast<double>(threads * kSplitRows) * static_cast<double>(2 * waves(expert_width) + waves(width)));
+  // Split, the step's experts share two lists of row groups (gate and up of
+  // all, then down of all), each dealt over the threads.
+  const size_t first = experts.size() * 2 * ((expert_width + kSplitRows - 1) / kSplitRows),
+               second = experts.size() * ((width + kSplitRows - 1) / kSplitRows);
+  auto waves = [&](size_t groups) { return (groups + threads - 1) / threads; };
+  t.split = static_cast<double>(first + second) / static_cast<double>(threads * (waves(first) + waves(second)));
   t.runs_one_per_thread = rows[static_cast<size_t>(experts.front())] <= kExpertsInParallelRows ||
                           experts.size() >= 4 * threads || t.one_per_thread >= t.split;
   return t;
@@ -262,14 +265,13 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
   b.gather_rows(expert_in, width, std::span<const uint32_t>(step.gather).first(slots), step.xs);
 
   // Experts run one per thread, each on its own (no barrier per product),
-  // or each product split over the threads, as expert_threading says.
+  // or the products of the experts ready split over the threads together, as
+  // expert_threading says.
   const size_t threads = static_cast<size_t>(b.threads());
   const bool per_thread = expert_threading(step.unique, step.count, threads,
                                            static_cast<size_t>(c_.moe_intermediate_size), width, step.thread_load)
                               .runs_one_per_thread;
-  const size_t most = b.groups_experts() || (per_thread && fetch.all_ready()) ? step.unique.size()
-                      : per_thread                                          ? 4 * threads
-                                                                            : 1;
+  const size_t most = b.groups_experts() || !per_thread || fetch.all_ready() ? step.unique.size() : 4 * threads;
   if (!step.held.empty()) {
     step.jobs.clear();
     for (int32_t e : step.held) step.jobs.push_back(ExpertJob{&*shapes_, step.first[e], step.count[e], layer_, e, true});

@@ -26,12 +26,13 @@ class WeightBinder;
 // each way keeps them (shares, 0..1): `experts` (largest token group first)
 // with rows[e] rows each; their products have `expert_width` rows (gate,
 // up) and `width` (down). One per thread: the groups dealt, largest first,
-// to the least loaded thread. Split: each product's groups of 64 rows
-// (kernels/linear.cpp's for interleaved matrices; 8 for others) run in
-// waves of `threads`, so a product of 640 rows keeps 10 of 16 threads busy.
-// The step runs them one per thread (no barrier per product) for groups of
-// at most 4 rows (decode), for four experts a thread or more, and otherwise
-// where that keeps the threads busier; else each product is split.
+// to the least loaded thread. Split: the products' groups of 64 rows
+// (kernels/linear.cpp's for interleaved matrices; 8 for others), gate and up
+// of every expert in one list, then down of every expert in another, each
+// list dealt over the threads in waves (kernels::linear_batch). The step
+// runs them one per thread (no hand-off per product) for groups of at most 4
+// rows (decode), for four experts a thread or more, and otherwise where that
+// keeps the threads busier; else split, over the experts ready at once.
 // MoeBlock::forward runs it so; `strata budget` divides the experts'
 // compute by busy(). `load`: scratch of at least min(threads,
 // experts.size()) (nothing is allocated).
