@@ -105,6 +105,16 @@ class StorageCase : public testing::TestWithParam<Case> {
     path_ = make_file(dir_.path(), "blob.bin", file_size_, 42);
   }
   std::unique_ptr<Storage> storage(unsigned qd = 8) { return make(GetParam().backend, qd, GetParam().piece_bytes); }
+  // The reads a 64 KiB extent takes (storage.h's rule): one with 1 MiB
+  // pieces; four of 16 KiB with 16 KiB pieces; with 12 KiB pieces
+  // round(64 / 12) = 5 pieces of 13107.2 bytes, rounded up to whole 4 KiB:
+  // 16 KiB each, so four reads too.
+  uint64_t pieces_of_64k() const {
+    if (GetParam().piece_bytes == kDefaultPieceBytes) return 1;
+    if (GetParam().piece_bytes == 16 * 1024 || GetParam().piece_bytes == 12 * 1024) return 4;
+    ADD_FAILURE() << "no hand-computed piece count for pieces of " << GetParam().piece_bytes << " bytes";
+    return 0;
+  }
   FileId open(Storage& s) { return s.open(path_, GetParam().mode); }
 
   TempDir dir_;
@@ -267,8 +277,7 @@ TEST_P(StorageCase, InjectedEioNamesFileAndOffset) {
     }
   }
   // Every piece of extent 7 was failed.
-  const uint64_t piece = std::min<uint64_t>(GetParam().piece_bytes, 65536);
-  EXPECT_EQ(s.stats().errors, (65536 + piece - 1) / piece);
+  EXPECT_EQ(s.stats().errors, pieces_of_64k());
   // read_all turns it into a strata::Error with the same line.
   s.fail_range(f, 100000, 1, EIO);
   Extent e{f, 99000, 5000, bufs[0].data(), 1};
@@ -407,8 +416,7 @@ TEST_P(StorageCase, CancelledBackgroundReadsNeverReachTheDrive) {
     }
   }
   EXPECT_EQ(s.drives()[0].bytes_read, 5u * 65536);
-  const uint64_t piece = std::min<uint64_t>(GetParam().piece_bytes, 65536);
-  EXPECT_EQ(s.stats().reads, 5 * ((65536 + piece - 1) / piece));  // the cancelled ones were never issued
+  EXPECT_EQ(s.stats().reads, 5 * pieces_of_64k());  // the cancelled ones were never issued
   EXPECT_EQ(s.pending(), 0u);
 }
 
@@ -525,6 +533,26 @@ TEST(Storage, BackendChoice) {
     EXPECT_EQ(make_storage()->backend(), "io_uring");
   }
   if (old) setenv("STRATA_IO", saved.c_str(), 1);
+}
+
+// Pieces of equal length (storage.h): with 1 MiB pieces a 1072 KiB extent
+// is one read (cut at exactly 1 MiB it was a 1 MiB read and a 48 KiB one)
+// and a 2200 KiB extent two of 1100 KiB (it was three); the bytes are the
+// file's.
+TEST(Storage, AnExtentIsCutIntoPiecesOfEqualLength) {
+  TempDir dir;
+  const fs::path path = make_file(dir.path(), "blob.bin", 3u << 20, 9);
+  for (const std::string backend : {"pread", "io_uring"}) {
+    if (backend == "io_uring" && !IoUringStorage::available()) continue;
+    FaultInjectingStorage s(make(backend));  // counts the reads
+    const FileId f = s.open(path, OpenMode::Buffered);
+    AlignedBuffer a(1072 * 1024), b(2200 * 1024);
+    Extent e[2] = {{f, 0, 1072 * 1024, a.data(), 0}, {f, 4096, 2200 * 1024, b.data(), 1}};
+    s.read_all(e);
+    EXPECT_EQ(s.stats().reads, 3u) << backend;
+    EXPECT_EQ(std::memcmp(a.data(), pread_bytes(path, 0, 1072 * 1024).data(), 1072 * 1024), 0) << backend;
+    EXPECT_EQ(std::memcmp(b.data(), pread_bytes(path, 4096, 2200 * 1024).data(), 2200 * 1024), 0) << backend;
+  }
 }
 
 TEST(Storage, FilesOnTmpfsFallBackToBufferedWithANote) {

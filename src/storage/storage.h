@@ -97,10 +97,15 @@ struct Completion {
   bool ok() const { return error == 0; }
 };
 
-// Extents longer than this are read as several pieces in flight at once.
-// On this project's virtio disk, cold decodes of 2.7 MiB experts ran fastest
-// with 1 MiB pieces (medians of three: 4.95 tok/s against 4.79 with 512 KiB
-// and 4.87 with 2 MiB pieces).
+// Extents are read as pieces of about this length in flight at once: a span
+// is cut into round(span / piece) pieces of equal length (whole 4 KiB, the
+// last one shorter), so each is between two thirds and one and a half of it,
+// and an extent up to one and a half of it is a single read. Cut at exactly
+// 1 MiB, a 1.05 MiB expert was a 1 MiB read and a 48 KiB one that cost the
+// drive a tenth of a whole read more (docs/PERFORMANCE.md, issue 21). On
+// this project's virtio disk, cold decodes of 2.7 MiB experts ran fastest
+// with 1 MiB pieces (then cut at exactly the length; medians of three: 4.95
+// tok/s against 4.79 with 512 KiB and 4.87 with 2 MiB pieces).
 inline constexpr uint64_t kDefaultPieceBytes = 1ull << 20;
 
 struct StorageOptions {

@@ -22,6 +22,13 @@ namespace {
 // consecutive pieces (the kernel caps one read near 2 GiB anyway, and an SQE
 // length is 32 bits).
 constexpr uint64_t kMaxRawRead = 1ull << 30;
+// The length of each piece an aligned span of `span` bytes is read in (the
+// rule at kDefaultPieceBytes, storage.h): all the same but the last.
+uint64_t piece_length(uint64_t span, uint64_t piece) {
+  uint64_t n = std::max<uint64_t>(1, (span + piece / 2) / piece);
+  n = std::max(n, (span + kMaxRawRead - 1) / kMaxRawRead);
+  return std::clamp(align_up((span + n - 1) / n), kIoAlign, kMaxRawRead);
+}
 // EINTR/EAGAIN retries, and pieces that made no progress, before giving up.
 constexpr int kMaxRetries = 64;
 
@@ -279,7 +286,8 @@ void StorageEngine::submit(std::span<const Extent> extents) {
       r->land_end = a1;
     }
     const uint64_t span = r->land_end - r->land_offset;
-    r->pieces.resize(std::max<uint64_t>(1, (span + piece_bytes_ - 1) / piece_bytes_));
+    const uint64_t each = piece_length(span, piece_bytes_);
+    r->pieces.resize(std::max<uint64_t>(1, (span + each - 1) / each));
     for (size_t i = 0; i < r->pieces.size(); ++i) {
       Piece& p = r->pieces[i];
       p.req = r.get();
@@ -287,8 +295,8 @@ void StorageEngine::submit(std::span<const Extent> extents) {
       p.file = ext.file;
       p.drive = fi.drive;
       p.direct = fi.direct;
-      const uint64_t start = r->land_offset + i * piece_bytes_;
-      p.end = std::min(start + piece_bytes_, r->land_end);
+      const uint64_t start = r->land_offset + i * each;
+      p.end = std::min(start + each, r->land_end);
       p.need_end = std::min(p.end, r->need_end);
       p.set(start);
     }
