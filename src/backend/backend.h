@@ -370,8 +370,8 @@ class Backend {
   // For each job, ys rows = down(act(gate(xs rows), up(xs rows))) (hidden
   // values a row in and out; ys may be xs: a job reads its rows before it
   // writes them, and jobs own disjoint rows). one_per_thread: each expert on one thread, many
-  // at once (small token groups); otherwise one at a time, each product
-  // spread over the threads. Same bits either way.
+  // at once (small token groups); otherwise the jobs' products spread over
+  // the threads together. Same bits either way.
   virtual void run_experts(std::span<const ExpertJob> jobs, const ExpertActivation& act, Tensor xs, Tensor ys,
                            size_t hidden, bool one_per_thread) = 0;
   // out row r = Σ over its k slots, in increasing expert id (never arrival

@@ -2,8 +2,9 @@
 // The CPU backend: tensors in host memory, ops on the kernels of
 // kernels/linear.h and kernels/ops.h over one thread pool, KV caches in host
 // memory (backend/host_kv_cache.h). Its scratch is planned once per step
-// size (plan()): per pool thread a share for attention and for products run
-// on one thread, and per expert slot a share for the experts' activations.
+// size (plan()): per pool thread a share for attention, for products run on
+// one thread and for the routers', the combine's and the depth mix's rows,
+// and per expert slot a share for the experts' activations.
 #include <algorithm>
 #include <cstdint>
 #include <span>

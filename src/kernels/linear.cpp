@@ -252,7 +252,7 @@ void linear_batch(std::span<const LinearJob> jobs, ThreadPool* pool, std::span<f
       size_t first = 0;  // the batch's index of this job's first group
       for (const LinearJob& j : jobs) {
         const size_t g = row_groups(j);
-        if (g0 < first + g && g1 > first) {
+        if (g != 0 && g0 < first + g && g1 > first) {
           MatDesc mine = resolve(*j.w);
           if (!j.sums.empty() && linear_sum_floats(*j.w, j.n)) mine.block_sums = j.sums.data();
           if (row) mine.row = rows + static_cast<size_t>(worker) * row;

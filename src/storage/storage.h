@@ -98,9 +98,10 @@ struct Completion {
 };
 
 // Extents are read as pieces of about this length in flight at once: a span
-// is cut into round(span / piece) pieces of equal length (whole 4 KiB, the
-// last one shorter), so each is between two thirds and one and a half of it,
-// and an extent up to one and a half of it is a single read. Cut at exactly
+// is cut into round(span / piece) pieces of equal length, rounded up to
+// whole 4 KiB (the last one shorter by what that added to the others). So an
+// extent below one and a half of it is a single read, and the pieces of a
+// longer one are within a quarter of it. Cut at exactly
 // 1 MiB, a 1.05 MiB expert was a 1 MiB read and a 48 KiB one that cost the
 // drive a tenth of a whole read more (docs/PERFORMANCE.md, issue 21). On
 // this project's virtio disk, cold decodes of 2.7 MiB experts ran fastest

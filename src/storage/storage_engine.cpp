@@ -22,8 +22,8 @@ namespace {
 // consecutive pieces (the kernel caps one read near 2 GiB anyway, and an SQE
 // length is 32 bits).
 constexpr uint64_t kMaxRawRead = 1ull << 30;
-// The length of each piece an aligned span of `span` bytes is read in (the
-// rule at kDefaultPieceBytes, storage.h): all the same but the last.
+// The length of each piece a span of `span` bytes is read in (the rule at
+// kDefaultPieceBytes, storage.h): all the same but the last.
 uint64_t piece_length(uint64_t span, uint64_t piece) {
   uint64_t n = std::max<uint64_t>(1, (span + piece / 2) / piece);
   n = std::max(n, (span + kMaxRawRead - 1) / kMaxRawRead);
