@@ -52,7 +52,7 @@ void add_model_flags(CLI::App* cmd, ModelFlags& f) {
                   "The tuned profile (strata tune) for what no flag sets: a path, or none (default: this "
                   "machine's, when there is one)");
   cmd->add_option("--io-depth", f.io_depth,
-                  "Expert reads (pieces of up to 1 MiB) in flight per drive (default 16; `strata probe` shows the "
+                  "Expert reads (pieces of about 1 MiB) in flight per drive (default 16; `strata probe` shows the "
                   "depth at which a drive reads fastest)");
 }
 
