@@ -325,7 +325,9 @@ TEST(CliBudget, JsonAndSvgCarryThePrediction) {
 }
 
 // A saved probe of the drive serves when it measured reads no larger than an
-// expert's (strata's reads); one that measured only larger reads does not.
+// expert's (strata's reads), at the depth strata reads at (16 in flight, or
+// the deepest measured below it), not at the depth the drive liked best; one
+// that measured only larger reads does not.
 TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
   const fs::path model = fixture("ds_mtp"), file = model / "model.safetensors";
   struct stat st;
@@ -337,7 +339,8 @@ TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
     ProbeDrive d;
     d.path = model.string();
     d.device = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
-    d.results = {{block, 4, 1.5, {1.5}}, {block, 32, 9.0, {9.0}}};  // depth 32: beyond strata's reads
+    // Faster at 4 than at strata's 16; depth 32: beyond strata's reads.
+    d.results = {{block, 4, 3.0, {3.0}}, {block, 16, 1.5, {1.5}}, {block, 32, 9.0, {9.0}}};
     d.best_gbps = 9.0;
     saved.drives = {d};
     saved.combined = d;
@@ -346,6 +349,7 @@ TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
                                        "STRATA_BUDGET_COMPUTE_MIB=16 STRATA_HOME=" + tmp.path().string());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const nlohmann::json drive = nlohmann::json::parse(r.out)["machine"]["drives"][0];
+    EXPECT_EQ(drive["depth"], 16);
     if (block == 4096) {
       EXPECT_EQ(drive["source"], "saved probe");
       EXPECT_EQ(drive["gbps"], 1.5);

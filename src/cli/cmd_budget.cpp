@@ -47,18 +47,20 @@ struct BudgetArgs {
 double gb(uint64_t b) { return static_cast<double>(b) / 1e9; }
 
 // A saved probe's rate for reads of `block` bytes as strata issues them:
-// the largest measured read size not above it, at the best depth up to the
-// storage's 16; 0 when it measured only larger reads (which would overstate
-// the rate: the drive is measured again).
-double saved_rate(const ProbeDrive& d, uint64_t block) {
+// the largest measured read size not above it, at strata's depth (the
+// deepest measured up to it: not the best of the depths, since a drive that
+// reads faster at 4 in flight gives strata's 16 the rate at 16); 0 when it
+// measured only larger reads or deeper queues (which would overstate the
+// rate: the drive is measured again).
+double saved_rate(const ProbeDrive& d, uint64_t block, unsigned depth) {
   uint64_t pick = 0;
   for (const ProbeMeasurement& m : d.results)
     if (m.block <= block) pick = std::max(pick, m.block);
   if (pick == 0) return 0;
-  double best = 0;
+  const ProbeMeasurement* at = nullptr;
   for (const ProbeMeasurement& m : d.results)
-    if (m.block == pick && m.depth <= StorageOptions{}.queue_depth) best = std::max(best, m.gbps);
-  return best;
+    if (m.block == pick && m.depth <= depth && (!at || m.depth > at->depth)) at = &m;
+  return at ? at->gbps : 0;
 }
 
 struct Drive {
@@ -67,20 +69,24 @@ struct Drive {
   std::string source;
 };
 
-// A drive's ceiling for expert-sized reads: from the saved probe when it
-// measured that drive, else measured now (and said so on stderr).
-void measure_drive(Drive& d, uint64_t expert_bytes, double seconds, const std::optional<ProbeResult>& saved) {
+// A drive's ceiling for expert-sized reads at `depth` in flight: from the
+// saved probe when it measured that drive, else measured now (and said so on
+// stderr).
+void measure_drive(Drive& d, uint64_t expert_bytes, unsigned depth, double seconds,
+                   const std::optional<ProbeResult>& saved) {
   const uint64_t block = (expert_bytes + 4095) / 4096 * 4096;
   const ProbeDrive* p = saved ? saved->drive_for(d.target) : nullptr;
   if (p)
-    if (const double g = saved_rate(*p, block); g > 0) {
+    if (const double g = saved_rate(*p, block, depth); g > 0) {
       d.gbps = g;
       d.source = p->direct ? "saved probe" : "saved probe, not O_DIRECT: page-cache speed";
       return;
     }
   const std::string kib = std::to_string(block >> 10);
   std::fprintf(stderr, "budget: measuring %s (%s; `strata probe %s --block %.10g` saves one)\n", d.target.c_str(),
-               p ? ("its saved probe has no rate for reads of the experts' " + kib + " KiB").c_str()
+               p ? ("its saved probe has no rate for reads of the experts' " + kib + " KiB at depth " +
+                    std::to_string(depth))
+                       .c_str()
                  : "no saved probe of its drive",
                d.target.c_str(),
                static_cast<double>(block) / (1 << 20));
@@ -88,7 +94,7 @@ void measure_drive(Drive& d, uint64_t expert_bytes, double seconds, const std::o
   o.paths = {d.target.string()};
   o.file_bytes = 1ull << 30;  // a folder's test file
   o.blocks = {block};
-  o.depths = {4, StorageOptions{}.queue_depth};
+  o.depths = {depth};
   o.seconds = seconds;  // split over the probe's three rounds: their median, not one sample's luck
   const ProbeResult r = run_probe(o);
   d.gbps = r.combined.best_gbps;
@@ -202,8 +208,10 @@ int run_budget(const BudgetArgs& a) {
   m.pass_rows = planned.pass;
   std::vector<Drive> drives = drives_of(model, a.drives);
   const std::optional<ProbeResult> saved = load_probe();
+  // The depth the runs read at (the tuned profile's, else the storage's).
+  const unsigned depth = run.io_depth > 0 ? run.io_depth : StorageOptions{}.queue_depth;
   for (Drive& d : drives) {
-    measure_drive(d, model.shape.expert_bytes, a.probe_seconds, saved);
+    measure_drive(d, model.shape.expert_bytes, depth, a.probe_seconds, saved);
     m.drive_gbps.push_back(d.gbps);
   }
 
@@ -235,7 +243,8 @@ int run_budget(const BudgetArgs& a) {
                   {"context", model.context},
                   {"kv_bytes", model.kv_bytes}};
     nlohmann::json listed = nlohmann::json::array();
-    for (const Drive& d : drives) listed.push_back({{"path", d.target.string()}, {"gbps", d.gbps}, {"source", d.source}});
+    for (const Drive& d : drives)
+      listed.push_back({{"path", d.target.string()}, {"gbps", d.gbps}, {"depth", depth}, {"source", d.source}});
     j["machine"] = {{"ram_bytes", m.ram_bytes},
                     {"step_bytes", step},
                     {"step_rows", planned.rows},
@@ -289,8 +298,8 @@ int run_budget(const BudgetArgs& a) {
               compute.trunk_timed_as.c_str(), compute.trunk_decode_gbps, compute.prefill_gbps,
               1e6 * compute.product_overhead_s, 1e3 * compute.attention_s, 1e3 * compute.prefill_attention_s);
   for (size_t d = 0; d < drives.size(); ++d)
-    std::printf("  drive %zu              %.2f GB/s (%s) %s\n", d + 1, drives[d].gbps, drives[d].source.c_str(),
-                drives[d].target.c_str());
+    std::printf("  drive %zu              %.2f GB/s at %u in flight (%s) %s\n", d + 1, drives[d].gbps, depth,
+                drives[d].source.c_str(), drives[d].target.c_str());
   if (!p.too_small) {
     std::printf("\n  drives  GB/s    decode tok/s  TTFT (s, %lld tokens)  bound by\n", static_cast<long long>(prompt));
     for (const DrivePrediction& d : p.by_drives)
