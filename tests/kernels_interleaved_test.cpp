@@ -228,8 +228,9 @@ TEST(LinearBatch, EachJobGetsItsOwnProductsBits) {
     std::vector<float> row_scratch(static_cast<size_t>(threads) * 768);
     kernels::linear_batch(jobs, &pool, row_scratch);
     for (size_t j = 0; j < 6; ++j)
-      EXPECT_EQ(0, std::memcmp(want[j].data(), got[j].data(), want[j].size() * sizeof(float)))
-          << "job " << j << " on " << threads << " threads";
+      if (!want[j].empty())  // (the empty job's vectors have no data to compare)
+        EXPECT_EQ(0, std::memcmp(want[j].data(), got[j].data(), want[j].size() * sizeof(float)))
+            << "job " << j << " on " << threads << " threads";
   }
 }
 
