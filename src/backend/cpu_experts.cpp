@@ -79,22 +79,19 @@ void CpuBackend::experts_spread(std::span<const ExpertJob> jobs, const ExpertAct
     }
   }
   kernels::linear_batch(linear_jobs_, &pool_, rows_.span());
-  struct Ctx {
-    std::span<const ExpertJob> jobs;
-    const ExpertActivation* act;
-    const decltype(part)* part_of;
-  } ctx{jobs, &act, &part};
-  pool_.parallel_for(jobs.size(), [c = &ctx](size_t j0, size_t j1) {
+  const auto activate = [&](size_t j0, size_t j1) {
     for (size_t i = j0; i < j1; ++i) {
-      const Part p = (*c->part_of)(c->jobs[i]);
+      const Part p = part(jobs[i]);
       if (p.gu)
         for (size_t k = 0; k < p.n * p.width; ++k) {
           p.gate[k] = p.gu[2 * k];
           p.up[k] = p.gu[2 * k + 1];
         }
-      apply_activation(*c->act, p.gate, p.up, p.n * p.width);
+      apply_activation(act, p.gate, p.up, p.n * p.width);
     }
-  });
+  };
+  // (One pointer captured: the pool's std::function holds it without allocating.)
+  pool_.parallel_for(jobs.size(), [f = &activate](size_t j0, size_t j1) { (*f)(j0, j1); });
   linear_jobs_.clear();
   for (const ExpertJob& j : jobs) {
     const Part p = part(j);

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "backend/cpu_backend.h"
+#include "backend/cpu_rows.h"
 #include "backend/host_routing.h"
 #include "kernels/ops.h"
 #include "util/error.h"
@@ -109,24 +110,11 @@ void CpuBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* 
   float* all = host(logits.slice(0, n * static_cast<uint64_t>(spec.experts)));
   const size_t E = static_cast<size_t>(spec.experts), K = static_cast<size_t>(spec.k);
   // Rows route independently: each thread a range, with its own scratch.
-  struct Ctx {
-    const RouteSpec* spec;
-    float* all;
-    int32_t* ids;
-    float* weights;
-    float* floats;
-    int32_t* ints;
-    size_t E, K, floats_each, ints_each;
-  } ctx{&spec, all, ids, weights, route_floats_.data(), route_ints_.data(), E, K, planned_.route_floats,
-        planned_.route_ints};
-  pool_.parallel_for_indexed(
-      n,
-      [c = &ctx](int worker, size_t r0, size_t r1) {
-        const size_t w = static_cast<size_t>(worker);
-        route_on_host(*c->spec, c->all + r0 * c->E, r1 - r0, c->ids + r0 * c->K, c->weights + r0 * c->K,
-                      c->floats + w * c->floats_each, c->ints + w * c->ints_each);
-      },
-      std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(E, 1)));
+  cpu_rows::for_rows(pool_, n, 2 * E, [&](int worker, size_t r0, size_t r1) {
+    const size_t w = static_cast<size_t>(worker);
+    route_on_host(spec, all + r0 * E, r1 - r0, ids + r0 * K, weights + r0 * K,
+                  route_floats_.data() + w * planned_.route_floats, route_ints_.data() + w * planned_.route_ints);
+  });
 }
 
 }  // namespace strata

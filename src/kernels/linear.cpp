@@ -198,23 +198,27 @@ size_t row_groups(const LinearJob& j) {
   return j.n == 0 || j.w->out <= 0 ? 0 : (static_cast<size_t>(j.w->out) + row_group(*j.w) - 1) / row_group(*j.w);
 }
 
-// The product's description, with its block sums filled in (once per
-// product, in the order linear.h gives) when its format needs them.
-MatDesc prepare(const LinearJob& j) {
+// The product's description, pointing at its block sums when its format
+// needs them.
+MatDesc describe(const LinearJob& j) {
   MatDesc d = resolve(*j.w);
+  if (linear_sum_floats(*j.w, j.n)) d.block_sums = j.sums.data();
+  return d;
+}
+
+// Checks the matrix and the scratch, and fills the block sums (once per
+// product, in the order linear.h gives) when its format needs them.
+void prepare(const LinearJob& j) {
+  (void)resolve(*j.w);
   const size_t sums = linear_sum_floats(*j.w, j.n);
   if (j.sums.size() < sums)
     throw Error("internal: a product of [" + std::to_string(j.w->out) + ", " + std::to_string(j.w->in) + "] over " +
                 std::to_string(j.n) + " rows was given less scratch than it needs");
-  if (sums) {
-    for (size_t i = 0; i < sums; ++i) {
-      float s = 0.0f;
-      for (size_t k = 0; k < 32; ++k) s += j.x[32 * i + k];
-      j.sums[i] = s;
-    }
-    d.block_sums = j.sums.data();
+  for (size_t i = 0; i < sums; ++i) {
+    float s = 0.0f;
+    for (size_t k = 0; k < 32; ++k) s += j.x[32 * i + k];
+    j.sums[i] = s;
   }
-  return d;
 }
 
 }  // namespace
@@ -231,7 +235,7 @@ void linear_batch(std::span<const LinearJob> jobs, ThreadPool* pool, std::span<f
   double work = 0;  // multiply-adds
   for (const LinearJob& j : jobs) {
     if (j.n == 0 || j.w->out <= 0) continue;
-    (void)prepare(j);  // checks the matrix and the scratch, fills the sums
+    prepare(j);
     row = std::max(row, linear_row_floats(*j.w));
     const size_t g = row_groups(j);
     groups += g;
@@ -253,8 +257,7 @@ void linear_batch(std::span<const LinearJob> jobs, ThreadPool* pool, std::span<f
       for (const LinearJob& j : jobs) {
         const size_t g = row_groups(j);
         if (g != 0 && g0 < first + g && g1 > first) {
-          MatDesc mine = resolve(*j.w);
-          if (!j.sums.empty() && linear_sum_floats(*j.w, j.n)) mine.block_sums = j.sums.data();
+          MatDesc mine = describe(j);
           if (row) mine.row = rows + static_cast<size_t>(worker) * row;
           const size_t group = row_group(*j.w), out = static_cast<size_t>(j.w->out);
           const size_t a = std::max(g0, first) - first, b = std::min(g1, first + g) - first;
