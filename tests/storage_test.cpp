@@ -388,6 +388,31 @@ TEST_P(StorageCase, BackgroundReadsWaitForOrdinaryOnes) {
   EXPECT_GT(drives[0].busy_s, 0.055);  // six reads of 20 ms, at most two at a time
 }
 
+// The reads in flight, integrated over the busy time: eight slow reads at
+// depth 4 keep four in flight until the queue runs dry, then three, two, one;
+// a lone read keeps exactly one.
+TEST_P(StorageCase, ADrivesMeanQueueDepthIsMeasuredOverItsBusyTime) {
+  FaultInjectingStorage s(storage(4));
+  FileId f = open(s);
+  s.slow_drive(s.file(f).drive, std::chrono::microseconds(20000));
+  BufferPool pool(4096, 8);  // one page: a single piece in every case
+  std::vector<Extent> one{{f, 0, 4096, pool.buffer(0), 0}};
+  s.submit(one);
+  wait_for(s, 1);
+  auto drives = s.drives();
+  ASSERT_EQ(drives.size(), 1u);
+  EXPECT_NEAR(drives[0].in_flight_s / drives[0].busy_s, 1.0, 1e-6);
+  const double busy = drives[0].busy_s, in_flight = drives[0].in_flight_s;
+  std::vector<Extent> eight;
+  for (uint64_t i = 0; i < 8; ++i) eight.push_back({f, i * 4096, 4096, pool.buffer(i), i});
+  s.submit(eight);
+  wait_for(s, 8);
+  drives = s.drives();
+  const double mean = (drives[0].in_flight_s - in_flight) / (drives[0].busy_s - busy);
+  EXPECT_GT(mean, 2.0);
+  EXPECT_LE(mean, 4.0 + 1e-6);
+}
+
 TEST_P(StorageCase, CancelledBackgroundReadsNeverReachTheDrive) {
   FaultInjectingStorage s(storage(1));
   FileId f = open(s);

@@ -86,6 +86,7 @@ struct ExpertStats {
     std::string name;
     uint64_t bytes = 0;
     double busy_s = 0;          // wall time with at least one read of this drive in flight
+    double in_flight_s = 0;     // reads in flight integrated over that time
     // A streaming install's source (storage/storage.h DriveInfo): reads that
     // waited for a fetch, their summed wait, reads served from the drive.
     uint64_t fetched_reads = 0, local_reads = 0;

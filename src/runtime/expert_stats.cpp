@@ -29,6 +29,7 @@ ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier) {
       if (before.name == drive.name) {
         drive.bytes -= std::min(drive.bytes, before.bytes);
         drive.busy_s -= before.busy_s;
+        drive.in_flight_s -= before.in_flight_s;
         drive.fetched_reads -= std::min(drive.fetched_reads, before.fetched_reads);
         drive.local_reads -= std::min(drive.local_reads, before.local_reads);
         drive.fetch_wait_s -= before.fetch_wait_s;
@@ -44,7 +45,8 @@ nlohmann::json expert_stats_json(const ExpertStats& s, double wall_s) {
     nlohmann::json j = {{"name", d.name},
                         {"bytes", d.bytes},
                         {"busy_s", d.busy_s},
-                        {"gbps", ratio(static_cast<double>(d.bytes) / 1e9, d.busy_s)}};
+                        {"gbps", ratio(static_cast<double>(d.bytes) / 1e9, d.busy_s)},
+                        {"mean_in_flight", ratio(d.in_flight_s, d.busy_s)}};
     if (d.fetched_reads + d.local_reads > 0) {
       // A streaming install's source: how many reads found their bytes
       // on the drive, and how long the others waited for the network.

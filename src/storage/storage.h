@@ -64,6 +64,9 @@ struct DriveInfo {
   // wall time during which at least one of its reads was issued and not back.
   uint64_t bytes_read = 0;
   double busy_s = 0;
+  // The integral of the reads in flight over that time: / busy_s, how deep
+  // the drive's queue was on average while it was busy.
+  double in_flight_s = 0;
   // A source that fetches over the network (remote/remote_mirror.h): reads
   // that had to wait for a fetch and their summed wait, and reads it served
   // from bytes already on the drive. Zero for a drive.

@@ -321,6 +321,8 @@ void StorageEngine::pump(uint32_t drive) {
   {
     std::lock_guard<std::mutex> lock(sched_mutex_);
     const unsigned before = dr->in_flight;
+    const auto now = std::chrono::steady_clock::now();
+    dr->count_in_flight(now);
     while (dr->in_flight < queue_depth_ && !dr->queue.empty()) {
       batch.push_back(dr->queue.front());
       dr->queue.pop_front();
@@ -337,7 +339,7 @@ void StorageEngine::pump(uint32_t drive) {
       ++dr->in_flight;
       batch.push_back(p);
     }
-    if (before == 0 && dr->in_flight > 0) dr->busy_since = std::chrono::steady_clock::now();
+    if (before == 0 && dr->in_flight > 0) dr->busy_since = now;
   }
   if (batch.empty()) return;
   if (FaultHook* hook = hook_.load())
@@ -396,8 +398,9 @@ void StorageEngine::complete(RawRead* raw, int64_t res, std::vector<RawRead*>* d
     if (res > 0) dr->info.bytes_read += static_cast<uint64_t>(res);
     if (p->issued_background) --dr->background_in_flight;
     p->issued_background = false;
-    if (--dr->in_flight == 0)
-      dr->info.busy_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - dr->busy_since).count();
+    const auto now = std::chrono::steady_clock::now();
+    dr->count_in_flight(now);
+    if (--dr->in_flight == 0) dr->info.busy_s += std::chrono::duration<double>(now - dr->busy_since).count();
     if (requeue && r->cancelled) {  // the rest of a cancelled extent is not wanted
       requeue = false;
       done = true;
@@ -474,7 +477,10 @@ std::vector<DriveInfo> StorageEngine::drives() const {
   const auto now = std::chrono::steady_clock::now();
   for (const auto& d : drives_) {
     out.push_back(d->info);
-    if (d->in_flight > 0) out.back().busy_s += std::chrono::duration<double>(now - d->busy_since).count();
+    if (d->in_flight > 0) {
+      out.back().busy_s += std::chrono::duration<double>(now - d->busy_since).count();
+      out.back().in_flight_s += d->in_flight * std::chrono::duration<double>(now - d->counted_to).count();
+    }
   }
   return out;
 }

@@ -104,6 +104,13 @@ class StorageEngine : public Storage {
     unsigned in_flight = 0;         // all pieces issued
     unsigned background_in_flight = 0;
     std::chrono::steady_clock::time_point busy_since{};  // when in_flight last left 0
+    std::chrono::steady_clock::time_point counted_to{};  // info.in_flight_s covers the time up to here
+    // Adds the reads in flight since counted_to to info.in_flight_s; call
+    // with sched_mutex_ held, before in_flight changes.
+    void count_in_flight(std::chrono::steady_clock::time_point now) {
+      if (in_flight > 0) info.in_flight_s += in_flight * std::chrono::duration<double>(now - counted_to).count();
+      counted_to = now;
+    }
   };
 
   void pump(uint32_t drive);
