@@ -181,6 +181,78 @@ TEST(KernelAxpy, ManyRowsGiveSuccessiveAxpysBits) {
   }
 }
 
+// Several queries against the same keys (a prompt's rows in attention):
+// each result is dot()'s bits, for row counts in whole blocks and not, key
+// counts in groups of four and not, and lengths with and without a tail.
+TEST(KernelDot, ManyQueriesAgainstTheSameKeysGiveEachDotsBits) {
+  IsaGuard guard;
+  for (size_t n : {1, 15, 16, 64, 100, 512}) {
+    std::vector<std::vector<float>> queries, keys;
+    std::vector<const float*> qs, ks;
+    for (size_t r = 0; r < 9; ++r) queries.push_back(random_vector(n, 11 * n + r));
+    for (size_t j = 0; j < 11; ++j) keys.push_back(random_vector(n, 13 * n + j));
+    for (const auto& q : queries) qs.push_back(q.data());
+    for (const auto& k : keys) ks.push_back(k.data());
+    for (Isa isa : supported_isas()) {
+      for (size_t rows : {0, 1, 3, 4, 5, 8, 9}) {
+        for (size_t count : {1, 4, 7, 11}) {
+          const size_t ldo = count + 2;
+          std::vector<float> out(rows * ldo + 1, -1.0f);
+          kernels::set_isa(isa);
+          kernels::dots_rows(qs.data(), rows, ks.data(), count, n, out.data(), ldo);
+          kernels::set_isa(Isa::Scalar);
+          for (size_t r = 0; r < rows; ++r) {
+            for (size_t j = 0; j < count; ++j)
+              EXPECT_EQ(std::bit_cast<uint32_t>(out[r * ldo + j]), std::bit_cast<uint32_t>(kernels::dot(qs[r], ks[j], n)))
+                  << kernels::isa_name(isa) << " n=" << n << " rows=" << rows << " count=" << count << " r=" << r
+                  << " j=" << j;
+            EXPECT_EQ(out[r * ldo + count], -1.0f) << "wrote between rows";
+          }
+          EXPECT_EQ(out[rows * ldo], -1.0f) << "wrote past the rows";
+        }
+      }
+    }
+  }
+}
+
+// Several rows of weights over the same values (a prompt's rows in
+// attention's weighted sum): each output row has the bits of its own axpys.
+TEST(KernelAxpy, ManyWeightRowsOverTheSameValuesGiveEachAxpysBits) {
+  IsaGuard guard;
+  for (size_t n : {1, 15, 16, 40, 63, 64, 100, 127, 512}) {
+    std::vector<std::vector<float>> values;
+    std::vector<const float*> xs;
+    for (size_t j = 0; j < 11; ++j) values.push_back(random_vector(n, 17 * n + j));
+    for (const auto& v : values) xs.push_back(v.data());
+    std::vector<std::vector<float>> weights;
+    std::vector<const float*> ws;
+    for (size_t r = 0; r < 9; ++r) weights.push_back(random_vector(11, 19 * n + r));
+    for (const auto& w : weights) ws.push_back(w.data());
+    for (Isa isa : supported_isas()) {
+      for (size_t rows : {0, 1, 3, 4, 5, 8, 9}) {
+        for (size_t count : {0, 1, 4, 11}) {
+          std::vector<std::vector<float>> want, got;
+          std::vector<float*> ys;
+          for (size_t r = 0; r < rows; ++r) {
+            want.push_back(random_vector(n + 1, 23 * n + r));
+            got.push_back(want.back());
+          }
+          for (auto& g : got) ys.push_back(g.data());
+          kernels::set_isa(Isa::Scalar);
+          for (size_t r = 0; r < rows; ++r) kernels::axpys(ws[r], xs.data(), count, want[r].data(), n);
+          kernels::set_isa(isa);
+          kernels::axpys_rows(ws.data(), rows, xs.data(), count, ys.data(), n);
+          for (size_t r = 0; r < rows; ++r)
+            for (size_t i = 0; i <= n; ++i)  // element n is past the end: untouched
+              EXPECT_EQ(std::bit_cast<uint32_t>(got[r][i]), std::bit_cast<uint32_t>(want[r][i]))
+                  << kernels::isa_name(isa) << " n=" << n << " rows=" << rows << " count=" << count << " r=" << r
+                  << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelDispatch, ReportsAndForcesIsas) {
   IsaGuard guard;
   EXPECT_TRUE(kernels::isa_supported(Isa::Scalar));

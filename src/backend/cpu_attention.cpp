@@ -78,7 +78,11 @@ void CpuBackend::gqa_attention(const GqaAttend& op) {
     const AttentionScratch s = c->self->attention_scratch(worker);
     int64_t* first = s.ints;
     int64_t* len = s.ints + s.block;
-    float dotted[kKeysPerChunk];
+    constexpr size_t kChunk = kKeysPerChunk;
+    float dotted[kRowsPerBlock * kChunk];
+    size_t together[kRowsPerBlock];
+    const float* from_rows[kRowsPerBlock];
+    float* to_rows[kRowsPerBlock];
     for (size_t t = t0; t < t1; ++t) {
       // Plain variables: lambdas below capture them (clang 14 cannot capture structured bindings).
       const auto& run = c->self->runs_[t / static_cast<size_t>(H)];
@@ -105,13 +109,25 @@ void CpuBackend::gqa_attention(const GqaAttend& op) {
       }
       auto start = [&](size_t r) { return first[r]; };
       auto end = [&](size_t r) { return first[r] + len[r]; };
-      // Each row's dots against a chunk of keys run side by side
-      // (kernels::dots), each with the bits of a lone dot.
-      by_key_chunks(lo, hi, m, start, end, [&](size_t r, int64_t from, size_t count) {
-        kernels::dots(&c->q[((b0 + r) * H + h) * d], &keys[from - lo], count, static_cast<size_t>(d), dotted);
+      // Each row's dots against a chunk of keys run side by side, and the
+      // rows that see the whole chunk share its loads (kernels::dots_rows),
+      // each dot with the bits of a lone one.
+      auto query = [&](size_t r) { return &c->q[((b0 + r) * H + h) * d]; };
+      auto score = [&](size_t r, int64_t from, size_t count, const float* dot) {
         for (size_t j = 0; j < count; ++j)
-          scores[r * widest + (from - first[r]) + static_cast<int64_t>(j)] = dotted[j] * op.scale;
-      });
+          scores[r * widest + (from - first[r]) + static_cast<int64_t>(j)] = dot[j] * op.scale;
+      };
+      by_key_chunks(
+          lo, hi, m, start, end, together,
+          [&](const size_t* rs, size_t k, int64_t from, size_t count) {
+            for (size_t t = 0; t < k; ++t) from_rows[t] = query(rs[t]);
+            kernels::dots_rows(from_rows, k, &keys[from - lo], count, static_cast<size_t>(d), dotted, kChunk);
+            for (size_t t = 0; t < k; ++t) score(rs[t], from, count, &dotted[t * kChunk]);
+          },
+          [&](size_t r, int64_t from, size_t count) {
+            kernels::dots(query(r), &keys[from - lo], count, static_cast<size_t>(d), dotted);
+            score(r, from, count, dotted);
+          });
       for (size_t r = 0; r < m; ++r) {
         float* sr = &scores[r * widest];
         // A sink is one more logit in the softmax's denominator with no value.
@@ -124,11 +140,22 @@ void CpuBackend::gqa_attention(const GqaAttend& op) {
         std::fill_n(&c->heads[((b0 + r) * H + h) * d], d, 0.0f);
       }
       // The weighted sum of values, a chunk per call (kernels::axpys: the
-      // axpys of one position after another, with their bits).
-      by_key_chunks(lo, hi, m, start, end, [&](size_t r, int64_t from, size_t count) {
-        kernels::axpys(&scores[r * widest + (from - first[r])], &values[from - lo], count,
-                       &c->heads[((b0 + r) * H + h) * d], static_cast<size_t>(d));
-      });
+      // axpys of one position after another, with their bits; the rows that
+      // see the whole chunk together).
+      auto weights = [&](size_t r, int64_t from) { return &scores[r * widest + (from - first[r])]; };
+      auto out = [&](size_t r) { return &c->heads[((b0 + r) * H + h) * d]; };
+      by_key_chunks(
+          lo, hi, m, start, end, together,
+          [&](const size_t* rs, size_t k, int64_t from, size_t count) {
+            for (size_t t = 0; t < k; ++t) {
+              from_rows[t] = weights(rs[t], from);
+              to_rows[t] = out(rs[t]);
+            }
+            kernels::axpys_rows(from_rows, k, &values[from - lo], count, to_rows, static_cast<size_t>(d));
+          },
+          [&](size_t r, int64_t from, size_t count) {
+            kernels::axpys(weights(r, from), &values[from - lo], count, out(r), static_cast<size_t>(d));
+          });
     }
   });
 }
@@ -173,7 +200,12 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
     float* q_rot = q_abs + s.block * lora;
     float* latent = q_rot + s.block * rope;
     float* scores = latent + s.block * lora;
-    float d_lat[kKeysPerChunk], d_rot[kKeysPerChunk];
+    constexpr size_t kChunk = kKeysPerChunk;
+    float d_lat[kRowsPerBlock * kChunk], d_rot[kRowsPerBlock * kChunk];
+    size_t together[kRowsPerBlock];
+    const float* lat_rows[kRowsPerBlock];
+    const float* rot_rows[kRowsPerBlock];
+    float* to_rows[kRowsPerBlock];
     for (size_t t = t0; t < t1; ++t) {
       // Plain variables: lambdas below capture them (clang 14 cannot capture structured bindings).
       const auto& run = c->self->runs_[t / static_cast<size_t>(H)];
@@ -202,20 +234,46 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
         k_lat[p] = cache.key(op.layer, p);
         k_rot[p] = k_lat[p] + lora;
       }
-      // Each row's dots against a chunk of keys run side by side
-      // (kernels::dots), each with the bits of a lone dot.
-      by_key_chunks(0, longest, m, start, len, [&](size_t r, int64_t from, size_t count) {
-        kernels::dots(&q_abs[r * lora], &k_lat[from], count, static_cast<size_t>(lora), d_lat);
-        kernels::dots(&q_rot[r * rope], &k_rot[from], count, static_cast<size_t>(rope), d_rot);
+      // Each row's dots against a chunk of keys run side by side, and the
+      // rows that see the whole chunk share its loads (kernels::dots_rows),
+      // each dot with the bits of a lone one.
+      auto score = [&](size_t r, int64_t from, size_t count, const float* lat, const float* rot) {
         for (size_t j = 0; j < count; ++j)
-          scores[r * longest + from + static_cast<int64_t>(j)] = (d_lat[j] + d_rot[j]) * op.scale;
-      });
+          scores[r * longest + from + static_cast<int64_t>(j)] = (lat[j] + rot[j]) * op.scale;
+      };
+      by_key_chunks(
+          0, longest, m, start, len, together,
+          [&](const size_t* rs, size_t k, int64_t from, size_t count) {
+            for (size_t t = 0; t < k; ++t) {
+              lat_rows[t] = &q_abs[rs[t] * lora];
+              rot_rows[t] = &q_rot[rs[t] * rope];
+            }
+            kernels::dots_rows(lat_rows, k, &k_lat[from], count, static_cast<size_t>(lora), d_lat, kChunk);
+            kernels::dots_rows(rot_rows, k, &k_rot[from], count, static_cast<size_t>(rope), d_rot, kChunk);
+            for (size_t t = 0; t < k; ++t) score(rs[t], from, count, &d_lat[t * kChunk], &d_rot[t * kChunk]);
+          },
+          [&](size_t r, int64_t from, size_t count) {
+            kernels::dots(&q_abs[r * lora], &k_lat[from], count, static_cast<size_t>(lora), d_lat);
+            kernels::dots(&q_rot[r * rope], &k_rot[from], count, static_cast<size_t>(rope), d_rot);
+            score(r, from, count, d_lat, d_rot);
+          });
       for (size_t r = 0; r < m; ++r) kernels::softmax(&scores[r * longest], len(r));
       // The weighted sum, a chunk of keys per call (kernels::axpys: the
-      // axpys of one key after another, with their bits).
-      by_key_chunks(0, longest, m, start, len, [&](size_t r, int64_t from, size_t count) {
-        kernels::axpys(&scores[r * longest + from], &k_lat[from], count, &latent[r * lora], static_cast<size_t>(lora));
-      });
+      // axpys of one key after another, with their bits; the rows that see
+      // the whole chunk together).
+      by_key_chunks(
+          0, longest, m, start, len, together,
+          [&](const size_t* rs, size_t k, int64_t from, size_t count) {
+            for (size_t t = 0; t < k; ++t) {
+              lat_rows[t] = &scores[rs[t] * longest + from];
+              to_rows[t] = &latent[rs[t] * lora];
+            }
+            kernels::axpys_rows(lat_rows, k, &k_lat[from], count, to_rows, static_cast<size_t>(lora));
+          },
+          [&](size_t r, int64_t from, size_t count) {
+            kernels::axpys(&scores[r * longest + from], &k_lat[from], count, &latent[r * lora],
+                           static_cast<size_t>(lora));
+          });
       // Expand the attended latent through W_UV[h].
       for (size_t r = 0; r < m; ++r)
         kernels::linear(op.v_b.empty() ? op.kv_b->row_slice(h * (nope + vdim) + nope, vdim) : op.v_b[h],

@@ -14,8 +14,8 @@
 namespace strata {
 
 inline constexpr size_t kRowsPerBlock = 32;
-// Cached keys scored per call of kernels::dots (a chunk's keys stay in L1
-// while each row of the block scores them).
+// Cached keys scored per call of kernels::dots_rows (a chunk's keys stay in
+// L1 while the rows of the block score them, a few rows per load).
 inline constexpr int64_t kKeysPerChunk = 16;
 
 // Scratch of one pool thread for blocks of up to `block` rows (the step's
@@ -28,17 +28,27 @@ inline size_t cpu_attention_pointers(size_t context) { return 2 * context; }
 inline size_t cpu_attention_ints(size_t block) { return 2 * block; }
 
 // Walks cached positions [lo, hi) a chunk of kKeysPerChunk at a time; for each
-// chunk, each row r < rows of a block, which sees positions [first(r), end(r)),
-// gets visit(r, from, count) for the part of the chunk it sees. A row meets
-// its positions in ascending order, so its dots and axpys keep their order.
-template <class First, class End, class Visit>
-void by_key_chunks(int64_t lo, int64_t hi, size_t rows, First first, End end, Visit visit) {
+// chunk, of the rows r < rows of a block (row r sees positions
+// [first(r), end(r))), the k rows that see all of it come together as
+// whole(list, k, s0, count) (their indices in `list`, room for `rows`), and a
+// row that sees only part of it as part(r, from, count). A row meets its
+// positions in ascending order, once each, so its dots and axpys keep their
+// order.
+template <class First, class End, class Whole, class Part>
+void by_key_chunks(int64_t lo, int64_t hi, size_t rows, First first, End end, size_t* list, Whole whole,
+                            Part part) {
   for (int64_t s0 = lo; s0 < hi; s0 += kKeysPerChunk) {
     const int64_t s1 = std::min(hi, s0 + kKeysPerChunk);
+    size_t k = 0;
     for (size_t r = 0; r < rows; ++r) {
       const int64_t from = std::max(s0, first(r)), upto = std::min(s1, end(r));
-      if (upto > from) visit(r, from, static_cast<size_t>(upto - from));
+      if (upto <= from) continue;
+      if (from == s0 && upto == s1)
+        list[k++] = r;
+      else
+        part(r, from, static_cast<size_t>(upto - from));
     }
+    if (k > 0) whole(list, k, s0, static_cast<size_t>(s1 - s0));
   }
 }
 

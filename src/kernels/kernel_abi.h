@@ -96,6 +96,12 @@ struct KernelTable {
   void (*axpy)(float a, const float* x, float* y, size_t n);
   // axpy(w[j], x[j], y, n) for j = 0, 1, ..., count - 1, bit for bit.
   void (*axpys)(const float* w, const float* const* x, size_t count, float* y, size_t n);
+  // dots(a[r], b, count, n, out + r * ldo) for r < rows, bit for bit.
+  void (*dots_rows)(const float* const* a, size_t rows, const float* const* b, size_t count, size_t n, float* out,
+                    size_t ldo);
+  // axpys(w[r], x, count, y[r], n) for r < rows, bit for bit.
+  void (*axpys_rows)(const float* const* w, size_t rows, const float* const* x, size_t count, float* const* y,
+                     size_t n);
   // Whether matmul needs MatDesc::row (a row dequantized before its dots).
   bool needs_row;
 };

@@ -81,6 +81,9 @@ constexpr int kIlMatvecGroups = 2;
 constexpr int kIlBatchRows = 4;
 constexpr int kIlSmallGroups = 1;
 constexpr int kIlSmallRows = 2;
+// Queries (attention rows) that share each key's loads: one here, where
+// sixteen lanes are two registers and four rows' accumulators would spill.
+constexpr int kAttentionRows = 1;
 
 #include "kernels/simd_helpers.inc"
 
@@ -611,7 +614,8 @@ void simd_axpy(float a, const float* x, float* y, size_t n) {
   }
 }
 
-const KernelTable kTable = {"avx2", simd_matmul, simd_dequant_row, simd_dot, simd_dots, simd_axpy, simd_axpys, /*needs_row=*/false};
+const KernelTable kTable = {"avx2",          simd_matmul, simd_dequant_row, simd_dot, simd_dots, simd_axpy, simd_axpys,
+                            simd_dots_rows, simd_axpys_rows, /*needs_row=*/false};
 
 }  // namespace
 

@@ -72,6 +72,9 @@ constexpr int kIlMatvecGroups = 4;
 constexpr int kIlBatchRows = 8;
 constexpr int kIlSmallGroups = 2;
 constexpr int kIlSmallRows = 4;
+// Queries (attention rows) that share each key's loads: four rows of four
+// accumulator chains, sixteen of the thirty-two registers.
+constexpr int kAttentionRows = 4;
 
 #include "kernels/simd_helpers.inc"
 
@@ -630,7 +633,8 @@ void simd_axpy(float a, const float* x, float* y, size_t n) {
   }
 }
 
-const KernelTable kTable = {"avx512", simd_matmul, simd_dequant_row, simd_dot, simd_dots, simd_axpy, simd_axpys, /*needs_row=*/false};
+const KernelTable kTable = {"avx512",          simd_matmul, simd_dequant_row, simd_dot, simd_dots, simd_axpy, simd_axpys,
+                            simd_dots_rows, simd_axpys_rows, /*needs_row=*/false};
 
 }  // namespace
 

@@ -349,6 +349,15 @@ void axpys(const float* w, const float* const* x, size_t count, float* y, size_t
   for (size_t j = 0; j < count; ++j) axpy(w[j], x[j], y, n);
 }
 
+void dots_rows(const float* const* a, size_t rows, const float* const* b, size_t count, size_t n, float* out,
+               size_t ldo) {
+  for (size_t r = 0; r < rows; ++r) dots(a[r], b, count, n, out + r * ldo);
+}
+
+void axpys_rows(const float* const* w, size_t rows, const float* const* x, size_t count, float* const* y, size_t n) {
+  for (size_t r = 0; r < rows; ++r) axpys(w[r], x, count, y[r], n);
+}
+
 // ---- interleaved layouts (Packing::Interleaved16) --------------------------
 
 // Block b (32 columns) of row o: W[o][32b + i] = q[i] · scale - min, q[i] the
@@ -454,6 +463,7 @@ void il_dequant_row(const MatDesc& w, int64_t o, float* dst) {
   }
 }
 
-const KernelTable kScalarTable = {"scalar", matmul, dequant_row, dot, dots, axpy, axpys, /*needs_row=*/true};
+const KernelTable kScalarTable = {"scalar", matmul, dequant_row, dot,       dots, axpy, axpys, dots_rows, axpys_rows,
+                                   /*needs_row=*/true};
 
 }  // namespace strata::kernels::detail

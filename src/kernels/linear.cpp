@@ -179,6 +179,15 @@ void axpys(const float* w, const float* const* x, size_t count, float* y, size_t
   detail::active_table().axpys(w, x, count, y, n);
 }
 
+void dots_rows(const float* const* a, size_t rows, const float* const* b, size_t count, size_t n, float* out,
+               size_t ldo) {
+  detail::active_table().dots_rows(a, rows, b, count, n, out, ldo);
+}
+
+void axpys_rows(const float* const* w, size_t rows, const float* const* x, size_t count, float* const* y, size_t n) {
+  detail::active_table().axpys_rows(w, rows, x, count, y, n);
+}
+
 size_t linear_sum_floats(const WeightMatrix& w, size_t n) {
   return w.packing == Packing::Interleaved16 && w.dtype == DType::Q4_K ? n * static_cast<size_t>(w.in / 32) : 0;
 }
