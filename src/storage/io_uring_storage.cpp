@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <future>
@@ -40,6 +41,7 @@ class IoUringStorage::Ring {
       ::close(efd_);
       throw Error(drive_name + ": " + failure);
     }
+    finisher_ = std::thread([this] { finish_loop(); });
   }
 
   ~Ring() {
@@ -49,6 +51,12 @@ class IoUringStorage::Ring {
     }
     wake();
     thread_.join();
+    {
+      std::lock_guard<std::mutex> lock(finish_mutex_);
+      finish_stop_ = true;
+    }
+    finish_cv_.notify_one();
+    finisher_.join();
     ::close(efd_);
   }
 
@@ -222,10 +230,17 @@ class IoUringStorage::Ring {
       }
       landed.clear();
       if (!finished.empty()) {
-        // Give the drive its next reads before the copies and checksums.
+        // Give the drive its next reads, then hand the copies and checksums
+        // to the finisher: hashing a landed blob here kept this thread from
+        // reaping and refilling the drive meanwhile.
         take_inbox();
         io_uring_submit(&ring);
-        owner_.finish_deferred(finished);
+        {
+          std::lock_guard<std::mutex> lock(finish_mutex_);
+          to_finish_.insert(to_finish_.end(), finished.begin(), finished.end());
+        }
+        finish_cv_.notify_one();
+        finished.clear();
       }
     }
     io_uring_queue_exit(&ring);
@@ -242,6 +257,28 @@ class IoUringStorage::Ring {
   std::vector<RawRead*> inbox_;
   std::vector<std::shared_ptr<std::packaged_task<int(io_uring*)>>> control_;
   bool stop_ = false;
+
+  // The finisher: landed extents' bounce copies, checksums and completions
+  // (StorageEngine::finish_deferred), in the order the ring thread handed
+  // them over. At ~8.5 GB/s of xxh3 over bytes fresh from the drive, a 1 MiB
+  // blob takes ~0.12 ms, during which the ring thread now reaps and refills.
+  void finish_loop() {
+    std::vector<RawRead*> mine;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(finish_mutex_);
+        finish_cv_.wait(lock, [&] { return finish_stop_ || !to_finish_.empty(); });
+        if (to_finish_.empty()) return;  // stopped, and nothing left
+        mine.swap(to_finish_);
+      }
+      owner_.finish_deferred(mine);
+    }
+  }
+  std::thread finisher_;
+  std::mutex finish_mutex_;
+  std::condition_variable finish_cv_;
+  std::vector<RawRead*> to_finish_;
+  bool finish_stop_ = false;
 };
 
 bool IoUringStorage::available(std::string* why) {
