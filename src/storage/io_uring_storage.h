@@ -5,8 +5,10 @@
 // Why a thread per ring rather than a poll API: the point of streaming is that
 // the drives keep reading while the caller computes. With a poll-only design a
 // drive that finishes its queue-depth's worth of reads sits idle until the
-// caller next polls; the ring thread refills it the moment a read lands, and
-// also does the bounce copies and checksums off the caller's thread. It sleeps
+// caller next polls; the ring thread refills it the moment a read lands. The
+// bounce copies and checksums run on a second thread per ring (the
+// finisher), off the caller's thread and off the ring thread, which would
+// otherwise leave landed reads unreaped while it hashed. The ring thread sleeps
 // in io_uring_enter between completions (a 16 MiB read is ~5-15 ms), so it
 // costs no CPU while reads are in flight. Callers hand it reads through a
 // mutex-guarded inbox and an eventfd that the ring itself has a read pending
