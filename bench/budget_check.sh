@@ -130,11 +130,19 @@ out, tag, model, layout, ram, runs = sys.argv[1:7]
 b = json.load(open(f"{out}/logs/budget-{tag}.json"))
 pred = b["by_drives"][-1] if b["by_drives"] else {"decode_tok_s": 0, "ttft_s": 0, "drives": 0}
 runs_ = [json.loads(open(f"{out}/logs/run-{tag}-{i}.json").read().splitlines()[-1])["stats"] for i in range(1, int(runs) + 1)]
+def drive_rate(s, phase):
+    # What the run's reads got from its drives: bytes over the busy time, all drives together.
+    d = s.get("experts", {}).get(phase, {}).get("drives", [])
+    busy = sum(x["busy_s"] for x in d)
+    return sum(x["bytes"] for x in d) / busy / 1e9 if busy > 0 else 0.0
 print(json.dumps({"config": tag, "model": model, "folders": int(layout), "ram_gib": float(ram),
                   "drives_counted": pred.get("drives", 0), "verdict": b.get("verdict", ""),
                   "predicted_decode": pred["decode_tok_s"], "measured_decode": statistics.median(s["decode_tok_s"] for s in runs_),
                   "predicted_ttft": pred["ttft_s"], "measured_ttft": statistics.median(s["ttft_s"] for s in runs_),
                   "hit_rate_predicted": b.get("hit_rate", 0),
+                  "drive_gbps_predicted": pred.get("gbps", 0),
+                  "drive_gbps_prefill": statistics.median(drive_rate(s, "prefill") for s in runs_),
+                  "drive_gbps_decode": statistics.median(drive_rate(s, "decode") for s in runs_),
                   # The cache's own share of a token's picks: hits less the prefetched experts used (which
                   # were read), as the prediction means it.
                   "hit_rate_measured": statistics.median(
@@ -163,5 +171,13 @@ for r in rows:
           f"| {r['predicted_ttft']:.2f} | {r['measured_ttft']:.2f} | {et:+.0f}% |")
 print(f"\nLargest errors: decode {worst_d:.0f}% (goal 20%), TTFT {worst_t:.0f}% (goal 30%): "
       f"{'both within the goals' if worst_d <= 20 and worst_t <= 30 else 'NOT within the goals'}.")
+# The drive as budget rated it and as the runs' reads found it (bytes over busy time): where these part,
+# the prediction's error is the drive's, not the model's.
+print("\n| config | drive GB/s, budget | runs' prefill reads | runs' decode reads |")
+print("|---|---|---|---|")
+for r in rows:
+    g = r.get("drive_gbps_predicted", 0)
+    ratio = lambda x: f"{x:.2f} ({x / g:.2f}x)" if g and x else "-"
+    print(f"| {r['config']} | {g:.2f} | {ratio(r.get('drive_gbps_prefill', 0))} | {ratio(r.get('drive_gbps_decode', 0))} |")
 EOF
 cat "$out/summary.md"
