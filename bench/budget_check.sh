@@ -131,10 +131,10 @@ b = json.load(open(f"{out}/logs/budget-{tag}.json"))
 pred = b["by_drives"][-1] if b["by_drives"] else {"decode_tok_s": 0, "ttft_s": 0, "drives": 0}
 runs_ = [json.loads(open(f"{out}/logs/run-{tag}-{i}.json").read().splitlines()[-1])["stats"] for i in range(1, int(runs) + 1)]
 def drive_rate(s, phase):
-    # What the run's reads got from its drives: bytes over the busy time, all drives together.
+    # What the run's reads got from its drives: each drive's bytes over its busy time, summed over the
+    # drives as budget sums their ceilings.
     d = s.get("experts", {}).get(phase, {}).get("drives", [])
-    busy = sum(x["busy_s"] for x in d)
-    return sum(x["bytes"] for x in d) / busy / 1e9 if busy > 0 else 0.0
+    return sum(x["bytes"] / x["busy_s"] / 1e9 for x in d if x["busy_s"] > 0)
 print(json.dumps({"config": tag, "model": model, "folders": int(layout), "ram_gib": float(ram),
                   "drives_counted": pred.get("drives", 0), "verdict": b.get("verdict", ""),
                   "predicted_decode": pred["decode_tok_s"], "measured_decode": statistics.median(s["decode_tok_s"] for s in runs_),

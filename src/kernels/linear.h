@@ -164,14 +164,15 @@ void axpy(float a, const float* x, float* y, size_t n);
 // register across the j (attention's weighted sum of many cached rows).
 void axpys(const float* w, const float* const* x, size_t count, float* y, size_t n);
 
-// dots(a[r], b, count, n, out + r * ldo) for r < rows, bit for bit. The rows
-// share each b[j]'s loads (several queries of a prompt against the same
-// cached keys), where the plain dots load every key once per query.
+// dots(a[r], b, count, n, out + r * ldo) for r < rows, bit for bit. On
+// AVX-512 the rows share each b[j]'s loads, four at a time (several queries
+// of a prompt against the same cached keys), where the plain dots load every
+// key once per query.
 void dots_rows(const float* const* a, size_t rows, const float* const* b, size_t count, size_t n, float* out,
                size_t ldo);
 
 // axpys(w[r], x, count, y[r], n) for r < rows, bit for bit, the rows sharing
-// each x[j]'s loads.
+// each x[j]'s loads as dots_rows does.
 void axpys_rows(const float* const* w, size_t rows, const float* const* x, size_t count, float* const* y, size_t n);
 
 }  // namespace strata::kernels

@@ -45,8 +45,9 @@ nlohmann::json expert_stats_json(const ExpertStats& s, double wall_s) {
     nlohmann::json j = {{"name", d.name},
                         {"bytes", d.bytes},
                         {"busy_s", d.busy_s},
-                        {"gbps", ratio(static_cast<double>(d.bytes) / 1e9, d.busy_s)},
-                        {"mean_in_flight", ratio(d.in_flight_s, d.busy_s)}};
+                        {"gbps", ratio(static_cast<double>(d.bytes) / 1e9, d.busy_s)}};
+    // A remote source does not count its reads in flight: no figure rather than 0.
+    if (d.in_flight_s > 0) j["mean_in_flight"] = ratio(d.in_flight_s, d.busy_s);
     if (d.fetched_reads + d.local_reads > 0) {
       // A streaming install's source: how many reads found their bytes
       // on the drive, and how long the others waited for the network.

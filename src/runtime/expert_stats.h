@@ -11,7 +11,7 @@ ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier);
 
 // {"bytes_read", "bytes_needed", "unique_bytes", "read_amplification", "hits", "misses", "hit_rate", "io_wait_s",
 //  "io_wait_share", "gbps" (bytes_read / wall), "drives": [{"name", "bytes",
-//  "busy_s", "gbps", "mean_in_flight"}], "prefetch": {"issued", "used", "predicted",
+//  "busy_s", "gbps", "mean_in_flight" (a drive's, not a remote source's)}], "prefetch": {"issued", "used", "predicted",
 //  "predicted_right", "accuracy"}, "cache_slots", "cache_slot_bytes", "pinned",
 //  "device": {"vram_hits", "uploads", "bytes_uploaded", "from_host", "vram_cache_bytes",
 //              "host_staging_bytes", "layers_routed_on_device"}}

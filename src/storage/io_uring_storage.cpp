@@ -41,7 +41,18 @@ class IoUringStorage::Ring {
       ::close(efd_);
       throw Error(drive_name + ": " + failure);
     }
-    finisher_ = std::thread([this] { finish_loop(); });
+    try {
+      finisher_ = std::thread([this] { finish_loop(); });
+    } catch (...) {  // no thread to be had: stop the ring's before giving up
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+      }
+      wake();
+      thread_.join();
+      ::close(efd_);
+      throw;
+    }
   }
 
   ~Ring() {

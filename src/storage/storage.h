@@ -64,8 +64,9 @@ struct DriveInfo {
   // wall time during which at least one of its reads was issued and not back.
   uint64_t bytes_read = 0;
   double busy_s = 0;
-  // The integral of the reads in flight over that time: / busy_s, how deep
-  // the drive's queue was on average while it was busy.
+  // The integral of the reads in flight (issued and not yet reaped) over
+  // that time: / busy_s, about how deep the drive's queue was on average
+  // while it was busy. Zero for a remote source.
   double in_flight_s = 0;
   // A source that fetches over the network (remote/remote_mirror.h): reads
   // that had to wait for a fetch and their summed wait, and reads it served
@@ -94,8 +95,8 @@ struct Completion {
   uint64_t bytes = 0;      // == length on success
   int error = 0;           // 0 on success, else an errno (EBADMSG: checksum mismatch)
   std::string message;     // "<file> offset <N> length <L>: <problem>" when error != 0
-  // When the bytes had landed (set by the I/O side, so it does not depend on
-  // when the caller polls): per-drive busy time and GB/s are measured with it.
+  // When the extent was finished (copied and checked, by the I/O side, so it
+  // does not depend on when the caller polls).
   std::chrono::steady_clock::time_point landed{};
   bool ok() const { return error == 0; }
 };
