@@ -6,9 +6,11 @@
 // the drives keep reading while the caller computes. With a poll-only design a
 // drive that finishes its queue-depth's worth of reads sits idle until the
 // caller next polls; the ring thread refills it the moment a read lands. The
-// bounce copies and checksums run on a second thread per ring (the
-// finisher), off the caller's thread and off the ring thread, which would
-// otherwise leave landed reads unreaped while it hashed. The ring thread sleeps
+// bounce copies and checksums run on a few more threads per ring (the
+// finishers: a quarter of the cores, one to four), off the caller's thread
+// and off the ring thread, which would otherwise leave landed reads unreaped
+// while it hashed, and side by side, since a step waits for all of its
+// experts. The ring thread sleeps
 // in io_uring_enter between completions (a 16 MiB read is ~5-15 ms), so it
 // costs no CPU while reads are in flight. Callers hand it reads through a
 // mutex-guarded inbox and an eventfd that the ring itself has a read pending
