@@ -352,7 +352,7 @@ TEST_P(StorageCase, SlowDriveStillDeliversEverything) {
   EXPECT_GE(s.stats().delays, 12u);
 }
 
-// Completions until `count` have landed, in landing order.
+// Completions until `count` have landed, in the order they were delivered.
 std::vector<Completion> wait_for(Storage& s, size_t count) {
   std::vector<Completion> done;
   while (done.size() < count) s.wait(done, count - done.size());

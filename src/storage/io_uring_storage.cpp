@@ -244,7 +244,7 @@ class IoUringStorage::Ring {
       landed.clear();
       if (!finished.empty()) {
         // Give the drive its next reads, then hand the copies and checksums
-        // to the finisher: hashing a landed blob here kept this thread from
+        // to the finishers: hashing a landed blob here kept this thread from
         // reaping and refilling the drive meanwhile.
         take_inbox();
         io_uring_submit(&ring);
@@ -278,8 +278,8 @@ class IoUringStorage::Ring {
   // (StorageEngine::finish_deferred), one extent at a time each. At ~8.5 GB/s
   // of xxh3 over bytes fresh from the drive, a 1 MiB blob takes ~0.12 ms:
   // meanwhile the ring thread reaps and refills, and the other finishers
-  // check the other blobs of the same layer (a decode step waits for all of
-  // them: seven hashed one after another were ~0.9 ms a layer).
+  // check blobs that land together (a step waits for all of its layer's; on
+  // a loaded small machine one thread hashed slower than the drive reads).
   static unsigned finisher_count() {
     const unsigned cores = std::thread::hardware_concurrency();
     return std::clamp(cores / 4, 1u, 4u);

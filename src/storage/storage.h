@@ -95,8 +95,9 @@ struct Completion {
   uint64_t bytes = 0;      // == length on success
   int error = 0;           // 0 on success, else an errno (EBADMSG: checksum mismatch)
   std::string message;     // "<file> offset <N> length <L>: <problem>" when error != 0
-  // When the extent was finished (copied and checked, by the I/O side, so it
-  // does not depend on when the caller polls).
+  // When finishing the extent began: its last piece reaped, before the copy
+  // and checksum (set by the I/O side, so it does not depend on when the
+  // caller polls).
   std::chrono::steady_clock::time_point landed{};
   bool ok() const { return error == 0; }
 };
