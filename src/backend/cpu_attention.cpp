@@ -109,25 +109,16 @@ void CpuBackend::gqa_attention(const GqaAttend& op) {
       }
       auto start = [&](size_t r) { return first[r]; };
       auto end = [&](size_t r) { return first[r] + len[r]; };
-      // Each row's dots against a chunk of keys run side by side, and the
-      // rows that see the whole chunk share its loads (kernels::dots_rows),
-      // each dot with the bits of a lone one.
-      auto query = [&](size_t r) { return &c->q[((b0 + r) * H + h) * d]; };
-      auto score = [&](size_t r, int64_t from, size_t count, const float* dot) {
-        for (size_t j = 0; j < count; ++j)
-          scores[r * widest + (from - first[r]) + static_cast<int64_t>(j)] = dot[j] * op.scale;
-      };
-      by_key_chunks(
-          lo, hi, m, start, end, together,
-          [&](const size_t* rs, size_t k, int64_t from, size_t count) {
-            for (size_t t = 0; t < k; ++t) from_rows[t] = query(rs[t]);
-            kernels::dots_rows(from_rows, k, &keys[from - lo], count, static_cast<size_t>(d), dotted, kChunk);
-            for (size_t t = 0; t < k; ++t) score(rs[t], from, count, &dotted[t * kChunk]);
-          },
-          [&](size_t r, int64_t from, size_t count) {
-            kernels::dots(query(r), &keys[from - lo], count, static_cast<size_t>(d), dotted);
-            score(r, from, count, dotted);
-          });
+      // Each row's dots against a chunk of keys run side by side, the rows
+      // that see the same keys together (kernels::dots_rows), each dot with
+      // the bits of a lone one.
+      by_key_chunks(lo, hi, m, start, end, together, [&](const size_t* rs, size_t k, int64_t from, size_t count) {
+        for (size_t i = 0; i < k; ++i) from_rows[i] = &c->q[((b0 + rs[i]) * H + h) * d];
+        kernels::dots_rows(from_rows, k, &keys[from - lo], count, static_cast<size_t>(d), dotted, kChunk);
+        for (size_t i = 0; i < k; ++i)
+          for (size_t j = 0; j < count; ++j)
+            scores[rs[i] * widest + (from - first[rs[i]]) + static_cast<int64_t>(j)] = dotted[i * kChunk + j] * op.scale;
+      });
       for (size_t r = 0; r < m; ++r) {
         float* sr = &scores[r * widest];
         // A sink is one more logit in the softmax's denominator with no value.
@@ -139,23 +130,15 @@ void CpuBackend::gqa_attention(const GqaAttend& op) {
         }
         std::fill_n(&c->heads[((b0 + r) * H + h) * d], d, 0.0f);
       }
-      // The weighted sum of values, a chunk per call (kernels::axpys: the
-      // axpys of one position after another, with their bits; the rows that
-      // see the whole chunk together).
-      auto weights = [&](size_t r, int64_t from) { return &scores[r * widest + (from - first[r])]; };
-      auto out = [&](size_t r) { return &c->heads[((b0 + r) * H + h) * d]; };
-      by_key_chunks(
-          lo, hi, m, start, end, together,
-          [&](const size_t* rs, size_t k, int64_t from, size_t count) {
-            for (size_t t = 0; t < k; ++t) {
-              from_rows[t] = weights(rs[t], from);
-              to_rows[t] = out(rs[t]);
-            }
-            kernels::axpys_rows(from_rows, k, &values[from - lo], count, to_rows, static_cast<size_t>(d));
-          },
-          [&](size_t r, int64_t from, size_t count) {
-            kernels::axpys(weights(r, from), &values[from - lo], count, out(r), static_cast<size_t>(d));
-          });
+      // The weighted sum of values, a chunk per call (kernels::axpys_rows:
+      // each row's axpys of one position after another, with their bits).
+      by_key_chunks(lo, hi, m, start, end, together, [&](const size_t* rs, size_t k, int64_t from, size_t count) {
+        for (size_t i = 0; i < k; ++i) {
+          from_rows[i] = &scores[rs[i] * widest + (from - first[rs[i]])];
+          to_rows[i] = &c->heads[((b0 + rs[i]) * H + h) * d];
+        }
+        kernels::axpys_rows(from_rows, k, &values[from - lo], count, to_rows, static_cast<size_t>(d));
+      });
     }
   });
 }
@@ -234,46 +217,31 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
         k_lat[p] = cache.key(op.layer, p);
         k_rot[p] = k_lat[p] + lora;
       }
-      // Each row's dots against a chunk of keys run side by side, and the
-      // rows that see the whole chunk share its loads (kernels::dots_rows),
-      // each dot with the bits of a lone one.
-      auto score = [&](size_t r, int64_t from, size_t count, const float* lat, const float* rot) {
-        for (size_t j = 0; j < count; ++j)
-          scores[r * longest + from + static_cast<int64_t>(j)] = (lat[j] + rot[j]) * op.scale;
-      };
-      by_key_chunks(
-          0, longest, m, start, len, together,
-          [&](const size_t* rs, size_t k, int64_t from, size_t count) {
-            for (size_t t = 0; t < k; ++t) {
-              lat_rows[t] = &q_abs[rs[t] * lora];
-              rot_rows[t] = &q_rot[rs[t] * rope];
-            }
-            kernels::dots_rows(lat_rows, k, &k_lat[from], count, static_cast<size_t>(lora), d_lat, kChunk);
-            kernels::dots_rows(rot_rows, k, &k_rot[from], count, static_cast<size_t>(rope), d_rot, kChunk);
-            for (size_t t = 0; t < k; ++t) score(rs[t], from, count, &d_lat[t * kChunk], &d_rot[t * kChunk]);
-          },
-          [&](size_t r, int64_t from, size_t count) {
-            kernels::dots(&q_abs[r * lora], &k_lat[from], count, static_cast<size_t>(lora), d_lat);
-            kernels::dots(&q_rot[r * rope], &k_rot[from], count, static_cast<size_t>(rope), d_rot);
-            score(r, from, count, d_lat, d_rot);
-          });
+      // Each row's dots against a chunk of keys run side by side, the rows
+      // that see the same keys together (kernels::dots_rows), each dot with
+      // the bits of a lone one.
+      by_key_chunks(0, longest, m, start, len, together, [&](const size_t* rs, size_t k, int64_t from, size_t count) {
+        for (size_t i = 0; i < k; ++i) {
+          lat_rows[i] = &q_abs[rs[i] * lora];
+          rot_rows[i] = &q_rot[rs[i] * rope];
+        }
+        kernels::dots_rows(lat_rows, k, &k_lat[from], count, static_cast<size_t>(lora), d_lat, kChunk);
+        kernels::dots_rows(rot_rows, k, &k_rot[from], count, static_cast<size_t>(rope), d_rot, kChunk);
+        for (size_t i = 0; i < k; ++i)
+          for (size_t j = 0; j < count; ++j)
+            scores[rs[i] * longest + from + static_cast<int64_t>(j)] =
+                (d_lat[i * kChunk + j] + d_rot[i * kChunk + j]) * op.scale;
+      });
       for (size_t r = 0; r < m; ++r) kernels::softmax(&scores[r * longest], len(r));
-      // The weighted sum, a chunk of keys per call (kernels::axpys: the
-      // axpys of one key after another, with their bits; the rows that see
-      // the whole chunk together).
-      by_key_chunks(
-          0, longest, m, start, len, together,
-          [&](const size_t* rs, size_t k, int64_t from, size_t count) {
-            for (size_t t = 0; t < k; ++t) {
-              lat_rows[t] = &scores[rs[t] * longest + from];
-              to_rows[t] = &latent[rs[t] * lora];
-            }
-            kernels::axpys_rows(lat_rows, k, &k_lat[from], count, to_rows, static_cast<size_t>(lora));
-          },
-          [&](size_t r, int64_t from, size_t count) {
-            kernels::axpys(&scores[r * longest + from], &k_lat[from], count, &latent[r * lora],
-                           static_cast<size_t>(lora));
-          });
+      // The weighted sum, a chunk of keys per call (kernels::axpys_rows:
+      // each row's axpys of one key after another, with their bits).
+      by_key_chunks(0, longest, m, start, len, together, [&](const size_t* rs, size_t k, int64_t from, size_t count) {
+        for (size_t i = 0; i < k; ++i) {
+          lat_rows[i] = &scores[rs[i] * longest + from];
+          to_rows[i] = &latent[rs[i] * lora];
+        }
+        kernels::axpys_rows(lat_rows, k, &k_lat[from], count, to_rows, static_cast<size_t>(lora));
+      });
       // Expand the attended latent through W_UV[h].
       for (size_t r = 0; r < m; ++r)
         kernels::linear(op.v_b.empty() ? op.kv_b->row_slice(h * (nope + vdim) + nope, vdim) : op.v_b[h],

@@ -27,28 +27,29 @@ inline size_t cpu_attention_floats(size_t block, size_t context, size_t latent, 
 inline size_t cpu_attention_pointers(size_t context) { return 2 * context; }
 inline size_t cpu_attention_ints(size_t block) { return 2 * block; }
 
-// Walks cached positions [lo, hi) a chunk of kKeysPerChunk at a time; for each
-// chunk, of the rows r < rows of a block (row r sees positions
-// [first(r), end(r))), the k rows that see all of it come together as
-// whole(list, k, s0, count) (their indices in `list`, room for `rows`), and a
-// row that sees only part of it as part(r, from, count). A row meets its
-// positions in ascending order, once each, so its dots and axpys keep their
-// order.
-template <class First, class End, class Whole, class Part>
-void by_key_chunks(int64_t lo, int64_t hi, size_t rows, First first, End end, size_t* list, Whole whole,
-                            Part part) {
+// Walks cached positions [lo, hi) a chunk of kKeysPerChunk at a time. For
+// each chunk, of the rows r < rows of a block (row r sees positions
+// [first(r), end(r))), visit(list, k, from, count) gets the k rows that see
+// the same part of it, their indices in `list` (room for `rows`): those that
+// see all of it together (so the kernels share each key's loads), a row that
+// sees only part of it alone. A row meets its positions in ascending order,
+// once each, so its dots and axpys keep their order.
+template <class First, class End, class Visit>
+void by_key_chunks(int64_t lo, int64_t hi, size_t rows, First first, End end, size_t* list, Visit visit) {
   for (int64_t s0 = lo; s0 < hi; s0 += kKeysPerChunk) {
     const int64_t s1 = std::min(hi, s0 + kKeysPerChunk);
     size_t k = 0;
     for (size_t r = 0; r < rows; ++r) {
       const int64_t from = std::max(s0, first(r)), upto = std::min(s1, end(r));
       if (upto <= from) continue;
-      if (from == s0 && upto == s1)
+      if (from == s0 && upto == s1) {
         list[k++] = r;
-      else
-        part(r, from, static_cast<size_t>(upto - from));
+      } else {
+        size_t alone = r;
+        visit(&alone, size_t{1}, from, static_cast<size_t>(upto - from));
+      }
     }
-    if (k > 0) whole(list, k, s0, static_cast<size_t>(s1 - s0));
+    if (k > 0) visit(static_cast<const size_t*>(list), k, s0, static_cast<size_t>(s1 - s0));
   }
 }
 
