@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Run THERE (the device machine), from the repository root, in one `run` call:
 # trains issue 18's bench-only models (train.py stages bench_draft and
-# bench_ds: a 385M-parameter DeepSeek-V3-architecture target with an MTP
+# bench_ds: a 432M-parameter DeepSeek-V3-architecture target with an MTP
 # layer, past the host's last-level cache, and a 8M-parameter dense draft
 # model, both on the committed fixtures' tokenizer) while strata builds, then
-# runs bench/spec_bench.sh on them. The target (770 MB) is too large to come
+# runs bench/spec_bench.sh on them. The target (865 MB) is too large to come
 # back from the device, so it is trained and measured in the same call; a
 # second call on the still-warm machine finds the models and skips training.
 #
