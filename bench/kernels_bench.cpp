@@ -6,10 +6,12 @@
 // Names read matmul/<format>/<isa>/<out>x<in>/n<rows>/t<threads>. Counters:
 //   GB/s     — bytes of stored weights (and their scales) streamed per second;
 //   Gflop/s  — 2·out·in·n per second.
-// Decode (n = 1) is measured from RAM: each iteration multiplies the next of
+// Decode (n = 1) and the few rows of a verification or of concurrent streams
+// (n <= 8) are measured from RAM: each iteration multiplies the next of
 // enough copies of the matrix to exceed the last-level cache
 // (STRATA_BENCH_WORKSET_MB, default 1024), as a model's weights would be.
-// Prefill (n = 64) reuses one copy (it is compute-bound).
+// Prefill (n = 64) reuses one copy (it is compute-bound). Row counts:
+// STRATA_BENCH_ROWS="1,5,64" (default 1,64).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -238,7 +240,7 @@ void bm_matmul(benchmark::State& state, Fmt f, Isa isa, int64_t out, int64_t in,
   std::vector<float> x(n * static_cast<size_t>(in)), y(n * static_cast<size_t>(out));
   for (auto& v : x) v = nd(rng);
   // Decode streams the copies from RAM; prefill stays on one (compute-bound).
-  const size_t ncopies = n == 1 ? m.copies.size() : 1;
+  const size_t ncopies = n <= 8 ? m.copies.size() : 1;
   size_t c = 0;
   // Planned once, as the backend plans it: the timed loop allocates nothing.
   std::vector<float> sums(strata::kernels::linear_sum_floats(m.copies[0], n)),
@@ -282,12 +284,26 @@ int main(int argc, char** argv) {
       p = *end == ',' ? end + 1 : end;
     }
   }
+  std::vector<size_t> row_counts = {1, 64};
+  if (const char* env = std::getenv("STRATA_BENCH_ROWS")) {
+    row_counts.clear();
+    for (const char* p = env; *p;) {
+      char* end;
+      const long n = std::strtol(p, &end, 10);
+      if (n <= 0 || end == p) {
+        std::fprintf(stderr, "STRATA_BENCH_ROWS: expected row counts like 1,5,64\n");
+        return 1;
+      }
+      row_counts.push_back(static_cast<size_t>(n));
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
   const int max_threads = strata::default_thread_count();
   for (const FormatInfo& fi : kFormats)
     for (const Shape& s : shapes)
       for (Isa isa : {Isa::Avx512, Isa::Avx2, Isa::Scalar}) {
         if (!strata::kernels::isa_supported(isa)) continue;
-        for (size_t n : {size_t{1}, size_t{64}}) {
+        for (size_t n : row_counts) {
           // The scalar reference is for tests; time it only for decode.
           if (isa == Isa::Scalar && n > 1) continue;
           for (int t : {1, max_threads}) {

@@ -58,14 +58,15 @@ TEST_P(Formats, ScalarIsDequantizeThenDot) {
 }
 
 // Every ISA the machine has gives the scalar reference's bits: products for
-// several batch sizes (the n = 1 path, the batched tiles and their
-// remainders), dequantized rows, the transposed product.
+// several batch sizes (the n = 1 path, the few-row path in one group and in
+// two, the batched tiles and their remainders), dequantized rows, the
+// transposed product.
 TEST_P(Formats, EveryIsaGivesScalarBits) {
   IsaGuard guard;
   const int64_t out = 37, in = GetParam().in;  // 37: partial row tiles
   Mat m = random_matrix(GetParam().fmt, out, in, 3);
   ThreadPool pool(2);
-  for (size_t n : {1, 2, 3, 4, 5, 9, 67}) {
+  for (size_t n : {1, 2, 3, 4, 5, 6, 8, 9, 67}) {
     std::vector<float> x = random_vector(n * in, 10 + n);
     kernels::set_isa(Isa::Scalar);
     std::vector<float> ref(n * out);
@@ -98,11 +99,13 @@ TEST_P(Formats, EveryIsaGivesScalarBits) {
   }
 }
 
-// A row's result alone equals its result inside a batch of 9, at 1, 2 and 3
-// threads, on every ISA (row slices included, as attention uses them).
+// A row's result alone equals its result inside a batch of 9 (the batched
+// path) and of 7 (the few-row path), at 1, 2 and 3 threads, on every ISA (row
+// slices included, as attention uses them).
 TEST_P(Formats, RowIndependentOfBatchAndThreads) {
   Mat m = random_matrix(GetParam().fmt, 45, GetParam().in, 5);
   kernel_tests::expect_rows_independent(m.w, 9, 13, 20);
+  kernel_tests::expect_rows_independent(m.w, 7, 13, 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Formats, ::testing::ValuesIn(kCases), [](const auto& info) { return info.param.name; });
