@@ -162,7 +162,8 @@ TEST_P(Interleaved, KeepsEveryWeightAndFollowsTheContract) {
 }
 
 // Every ISA gives the scalar bits for the n = 1 tiles and their remainder
-// (5 groups), the batched path and its remainders, with a bias.
+// (5 groups), the few-row path in one group of rows and in two, the batched
+// path and its remainders, with a bias.
 TEST_P(Interleaved, EveryIsaGivesScalarBits) {
   IsaGuard guard;
   const int64_t out = 80, in = GetParam().in;
@@ -172,7 +173,7 @@ TEST_P(Interleaved, EveryIsaGivesScalarBits) {
   ThreadPool pool(2);
   for (bool with_bias : {false, true}) {
     il.bias = with_bias ? bias.data() : nullptr;
-    for (size_t n : {1, 2, 3, 4, 7, 8, 9, 17, 67}) {
+    for (size_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 67}) {
       std::vector<float> x = random_vector(n * in, 10 + n);
       kernels::set_isa(Isa::Scalar);
       std::vector<float> ref(n * out);
@@ -192,6 +193,33 @@ TEST_P(Interleaved, EveryIsaGivesScalarBits) {
 TEST_P(Interleaved, RowIndependentOfBatchThreadsAndSlices) {
   Source s = random_source(GetParam().dtype, 96, GetParam().in, 5);
   kernel_tests::expect_rows_independent(kernels::interleave_in_place(s.w), 11, 32, 48);
+  kernel_tests::expect_rows_independent(kernels::interleave_in_place(s.w), 6, 32, 48);
+}
+
+// Rows wide enough that the few-row path walks the output groups in several
+// slices (its groups of batch rows take turns on each slice): still the
+// scalar bits, and each row's bits alone.
+TEST(InterleavedWide, FewRowsOverSeveralSlicesGiveScalarBits) {
+  IsaGuard guard;
+  const int64_t out = 112, in = 4096;  // 7 groups of 16 rows, a slice of 2 groups
+  Source s = random_source(DType::Q8_0, out, in, 8);
+  kernels::WeightMatrix il = kernels::interleave_in_place(s.w);
+  ThreadPool pool(2);
+  for (size_t n : {5, 8}) {
+    std::vector<float> x = random_vector(n * in, 20 + n);
+    kernels::set_isa(Isa::Scalar);
+    std::vector<float> ref(n * out);
+    kernels::linear(il, x.data(), n, ref.data(), nullptr);
+    for (Isa isa : supported_isas()) {
+      kernels::set_isa(isa);
+      std::vector<float> y(n * out, -1.0f);
+      kernels::linear(il, x.data(), n, y.data(), &pool);
+      for (size_t k = 0; k < y.size(); ++k)
+        ASSERT_EQ(std::bit_cast<uint32_t>(y[k]), std::bit_cast<uint32_t>(ref[k]))
+            << kernels::isa_name(isa) << " n=" << n << " row " << k / out << " out " << k % out;
+    }
+  }
+  kernel_tests::expect_rows_independent(il, 7, 16, 64);
 }
 
 // A batch of products over one pool (a step's experts, kernels::linear_batch)
