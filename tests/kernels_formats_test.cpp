@@ -108,6 +108,30 @@ TEST_P(Formats, RowIndependentOfBatchAndThreads) {
   kernel_tests::expect_rows_independent(m.w, 7, 13, 20);
 }
 
+// Rows wide enough that the few-row path walks the output rows in several
+// slices (its groups of batch rows take turns on each), with a tail of
+// columns: still the scalar bits.
+TEST(DenseWide, FewRowsOverSeveralSlicesGiveScalarBits) {
+  IsaGuard guard;
+  const int64_t out = 42, in = 4100;  // slices of 4 rows; 4100 = 256 · 16 + 4
+  Mat m = random_matrix(Fmt::BF16, out, in, 9);
+  ThreadPool pool(2);
+  for (size_t n : {3, 5, 8}) {
+    std::vector<float> x = random_vector(n * in, 30 + n);
+    kernels::set_isa(Isa::Scalar);
+    std::vector<float> ref(n * out);
+    kernels::linear(m.w, x.data(), n, ref.data(), nullptr);
+    for (Isa isa : supported_isas()) {
+      kernels::set_isa(isa);
+      std::vector<float> y(n * out, -1.0f);
+      kernels::linear(m.w, x.data(), n, y.data(), &pool);
+      for (size_t k = 0; k < y.size(); ++k)
+        ASSERT_EQ(std::bit_cast<uint32_t>(y[k]), std::bit_cast<uint32_t>(ref[k]))
+            << kernels::isa_name(isa) << " n=" << n << " row " << k / out << " out " << k % out;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, Formats, ::testing::ValuesIn(kCases), [](const auto& info) { return info.param.name; });
 
 TEST(KernelDot, EveryIsaGivesScalarBitsAtEveryLength) {
