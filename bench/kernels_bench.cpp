@@ -7,7 +7,7 @@
 //   GB/s     — bytes of stored weights (and their scales) streamed per second;
 //   Gflop/s  — 2·out·in·n per second.
 // Decode (n = 1) and the few rows of a verification or of concurrent streams
-// (n <= 8) are measured from RAM: each iteration multiplies the next of
+// (n <= 8, AVX-512's few-row path) are measured from RAM: each iteration multiplies the next of
 // enough copies of the matrix to exceed the last-level cache
 // (STRATA_BENCH_WORKSET_MB, default 1024), as a model's weights would be.
 // Prefill (n = 64) reuses one copy (it is compute-bound). Row counts:
@@ -290,13 +290,17 @@ int main(int argc, char** argv) {
     for (const char* p = env; *p;) {
       char* end;
       const long n = std::strtol(p, &end, 10);
-      if (n <= 0 || end == p) {
-        std::fprintf(stderr, "STRATA_BENCH_ROWS: expected row counts like 1,5,64\n");
+      if (n <= 0 || n > 4096 || end == p || (*end != ',' && *end != '\0')) {
+        std::fprintf(stderr, "STRATA_BENCH_ROWS: expected row counts from 1 to 4096 like 1,5,64\n");
         return 1;
       }
       row_counts.push_back(static_cast<size_t>(n));
       p = *end == ',' ? end + 1 : end;
     }
+  }
+  if (row_counts.empty()) {
+    std::fprintf(stderr, "STRATA_BENCH_ROWS: expected row counts from 1 to 4096 like 1,5,64\n");
+    return 1;
   }
   const int max_threads = strata::default_thread_count();
   for (const FormatInfo& fi : kFormats)

@@ -113,7 +113,7 @@ TEST_P(Formats, RowIndependentOfBatchAndThreads) {
 // columns: still the scalar bits.
 TEST(DenseWide, FewRowsOverSeveralSlicesGiveScalarBits) {
   IsaGuard guard;
-  const int64_t out = 42, in = 4100;  // slices of 4 rows; 4100 = 256 · 16 + 4
+  const int64_t out = 42, in = 4100;  // slices of 4 rows (AVX-512), 2 (AVX2); 4100 = 256 · 16 + 4
   Mat m = random_matrix(Fmt::BF16, out, in, 9);
   ThreadPool pool(2);
   for (size_t n : {3, 5, 8}) {
@@ -128,6 +128,24 @@ TEST(DenseWide, FewRowsOverSeveralSlicesGiveScalarBits) {
       for (size_t k = 0; k < y.size(); ++k)
         ASSERT_EQ(std::bit_cast<uint32_t>(y[k]), std::bit_cast<uint32_t>(ref[k]))
             << kernels::isa_name(isa) << " n=" << n << " row " << k / out << " out " << k % out;
+    }
+  }
+}
+
+// A matrix without columns gives zeros at any row count on every path (the
+// few-row path sizes its slices by the row width).
+TEST(DenseWide, NoColumnsGiveZerosAtAnyRowCount) {
+  IsaGuard guard;
+  Mat m = random_matrix(Fmt::BF16, 12, 0, 10);
+  const uint8_t none[1] = {};
+  m.w.data = none;  // rows of no bytes, at some address
+  for (size_t n : {1, 3, 5, 8, 9}) {
+    const std::vector<float> x(1, 0.0f);
+    for (Isa isa : supported_isas()) {
+      kernels::set_isa(isa);
+      std::vector<float> y(n * 12, -1.0f);
+      kernels::linear(m.w, x.data(), n, y.data(), nullptr);
+      for (size_t k = 0; k < y.size(); ++k) ASSERT_EQ(y[k], 0.0f) << kernels::isa_name(isa) << " n=" << n << " " << k;
     }
   }
 }

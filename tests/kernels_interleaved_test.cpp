@@ -201,25 +201,29 @@ TEST_P(Interleaved, RowIndependentOfBatchThreadsAndSlices) {
 // scalar bits, and each row's bits alone.
 TEST(InterleavedWide, FewRowsOverSeveralSlicesGiveScalarBits) {
   IsaGuard guard;
-  const int64_t out = 112, in = 4096;  // 7 groups of 16 rows, a slice of 2 groups
-  Source s = random_source(DType::Q8_0, out, in, 8);
-  kernels::WeightMatrix il = kernels::interleave_in_place(s.w);
-  ThreadPool pool(2);
-  for (size_t n : {5, 8}) {
-    std::vector<float> x = random_vector(n * in, 20 + n);
-    kernels::set_isa(Isa::Scalar);
-    std::vector<float> ref(n * out);
-    kernels::linear(il, x.data(), n, ref.data(), nullptr);
-    for (Isa isa : supported_isas()) {
-      kernels::set_isa(isa);
-      std::vector<float> y(n * out, -1.0f);
-      kernels::linear(il, x.data(), n, y.data(), &pool);
-      for (size_t k = 0; k < y.size(); ++k)
-        ASSERT_EQ(std::bit_cast<uint32_t>(y[k]), std::bit_cast<uint32_t>(ref[k]))
-            << kernels::isa_name(isa) << " n=" << n << " row " << k / out << " out " << k % out;
+  // 7 groups of 16 rows; a slice of 2 groups (AVX-512) or 1 (AVX2). Q4_K:
+  // each batch row's block sums follow its rows through the slices.
+  const int64_t out = 112, in = 4096;
+  for (DType dtype : {DType::Q8_0, DType::Q4_K}) {
+    Source s = random_source(dtype, out, in, 8);
+    kernels::WeightMatrix il = kernels::interleave_in_place(s.w);
+    ThreadPool pool(2);
+    for (size_t n : {3, 5, 8}) {
+      std::vector<float> x = random_vector(n * in, 20 + n);
+      kernels::set_isa(Isa::Scalar);
+      std::vector<float> ref(n * out);
+      kernels::linear(il, x.data(), n, ref.data(), nullptr);
+      for (Isa isa : supported_isas()) {
+        kernels::set_isa(isa);
+        std::vector<float> y(n * out, -1.0f);
+        kernels::linear(il, x.data(), n, y.data(), &pool);
+        for (size_t k = 0; k < y.size(); ++k)
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[k]), std::bit_cast<uint32_t>(ref[k]))
+              << kernels::isa_name(isa) << " n=" << n << " row " << k / out << " out " << k % out;
+      }
     }
+    kernel_tests::expect_rows_independent(il, 7, 16, 64);
   }
-  kernel_tests::expect_rows_independent(il, 7, 16, 64);
 }
 
 // A batch of products over one pool (a step's experts, kernels::linear_batch)
