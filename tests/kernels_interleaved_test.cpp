@@ -173,20 +173,7 @@ TEST_P(Interleaved, EveryIsaGivesScalarBits) {
   ThreadPool pool(2);
   for (bool with_bias : {false, true}) {
     il.bias = with_bias ? bias.data() : nullptr;
-    for (size_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 67}) {
-      std::vector<float> x = random_vector(n * in, 10 + n);
-      kernels::set_isa(Isa::Scalar);
-      std::vector<float> ref(n * out);
-      kernels::linear(il, x.data(), n, ref.data(), nullptr);
-      for (Isa isa : supported_isas()) {
-        kernels::set_isa(isa);
-        std::vector<float> y(n * out, -1.0f);
-        kernels::linear(il, x.data(), n, y.data(), &pool);
-        for (size_t k = 0; k < y.size(); ++k)
-          ASSERT_EQ(std::bit_cast<uint32_t>(y[k]), std::bit_cast<uint32_t>(ref[k]))
-              << kernels::isa_name(isa) << " n=" << n << " row " << k / out << " out " << k % out;
-      }
-    }
+    for (size_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 67}) kernel_tests::expect_scalar_bits_on_every_isa(il, n, 10 + n, &pool);
   }
 }
 
@@ -208,20 +195,7 @@ TEST(InterleavedWide, FewRowsOverSeveralSlicesGiveScalarBits) {
     Source s = random_source(dtype, out, in, 8);
     kernels::WeightMatrix il = kernels::interleave_in_place(s.w);
     ThreadPool pool(2);
-    for (size_t n : {3, 5, 8}) {
-      std::vector<float> x = random_vector(n * in, 20 + n);
-      kernels::set_isa(Isa::Scalar);
-      std::vector<float> ref(n * out);
-      kernels::linear(il, x.data(), n, ref.data(), nullptr);
-      for (Isa isa : supported_isas()) {
-        kernels::set_isa(isa);
-        std::vector<float> y(n * out, -1.0f);
-        kernels::linear(il, x.data(), n, y.data(), &pool);
-        for (size_t k = 0; k < y.size(); ++k)
-          ASSERT_EQ(std::bit_cast<uint32_t>(y[k]), std::bit_cast<uint32_t>(ref[k]))
-              << kernels::isa_name(isa) << " n=" << n << " row " << k / out << " out " << k % out;
-      }
-    }
+    for (size_t n : {3, 5, 8}) kernel_tests::expect_scalar_bits_on_every_isa(il, n, 20 + n, &pool);
     kernel_tests::expect_rows_independent(il, 7, 16, 64);
   }
 }

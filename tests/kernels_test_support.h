@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the kernel tests: restoring the ISA, the ISAs this
 // machine runs, f16 bits and random activations.
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -40,6 +41,25 @@ inline std::vector<float> random_vector(size_t n, uint64_t seed) {
   std::vector<float> v(n);
   for (auto& x : v) x = nd(rng);
   return v;
+}
+
+// n random rows (seeded) multiplied on every ISA this machine runs, over
+// `pool`, give the scalar reference's bits, every output written.
+inline void expect_scalar_bits_on_every_isa(const kernels::WeightMatrix& w, size_t n, uint64_t seed, ThreadPool* pool) {
+  IsaGuard guard;
+  const size_t out = static_cast<size_t>(w.out), in = static_cast<size_t>(w.in);
+  std::vector<float> x = random_vector(n * in, seed);
+  kernels::set_isa(kernels::Isa::Scalar);
+  std::vector<float> ref(n * out);
+  kernels::linear(w, x.data(), n, ref.data(), nullptr);
+  for (kernels::Isa isa : supported_isas()) {
+    kernels::set_isa(isa);
+    std::vector<float> y(n * out, -1.0f);
+    kernels::linear(w, x.data(), n, y.data(), pool);
+    for (size_t k = 0; k < y.size(); ++k)
+      ASSERT_EQ(std::bit_cast<uint32_t>(y[k]), std::bit_cast<uint32_t>(ref[k]))
+          << kernels::isa_name(isa) << " n=" << n << " row " << k / out << " out " << k % out;
+  }
 }
 
 // On every ISA: each of n random rows multiplied alone gives its bits inside
