@@ -7,10 +7,10 @@
 //   GB/s     — bytes of stored weights (and their scales) streamed per second;
 //   Gflop/s  — 2·out·in·n per second.
 // Decode (n = 1) and the few rows of a verification or of concurrent streams
-// (n <= 8, AVX-512's few-row path) are measured from RAM: each iteration multiplies the next of
+// (n <= 8) are measured from RAM: each iteration multiplies the next of
 // enough copies of the matrix to exceed the last-level cache
 // (STRATA_BENCH_WORKSET_MB, default 1024), as a model's weights would be.
-// Prefill (n = 64) reuses one copy (it is compute-bound). Row counts:
+// More rows (a prompt's, e.g. 64) reuse one copy (compute-bound). Row counts:
 // STRATA_BENCH_ROWS="1,5,64" (default 1,64).
 #include <benchmark/benchmark.h>
 

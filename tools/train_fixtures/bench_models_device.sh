@@ -2,7 +2,7 @@
 # Run THERE (the device machine), from the repository root, in one `run` call:
 # trains issue 18's bench-only models (train.py stages bench_draft and
 # bench_ds: a 432M-parameter DeepSeek-V3-architecture target with an MTP
-# layer, past the host's last-level cache, and a 8M-parameter dense draft
+# layer, past the host's last-level cache, and an 8M-parameter dense draft
 # model, both on the committed fixtures' tokenizer) while strata builds, then
 # runs bench/spec_bench.sh on them. The target (865 MB) is too large to come
 # back from the device, so it is trained and measured in the same call; a
@@ -14,14 +14,16 @@
 # .train/cut/corpus.jsonl.xz (or $CORPUS): make_corpus.py's corpus, cut by
 # cut_corpus.py to fit what a call carries (tools/train_fixtures/README.md,
 # "Bench-only models").
-# SPEC_BENCH ARGS default to: -n 256 -r 3 -t 16 --modes ram. Results, the
+# SPEC_BENCH ARGS default to: -n 192 -r 2 -t 16 --modes ram (what fits the
+# call after about six minutes of training; a second call on the warm
+# machine can run more). Results, the
 # draft model and each model's train_result.json go to $OUT.
-set -u
+set -u -o pipefail
 t0=$(date +%s)
 out=${OUT:-/tmp/bench_models_out}
 mkdir -p "$out"
 args=("$@")
-[ ${#args[@]} -gt 0 ] || args=(-n 256 -r 3 -t 16 --modes ram)
+[ ${#args[@]} -gt 0 ] || args=(-n 192 -r 2 -t 16 --modes ram)
 since() { echo "$(( $(date +%s) - t0 )) s"; }
 
 rm -rf .deb && tar -xJf .carry/deb-prefix-slim.tar.xz
@@ -35,14 +37,15 @@ fi
 # The committed fixtures' tokenizer: the tokenizer stage then only encodes the corpus with it.
 M=/root/bench_models/train
 mkdir -p "$M/tokenizer"
-cp tests/fixtures/models/trained_draft_dense/tokenizer.json tests/fixtures/models/trained_draft_dense/tokenizer_config.json \
-  "$M/tokenizer/"
+T=tests/fixtures/models/trained_draft_dense
+cp "$T/tokenizer.json" "$T/tokenizer_config.json" "$M/tokenizer/"
 [ -f "$M/tokenizer/tokenizer_info.json" ] ||
-  echo '{"source": "tests/fixtures/models/trained_draft_dense (the committed trained fixtures tokenizer)"}' \
-    > "$M/tokenizer/tokenizer_info.json"
+  echo "{\"source\": \"$T (the committed trained fixtures' tokenizer)\"}" > "$M/tokenizer/tokenizer_info.json"
 export PYTHONUNBUFFERED=1
+stop() { [ -z "${build:-}" ] || { kill "$build" 2>/dev/null; wait "$build"; }; exit 1; }
 python3 tools/train_fixtures/train.py --corpus "${CORPUS:-.train/cut/corpus.jsonl.xz}" --out "$M" \
-  --stages tokenizer,bench_draft,bench_ds 2>&1 | tee "$out/train.log" | grep -v '"step"' || exit 1
+  --stages tokenizer,bench_draft,bench_ds 2>&1 | tee "$out/train.log" | grep -v '"step"'
+[ "${PIPESTATUS[0]}" = 0 ] || { echo "training failed: $out/train.log"; stop; }
 echo "trained at $(since)"
 for m in bench_draft bench_ds; do cp "$M/models/$m/train_result.json" "$out/train_result_$m.json"; done
 tar -cJf "$out/bench_draft.tar.xz" -C "$M/models" bench_draft
@@ -50,6 +53,8 @@ tar -cJf "$out/bench_draft.tar.xz" -C "$M/models" bench_draft
 echo "built at $(since)"
 
 source tools/device_env.sh
-STRATA=$strata timeout $(( 590 - ($(date +%s) - t0) )) bash bench/spec_bench.sh "$M/models/bench_ds" \
+left=$(( 590 - ($(date +%s) - t0) ))
+[ "$left" -ge 60 ] || { echo "no time left for the bench ($left s): run the script again on the warm machine"; exit 1; }
+STRATA=$strata timeout "$left" bash bench/spec_bench.sh "$M/models/bench_ds" \
   --draft-model "$M/models/bench_draft" --mtp "${args[@]}" --out "$out/spec_bench.txt"
 echo "done at $(since)"

@@ -2,15 +2,17 @@
 """Cut make_corpus.py's corpus to a compressed size that fits what one device call carries (64 MiB with the
 working tree and the carried build dependencies): every held-out document, and training documents in a seeded
 random order until the compressed file would pass --mb.  The header gains a "cut" record (seed, budget, documents
-kept of each kind), so a model trained on the cut corpus says so in its train_result.json's corpus header.
+kept of each kind), which train.py's tokenizer stage copies into <out>/data/stats.json.
 
-    python3 tools/train_fixtures/cut_corpus.py .train/corpus.jsonl.xz --mb 6.5 --out .train/cut/corpus.jsonl.xz
+    python3 tools/train_fixtures/cut_corpus.py .train/corpus.jsonl.xz --mb 6.0 --out .train/cut/corpus.jsonl.xz
 """
 
 import argparse
 import json
 import lzma
+import os
 import random
+import sys
 
 
 def main():
@@ -20,9 +22,11 @@ def main():
     ap.add_argument("--mb", type=float, required=True, help="compressed size to stay under (MB)")
     ap.add_argument("--seed", type=int, default=7)
     a = ap.parse_args()
+    if a.mb <= 0:
+        sys.exit("cut_corpus.py: --mb must be positive")
     with lzma.open(a.corpus, "rt", encoding="utf-8") as f:
         header = json.loads(f.readline())
-        lines = f.read().splitlines()
+        lines = [s for s in f.read().split("\n") if s]  # not splitlines(): documents may hold U+2028 and the like
     docs = [json.loads(s) for s in lines]
     held = [i for i, d in enumerate(docs) if d["split"] == "heldout"]
     train = [i for i, d in enumerate(docs) if d["split"] == "train"]
@@ -45,10 +49,13 @@ def main():
     while len(data) > a.mb * 1e6 and n > 0:
         n = int(n * 0.98 * a.mb * 1e6 / len(data))
         data = payload(held + train[:n])
-    lo = n
+    if n == 0 or len(data) > a.mb * 1e6:
+        sys.exit(f"cut_corpus.py: the held-out documents alone take {len(payload(held)) / 1e6:.2f} MB; "
+                 f"no training documents fit {a.mb} MB")
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "wb") as f:
         f.write(data)
-    print(f"{a.out}: {len(held)} held-out and {lo} of {len(train)} training documents, {len(data) / 1e6:.2f} MB")
+    print(f"{a.out}: {len(held)} held-out and {n} of {len(train)} training documents, {len(data) / 1e6:.2f} MB")
 
 
 if __name__ == "__main__":

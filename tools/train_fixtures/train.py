@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Train the tokenizer and the four small test models of issue 18 on the Debian-docs corpus (make_corpus.py).
+"""Train the tokenizer and the four small test models of issue 18 on the Debian-docs corpus (make_corpus.py), and
+two larger bench-only models (stages bench_ds, bench_draft: README.md, "Bench-only models"; never committed).
 
 Runs on the lent H200 machine (torch 2.11 + CUDA, transformers 5.17, tokenizers 0.23, safetensors; no network);
 the exact `run` commands are in tools/train_fixtures/README.md.  Stages, each skipped when its output exists (so a
@@ -79,7 +80,8 @@ K3 = dict(hidden_size=160, intermediate_size=320, num_hidden_layers=6, attn_res_
           num_experts_per_token=4, num_shared_experts=1, moe_intermediate_size=32, routed_expert_hidden_size=80,
           first_k_dense_replace=1, routed_scaling_factor=2.5, moe_renormalize=True, max_position_embeddings=4096)
 
-# Bench-only models (never committed; bench/spec_bench_trained.sh trains and measures them in one device call):
+# Bench-only models (never committed; tools/train_fixtures/bench_models_device.sh trains and measures them in one
+# device call):
 # issue 18's 1.5x for a draft model in RAM needs a target whose token costs many draft tokens and whose verification
 # rows cost little more than one, i.e. weights past the last-level cache (the fixtures above sit inside it, where
 # five rows cost 3.2-3.5 one-row steps). A verification batch reads the union of its rows' experts, so the share of
