@@ -78,7 +78,6 @@ inline float f16_scale(const uint8_t* p) {
 constexpr int kMatvecRows = 4;
 constexpr int kSmallTileRows = 2;
 constexpr int kSmallRows = 2;
-constexpr int kSmallXRegs = 2;
 constexpr int kSmallBatch = 4;
 constexpr int kTileRows = 3;
 constexpr int kTileBatch = 2;

@@ -69,7 +69,6 @@ inline float f16_scale(const uint8_t* p) {
 constexpr int kMatvecRows = 4;
 constexpr int kSmallTileRows = 4;
 constexpr int kSmallRows = 4;
-constexpr int kSmallXRegs = 4;
 constexpr int kSmallBatch = 8;
 constexpr int kTileRows = 4;
 constexpr int kTileBatch = 6;
