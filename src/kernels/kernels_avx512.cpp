@@ -69,7 +69,11 @@ inline float f16_scale(const uint8_t* p) {
 constexpr int kMatvecRows = 4;
 constexpr int kSmallTileRows = 4;
 constexpr int kSmallRows = 4;
-constexpr int kSmallBatch = 8;
+// Every row count: with 32 registers, groups of four rows over cache-sized
+// slices beat the panel path at prompts' row counts too, for the dense and
+// interleaved formats (docs/PERFORMANCE.md, "groups of four for prompts too";
+// AVX2's 16 registers do not: it keeps the panel path past four rows).
+constexpr int kSmallBatch = INT32_MAX;
 constexpr int kTileRows = 4;
 constexpr int kTileBatch = 6;
 constexpr int kIlMatvecGroups = 4;

@@ -14,6 +14,7 @@
 # .train/cut/corpus.jsonl.xz (or $CORPUS): make_corpus.py's corpus, cut by
 # cut_corpus.py to fit what a call carries (tools/train_fixtures/README.md,
 # "Bench-only models").
+# CAP_SCALE (default 1) scales the training caps (train.py --cap-scale).
 # SPEC_BENCH ARGS default to: -n 192 -r 2 -t 16 --modes ram (what fits the
 # call after about six minutes of training; a second call on the warm
 # machine can run more). Results, the
@@ -44,7 +45,7 @@ cp "$T/tokenizer.json" "$T/tokenizer_config.json" "$M/tokenizer/"
 export PYTHONUNBUFFERED=1
 stop() { [ -z "${build:-}" ] || { kill "$build" 2>/dev/null; wait "$build"; }; exit 1; }
 python3 tools/train_fixtures/train.py --corpus "${CORPUS:-.train/cut/corpus.jsonl.xz}" --out "$M" \
-  --stages tokenizer,bench_draft,bench_ds 2>&1 | tee "$out/train.log" | grep -v '"step"'
+  --stages tokenizer,bench_draft,bench_ds --cap-scale "${CAP_SCALE:-1}" 2>&1 | tee "$out/train.log" | grep -v '"step"'
 [ "${PIPESTATUS[0]}" = 0 ] || { echo "training failed: $out/train.log"; stop; }
 echo "trained at $(since)"
 for m in bench_draft bench_ds; do cp "$M/models/$m/train_result.json" "$out/train_result_$m.json"; done
