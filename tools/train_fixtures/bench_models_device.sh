@@ -14,7 +14,9 @@
 # .train/cut/corpus.jsonl.xz (or $CORPUS): make_corpus.py's corpus, cut by
 # cut_corpus.py to fit what a call carries (tools/train_fixtures/README.md,
 # "Bench-only models").
-# CAP_SCALE (default 1) scales the training caps (train.py --cap-scale).
+# CAP_SCALE (default 1) scales the training caps (train.py --cap-scale); it
+# applies only to models not trained yet (train.py skips a stage whose
+# train_result.json exists: remove /root/bench_models/train/models to retrain).
 # SPEC_BENCH ARGS default to: -n 192 -r 2 -t 16 --modes ram (what fits the
 # call after about six minutes of training; a second call on the warm
 # machine can run more). Results, the
