@@ -87,7 +87,7 @@ TEST_P(Formats, EveryIsaGivesScalarBits) {
 }
 
 // A row's result alone equals its result inside a batch of 9 (the batched
-// path) and of 7 (the few-row path), at 1, 2 and 3 threads, on every ISA (row
+// path on AVX2, groups on AVX-512) and of 7 (the few-row path), at 1, 2 and 3 threads, on every ISA (row
 // slices included, as attention uses them).
 TEST_P(Formats, RowIndependentOfBatchAndThreads) {
   Mat m = random_matrix(GetParam().fmt, 45, GetParam().in, 5);

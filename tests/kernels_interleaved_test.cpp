@@ -163,7 +163,8 @@ TEST_P(Interleaved, KeepsEveryWeightAndFollowsTheContract) {
 
 // Every ISA gives the scalar bits for the n = 1 tiles and their remainder
 // (5 groups), the few-row path in one group of rows and in two, the batched
-// path and its remainders, with a bias.
+// path and its remainders (AVX2's; AVX-512 takes groups at every count), with
+// a bias.
 TEST_P(Interleaved, EveryIsaGivesScalarBits) {
   IsaGuard guard;
   const int64_t out = 80, in = GetParam().in;

@@ -2,14 +2,19 @@
 // same bits for a row whatever the batch size or thread count.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "formats/dtype.h"
+#include "kernels/kernel_abi.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
+#include "kernels_test_support.h"
 #include "util/thread_pool.h"
 
 namespace strata {
@@ -158,6 +163,92 @@ TEST(Linear, TransposedProductMatchesReference) {
     double ref = 0.0;
     for (int o = 0; o < 40; ++o) ref += m.dense[o * 70 + i] * x[o];
     EXPECT_NEAR(y[i], ref, 1e-4);
+  }
+}
+
+// Scores as attention and routers give them: a spread of magnitudes, some far
+// below the max (exp underflows), and masked ones (-inf).
+std::vector<float> softmax_input(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-30.0f, 12.0f);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = i % 37 == 5 ? -std::numeric_limits<float>::infinity() : i % 11 == 3 ? -150.0f : u(rng);
+  return v;
+}
+
+TEST(Ops, SoftmaxGivesTheScalarBitsOnEveryIsa) {
+  kernel_tests::IsaGuard guard;
+  for (size_t n : {1, 2, 7, 15, 16, 17, 31, 33, 100, 1000, 4097}) {
+    const std::vector<float> x = softmax_input(n, static_cast<uint32_t>(n));
+    kernels::set_isa(kernels::Isa::Scalar);
+    std::vector<float> ref = x;
+    kernels::softmax(ref.data(), n);
+    for (kernels::Isa isa : kernel_tests::supported_isas()) {
+      kernels::set_isa(isa);
+      std::vector<float> y = x;
+      kernels::softmax(y.data(), n);
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(ref[i]))
+            << kernels::isa_name(isa) << " n=" << n << " i=" << i;
+    }
+  }
+}
+
+// softmax's exp against the C library's exp in double: every 61st float of
+// [kExpLow, 0] within 1.01 units in the last place of the float nearest the
+// true value; 0 below kExpLow and for -inf, NaN for NaN.
+TEST(Ops, SoftmaxExpIsWithinOneUlp) {
+  using kernels::detail::exp_shifted;
+  double worst = 0;
+  const uint32_t last = std::bit_cast<uint32_t>(kernels::detail::kExpLow);
+  for (uint32_t b = std::bit_cast<uint32_t>(-0.0f); b <= last; b += 61) {
+    const float d = std::bit_cast<float>(b);
+    const double want = std::exp(static_cast<double>(d));
+    const float near = static_cast<float>(want);
+    const double ulp = static_cast<double>(std::nextafter(near, INFINITY)) - near;
+    worst = std::max(worst, std::fabs(static_cast<double>(exp_shifted(d)) - want) / ulp);
+  }
+  EXPECT_LE(worst, 1.01);
+  EXPECT_EQ(exp_shifted(0.0f), 1.0f);
+  EXPECT_EQ(exp_shifted(-87.5f), 0.0f);
+  EXPECT_EQ(exp_shifted(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_TRUE(std::isnan(exp_shifted(std::numeric_limits<float>::quiet_NaN())));
+}
+
+// Each exp within a few units in the last place of the C library's exp in
+// double, taken of the same float difference x − max (outputs divided by the
+// max's output, which is exp(0) times the same reciprocal), exactly 0 where
+// exp underflows (masked scores included), the outputs summing to 1; and a
+// NaN score makes every output NaN, as before.
+TEST(Ops, SoftmaxIsWithinAFewUlpOfExpInDouble) {
+  kernel_tests::IsaGuard guard;
+  for (kernels::Isa isa : kernel_tests::supported_isas()) {
+    kernels::set_isa(isa);
+    for (size_t n : {1, 3, 16, 17, 100, 1000, 4097}) {
+      const std::vector<float> x = softmax_input(n, static_cast<uint32_t>(7 * n + 1));
+      size_t top = 0;
+      for (size_t i = 1; i < n; ++i) top = x[i] > x[top] ? i : top;
+      std::vector<float> y = x;
+      kernels::softmax(y.data(), n);
+      double sum = 0;
+      for (size_t i = 0; i < n; ++i) {
+        sum += y[i];
+        const double want = std::exp(static_cast<double>(x[i] - x[top]));
+        const double got = static_cast<double>(y[i]) / static_cast<double>(y[top]);
+        if (want < 1e-37) {
+          EXPECT_EQ(y[i], 0.0f) << kernels::isa_name(isa) << " n=" << n << " i=" << i;
+          continue;
+        }
+        EXPECT_NEAR(got, want, 5e-7 * want) << kernels::isa_name(isa) << " n=" << n << " i=" << i;
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-5) << kernels::isa_name(isa) << " n=" << n;
+    }
+    std::vector<float> bad{1.0f, std::numeric_limits<float>::quiet_NaN(), 2.0f};
+    kernels::softmax(bad.data(), bad.size());
+    for (float v : bad) EXPECT_TRUE(std::isnan(v)) << kernels::isa_name(isa);
+    std::vector<float> one{-3.0f};
+    kernels::softmax(one.data(), 1);
+    EXPECT_EQ(one[0], 1.0f);
   }
 }
 

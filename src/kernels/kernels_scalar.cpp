@@ -3,7 +3,9 @@
 // tensors / transformers for the Hugging Face packings), then take the fixed-
 // order 16-lane fused dot product of linear.h. The SIMD files must agree with
 // this bit for bit; the tests hold them to it.
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -452,6 +454,34 @@ void matmul(const MatDesc& w, const float* x, size_t n, float* y, size_t ldy, in
 
 }  // namespace
 
+float exp_shifted(float d) {
+  if (d != d) return d;
+  if (!(d >= kExpLow)) return 0.0f;
+  const float n = std::fma(d, kExpLog2e, kExpRound) - kExpRound;
+  float r = std::fma(-n, kExpLn2Hi, d);
+  r = std::fma(-n, kExpLn2Lo, r);
+  float p = kExpP[0];
+  for (int k = 1; k < 6; ++k) p = std::fma(p, r, kExpP[k]);
+  const float e = std::fma(p, r * r, r) + 1.0f;
+  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  return e * std::bit_cast<float>(bits);
+}
+
+void softmax(float* x, size_t n) {
+  if (n == 0) return;
+  float m = x[0];
+  for (size_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
+  float acc[kLanes] = {};
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = exp_shifted(x[i] - m);
+    acc[i % kLanes] += x[i];
+  }
+  for (size_t w = kLanes / 2; w > 0; w /= 2)
+    for (size_t j = 0; j < w; ++j) acc[j] += acc[j + w];
+  const float inv = 1.0f / acc[0];
+  for (size_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
 void il_dequant_row(const MatDesc& w, int64_t o, float* dst) {
   IlBlock blk;
   for (int64_t b = 0; b < w.in / 32; ++b) {
@@ -463,7 +493,7 @@ void il_dequant_row(const MatDesc& w, int64_t o, float* dst) {
   }
 }
 
-const KernelTable kScalarTable = {"scalar", matmul, dequant_row, dot,       dots, axpy, axpys, dots_rows, axpys_rows,
-                                   /*needs_row=*/true};
+const KernelTable kScalarTable = {"scalar", matmul, dequant_row, dot,     dots, axpy, axpys, dots_rows, axpys_rows,
+                                   softmax,  /*needs_row=*/true};
 
 }  // namespace strata::kernels::detail

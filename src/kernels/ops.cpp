@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kernels/dispatch_internal.h"
 #include "kernels/linear.h"
 
 namespace strata::kernels {
@@ -19,18 +20,7 @@ void silu_mul(float* x, const float* up, size_t n) {
   }
 }
 
-void softmax(float* x, size_t n) {
-  if (n == 0) return;
-  float m = x[0];
-  for (size_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
-  float sum = 0.0f;
-  for (size_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - m);
-    sum += x[i];
-  }
-  const float inv = 1.0f / sum;
-  for (size_t i = 0; i < n; ++i) x[i] *= inv;
-}
+void softmax(float* x, size_t n) { detail::active_table().softmax(x, n); }
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
