@@ -167,59 +167,98 @@ TEST(Linear, TransposedProductMatchesReference) {
 }
 
 // Scores as attention and routers give them: a spread of magnitudes, some far
-// below the max (exp underflows), and masked ones (-inf).
-std::vector<float> softmax_input(size_t n, uint32_t seed) {
+// below the max (exp underflows, or lands just above kExpLow), masked ones
+// (-inf); `shift` moves them all (all-negative rows), and `tail_max` puts
+// the max in the last, partial group of sixteen.
+std::vector<float> softmax_input(size_t n, uint32_t seed, float shift = 0.0f, bool tail_max = false) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-30.0f, 12.0f);
+  std::uniform_real_distribution<float> u(-30.0f, 12.0f), edge(-88.0f, -85.0f);
   std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = i % 37 == 5 ? -std::numeric_limits<float>::infinity() : i % 11 == 3 ? -150.0f : u(rng);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = i % 37 == 5   ? -std::numeric_limits<float>::infinity()
+           : i % 11 == 3 ? -150.0f
+           : i % 13 == 7 ? 12.0f + edge(rng)
+                         : u(rng) + shift;
+  if (n > 0) v[0] = 12.0f + shift;
+  if (tail_max && n % 16 != 0) v[n - 1] = 20.0f + shift;
   return v;
 }
 
-TEST(Ops, SoftmaxGivesTheScalarBitsOnEveryIsa) {
+// softmax(x, n) on every ISA against the scalar one, bit for bit, at pointers
+// 0-15 floats into a buffer, and nothing written outside [x, x + n).
+void expect_softmax_bits(const std::vector<float>& x, const char* what) {
   kernel_tests::IsaGuard guard;
-  for (size_t n : {1, 2, 7, 15, 16, 17, 31, 33, 100, 1000, 4097}) {
-    const std::vector<float> x = softmax_input(n, static_cast<uint32_t>(n));
-    kernels::set_isa(kernels::Isa::Scalar);
-    std::vector<float> ref = x;
-    kernels::softmax(ref.data(), n);
-    for (kernels::Isa isa : kernel_tests::supported_isas()) {
-      kernels::set_isa(isa);
-      std::vector<float> y = x;
-      kernels::softmax(y.data(), n);
+  const size_t n = x.size();
+  kernels::set_isa(kernels::Isa::Scalar);
+  std::vector<float> ref = x;
+  kernels::softmax(ref.data(), n);
+  for (kernels::Isa isa : kernel_tests::supported_isas()) {
+    kernels::set_isa(isa);
+    for (size_t offset : {0, 3, 15}) {
+      std::vector<float> buf(offset + n + 16, 7.0f);
+      std::copy(x.begin(), x.end(), buf.begin() + static_cast<std::ptrdiff_t>(offset));
+      kernels::softmax(buf.data() + offset, n);
       for (size_t i = 0; i < n; ++i)
-        ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(ref[i]))
-            << kernels::isa_name(isa) << " n=" << n << " i=" << i;
+        ASSERT_EQ(std::bit_cast<uint32_t>(buf[offset + i]), std::bit_cast<uint32_t>(ref[i]))
+            << what << " " << kernels::isa_name(isa) << " n=" << n << " offset " << offset << " i=" << i;
+      for (size_t i = 0; i < buf.size(); ++i)
+        if (i < offset || i >= offset + n) ASSERT_EQ(buf[i], 7.0f) << what << " wrote outside at " << i;
     }
   }
 }
 
+TEST(Ops, SoftmaxGivesTheScalarBitsOnEveryIsa) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (size_t n : {0, 1, 2, 7, 15, 16, 17, 31, 33, 100, 1000, 4097}) {
+    const uint32_t seed = static_cast<uint32_t>(n);
+    expect_softmax_bits(softmax_input(n, seed), "scores");
+    expect_softmax_bits(softmax_input(n, seed, -60.0f), "all negative");
+    expect_softmax_bits(softmax_input(n, seed, 0.0f, true), "max in the tail");
+    if (n == 0) continue;
+    std::vector<float> zeros(n, 0.0f);
+    for (size_t i = 0; i < n; i += 2) zeros[i] = -0.0f;
+    expect_softmax_bits(zeros, "signed zeros");
+    for (size_t at : {size_t{0}, n / 2, n - 1}) {
+      std::vector<float> x = softmax_input(n, seed);
+      x[at] = nan;  // every output NaN, with one NaN's bits
+      expect_softmax_bits(x, "a NaN");
+      x[at] = inf;
+      expect_softmax_bits(x, "+inf");
+    }
+    expect_softmax_bits(std::vector<float>(n, -inf), "all -inf");
+  }
+}
+
 // softmax's exp against the C library's exp in double: every 61st float of
-// [kExpLow, 0] within 1.01 units in the last place of the float nearest the
-// true value; 0 below kExpLow and for -inf, NaN for NaN.
+// [kExpLow, 0], and the worst one of an exhaustive check, within 1.011 units
+// in the last place of the float nearest the true value; 0 below kExpLow and
+// for -inf, NaN for NaN.
 TEST(Ops, SoftmaxExpIsWithinOneUlp) {
   using kernels::detail::exp_shifted;
-  double worst = 0;
-  const uint32_t last = std::bit_cast<uint32_t>(kernels::detail::kExpLow);
-  for (uint32_t b = std::bit_cast<uint32_t>(-0.0f); b <= last; b += 61) {
-    const float d = std::bit_cast<float>(b);
+  auto ulps = [](float d) {
     const double want = std::exp(static_cast<double>(d));
     const float near = static_cast<float>(want);
     const double ulp = static_cast<double>(std::nextafter(near, INFINITY)) - near;
-    worst = std::max(worst, std::fabs(static_cast<double>(exp_shifted(d)) - want) / ulp);
-  }
-  EXPECT_LE(worst, 1.01);
+    return std::fabs(static_cast<double>(exp_shifted(d)) - want) / ulp;
+  };
+  double worst = 0;
+  const uint32_t last = std::bit_cast<uint32_t>(kernels::detail::kExpLow);
+  for (uint32_t b = std::bit_cast<uint32_t>(-0.0f); b <= last; b += 61) worst = std::max(worst, ulps(std::bit_cast<float>(b)));
+  EXPECT_LE(worst, 1.011);
+  EXPECT_GT(ulps(-0x1.782f42p+2f), 1.0);  // the exhaustive check's worst: 1.0104
+  EXPECT_LE(ulps(-0x1.782f42p+2f), 1.011);
   EXPECT_EQ(exp_shifted(0.0f), 1.0f);
-  EXPECT_EQ(exp_shifted(-87.5f), 0.0f);
+  EXPECT_GT(exp_shifted(kernels::detail::kExpLow), 0.0f);
+  EXPECT_EQ(exp_shifted(std::nextafter(kernels::detail::kExpLow, -INFINITY)), 0.0f);
   EXPECT_EQ(exp_shifted(-std::numeric_limits<float>::infinity()), 0.0f);
   EXPECT_TRUE(std::isnan(exp_shifted(std::numeric_limits<float>::quiet_NaN())));
 }
 
-// Each exp within a few units in the last place of the C library's exp in
-// double, taken of the same float difference x − max (outputs divided by the
-// max's output, which is exp(0) times the same reciprocal), exactly 0 where
-// exp underflows (masked scores included), the outputs summing to 1; and a
-// NaN score makes every output NaN, as before.
+// Each output against the C library's exp in double, taken of the same float
+// difference x − max and divided by the max's output (exp(0) times the same
+// reciprocal): within a few units in the last place where the output is a
+// normal float, exactly 0 where the difference is below kExpLow (masked
+// scores included); the outputs sum to 1; a NaN score makes every output NaN.
 TEST(Ops, SoftmaxIsWithinAFewUlpOfExpInDouble) {
   kernel_tests::IsaGuard guard;
   for (kernels::Isa isa : kernel_tests::supported_isas()) {
@@ -233,12 +272,14 @@ TEST(Ops, SoftmaxIsWithinAFewUlpOfExpInDouble) {
       double sum = 0;
       for (size_t i = 0; i < n; ++i) {
         sum += y[i];
-        const double want = std::exp(static_cast<double>(x[i] - x[top]));
-        const double got = static_cast<double>(y[i]) / static_cast<double>(y[top]);
-        if (want < 1e-37) {
+        const float d = x[i] - x[top];
+        if (d < kernels::detail::kExpLow) {
           EXPECT_EQ(y[i], 0.0f) << kernels::isa_name(isa) << " n=" << n << " i=" << i;
           continue;
         }
+        if (y[i] < std::numeric_limits<float>::min()) continue;  // subnormal: its own rounding
+        const double want = std::exp(static_cast<double>(d));
+        const double got = static_cast<double>(y[i]) / static_cast<double>(y[top]);
         EXPECT_NEAR(got, want, 5e-7 * want) << kernels::isa_name(isa) << " n=" << n << " i=" << i;
       }
       EXPECT_NEAR(sum, 1.0, 1e-5) << kernels::isa_name(isa) << " n=" << n;

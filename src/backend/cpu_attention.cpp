@@ -198,13 +198,25 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
       const HostKvCache& cache = host_cache(rows[b0].cache);
       int64_t longest = 0;
       for (size_t i = b0; i < b1; ++i) longest = std::max(longest, rows[i].pos + 1);
+      // With W_UK[h] and W_UV[h] of their own, the block's rows go through
+      // each as one product (its weights decoded once for all of them; each
+      // row's bits as alone, linear.h): the rows' q_nope gathered into
+      // `latent` (free until the weighted sum), the expanded heads staged in
+      // `q_abs` (free after the scores).
+      const bool together_uk_uv = !op.k_b.empty() && !op.v_b.empty() && m > 1 && nope <= lora && vdim <= lora &&
+                                  kernels::linear_sum_floats(op.k_b[h], m) <= one_row.sums.size() &&
+                                  kernels::linear_sum_floats(op.v_b[h], m) <= one_row.sums.size();
+      if (together_uk_uv) {
+        for (size_t r = 0; r < m; ++r) std::copy_n(&c->q[((b0 + r) * H + h) * qk], nope, &latent[r * nope]);
+        kernels::linear(op.k_b[h], latent, m, q_abs, nullptr, one_row);
+      }
       std::fill_n(latent, m * lora, 0.0f);
       for (size_t r = 0; r < m; ++r) {
         const float* qh = &c->q[((b0 + r) * H + h) * qk];
         // q_nope · W_UK[h]: the query in latent space.
         if (op.k_b.empty())
           kernels::linear_transposed(op.kv_b->row_slice(h * (nope + vdim), nope), qh, &q_abs[r * lora], one_row.rows);
-        else
+        else if (!together_uk_uv)
           kernels::linear(op.k_b[h], qh, 1, &q_abs[r * lora], nullptr, one_row);
         std::copy_n(qh + nope, rope, &q_rot[r * rope]);
         if (op.rope) op.rope->apply(&q_rot[r * rope], rows[b0 + r].pos);
@@ -243,9 +255,14 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
         kernels::axpys_rows(lat_rows, k, &k_lat[from], count, to_rows, static_cast<size_t>(lora));
       });
       // Expand the attended latent through W_UV[h].
-      for (size_t r = 0; r < m; ++r)
-        kernels::linear(op.v_b.empty() ? op.kv_b->row_slice(h * (nope + vdim) + nope, vdim) : op.v_b[h],
-                        &latent[r * lora], 1, &c->heads[((b0 + r) * H + h) * vdim], nullptr, one_row);
+      if (together_uk_uv) {
+        kernels::linear(op.v_b[h], latent, m, q_abs, nullptr, one_row);
+        for (size_t r = 0; r < m; ++r) std::copy_n(&q_abs[r * vdim], vdim, &c->heads[((b0 + r) * H + h) * vdim]);
+      } else {
+        for (size_t r = 0; r < m; ++r)
+          kernels::linear(op.v_b.empty() ? op.kv_b->row_slice(h * (nope + vdim) + nope, vdim) : op.v_b[h],
+                          &latent[r * lora], 1, &c->heads[((b0 + r) * H + h) * vdim], nullptr, one_row);
+      }
     }
   });
 }

@@ -104,7 +104,9 @@ struct KernelTable {
                      size_t n);
   // x[i] = exp(x[i] - max) / Σ_j exp(x[j] - max), in place: each exp as
   // kExp* below gives it, their sum in dot()'s order (sixteen lanes, then
-  // the fixed tree), times one reciprocal.
+  // the fixed tree), times one reciprocal. Where the sum is NaN (a NaN
+  // score, +inf, or every score -inf) every output is kSoftmaxNaN, the same
+  // bits on every ISA.
   void (*softmax)(float* x, size_t n);
   // Whether matmul needs MatDesc::row (a row dequantized before its dots).
   bool needs_row;
@@ -116,14 +118,17 @@ struct KernelTable {
 // exp(r) ≈ 1 + r + r²·P(r) (Cephes' expf polynomial, Horner by fused
 // multiply-adds, then fma(P, r·r, r) + 1), times 2^n from the exponent bits.
 // Below kExpLow (where 2^n would not be a normal float) it is 0; NaN stays
-// NaN. Within 1.01 ulp of exp for every float in [kExpLow, 0] (checked
-// exhaustively against exp in double; tests/kernels_test.cpp checks every
-// 61st). exp_shifted is the scalar one, which the SIMD ones match bit for bit.
+// NaN. Within 1.011 ulp of exp for every float in [kExpLow, 0] (checked
+// exhaustively against exp in double: 1.0104 at its worst; tests/kernels_test.cpp
+// checks every 61st and the worst). kExpLow is a conservative bound (2^n is
+// normal down to about -87.3). exp_shifted is the scalar one, which the SIMD
+// ones match bit for bit.
 constexpr float kExpLog2e = 1.44269504088896341f;
 constexpr float kExpRound = 12582912.0f;  // 1.5 · 2^23
 constexpr float kExpLn2Hi = 0.693359375f;
 constexpr float kExpLn2Lo = -2.12194440e-4f;
 constexpr float kExpLow = -87.0f;
+constexpr float kSoftmaxNaN = __builtin_nanf("");
 constexpr float kExpP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
                             4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 

@@ -478,6 +478,10 @@ void softmax(float* x, size_t n) {
   }
   for (size_t w = kLanes / 2; w > 0; w /= 2)
     for (size_t j = 0; j < w; ++j) acc[j] += acc[j + w];
+  if (acc[0] != acc[0]) {  // NaN's bits differ by how they arose: one for every ISA
+    for (size_t i = 0; i < n; ++i) x[i] = kSoftmaxNaN;
+    return;
+  }
   const float inv = 1.0f / acc[0];
   for (size_t i = 0; i < n; ++i) x[i] *= inv;
 }
