@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -436,6 +437,40 @@ TEST(Synth, DeepseekSplitMlaLayout) {
   EXPECT_EQ(f.find("blk.0.attn_kv_b.weight"), nullptr);
   EXPECT_EQ(f.get_u32("deepseek2.attention.head_count_kv"), 1u);
   expect_runs(out);
+}
+
+// With W_UK and W_UV split per head (the GGUF layout above), a prompt's rows
+// go through them as one product per head: each generated token's logits
+// equal those of a one-step run on the prompt extended by the tokens before
+// it (one row through them), at another thread count, prefilled in chunks
+// of 3, bit for bit.
+TEST(Synth, DeepseekSplitMlaGivesEachTokenItsBitsInAPromptAndAlone) {
+  testfiles::TempDir dir("strata-synth");
+  const fs::path out = write_model(request("kimi-k2", Format::Gguf, 0.03), dir.path(), "m");
+  const std::vector<int32_t> prompt = {7, 1, 30, 12, 5, 9, 2, 44, 3, 18, 21};
+  LoadOptions two;
+  two.threads = 2;
+  GenerateOptions g;
+  g.max_new_tokens = 5;
+  g.keep_logits = true;
+  g.sampling = {1.0f, 3};
+  const GenerateResult full = generate(*load_model(out, two), prompt, g);
+  ASSERT_EQ(full.logits.size(), 5u);
+  LoadOptions one_thread;
+  one_thread.threads = 1;
+  one_thread.max_batch = 3;
+  auto b = load_model(out, one_thread);
+  GenerateOptions one;
+  one.max_new_tokens = 1;
+  one.keep_logits = true;
+  for (size_t k = 0; k < full.tokens.size(); ++k) {
+    std::vector<int32_t> p = prompt;
+    p.insert(p.end(), full.tokens.begin(), full.tokens.begin() + static_cast<long>(k));
+    const GenerateResult r = generate(*b, p, one);
+    ASSERT_EQ(r.logits[0].size(), full.logits[k].size());
+    ASSERT_EQ(std::memcmp(r.logits[0].data(), full.logits[k].data(), r.logits[0].size() * sizeof(float)), 0)
+        << "k = " << k;
+  }
 }
 
 // Kimi K3's published layout, as tools/make_k3_fixtures.py writes it from

@@ -200,15 +200,16 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
       for (size_t i = b0; i < b1; ++i) longest = std::max(longest, rows[i].pos + 1);
       // With W_UK[h] and W_UV[h] of their own, the block's rows go through
       // each as one product (its weights decoded once for all of them; each
-      // row's bits as alone, linear.h): the rows' q_nope gathered into
-      // `latent` (free until the weighted sum), the expanded heads staged in
-      // `q_abs` (free after the scores).
-      const bool together_uk_uv = !op.k_b.empty() && !op.v_b.empty() && m > 1 && nope <= lora && vdim <= lora &&
+      // row's bits as alone, linear.h), staged in `scores` (block × (context
+      // + 1) floats, free before the dots and after the weighted sum): the
+      // rows' q_nope gathered there, later the expanded heads.
+      const bool together_uk_uv = !op.k_b.empty() && !op.v_b.empty() && m > 1 &&
+                                  std::max(nope, vdim) <= c->self->limits_.context + 1 &&
                                   kernels::linear_sum_floats(op.k_b[h], m) <= one_row.sums.size() &&
                                   kernels::linear_sum_floats(op.v_b[h], m) <= one_row.sums.size();
       if (together_uk_uv) {
-        for (size_t r = 0; r < m; ++r) std::copy_n(&c->q[((b0 + r) * H + h) * qk], nope, &latent[r * nope]);
-        kernels::linear(op.k_b[h], latent, m, q_abs, nullptr, one_row);
+        for (size_t r = 0; r < m; ++r) std::copy_n(&c->q[((b0 + r) * H + h) * qk], nope, &scores[r * nope]);
+        kernels::linear(op.k_b[h], scores, m, q_abs, nullptr, one_row);
       }
       std::fill_n(latent, m * lora, 0.0f);
       for (size_t r = 0; r < m; ++r) {
@@ -256,8 +257,8 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
       });
       // Expand the attended latent through W_UV[h].
       if (together_uk_uv) {
-        kernels::linear(op.v_b[h], latent, m, q_abs, nullptr, one_row);
-        for (size_t r = 0; r < m; ++r) std::copy_n(&q_abs[r * vdim], vdim, &c->heads[((b0 + r) * H + h) * vdim]);
+        kernels::linear(op.v_b[h], latent, m, scores, nullptr, one_row);
+        for (size_t r = 0; r < m; ++r) std::copy_n(&scores[r * vdim], vdim, &c->heads[((b0 + r) * H + h) * vdim]);
       } else {
         for (size_t r = 0; r < m; ++r)
           kernels::linear(op.v_b.empty() ? op.kv_b->row_slice(h * (nope + vdim) + nope, vdim) : op.v_b[h],
