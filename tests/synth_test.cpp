@@ -440,14 +440,16 @@ TEST(Synth, DeepseekSplitMlaLayout) {
 }
 
 // With W_UK and W_UV split per head (the GGUF layout above), a prompt's rows
-// go through them as one product per head: each generated token's logits
-// equal those of a one-step run on the prompt extended by the tokens before
-// it (one row through them), at another thread count, prefilled in chunks
-// of 3, bit for bit.
+// go through them as one product per head and block of up to 32 rows (a
+// 40-token prompt: blocks at rows 0 and 32): each generated token's logits
+// (one row through them) equal those of a one-step run on the prompt
+// extended by the tokens before it, at another thread count, prefilled in
+// chunks of 3, bit for bit.
 TEST(Synth, DeepseekSplitMlaGivesEachTokenItsBitsInAPromptAndAlone) {
   testfiles::TempDir dir("strata-synth");
   const fs::path out = write_model(request("kimi-k2", Format::Gguf, 0.03), dir.path(), "m");
-  const std::vector<int32_t> prompt = {7, 1, 30, 12, 5, 9, 2, 44, 3, 18, 21};
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 40; ++i) prompt.push_back((i * 17 + 7) % 61);
   LoadOptions two;
   two.threads = 2;
   GenerateOptions g;

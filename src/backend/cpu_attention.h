@@ -20,7 +20,9 @@ inline constexpr int64_t kKeysPerChunk = 16;
 
 // Scratch of one pool thread for blocks of up to `block` rows (the step's
 // rows, at most kRowsPerBlock) attending over up to `context` positions
-// (latent, latent_rope: MLA's widths, 0 for GQA).
+// (latent, latent_rope: MLA's widths, 0 for GQA). The scores' part, block ×
+// (context + 1), also stages MLA's per-head products of a block's rows
+// before the scores and after the weighted sum (cpu_attention.cpp).
 inline size_t cpu_attention_floats(size_t block, size_t context, size_t latent, size_t latent_rope) {
   return block * (context + 1) + block * (2 * latent + latent_rope);
 }
