@@ -15,6 +15,7 @@
 #include "runtime/generator.h"
 #include "runtime/session.h"
 #include "synth/synth.h"
+#include "one_step_runs.h"
 #include "safetensors_writer.h"
 #include "util/error.h"
 
@@ -57,16 +58,7 @@ TEST_P(BatchInvariance, GeneratedLogitsEqualOneStepRunsOnTheExtendedPrompt) {
   const GenerateResult full = generate(*a, prompt, g);
   ASSERT_EQ(full.logits.size(), 8u);
 
-  auto b = load_model(GetParam(), opts(1, 3));
-  GenerateOptions one;
-  one.max_new_tokens = 1;
-  one.keep_logits = true;
-  for (size_t k = 0; k < full.tokens.size(); ++k) {
-    std::vector<int32_t> p = prompt;
-    p.insert(p.end(), full.tokens.begin(), full.tokens.begin() + static_cast<long>(k));
-    const GenerateResult r = generate(*b, p, one);
-    ASSERT_TRUE(same_bits(full.logits[k], r.logits[0])) << "k = " << k;
-  }
+  expect_one_step_runs_give_each_tokens_logits(*load_model(GetParam(), opts(1, 3)), prompt, full);
 }
 
 // A prompt run in passes of several parts (steps of 3 rows, passes of 11:

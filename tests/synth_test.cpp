@@ -29,6 +29,7 @@
 #include "model/model.h"
 #include "runtime/loader.h"
 #include "runtime/generator.h"
+#include "one_step_runs.h"
 #include "safetensors_writer.h"
 #include "synth/fill.h"
 #include "tokenizer/tokenizer.h"
@@ -461,18 +462,7 @@ TEST(Synth, DeepseekSplitMlaGivesEachTokenItsBitsInAPromptAndAlone) {
   LoadOptions one_thread;
   one_thread.threads = 1;
   one_thread.max_batch = 3;
-  auto b = load_model(out, one_thread);
-  GenerateOptions one;
-  one.max_new_tokens = 1;
-  one.keep_logits = true;
-  for (size_t k = 0; k < full.tokens.size(); ++k) {
-    std::vector<int32_t> p = prompt;
-    p.insert(p.end(), full.tokens.begin(), full.tokens.begin() + static_cast<long>(k));
-    const GenerateResult r = generate(*b, p, one);
-    ASSERT_EQ(r.logits[0].size(), full.logits[k].size());
-    ASSERT_EQ(std::memcmp(r.logits[0].data(), full.logits[k].data(), r.logits[0].size() * sizeof(float)), 0)
-        << "k = " << k;
-  }
+  expect_one_step_runs_give_each_tokens_logits(*load_model(out, one_thread), prompt, full);
 }
 
 // Kimi K3's published layout, as tools/make_k3_fixtures.py writes it from
