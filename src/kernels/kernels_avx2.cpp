@@ -89,6 +89,9 @@ inline float vreduce(V16 a) {
   return _mm_cvtss_f32(_mm_add_ss(w, _mm_movehdup_ps(w)));
 }
 
+// No 4 × 4 tiles of dots here (kAttentionRows is 1).
+constexpr bool kReduce4x4 = false;
+
 inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 // 16 int8 → 16 f32 (exact).
 inline V16 from_i8(__m128i q) {

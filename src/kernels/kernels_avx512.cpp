@@ -75,6 +75,35 @@ inline float vreduce(V16 a) {
   return _mm_cvtss_f32(_mm_add_ss(w, _mm_movehdup_ps(w)));
 }
 
+// out[r · ldo + k] = vreduce(acc[r][k]) for a 4 × 4 tile, the sixteen trees
+// side by side: each level adds the same lane pairs vreduce adds (j and j + 8,
+// then j + 4, j + 2, j + 1), two or four accumulators a register, so every
+// result has vreduce's bits in 15 additions instead of 64.
+inline void vreduce_4x4(const V16 (&acc)[4][4], float* out, size_t ldo) {
+  // Level 1, accumulators taken key-major (i = 4k + r), so that the last
+  // level leaves row r's four keys in lanes 4r .. 4r + 3.
+  __m512 l1[8];
+  for (int i = 0; i < 8; ++i) {
+    const __m512 a = acc[(2 * i) % 4][(2 * i) / 4].v, b = acc[(2 * i + 1) % 4][(2 * i + 1) / 4].v;
+    l1[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                          _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  __m512 l2[4];
+  for (int i = 0; i < 4; ++i)
+    l2[i] = _mm512_add_ps(_mm512_shuffle_f32x4(l1[2 * i], l1[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_f32x4(l1[2 * i], l1[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  __m512 l3[2];
+  for (int i = 0; i < 2; ++i)
+    l3[i] = _mm512_add_ps(_mm512_shuffle_ps(l2[2 * i], l2[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                          _mm512_shuffle_ps(l2[2 * i], l2[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(l3[0], l3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_ps(l3[0], l3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sums);
+  for (int r = 0; r < 4; ++r) std::memcpy(out + static_cast<size_t>(r) * ldo, lanes + 4 * r, 4 * sizeof(float));
+}
+constexpr bool kReduce4x4 = true;
+
 inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline V16 from_i8(__m128i q) { return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q))}; }
