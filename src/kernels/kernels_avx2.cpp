@@ -60,21 +60,15 @@ inline void vstore_partial(float* p, V16 a, int n) {
   _mm256_maskstore_ps(p, lanes_below8(n), a.lo);
   _mm256_maskstore_ps(p + 8, lanes_below8(n - 8), a.hi);
 }
-// kernel_abi.h's exp(d) for d <= 0, lane by lane.
-inline __m256 exp_shifted8(__m256 d) {
-  const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(d, _mm256_set1_ps(kExpLog2e), _mm256_set1_ps(kExpRound)),
-                                 _mm256_set1_ps(kExpRound));
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kExpLn2Hi), d);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kExpLn2Lo), r);
-  __m256 p = _mm256_set1_ps(kExpP[0]);
-  for (int k = 1; k < 6; ++k) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP[k]));
-  const __m256 e = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+// The end of kernel_abi.h's exp(d) (simd_driver.inc's vexp_shifted): e · 2^n,
+// 0 below kExpLow, NaN where d is NaN.
+inline __m256 exp_finish8(__m256 d, __m256 n, __m256 e) {
   const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   const __m256 y = _mm256_mul_ps(e, _mm256_castsi256_ps(bits));
   const __m256 kept = _mm256_and_ps(y, _mm256_cmp_ps(d, _mm256_set1_ps(kExpLow), _CMP_GE_OQ));
   return _mm256_blendv_ps(kept, d, _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
 }
-inline V16 vexp_shifted(V16 d) { return {exp_shifted8(d.lo), exp_shifted8(d.hi)}; }
+inline V16 vexp_finish(V16 d, V16 n, V16 e) { return {exp_finish8(d.lo, n.lo, e.lo), exp_finish8(d.hi, n.hi, e.hi)}; }
 inline V16 vfma_partial(V16 w, V16 x, V16 acc, int n) {
   const V16 r = vfma(w, x, acc);
   return {_mm256_blendv_ps(acc.lo, r.lo, _mm256_castsi256_ps(lanes_below8(n))),

@@ -47,17 +47,11 @@ inline V16 vmax(V16 a, V16 b) { return {_mm512_max_ps(a.v, b.v)}; }
 // Lanes below n from b, the others from a.
 inline V16 vblend_below(V16 a, V16 b, int n) { return {_mm512_mask_mov_ps(a.v, lanes_below(n), b.v)}; }
 inline void vstore_partial(float* p, V16 a, int n) { _mm512_mask_storeu_ps(p, lanes_below(n), a.v); }
-// kernel_abi.h's exp(d) for d <= 0, lane by lane.
-inline V16 vexp_shifted(V16 d) {
-  const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(d.v, _mm512_set1_ps(kExpLog2e), _mm512_set1_ps(kExpRound)),
-                                 _mm512_set1_ps(kExpRound));
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kExpLn2Hi), d.v);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kExpLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kExpP[0]);
-  for (int k = 1; k < 6; ++k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP[k]));
-  const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  const __m512 y = _mm512_mul_ps(e, _mm512_castsi512_ps(bits));
+// The end of kernel_abi.h's exp(d) (simd_driver.inc's vexp_shifted): e · 2^n,
+// 0 below kExpLow, NaN where d is NaN.
+inline V16 vexp_finish(V16 d, V16 n, V16 e) {
+  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127)), 23);
+  const __m512 y = _mm512_mul_ps(e.v, _mm512_castsi512_ps(bits));
   const __m512 kept = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(d.v, _mm512_set1_ps(kExpLow), _CMP_GE_OQ), y);
   return {_mm512_mask_mov_ps(kept, _mm512_cmp_ps_mask(d.v, d.v, _CMP_UNORD_Q), d.v)};
 }

@@ -328,15 +328,21 @@ void dequant_row(const MatDesc& w, int64_t o, float* dst) {
   }
 }
 
+// The sixteen lanes' sum by the SIMD kernels' fixed tree (vreduce):
+// acc[j] += acc[j + w] for w = 8, 4, 2, 1.
+float lane_sum(float (&acc)[kLanes]) {
+  for (size_t w = kLanes / 2; w > 0; w /= 2)
+    for (size_t j = 0; j < w; ++j) acc[j] += acc[j + w];
+  return acc[0];
+}
+
 float dot(const float* a, const float* b, size_t n) {
   float acc[kLanes] = {};
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (size_t j = 0; j < kLanes; ++j) acc[j] = std::fma(a[i + j], b[i + j], acc[j]);
   for (size_t j = 0; i + j < n; ++j) acc[j] = std::fma(a[i + j], b[i + j], acc[j]);
-  for (size_t w = kLanes / 2; w > 0; w /= 2)
-    for (size_t j = 0; j < w; ++j) acc[j] += acc[j + w];
-  return acc[0];
+  return lane_sum(acc);
 }
 
 void dots(const float* a, const float* const* b, size_t count, size_t n, float* out) {
@@ -476,13 +482,12 @@ void softmax(float* x, size_t n) {
     x[i] = exp_shifted(x[i] - m);
     acc[i % kLanes] += x[i];
   }
-  for (size_t w = kLanes / 2; w > 0; w /= 2)
-    for (size_t j = 0; j < w; ++j) acc[j] += acc[j + w];
-  if (acc[0] != acc[0]) {  // NaN's bits differ by how they arose: one for every ISA
+  const float sum = lane_sum(acc);
+  if (sum != sum) {  // NaN's bits differ by how they arose: one for every ISA
     for (size_t i = 0; i < n; ++i) x[i] = kSoftmaxNaN;
     return;
   }
-  const float inv = 1.0f / acc[0];
+  const float inv = 1.0f / sum;
   for (size_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
