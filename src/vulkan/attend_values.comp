@@ -6,8 +6,11 @@
 // computes for the row alone. A workgroup of 16 × 16 computes 64 (row,
 // head) pairs of one KV head (gl_WorkGroupID.z) × 64 channels, invocation
 // (tc, tp) pairs 4tp..4tp+3 × channels 4tc..4tc+3; the scores and values
-// go through shared memory 64 positions at a time. The rows' RowRefs all
-// name the same cache, attend from position 0 and have no ring.
+// go through shared memory 64 positions at a time. The values are the value
+// cache at kv head kvh's columns (GQA), or with from_keys the key cache's
+// first head_dim columns (MLA's cached latents), rows `width` values wide.
+// The rows' RowRefs all name the same cache, attend from position 0 and
+// have no ring.
 #include "common.glsl"
 #include "attention.glsl"
 
@@ -22,6 +25,8 @@ layout(push_constant) uniform Push {
   uint heads, kv_heads, head_dim, score_stride;
   uint row0, n;
   uint positions;  // the most positions a row of the chunk sees
+  uint width;      // values a cache row
+  uint from_keys;  // MLA: the values are the key cache's latents
 } p;
 
 shared vec4 sp[KB][TILE / 4u + 1u];  // [position][pairs / 4], padded
@@ -29,9 +34,9 @@ shared vec4 sv[KB][TILE / 4u];       // [position][channels / 4]
 
 void main() {
   const uint tc = gl_LocalInvocationID.x, tp = gl_LocalInvocationID.y, me = tp * 16u + tc;
-  const uint group = p.heads / p.kv_heads, kvh = gl_WorkGroupID.z, d = p.head_dim, width = p.kv_heads * d;
+  const uint group = p.heads / p.kv_heads, kvh = gl_WorkGroupID.z, d = p.head_dim, width = p.width;
   const uint c0 = gl_WorkGroupID.x * TILE, b0 = gl_WorkGroupID.y * TILE;
-  Floats values = p.rows.v[p.row0].values;
+  Floats values = p.from_keys != 0u ? p.rows.v[p.row0].keys : p.rows.v[p.row0].values;
   // The invocation's pairs: where their scores start and how many positions each sees.
   uint count[4];
   [[unroll]] for (uint a = 0; a < 4; ++a) {

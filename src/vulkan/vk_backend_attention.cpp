@@ -167,11 +167,18 @@ void VulkanBackend::gqa_tiled(uint64_t q, uint64_t out, uint64_t rows, uint64_t 
   } scores{q, rows, scores_.piece.address, H, KV, d, stride, op.scale, row0, n, positions};
   stream_->dispatch("gqa_scores", scores, (positions + 31) / 32, (pairs + 31) / 32, KV);
   attend_softmax(rows, sinks, H, op.sinks != nullptr, row0, n);
+  attend_values(rows, out, H, KV, d, KV * d, false, row0, n, positions);
+}
+
+void VulkanBackend::attend_values(uint64_t rows, uint64_t out, uint32_t heads, uint32_t kv_heads, uint32_t d,
+                                  uint32_t width, bool from_keys, uint32_t row0, uint32_t n, uint32_t positions) {
   struct {
     uint64_t rows, scores, out;
-    uint32_t heads, kv_heads, head_dim, score_stride, row0, n, positions;
-  } values{rows, scores_.piece.address, out, H, KV, d, stride, row0, n, positions};
-  stream_->dispatch("attend_values", values, (d + 63) / 64, (pairs + 63) / 64, KV);
+    uint32_t heads, kv_heads, head_dim, score_stride, row0, n, positions, width, from_keys;
+  } values{rows, scores_.piece.address, out, heads, kv_heads, d, static_cast<uint32_t>(limits_.context + 1),
+           row0, n, positions, width, from_keys ? 1u : 0u};
+  const uint32_t pairs = n * (heads / kv_heads);
+  stream_->dispatch("attend_values", values, (d + 63) / 64, (pairs + 63) / 64, kv_heads);
 }
 
 namespace {
@@ -274,24 +281,38 @@ void VulkanBackend::mla_attention(const MlaAttend& op) {
                   static_cast<uint32_t>(H * lora), static_cast<uint32_t>(lora), H);
   }
 
-  // Scores a position an invocation, the softmax, then the latents' sums a
-  // channel an invocation (the cached latents are the values).
+  // The scores, the softmax, then the latents' sums (the cached latents are
+  // the values): for a prompt's rows as tiled products (mla_scores.comp,
+  // attend_values.comp), else a position and a channel an invocation.
   const size_t chunk = score_rows(static_cast<size_t>(H));
-  const uint32_t H32 = static_cast<uint32_t>(H), lora32 = static_cast<uint32_t>(lora);
+  const uint32_t H32 = static_cast<uint32_t>(H), lora32 = static_cast<uint32_t>(lora),
+                 rope32 = static_cast<uint32_t>(rope), stride = static_cast<uint32_t>(limits_.context + 1);
+  const bool tiled = tiled_attention(op.rows, op.layer, 0);
   for (size_t r0 = 0; r0 < n; r0 += chunk) {
     const size_t m = std::min(chunk, n - r0);
-    const int64_t positions = most_positions(op.rows.subspan(r0, m), 0);
+    const uint32_t positions = static_cast<uint32_t>(most_positions(op.rows.subspan(r0, m), 0));
     const uint32_t row0 = static_cast<uint32_t>(r0), rows_m = static_cast<uint32_t>(m);
+    if (tiled) {
+      struct {
+        uint64_t q_abs, q_rot, rows, scores;
+        uint32_t heads, latent_w, rope_dim, score_stride;
+        float scale;
+        uint32_t row0, n, positions;
+      } scores{q_abs, q_rot, rows, scores_.piece.address, H32, lora32, rope32, stride, op.scale, row0, rows_m, positions};
+      stream_->dispatch("mla_scores", scores, (positions + 31) / 32, (rows_m * H32 + 31) / 32, 1);
+      attend_softmax(rows, 0, H32, false, row0, rows_m);
+      attend_values(rows, latent, H32, 1, lora32, lora32 + rope32, true, row0, rows_m, positions);
+      continue;
+    }
     struct {
       uint64_t q_abs, q_rot, rows, scores;
       uint32_t heads, latent_w, rope_dim, score_stride;
       float scale;
       uint32_t row0;
-    } scores{q_abs, q_rot, rows, scores_.piece.address, H32, lora32, static_cast<uint32_t>(rope),
-             static_cast<uint32_t>(limits_.context + 1), op.scale, row0};
-    stream_->dispatch("mla_row_scores", scores, static_cast<uint32_t>((positions + 63) / 64), H32, rows_m);
+    } scores{q_abs, q_rot, rows, scores_.piece.address, H32, lora32, rope32, stride, op.scale, row0};
+    stream_->dispatch("mla_row_scores", scores, (positions + 63) / 64, H32, rows_m);
     attend_softmax(rows, 0, H32, false, row0, rows_m);
-    attend_row_values(rows, latent, H32, 1, lora32, lora32 + static_cast<uint32_t>(rope), true, row0, rows_m);
+    attend_row_values(rows, latent, H32, 1, lora32, lora32 + rope32, true, row0, rows_m);
   }
   // Expanded through W_UV[h].
   head_products(op.v_b, op.kv_b, nope, vdim, nope + vdim, latent, static_cast<uint32_t>(H * lora),

@@ -137,8 +137,8 @@ class VulkanBackend final : public Backend, private CacheIo {
   uint64_t rotations(std::span<const Row> rows, const Rope* rope);
   // Rows of a step whose scores fit the planned score scratch at once.
   size_t score_rows(size_t heads) const;
-  // Whether an attention op's rows take the tiled path (gqa_scores.comp,
-  // attend_softmax.comp, attend_values.comp): many rows of one sequence,
+  // Whether an attention op's rows take the tiled path (gqa_scores.comp or
+  // mla_scores.comp, attend_softmax.comp, attend_values.comp): many rows of one sequence,
   // each attending from position 0 of a cache without a ring.
   bool tiled_attention(std::span<const Row> rows, int64_t layer, int64_t window) const;
   // Attention's steps after the scores for rows row0 .. row0 + n of a chunk
@@ -149,6 +149,11 @@ class VulkanBackend final : public Backend, private CacheIo {
   void attend_softmax(uint64_t rows, uint64_t sinks, uint32_t heads, bool has_sinks, uint32_t row0, uint32_t n);
   void attend_row_values(uint64_t rows, uint64_t out, uint32_t heads, uint32_t kv_heads, uint32_t d, uint32_t width,
                          bool from_keys, uint32_t row0, uint32_t n);
+  // The same sums for a prompt's chunk rows row0 .. row0 + n of one cache
+  // (the tiled path, attend_values.comp; the same bits), whose rows see at
+  // most `positions` positions.
+  void attend_values(uint64_t rows, uint64_t out, uint32_t heads, uint32_t kv_heads, uint32_t d, uint32_t width,
+                     bool from_keys, uint32_t row0, uint32_t n, uint32_t positions);
   // The most positions a row of `rows` attends to.
   static int64_t most_positions(std::span<const Row> rows, int64_t window);
   // The tiled path for chunk rows [r0, r0 + m) of a GQA op, whose rows see
