@@ -14,6 +14,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -488,46 +489,85 @@ TEST(VulkanOps, RoutedExpertsAgreeWithTheCpu) {
   }
 }
 
+// Nine experts of about 0.7 MiB (BF16, 320 × 384), two rows each: a 2 MiB
+// staging share holds two, not three.
+struct NineExperts {
+  static constexpr size_t hidden = 384, width = 320, experts = 9, rows = experts * 2;
+  std::vector<Mat> mats;
+  std::vector<ExpertWeights> weights = std::vector<ExpertWeights>(experts);
+  std::vector<ExpertJob> jobs;
+  std::vector<float> x = random_vector(rows * hidden, 13);
+  NineExperts(const NineExperts&) = delete;  // jobs point into weights
+  NineExperts() {
+    mats.reserve(3 * experts);
+    for (size_t e = 0; e < experts; ++e) {
+      for (int m = 0; m < 3; ++m)
+        mats.push_back(random_matrix(Fmt::BF16, m == 2 ? hidden : width, m == 2 ? width : hidden, 40 + 3 * e + m));
+      weights[e].gate = mats[3 * e].w;
+      weights[e].up = mats[3 * e + 1].w;
+      weights[e].down = mats[3 * e + 2].w;
+      jobs.push_back({&weights[e], 2 * e, 2, 0, static_cast<int32_t>(e)});  // layer 0, expert e
+    }
+  }
+  std::vector<float> run(Backend& b) const {
+    StepLimits l = limits(rows, std::max(hidden, width));
+    l.expert_width = width;
+    b.plan(l);
+    const Tensor xs = put(b, x), ys = b.allocate(rows * hidden);
+    b.run_experts(jobs, ExpertActivation{}, xs, ys, hidden, false);
+    return get(b, ys);
+  }
+};
+
 // Under limit_staging(), experts read from host memory (here no expert cache
 // holds any) are staged a few at a time: the stream runs what it has before
 // the staging would pass its share, the staging buffers never hold more than
 // staging_bytes(), and the results are the bits of a backend without a limit.
 TEST(VulkanOps, StagedExpertsStayWithinTheStagingLimit) {
-  // Each expert about 0.7 MiB: a 2 MiB staging share holds two, not three.
-  const size_t hidden = 384, width = 320, experts = 9, rows = experts * 2;
-  StepLimits l = limits(rows, std::max(hidden, width));
-  l.expert_width = width;
-  std::vector<Mat> mats;
-  mats.reserve(3 * experts);
-  std::vector<ExpertWeights> weights(experts);
-  for (size_t e = 0; e < experts; ++e) {
-    for (int m = 0; m < 3; ++m)
-      mats.push_back(random_matrix(Fmt::BF16, m == 2 ? hidden : width, m == 2 ? width : hidden, 40 + 3 * e + m));
-    weights[e].gate = mats[3 * e].w;
-    weights[e].up = mats[3 * e + 1].w;
-    weights[e].down = mats[3 * e + 2].w;
-  }
-  std::vector<ExpertJob> jobs;
-  for (size_t e = 0; e < experts; ++e) jobs.push_back({&weights[e], 2 * e, 2});
-  const std::vector<float> x = random_vector(rows * hidden, 13);
-  auto run = [&](Backend& b) {
-    b.plan(l);
-    const Tensor xs = put(b, x), ys = b.allocate(rows * hidden);
-    b.run_experts(jobs, ExpertActivation{}, xs, ys, hidden, false);
-    return get(b, ys);
-  };
+  const NineExperts e;
   constexpr uint64_t MiB = 1 << 20;
   auto limited = make_vulkan_backend(-1, 0), unlimited = make_vulkan_backend(-1, 0), cpu = make_cpu_backend(2);
   limited->limit_staging(4 * MiB);
   EXPECT_EQ(limited->staging_bytes(), 4 * MiB);
-  const std::vector<float> got = run(*limited);
-  expect_same_bits(run(*unlimited), got, "without a limit");
-  expect_close(run(*cpu), got, 2e-5, "the CPU's");
+  const std::vector<float> got = e.run(*limited);
+  expect_same_bits(e.run(*unlimited), got, "without a limit");
+  expect_close(e.run(*cpu), got, 2e-5, "the CPU's");
   const DeviceExpertStats s = limited->expert_cache_stats();
-  EXPECT_EQ(s.staged, experts);
+  EXPECT_EQ(s.staged, NineExperts::experts);
   EXPECT_GT(s.host_staging_bytes, 0u);
   EXPECT_LE(s.host_staging_bytes, limited->staging_bytes());
   EXPECT_EQ(make_cpu_backend(1)->staging_bytes(), 0u);
+}
+
+// As on a discrete GPU (STRATA_VK_DISCRETE=1 leaves lavapipe's device
+// buffers unmapped), experts go up into the device's expert cache through
+// the upload staging, whose two halves take turns: under a 4 MiB staging
+// limit (1 MiB of uploads, pieces of 256 KiB) the nine experts' 27 matrices
+// pass through the halves in turn, and the results are the bits of a backend
+// that writes its memory in place, before and after the cache holds them.
+TEST(VulkanOps, ExpertsUploadedThroughStagingHalvesGiveTheBitsOfMemoryWrittenInPlace) {
+  const NineExperts e;
+  constexpr uint64_t MiB = 1 << 20;
+  std::unique_ptr<Backend> discrete;
+  {
+    ::setenv("STRATA_VK_DISCRETE", "1", 1);
+    struct Unset {
+      ~Unset() { ::unsetenv("STRATA_VK_DISCRETE"); }
+    } unset;
+    discrete = make_vulkan_backend(-1, 64 * MiB);
+  }
+  discrete->limit_staging(4 * MiB);
+  auto in_place = make_vulkan_backend(-1, 64 * MiB);
+  const std::vector<float> want = e.run(*in_place);
+  expect_same_bits(want, e.run(*discrete), "uploaded");
+  DeviceExpertStats s = discrete->expert_cache_stats();
+  EXPECT_EQ(s.uploads, NineExperts::experts);
+  EXPECT_EQ(s.staged, 0u);
+  EXPECT_LE(s.host_staging_bytes, discrete->staging_bytes());
+  expect_same_bits(want, e.run(*discrete), "from the cache");
+  s = discrete->expert_cache_stats();
+  EXPECT_EQ(s.uploads, NineExperts::experts);
+  EXPECT_EQ(s.hits, NineExperts::experts);
 }
 
 // ---- attention: the same steps through both backends' caches ----------------

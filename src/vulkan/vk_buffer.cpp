@@ -51,7 +51,7 @@ Buffer::Buffer(const Context& ctx, uint64_t bytes, Where where) : device_(ctx.de
     VkBufferDeviceAddressInfo ad{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
     ad.buffer = buffer_;
     address_ = vkGetBufferDeviceAddress(device_, &ad);
-    if (ctx.memory_flags(ai.memoryTypeIndex) & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
+    if ((ctx.memory_flags(ai.memoryTypeIndex) & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) && (host || !ctx.as_discrete())) {
       void* p = nullptr;
       if (vkMapMemory(device_, memory_, 0, VK_WHOLE_SIZE, 0, &p) == VK_SUCCESS) mapped_ = static_cast<uint8_t*>(p);
       if (host && !mapped_) throw Error("Vulkan: could not map host-visible memory");

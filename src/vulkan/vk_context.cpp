@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "util/error.h"
 
@@ -235,6 +236,11 @@ Context::Context(int index) {
     if ((flags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && (flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
         (flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) && heap >= info_.device_local_bytes)
       unified_ = true;
+  }
+  const char* discrete = std::getenv("STRATA_VK_DISCRETE");
+  if (discrete != nullptr && *discrete != '\0' && std::string_view(discrete) != "0") {
+    as_discrete_ = true;
+    unified_ = false;
   }
 }
 

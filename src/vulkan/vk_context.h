@@ -57,6 +57,11 @@ class Context {
   // Whether device-local memory is also host-visible on this device (a CPU
   // implementation, unified memory): then nothing needs staging.
   bool unified_memory() const { return unified_; }
+  // Whether device buffers stay unmapped even where their memory is
+  // host-visible, so every upload and download goes through host staging
+  // and a copy command, as on a discrete GPU: STRATA_VK_DISCRETE=1 in the
+  // environment, for tests of those paths on a CPU driver (lavapipe).
+  bool as_discrete() const { return as_discrete_; }
   // Whether pipelines report the driver's statistics of their compiled code
   // (registers, spills: VK_KHR_pipeline_executable_properties), for tuning:
   // asked for by STRATA_VK_PIPELINE_STATS=1 and offered by the driver.
@@ -72,6 +77,7 @@ class Context {
   VkPhysicalDeviceProperties props_{};
   VkPhysicalDeviceMemoryProperties memory_{};
   bool unified_ = false;
+  bool as_discrete_ = false;
   bool pipeline_stats_ = false;
 };
 
