@@ -541,11 +541,11 @@ TEST(VulkanOps, StagedExpertsStayWithinTheStagingLimit) {
 
 // As on a discrete GPU (STRATA_VK_DISCRETE=1 leaves lavapipe's device
 // buffers unmapped), experts go up into the device's expert cache through
-// the upload staging, whose two halves take turns: under a 4 MiB staging
-// limit (1 MiB of uploads, pieces of 256 KiB) the nine experts' 27 matrices
-// pass through the halves in turn, and the results are the bits of a backend
-// that writes its memory in place, before and after the cache holds them.
-TEST(VulkanOps, ExpertsUploadedThroughStagingHalvesGiveTheBitsOfMemoryWrittenInPlace) {
+// the upload staging: under a 4 MiB staging limit (1 MiB of uploads, pieces
+// of 256 KiB) the nine experts' 27 matrices fill it again and again, and the
+// results are the bits of a backend that writes its memory in place, before
+// and after the cache holds them.
+TEST(VulkanOps, ExpertsUploadedThroughTheStagingGiveTheBitsOfMemoryWrittenInPlace) {
   const NineExperts e;
   constexpr uint64_t MiB = 1 << 20;
   std::unique_ptr<Backend> discrete;

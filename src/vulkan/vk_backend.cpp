@@ -74,7 +74,7 @@ VulkanBackend::VulkanBackend(int index, int64_t vram_bytes) : ctx_(std::make_uni
   args_cap_ = kArgsCap;
   staging_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, kChunk);
   args_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Args, 4ull << 20);
-  for (auto& half : uploads_) half = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, kChunk);
+  uploads_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, kChunk);
   weights_ = std::make_unique<WeightStore>(*ctx_, [this](const Arena::Piece& dst, const void* src, uint64_t bytes) {
     copy_in(dst.buffer, dst.offset, dst.mapped, src, bytes, true);
   });
@@ -188,7 +188,7 @@ Arena::Piece VulkanBackend::stage_bulk(const void* src, uint64_t bytes) { return
 DeviceExpertStats VulkanBackend::expert_cache_stats() const {
   DeviceExpertStats s = expert_stats_;
   s.capacity_bytes = experts_->budget();  // lowered where the device had less memory
-  s.host_staging_bytes = staging_->reserved() + uploads_[0]->reserved() + uploads_[1]->reserved() + args_->reserved();
+  s.host_staging_bytes = staging_->reserved() + uploads_->reserved() + args_->reserved();
   return s;
 }
 
@@ -212,7 +212,7 @@ void VulkanBackend::limit_staging(uint64_t bytes) {
   args_cap_ = cap(bytes / 4);
   staging_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, staging_cap_);
   args_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Args, args_cap_);
-  for (auto& half : uploads_) half = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, upload_cap_ / 2);
+  uploads_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Host, upload_cap_);
 }
 
 uint64_t VulkanBackend::staging_bytes() const { return staging_cap_ + upload_cap_ + args_cap_; }
@@ -229,8 +229,7 @@ void VulkanBackend::finish() {
   ++epoch_;
   staging_->rewind();
   args_->rewind();
-  for (auto& half : uploads_) half->rewind();
-  upload_marks_ = {};
+  uploads_->rewind();
 }
 
 void VulkanBackend::profile_phase(std::string_view label) {
@@ -246,19 +245,16 @@ void VulkanBackend::copy_in(VkBuffer buffer, uint64_t offset, uint8_t* mapped, c
     return;
   }
   // Through the upload staging, whose pieces no op's arguments share: when
-  // a half fills, its copies go out and the other half is reused once the
-  // GPU has run those out of it (the arguments of an op being put together
-  // stay where they are).
+  // it fills, the copies recorded so far are run and it is reused, while the
+  // arguments of an op being put together stay where they are.
   const auto* s = static_cast<const uint8_t*>(src);
   for (uint64_t at = 0; at < bytes;) {
     const uint64_t part = std::min(bytes - at, upload_cap_ / 4);
-    if (uploads_[upload_half_]->used() + Arena::taken(part) > upload_cap_ / 2) {
-      upload_marks_[upload_half_] = stream_->submit_mark();
-      upload_half_ ^= 1;
-      stream_->wait_for(upload_marks_[upload_half_]);
-      uploads_[upload_half_]->rewind();
+    if (uploads_->used() + Arena::taken(part) > upload_cap_) {
+      stream_->finish();
+      uploads_->rewind();
     }
-    const Arena::Piece st = uploads_[upload_half_]->take(part);
+    const Arena::Piece st = uploads_->take(part);
     std::memcpy(st.mapped, s + at, part);
     stream_->copy(st.buffer, st.offset, buffer, offset + at, part);
     at += part;

@@ -1,7 +1,6 @@
 #pragma once
 // The Vulkan backend's class (vulkan_backend.h states its contract); its ops
 // are spread over vk_backend*.cpp by kind.
-#include <array>
 #include <memory>
 #include <span>
 #include <string>
@@ -279,14 +278,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   // would pass its cap.
   uint64_t staging_cap_ = 0, upload_cap_ = 0, args_cap_ = 0;
   std::unique_ptr<Arena> args_;     // op arguments
-  // Copies of resident weights, streamed experts and tensors on their way
-  // up, in two halves of upload_cap_: when one is full its copies go out and
-  // the host fills the other, once the GPU has run the copies out of it
-  // (upload_marks_: the submission after which each half is free again), so
-  // the GPU copies one half while the host fills the other.
-  std::array<std::unique_ptr<Arena>, 2> uploads_;
-  std::array<uint64_t, 2> upload_marks_{};
-  size_t upload_half_ = 0;
+  std::unique_ptr<Arena> uploads_;  // copies of resident weights and tensors on their way up
   std::unique_ptr<WeightStore> weights_;
   std::vector<Slot> slots_;
   uint64_t tensor_bytes_ = 0;

@@ -198,7 +198,6 @@ void Stream::submit() {
   si.pCommandBuffers = &slot.cmd;
   check(vkQueueSubmit(ctx_.queue(), 1, &si, slot.fence), "vkQueueSubmit");
   slot.pending = true;
-  slot.mark = ++submitted_;
   current_ = (current_ + 1) % kRing;
   submit_at_ = std::min(2 * submit_at_, kCommandsPerSubmit);
 }
@@ -212,19 +211,6 @@ void Stream::wait(size_t i) {
   check(vkResetFences(ctx_.device(), 1, &slot.fence), "vkResetFences");
   check(vkResetCommandBuffer(slot.cmd, 0), "vkResetCommandBuffer");
   slot.pending = false;
-}
-
-uint64_t Stream::submit_mark() {
-  submit();
-  return submitted_;
-}
-
-void Stream::wait_for(uint64_t mark) {
-  // Oldest first, as finish(): current_ is the slot after the last one submitted.
-  for (size_t k = 0; k < kRing; ++k) {
-    const size_t i = (current_ + k) % kRing;
-    if (ring_[i].pending && ring_[i].mark <= mark) wait(i);
-  }
 }
 
 void Stream::finish() {

@@ -66,12 +66,6 @@ class Stream {
   void zero(VkBuffer dst, uint64_t offset, uint64_t bytes);
   // Submits what was recorded and waits until everything submitted is done.
   void finish();
-  // Submits what was recorded, without waiting, and returns its mark: once
-  // wait_for(mark) has returned, every command recorded before the call has
-  // run (so the host may reuse what those commands read). A mark of 0 is
-  // always passed.
-  uint64_t submit_mark();
-  void wait_for(uint64_t mark);
   // The profile's table so far under `label` (vk_profile.h), if profiling;
   // called after finish(), so every submission is in it.
   void profile_phase(std::string_view label);
@@ -90,7 +84,6 @@ class Stream {
     VkCommandBuffer cmd = VK_NULL_HANDLE;
     VkFence fence = VK_NULL_HANDLE;
     bool pending = false;  // submitted, not yet waited for
-    uint64_t mark = 0;     // its submission's number (submit_mark())
   };
   VkPipeline pipeline(std::string_view name);
   // A dispatch's start: shader `name` bound with its push constants in the
@@ -124,7 +117,6 @@ class Stream {
   VkCommandPool pool_ = VK_NULL_HANDLE;
   std::array<Slot, kRing> ring_{};
   size_t current_ = 0;  // the slot recorded into next
-  uint64_t submitted_ = 0;  // submissions so far: the last one's mark
   bool recording_ = false;
   uint32_t in_buffer_ = 0;
   uint32_t submit_at_ = 1;  // commands the buffer being recorded goes out at
