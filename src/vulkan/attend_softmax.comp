@@ -1,8 +1,8 @@
 #version 450
 // The softmax of each (row, head)'s scores in place (softmax64.glsl, with
-// the head's sink): GQA attention's middle step, after gqa_scores.comp
-// (tiled, prompts) or gqa_row_scores.comp, before attend_values.comp or
-// attend_row_values.comp. One workgroup of 64 per (head, row of the chunk).
+// the head's sink): attention's middle step, after gqa_scores.comp or
+// mla_scores.comp (tiled, prompts) or the row kernels (gqa_row_scores.comp,
+// mla_row_scores.comp), before attend_values.comp or attend_row_values.comp. One workgroup of 64 per (head, row of the chunk).
 #include "common.glsl"
 
 layout(local_size_x = 64) in;

@@ -1,4 +1,5 @@
-// The tiled 16-lane product that linear_mm.comp and gqa_scores.comp share:
+// The tiled 16-lane product that linear_mm.comp, gqa_scores.comp and
+// mla_scores.comp share:
 // C[b][a] = Σ_i A[a][i] · B[b][i] in linear.h's order (lane j of 16 sums
 // fma(A[a][i], B[b][i], ·) over i ≡ j (mod 16) in increasing i, then the
 // lanes fold as the tree w = 8, 4, 2, 1), for a tile of 32 a × 32 b.
@@ -9,7 +10,10 @@
 // loaded once for the workgroup. The includer defines, before including:
 //   float mm_a(uint a, uint col);  // A's value (0 past its rows: never summed)
 //   float mm_b(uint b, uint col);  // likewise B's
-// and calls mm_chains(len, acc) once, then mm_fold(q, acc, a, b) for q = 0..3.
+// and calls mm_chains(len, acc), then mm_fold(q, acc, a, b) for q = 0..3;
+// that pair may come again for other columns (mla_scores.comp: the latent's,
+// then the rotated key's), since each mm_fold ends with a barrier after its
+// reads of the shared tile, before the next mm_chains writes it.
 #define MM_TILE 32u
 #define MM_KB 64u  // columns a pass through shared memory: 4 of each lane's chain
 #define MM_BS 80u  // a B row's stride in shared memory: rows g%4 apart land 16 banks apart
