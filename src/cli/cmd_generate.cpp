@@ -22,6 +22,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/timeline.h"
 
 namespace strata::cli {
 
@@ -41,6 +42,7 @@ struct GenerateArgs {
   bool warmup = false;
   std::string session;
   std::string trace;
+  std::string timeline;
 };
 
 std::vector<int32_t> parse_ids(const std::string& s) {
@@ -126,6 +128,7 @@ int run_generate(const GenerateArgs& a) {
     generate(*model, prompt, once, scratch);
     model->backend().profile_phase("load and warm-up");
   }
+  if (!a.timeline.empty()) timeline::enable();  // after the load and warm-up: the prompt and the decode
   Session session;
   if (!a.session.empty()) {
     std::string why;
@@ -156,6 +159,7 @@ int run_generate(const GenerateArgs& a) {
     };
   GenerateResult r = generate(*model, prompt, opt, session);
   prefill.finish();
+  if (!a.timeline.empty()) timeline::write(a.timeline);
   if (!a.session.empty()) save_session(a.session, *model, session);
   if (const std::string why = model->save_heat(); !why.empty())
     std::fprintf(stderr, "strata: warning: %s (the next run starts without this run's expert heat)\n", why.c_str());
@@ -251,6 +255,9 @@ void register_generate(CLI::App& app, Action& run) {
   cmd->add_option("--trace", args->trace,
                   "Router trace: a JSON line per computed token with the experts it chose in each layer "
                   "(for `strata heat`; slows decoding a little)");
+  cmd->add_option("--timeline", args->timeline,
+                  "Write a timeline of the prompt and the decode (the model's layers, the waits for expert reads, "
+                  "each drive's reads) to this file, in Chrome's trace event format (open it in Perfetto)");
   cmd->callback([&run, args] { run = [args] { return run_generate(*args); }; });
 }
 

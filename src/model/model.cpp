@@ -10,6 +10,7 @@
 #include "kernels/ops.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
+#include "util/timeline.h"
 
 namespace strata {
 
@@ -505,6 +506,7 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
       const Tensor hp = h.rows(at, m, hidden), dp = delta.rows(at, m, hidden), normed = step_.normed.rows(0, m, hidden);
       sublayer_input(p, banked > 0 ? layer.attn_res_query.data() : nullptr, layer.attn_norm, normed);
       if (restart) b.copy(step_.bank[banked].rows(at, m, hidden), hp);
+      const timeline::Scope span("step", "attention", l);
       layer.attention->forward(l, normed, rows.subspan(at, m), dp, b, step_);
       if (restart)
         b.copy(hp, dp);
@@ -519,6 +521,7 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
       const size_t at = first(p), m = size(p);
       const Tensor hp = h.rows(at, m, hidden), dp = delta.rows(at, m, hidden), normed = step_.normed.rows(0, m, hidden);
       sublayer_input(p, block ? layer.mlp_res_query.data() : nullptr, layer.mlp_norm, normed);
+      const timeline::Scope span("step", layer.moe ? "experts" : "mlp", l);
       const bool last = p + 1 == parts;
       if (layer.moe) {
         if (keep_layers) experts_->keep_layer(last ? -1 : l);
@@ -539,6 +542,7 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
     }
     delta_owed = !block;
   }
+  const timeline::Scope head_span("step", "output head");
 
   // Per part: the stream's last delta, then the final hidden states asked
   // for, each normalised on its own (the output head does the same for its

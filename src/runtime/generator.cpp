@@ -8,6 +8,7 @@
 #include "runtime/expert_stats.h"
 #include "runtime/scheduler.h"
 #include "util/error.h"
+#include "util/timeline.h"
 
 namespace strata {
 
@@ -61,6 +62,7 @@ GenerateResult run(Model& model, const std::vector<int32_t>& prompt, const Gener
     if (options.on_prefill) options.on_prefill(job->prefilled_tokens(), result.prompt_tokens);
   }
   result.prefill_s = seconds_since(t0);
+  timeline::span("phase", "prompt", t0, std::chrono::steady_clock::now());
   const ExpertStats after_prefill = model.expert_stats();
   result.prefill_experts = stats_delta(after_prefill, at_start);
   model.begin_expert_epoch();
@@ -72,6 +74,7 @@ GenerateResult run(Model& model, const std::vector<int32_t>& prompt, const Gener
     take_events();
   }
   result.decode_s = seconds_since(t1);
+  timeline::span("phase", "decode", t1, std::chrono::steady_clock::now());
   result.decode_experts = stats_delta(model.expert_stats(), after_prefill);
 
   if (job->finish() == Finish::Error) std::rethrow_exception(job->exception());

@@ -9,6 +9,7 @@
 #include "model/expert_layout.h"
 #include "storage/checksum.h"
 #include "util/error.h"
+#include "util/timeline.h"
 
 namespace strata {
 
@@ -390,7 +391,9 @@ void StreamingExpertProvider::wait_for_reads() {
   if (storage_->pending() == 0) throw Error("internal: waiting for an expert read that was never submitted");
   const auto t0 = Clock::now();
   storage_->wait(done, 1);
-  stats_.io_wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  const auto t1 = Clock::now();
+  stats_.io_wait_s += std::chrono::duration<double>(t1 - t0).count();
+  timeline::span("step", "wait for reads", t0, t1);
   absorb(done);
 }
 

@@ -13,6 +13,7 @@
 
 #include "storage/checksum.h"
 #include "util/error.h"
+#include "util/timeline.h"
 
 namespace strata::detail {
 
@@ -58,6 +59,7 @@ std::string sysfs_block_name(uint64_t dev) {
 struct StorageEngine::Piece : RawRead {
   Request* req = nullptr;
   bool issued_background = false;  // counted in the drive's background_in_flight
+  std::chrono::steady_clock::time_point issued{};  // for the timeline (util/timeline.h)
   uint64_t end = 0;         // landing end of this piece
   uint64_t need_end = 0;    // bytes up to here must arrive (min(end, request's need_end))
   int retries = 0;
@@ -116,6 +118,7 @@ uint32_t StorageEngine::drive_for(uint64_t dev) {
   {
     std::lock_guard<std::mutex> lock(files_mutex_);
     index = static_cast<uint32_t>(drives_.size());
+    d->track = "drive " + std::to_string(index) + " (" + d->info.name + ")";
     drives_.push_back(std::move(d));
   }
   attach_drive(index);  // open() holds open_mutex_, so no one else adds drives meanwhile
@@ -324,6 +327,7 @@ void StorageEngine::pump(uint32_t drive) {
     const auto now = std::chrono::steady_clock::now();
     dr->count_in_flight(now);
     while (dr->in_flight < queue_depth_ && !dr->queue.empty()) {
+      dr->queue.front()->issued = now;
       batch.push_back(dr->queue.front());
       dr->queue.pop_front();
       ++dr->in_flight;
@@ -335,6 +339,7 @@ void StorageEngine::pump(uint32_t drive) {
       Piece* p = dr->background.front();
       dr->background.pop_front();
       p->issued_background = true;
+      p->issued = now;
       ++dr->background_in_flight;
       ++dr->in_flight;
       batch.push_back(p);
@@ -396,9 +401,11 @@ void StorageEngine::complete(RawRead* raw, int64_t res, std::vector<RawRead*>* d
   {
     std::lock_guard<std::mutex> lock(sched_mutex_);
     if (res > 0) dr->info.bytes_read += static_cast<uint64_t>(res);
+    const auto now = std::chrono::steady_clock::now();
+    timeline::span(dr->track, p->issued_background ? "background read" : "read", p->issued, now,
+                   res > 0 ? static_cast<uint64_t>(res) : 0);
     if (p->issued_background) --dr->background_in_flight;
     p->issued_background = false;
-    const auto now = std::chrono::steady_clock::now();
     dr->count_in_flight(now);
     if (--dr->in_flight == 0) dr->info.busy_s += std::chrono::duration<double>(now - dr->busy_since).count();
     if (requeue && r->cancelled) {  // the rest of a cancelled extent is not wanted

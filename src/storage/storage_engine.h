@@ -99,6 +99,7 @@ class StorageEngine : public Storage {
   struct Piece;
   struct Drive {
     DriveInfo info;
+    std::string track;  // its reads' row in the timeline: "drive N" (util/timeline.h)
     std::deque<Piece*> queue;       // pieces not yet issued
     std::deque<Piece*> background;  // background pieces not yet issued
     unsigned in_flight = 0;         // all pieces issued
