@@ -52,8 +52,11 @@ def main():
     for e in events:
         if e.get("ph") != "X":
             continue
-        spans[tracks[e["tid"]]].append((e["ts"], e["ts"] + e["dur"], e["name"], e.get("args", {}).get("bytes", 0)))
-    drives = sorted(t for t in spans if t.startswith("drive "))
+        track = tracks[e["tid"]].split(" #")[0]  # a drive's lanes ("drive 0 (vda) #2") are the drive
+        spans[track].append((e["ts"], e["ts"] + e["dur"], e["name"], e.get("args", {}).get("bytes", 0)))
+    drives = sorted((t for t in spans if t.startswith("drive ")), key=lambda t: int(t.split(" ")[1]))
+    every = sum(n for d in drives for _, _, _, n in spans[d])
+    print(f"{every} bytes read in all ({every / 1e9:.3f} GB)")
     phases = sorted(spans.get("phase", []))
     if not phases:
         sys.exit("no phase spans: a timeline from an older strata?")
@@ -62,17 +65,21 @@ def main():
         print(f"== {pname}: {ms:.1f} ms")
         for d in drives:
             within = [(max(b, pb), min(e, pe)) for b, e, _, _ in spans[d] if e > pb and b < pe]
-            nbytes = sum(n for b, e, _, n in spans[d] if pb <= e <= pe)
+            # Bytes by the read's overlap with the phase (a read across its
+            # end is shared), so GB/s while busy stays the drive's rate.
+            nbytes = sum(n * (min(e, pe) - max(b, pb)) / (e - b) if e > b else (n if pb <= b < pe else 0)
+                         for b, e, _, n in spans[d] if e >= pb and b < pe)
             busy = union(within) / 1e3
-            print(f"   {d}: busy {busy:.1f} ms ({100 * busy / ms:.0f}%), {nbytes / 1e9:.3f} GB read "
+            print(f"   {d}: busy {busy:.1f} ms ({100 * busy / max(ms, 1e-9):.0f}%), {nbytes / 1e6:.1f} MB read "
                   f"({nbytes / 1e6 / max(busy, 1e-9):.2f} GB/s while busy), idle {ms - busy:.1f} ms")
         kinds = collections.defaultdict(float)
         for b, e, name, _ in spans.get("step", []):
             if b >= pb and e <= pe:
                 kind = name.rsplit(" ", 1)[0] if name.rsplit(" ", 1)[-1].isdigit() else name  # less the layer
                 kinds[kind] += (e - b) / 1e3
-        print("   step: " + ", ".join(f"{k} {v:.1f} ms" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
-        print("         (the waits are inside the experts' time)")
+        if kinds:
+            print("   step: " + ", ".join(f"{k} {v:.1f} ms" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
+            print("         (the waits for reads are inside the experts' time)")
         for d in drives:
             idle = gaps([(b, e) for b, e, _, _ in spans[d]], pb, pe)
             idle = [g for g in idle if g[1] - g[0] >= a.min_gap_ms * 1e3]

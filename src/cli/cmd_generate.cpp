@@ -82,6 +82,7 @@ std::string decode_known(const Tokenizer& tok, const std::vector<int32_t>& ids) 
 int run_generate(const GenerateArgs& a) {
   if (a.prompt.has_value() == a.prompt_ids.has_value()) throw Error("give exactly one of --prompt and --prompt-ids");
   if (a.n < 0) throw Error("-n must not be negative");
+  if (!a.timeline.empty()) timeline::check_writable(a.timeline);  // before the load: a bad path costs nothing
   auto tokenizer = Tokenizer::for_model(a.model);  // first: the budget's baseline counts it
   LoadOptions lo = load_options(a.model_flags);
   DraftSetup draft = load_draft(a.draft_flags, lo);  // so is a draft model
@@ -159,10 +160,10 @@ int run_generate(const GenerateArgs& a) {
     };
   GenerateResult r = generate(*model, prompt, opt, session);
   prefill.finish();
-  if (!a.timeline.empty()) timeline::write(a.timeline);
   if (!a.session.empty()) save_session(a.session, *model, session);
   if (const std::string why = model->save_heat(); !why.empty())
     std::fprintf(stderr, "strata: warning: %s (the next run starts without this run's expert heat)\n", why.c_str());
+  if (!a.timeline.empty()) timeline::write(a.timeline);
 
   if (!a.json) {
     print((text ? text->flush() : std::string()) + "\n");

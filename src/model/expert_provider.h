@@ -138,6 +138,10 @@ class ExpertProvider {
   // Starts counting distinct experts afresh (ExpertStats::unique_bytes): the
   // generator marks prefill and decode, so read amplification is per phase.
   virtual void begin_epoch() {}
+  // Waits until no read is in flight or queued (the guesses the last step
+  // did not use), so that stats() counts every read the run made, each
+  // whole: the generator calls it when a run ends, after its timing.
+  virtual void settle() {}
 };
 
 // Binds one expert's weights from the checkpoint; each architecture knows

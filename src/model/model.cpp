@@ -542,13 +542,12 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
     }
     delta_owed = !block;
   }
-  const timeline::Scope head_span("step", "output head");
-
   // Per part: the stream's last delta, then the final hidden states asked
   // for, each normalised on its own (the output head does the same for its
   // rows: the same bits), and the logits.
   size_t written = 0, states = 0;
   for (size_t p = 0; p < parts; ++p) {
+    const timeline::Scope head_span("step", "output head");
     const size_t at = first(p), m = size(p);
     const std::span<const Row> part = rows.subspan(at, m);
     const Tensor hp = h.rows(at, m, hidden);
@@ -568,7 +567,10 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
                 picks ? picks + written : nullptr);
     for (const Row& r : part) written += r.want_logits ? 1 : 0;
   }
-  collect_held_routing(rows);
+  {
+    const timeline::Scope wait_span("step", "collect routing");
+    collect_held_routing(rows);
+  }
 
   for (const Row& r : rows) r.cache->set_length(std::max(r.cache->length(), r.pos + 1));
   if (route_observer_) route_observer_->step_done(rows);

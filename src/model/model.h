@@ -175,6 +175,10 @@ class Model {
   void begin_expert_epoch() {
     if (experts_) experts_->begin_epoch();
   }
+  // ExpertProvider::settle().
+  void settle_expert_reads() {
+    if (experts_) experts_->settle();
+  }
   const MemoryPlan& memory_plan() const { return plan_; }
   // Writes this run's expert heat for the next run (streaming models only).
   // The heat only makes the next start faster, so a heat that cannot be

@@ -505,6 +505,15 @@ void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> e
   submit(batch);
 }
 
+void StreamingExpertProvider::settle() {
+  std::vector<Completion> done;
+  while (storage_->pending() > 0) {
+    storage_->wait(done, storage_->pending());
+    absorb(done);
+    done.clear();
+  }
+}
+
 void StreamingExpertProvider::begin_epoch() {
   for (auto& l : seen_) std::fill(l.begin(), l.end(), 0);
   stats_.unique_bytes = 0;

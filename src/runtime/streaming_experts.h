@@ -67,6 +67,7 @@ class StreamingExpertProvider : public ExpertProvider {
   void save_heat() const override;
   ExpertStats stats() const override;
   void begin_epoch() override;
+  void settle() override;
 
   // This run's selections added to the prior heat (what to persist).
   const ExpertHeat& heat() const { return heat_; }

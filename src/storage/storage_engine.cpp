@@ -402,8 +402,8 @@ void StorageEngine::complete(RawRead* raw, int64_t res, std::vector<RawRead*>* d
     std::lock_guard<std::mutex> lock(sched_mutex_);
     if (res > 0) dr->info.bytes_read += static_cast<uint64_t>(res);
     const auto now = std::chrono::steady_clock::now();
-    timeline::span(dr->track, p->issued_background ? "background read" : "read", p->issued, now,
-                   res > 0 ? static_cast<uint64_t>(res) : 0);
+    timeline::overlapping_span(dr->track, p->issued_background ? "background read" : "read", p->issued, now,
+                               res > 0 ? static_cast<uint64_t>(res) : 0);
     if (p->issued_background) --dr->background_in_flight;
     p->issued_background = false;
     dr->count_in_flight(now);

@@ -3,8 +3,9 @@
 // the step sat idle: spans (a track, a name, a start and an end, and an
 // optional byte count) recorded from any thread, written as Chrome's trace
 // event format (JSON: open it in Perfetto or chrome://tracing; each track a
-// row). Off until enable(): then a span costs a clock read and a lock, and
-// before it one relaxed load (so the hot paths may call span() always).
+// row). Off until enable(), and then one relaxed load a call (so the hot
+// paths may call span() always); on, a span costs a clock read, a lock and
+// its name kept in memory (about 60 bytes) until write().
 //
 // Tracks in use: "phase" (the prompt, up to the first token, and the
 // decode after it), "step" (the model's layers' sublayers, the output head
@@ -25,24 +26,35 @@ using Clock = std::chrono::steady_clock;
 namespace detail {
 inline std::atomic<bool> on{false};
 void record(std::string_view track, std::string_view name, Clock::time_point begin, Clock::time_point end,
-            uint64_t bytes);
+            uint64_t bytes, bool overlapping);
 }  // namespace detail
 
 inline bool enabled() { return detail::on.load(std::memory_order_relaxed); }
 // From now on spans are kept (in memory, until write()).
 void enable();
 
+// A span on a track whose spans nest (one thing at a time, or one inside
+// another).
 inline void span(std::string_view track, std::string_view name, Clock::time_point begin, Clock::time_point end,
                  uint64_t bytes = 0) {
-  if (enabled()) detail::record(track, name, begin, end, bytes);
+  if (enabled()) detail::record(track, name, begin, end, bytes, false);
+}
+// A span on a track whose spans overlap (reads in flight together): written
+// in lanes, tracks "TRACK", "TRACK #2", ..., each a row of spans that do not
+// overlap (viewers drop or misdraw overlapping spans of one row).
+inline void overlapping_span(std::string_view track, std::string_view name, Clock::time_point begin,
+                             Clock::time_point end, uint64_t bytes = 0) {
+  if (enabled()) detail::record(track, name, begin, end, bytes, true);
 }
 
+// Fails (strata::Error naming it) unless `path` can be written: before a run,
+// so that a bad path costs nothing. Creates the file.
+void check_writable(const std::string& path);
 // Every span kept so far, as {"traceEvents": [...]} (complete events, "ph":
 // "X", times in µs from the first span's start; "args": {"bytes": n} where
-// given), written to `path`. Throws strata::Error when it cannot be written.
+// given; a metadata event naming each track), written to `path`; the spans
+// are let go. Throws strata::Error when it cannot be written.
 void write(const std::string& path);
-// The spans kept so far (for tests).
-size_t size();
 
 // A span from construction to destruction on `track` (when enabled), named
 // `what` or "what index" (the name is made only when the span is kept).
