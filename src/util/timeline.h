@@ -3,9 +3,9 @@
 // the step sat idle: spans (a track, a name, a start and an end, and an
 // optional byte count) recorded from any thread, written as Chrome's trace
 // event format (JSON: open it in Perfetto or chrome://tracing; each track a
-// row). Off until enable(), and then one relaxed load a call (so the hot
-// paths may call span() always); on, a span costs a clock read, a lock and
-// its name kept in memory (about 60 bytes) until write().
+// row). Off until enable(): while off, a call is one relaxed load (so the
+// hot paths may call span() always); on, a span costs a clock read, a lock
+// and its name kept in memory (about 60 bytes) until write().
 //
 // Tracks in use: "phase" (the prompt, up to the first token, and the
 // decode after it), "step" (the model's layers' sublayers, the output head
