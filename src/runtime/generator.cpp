@@ -75,7 +75,9 @@ GenerateResult run(Model& model, const std::vector<int32_t>& prompt, const Gener
   }
   result.decode_s = seconds_since(t1);
   timeline::span("phase", "decode", t1, std::chrono::steady_clock::now());
-  model.settle_expert_reads();  // the last step's unused guesses land and count
+  // The last step's unused guesses land and count. (A failed request's reads
+  // are left to land on their own: they must not end the next request.)
+  if (job->finish() != Finish::Error) model.settle_expert_reads();
   result.decode_experts = stats_delta(model.expert_stats(), after_prefill);
 
   if (job->finish() == Finish::Error) std::rethrow_exception(job->exception());
