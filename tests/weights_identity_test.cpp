@@ -7,9 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <thread>
 
@@ -21,6 +19,7 @@
 #include "runtime/loader.h"
 #include "runtime/session.h"
 #include "safetensors_writer.h"
+#include "scoped_env.h"
 #include "synth/synth.h"
 
 namespace strata {
@@ -73,25 +72,10 @@ double saved_heat(const Model& m) {
       .total();
 }
 
-// The expert heat goes to $STRATA_HOME: a folder of the test's own.
-class ScopedHome {
- public:
-  explicit ScopedHome(const fs::path& dir) {
-    if (const char* s = std::getenv("STRATA_HOME")) old_ = s;
-    setenv("STRATA_HOME", dir.c_str(), 1);
-  }
-  ~ScopedHome() {
-    if (old_) setenv("STRATA_HOME", old_->c_str(), 1);
-    else unsetenv("STRATA_HOME");
-  }
-
- private:
-  std::optional<std::string> old_;
-};
-
 TEST(WeightsIdentity, AReplacedModelDropsSessionAndHeatAMovedOneKeepsThem) {
   testfiles::TempDir tmp("strata-identity");
-  ScopedHome home(tmp / "home");
+  // The expert heat goes to $STRATA_HOME: a folder of the test's own.
+  testenv::ScopedEnv home("STRATA_HOME", (tmp / "home").string());
   const fs::path model = tmp / "m", moved = tmp / "moved", session = tmp / "s.bin";
   const std::vector<int32_t> first = {5, 9, 2, 7}, longer = {5, 9, 2, 7, 11, 3};
   GenerateOptions g;

@@ -292,27 +292,22 @@ void VulkanBackend::mla_attention(const MlaAttend& op) {
     const size_t m = std::min(chunk, n - r0);
     const uint32_t positions = static_cast<uint32_t>(most_positions(op.rows.subspan(r0, m), 0));
     const uint32_t row0 = static_cast<uint32_t>(r0), rows_m = static_cast<uint32_t>(m);
-    if (tiled) {
-      struct {
-        uint64_t q_abs, q_rot, rows, scores;
-        uint32_t heads, latent_w, rope_dim, score_stride;
-        float scale;
-        uint32_t row0, n, positions;
-      } scores{q_abs, q_rot, rows, scores_.piece.address, H32, lora32, rope32, stride, op.scale, row0, rows_m, positions};
-      stream_->dispatch("mla_scores", scores, (positions + 31) / 32, (rows_m * H32 + 31) / 32, 1);
-      attend_softmax(rows, 0, H32, false, row0, rows_m);
-      attend_values(rows, latent, H32, 1, lora32, lora32 + rope32, true, row0, rows_m, positions);
-      continue;
-    }
+    // mla_row_scores.comp reads the fields up to row0; mla_scores.comp all.
     struct {
       uint64_t q_abs, q_rot, rows, scores;
       uint32_t heads, latent_w, rope_dim, score_stride;
       float scale;
-      uint32_t row0;
-    } scores{q_abs, q_rot, rows, scores_.piece.address, H32, lora32, rope32, stride, op.scale, row0};
-    stream_->dispatch("mla_row_scores", scores, (positions + 63) / 64, H32, rows_m);
+      uint32_t row0, n, positions;
+    } scores{q_abs, q_rot, rows, scores_.piece.address, H32, lora32, rope32, stride, op.scale, row0, rows_m, positions};
+    if (tiled)
+      stream_->dispatch("mla_scores", scores, (positions + 31) / 32, (rows_m * H32 + 31) / 32, 1);
+    else
+      stream_->dispatch("mla_row_scores", scores, (positions + 63) / 64, H32, rows_m);
     attend_softmax(rows, 0, H32, false, row0, rows_m);
-    attend_row_values(rows, latent, H32, 1, lora32, lora32 + rope32, true, row0, rows_m);
+    if (tiled)
+      attend_values(rows, latent, H32, 1, lora32, lora32 + rope32, true, row0, rows_m, positions);
+    else
+      attend_row_values(rows, latent, H32, 1, lora32, lora32 + rope32, true, row0, rows_m);
   }
   // Expanded through W_UV[h].
   head_products(op.v_b, op.kv_b, nope, vdim, nope + vdim, latent, static_cast<uint32_t>(H * lora),
