@@ -125,6 +125,13 @@ class ExpertProvider {
   virtual void keep_layer(int64_t layer) { (void)layer; }
   // Whether prefetch() does anything (the model skips predicting if not).
   virtual bool wants_prefetch() const { return false; }
+  // Whether every expert of `layer` is in memory or on its way, so that a
+  // guess at it would read nothing (the model skips predicting it: a router
+  // product a layer that a model whose experts all fit would pay each token).
+  virtual bool holds_layer(int64_t layer) const {
+    (void)layer;
+    return false;
+  }
   // Whether experts come from drives through a cache (not held in RAM whole).
   virtual bool streams() const { return false; }
   // Whether fetch() serves `layer`'s experts. A streaming provider serves

@@ -225,8 +225,10 @@ void Model::prefetch_for(size_t next, Tensor h, size_t n) {
   // cache still reads each expert once a step.
   // (A pass wider than a step asks for the next layer a step at a time.)
   if (layers_[next].moe->held_by(*backend_, std::min(n, step_.sizes.rows))) return;  // nothing to read: the device holds them
+  if (experts_->holds_layer(static_cast<int64_t>(next))) return;  // nor when the RAM cache does
   // The next layer's router on this layer's residual: the residual changes
   // little from one layer to the next, so its picks are a good guess.
+  const timeline::Scope span("step", "guess");
   const ModelConfig& c = config_;
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -425,13 +427,16 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
   // more of the table than that.
   const size_t embed_rows = embed_rows_only_ ? kEmbedRows : cap;
   const std::span<const uint8_t> table(embed_.data, static_cast<size_t>(embed_.out) * embed_.row_bytes());
-  for (size_t at = 0, m = 0; at < n; at += m) {
-    m = std::min({embed_rows, cap - at % cap, n - at});  // within one part
-    b.embed(embed_, std::span<const int32_t>(step_.tokens).subspan(at, m), h.rows(at, m, hidden));
-    if (embed_rows_only_)
-      for (const Row& r : rows.subspan(at, m))
-        release_mapped_pages_touched(embed_.data + static_cast<size_t>(r.token) * embed_.row_bytes(),
-                                     embed_.row_bytes(), table);
+  {
+    const timeline::Scope embed_span("step", "embed");
+    for (size_t at = 0, m = 0; at < n; at += m) {
+      m = std::min({embed_rows, cap - at % cap, n - at});  // within one part
+      b.embed(embed_, std::span<const int32_t>(step_.tokens).subspan(at, m), h.rows(at, m, hidden));
+      if (embed_rows_only_)
+        for (const Row& r : rows.subspan(at, m))
+          release_mapped_pages_touched(embed_.data + static_cast<size_t>(r.token) * embed_.row_bytes(),
+                                       embed_.row_bytes(), table);
+    }
   }
 
   // The guess at the next layer's experts, run while this layer's reads are

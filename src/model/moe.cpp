@@ -1,6 +1,7 @@
 #include "model/moe.h"
 
 #include <algorithm>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 
 #include "model/weights.h"
 #include "util/error.h"
+#include "util/timeline.h"
 
 namespace strata {
 
@@ -219,6 +221,7 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
   const size_t slots = n * K;
   int32_t* ids = step.ids.data();
   float* weights = step.weights.data();
+  std::optional<timeline::Scope> route_span(std::in_place, "step", "route");
   router_->route(x, n, step.router_logits, ids, weights, b);
 
   // Rows grouped by expert: one fetch per expert, its rows side by side in
@@ -257,9 +260,13 @@ void MoeBlock::forward(Tensor x, size_t n, Tensor out, Backend& b, StepState& st
   // drive takes only once this layer's own reads are done, so they fill the
   // time of the last expert, the combine and the next attention.
   if (while_reading) while_reading();
+  route_span.reset();
 
   // The shared expert needs no reads: compute it while the drives work.
-  if (shared_) shared_->forward(x, n, step.shared.rows(0, n, hidden), b, step.gate, step.up);
+  if (shared_) {
+    const timeline::Scope span("step", "shared expert");
+    shared_->forward(x, n, step.shared.rows(0, n, hidden), b, step.gate, step.up);
+  }
   const Tensor expert_in = latent_ ? step.latent_in.rows(0, n, width) : x;
   if (latent_) b.linear(latent_->down, x, n, expert_in);
   b.gather_rows(expert_in, width, std::span<const uint32_t>(step.gather).first(slots), step.xs);

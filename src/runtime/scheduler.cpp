@@ -13,6 +13,7 @@
 #include "runtime/route_trace.h"
 #include "runtime/text_stream.h"
 #include "util/error.h"
+#include "util/timeline.h"
 
 namespace strata {
 
@@ -385,30 +386,33 @@ void Scheduler::forward_step() {
     if (!s->ended && !s->decoding) s->job->prefilled_tokens_ = static_cast<int64_t>(s->computed);
   uint64_t emitted = 0;
   size_t row = 0;
-  for (const auto& [sp, n] : logit_owners_) {
-    Sequence& s = *sp;
-    const float* logits = &logits_[row * vocab];
-    const LogitPick* picks = picks_only(s) ? &picks_[row] : nullptr;
-    row += n;
-    const size_t before = s.output.size();
-    if (s.decoding) {
-      verify(s, logits, picks, n);
-    } else {
-      s.decoding = true;
-      s.pos = static_cast<int64_t>(s.req.prompt.size());
-      // The prompt is all in the cache: where a chat's next prompt departs
-      // from this sequence (it re-templates the answer). A recurrent state
-      // cannot rewind there later, so it is kept now.
-      if (s.req.keep_session && s.cache->keeps_state()) s.prompt_end = s.cache->snapshot();
-      {
-        std::lock_guard lock(m_);
-        stats_.prompt_tokens += s.req.prompt.size();
+  {
+    const timeline::Scope sample_span("step", "sample");  // the tokens picked, checked and handed out
+    for (const auto& [sp, n] : logit_owners_) {
+      Sequence& s = *sp;
+      const float* logits = &logits_[row * vocab];
+      const LogitPick* picks = picks_only(s) ? &picks_[row] : nullptr;
+      row += n;
+      const size_t before = s.output.size();
+      if (s.decoding) {
+        verify(s, logits, picks, n);
+      } else {
+        s.decoding = true;
+        s.pos = static_cast<int64_t>(s.req.prompt.size());
+        // The prompt is all in the cache: where a chat's next prompt departs
+        // from this sequence (it re-templates the answer). A recurrent state
+        // cannot rewind there later, so it is kept now.
+        if (s.req.keep_session && s.cache->keeps_state()) s.prompt_end = s.cache->snapshot();
+        {
+          std::lock_guard lock(m_);
+          stats_.prompt_tokens += s.req.prompt.size();
+        }
+        std::exception_ptr error;
+        const Finish f = emit(s, logits, picks, error);
+        if (f != Finish::Running) end(s, f, error);
       }
-      std::exception_ptr error;
-      const Finish f = emit(s, logits, picks, error);
-      if (f != Finish::Running) end(s, f, error);
+      emitted += s.output.size() - before;
     }
-    emitted += s.output.size() - before;
   }
   hand_hidden_states();
   // The first steps without drafts after drafting are not fair samples

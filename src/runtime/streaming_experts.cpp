@@ -148,6 +148,7 @@ StreamingExpertProvider::StreamingExpertProvider(const ModelConfig& c, ExpertCat
     throw Error("internal: an expert catalog of " + std::to_string(layers) + " layers for a model of " +
                 std::to_string(c.num_layers));
   freq_.assign(layers, std::vector<double>(c.n_routed_experts, 0.0));
+  placed_.assign(layers, 0);
   pin_.assign(layers, std::vector<uint8_t>(c.n_routed_experts, 0));
   seen_.assign(layers, std::vector<uint8_t>(c.n_routed_experts, 0));
   heat_ = ExpertHeat(c.num_layers, c.n_routed_experts);
@@ -220,7 +221,7 @@ int StreamingExpertProvider::start_read(int64_t layer, int64_t expert, bool for_
   const int s = choose_victim(for_prefetch, score(layer, expert));
   if (s < 0) return -1;
   Slot& slot = slots_[s];
-  if (slot.state != State::Free) where_.erase(key(slot.layer, slot.expert));
+  if (slot.state != State::Free) unplace(slot.layer, slot.expert);
   if (se.reads.size() > kReadsPerSlot) throw Error("internal: expert has too many reads");
   slot.layer = static_cast<int32_t>(layer);
   slot.expert = static_cast<int32_t>(expert);
@@ -242,7 +243,7 @@ int StreamingExpertProvider::start_read(int64_t layer, int64_t expert, bool for_
   // bus may have damaged this copy); a cache hit uses bytes checked then.
   slot.verifying = options_.verify != StreamingOptions::Verify::Off;
   slot.failure.clear();
-  where_[key(layer, expert)] = s;
+  place(layer, expert, s);
   for (size_t r = 0; r < se.reads.size(); ++r) {
     const ExpertRead& rd = se.reads[r];
     Extent x;
@@ -288,11 +289,19 @@ void StreamingExpertProvider::cancel_guess(int s) {
   if (storage_->cancel(slot_tags(s)) > 0) ++stats_.prefetch_cancelled;
 }
 
+void StreamingExpertProvider::place(int64_t layer, int64_t expert, int slot) {
+  if (where_.insert_or_assign(key(layer, expert), slot).second) ++placed_[static_cast<size_t>(layer)];
+}
+
+void StreamingExpertProvider::unplace(int64_t layer, int64_t expert) {
+  if (where_.erase(key(layer, expert)) > 0) --placed_[static_cast<size_t>(layer)];
+}
+
 void StreamingExpertProvider::abandon(int s) {
   // Its slot is no longer where this expert lives; a request for it from now
   // on reads it afresh into another slot (absorb decides what becomes of
   // this one when its reads have landed).
-  where_.erase(key(slots_[s].layer, slots_[s].expert));
+  unplace(slots_[s].layer, slots_[s].expert);
   slots_[s].cancelled = true;
 }
 
@@ -336,7 +345,7 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
         free_slot(slot);
         continue;
       }
-      where_[key(slot.layer, slot.expert)] = static_cast<int>(s);
+      place(slot.layer, slot.expert, static_cast<int>(s));
     }
     if (slot.failed) {
       // Forget it (a later request reads it again) and fail the step,
@@ -344,7 +353,7 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
       // install's source away for a moment): the request that needs it
       // reads it again, and fails then if it must.
       if (failure.empty() && !slot.prefetched) failure = slot.failure;
-      where_.erase(key(slot.layer, slot.expert));
+      unplace(slot.layer, slot.expert);
       free_slot(slot);
       continue;
     }
@@ -367,7 +376,7 @@ void StreamingExpertProvider::recheck(int s) {
     const std::string what = "expert cache: layer " + std::to_string(slot.layer) + " expert " +
                              std::to_string(slot.expert) + " changed in memory since it was read: " +
                              checksum_mismatch_message(storage_->file(rd.file).path, rd.offset, rd.length, rd.xxh3, got);
-    where_.erase(key(slot.layer, slot.expert));
+    unplace(slot.layer, slot.expert);
     free_slot(slot);
     throw Error(what);
   }

@@ -64,6 +64,10 @@ class StreamingExpertProvider : public ExpertProvider {
   bool serves_layer(int64_t layer) const override {
     return layer >= 0 && layer < static_cast<int64_t>(catalog_.layers.size()) && !catalog_.layers[layer].empty();
   }
+  bool holds_layer(int64_t layer) const override {
+    return layer >= 0 && layer < static_cast<int64_t>(placed_.size()) &&
+           placed_[layer] >= static_cast<size_t>(c_.n_routed_experts);
+  }
   void save_heat() const override;
   ExpertStats stats() const override;
   void begin_epoch() override;
@@ -123,6 +127,9 @@ class StreamingExpertProvider : public ExpertProvider {
   void cancel_guess(int slot);
   // A slot still loading that no request is to wait for any more.
   void abandon(int slot);
+  // where_'s entries come and go through these, which keep placed_.
+  void place(int64_t layer, int64_t expert, int slot);
+  void unplace(int64_t layer, int64_t expert);
   // After a failed step: every slot still loading. Its reads were issued
   // while the drive was failing; the next step reads those experts afresh
   // rather than inherit their fate.
@@ -135,6 +142,7 @@ class StreamingExpertProvider : public ExpertProvider {
   std::unique_ptr<BufferPool> pool_;
   std::vector<Slot> slots_;
   std::unordered_map<uint64_t, int> where_;  // (layer, expert) -> slot
+  std::vector<size_t> placed_;               // per layer: its entries in where_
   std::vector<std::vector<double>> freq_;    // decayed selection counts
   std::vector<std::vector<uint8_t>> pin_;    // hot in earlier runs
   std::vector<std::vector<uint8_t>> seen_;   // asked for since the epoch began
