@@ -240,6 +240,23 @@ GenerateResult long_prompt(LoadOptions o, int64_t step, int64_t pass = 0) {
   return generate(*m, prompt, g);
 }
 
+// A layer whose experts the cache holds all of (in memory or on their way)
+// is not guessed at: a guess would read nothing, and its router product
+// would be paid each token for nothing. ds_noqlora_dense2 has 2 MoE layers
+// of 8 experts; a 600-token prompt picks all 16, which 16 slots keep.
+TEST(StreamingPrefetch, NoGuessAtALayerTheCacheHoldsWhole) {
+  const GenerateResult ram = long_prompt({}, 600);
+  const GenerateResult whole = long_prompt(streamed(16), 600);
+  expect_same_bits(ram.tokens, ram.logits, whole.tokens, whole.logits);
+  EXPECT_EQ(whole.decode_experts.predicted, 0u);
+  EXPECT_EQ(whole.decode_experts.bytes_read, 0u);
+  // With a slot fewer, a layer holds 7 of its 8: each decode step (two, the
+  // first token came from the prompt's) guesses its top-2 again.
+  const GenerateResult short_one = long_prompt(streamed(15), 600);
+  expect_same_bits(ram.tokens, ram.logits, short_one.tokens, short_one.logits);
+  EXPECT_EQ(short_one.decode_experts.predicted, 2u * 2);
+}
+
 TEST(StreamingPrefetch, PrefillStepsGuessTheNextLayerWithTheSameBits) {
   const auto outcome = [](LoadOptions o, int64_t chunk) { return long_prompt(std::move(o), chunk); };
   const GenerateResult ram = outcome({}, 600);
