@@ -5,7 +5,7 @@
 # prediction was. Goal: decode within ±20%, TTFT within ±30%. Not run by CI.
 #
 #   bash bench/budget_check.sh --out DIR [--models DIR] [--drive-a DIR] [--drive-b DIR]
-#        [--rams "A B C"] [--prompt 512] [--tokens 32] [--runs 1] [--threads T]
+#        [--rams "A B C"] [--prompt 512] [--tokens 32] [--runs 1] [--threads T] [--timeline]
 #
 #   --out DIR      results: commands.txt, logs/, results.jsonl, summary.md
 #   --models DIR   where the two synthesized models are kept between runs
@@ -19,6 +19,8 @@
 #   --prompt N     prompt tokens for TTFT (default 512); ids 1000 + 37·i
 #   --tokens N     generated tokens for decode (default 32; --ignore-eos)
 #   --runs R       runs per configuration (default 1): the median is compared
+#   --timeline     each run also writes logs/timeline-CONFIG-RUN.json (generate --timeline) and
+#                  logs/timeline-CONFIG-RUN.txt (tools/timeline_summary.py of it): where its time went
 #
 # Models (synthesized once, then packed per drive layout):
 #   A: strata synth --preset kimi-k2 --experts 384 --hidden 1536 --size 4 --format gguf
@@ -47,7 +49,7 @@ PY=${PYTHON:-python3}
 usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 out=; models=; drive_a=; drive_b=; rams="1.5 2.5 3.5"; prompt=512; tokens=32; runs=1; threads=$(nproc)
-heat_prompt=256; heat_tokens=64
+heat_prompt=256; heat_tokens=64; timeline=no
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -59,6 +61,7 @@ while [ $# -gt 0 ]; do
     --tokens) tokens=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --timeline) timeline=yes; shift ;;
     -h|--help) usage ;;
     *) echo "budget_check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -115,14 +118,19 @@ for c in "${configs[@]}"; do
     run "$strata" generate "$pack" --ram "$r" --prompt-ids "$heat_ids" -n "$heat_tokens" --ignore-eos --temperature 1 \
       --seed 1000 --heat "$heat" --profile none --threads "$threads" > "$out/logs/heat-$m-$layout.log" 2>&1
   fi
-  run "$strata" budget "$pack" --ram "$r" --prompt "$prompt" --heat "$heat" --threads "$threads" --json \
+  run "$strata" budget "$pack" --ram "$r" --prompt "$prompt" --heat "$heat" --threads "$threads" --temperature 1 --json \
     > "$out/logs/budget-$tag.json" 2> "$out/logs/budget-$tag.err"
   for i in $(seq 1 "$runs"); do
     drop_caches
     cp "$heat" "$out/heat-run.json"
+    traced=()
+    if [ "$timeline" = yes ]; then traced=(--timeline "$out/logs/timeline-$tag-$i.json"); fi
     run "$strata" generate "$pack" --ram "$r" --prompt-ids "$ids" -n "$tokens" --ignore-eos --temperature 1 --seed "$i" \
       --heat "$out/heat-run.json" --profile none \
-      --threads "$threads" --json > "$out/logs/run-$tag-$i.json" 2> "$out/logs/run-$tag-$i.err"
+      --threads "$threads" --json "${traced[@]}" > "$out/logs/run-$tag-$i.json" 2> "$out/logs/run-$tag-$i.err"
+    if [ "$timeline" = yes ]; then
+      "$PY" "$repo/tools/timeline_summary.py" "$out/logs/timeline-$tag-$i.json" > "$out/logs/timeline-$tag-$i.txt"
+    fi
   done
   $PY - "$out" "$tag" "$m" "$layout" "$r" "$runs" >> "$out/results.jsonl" <<'EOF'
 import json, statistics, sys
@@ -130,6 +138,9 @@ out, tag, model, layout, ram, runs = sys.argv[1:7]
 b = json.load(open(f"{out}/logs/budget-{tag}.json"))
 pred = b["by_drives"][-1] if b["by_drives"] else {"decode_tok_s": 0, "ttft_s": 0, "drives": 0}
 runs_ = [json.loads(open(f"{out}/logs/run-{tag}-{i}.json").read().splitlines()[-1])["stats"] for i in range(1, int(runs) + 1)]
+def per_token(s):
+    # The decode's tokens: the first comes from the prompt's step.
+    return max(1, s["generated_tokens"] - 1)
 def drive_rate(s, phase):
     # What the run's reads got from its drives: each drive's bytes over its busy time, summed over the
     # drives as budget sums their ceilings.
@@ -140,6 +151,14 @@ print(json.dumps({"config": tag, "model": model, "folders": int(layout), "ram_gi
                   "predicted_decode": pred["decode_tok_s"], "measured_decode": statistics.median(s["decode_tok_s"] for s in runs_),
                   "predicted_ttft": pred["ttft_s"], "measured_ttft": statistics.median(s["ttft_s"] for s in runs_),
                   "hit_rate_predicted": b.get("hit_rate", 0),
+                  # A decode token as budget sees it (reads and compute before their overlap) and as the runs
+                  # spent it: waiting for reads, the rest, and the drives' busy time, in ms.
+                  "predicted_read_ms": 1e3 * pred.get("decode_read_s", 0),
+                  "predicted_compute_ms": 1e3 * pred.get("decode_compute_s", 0),
+                  "token_ms": statistics.median(1e3 / s["decode_tok_s"] for s in runs_),
+                  "waiting_ms": statistics.median(1e3 * s["experts"]["decode"]["io_wait_s"] / per_token(s) for s in runs_),
+                  "busy_ms": statistics.median(
+                      1e3 * sum(x["busy_s"] for x in s["experts"]["decode"]["drives"]) / per_token(s) for s in runs_),
                   "drive_gbps_predicted": pred.get("gbps", 0),
                   "drive_gbps_prefill": statistics.median(drive_rate(s, "prefill") for s in runs_),
                   "drive_gbps_decode": statistics.median(drive_rate(s, "decode") for s in runs_),
@@ -173,6 +192,13 @@ print(f"\nLargest errors: decode {worst_d:.0f}% (goal 20%), TTFT {worst_t:.0f}% 
       f"{'both within the goals' if worst_d <= 20 and worst_t <= 30 else 'NOT within the goals'}.")
 # The drive as budget rated it and as the runs' reads found it (bytes over busy time): where these part,
 # the prediction's error is the drive's, not the model's.
+# A decode token: budget's reads and compute (before their overlap) against what the runs spent.
+print("\n| config | predicted reads (ms) | predicted compute (ms) | run's token (ms) | waiting for reads | the rest | drive busy |")
+print("|---|---|---|---|---|---|---|")
+for r in rows:
+    if "token_ms" in r:
+        print(f"| {r['config']} | {r['predicted_read_ms']:.1f} | {r['predicted_compute_ms']:.1f} | {r['token_ms']:.1f} "
+              f"| {r['waiting_ms']:.1f} | {r['token_ms'] - r['waiting_ms']:.1f} | {r['busy_ms']:.1f} |")
 print("\n| config | drive GB/s, budget | runs' prefill reads | runs' decode reads |")
 print("|---|---|---|---|")
 for r in rows:

@@ -45,6 +45,7 @@ using clitest::run_strata;
 // and at or above `layers`.
 struct Counted {
   uint64_t all = 0, decoder_experts = 0, other_experts = 0, token_table = 0, head = 0;
+  uint64_t routers = 0;  // the decoder layers' model.layers.L.mlp.gate.weight
   int64_t trunk_matrices = 0;  // 2-D weights but the token table's and the experts'
 };
 Counted count_safetensors(const fs::path& file, int64_t layers) {
@@ -55,6 +56,7 @@ Counted count_safetensors(const fs::path& file, int64_t layers) {
   in.read(header.data(), static_cast<std::streamsize>(n));
   const nlohmann::json h = nlohmann::json::parse(header);
   const std::regex expert(R"(model\.layers\.(\d+)\.mlp\.experts\.\d+\.)");
+  const std::regex router(R"(model\.layers\.(\d+)\.mlp\.gate\.weight)");
   Counted c;
   for (const auto& [name, t] : h.items()) {
     if (name == "__metadata__") continue;
@@ -63,6 +65,7 @@ Counted count_safetensors(const fs::path& file, int64_t layers) {
     if (name == "model.embed_tokens.weight") c.token_table = bytes;
     if (name == "lm_head.weight") c.head = bytes;
     std::smatch m;
+    if (std::regex_match(name, m, router) && std::stoll(m[1]) < layers) c.routers += bytes;
     if (std::regex_search(name, m, expert))
       (std::stoll(m[1]) < layers ? c.decoder_experts : c.other_experts) += bytes;
     else if (name != "model.embed_tokens.weight" && t["shape"].size() == 2)
@@ -97,6 +100,9 @@ TEST(BudgetModel, ACheckpointsBytesAreItsTensorsSplitIntoTrunkAndExperts) {
   // A decode token's products: each resident matrix, and gate, up and down of each expert it picks.
   EXPECT_EQ(b.trunk_matrices, want.trunk_matrices);
   EXPECT_EQ(b.expert_matrices, 3);
+  // The routers a streamed token's guesses run again (not the MTP layer's).
+  ASSERT_GT(want.routers, 0u);
+  EXPECT_EQ(b.router_bytes, want.routers);
 }
 
 // With tied embeddings the token table is the output head, and resident.
@@ -313,7 +319,13 @@ TEST(CliBudget, JsonAndSvgCarryThePrediction) {
   EXPECT_EQ(j["machine"]["drives"][0]["source"].get<std::string>().rfind("measured now", 0), 0u);
   EXPECT_GT(j["machine"]["drives"][0]["gbps"].get<double>(), 0.0);
   EXPECT_GT(j["machine"]["decode_compute_s"].get<double>(), 0.0);
+  // What a token adds to its products: its guesses, the pick of its token;
+  // a checkpoint's experts carry no checksums to hash.
+  EXPECT_GT(j["machine"]["guess_compute_s"].get<double>(), 0.0);
+  EXPECT_GT(j["machine"]["sample_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["machine"]["hash_s_per_byte"].get<double>(), 0.0);
   EXPECT_EQ(j["by_drives"].size(), 1u);
+  EXPECT_GT(j["by_drives"][0]["decode_compute_s"].get<double>(), 0.0);
   EXPECT_GT(j["by_drives"][0]["decode_tok_s"].get<double>(), 0.0);
   EXPECT_EQ(j["model"]["kind"], "hf");
   EXPECT_FALSE(j["verdict"].get<std::string>().empty());
@@ -328,6 +340,27 @@ TEST(CliBudget, JsonAndSvgCarryThePrediction) {
 // expert's (strata's reads), at the depth strata reads at (16 in flight, or
 // the deepest measured below it), not at the depth the drive liked best; one
 // that measured only larger reads does not.
+// A pack's reads are checksummed as the runs' --verify says: hashing them
+// is compute a reading token pays (and with always, its cache hits too).
+TEST(CliBudget, APacksReadsAreHashedAsTheRunsVerifyThem) {
+  testfiles::TempDir tmp("strata-budget-verify");
+  const PackOptions p = packed_ds_mtp(tmp);
+  for (const std::string verify : {"", "off", "always"}) {
+    SCOPED_TRACE("--verify " + verify);
+    const CommandResult r =
+        run_strata("budget " + p.out.string() + " --ram 1 --probe-seconds 0.2 --threads 1 --json" +
+                       (verify.empty() ? "" : " --verify " + verify),
+                   "STRATA_BUDGET_COMPUTE_MIB=16 STRATA_HOME=" + tmp.path().string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json m = nlohmann::json::parse(r.out)["machine"];
+    if (verify == "off")
+      EXPECT_EQ(m["hash_s_per_byte"].get<double>(), 0.0);
+    else
+      EXPECT_GT(m["hash_s_per_byte"].get<double>(), 0.0);
+    EXPECT_EQ(m["hash_hits"].get<bool>(), verify == "always");
+  }
+}
+
 TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
   const fs::path model = fixture("ds_mtp"), file = model / "model.safetensors";
   struct stat st;
@@ -376,6 +409,8 @@ TEST(CliBudget, BadArgumentsAreCleanErrors) {
   // The parser's own refusals are one line too.
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram abc"), "--ram");
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --threads 100000"), "--threads");
+  expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --temperature -1"), "--temperature");
+  expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --verify sometimes"), "--verify");
   expect_clean_error(run_strata("budget " + fixture("ds_mtp").string() + " --ram 1 --svg /nonexistent/dir/x.svg"),
                      "--svg");
   // A name longer than the filesystem takes: its path and the system's reason.

@@ -48,11 +48,16 @@ TEST(Budget, KimiK3OnA128GbMachineWithFourDrives) {
   // A token: 16 · 92 = 1472 picks · 17.55 MB = 25.8336 GB, · (1 − h) = 25.566 GB.
   EXPECT_NEAR(static_cast<double>(p.read_per_token), 25.566e9, 1e6);
   ASSERT_EQ(p.by_drives.size(), 4u);
-  // One drive: 25.566 / 6.5 = 3.9332 s + 0.2 s compute: 0.2419 tok/s;
-  // four: 25.566 / 26 = 0.9833 s + 0.2 s: 0.8451 tok/s.
-  EXPECT_NEAR(p.by_drives[0].decode_tok_s, 0.2419, 1e-4);
-  EXPECT_NEAR(p.by_drives[1].decode_tok_s, 0.4616, 1e-4);
-  EXPECT_NEAR(p.by_drives[3].decode_tok_s, 0.8451, 1e-4);
+  // One drive: R = 25.566 / 6.5 = 3.93323 s of reads, C = 0.2 s of compute,
+  // R·C / (R + C) = 0.78665 / 4.13323 = 0.19032 s hidden: 3.94291 s, 0.25362
+  // tok/s. Two: R = 1.96662, hidden 0.39332 / 2.16662 = 0.18154: 1.98508 s,
+  // 0.50376 tok/s. Four: R = 0.98331, hidden 0.19666 / 1.18331 = 0.16620:
+  // 1.01711 s, 0.98318 tok/s.
+  EXPECT_NEAR(p.by_drives[0].decode_tok_s, 0.25362, 1e-5);
+  EXPECT_NEAR(p.by_drives[1].decode_tok_s, 0.50376, 1e-5);
+  EXPECT_NEAR(p.by_drives[3].decode_tok_s, 0.98318, 1e-5);
+  EXPECT_NEAR(p.by_drives[0].read_s, 3.93323, 1e-5);
+  EXPECT_DOUBLE_EQ(p.by_drives[0].compute_s, 0.2);
   EXPECT_DOUBLE_EQ(p.by_drives[3].gbps, 26.0);
   EXPECT_TRUE(p.by_drives[3].drive_bound);
   // 512 tokens pick 896 · (1 − (880/896)^512) = 895.91 experts a layer:
@@ -63,7 +68,7 @@ TEST(Budget, KimiK3OnA128GbMachineWithFourDrives) {
   // 1 − h ≤ 5.2 / 25.8336, h ≥ 0.79871, 82432 · 0.79871 = 65839.4 -> 65840
   // experts = 1155.492 GB, + 113 GB resident.
   EXPECT_EQ(p.ram_not_drive_bound, 1'268'492'000'000u);
-  EXPECT_NE(p.verdict.find("streams at ~0.85 tok/s with 4 drives"), std::string::npos) << p.verdict;
+  EXPECT_NE(p.verdict.find("streams at ~0.98 tok/s with 4 drives"), std::string::npos) << p.verdict;
 }
 
 // A prompt's reads overlap its compute where the cache has room to read the
@@ -221,10 +226,41 @@ TEST(Budget, ThePrefetchsReadFactorScalesTheReads) {
   BudgetMachine m = laptop();
   m.prefetch_read_factor = 1.25;
   const BudgetPrediction p = predict_budget(kimi_k3(), m, 512);
-  // 25.566 GB of misses (above) · 1.25 = 31.958 GB; one drive: 4.9166 s + 0.2 s.
+  // 25.566 GB of misses (above) · 1.25 = 31.958 GB; one drive: R = 4.91662 s,
+  // C = 0.2 s, hidden 0.98332 / 5.11662 = 0.19218 s: 4.92444 s, 0.20307 tok/s.
   EXPECT_NEAR(static_cast<double>(p.read_per_token), 31.958e9, 2e6);
-  EXPECT_NEAR(p.by_drives[0].decode_tok_s, 1.0 / (31.958 / 6.5 + 0.2), 1e-4);
+  EXPECT_NEAR(p.by_drives[0].decode_tok_s, 0.20307, 1e-5);
   m.prefetch_read_factor = 0.5;
+  EXPECT_THROW(predict_budget(kimi_k3(), m, 512), Error);
+}
+
+// A token that reads computes more: the guesses at the next layers'
+// experts (with prefetch) and the checksums of its reads, and of its cache
+// hits too under --verify always. A token whose experts all fit: only the
+// latter.
+TEST(Budget, AReadingTokensComputeCountsItsGuessesAndChecksums) {
+  BudgetMachine m = laptop();
+  m.drive_gbps = {6.5};
+  m.guess_compute_s = 0.05;
+  m.hash_s_per_byte = 1e-12;  // 1 ms a GB
+  BudgetPrediction p = predict_budget(kimi_k3(), m, 512);
+  // 0.2 + 0.05 + 25.566 GB · 1 ms = 0.275566 s; R = 3.93323 s, hidden
+  // 1.08387 / 4.20880 = 0.25753: 3.95127 s, 0.25308 tok/s.
+  EXPECT_NEAR(p.by_drives[0].compute_s, 0.275566, 1e-6);
+  EXPECT_NEAR(p.by_drives[0].decode_tok_s, 0.25308, 1e-5);
+  m.prefetch = false;  // no guesses
+  EXPECT_NEAR(predict_budget(kimi_k3(), m, 512).by_drives[0].compute_s, 0.225566, 1e-6);
+  m.prefetch = true;
+  m.hash_hits = true;  // and the hits: 25.8336 GB picked · h 0.010360 = 0.26764 GB more
+  EXPECT_NEAR(predict_budget(kimi_k3(), m, 512).by_drives[0].compute_s, 0.275834, 1e-6);
+  m.ram_bytes = 2'000'000'000'000;  // every expert fits: no reads, no guesses; every pick hashed
+  p = predict_budget(kimi_k3(), m, 512);
+  ASSERT_TRUE(p.fits);
+  EXPECT_NEAR(p.by_drives[0].compute_s, 0.2 + 0.0258336, 1e-6);
+  EXPECT_DOUBLE_EQ(p.by_drives[0].read_s, 0.0);
+  m.hash_hits = false;
+  EXPECT_DOUBLE_EQ(predict_budget(kimi_k3(), m, 512).by_drives[0].decode_tok_s, 1.0 / 0.2);
+  m.guess_compute_s = -1;
   EXPECT_THROW(predict_budget(kimi_k3(), m, 512), Error);
 }
 

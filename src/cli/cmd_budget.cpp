@@ -39,6 +39,8 @@ struct BudgetArgs {
   std::string heat;
   double probe_seconds = 2.0;
   std::string prefetch;  // "": the tuned profile's, else on
+  float temperature = 0;
+  std::string verify = "first";
   std::string profile;
   bool json = false;
   std::string svg;
@@ -215,9 +217,14 @@ int run_budget(const BudgetArgs& a) {
     m.drive_gbps.push_back(d.gbps);
   }
 
-  const BudgetCompute compute = measure_compute(model, threads, prompt, planned.rows);
+  const BudgetCompute compute = measure_compute(model, threads, prompt, planned.rows, a.temperature);
   m.decode_compute_s = compute.decode_s;
   m.prefill_compute_s = compute.prefill_s;
+  m.guess_compute_s = compute.guess_s;
+  // Only a pack's experts carry checksums.
+  const bool hashed = model.kind == "pack" && a.verify != "off";
+  m.hash_s_per_byte = hashed ? compute.hash_s_per_byte : 0.0;
+  m.hash_hits = hashed && a.verify == "always";
   m.prefetch = run.prefetch != LoadOptions::Prefetch::Off;
   m.prefetch_read_factor = m.prefetch ? kPrefetchReadFactor : 1.0;
   const BudgetPrediction p = predict_budget(model.shape, m, prompt);
@@ -253,6 +260,11 @@ int run_budget(const BudgetArgs& a) {
                     {"drives", listed},
                     {"decode_compute_s", compute.decode_s},
                     {"product_overhead_s", compute.product_overhead_s},
+                    {"guess_compute_s", compute.guess_s},
+                    {"sample_s", compute.sample_s},
+                    {"temperature", a.temperature},
+                    {"hash_s_per_byte", m.hash_s_per_byte},
+                    {"hash_hits", m.hash_hits},
                     {"attention_s", compute.attention_s},
                     {"prefill_attention_s_per_token", compute.prefill_attention_s},
                     {"decode_gbps", compute.decode_gbps},
@@ -347,6 +359,16 @@ void register_budget(CLI::App& app, Action& run) {
                   "The runs' next-layer prefetch (generate's --prefetch; auto is on; default: the tuned profile's, "
                   "else on): on counts its wrong guesses among the reads")
       ->check(CLI::IsMember({"on", "off", "auto"}));
+  cmd->add_option("--temperature", a->temperature,
+                  "The runs' sampling temperature (generate's; 0 picks the largest logit): what picking a token "
+                  "costs")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--verify", a->verify,
+                  "The runs' expert checksums (generate's --verify; a pack's): what hashing the reads costs "
+                  "(always: the cache hits too)")
+      ->check(CLI::IsMember({"first", "always", "off"}))
+      ->capture_default_str();
   cmd->add_option("--profile", a->profile,
                   "The tuned profile whose threads and prefetch the runs would use: a path or none (default: this "
                   "machine's, when there is one)");

@@ -146,6 +146,17 @@ double prompt_seconds(const BudgetShape& s, const BudgetMachine& m, const Budget
   return guessed * overlapped + (1 - guessed) * apart;
 }
 
+// A decode token's compute (budget.h): with reads, the guesses' and the
+// checksums' too.
+double token_compute_seconds(const BudgetShape& s, const BudgetMachine& m, const BudgetPrediction& p) {
+  const double hits = m.hash_hits ? static_cast<double>(s.experts_per_token * s.moe_layers) *
+                                        static_cast<double>(s.expert_bytes) * p.hit_rate
+                                  : 0.0;
+  if (p.fits) return m.decode_compute_s + m.hash_s_per_byte * hits;
+  return m.decode_compute_s + (m.prefetch ? m.guess_compute_s : 0.0) +
+         m.hash_s_per_byte * (static_cast<double>(p.read_per_token) + hits);
+}
+
 }  // namespace
 
 double distinct_experts(int64_t experts, int64_t per_token, int64_t tokens) {
@@ -165,9 +176,8 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     throw Error("budget: the model has no routed experts to stream");
   for (double g : m.drive_gbps)
     if (!std::isfinite(g) || g <= 0) throw Error("budget: a drive's ceiling must be a positive GB/s");
-  if (!std::isfinite(m.decode_compute_s) || !std::isfinite(m.prefill_compute_s) || m.decode_compute_s < 0 ||
-      m.prefill_compute_s < 0)
-    throw Error("budget: compute times must be finite and not negative");
+  for (double t : {m.decode_compute_s, m.prefill_compute_s, m.guess_compute_s, m.hash_s_per_byte})
+    if (!std::isfinite(t) || t < 0) throw Error("budget: compute times must be finite and not negative");
   if (!std::isfinite(m.prefetch_read_factor) || m.prefetch_read_factor < 1)
     throw Error("budget: the prefetch's read factor must be at least 1");
   if (prompt_tokens < 0) throw Error("budget: a prompt has at least zero tokens");
@@ -204,11 +214,14 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     dp.drives = static_cast<int>(d + 1);
     dp.gbps = gbps;
     const double read_s = p.fits ? 0 : static_cast<double>(p.read_per_token) / (gbps * 1e9);
-    const double token_s = read_s + m.decode_compute_s;
+    const double compute_s = token_compute_seconds(s, m, p);
+    const double token_s = read_s + compute_s - (read_s > 0 ? read_s * compute_s / (read_s + compute_s) : 0.0);
     dp.decode_tok_s = token_s > 0 ? 1.0 / token_s : 0;  // 0: nothing to time
+    dp.read_s = read_s;
+    dp.compute_s = compute_s;
     dp.ttft_s = prompt_seconds(s, m, p, static_cast<double>(p.prompt_read_bytes) / (gbps * 1e9),
                                static_cast<double>(prompt_tokens) * m.prefill_compute_s);
-    dp.drive_bound = read_s > m.decode_compute_s;
+    dp.drive_bound = read_s > compute_s;
     p.by_drives.push_back(dp);
   }
 
@@ -218,7 +231,8 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     uint64_t lo = 0, hi = all_experts(s);
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
-      if (read_seconds(s, mid, heat, gbps, m.prefetch_read_factor) <= m.decode_compute_s)
+      const double r = read_seconds(s, mid, heat, gbps, m.prefetch_read_factor);
+      if (r <= m.decode_compute_s + (m.prefetch ? m.guess_compute_s : 0.0) + m.hash_s_per_byte * r * gbps * 1e9)
         hi = mid;
       else
         lo = mid + 1;
@@ -248,6 +262,8 @@ nlohmann::json budget_json(const BudgetPrediction& p) {
     drives.push_back({{"drives", d.drives},
                       {"gbps", d.gbps},
                       {"decode_tok_s", d.decode_tok_s},
+                      {"decode_read_s", d.read_s},
+                      {"decode_compute_s", d.compute_s},
                       {"ttft_s", d.ttft_s},
                       {"drive_bound", d.drive_bound}});
   nlohmann::json shares = nlohmann::json::array();

@@ -33,9 +33,17 @@
 //   read/token = k · moe_layers · expert_bytes · (1 − h) · prefetch factor
 //                (the next-layer prefetch's wrong guesses are read too: the
 //                caller's factor, 1 without prefetch);
-//   decode     = read ÷ (the sum of the drives' ceilings) + compute per token:
-//                a layer's experts must land before its products run, so the
-//                two add (next-layer prefetch overlaps some; not counted);
+//   decode     from R = read ÷ (the sum of the drives' ceilings) and C = a
+//                token's compute: its products and attention, and where it
+//                reads, the guesses at the next layers' experts (with
+//                prefetch) and the checksums of its reads (their hashing
+//                takes cores from the products). A layer's experts must land
+//                before its products run, but the drives read the guesses
+//                while a layer computes: R + C − R·C ÷ (R + C), the reads
+//                hidden in proportion to the share of the token they take
+//                (what the runs of bench/budget_check.sh hid, within about a
+//                millisecond a token in sixteen runs of two models:
+//                docs/PERFORMANCE.md);
 //   TTFT(P)    from R = (the distinct experts P tokens pick) · expert_bytes
 //                ÷ the ceilings, cold (per layer E · (1 − (1 − k/E)^P)
 //                distinct experts D under uniform routing), and C = P ·
@@ -82,7 +90,10 @@ struct BudgetMachine {
   uint64_t ram_bytes = 0;        // the budget for the whole process
   uint64_t other_resident = 0;   // KV at the context, step buffers, the process itself
   std::vector<double> drive_gbps;  // each drive's read ceiling at expert-sized reads, GB/s
-  double decode_compute_s = 0;   // one token's compute (every product of a decode step)
+  double decode_compute_s = 0;   // one token's compute (every product of a decode step, the pick of its token)
+  double guess_compute_s = 0;    // what the guesses at the next layers' experts add to a token that reads
+  double hash_s_per_byte = 0;    // what checksumming its reads adds to a token's compute, a byte
+  bool hash_hits = false;        // cache hits are checksummed before each use too (--verify always)
   double prefill_compute_s = 0;  // a prompt token's share of a prefill's compute
   // Optional: per MoE layer, each expert's use count (a heat file, a trace).
   std::vector<std::vector<double>> heat;
@@ -112,6 +123,7 @@ struct DrivePrediction {
   int drives = 0;      // the first `drives` of BudgetMachine::drive_gbps
   double gbps = 0;     // their ceilings summed
   double decode_tok_s = 0;
+  double read_s = 0, compute_s = 0;  // a decode token's reads (at `gbps`) and compute, before their overlap
   double ttft_s = 0;
   bool drive_bound = false;  // a token's read takes longer than its compute
 };

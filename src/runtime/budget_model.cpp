@@ -23,6 +23,8 @@
 #include "runtime/attention_timer.h"
 #include "runtime/loader.h"
 #include "runtime/product_timer.h"
+#include "runtime/sampler.h"
+#include "storage/checksum.h"
 #include "util/error.h"
 #include "util/process_memory.h"
 #include "util/thread_pool.h"
@@ -157,6 +159,10 @@ BudgetModel read_local_budget_model(const fs::path& path, const LoadOptions& opt
         }
       }
       if (name == (c.tie_word_embeddings ? embed : head)) b.head_bytes = t.nbytes;
+      const std::optional<ParsedName> parsed = parse_tensor_name(name, Naming::Hf);
+      if (parsed && parsed->suffix == ".weight" && parsed->layer >= 0 && parsed->layer < c.num_layers &&
+          tensor_name(parsed->kind).role == TensorRole::Router)
+        b.router_bytes += t.nbytes;
     }
   }
   if (manifest) {
@@ -199,6 +205,33 @@ BudgetModel read_local_budget_model(const fs::path& path, const LoadOptions& opt
   return b;
 }
 
+// One pick of a token from a vocabulary's logits, as a run samples it
+// (runtime/sampler.h), the median of a few: the logits spread like a
+// model's, so that the Gumbel bound prunes as it does in a run.
+double sample_seconds(int64_t vocab, float temperature, double seconds) {
+  if (vocab <= 0) return 0;
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (float& l : logits) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    l = static_cast<float>(static_cast<double>(x >> 11) / 9007199254740992.0) * 8.0f - 4.0f;
+  }
+  SamplingParams sampling;
+  sampling.temperature = temperature;
+  uint64_t index = 0;
+  volatile int32_t sink = 0;
+  return median_run_seconds([&] { sink = pick_token(logits, sampling, index++); }, seconds);
+}
+
+// xxh3 over an expert-sized buffer, seconds a byte (storage/checksum.h).
+double hash_seconds_per_byte(double seconds) {
+  std::vector<uint8_t> blob(4u << 20);
+  for (size_t i = 0; i < blob.size(); ++i) blob[i] = static_cast<uint8_t>(i * 131u + (i >> 9));
+  volatile uint64_t sink = 0;
+  return median_run_seconds([&] { sink = xxh3_64(blob.data(), blob.size()); }, seconds) /
+         static_cast<double>(blob.size());
+}
+
 }  // namespace
 
 const char* timed_format(const std::string& expert_dtype) {
@@ -206,7 +239,7 @@ const char* timed_format(const std::string& expert_dtype) {
 }
 
 BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t prompt_tokens, int64_t step_rows,
-                              double seconds) {
+                              float temperature, double seconds) {
   BudgetCompute r;
   r.timed_as = timed_format(model.expert_dtype);
   r.trunk_timed_as = timed_format(model.trunk_dtype);
@@ -278,6 +311,13 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
   r.prefill_attention_s = attention_seconds(model.config, (prompt + 1) / 2, pool, seconds / 4);
   r.decode_s += r.attention_s;
   r.prefill_s += r.prefill_attention_s;
+  // A streamed token's guesses: the next layer's router on this layer's
+  // stream, a product a MoE layer (Model::prefetch_for).
+  r.guess_s = static_cast<double>(model.router_bytes) / (r.trunk_decode_gbps * 1e9) +
+              static_cast<double>(s.moe_layers) * r.product_overhead_s;
+  r.sample_s = sample_seconds(model.config.vocab_size, temperature, seconds / 8);
+  r.decode_s += r.sample_s;
+  r.hash_s_per_byte = hash_seconds_per_byte(seconds / 8);
   return r;
 }
 

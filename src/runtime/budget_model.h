@@ -20,7 +20,12 @@
 //    prompt token as its share of a step's products (the output head's one
 //    row shared by the prompt's tokens). Both plus attention over the cached
 //    positions (runtime/attention_timer.h): a decode token after a prompt of
-//    P tokens reads P + 1, a prompt token P/2 on average.
+//    P tokens reads P + 1, a prompt token P/2 on average. Beside those, what
+//    a streamed decode token does besides its products (timed here too): the
+//    guesses at the next layers' experts (each MoE router once more), the
+//    pick of its token at the runs' temperature (over the whole vocabulary),
+//    and the checksums of what it reads (xxh3 on one core, a second a byte:
+//    the hashing threads take cores the products would have).
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -56,6 +61,9 @@ struct BudgetModel {
   // gate_up and down where they are fused).
   int64_t trunk_matrices = 0;
   int64_t expert_matrices = 3;
+  // The decoder's MoE routers (mlp.gate, in trunk_bytes): a streamed token's
+  // guesses at the next layer's experts multiply by each once more.
+  uint64_t router_bytes = 0;
 };
 
 // The process's budget: `ram_bytes` when given, else what the loader derives
@@ -89,6 +97,9 @@ struct BudgetCompute {
   double trunk_decode_gbps = 0;  // the same in the trunk's format
   double prefill_gbps = 0;      // weight bytes a second, per row of a 64-row product, in the trunk's format
   double product_overhead_s = 0;  // what a one-row product costs beyond its bytes (the threads' hand-off)
+  double guess_s = 0;           // a streamed token's guesses: each MoE router's product once more
+  double sample_s = 0;          // picking a token from its logits at the temperature given (in decode_s)
+  double hash_s_per_byte = 0;   // checksumming reads, one core
   // The share of the threads a prompt step's experts keep busy (model/moe.h's
   // expert_threading): their prefill compute is divided by it.
   double prefill_experts_busy = 1;
@@ -105,7 +116,9 @@ const char* timed_format(const std::string& expert_dtype);
 // `prompt_tokens` runs in steps of at most `step_rows` rows (0: one step),
 // each giving an expert about rows · k / E of them (1 to 64), the trunk 64:
 // the prompt token's share is timed so.
+// `temperature`: the runs' (generate's --temperature; 0 picks the largest
+// logit).
 BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t prompt_tokens, int64_t step_rows = 0,
-                              double seconds = 1.0);
+                              float temperature = 0, double seconds = 1.0);
 
 }  // namespace strata
