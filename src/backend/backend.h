@@ -201,6 +201,9 @@ struct DeviceExpertStats {
   uint64_t capacity_bytes = 0;  // the cache's budget (--vram)
   uint64_t held_routes = 0;     // layer steps routed and run on the device alone (route_held)
   uint64_t host_staging_bytes = 0;  // host memory its staging buffers hold now (at most staging_bytes())
+  // Expert bytes uploaded or staged that the device read in place from the
+  // RAM cache (Backend::adopt_host_memory) instead of through its staging.
+  uint64_t bytes_in_place = 0;
 };
 
 // A MoE layer's routing, routed experts and combine in one call, on a device
@@ -303,6 +306,22 @@ class Backend {
   // most it holds (what the budget counts). None on the CPU.
   virtual void limit_staging(uint64_t bytes) { (void)bytes; }
   virtual uint64_t staging_bytes() const { return 0; }
+  // Host memory that routed experts are handed out from (a streamed model's
+  // RAM expert cache), which a device backend may read in place instead of
+  // copying each expert into its staging: a GPU copies from it by DMA, when
+  // the work recorded runs. Returns whether it does; then every overwrite of
+  // that memory is announced first by host_memory_written(), and an empty
+  // span gives it back (the work recorded runs first) before it is freed.
+  virtual bool adopt_host_memory(std::span<const uint8_t> memory) {
+    (void)memory;
+    return false;
+  }
+  // [p, p + bytes) of adopted memory is about to be overwritten: what was
+  // recorded that reads it runs first.
+  virtual void host_memory_written(const void* p, size_t bytes) {
+    (void)p;
+    (void)bytes;
+  }
   // A tensor of `size` values (contents undefined until written), held until
   // release_tensors(). Memory a step never reaches need not be touched.
   virtual Tensor allocate(uint64_t size) = 0;

@@ -125,6 +125,12 @@ class ExpertProvider {
   virtual void keep_layer(int64_t layer) { (void)layer; }
   // Whether prefetch() does anything (the model skips predicting if not).
   virtual bool wants_prefetch() const { return false; }
+  // The memory cached experts live in (a streaming provider's RAM cache;
+  // empty for one that hands out the checkpoint's own mapping), and a hook
+  // called with each part of it just before it is overwritten (a read into
+  // a slot): a backend reading that memory in place finishes with it first.
+  virtual std::span<const uint8_t> cache_memory() const { return {}; }
+  virtual void before_cache_write(std::function<void(const void*, size_t)> hook) { (void)hook; }
   // Whether every expert of `layer` is in memory or on its way, so that a
   // guess at it would read nothing (the model skips predicting it: a router
   // product a layer that a model whose experts all fit would pay each token).

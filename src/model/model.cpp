@@ -40,7 +40,14 @@ Model::Model(Checkpoint checkpoint, const ModelSetup& setup)
                  : binder_.resident(binder_.linear(hf_name(TensorKind::Output), c.vocab_size, c.hidden_size));
 }
 
-Model::~Model() = default;
+Model::~Model() {
+  // The backend (a member declared before the provider, so destroyed after
+  // it) gives back the provider's memory it reads in place first.
+  try {
+    if (backend_) backend_->adopt_host_memory({});
+  } catch (...) {  // a device lost: nothing it recorded runs any more
+  }
+}
 
 std::vector<float> depth_query(WeightBinder& w, const ModelConfig& c, TensorKind norm, TensorKind proj, int64_t layer) {
   const float* n = w.vector(tn(Naming::Hf, norm, "weight", layer), c.hidden_size);
@@ -83,7 +90,15 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   mtp_.clear();
   step_ = StepState();
   backend_->release_tensors();
+  backend_->adopt_host_memory({});  // the old provider's cache: done with before it goes
   experts_ = std::move(experts);
+  // A device backend may copy experts from the RAM cache in place, as long
+  // as it finishes with a slot before a read overwrites it.
+  if (const std::span<const uint8_t> cache = experts_->cache_memory();
+      !cache.empty() && backend_->adopt_host_memory(cache)) {
+    Backend* b = backend_.get();
+    experts_->before_cache_write([b](const void* p, size_t n) { b->host_memory_written(p, n); });
+  }
   std::vector<Layer> layers;
   layers.reserve(c.num_layers);
   for (int64_t l = 0; l < c.num_layers; ++l) layers.push_back(arch_spec(c.arch).bind_layer(binder_, c, l, *experts_));

@@ -221,6 +221,7 @@ int StreamingExpertProvider::start_read(int64_t layer, int64_t expert, bool for_
   const int s = choose_victim(for_prefetch, score(layer, expert));
   if (s < 0) return -1;
   Slot& slot = slots_[s];
+  if (before_write_) before_write_(slot.mem, pool_->buffer_bytes());  // a device reading it in place is done first
   if (slot.state != State::Free) unplace(slot.layer, slot.expert);
   if (se.reads.size() > kReadsPerSlot) throw Error("internal: expert has too many reads");
   slot.layer = static_cast<int32_t>(layer);
@@ -287,6 +288,10 @@ void StreamingExpertProvider::cancel_guess(int s) {
   if (slot.state != State::Loading) return;  // landed: an ordinary cache entry now
   abandon(s);
   if (storage_->cancel(slot_tags(s)) > 0) ++stats_.prefetch_cancelled;
+}
+
+std::span<const uint8_t> StreamingExpertProvider::cache_memory() const {
+  return {pool_->buffer(0), pool_->buffer_bytes() * pool_->count()};
 }
 
 void StreamingExpertProvider::place(int64_t layer, int64_t expert, int slot) {

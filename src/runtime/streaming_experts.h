@@ -64,6 +64,8 @@ class StreamingExpertProvider : public ExpertProvider {
   bool serves_layer(int64_t layer) const override {
     return layer >= 0 && layer < static_cast<int64_t>(catalog_.layers.size()) && !catalog_.layers[layer].empty();
   }
+  std::span<const uint8_t> cache_memory() const override;
+  void before_cache_write(std::function<void(const void*, size_t)> hook) override { before_write_ = std::move(hook); }
   bool holds_layer(int64_t layer) const override {
     return layer >= 0 && layer < static_cast<int64_t>(placed_.size()) &&
            placed_[layer] >= static_cast<size_t>(c_.n_routed_experts);
@@ -143,6 +145,7 @@ class StreamingExpertProvider : public ExpertProvider {
   std::vector<Slot> slots_;
   std::unordered_map<uint64_t, int> where_;  // (layer, expert) -> slot
   std::vector<size_t> placed_;               // per layer: its entries in where_
+  std::function<void(const void*, size_t)> before_write_;  // before_cache_write()
   std::vector<std::vector<double>> freq_;    // decayed selection counts
   std::vector<std::vector<uint8_t>> pin_;    // hot in earlier runs
   std::vector<std::vector<uint8_t>> seen_;   // asked for since the epoch began

@@ -225,6 +225,7 @@ Arena::Piece VulkanBackend::stage(const void* src, uint64_t bytes) { return copy
 
 void VulkanBackend::finish() {
   stream_->finish();
+  host_reads_.clear();
   collect_held_routes();
   ++epoch_;
   staging_->rewind();
@@ -237,11 +238,60 @@ void VulkanBackend::profile_phase(std::string_view label) {
   stream_->profile_phase(label);
 }
 
+bool VulkanBackend::adopt_host_memory(std::span<const uint8_t> memory) {
+  if (host_memory_) {
+    if (!host_reads_.empty()) stream_->finish();  // what reads it runs before it goes
+    host_reads_.clear();
+    host_memory_.reset();
+  }
+  const uint64_t align = ctx_->host_import_alignment();
+  if (memory.empty() || align == 0 || reinterpret_cast<uintptr_t>(memory.data()) % align != 0 ||
+      memory.size() % align != 0)
+    return false;
+  try {
+    host_memory_ = std::make_unique<Buffer>(*ctx_, const_cast<uint8_t*>(memory.data()), memory.size());
+  } catch (const Error&) {
+    return false;  // the driver would not take it: experts go through the staging, as without
+  }
+  return true;
+}
+
+void VulkanBackend::host_memory_written(const void* p, size_t bytes) {
+  if (host_reads_.empty()) return;
+  const auto* b = static_cast<const uint8_t*>(p);
+  // The first recorded read that ends after b: it overlaps when it starts before b + bytes.
+  auto it = host_reads_.upper_bound(b);
+  if (it != host_reads_.begin() && std::prev(it)->second > b) --it;
+  if (it == host_reads_.end() || it->first >= b + bytes) return;
+  stream_->finish();  // the staging stays as it is: an op may be between its stage() calls
+  host_reads_.clear();
+}
+
+bool VulkanBackend::in_host_memory(const void* p, uint64_t bytes) const {
+  if (!host_memory_) return false;
+  const auto* b = static_cast<const uint8_t*>(p);
+  const uint8_t* base = host_memory_->mapped();
+  return b >= base && bytes <= host_memory_->bytes() && static_cast<uint64_t>(b - base) <= host_memory_->bytes() - bytes;
+}
+
+uint64_t VulkanBackend::host_memory_read(const void* p, uint64_t bytes) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  auto [it, fresh] = host_reads_.emplace(b, b + bytes);
+  if (!fresh) it->second = std::max(it->second, b + bytes);
+  expert_stats_.bytes_in_place += bytes;
+  return host_memory_->address() + static_cast<uint64_t>(b - host_memory_->mapped());
+}
+
 void VulkanBackend::copy_in(VkBuffer buffer, uint64_t offset, uint8_t* mapped, const void* src, uint64_t bytes,
                             bool fresh) {
   if (mapped) {
     if (!fresh) finish();  // ops recorded before may still read or write it
     std::memcpy(mapped, src, bytes);
+    return;
+  }
+  if (in_host_memory(src, bytes)) {  // straight from the RAM cache, no copy on the host
+    const uint64_t from = host_memory_read(src, bytes) - host_memory_->address();
+    stream_->copy(host_memory_->handle(), from, buffer, offset, bytes);
     return;
   }
   // Through the upload staging, whose pieces no op's arguments share: when
@@ -252,6 +302,7 @@ void VulkanBackend::copy_in(VkBuffer buffer, uint64_t offset, uint8_t* mapped, c
     const uint64_t part = std::min(bytes - at, upload_cap_ / 4);
     if (uploads_->used() + Arena::taken(part) > upload_cap_) {
       stream_->finish();
+      host_reads_.clear();
       uploads_->rewind();
     }
     const Arena::Piece st = uploads_->take(part);

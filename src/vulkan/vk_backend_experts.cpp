@@ -73,7 +73,14 @@ void VulkanBackend::dispatch_gather(uint64_t src, uint64_t dst, uint64_t rows, s
 WeightRef VulkanBackend::staged(const kernels::WeightMatrix& w) {
   weight_format(w);
   const WeightSpans s = weight_spans(w);
-  auto put = [&](const void* p, uint64_t bytes) -> uint64_t { return p && bytes ? stage_bulk(p, bytes).address : 0; };
+  // Read in place where it lies in the RAM cache, aligned for the shaders'
+  // loads (words: buffer_reference_align 4); else copied into this
+  // submission's staging.
+  auto put = [&](const void* p, uint64_t bytes) -> uint64_t {
+    if (!p || !bytes) return 0;
+    if (reinterpret_cast<uintptr_t>(p) % 4 == 0 && in_host_memory(p, bytes)) return host_memory_read(p, bytes);
+    return stage_bulk(p, bytes).address;
+  };
   // A slice's FP8 scale grid is addressed from the parent's first row.
   return weight_ref(w, put(w.data, s.data), put(w.scales, s.scales), put(w.block_scale, s.block_scale),
                     put(w.bias, s.bias));

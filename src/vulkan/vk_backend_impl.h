@@ -1,6 +1,7 @@
 #pragma once
 // The Vulkan backend's class (vulkan_backend.h states its contract); its ops
 // are spread over vk_backend*.cpp by kind.
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,6 +67,8 @@ class VulkanBackend final : public Backend, private CacheIo {
   DeviceExpertStats expert_cache_stats() const override;
   void limit_staging(uint64_t bytes) override;
   uint64_t staging_bytes() const override;
+  bool adopt_host_memory(std::span<const uint8_t> memory) override;
+  void host_memory_written(const void* p, size_t bytes) override;
   uint64_t hold_budget() const override { return experts_->budget(); }
   uint64_t held_expert_bytes(const ExpertWeights& e) const override { return expert_bytes(e); }
   bool hold_layer(int64_t layer, std::span<const ExpertWeights* const> experts) override;
@@ -102,6 +105,11 @@ class VulkanBackend final : public Backend, private CacheIo {
   // `fresh`: memory no recorded op refers to yet (a new weight copy), written
   // without waiting.
   void copy_in(VkBuffer buffer, uint64_t offset, uint8_t* mapped, const void* src, uint64_t bytes, bool fresh);
+  // Whether [p, p + bytes) lies in adopted host memory (adopt_host_memory()),
+  // and if so the device address of p there, after noting that recorded work
+  // reads it (host_memory_written() runs that work first).
+  bool in_host_memory(const void* p, uint64_t bytes) const;
+  uint64_t host_memory_read(const void* p, uint64_t bytes);
   void copy_out(VkBuffer buffer, uint64_t offset, const uint8_t* mapped, void* dst, uint64_t bytes);
   // Runs what is recorded and waits; the staging is free again.
   void finish() override;
@@ -290,6 +298,11 @@ class VulkanBackend final : public Backend, private CacheIo {
   Slot route_;       // route.comp's ids, then weights: rows × experts_per_token each
   Slot held_jobs_;   // held_jobs.comp's jobs (first, then down), slot rows and weights for the combine
   std::unique_ptr<Buffer> readback_;
+  // Adopted host memory (a streamed model's RAM expert cache), imported as a
+  // buffer, and the parts of it that work recorded since the stream last
+  // finished reads: begin -> end.
+  std::unique_ptr<Buffer> host_memory_;
+  std::map<const uint8_t*, const uint8_t*> host_reads_;
   std::unique_ptr<ExpertCache> experts_;
   DeviceExpertStats expert_stats_;
   uint64_t epoch_ = 0;  // finish() calls so far: what ops still to run may read was used in this one

@@ -62,6 +62,57 @@ Buffer::Buffer(const Context& ctx, uint64_t bytes, Where where) : device_(ctx.de
   }
 }
 
+Buffer::Buffer(const Context& ctx, void* host, uint64_t bytes) : device_(ctx.device()), bytes_(bytes) {
+  const uint64_t align = ctx.host_import_alignment();
+  if (align == 0 || bytes == 0 || reinterpret_cast<uintptr_t>(host) % align != 0 || bytes % align != 0)
+    throw Error("internal: host memory imported where the device cannot, or not aligned to its import alignment");
+  constexpr auto kHandle = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+  const auto properties = reinterpret_cast<PFN_vkGetMemoryHostPointerPropertiesEXT>(
+      vkGetDeviceProcAddr(device_, "vkGetMemoryHostPointerPropertiesEXT"));
+  if (!properties) throw Error("Vulkan: " + ctx.info().name + " offers no vkGetMemoryHostPointerPropertiesEXT");
+  VkMemoryHostPointerPropertiesEXT hp{VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+  check(properties(device_, kHandle, host, &hp), "vkGetMemoryHostPointerPropertiesEXT");
+  VkExternalMemoryBufferCreateInfo external{VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO};
+  external.handleTypes = kHandle;
+  VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bi.pNext = &external;
+  bi.size = bytes;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT |
+             VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  check(vkCreateBuffer(device_, &bi, nullptr, &buffer_), "vkCreateBuffer");
+  try {
+    VkMemoryRequirements req{};
+    vkGetBufferMemoryRequirements(device_, buffer_, &req);
+    const uint32_t types = req.memoryTypeBits & hp.memoryTypeBits;
+    if (types == 0) throw Error("Vulkan: " + ctx.info().name + " has no memory type to import host memory as a buffer");
+    VkImportMemoryHostPointerInfoEXT import{VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT};
+    import.handleType = kHandle;
+    import.pHostPointer = host;
+    VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+    flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+    flags.pNext = &import;
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.pNext = &flags;
+    ai.allocationSize = bytes;
+    ai.memoryTypeIndex = ctx.memory_type(types, 0, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
+    const VkResult r = vkAllocateMemory(device_, &ai, nullptr, &memory_);
+    if (r != VK_SUCCESS) {
+      memory_ = VK_NULL_HANDLE;
+      throw Error("Vulkan: " + ctx.info().name + " could not import " + std::to_string(bytes >> 20) +
+                  " MiB of host memory (VkResult " + std::to_string(r) + ")");
+    }
+    check(vkBindBufferMemory(device_, buffer_, memory_, 0), "vkBindBufferMemory");
+    VkBufferDeviceAddressInfo ad{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+    ad.buffer = buffer_;
+    address_ = vkGetBufferDeviceAddress(device_, &ad);
+    mapped_ = static_cast<uint8_t*>(host);
+  } catch (...) {
+    reset();
+    throw;
+  }
+}
+
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
     reset();

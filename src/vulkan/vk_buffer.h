@@ -18,6 +18,11 @@ class Buffer {
   Buffer() = default;
   // Throws strata::Error when the device cannot give `bytes` (naming them).
   Buffer(const Context& ctx, uint64_t bytes, Where where);
+  // The host memory [host, host + bytes) itself, imported (a device with
+  // ctx.host_import_alignment(), both aligned to it): the device reads it by
+  // DMA, mapped() is `host`. The memory must outlive the buffer. Throws
+  // strata::Error when the device does not take it.
+  Buffer(const Context& ctx, void* host, uint64_t bytes);
   ~Buffer() { reset(); }
   Buffer(Buffer&& o) noexcept { *this = static_cast<Buffer&&>(o); }
   Buffer& operator=(Buffer&& o) noexcept;

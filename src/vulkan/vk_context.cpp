@@ -209,13 +209,28 @@ Context::Context(int index) {
     query.pNext = &offered;
     vkGetPhysicalDeviceFeatures2(physical_, &query);
   }
+  std::vector<const char*> extensions;
   if (offered.pipelineExecutableInfo) {
     stats.pipelineExecutableInfo = VK_TRUE;
     f.f12.pNext = &stats;
-    ci.enabledExtensionCount = 1;
-    ci.ppEnabledExtensionNames = &stats_extension;
+    extensions.push_back(stats_extension);
     pipeline_stats_ = true;
   }
+  // Host memory imported as a buffer (a streamed model's RAM expert cache,
+  // copied from by the GPU in place): off with STRATA_VK_HOST_IMPORT=0.
+  const char* import = std::getenv("STRATA_VK_HOST_IMPORT");
+  if (!(import && std::string_view(import) == "0") &&
+      has_device_extension(physical_, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)) {
+    VkPhysicalDeviceExternalMemoryHostPropertiesEXT host{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    p2.pNext = &host;
+    vkGetPhysicalDeviceProperties2(physical_, &p2);
+    host_import_alignment_ = host.minImportedHostPointerAlignment;
+    if (host_import_alignment_ > 0) extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+  }
+  ci.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
+  ci.ppEnabledExtensionNames = extensions.data();
   const VkResult r = vkCreateDevice(physical_, &ci, nullptr, &device_);
   if (r != VK_SUCCESS) {
     vkDestroyInstance(instance_, nullptr);

@@ -66,6 +66,9 @@ class Context {
   // (registers, spills: VK_KHR_pipeline_executable_properties), for tuning:
   // asked for by STRATA_VK_PIPELINE_STATS=1 and offered by the driver.
   bool pipeline_statistics() const { return pipeline_stats_; }
+  // The alignment of host memory this device imports as a buffer
+  // (VK_EXT_external_memory_host: its start and length), 0 when it cannot.
+  uint64_t host_import_alignment() const { return host_import_alignment_; }
 
  private:
   VkInstance instance_ = VK_NULL_HANDLE;
@@ -79,6 +82,7 @@ class Context {
   bool unified_ = false;
   bool as_discrete_ = false;
   bool pipeline_stats_ = false;
+  uint64_t host_import_alignment_ = 0;
 };
 
 }  // namespace strata::vk
