@@ -138,6 +138,8 @@ out, tag, model, layout, ram, runs = sys.argv[1:7]
 b = json.load(open(f"{out}/logs/budget-{tag}.json"))
 pred = b["by_drives"][-1] if b["by_drives"] else {"decode_tok_s": 0, "ttft_s": 0, "drives": 0}
 runs_ = [json.loads(open(f"{out}/logs/run-{tag}-{i}.json").read().splitlines()[-1])["stats"] for i in range(1, int(runs) + 1)]
+def decode(s):
+    return s.get("experts", {}).get("decode", {})
 def per_token(s):
     # The decode's tokens: the first comes from the prompt's step.
     return max(1, s["generated_tokens"] - 1)
@@ -153,12 +155,12 @@ print(json.dumps({"config": tag, "model": model, "folders": int(layout), "ram_gi
                   "hit_rate_predicted": b.get("hit_rate", 0),
                   # A decode token as budget sees it (reads and compute before their overlap) and as the runs
                   # spent it: waiting for reads, the rest, and the drives' busy time, in ms.
-                  "predicted_read_ms": 1e3 * pred.get("decode_read_s", 0),
-                  "predicted_compute_ms": 1e3 * pred.get("decode_compute_s", 0),
-                  "token_ms": statistics.median(1e3 / s["decode_tok_s"] for s in runs_),
-                  "waiting_ms": statistics.median(1e3 * s["experts"]["decode"]["io_wait_s"] / per_token(s) for s in runs_),
+                  "predicted_read_ms": 1e3 * pred.get("token_read_s", 0),
+                  "predicted_compute_ms": 1e3 * pred.get("token_compute_s", 0),
+                  "token_ms": statistics.median(1e3 / s["decode_tok_s"] if s["decode_tok_s"] > 0 else 0 for s in runs_),
+                  "waiting_ms": statistics.median(1e3 * decode(s).get("io_wait_s", 0) / per_token(s) for s in runs_),
                   "busy_ms": statistics.median(
-                      1e3 * sum(x["busy_s"] for x in s["experts"]["decode"]["drives"]) / per_token(s) for s in runs_),
+                      1e3 * sum(x["busy_s"] for x in decode(s).get("drives", [])) / per_token(s) for s in runs_),
                   "drive_gbps_predicted": pred.get("gbps", 0),
                   "drive_gbps_prefill": statistics.median(drive_rate(s, "prefill") for s in runs_),
                   "drive_gbps_decode": statistics.median(drive_rate(s, "decode") for s in runs_),
@@ -190,8 +192,6 @@ for r in rows:
           f"| {r['predicted_ttft']:.2f} | {r['measured_ttft']:.2f} | {et:+.0f}% |")
 print(f"\nLargest errors: decode {worst_d:.0f}% (goal 20%), TTFT {worst_t:.0f}% (goal 30%): "
       f"{'both within the goals' if worst_d <= 20 and worst_t <= 30 else 'NOT within the goals'}.")
-# The drive as budget rated it and as the runs' reads found it (bytes over busy time): where these part,
-# the prediction's error is the drive's, not the model's.
 # A decode token: budget's reads and compute (before their overlap) against what the runs spent.
 print("\n| config | predicted reads (ms) | predicted compute (ms) | run's token (ms) | waiting for reads | the rest | drive busy |")
 print("|---|---|---|---|---|---|---|")
@@ -199,6 +199,8 @@ for r in rows:
     if "token_ms" in r:
         print(f"| {r['config']} | {r['predicted_read_ms']:.1f} | {r['predicted_compute_ms']:.1f} | {r['token_ms']:.1f} "
               f"| {r['waiting_ms']:.1f} | {r['token_ms'] - r['waiting_ms']:.1f} | {r['busy_ms']:.1f} |")
+# The drive as budget rated it and as the runs' reads found it (bytes over busy time): where these part,
+# the prediction's error is the drive's, not the model's.
 print("\n| config | drive GB/s, budget | runs' prefill reads | runs' decode reads |")
 print("|---|---|---|---|")
 for r in rows:

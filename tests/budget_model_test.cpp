@@ -325,7 +325,7 @@ TEST(CliBudget, JsonAndSvgCarryThePrediction) {
   EXPECT_GT(j["machine"]["sample_s"].get<double>(), 0.0);
   EXPECT_EQ(j["machine"]["hash_s_per_byte"].get<double>(), 0.0);
   EXPECT_EQ(j["by_drives"].size(), 1u);
-  EXPECT_GT(j["by_drives"][0]["decode_compute_s"].get<double>(), 0.0);
+  EXPECT_GT(j["by_drives"][0]["token_compute_s"].get<double>(), 0.0);
   EXPECT_GT(j["by_drives"][0]["decode_tok_s"].get<double>(), 0.0);
   EXPECT_EQ(j["model"]["kind"], "hf");
   EXPECT_FALSE(j["verdict"].get<std::string>().empty());
@@ -336,10 +336,6 @@ TEST(CliBudget, JsonAndSvgCarryThePrediction) {
   EXPECT_EQ(std::system(check.c_str()), 0) << read_all(svg);
 }
 
-// A saved probe of the drive serves when it measured reads no larger than an
-// expert's (strata's reads), at the depth strata reads at (16 in flight, or
-// the deepest measured below it), not at the depth the drive liked best; one
-// that measured only larger reads does not.
 // A pack's reads are checksummed as the runs' --verify says: hashing them
 // is compute a reading token pays (and with always, its cache hits too).
 TEST(CliBudget, APacksReadsAreHashedAsTheRunsVerifyThem) {
@@ -361,6 +357,10 @@ TEST(CliBudget, APacksReadsAreHashedAsTheRunsVerifyThem) {
   }
 }
 
+// A saved probe of the drive serves when it measured reads no larger than an
+// expert's (strata's reads), at the depth strata reads at (16 in flight, or
+// the deepest measured below it), not at the depth the drive liked best; one
+// that measured only larger reads does not.
 TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
   const fs::path model = fixture("ds_mtp"), file = model / "model.safetensors";
   struct stat st;

@@ -316,8 +316,9 @@ class Backend {
     (void)memory;
     return false;
   }
-  // [p, p + bytes) of adopted memory is about to be overwritten: what was
-  // recorded that reads it runs first.
+  // [p, p + bytes) of adopted memory, a part no expert's bytes cross (a
+  // cache slot), is about to be overwritten: what was recorded that reads it
+  // runs first.
   virtual void host_memory_written(const void* p, size_t bytes) {
     (void)p;
     (void)bytes;

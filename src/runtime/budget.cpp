@@ -232,7 +232,8 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
       const double r = read_seconds(s, mid, heat, gbps, m.prefetch_read_factor);
-      if (r <= m.decode_compute_s + (m.prefetch ? m.guess_compute_s : 0.0) + m.hash_s_per_byte * r * gbps * 1e9)
+      const double hits = m.hash_hits ? picks * static_cast<double>(s.expert_bytes) * hit_rate_sorted(s, mid, heat) : 0.0;
+      if (r <= m.decode_compute_s + (m.prefetch ? m.guess_compute_s : 0.0) + m.hash_s_per_byte * (r * gbps * 1e9 + hits))
         hi = mid;
       else
         lo = mid + 1;
@@ -262,8 +263,8 @@ nlohmann::json budget_json(const BudgetPrediction& p) {
     drives.push_back({{"drives", d.drives},
                       {"gbps", d.gbps},
                       {"decode_tok_s", d.decode_tok_s},
-                      {"decode_read_s", d.read_s},
-                      {"decode_compute_s", d.compute_s},
+                      {"token_read_s", d.read_s},
+                      {"token_compute_s", d.compute_s},
                       {"ttft_s", d.ttft_s},
                       {"drive_bound", d.drive_bound}});
   nlohmann::json shares = nlohmann::json::array();

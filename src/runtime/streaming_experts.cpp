@@ -221,7 +221,17 @@ int StreamingExpertProvider::start_read(int64_t layer, int64_t expert, bool for_
   const int s = choose_victim(for_prefetch, score(layer, expert));
   if (s < 0) return -1;
   Slot& slot = slots_[s];
-  if (before_write_) before_write_(slot.mem, pool_->buffer_bytes());  // a device reading it in place is done first
+  if (before_write_) {
+    // A device reading it in place is done with it first. Should that fail
+    // (a device lost), the reads this batch took slots for still go out, so
+    // that those slots land and are reused as any others.
+    try {
+      before_write_(slot.mem, pool_->buffer_bytes());
+    } catch (...) {
+      submit(batch);
+      throw;
+    }
+  }
   if (slot.state != State::Free) unplace(slot.layer, slot.expert);
   if (se.reads.size() > kReadsPerSlot) throw Error("internal: expert has too many reads");
   slot.layer = static_cast<int32_t>(layer);

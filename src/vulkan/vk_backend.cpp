@@ -240,9 +240,16 @@ void VulkanBackend::profile_phase(std::string_view label) {
 
 bool VulkanBackend::adopt_host_memory(std::span<const uint8_t> memory) {
   if (host_memory_) {
-    if (!host_reads_.empty()) stream_->finish();  // what reads it runs before it goes
-    host_reads_.clear();
-    host_memory_.reset();
+    // What reads it runs before it goes; the import goes however that ends
+    // (a device lost runs nothing more), before the memory can be freed.
+    struct Release {
+      VulkanBackend& b;
+      ~Release() {
+        b.host_reads_.clear();
+        b.host_memory_.reset();
+      }
+    } release{*this};
+    if (!host_reads_.empty()) stream_->finish();
   }
   const uint64_t align = ctx_->host_import_alignment();
   if (memory.empty() || align == 0 || reinterpret_cast<uintptr_t>(memory.data()) % align != 0 ||

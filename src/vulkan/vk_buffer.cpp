@@ -70,6 +70,18 @@ Buffer::Buffer(const Context& ctx, void* host, uint64_t bytes) : device_(ctx.dev
   const auto properties = reinterpret_cast<PFN_vkGetMemoryHostPointerPropertiesEXT>(
       vkGetDeviceProcAddr(device_, "vkGetMemoryHostPointerPropertiesEXT"));
   if (!properties) throw Error("Vulkan: " + ctx.info().name + " offers no vkGetMemoryHostPointerPropertiesEXT");
+  constexpr VkBufferUsageFlags kUsage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                        VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+  // A buffer of such memory, for these uses, of this size: what the device says it takes.
+  VkPhysicalDeviceExternalBufferInfo query{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO};
+  query.usage = kUsage;
+  query.handleType = kHandle;
+  VkExternalBufferProperties offered{VK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES};
+  vkGetPhysicalDeviceExternalBufferProperties(ctx.physical(), &query, &offered);
+  if (!(offered.externalMemoryProperties.externalMemoryFeatures & VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT))
+    throw Error("Vulkan: " + ctx.info().name + " does not import host memory as such a buffer");
+  if (bytes > ctx.max_allocation_bytes() || bytes > ctx.max_buffer_bytes())
+    throw Error("Vulkan: " + ctx.info().name + " takes no buffer of " + std::to_string(bytes >> 20) + " MiB");
   VkMemoryHostPointerPropertiesEXT hp{VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
   check(properties(device_, kHandle, host, &hp), "vkGetMemoryHostPointerPropertiesEXT");
   VkExternalMemoryBufferCreateInfo external{VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO};
@@ -77,15 +89,15 @@ Buffer::Buffer(const Context& ctx, void* host, uint64_t bytes) : device_(ctx.dev
   VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bi.pNext = &external;
   bi.size = bytes;
-  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT |
-             VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+  bi.usage = kUsage;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   check(vkCreateBuffer(device_, &bi, nullptr, &buffer_), "vkCreateBuffer");
   try {
     VkMemoryRequirements req{};
     vkGetBufferMemoryRequirements(device_, buffer_, &req);
     const uint32_t types = req.memoryTypeBits & hp.memoryTypeBits;
-    if (types == 0) throw Error("Vulkan: " + ctx.info().name + " has no memory type to import host memory as a buffer");
+    if (types == 0 || req.size > bytes)
+      throw Error("Vulkan: " + ctx.info().name + " has no memory type to import host memory as a buffer");
     VkImportMemoryHostPointerInfoEXT import{VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT};
     import.handleType = kHandle;
     import.pHostPointer = host;
@@ -95,7 +107,9 @@ Buffer::Buffer(const Context& ctx, void* host, uint64_t bytes) : device_(ctx.dev
     VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.pNext = &flags;
     ai.allocationSize = bytes;
-    ai.memoryTypeIndex = ctx.memory_type(types, 0, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
+    // Coherent: the host writes it (reads land there) with no flush.
+    ai.memoryTypeIndex =
+        ctx.memory_type(types, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
     const VkResult r = vkAllocateMemory(device_, &ai, nullptr, &memory_);
     if (r != VK_SUCCESS) {
       memory_ = VK_NULL_HANDLE;

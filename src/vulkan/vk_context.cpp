@@ -180,6 +180,17 @@ Context::Context(int index) {
   }
   physical_ = pds[static_cast<size_t>(pick)];
   vkGetPhysicalDeviceProperties(physical_, &props_);
+  {
+    VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    VkPhysicalDeviceMaintenance4Properties m4{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
+    const bool v13 = props_.apiVersion >= VK_API_VERSION_1_3;
+    if (v13) m3.pNext = &m4;
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    p2.pNext = &m3;
+    vkGetPhysicalDeviceProperties2(physical_, &p2);
+    if (m3.maxMemoryAllocationSize > 0) max_allocation_ = m3.maxMemoryAllocationSize;
+    if (v13 && m4.maxBufferSize > 0) max_buffer_ = m4.maxBufferSize;
+  }
   vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
   family_ = static_cast<uint32_t>(compute_family(physical_));
 

@@ -69,6 +69,10 @@ class Context {
   // The alignment of host memory this device imports as a buffer
   // (VK_EXT_external_memory_host: its start and length), 0 when it cannot.
   uint64_t host_import_alignment() const { return host_import_alignment_; }
+  // The largest allocation and buffer the device takes (maintenance3's and,
+  // on Vulkan 1.3, maintenance4's limits; unbounded where not reported).
+  uint64_t max_allocation_bytes() const { return max_allocation_; }
+  uint64_t max_buffer_bytes() const { return max_buffer_; }
 
  private:
   VkInstance instance_ = VK_NULL_HANDLE;
@@ -83,6 +87,7 @@ class Context {
   bool as_discrete_ = false;
   bool pipeline_stats_ = false;
   uint64_t host_import_alignment_ = 0;
+  uint64_t max_allocation_ = UINT64_MAX, max_buffer_ = UINT64_MAX;
 };
 
 }  // namespace strata::vk
