@@ -3,6 +3,7 @@
 // and a seed fixes the output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -140,6 +141,33 @@ TEST(Sampler, TheSameSeedGivesTheSameTokens) {
   std::vector<int32_t> tc;
   for (int i = 0; i < 30; ++i) tc.push_back(c.next(l));
   EXPECT_NE(ta, tc);
+}
+
+// A pick is the Gumbel-max draw by its definition: the token with the
+// largest (logit − max) / T + gumbel_noise(seed, index, token), ties to the
+// lowest id, every key computed (the pick itself skips the tokens its bound
+// rules out, and mixes the seed and index once a row).
+TEST(Sampler, APickIsTheLargestKeyOfEveryToken) {
+  std::vector<float> l(5000);
+  for (size_t i = 0; i < l.size(); ++i) l[i] = 3.0f * std::sin(0.37f * static_cast<float>(i * i % 977));
+  const float m = *std::max_element(l.begin(), l.end());
+  for (const float t : {0.7f, 1.0f, 1.6f})
+    for (uint64_t seed : {1ull, 42ull, 987654321ull})
+      for (uint64_t index : {0ull, 1ull, 17ull}) {
+        SamplingParams p;
+        p.temperature = t;
+        p.seed = seed;
+        int32_t best = 0;
+        double best_key = -INFINITY;
+        for (size_t i = 0; i < l.size(); ++i) {
+          const double key = static_cast<double>(l[i] - m) / t + gumbel_noise(seed, index, static_cast<int32_t>(i));
+          if (key > best_key) {
+            best_key = key;
+            best = static_cast<int32_t>(i);
+          }
+        }
+        EXPECT_EQ(pick_token(l, p, index), best) << "T " << t << " seed " << seed << " index " << index;
+      }
 }
 
 TEST(Sampler, OutOfRangeParametersAreErrors) {

@@ -65,16 +65,22 @@ std::vector<float> Sampler::adjusted(std::span<const float> logits) const {
 namespace {
 
 // splitmix64's finaliser over (seed, index, token) in turn: 64 bits that
-// look independent across all three.
+// look independent across all three. The (seed, index) part is the same
+// for a whole row of logits, so a pick mixes it once (noise_prefix) and
+// each token once more (noise_bits_after).
+uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+uint64_t noise_prefix(uint64_t seed, uint64_t index) {
+  return mix(mix(seed + 0x9E3779B97F4A7C15ull) ^ (index + 0x632BE59BD9B4E019ull));
+}
+uint64_t noise_bits_after(uint64_t prefix, int32_t token) {
+  return mix(prefix ^ (static_cast<uint64_t>(static_cast<uint32_t>(token)) + 0x8CB92BA72F3D8DD7ull));
+}
 uint64_t noise_bits(uint64_t seed, uint64_t index, int32_t token) {
-  auto mix = [](uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
-  uint64_t h = mix(seed + 0x9E3779B97F4A7C15ull);
-  h = mix(h ^ (index + 0x632BE59BD9B4E019ull));
-  return mix(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(token)) + 0x8CB92BA72F3D8DD7ull));
+  return noise_bits_after(noise_prefix(seed, index), token);
 }
 
 double gumbel_of(uint64_t bits) {
@@ -172,13 +178,14 @@ int32_t pick_token(std::span<const float> logits, const SamplingParams& params, 
   // constant does not move the argmax). Ties go to the lowest id. The most
   // likely kept token goes first, so that the bound prunes from the start.
   const std::vector<double>& bound = gumbel_bounds();
+  const uint64_t prefix = noise_prefix(params.seed, index);
   const int32_t first = filter ? order[0] : top;
   int32_t best = first;
   double best_key = static_cast<double>(logits[static_cast<size_t>(first)] - m) / T + gumbel_noise(params.seed, index, first);
   auto consider = [&](int32_t i) {
     if (i == first) return;
     const double x = static_cast<double>(logits[static_cast<size_t>(i)] - m) / T;
-    const uint64_t bits = noise_bits(params.seed, index, i);
+    const uint64_t bits = noise_bits_after(prefix, i);
     if (!(x + bound[bits >> (64 - kBoundBits)] >= best_key)) return;
     const double key = x + gumbel_of(bits);
     if (key > best_key || (key == best_key && i < best)) {
