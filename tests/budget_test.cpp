@@ -139,10 +139,11 @@ TEST(Budget, APassReadsALayersExpertsOnceWhereTheCacheHoldsThem) {
   m.pass_rows = 512;
   BudgetPrediction p = predict_budget(kimi_k3(), m, 512);
   // One pass: 895.91 experts a layer once, 1446.539 GB, 55.636 s at 26 GB/s;
-  // the guesses hold 527 of the 895.91: g = 0.588228;
-  // 0.588228 · (55.636 + 5.12 / 92) + 0.411772 · (55.636 + 5.12) = 57.7771 s.
+  // a pass of three steps guesses its next layer whole: 2108 − 895.91 =
+  // 1212.09 slots hold its 895.91, g = 1: 55.636 + 5.12 / 92 = 55.6918 s.
+  // (One step of 512 rows would guess a quarter, 527: 57.7771 s, above.)
   EXPECT_NEAR(static_cast<double>(p.prompt_read_bytes), 1446.539e9, 1e6);
-  EXPECT_NEAR(p.by_drives[3].ttft_s, 57.7771, 1e-3);
+  EXPECT_NEAR(p.by_drives[3].ttft_s, 55.6918, 1e-3);
   // Passes of 300 and 212 rows: 891.9755 + 876.3512 experts a layer, 2855.140 GB.
   m.pass_rows = 300;
   p = predict_budget(kimi_k3(), m, 512);

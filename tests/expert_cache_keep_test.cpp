@@ -96,6 +96,16 @@ TEST_F(KeepLayer, AGuessNeverTakesAKeptSlot) {
   EXPECT_EQ(provider_->stats().prefetch_issued, 1u);
 }
 
+// A step's guess takes a quarter of the cache at most (the experts the
+// next tokens need stay); a pass's, whose parts then ask for its layer
+// whole, every slot no request holds.
+TEST_F(KeepLayer, APasssGuessMayTakeMoreThanAQuarterOfTheCache) {
+  provider_->prefetch(1, std::vector<int32_t>{0, 1, 2});
+  EXPECT_EQ(provider_->stats().prefetch_issued, 1u);
+  provider_->prefetch(2, std::vector<int32_t>{0, 1, 2}, true);
+  EXPECT_EQ(provider_->stats().prefetch_issued, 4u);
+}
+
 // A pass of three parts over layer 1: a guess for it (3) stays in flight
 // and counted through the parts that do not ask for it, and the last part,
 // which does, finds it: used, not cancelled, predicted right once.

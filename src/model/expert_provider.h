@@ -116,8 +116,16 @@ class ExpertProvider {
   // own copies (an in-RAM provider frees them; a fetch of them then throws).
   virtual void release_layer(int64_t layer) { (void)layer; }
   // A guess that `experts` of `layer` come next: a streaming provider may
-  // start reading them. Never changes results.
-  virtual void prefetch(int64_t layer, std::span<const int32_t> experts) {}
+  // start reading them. Never changes results. `pass`: the guess of a pass of
+  // several parts (Model::forward) at its next layer, which its parts then
+  // ask for whole: it may take every slot no request holds (otherwise, a
+  // decode or prompt step's, a quarter of the cache at most, so that the
+  // experts the next tokens need stay).
+  virtual void prefetch(int64_t layer, std::span<const int32_t> experts, bool pass = false) {
+    (void)layer;
+    (void)experts;
+    (void)pass;
+  }
   // A pass of several parts (Model::forward) fetches `layer`'s experts for
   // each part in turn: until keep_layer(-1), a read for another expert takes
   // the slot of another layer's expert first, so the parts after the first

@@ -229,7 +229,7 @@ uint64_t Model::step_bytes(size_t rows, size_t span) const {
   return StepState::bytes(sizes) + backend_->scratch_bytes(step_limits(sizes));
 }
 
-void Model::prefetch_for(size_t next, Tensor h, size_t n) {
+void Model::prefetch_for(size_t next, Tensor h, size_t n, bool pass) {
   while (next < layers_.size() && !layers_[next].moe) ++next;  // dense layers read nothing
   if (!prefetch_ || next >= layers_.size()) return;
   // Prefill steps guess too: the drive would otherwise idle from this
@@ -261,7 +261,7 @@ void Model::prefetch_for(size_t next, Tensor h, size_t n) {
   step_.guess_reads.clear();
   for (int32_t e : guess)
     if (!backend_->has_expert(static_cast<int64_t>(next), e)) step_.guess_reads.push_back(e);
-  experts_->prefetch(static_cast<int64_t>(next), step_.guess_reads);
+  experts_->prefetch(static_cast<int64_t>(next), step_.guess_reads, pass);
 }
 
 void Model::collect_held_routing(std::span<const Row> rows) {
@@ -472,8 +472,9 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
     size_t next;
     Tensor h;
     size_t n;
-  } guess{this, 0, h, n};
-  const std::function<void()> guess_next = [g = &guess] { g->model->prefetch_for(g->next, g->h, g->n); };
+    bool pass;
+  } guess{this, 0, h, n, parts > 1};
+  const std::function<void()> guess_next = [g = &guess] { g->model->prefetch_for(g->next, g->h, g->n, g->pass); };
   const std::function<void()> no_guess;
 
   // A backend that holds a layer's experts routes a one-part pass of it

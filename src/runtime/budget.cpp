@@ -135,12 +135,13 @@ double prompt_seconds(const BudgetShape& s, const BudgetMachine& m, const Budget
   const double distinct = distinct_experts(s.experts, s.experts_per_token, pass_tokens(m, p.prompt_tokens));
   const double slots = static_cast<double>(p.cache_slots);
   // The share of a layer's experts its guess can read ahead: the provider
-  // gives guesses a quarter of the slots at most, none that the layer's own
-  // experts hold, and none at all while those do not all fit.
-  const double guessed =
-      !m.prefetch || distinct <= 0 || slots <= distinct
-          ? 0.0
-          : std::min(1.0, std::min(slots / 4, slots - distinct) / distinct);
+  // gives guesses none of the slots the layer's own experts hold (none at
+  // all while those do not all fit), and but for a pass of several parts
+  // (whose next layer its parts ask for whole) a quarter of the slots at most.
+  const int64_t pass = pass_tokens(m, p.prompt_tokens);
+  const bool parts = m.step_rows > 0 && pass > m.step_rows;
+  const double room = parts ? slots - distinct : std::min(slots / 4, slots - distinct);
+  const double guessed = !m.prefetch || distinct <= 0 || slots <= distinct ? 0.0 : std::min(1.0, room / distinct);
   const double apart = read_s + compute_s;
   const double overlapped = std::max(read_s, compute_s) + std::min(read_s, compute_s) / layers;
   return guessed * overlapped + (1 - guessed) * apart;

@@ -509,20 +509,22 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
   return *fetch_;
 }
 
-void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> experts) {
+void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> experts, bool pass) {
   predicted_layer_.assign(experts.begin(), experts.end());
   std::sort(predicted_layer_.begin(), predicted_layer_.end());
   predicted_for_ = layer;
   stats_.predicted += experts.size();
-  // Guesses never take a slot that a request is waiting for, nor more than a
-  // quarter of the cache.
+  // Guesses never take a slot that a request is waiting for, nor (but a
+  // pass's, whose next layer is asked for whole) more than a quarter of the
+  // cache.
   if (waiting_ > 0) return;
   size_t guessing = 0;
   for (const Slot& s : slots_) guessing += s.prefetched;
+  const size_t room = pass ? slots_.size() : slots_.size() / 4;
   std::vector<Extent> batch;
   for (int32_t e : experts) {
     if (where_.count(key(layer, e))) continue;
-    if (++guessing > slots_.size() / 4) break;
+    if (++guessing > room) break;
     if (start_read(layer, e, true, batch) < 0) break;
     ++stats_.prefetch_issued;
   }
