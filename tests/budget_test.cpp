@@ -139,8 +139,9 @@ TEST(Budget, APassReadsALayersExpertsOnceWhereTheCacheHoldsThem) {
   m.pass_rows = 512;
   BudgetPrediction p = predict_budget(kimi_k3(), m, 512);
   // One pass: 895.91 experts a layer once, 1446.539 GB, 55.636 s at 26 GB/s;
-  // a pass of three steps guesses its next layer whole: 2108 − 895.91 =
-  // 1212.09 slots hold its 895.91, g = 1: 55.636 + 5.12 / 92 = 55.6918 s.
+  // a pass of three steps guesses into three quarters of the cache at most:
+  // min(1581, 2108 − 895.91 = 1212.09) slots hold its 895.91, g = 1:
+  // 55.636 + 5.12 / 92 = 55.6918 s.
   // (One step of 512 rows would guess a quarter, 527: 57.7771 s, above.)
   EXPECT_NEAR(static_cast<double>(p.prompt_read_bytes), 1446.539e9, 1e6);
   EXPECT_NEAR(p.by_drives[3].ttft_s, 55.6918, 1e-3);

@@ -98,12 +98,39 @@ TEST_F(KeepLayer, AGuessNeverTakesAKeptSlot) {
 
 // A step's guess takes a quarter of the cache at most (the experts the
 // next tokens need stay); a pass's, whose parts then ask for its layer
-// whole, every slot no request holds.
-TEST_F(KeepLayer, APasssGuessMayTakeMoreThanAQuarterOfTheCache) {
+// whole, three quarters: the last quarter stays for a request's misses.
+TEST_F(KeepLayer, APassGuessMayTakeThreeQuartersOfTheCache) {
   provider_->prefetch(1, std::vector<int32_t>{0, 1, 2});
   EXPECT_EQ(provider_->stats().prefetch_issued, 1u);
   provider_->prefetch(2, std::vector<int32_t>{0, 1, 2}, true);
-  EXPECT_EQ(provider_->stats().prefetch_issued, 4u);
+  EXPECT_EQ(provider_->stats().prefetch_issued, 3u);
+  // The slot left reads a request for experts no guess named.
+  const uint64_t before = misses();
+  use(0, {1});
+  EXPECT_EQ(misses(), before + 1);
+}
+
+// A guess never keeps a request from its reads: in a cache of two slots a
+// pass's guesses may take both, and a pass stopped before the layer they
+// were for leaves them there; a request for other experts then takes a
+// landed guess's slot rather than finding none.
+TEST_F(KeepLayer, ARequestTakesALandedGuessWhenNothingElseIsFree) {
+  std::unique_ptr<Storage> storage = make_storage();
+  ExpertCatalog catalog = catalog_from_manifest(Manifest::load(tmp_ / "pack"), tmp_ / "pack", *storage);
+  StreamingOptions so;
+  so.slots = 2;
+  StreamingExpertProvider small(config_, std::move(catalog), std::move(storage), so);
+  small.prefetch(1, std::vector<int32_t>{0, 1}, true);
+  ASSERT_EQ(small.stats().prefetch_issued, 2u);
+  small.settle();  // both landed
+  const std::vector<int32_t> want = {0, 1};
+  ExpertFetch& f = small.fetch(0, want);
+  std::vector<std::pair<int, const ExpertWeights*>> got;
+  size_t n = 0;
+  while (f.next_batch(got, want.size()) > 0) n += got.size();
+  f.end();
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(small.stats().misses, 2u);
 }
 
 // A pass of three parts over layer 1: a guess for it (3) stays in flight

@@ -118,9 +118,9 @@ class ExpertProvider {
   // A guess that `experts` of `layer` come next: a streaming provider may
   // start reading them. Never changes results. `pass`: the guess of a pass of
   // several parts (Model::forward) at its next layer, which its parts then
-  // ask for whole: it may take every slot no request holds (otherwise, a
-  // decode or prompt step's, a quarter of the cache at most, so that the
-  // experts the next tokens need stay).
+  // ask for whole: it may take three quarters of a cache's slots (otherwise,
+  // a decode or prompt step's, a quarter at most, so that the experts the
+  // next tokens need stay).
   virtual void prefetch(int64_t layer, std::span<const int32_t> experts, bool pass = false) {
     (void)layer;
     (void)experts;

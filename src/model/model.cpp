@@ -235,9 +235,10 @@ void Model::prefetch_for(size_t next, Tensor h, size_t n, bool pass) {
   // Prefill steps guess too: the drive would otherwise idle from this
   // layer's last read to the next layer's routing (the tail of this layer's
   // products and the next attention). The provider caps the guesses (a
-  // quarter of its cache, none of the slots this layer's experts hold, none
-  // while a request waits for a slot), so a prompt whose layer fills the
-  // cache still reads each expert once a step.
+  // quarter of its cache, three quarters for a pass of several parts, none
+  // of the slots this layer's experts hold, none while a request waits for a
+  // slot), so a prompt whose layer fills the cache still reads each expert
+  // once a step.
   // (A pass wider than a step asks for the next layer a step at a time.)
   if (layers_[next].moe->held_by(*backend_, std::min(n, step_.sizes.rows))) return;  // nothing to read: the device holds them
   if (experts_->holds_layer(static_cast<int64_t>(next))) return;  // nor when the RAM cache does

@@ -136,11 +136,12 @@ double prompt_seconds(const BudgetShape& s, const BudgetMachine& m, const Budget
   const double slots = static_cast<double>(p.cache_slots);
   // The share of a layer's experts its guess can read ahead: the provider
   // gives guesses none of the slots the layer's own experts hold (none at
-  // all while those do not all fit), and but for a pass of several parts
-  // (whose next layer its parts ask for whole) a quarter of the slots at most.
+  // all while those do not all fit), and a quarter of the slots at most,
+  // three quarters in a pass of several parts (whose next layer its parts
+  // ask for whole).
   const int64_t pass = pass_tokens(m, p.prompt_tokens);
   const bool parts = m.step_rows > 0 && pass > m.step_rows;
-  const double room = parts ? slots - distinct : std::min(slots / 4, slots - distinct);
+  const double room = std::min((parts ? 0.75 : 0.25) * slots, slots - distinct);
   const double guessed = !m.prefetch || distinct <= 0 || slots <= distinct ? 0.0 : std::min(1.0, room / distinct);
   const double apart = read_s + compute_s;
   const double overlapped = std::max(read_s, compute_s) + std::min(read_s, compute_s) / layers;

@@ -53,11 +53,12 @@
 //                computes: the two overlap but for one layer's worth of the
 //                lesser, max(R, C) + min(R, C) ÷ moe_layers. The guesses get
 //                none of the slots the layer's own experts hold, none while
-//                those do not all fit, and (but in a pass of several steps,
-//                whose next layer its steps ask for whole) at most a quarter
-//                of the cache's S slots: a share g = min(1, min(S/4, S − D)
-//                ÷ D) of a layer is read ahead (in a pass of several steps
-//                min(1, (S − D) ÷ D); 0 when S ≤ D or without prefetch), and TTFT =
+//                those do not all fit, and at most a quarter of the cache's S
+//                slots (three quarters in a pass of several steps, whose next
+//                layer its steps ask for whole): a share g = min(1, min(S/4,
+//                S − D) ÷ D) of a layer is read ahead (in a pass of several
+//                steps min(1, min(3S/4, S − D) ÷ D); 0 when S ≤ D or without
+//                prefetch), and TTFT =
 //                g · that + (1 − g) · (R + C);
 //   drive-bound until RAM = resident + the least cache for which a token's
 //                read takes no longer than its compute.

@@ -195,8 +195,10 @@ void StreamingExpertProvider::note_use(int64_t layer, int64_t expert) {
 
 int StreamingExpertProvider::choose_victim(bool for_prefetch, double guess_score) const {
   // The coldest slot of another layer than the kept one, else (for a read
-  // the step waits for, not a guess) the kept layer's coldest.
-  int best = -1, best_kept = -1;
+  // the step waits for, not a guess) the kept layer's coldest, else a landed
+  // guess no one has asked for yet (a guess never keeps a request from its
+  // reads: a pass stopped before the layer it guessed for leaves them).
+  int best = -1, best_kept = -1, best_guess = -1;
   auto colder = [&](const Slot& s, int than) {
     if (than < 0) return true;
     const Slot& b = slots_[than];
@@ -206,11 +208,15 @@ int StreamingExpertProvider::choose_victim(bool for_prefetch, double guess_score
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
     if (s.state == State::Free) return static_cast<int>(i);
-    if (s.state != State::Ready || s.users > 0 || s.pinned || s.prefetched) continue;
+    if (s.state != State::Ready || s.users > 0 || s.pinned) continue;
+    if (s.prefetched) {
+      if (best_guess < 0) best_guess = static_cast<int>(i);
+      continue;
+    }
     int& into = s.layer == kept_layer_ ? best_kept : best;
     if (colder(s, into)) into = static_cast<int>(i);
   }
-  if (best < 0) return for_prefetch ? -1 : best_kept;
+  if (best < 0) return for_prefetch ? -1 : best_kept >= 0 ? best_kept : best_guess;
   // A guess may not push out an expert that is much hotter than itself.
   if (for_prefetch && score(slots_[best].layer, slots_[best].expert) > 4.0 * guess_score + 4.0) return -1;
   return best;
@@ -514,13 +520,15 @@ void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> e
   std::sort(predicted_layer_.begin(), predicted_layer_.end());
   predicted_for_ = layer;
   stats_.predicted += experts.size();
-  // Guesses never take a slot that a request is waiting for, nor (but a
-  // pass's, whose next layer is asked for whole) more than a quarter of the
-  // cache.
+  // Guesses never take a slot that a request is waiting for, nor more than
+  // a quarter of the cache: the experts the next tokens need stay. A pass's
+  // next layer is asked for whole, so its guesses take up to three quarters;
+  // the last quarter stays for the reads of a request they missed (a guess
+  // not yet asked for is no one's to evict).
   if (waiting_ > 0) return;
   size_t guessing = 0;
   for (const Slot& s : slots_) guessing += s.prefetched;
-  const size_t room = pass ? slots_.size() : slots_.size() / 4;
+  const size_t room = pass ? slots_.size() - slots_.size() / 4 : slots_.size() / 4;
   std::vector<Extent> batch;
   for (int32_t e : experts) {
     if (where_.count(key(layer, e))) continue;
