@@ -450,8 +450,8 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
       b.embed(embed_, std::span<const int32_t>(step_.tokens).subspan(at, m), h.rows(at, m, hidden));
       if (embed_rows_only_) {
         // One release from the lowest row to the highest, not one a row: only
-        // the rows' pages are mapped in that span, and a call a row (each a
-        // flush of every core's TLB) cost a 4096-token prompt ~90 ms.
+        // the rows' pages are mapped in that span, and each call flushes
+        // every core's TLB (docs/PERFORMANCE.md has what a call a row cost).
         int32_t lo = rows[at].token, hi = lo;
         for (const Row& r : rows.subspan(at, m)) {
           lo = std::min(lo, r.token);

@@ -148,15 +148,15 @@ double prompt_seconds(const BudgetShape& s, const BudgetMachine& m, const Budget
   return guessed * overlapped + (1 - guessed) * apart;
 }
 
-// A decode token's compute (budget.h): with reads, the guesses' and the
-// checksums' too.
-double token_compute_seconds(const BudgetShape& s, const BudgetMachine& m, const BudgetPrediction& p) {
+// A decode token's compute (budget.h) at hit rate `hit` reading
+// `read_bytes` (none when every expert fits): with reads, the guesses' and
+// the checksums' too.
+double token_compute_seconds(const BudgetShape& s, const BudgetMachine& m, double hit, double read_bytes, bool fits) {
   const double hits = m.hash_hits ? static_cast<double>(s.experts_per_token * s.moe_layers) *
-                                        static_cast<double>(s.expert_bytes) * p.hit_rate
+                                        static_cast<double>(s.expert_bytes) * hit
                                   : 0.0;
-  if (p.fits) return m.decode_compute_s + m.hash_s_per_byte * hits;
-  return m.decode_compute_s + (m.prefetch ? m.guess_compute_s : 0.0) +
-         m.hash_s_per_byte * (static_cast<double>(p.read_per_token) + hits);
+  if (fits) return m.decode_compute_s + m.hash_s_per_byte * hits;
+  return m.decode_compute_s + (m.prefetch ? m.guess_compute_s : 0.0) + m.hash_s_per_byte * (read_bytes + hits);
 }
 
 }  // namespace
@@ -216,7 +216,8 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     dp.drives = static_cast<int>(d + 1);
     dp.gbps = gbps;
     const double read_s = p.fits ? 0 : static_cast<double>(p.read_per_token) / (gbps * 1e9);
-    const double compute_s = token_compute_seconds(s, m, p);
+    const double compute_s =
+        token_compute_seconds(s, m, p.hit_rate, static_cast<double>(p.read_per_token), p.fits);
     const double token_s = read_s + compute_s - (read_s > 0 ? read_s * compute_s / (read_s + compute_s) : 0.0);
     dp.decode_tok_s = token_s > 0 ? 1.0 / token_s : 0;  // 0: nothing to time
     dp.read_s = read_s;
@@ -234,8 +235,7 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
       const double r = read_seconds(s, mid, heat, gbps, m.prefetch_read_factor);
-      const double hits = m.hash_hits ? picks * static_cast<double>(s.expert_bytes) * hit_rate_sorted(s, mid, heat) : 0.0;
-      if (r <= m.decode_compute_s + (m.prefetch ? m.guess_compute_s : 0.0) + m.hash_s_per_byte * (r * gbps * 1e9 + hits))
+      if (r <= token_compute_seconds(s, m, hit_rate_sorted(s, mid, heat), r * gbps * 1e9, false))
         hi = mid;
       else
         lo = mid + 1;
