@@ -24,6 +24,8 @@
 #include "pack/manifest.h"
 #include "pack/packer.h"
 #include "runtime/attention_timer.h"
+#include "model/expert_heat.h"
+#include "runtime/budget.h"
 #include "runtime/budget_model.h"
 #include "runtime/loader.h"
 #include "storage/probe.h"
@@ -389,6 +391,37 @@ TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
     } else {
       EXPECT_EQ(drive["source"].get<std::string>().rfind("measured now", 0), 0u);
     }
+  }
+}
+
+// The model's guesses on record (the heat file's) set the factor its
+// misses are read by: 2 − right ÷ predicted; fewer than 256 guesses, the
+// assumed one; without prefetch, no wrong guesses at all.
+TEST(CliBudget, TheHeatsGuessesSetThePrefetchsReadFactor) {
+  testfiles::TempDir tmp("strata-budget-guesses");
+  const fs::path model = fixture("ds_mtp");
+  const BudgetModel b = read_budget_model(model, {});
+  struct Case {
+    double predicted, right;
+    std::string flags;
+    double factor;
+    std::string from;
+  };
+  for (const Case& c : {Case{1000, 600, "", 1.4, "heat"}, Case{100, 60, "", kPrefetchReadFactor, "default"},
+                        Case{1000, 600, " --prefetch off", 1.0, "no prefetch"}}) {
+    SCOPED_TRACE(std::to_string(c.predicted) + c.flags);
+    ExpertHeat heat(b.config.num_layers, b.config.n_routed_experts);
+    heat.add(1, 0, 5);
+    heat.add_guesses(c.predicted, c.right);
+    heat.save(tmp / "heat.json", b.identity);
+    const CommandResult r = run_strata("budget " + model.string() + " --ram 1 --probe-seconds 0.2 --threads 1 --json --heat " +
+                                           (tmp / "heat.json").string() + c.flags,
+                                       "STRATA_BUDGET_COMPUTE_MIB=16 STRATA_HOME=" + tmp.path().string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json m = nlohmann::json::parse(r.out)["machine"];
+    EXPECT_DOUBLE_EQ(m["prefetch_read_factor"].get<double>(), c.factor);
+    EXPECT_EQ(m["prefetch_read_factor_from"], c.from);
+    EXPECT_EQ(m["guesses"]["predicted"].get<double>(), c.predicted);
   }
 }
 

@@ -236,6 +236,19 @@ TEST(Budget, ThePrefetchsReadFactorScalesTheReads) {
   EXPECT_THROW(predict_budget(kimi_k3(), m, 512), Error);
 }
 
+// The factor from the guesses on record: 2 − right ÷ predicted, a wrong
+// guess read about as often as a pick is missed; the assumed 1.25 until
+// there are 256 guesses (the budget check's model a: 0.567 right, 1.433,
+// against 1.44-1.50 read in its runs: docs/PERFORMANCE.md).
+TEST(Budget, TheGuessesOnRecordGiveThePrefetchsReadFactor) {
+  EXPECT_DOUBLE_EQ(prefetch_read_factor(1000, 567), 1.433);
+  EXPECT_DOUBLE_EQ(prefetch_read_factor(256, 256), 1.0);   // every guess right: nothing read for nothing
+  EXPECT_DOUBLE_EQ(prefetch_read_factor(256, 0), 2.0);     // none right: one wrong read a miss
+  EXPECT_DOUBLE_EQ(prefetch_read_factor(255, 100), kPrefetchReadFactor);
+  EXPECT_DOUBLE_EQ(prefetch_read_factor(0, 0), kPrefetchReadFactor);
+  EXPECT_DOUBLE_EQ(prefetch_read_factor(1000, 2000), 1.0);  // more right than guessed (a broken record): clamped
+}
+
 // A token that reads computes more: the guesses at the next layers'
 // experts (with prefetch) and the checksums of its reads, and of its cache
 // hits too under --verify always. A token whose experts all fit: only the

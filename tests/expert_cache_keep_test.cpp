@@ -102,7 +102,7 @@ TEST_F(KeepLayer, AGuessNeverTakesAKeptSlot) {
 TEST_F(KeepLayer, APassGuessMayTakeThreeQuartersOfTheCache) {
   provider_->prefetch(1, std::vector<int32_t>{0, 1, 2});
   EXPECT_EQ(provider_->stats().prefetch_issued, 1u);
-  provider_->prefetch(2, std::vector<int32_t>{0, 1, 2}, true);
+  provider_->prefetch(2, std::vector<int32_t>{0, 1, 2}, ExpertProvider::GuessOf::Pass);
   EXPECT_EQ(provider_->stats().prefetch_issued, 3u);
   // The slot left reads a request for experts no guess named.
   const uint64_t before = misses();
@@ -120,7 +120,7 @@ TEST_F(KeepLayer, ARequestTakesALandedGuessWhenNothingElseIsFree) {
   StreamingOptions so;
   so.slots = 2;
   StreamingExpertProvider small(config_, std::move(catalog), std::move(storage), so);
-  small.prefetch(1, std::vector<int32_t>{0, 1}, true);
+  small.prefetch(1, std::vector<int32_t>{0, 1}, ExpertProvider::GuessOf::Pass);
   ASSERT_EQ(small.stats().prefetch_issued, 2u);
   small.settle();  // both landed
   const std::vector<int32_t> want = {0, 1};

@@ -137,7 +137,9 @@ TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
     // overwrites it (with one slot, before every read); without the import,
     // through its staging: the same bits either way. (gpt-oss's BF16 experts
     // are converted when the model loads and stay in RAM, outside the cache.)
-    if (dir.filename() != "gptoss_bf16") EXPECT_GT(one.stats.device.bytes_in_place, 0u);
+    if (dir.filename() != "gptoss_bf16") {
+      EXPECT_GT(one.stats.device.bytes_in_place, 0u);
+    }
     const testenv::ScopedEnv no_import("STRATA_VK_HOST_IMPORT", "0");
     const Outcome copied = run(dir, on_device(GetParam(), streamed(1)));
     expect_identical(ram, copied, "one slot, no import");
@@ -462,7 +464,9 @@ TEST_P(Streaming, AStoppedPassLeavesTheNextRequestItsBits) {
   // Where a layer follows that MoE layer, the pass stopped before its end
   // (ds_mtp_trained's only MoE layer is its last: its pass ran to the end).
   ASSERT_GE(cancel.at, 0);
-  if (cancel.at + 1 < m->config().num_layers) EXPECT_EQ(stopped->completion_tokens(), 0);
+  if (cancel.at + 1 < m->config().num_layers) {
+    EXPECT_EQ(stopped->completion_tokens(), 0);
+  }
   Request next;
   next.prompt = {5, 17, 3, 42, 9};  // run()'s
   next.max_tokens = 6;
@@ -720,6 +724,74 @@ TEST(Heat, PersistsAndPinsTheHottest) {
   std::ofstream(tmp / "config.json") << R"({"hidden_size": 64})";
   refused(tmp / "config.json", "m", "not a strata heat file");
   EXPECT_THROW(ExpertHeat::load_given(tmp / "h.json", "m", 4, 8), Error);  // another shape
+}
+
+// A decode token's guesses on record travel with the heat: saved, loaded,
+// added up over runs; a record that cannot be counts is refused where the
+// file is the user's and ignored with the heat where it is a hint.
+TEST(Heat, KeepsTheGuessesOnRecord) {
+  testfiles::TempDir tmp("strata-heat-guesses");
+  ExpertHeat h(3, 8);
+  h.add(1, 5, 10);
+  EXPECT_EQ(h.guesses().predicted, 0);
+  h.save(tmp / "none.json", "m");
+  std::ifstream none(tmp / "none.json");
+  const std::string text{std::istreambuf_iterator<char>(none), std::istreambuf_iterator<char>()};
+  EXPECT_EQ(text.find("guesses"), std::string::npos);  // none yet: none written
+  h.add_guesses(40, 0);
+  h.add_guesses(0, 25);
+  h.save(tmp / "h.json", "m");
+  ExpertHeat back = ExpertHeat::load(tmp / "h.json", "m", 3, 8);
+  EXPECT_EQ(back.guesses().predicted, 40);
+  EXPECT_EQ(back.guesses().right, 25);
+  back.merge(h);
+  EXPECT_EQ(back.guesses().predicted, 80);
+  EXPECT_EQ(back.guesses().right, 50);
+  for (const char* bad : {R"("guesses": {"predicted": 4, "right": 5})", R"("guesses": {"predicted": -1, "right": 0})",
+                          R"("guesses": {"predicted": "4", "right": 1})", R"("guesses": [4, 1])"}) {
+    SCOPED_TRACE(bad);
+    std::ofstream(tmp / "bad.json") << R"({"version": 1, "model": "m", "layers": [[], [], []], )" << bad << "}";
+    EXPECT_THROW(ExpertHeat::load_given(tmp / "bad.json", "m", 3, 8), Error);
+    EXPECT_EQ(ExpertHeat::load(tmp / "bad.json", "m", 3, 8).guesses().predicted, 0);
+  }
+}
+
+// The run counts a one-token step's guesses (a decode token's, and a
+// one-token prompt's) into the heat as its own stats count them, and not a
+// step of several rows' (`strata budget` predicts a decode token's reads
+// from them); a second run adds its own.
+TEST(Heat, AOneTokenStepsGuessesAreCountedInIt) {
+  testfiles::TempDir tmp("strata-heat-guesses");
+  const fs::path dir = kModels / "ds_yarn_grouped";
+  uint64_t before = 0, before_right = 0;
+  for (const std::vector<int32_t>& prompt :
+       {std::vector<int32_t>{5}, std::vector<int32_t>{5}, std::vector<int32_t>{5, 17, 3, 42, 9}}) {
+    SCOPED_TRACE(prompt.size());
+    const fs::path path = tmp / (prompt.size() == 1 ? "one.json" : "five.json");
+    LoadOptions o = streamed(4);
+    o.threads = 2;
+    o.heat = path.string();
+    auto m = load_model(dir, o);
+    GenerateOptions g;
+    g.max_new_tokens = 8;
+    g.sampling = {1.0f, 11};
+    generate(*m, prompt, g);
+    ASSERT_EQ(m->save_heat(), "");
+    const ExpertStats s = m->expert_stats();
+    const ExpertHeat::Guesses h =
+        ExpertHeat::load(path, m->identity(), m->config().num_layers, m->config().n_routed_experts).guesses();
+    ASSERT_GT(s.predicted, 0u);
+    if (prompt.size() == 1) {
+      EXPECT_EQ(h.predicted, static_cast<double>(before + s.predicted));
+      EXPECT_EQ(h.right, static_cast<double>(before_right + s.predicted_right));
+      EXPECT_GT(s.predicted_right, 0u);
+      before += s.predicted;
+      before_right += s.predicted_right;
+    } else {
+      EXPECT_GT(h.predicted, 0);
+      EXPECT_LT(h.predicted, static_cast<double>(s.predicted));  // the five-row prompt step's are not
+    }
+  }
 }
 
 TEST(Heat, PinnedRunsStayBitIdentical) {

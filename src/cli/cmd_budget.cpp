@@ -176,10 +176,12 @@ int run_budget(const BudgetArgs& a) {
   // (A remote model has no heat of its own here: only --heat gives one.)
   const fs::path heat_path = a.heat.empty() ? default_heat_path(model.identity) : fs::path(a.heat);
   bool heat_used = false;
+  ExpertHeat::Guesses guesses;  // the heat's guesses on record
   if (a.heat == "none" || (a.heat.empty() && !model.remote.empty())) {
   } else if (fs::exists(heat_path)) {
     const ExpertHeat heat = ExpertHeat::load(heat_path, model.identity, model.config.num_layers,
                                              model.config.n_routed_experts, !a.heat.empty());
+    guesses = heat.guesses();
     if (heat.total() > 0) {
       for (int64_t l = 0; l < model.config.num_layers; ++l)
         if (model.config.layer_is_moe(l)) {
@@ -226,7 +228,8 @@ int run_budget(const BudgetArgs& a) {
   m.hash_s_per_byte = hashed ? compute.hash_s_per_byte : 0.0;
   m.hash_hits = hashed && a.verify == "always";
   m.prefetch = run.prefetch != LoadOptions::Prefetch::Off;
-  m.prefetch_read_factor = m.prefetch ? kPrefetchReadFactor : 1.0;
+  m.prefetch_read_factor = m.prefetch ? prefetch_read_factor(guesses.predicted, guesses.right) : 1.0;
+  const bool factor_measured = m.prefetch && guesses.predicted >= kLeastGuesses;
   const BudgetPrediction p = predict_budget(model.shape, m, prompt);
 
   if (!a.svg.empty())
@@ -275,6 +278,8 @@ int run_budget(const BudgetArgs& a) {
                     {"trunk_decode_gbps", compute.trunk_decode_gbps},
                     {"prefetch", m.prefetch},
                     {"prefetch_read_factor", m.prefetch_read_factor},
+                    {"prefetch_read_factor_from", !m.prefetch ? "no prefetch" : factor_measured ? "heat" : "default"},
+                    {"guesses", {{"predicted", guesses.predicted}, {"right", guesses.right}}},
                     {"threads", threads},
                     {"profile", profile_used.empty() ? nlohmann::json() : nlohmann::json(profile_used)},
                     {"heat", heat_used ? heat_path.string() : ""}};
@@ -301,8 +306,9 @@ int run_budget(const BudgetArgs& a) {
               static_cast<unsigned long long>(p.cache_slots),
               gb(p.cache_slots * model.shape.expert_bytes), 100.0 * p.hit_rate,
               p.fits ? "every expert fits" : heat_used ? "from the heat file" : "uniform routing: a floor");
-  std::printf("  read per token       %.3f GB (the misses, x %.2f for the prefetch's wrong guesses)\n",
-              gb(p.read_per_token), m.prefetch_read_factor);
+  std::printf("  read per token       %.3f GB (the misses, x %.2f for the prefetch's wrong guesses: %s)\n",
+              gb(p.read_per_token), m.prefetch_read_factor,
+              !m.prefetch ? "no prefetch" : factor_measured ? "from the guesses in the heat file" : "assumed");
   std::printf("  compute per token    %.1f ms decode, %.2f ms a prompt token (experts %s %.1f GB/s one row, trunk %s "
               "%.1f GB/s one row and %.1f at 64 rows, %.1f us a product beyond its bytes; attention %.2f and %.2f "
               "ms of them)\n",

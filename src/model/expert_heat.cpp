@@ -21,6 +21,7 @@ void ExpertHeat::merge(const ExpertHeat& other) {
     if (other.counts_[l].size() != counts_[l].size()) throw Error("expert heat: expert counts differ");
     for (size_t e = 0; e < counts_[l].size(); ++e) counts_[l][e] += other.counts_[l][e];
   }
+  add_guesses(other.guesses_.predicted, other.guesses_.right);
 }
 
 double ExpertHeat::total() const {
@@ -76,6 +77,16 @@ ExpertHeat counts_of(const nlohmann::json& j, const std::filesystem::path& path,
       h.add(l, e, row[e].get<double>());
     }
   }
+  if (j.contains("guesses")) {
+    const auto& g = j["guesses"];
+    const auto count = [&](const char* key) {
+      return g.is_object() && g.contains(key) && g[key].is_number() ? g[key].get<double>() : -1.0;
+    };
+    const double predicted = count("predicted"), right = count("right");
+    if (predicted < 0 || right < 0 || right > predicted)
+      return reject("\"guesses\" must hold non-negative \"predicted\" and \"right\", right at most predicted");
+    h.add_guesses(predicted, right);
+  }
   return h;
 }
 
@@ -126,6 +137,7 @@ void ExpertHeat::save(const std::filesystem::path& path, const std::string& mode
     bool any = std::any_of(l.begin(), l.end(), [](double c) { return c > 0; });
     j["layers"].push_back(any ? nlohmann::json(l) : nlohmann::json::array());
   }
+  if (guesses_.predicted > 0) j["guesses"] = {{"predicted", guesses_.predicted}, {"right", guesses_.right}};
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
   // A name of this write's own: runs of the same model may end together,

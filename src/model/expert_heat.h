@@ -1,9 +1,13 @@
 #pragma once
 // How often each routed expert has been selected: the cache's frequency
 // score, the list of experts worth pinning in RAM, and what `pack --trace`
-// uses to place hot experts. Persisted between runs as JSON:
-//   {"version": 1, "model": "<id>", "layers": [[count, ...], ...]}
-// (one array per layer, empty for dense layers; counts are selections).
+// uses to place hot experts. Beside it, how often a decode token's guesses
+// at its next layer's experts were right: what that prefetch reads for
+// nothing, which `strata budget` counts. Persisted between runs as JSON:
+//   {"version": 1, "model": "<id>", "layers": [[count, ...], ...],
+//    "guesses": {"predicted": n, "right": m}}
+// (one array per layer, empty for dense layers; counts are selections;
+// "guesses" absent until a run has guessed).
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -23,6 +27,17 @@ class ExpertHeat {
   // Adds another run's counts (shapes must match; throws strata::Error).
   void merge(const ExpertHeat& other);
   double total() const;
+  // One-token steps' guesses at their next MoE layer's experts
+  // (Model::prefetch_for): how many experts were guessed, and how many of
+  // those that layer's router then picked.
+  struct Guesses {
+    double predicted = 0, right = 0;
+  };
+  void add_guesses(double predicted, double right) {
+    guesses_.predicted += predicted;
+    guesses_.right += right;
+  }
+  const Guesses& guesses() const { return guesses_; }
   // The `n` hottest (layer, expert) pairs with a count above zero, hottest
   // first; ties by (layer, expert) so the choice is reproducible.
   std::vector<std::pair<int64_t, int64_t>> hottest(size_t n) const;
@@ -44,6 +59,7 @@ class ExpertHeat {
 
  private:
   std::vector<std::vector<double>> counts_;
+  Guesses guesses_;
 };
 
 // Where a model's heat lives between runs: <strata_cache_dir()>/heat/

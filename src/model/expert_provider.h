@@ -116,15 +116,17 @@ class ExpertProvider {
   // own copies (an in-RAM provider frees them; a fetch of them then throws).
   virtual void release_layer(int64_t layer) { (void)layer; }
   // A guess that `experts` of `layer` come next: a streaming provider may
-  // start reading them. Never changes results. `pass`: the guess of a pass of
-  // several parts (Model::forward) at its next layer, which its parts then
-  // ask for whole: it may take three quarters of a cache's slots (otherwise,
-  // a decode or prompt step's, a quarter at most, so that the experts the
-  // next tokens need stay).
-  virtual void prefetch(int64_t layer, std::span<const int32_t> experts, bool pass = false) {
+  // start reading them. Never changes results. `of` says whose guess it is:
+  // a pass of several parts' (Model::forward) at its next layer, which its
+  // parts then ask for whole, may take three quarters of a cache's slots
+  // (a step's, a quarter at most, so that the experts the next tokens need
+  // stay); a one-token step's (a decode token of one sequence) is counted
+  // in the heat (ExpertHeat::guesses), as `strata budget` predicts decode.
+  enum class GuessOf { Token, Step, Pass };
+  virtual void prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of = GuessOf::Step) {
     (void)layer;
     (void)experts;
-    (void)pass;
+    (void)of;
   }
   // A pass of several parts (Model::forward) fetches `layer`'s experts for
   // each part in turn: until keep_layer(-1), a read for another expert takes

@@ -262,7 +262,9 @@ void Model::prefetch_for(size_t next, Tensor h, size_t n, bool pass) {
   step_.guess_reads.clear();
   for (int32_t e : guess)
     if (!backend_->has_expert(static_cast<int64_t>(next), e)) step_.guess_reads.push_back(e);
-  experts_->prefetch(static_cast<int64_t>(next), step_.guess_reads, pass);
+  using GuessOf = ExpertProvider::GuessOf;
+  experts_->prefetch(static_cast<int64_t>(next), step_.guess_reads,
+                     pass ? GuessOf::Pass : n == 1 ? GuessOf::Token : GuessOf::Step);
 }
 
 void Model::collect_held_routing(std::span<const Row> rows) {

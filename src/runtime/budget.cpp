@@ -161,6 +161,11 @@ double token_compute_seconds(const BudgetShape& s, const BudgetMachine& m, doubl
 
 }  // namespace
 
+double prefetch_read_factor(double predicted, double right) {
+  if (!std::isfinite(predicted) || !std::isfinite(right) || predicted < kLeastGuesses) return kPrefetchReadFactor;
+  return 2.0 - std::clamp(right / predicted, 0.0, 1.0);
+}
+
 double distinct_experts(int64_t experts, int64_t per_token, int64_t tokens) {
   if (experts <= 0 || per_token <= 0 || tokens <= 0) return 0;
   const double miss = 1.0 - static_cast<double>(std::min(per_token, experts)) / static_cast<double>(experts);

@@ -85,8 +85,16 @@ struct BudgetShape {
 // Bytes strata's next-layer prefetch reads for each byte a decode token
 // misses: its wrong guesses are read too. Measured on the budget check's
 // runs (docs/PERFORMANCE.md, "strata budget's prediction"): 1.1 to 1.65,
-// this is their middle.
+// this is their middle, for a model without guesses on record.
 inline constexpr double kPrefetchReadFactor = 1.25;
+
+// The factor from a model's guesses on record (ExpertHeat::guesses): of
+// `predicted` guessed experts, `right` were picked. A wrong guess is read
+// where the cache lacks it, about as often as a pick is missed, so a miss
+// costs 2 − right ÷ predicted reads (docs/PERFORMANCE.md has how close that
+// came to the runs). kPrefetchReadFactor with fewer than kLeastGuesses.
+inline constexpr double kLeastGuesses = 256;
+double prefetch_read_factor(double predicted, double right);
 
 // What the machine gives (measured or assumed by the caller).
 struct BudgetMachine {

@@ -451,6 +451,7 @@ void StreamingExpertProvider::count_predicted(int64_t layer, std::span<const int
     const auto it = std::lower_bound(predicted_layer_.begin(), predicted_layer_.end(), e);
     if (it == predicted_layer_.end() || *it != e) continue;
     ++stats_.predicted_right;
+    if (predicted_by_token_) heat_.add_guesses(0, 1);
     predicted_layer_.erase(it);
   }
 }
@@ -515,11 +516,13 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
   return *fetch_;
 }
 
-void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> experts, bool pass) {
+void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of) {
   predicted_layer_.assign(experts.begin(), experts.end());
   std::sort(predicted_layer_.begin(), predicted_layer_.end());
   predicted_for_ = layer;
+  predicted_by_token_ = of == GuessOf::Token;
   stats_.predicted += experts.size();
+  if (predicted_by_token_) heat_.add_guesses(static_cast<double>(experts.size()), 0);
   // Guesses never take a slot that a request is waiting for, nor more than
   // a quarter of the cache: the experts the next tokens need stay. A pass's
   // next layer is asked for whole, so its guesses take up to three quarters;
@@ -528,7 +531,7 @@ void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> e
   if (waiting_ > 0) return;
   size_t guessing = 0;
   for (const Slot& s : slots_) guessing += s.prefetched;
-  const size_t room = pass ? slots_.size() - slots_.size() / 4 : slots_.size() / 4;
+  const size_t room = of == GuessOf::Pass ? slots_.size() - slots_.size() / 4 : slots_.size() / 4;
   std::vector<Extent> batch;
   for (int32_t e : experts) {
     if (where_.count(key(layer, e))) continue;

@@ -57,7 +57,7 @@ class StreamingExpertProvider : public ExpertProvider {
 
   ExpertFetch& fetch(int64_t layer, std::span<const int32_t> experts) override;
   void note_held(int64_t layer, std::span<const int32_t> experts) override;
-  void prefetch(int64_t layer, std::span<const int32_t> experts, bool pass = false) override;
+  void prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of = GuessOf::Step) override;
   void keep_layer(int64_t layer) override { kept_layer_ = layer; }
   bool wants_prefetch() const override { return true; }
   bool streams() const override { return true; }
@@ -157,6 +157,7 @@ class StreamingExpertProvider : public ExpertProvider {
   std::vector<int32_t> predicted_layer_;     // last prediction, for accuracy
   std::vector<uint8_t> interleave_scratch_;  // one 16-row group being interleaved in its slot
   int64_t predicted_for_ = -1;
+  bool predicted_by_token_ = false;          // that prediction was a one-token step's (counted in the heat)
   ExpertStats stats_;
   std::unique_ptr<Fetch> fetch_;  // the current one; last, so it goes before the slots it holds
 };
