@@ -164,6 +164,17 @@ print(json.dumps({"config": tag, "model": model, "folders": int(layout), "ram_gi
                   "drive_gbps_predicted": pred.get("gbps", 0),
                   "drive_gbps_prefill": statistics.median(drive_rate(s, "prefill") for s in runs_),
                   "drive_gbps_decode": statistics.median(drive_rate(s, "decode") for s in runs_),
+                  # Bytes a decode token read, and the prefetch's reads for each miss: (demand reads + guesses
+                  # issued and not cancelled before their reads) / (demand reads + guesses used), in experts;
+                  # budget's factor and where it took it.
+                  "read_mb_predicted": b.get("read_per_token_bytes", 0) / 1e6,
+                  "read_mb_measured": statistics.median(decode(s).get("bytes_read", 0) / per_token(s) / 1e6 for s in runs_),
+                  "read_factor_predicted": b.get("machine", {}).get("prefetch_read_factor", 0),
+                  "read_factor_from": b.get("machine", {}).get("prefetch_read_factor_from", ""),
+                  "read_factor_measured": statistics.median(
+                      (d["misses"] + d["prefetch"]["issued"] - d["prefetch"]["cancelled"]) / (d["misses"] + d["prefetch"]["used"])
+                      if d.get("misses", 0) + d.get("prefetch", {}).get("used", 0) else 0.0
+                      for d in (decode(s) for s in runs_)),
                   # The cache's own share of a token's picks: hits less the prefetched experts used (which
                   # were read), as the prediction means it.
                   "hit_rate_measured": statistics.median(
@@ -207,5 +218,13 @@ for r in rows:
     g = r.get("drive_gbps_predicted", 0)
     ratio = lambda x: f"{x:.2f} ({x / g:.2f}x)" if g and x else "-"
     print(f"| {r['config']} | {g:.2f} | {ratio(r.get('drive_gbps_prefill', 0))} | {ratio(r.get('drive_gbps_decode', 0))} |")
+# The bytes a decode token read, and the prefetch's reads for each miss (its wrong guesses), as budget took
+# them (from the heat's guesses on record, or assumed) and as the runs did.
+print("\n| config | MB read a token, budget / runs | reads a miss, budget (from) / runs |")
+print("|---|---|---|")
+for r in rows:
+    if "read_mb_predicted" in r:
+        print(f"| {r['config']} | {r['read_mb_predicted']:.1f} / {r['read_mb_measured']:.1f} "
+              f"| {r['read_factor_predicted']:.2f} ({r['read_factor_from']}) / {r['read_factor_measured']:.2f} |")
 EOF
 cat "$out/summary.md"

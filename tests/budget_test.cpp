@@ -239,7 +239,7 @@ TEST(Budget, ThePrefetchsReadFactorScalesTheReads) {
 // The factor from the guesses on record: 2 − right ÷ predicted, a wrong
 // guess read about as often as a pick is missed; the assumed 1.25 until
 // there are 256 guesses (the budget check's model a: 0.567 right, 1.433,
-// against 1.44-1.50 read in its runs: docs/PERFORMANCE.md).
+// against 1.32-1.50 read in its runs: docs/PERFORMANCE.md).
 TEST(Budget, TheGuessesOnRecordGiveThePrefetchsReadFactor) {
   EXPECT_DOUBLE_EQ(prefetch_read_factor(1000, 567), 1.433);
   EXPECT_DOUBLE_EQ(prefetch_read_factor(256, 256), 1.0);   // every guess right: nothing read for nothing
