@@ -395,7 +395,7 @@ TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
 }
 
 // The model's guesses on record (the heat file's) set the factor its
-// misses are read by: 2 − right ÷ predicted; fewer than 256 guesses, the
+// misses are read by: 2 − right ÷ predicted; fewer than 2048 guesses, the
 // assumed one; without prefetch, no wrong guesses at all.
 TEST(CliBudget, TheHeatsGuessesSetThePrefetchsReadFactor) {
   testfiles::TempDir tmp("strata-budget-guesses");
@@ -407,8 +407,8 @@ TEST(CliBudget, TheHeatsGuessesSetThePrefetchsReadFactor) {
     double factor;
     std::string from;
   };
-  for (const Case& c : {Case{1000, 600, "", 1.4, "heat"}, Case{100, 60, "", kPrefetchReadFactor, "default"},
-                        Case{1000, 600, " --prefetch off", 1.0, "no prefetch"}}) {
+  for (const Case& c : {Case{5000, 3000, "", 1.4, "heat"}, Case{1000, 600, "", kPrefetchReadFactor, "default"},
+                        Case{5000, 3000, " --prefetch off", 1.0, "no prefetch"}}) {
     SCOPED_TRACE(std::to_string(c.predicted) + c.flags);
     ExpertHeat heat(b.config.num_layers, b.config.n_routed_experts);
     heat.add(1, 0, 5);
@@ -422,6 +422,7 @@ TEST(CliBudget, TheHeatsGuessesSetThePrefetchsReadFactor) {
     EXPECT_DOUBLE_EQ(m["prefetch_read_factor"].get<double>(), c.factor);
     EXPECT_EQ(m["prefetch_read_factor_from"], c.from);
     EXPECT_EQ(m["guesses"]["predicted"].get<double>(), c.predicted);
+    EXPECT_EQ(m["guesses"]["right"].get<double>(), c.right);
   }
 }
 

@@ -726,9 +726,10 @@ TEST(Heat, PersistsAndPinsTheHottest) {
   EXPECT_THROW(ExpertHeat::load_given(tmp / "h.json", "m", 4, 8), Error);  // another shape
 }
 
-// A decode token's guesses on record travel with the heat: saved, loaded,
-// added up over runs; a record that cannot be counts is refused where the
-// file is the user's and ignored with the heat where it is a hint.
+// A decode token's guesses on record travel with the heat: saved, loaded
+// (also as the user's --heat file), added up over runs; a record that
+// cannot be counts is refused where the file is the user's and left out
+// (the counts kept) where it is a hint.
 TEST(Heat, KeepsTheGuessesOnRecord) {
   testfiles::TempDir tmp("strata-heat-guesses");
   ExpertHeat h(3, 8);
@@ -744,15 +745,19 @@ TEST(Heat, KeepsTheGuessesOnRecord) {
   ExpertHeat back = ExpertHeat::load(tmp / "h.json", "m", 3, 8);
   EXPECT_EQ(back.guesses().predicted, 40);
   EXPECT_EQ(back.guesses().right, 25);
+  EXPECT_EQ(ExpertHeat::load_given(tmp / "h.json", "m", 3, 8).guesses().right, 25);
   back.merge(h);
   EXPECT_EQ(back.guesses().predicted, 80);
   EXPECT_EQ(back.guesses().right, 50);
   for (const char* bad : {R"("guesses": {"predicted": 4, "right": 5})", R"("guesses": {"predicted": -1, "right": 0})",
                           R"("guesses": {"predicted": "4", "right": 1})", R"("guesses": [4, 1])"}) {
     SCOPED_TRACE(bad);
-    std::ofstream(tmp / "bad.json") << R"({"version": 1, "model": "m", "layers": [[], [], []], )" << bad << "}";
+    std::ofstream(tmp / "bad.json") << R"({"version": 1, "model": "m", "layers": [[], [0, 0, 0, 0, 0, 7, 0, 0], []], )"
+                                    << bad << "}";
     EXPECT_THROW(ExpertHeat::load_given(tmp / "bad.json", "m", 3, 8), Error);
-    EXPECT_EQ(ExpertHeat::load(tmp / "bad.json", "m", 3, 8).guesses().predicted, 0);
+    const ExpertHeat hint = ExpertHeat::load(tmp / "bad.json", "m", 3, 8);
+    EXPECT_EQ(hint.guesses().predicted, 0);
+    EXPECT_EQ(hint.count(1, 5), 7);
   }
 }
 
@@ -790,6 +795,7 @@ TEST(Heat, AOneTokenStepsGuessesAreCountedInIt) {
     } else {
       EXPECT_GT(h.predicted, 0);
       EXPECT_LT(h.predicted, static_cast<double>(s.predicted));  // the five-row prompt step's are not
+      EXPECT_LT(h.right, static_cast<double>(s.predicted_right));
     }
   }
 }

@@ -229,7 +229,7 @@ int run_budget(const BudgetArgs& a) {
   m.hash_hits = hashed && a.verify == "always";
   m.prefetch = run.prefetch != LoadOptions::Prefetch::Off;
   m.prefetch_read_factor = m.prefetch ? prefetch_read_factor(guesses.predicted, guesses.right) : 1.0;
-  const bool factor_measured = m.prefetch && guesses.predicted >= kLeastGuesses;
+  const bool factor_measured = m.prefetch && guesses_on_record(guesses.predicted);
   const BudgetPrediction p = predict_budget(model.shape, m, prompt);
 
   if (!a.svg.empty())

@@ -83,9 +83,11 @@ ExpertHeat counts_of(const nlohmann::json& j, const std::filesystem::path& path,
       return g.is_object() && g.contains(key) && g[key].is_number() ? g[key].get<double>() : -1.0;
     };
     const double predicted = count("predicted"), right = count("right");
-    if (predicted < 0 || right < 0 || right > predicted)
-      return reject("\"guesses\" must hold non-negative \"predicted\" and \"right\", right at most predicted");
-    h.add_guesses(predicted, right);
+    // A hint's record that cannot be counts is left out, its counts kept.
+    if (predicted >= 0 && right >= 0 && right <= predicted)
+      h.add_guesses(predicted, right);
+    else if (strict)
+      throw Error(path.string() + ": \"guesses\" must hold non-negative \"predicted\" and \"right\", right at most predicted");
   }
   return h;
 }

@@ -120,8 +120,9 @@ class ExpertProvider {
   // a pass of several parts' (Model::forward) at its next layer, which its
   // parts then ask for whole, may take three quarters of a cache's slots
   // (a step's, a quarter at most, so that the experts the next tokens need
-  // stay); a one-token step's (a decode token of one sequence) is counted
-  // in the heat (ExpertHeat::guesses), as `strata budget` predicts decode.
+  // stay); a one-row step's (a decode token of one sequence, or the last
+  // row of a prompt split into passes) is counted in the heat
+  // (ExpertHeat::guesses), as `strata budget` predicts decode.
   enum class GuessOf { Token, Step, Pass };
   virtual void prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of = GuessOf::Step) {
     (void)layer;

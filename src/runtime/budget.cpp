@@ -162,7 +162,7 @@ double token_compute_seconds(const BudgetShape& s, const BudgetMachine& m, doubl
 }  // namespace
 
 double prefetch_read_factor(double predicted, double right) {
-  if (!std::isfinite(predicted) || !std::isfinite(right) || predicted < kLeastGuesses) return kPrefetchReadFactor;
+  if (!guesses_on_record(predicted) || !std::isfinite(predicted) || !std::isfinite(right)) return kPrefetchReadFactor;
   return 2.0 - std::clamp(right / predicted, 0.0, 1.0);
 }
 

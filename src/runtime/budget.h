@@ -92,8 +92,10 @@ inline constexpr double kPrefetchReadFactor = 1.25;
 // `predicted` guessed experts, `right` were picked. A wrong guess is read
 // where the cache lacks it, about as often as a pick is missed, so a miss
 // costs 2 − right ÷ predicted reads (docs/PERFORMANCE.md has how close that
-// came to the runs). kPrefetchReadFactor with fewer than kLeastGuesses.
-inline constexpr double kLeastGuesses = 256;
+// came to the runs). kPrefetchReadFactor with fewer than kLeastGuesses
+// (a few tokens: one of Kimi K3 guesses 91 layers x 16).
+inline constexpr double kLeastGuesses = 2048;
+inline bool guesses_on_record(double predicted) { return predicted >= kLeastGuesses; }  // false for NaN
 double prefetch_read_factor(double predicted, double right);
 
 // What the machine gives (measured or assumed by the caller).
