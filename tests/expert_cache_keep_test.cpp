@@ -100,14 +100,35 @@ TEST_F(KeepLayer, AGuessNeverTakesAKeptSlot) {
 // next tokens need stay); a pass's, whose parts then ask for its layer
 // whole, three quarters: the last quarter stays for a request's misses.
 TEST_F(KeepLayer, APassGuessMayTakeThreeQuartersOfTheCache) {
+  ASSERT_GE(config_.n_routed_experts, 4);
   provider_->prefetch(1, std::vector<int32_t>{0, 1, 2});
   EXPECT_EQ(provider_->stats().prefetch_issued, 1u);
-  provider_->prefetch(2, std::vector<int32_t>{0, 1, 2}, ExpertProvider::GuessOf::Pass);
+  // The same layer's guess again, a pass's: two more (expert 0 is guessed already), then the cap.
+  provider_->prefetch(1, std::vector<int32_t>{0, 1, 2, 3}, ExpertProvider::GuessOf::Pass);
   EXPECT_EQ(provider_->stats().prefetch_issued, 3u);
   // The slot left reads a request for experts no guess named.
   const uint64_t before = misses();
   use(0, {1});
   EXPECT_EQ(misses(), before + 1);
+}
+
+// A pass stopped before the layer it guessed for leaves its guesses unasked:
+// the next guess, for another layer, finds them stale and not in its way
+// (they would otherwise hold three quarters of the cache until that layer
+// came round again, and no step could guess); landed, they stay as ordinary
+// entries.
+TEST_F(KeepLayer, AStoppedPasssGuessesDoNotHoldTheNextGuessBack) {
+  ASSERT_GE(config_.n_routed_experts, 4);
+  provider_->prefetch(2, std::vector<int32_t>{0, 1, 2}, ExpertProvider::GuessOf::Pass);
+  ASSERT_EQ(provider_->stats().prefetch_issued, 3u);
+  provider_->settle();  // landed
+  provider_->prefetch(1, std::vector<int32_t>{3});  // a quarter of 4 slots: room for one
+  EXPECT_EQ(provider_->stats().prefetch_issued, 4u);
+  EXPECT_EQ(provider_->stats().prefetch_cancelled, 0u);  // nothing was still being read
+  const uint64_t before = misses();
+  use(2, {0, 1});  // still cached
+  EXPECT_EQ(misses(), before);
+  EXPECT_EQ(provider_->stats().prefetch_used, 0u);  // as ordinary entries, not guesses
 }
 
 // A guess never keeps a request from its reads: in a cache of two slots a

@@ -529,8 +529,19 @@ void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> e
   // the last quarter stays for the reads of a request they missed (a guess
   // not yet asked for is no one's to evict).
   if (waiting_ > 0) return;
+  // Guesses for another layer that no one asked for are stale: the model
+  // guesses one layer ahead and that layer's fetch ends its guesses, so these
+  // are a stopped pass's (it never reached the layer it guessed for). They
+  // stop counting against the room (a pass's could hold three quarters of
+  // the cache until its layer came round again) and their queued reads stop.
   size_t guessing = 0;
-  for (const Slot& s : slots_) guessing += s.prefetched;
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    if (!slots_[s].prefetched) continue;
+    if (slots_[s].layer != layer)
+      cancel_guess(static_cast<int>(s));
+    else
+      ++guessing;
+  }
   const size_t room = of == GuessOf::Pass ? slots_.size() - slots_.size() / 4 : slots_.size() / 4;
   std::vector<Extent> batch;
   for (int32_t e : experts) {
