@@ -203,28 +203,29 @@ for r in rows:
           f"| {r['predicted_ttft']:.2f} | {r['measured_ttft']:.2f} | {et:+.0f}% |")
 print(f"\nLargest errors: decode {worst_d:.0f}% (goal 20%), TTFT {worst_t:.0f}% (goal 30%): "
       f"{'both within the goals' if worst_d <= 20 and worst_t <= 30 else 'NOT within the goals'}.")
+def table(head, cells, needs=None):
+    # One markdown table: a row per configuration that has the figure `needs` (where older results lack it).
+    print("\n| config | " + " | ".join(head) + " |")
+    print("|---" * (len(head) + 1) + "|")
+    for r in rows:
+        if needs is None or needs in r:
+            print(f"| {r['config']} | " + " | ".join(cells(r)) + " |")
 # A decode token: budget's reads and compute (before their overlap) against what the runs spent.
-print("\n| config | predicted reads (ms) | predicted compute (ms) | run's token (ms) | waiting for reads | the rest | drive busy |")
-print("|---|---|---|---|---|---|---|")
-for r in rows:
-    if "token_ms" in r:
-        print(f"| {r['config']} | {r['predicted_read_ms']:.1f} | {r['predicted_compute_ms']:.1f} | {r['token_ms']:.1f} "
-              f"| {r['waiting_ms']:.1f} | {r['token_ms'] - r['waiting_ms']:.1f} | {r['busy_ms']:.1f} |")
+table(["predicted reads (ms)", "predicted compute (ms)", "run's token (ms)", "waiting for reads", "the rest", "drive busy"],
+      lambda r: [f"{r['predicted_read_ms']:.1f}", f"{r['predicted_compute_ms']:.1f}", f"{r['token_ms']:.1f}",
+                 f"{r['waiting_ms']:.1f}", f"{r['token_ms'] - r['waiting_ms']:.1f}", f"{r['busy_ms']:.1f}"], "token_ms")
 # The drive as budget rated it and as the runs' reads found it (bytes over busy time): where these part,
 # the prediction's error is the drive's, not the model's.
-print("\n| config | drive GB/s, budget | runs' prefill reads | runs' decode reads |")
-print("|---|---|---|---|")
-for r in rows:
+def rates(r):
     g = r.get("drive_gbps_predicted", 0)
     ratio = lambda x: f"{x:.2f} ({x / g:.2f}x)" if g and x else "-"
-    print(f"| {r['config']} | {g:.2f} | {ratio(r.get('drive_gbps_prefill', 0))} | {ratio(r.get('drive_gbps_decode', 0))} |")
+    return [f"{g:.2f}", ratio(r.get("drive_gbps_prefill", 0)), ratio(r.get("drive_gbps_decode", 0))]
+table(["drive GB/s, budget", "runs' prefill reads", "runs' decode reads"], rates)
 # The bytes a decode token read, and the prefetch's reads for each miss (its wrong guesses), as budget took
 # them (from the heat's guesses on record, or assumed) and as the runs did.
-print("\n| config | MB read a token, budget / runs | reads a miss, budget (from) / runs |")
-print("|---|---|---|")
-for r in rows:
-    if "read_mb_predicted" in r:
-        print(f"| {r['config']} | {r['read_mb_predicted']:.1f} / {r['read_mb_measured']:.1f} "
-              f"| {r['read_factor_predicted']:.2f} ({r['read_factor_from']}) / {r['read_factor_measured']:.2f} |")
+table(["MB read a token, budget / runs", "reads a miss, budget (from) / runs"],
+      lambda r: [f"{r['read_mb_predicted']:.1f} / {r['read_mb_measured']:.1f}",
+                 f"{r['read_factor_predicted']:.2f} ({r['read_factor_from']}) / {r['read_factor_measured']:.2f}"],
+      "read_mb_predicted")
 EOF
 cat "$out/summary.md"
