@@ -537,7 +537,7 @@ void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> e
   size_t guessing = 0;
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (!slots_[s].prefetched) continue;
-    if (slots_[s].layer != layer)
+    if (slots_[s].layer != layer && slots_[s].users == 0)  // (a fetch holds none of them: kept safe all the same)
       cancel_guess(static_cast<int>(s));
     else
       ++guessing;
