@@ -173,6 +173,16 @@ TEST_F(KeepLayer, GuessesSurviveThePartsBeforeTheLastAndCountOnce) {
   EXPECT_EQ(provider_->stats().predicted_right, 1u);
 }
 
+// A layer guessed twice before its fetch (a dense layer's guess after the
+// MoE layer before it guessed past it): the second guess is the one counted.
+TEST_F(KeepLayer, ALayerGuessedTwiceCountsTheLastGuess) {
+  provider_->prefetch(1, std::vector<int32_t>{0, 1}, ExpertProvider::GuessOf::Token);
+  provider_->prefetch(1, std::vector<int32_t>{2, 3}, ExpertProvider::GuessOf::Token);
+  use(1, {2, 0});
+  EXPECT_EQ(provider_->stats().predicted, 2u);
+  EXPECT_EQ(provider_->stats().predicted_right, 1u);
+}
+
 // Every part asks for the guessed expert: it counts once.
 TEST_F(KeepLayer, AGuessAskedByEveryPartCountsOnce) {
   use(0, {0, 1});

@@ -517,6 +517,12 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
 }
 
 void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of) {
+  // A second guess at a layer before its fetch (a dense layer's, after the
+  // MoE layer before it guessed past it) replaces the first in the counts.
+  if (predicted_for_ == layer) {
+    stats_.predicted -= predicted_layer_.size();
+    if (predicted_by_token_) heat_.add_guesses(-static_cast<double>(predicted_layer_.size()), 0);
+  }
   predicted_layer_.assign(experts.begin(), experts.end());
   std::sort(predicted_layer_.begin(), predicted_layer_.end());
   predicted_for_ = layer;
