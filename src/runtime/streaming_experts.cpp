@@ -450,10 +450,15 @@ void StreamingExpertProvider::count_predicted(int64_t layer, std::span<const int
   for (int32_t e : experts) {
     const auto it = std::lower_bound(predicted_layer_.begin(), predicted_layer_.end(), e);
     if (it == predicted_layer_.end() || *it != e) continue;
-    ++stats_.predicted_right;
-    if (predicted_by_token_) heat_.add_guesses(0, 1);
+    count_guesses(0, 1);
     predicted_layer_.erase(it);
   }
+}
+
+void StreamingExpertProvider::count_guesses(int64_t predicted, int64_t right) {
+  stats_.predicted += static_cast<uint64_t>(predicted);  // (a negative count takes back: modular)
+  stats_.predicted_right += static_cast<uint64_t>(right);
+  if (predicted_by_token_) heat_.add_guesses(static_cast<double>(predicted), static_cast<double>(right));
 }
 
 void StreamingExpertProvider::note_request(int64_t layer, int32_t e) {
@@ -519,16 +524,12 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
 void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of) {
   // A second guess at a layer before its fetch (a dense layer's, after the
   // MoE layer before it guessed past it) replaces the first in the counts.
-  if (predicted_for_ == layer) {
-    stats_.predicted -= predicted_layer_.size();
-    if (predicted_by_token_) heat_.add_guesses(-static_cast<double>(predicted_layer_.size()), 0);
-  }
+  if (predicted_for_ == layer) count_guesses(-static_cast<int64_t>(predicted_layer_.size()), 0);
   predicted_layer_.assign(experts.begin(), experts.end());
   std::sort(predicted_layer_.begin(), predicted_layer_.end());
   predicted_for_ = layer;
   predicted_by_token_ = of == GuessOf::Token;
-  stats_.predicted += experts.size();
-  if (predicted_by_token_) heat_.add_guesses(static_cast<double>(experts.size()), 0);
+  count_guesses(static_cast<int64_t>(experts.size()), 0);
   // Guesses never take a slot that a request is waiting for, nor more than
   // a quarter of the cache: the experts the next tokens need stay. A pass's
   // next layer is asked for whole, so its guesses take up to three quarters;

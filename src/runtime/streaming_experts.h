@@ -111,6 +111,9 @@ class StreamingExpertProvider : public ExpertProvider {
   void note_request(int64_t layer, int32_t e);
   // Of `experts` asked for in `layer`, those its guess named (when it was guessed for).
   void count_predicted(int64_t layer, std::span<const int32_t> experts);
+  // Adds to the guessed and right counts (a negative count takes an earlier
+  // guess back), in the stats and, for a one-row step's guess, in the heat.
+  void count_guesses(int64_t predicted, int64_t right);
   // Empties a slot that where_ no longer names.
   void free_slot(Slot& slot);
   // Applies landed completions (throws strata::Error on a failed read, but
