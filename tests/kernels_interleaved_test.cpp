@@ -136,6 +136,21 @@ TEST_P(Interleaved, KeepsEveryWeightAndFollowsTheContract) {
   cw.data = copy.data();
   kernels::interleave_in_place(cw);
   EXPECT_EQ(copy, buf);
+  // So do its groups rewritten one by one in any order (the expert cache's
+  // threads take them as they come), each with its own scratch.
+  std::vector<uint8_t> pieces = s.bytes;
+  kernels::WeightMatrix pw = s.w;
+  pw.data = pieces.data();
+  ASSERT_EQ(kernels::interleave_groups(pw), out / 16);
+  for (int64_t g = kernels::interleave_groups(pw) - 1; g >= 0; --g) {
+    std::vector<uint8_t> scratch;
+    kernels::interleave_group_in_place(pw, g, scratch);
+  }
+  EXPECT_EQ(pieces, buf);
+  EXPECT_EQ(kernels::interleaved_in_place(pw).packing, kernels::Packing::Interleaved16);
+  EXPECT_EQ(kernels::interleaved_in_place(pw).data, pieces.data());
+  std::vector<uint8_t> scratch;
+  EXPECT_THROW(kernels::interleave_group_in_place(pw, out / 16, scratch), Error);
 
   std::vector<float> x = random_vector(static_cast<size_t>(in), 2), a(in), b(in);
   for (Isa isa : supported_isas()) {

@@ -48,6 +48,8 @@
 
 namespace strata {
 
+class ThreadPool;
+
 // `size` f32 values from `offset` in buffer `buffer` of a backend.
 struct Tensor {
   uint32_t buffer = 0;
@@ -229,6 +231,10 @@ class Backend {
   virtual std::string name() const = 0;
   // Threads the backend computes with (the CPU's pool).
   virtual int threads() const = 0;
+  // That pool, for host work between the backend's calls on the step's
+  // thread (the expert cache's rewrites of landed experts); nullptr for a
+  // backend that computes elsewhere.
+  virtual ThreadPool* host_pool() { return nullptr; }
   // Whether the trunk's matrices should be rewritten into the interleaved
   // layouts (kernels/interleave.h), faster on the CPU. Routed experts take
   // them on every backend, as packs store them (every backend reads them).

@@ -43,6 +43,7 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return "cpu"; }
   int threads() const override { return pool_.size(); }
+  ThreadPool* host_pool() override { return &pool_; }
   bool wants_interleaved() const override { return true; }
 
   Tensor allocate(uint64_t size) override;

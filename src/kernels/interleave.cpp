@@ -143,16 +143,29 @@ WeightMatrix interleave_in_place(const WeightMatrix& w) {
 }
 
 WeightMatrix interleave_in_place(const WeightMatrix& w, std::vector<uint8_t>& scratch) {
+  const int64_t groups = interleave_groups(w);
+  for (int64_t g = 0; g < groups; ++g) interleave_group_in_place(w, g, scratch);
+  return interleaved_in_place(w);
+}
+
+int64_t interleave_groups(const WeightMatrix& w) {
   if (!interleavable(w)) throw Error("internal: interleave_in_place() of a matrix without an interleaved layout");
+  return w.out / kRows;
+}
+
+void interleave_group_in_place(const WeightMatrix& w, int64_t g, std::vector<uint8_t>& scratch) {
+  if (!interleavable(w) || g < 0 || g >= w.out / kRows)
+    throw Error("internal: interleave_group_in_place() of a group the matrix lacks");
   const size_t group = static_cast<size_t>(kRows) * w.row_bytes();
   if (scratch.size() < group) scratch.resize(group);
-  uint8_t* data = const_cast<uint8_t*>(w.data);
-  for (int64_t g = 0; g < w.out / kRows; ++g) {
-    uint8_t* p = data + static_cast<size_t>(g) * group;
-    std::memcpy(scratch.data(), p, group);
-    interleave_group(w.dtype, scratch.data(), w.row_bytes(), w.in, p);
-  }
-  return interleaved_view(w, data);
+  uint8_t* p = const_cast<uint8_t*>(w.data) + static_cast<size_t>(g) * group;
+  std::memcpy(scratch.data(), p, group);
+  interleave_group(w.dtype, scratch.data(), w.row_bytes(), w.in, p);
+}
+
+WeightMatrix interleaved_in_place(const WeightMatrix& w) {
+  if (!interleavable(w)) throw Error("internal: interleaved_in_place() of a matrix without an interleaved layout");
+  return interleaved_view(w, w.data);
 }
 
 }  // namespace strata::kernels

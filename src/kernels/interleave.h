@@ -25,4 +25,12 @@ WeightMatrix interleave_in_place(const WeightMatrix& w, std::vector<uint8_t>& sc
 // The same with a buffer of its own (tests and tools).
 WeightMatrix interleave_in_place(const WeightMatrix& w);
 
+// interleave_in_place() in pieces, for several threads: its groups of 16
+// rows are rewritten independently (interleave_group_in_place for every g
+// below interleave_groups(w), in any order, each thread with its own
+// scratch), and then interleaved_in_place(w) is the matrix reading them.
+int64_t interleave_groups(const WeightMatrix& w);
+void interleave_group_in_place(const WeightMatrix& w, int64_t g, std::vector<uint8_t>& scratch);
+WeightMatrix interleaved_in_place(const WeightMatrix& w);
+
 }  // namespace strata::kernels

@@ -278,6 +278,7 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
 
   StreamingOptions opt;
   opt.slots = slots;
+  opt.pool = model.backend().host_pool();
   opt.verify = options.verify;
   if (options.heat != "none") {
     // Kept under what the weights are, not where: a replaced model drops

@@ -21,17 +21,10 @@ constexpr uint64_t kReadsPerSlot = 256;  // tag = slot * kReadsPerSlot + read
 // The matrices read into a slot take the interleaved layout where their
 // format has one, exactly as the in-memory provider gives them, so a token's
 // bits never depend on where its experts came from.
-// Returns whether it rewrote anything.
-bool interleave_in_slot(ExpertWeights& w, const uint8_t* mem, size_t bytes, std::vector<uint8_t>& scratch) {
-  bool rewrote = false;
-  for (kernels::WeightMatrix* m : w.matrices()) {
-    if (!kernels::interleavable(*m)) continue;
-    if (m->data < mem || m->data >= mem + bytes)
-      throw Error("internal: an expert matrix with an interleaved layout is not in its cache slot");
-    *m = kernels::interleave_in_place(*m, scratch);
-    rewrote = true;
-  }
-  return rewrote;
+bool has_interleaved_layout(ExpertWeights& w) {
+  for (kernels::WeightMatrix* m : w.matrices())
+    if (kernels::interleavable(*m)) return true;
+  return false;
 }
 
 }  // namespace
@@ -139,6 +132,7 @@ StreamingExpertProvider::StreamingExpertProvider(const ModelConfig& c, ExpertCat
   pool_ = std::make_unique<BufferPool>(std::max<uint64_t>(catalog_.max_slot_bytes, kIoAlign), options_.slots);
   storage_->register_buffers(pool_->regions());
   slots_.resize(options_.slots);
+  rewrite_scratch_.resize(options_.pool ? static_cast<size_t>(options_.pool->size()) : 1);
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i].mem = pool_->buffer(i);
   // The catalog may hold the MTP layers after the decoder layers; the heat
   // persisted between runs covers the decoder layers only (a drafter's
@@ -255,6 +249,7 @@ int StreamingExpertProvider::start_read(int64_t layer, int64_t expert, bool for_
   }
   slot.last_use = ++clock_;
   slot.weights = rebase(se.layout, slot.mem, se.relative_mask);
+  slot.rewrites = has_interleaved_layout(slot.weights);
   // Every read from a drive is checked as it lands (not only a blob's first
   // read in the run: the file may have changed since, or the drive or the
   // bus may have damaged this copy); a cache hit uses bytes checked then.
@@ -378,16 +373,54 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
       free_slot(slot);
       continue;
     }
-    slot.rewritten = interleave_in_slot(slot.weights, slot.mem, pool_->buffer_bytes(), interleave_scratch_);
-    slot.state = State::Ready;
+    if (slot.rewrites) to_rewrite_.push_back(static_cast<int>(s));  // Ready once rewritten
+    else slot.state = State::Ready;
   }
   done.clear();
+  rewrite_landed();  // the batch's good reads, before a failed one is reported
   if (!failure.empty()) throw Error("expert read failed: " + failure);
+}
+
+void StreamingExpertProvider::rewrite_landed() {
+  if (to_rewrite_.empty()) return;
+  const timeline::Scope span("step", "interleave");
+  try {
+    // Every 16-row group of every landed matrix, spread over the pool (a
+    // step waits for its experts, and one thread rewrote them at about
+    // 6 GB/s: docs/PERFORMANCE.md).
+    rewrite_groups_.clear();
+    for (int s : to_rewrite_)
+      for (kernels::WeightMatrix* m : slots_[s].weights.matrices()) {
+        if (!kernels::interleavable(*m)) continue;
+        if (m->data < slots_[s].mem || m->data >= slots_[s].mem + pool_->buffer_bytes())
+          throw Error("internal: an expert matrix with an interleaved layout is not in its cache slot");
+        for (int64_t g = 0, groups = kernels::interleave_groups(*m); g < groups; ++g) rewrite_groups_.emplace_back(m, g);
+      }
+    const auto rewrite = [this](int worker, size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i)
+        kernels::interleave_group_in_place(*rewrite_groups_[i].first, rewrite_groups_[i].second, rewrite_scratch_[worker]);
+    };
+    if (options_.pool) options_.pool->parallel_for_indexed(rewrite_groups_.size(), rewrite, 4);
+    else rewrite(0, 0, rewrite_groups_.size());
+  } catch (...) {
+    for (int s : to_rewrite_) {  // half rewritten: read again when asked for
+      unplace(slots_[s].layer, slots_[s].expert);
+      free_slot(slots_[s]);
+    }
+    to_rewrite_.clear();
+    throw;
+  }
+  for (int s : to_rewrite_) {
+    for (kernels::WeightMatrix* m : slots_[s].weights.matrices())
+      if (kernels::interleavable(*m)) *m = kernels::interleaved_in_place(*m);
+    slots_[s].state = State::Ready;
+  }
+  to_rewrite_.clear();
 }
 
 void StreamingExpertProvider::recheck(int s) {
   Slot& slot = slots_[s];
-  if (slot.rewritten) return;  // its bytes are no longer the file's (no source with checksums does this)
+  if (slot.rewrites) return;  // its bytes are no longer the file's (no source with checksums does this)
   const StreamedExpert& se = catalog_.at(slot.layer, slot.expert);
   for (const ExpertRead& rd : se.reads) {
     if (!rd.verify) continue;

@@ -34,6 +34,7 @@
 #include "model/expert_heat.h"
 #include "storage/aligned_buffer.h"
 #include "storage/storage.h"
+#include "util/thread_pool.h"
 
 namespace strata {
 
@@ -47,6 +48,10 @@ struct StreamingOptions {
   // model it names there; an empty path: nowhere.
   std::filesystem::path heat_path;
   std::string heat_model;
+  // The threads the step computes with (the CPU backend's), which rewrite
+  // landed experts into the kernels' layout between the step's products;
+  // nullptr: the step's own thread alone.
+  ThreadPool* pool = nullptr;
 };
 
 class StreamingExpertProvider : public ExpertProvider {
@@ -93,7 +98,7 @@ class StreamingExpertProvider : public ExpertProvider {
     bool failed = false;      // a read of it failed or was cancelled (until its last read lands)
     bool cancelled = false;   // a guess given up on while loading; no longer in where_
     bool verifying = false;   // its reads carry checksums
-    bool rewritten = false;   // interleaved in place after it landed
+    bool rewrites = false;    // its matrices are interleaved in place once it lands
     std::string failure;      // why a read of it failed (with `failed`)
     uint64_t last_use = 0;
     ExpertWeights weights;    // valid when Ready
@@ -119,6 +124,9 @@ class StreamingExpertProvider : public ExpertProvider {
   // Applies landed completions (throws strata::Error on a failed read, but
   // not for a slot given up on: abandon()).
   void absorb(std::vector<Completion>& done);
+  // Interleaves the matrices of the slots absorb() found landed whole, on
+  // the pool, and makes them Ready.
+  void rewrite_landed();
   // --verify always: hashes a cached expert again before it is used (throws
   // strata::Error and forgets it when its bytes changed in memory).
   void recheck(int slot);
@@ -158,7 +166,9 @@ class StreamingExpertProvider : public ExpertProvider {
   int64_t kept_layer_ = -1;  // keep_layer()
   size_t waiting_ = 0;                       // experts of live fetches without a slot yet
   std::vector<int32_t> predicted_layer_;     // last prediction, for accuracy
-  std::vector<uint8_t> interleave_scratch_;  // one 16-row group being interleaved in its slot
+  std::vector<int> to_rewrite_;              // absorb()'s landed slots for rewrite_landed()
+  std::vector<std::pair<kernels::WeightMatrix*, int64_t>> rewrite_groups_;  // (matrix, group of 16 rows)
+  std::vector<std::vector<uint8_t>> rewrite_scratch_;  // [pool thread]: a group being rewritten
   int64_t predicted_for_ = -1;
   bool predicted_by_token_ = false;          // that prediction was a one-token step's (counted in the heat)
   ExpertStats stats_;
