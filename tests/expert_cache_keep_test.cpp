@@ -183,6 +183,28 @@ TEST_F(KeepLayer, ALayerGuessedTwiceCountsTheLastGuess) {
   EXPECT_EQ(provider_->stats().predicted_right, 1u);
 }
 
+// A pass guesses its next layer while its first part runs: the guesses for
+// the layer it is in, which its later parts still ask for, are neither
+// cancelled nor taken out of the counts by the next layer's guess.
+TEST_F(KeepLayer, TheNextLayersGuessLeavesTheGuessesOfTheLayerAPassIsIn) {
+  using GuessOf = ExpertProvider::GuessOf;
+  provider_->prefetch(1, std::vector<int32_t>{2, 3}, GuessOf::Pass);
+  ASSERT_EQ(provider_->stats().prefetch_issued, 2u);
+  provider_->keep_layer(1);
+  use(1, {2});                                                // the first part
+  provider_->prefetch(2, std::vector<int32_t>{0}, GuessOf::Pass);  // three quarters of 4: room for it
+  EXPECT_EQ(provider_->stats().prefetch_issued, 3u);
+  provider_->keep_layer(-1);
+  const uint64_t before = misses();
+  use(1, {3});  // the last part
+  use(2, {0});
+  EXPECT_EQ(misses(), before);
+  EXPECT_EQ(provider_->stats().prefetch_used, 3u);
+  EXPECT_EQ(provider_->stats().prefetch_cancelled, 0u);
+  EXPECT_EQ(provider_->stats().predicted, 3u);
+  EXPECT_EQ(provider_->stats().predicted_right, 3u);
+}
+
 // Every part asks for the guessed expert: it counts once.
 TEST_F(KeepLayer, AGuessAskedByEveryPartCountsOnce) {
   use(0, {0, 1});

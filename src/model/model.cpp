@@ -466,10 +466,13 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
   }
 
   // The guess at the next layer's experts, run while this layer's reads are
-  // in flight (in a pass of several parts, the last part's: the earlier
-  // parts' reads are of this layer's experts again): from the whole pass's
-  // residual stream; one pointer captured, so the std::function holds it in
-  // place.
+  // in flight: from the whole pass's residual stream, in a pass of several
+  // parts while its first part runs (the residual is the same for every
+  // part until the layer's deltas join it, AttnRes aside), so the next
+  // layer's reads go out behind this layer's own and the drive works
+  // through the later parts, instead of idling from this layer's last read
+  // to the next layer's first part. One pointer captured, so the
+  // std::function holds it in place.
   struct Guess {
     Model* model;
     size_t next;
@@ -558,7 +561,7 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
       if (layer.moe) {
         if (keep_layers) experts_->keep_layer(last ? -1 : l);
         const size_t held_before = step_.held_routing.size();
-        layer.moe->forward(normed, m, dp, b, step_, last ? guess_next : no_guess, defer_routing);
+        layer.moe->forward(normed, m, dp, b, step_, p == 0 ? guess_next : no_guess, defer_routing);
         if (route_observer_ && step_.held_routing.size() == held_before) {
           const size_t k = static_cast<size_t>(c.num_experts_per_tok);
           route_observer_->routed(l, at, rows.subspan(at, m), std::span<const int32_t>(step_.ids).first(m * k), k);
@@ -567,7 +570,7 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
         // A dense layer right before a MoE layer guesses for it too, so the
         // drive works through this MLP and the next attention instead of
         // idling until that MoE layer's own reads (DeepSeek-V3's first layers).
-        if (last && l + 1 < c.num_layers && layers_[l + 1].moe) guess_next();
+        if (p == 0 && l + 1 < c.num_layers && layers_[l + 1].moe) guess_next();
         layer.dense->forward(normed, m, dp, b, step_.dense_gate, step_.dense_up);
       }
       if (block) b.add(hp, dp);

@@ -478,20 +478,22 @@ void StreamingExpertProvider::note_held(int64_t layer, std::span<const int32_t> 
 }
 
 void StreamingExpertProvider::count_predicted(int64_t layer, std::span<const int32_t> experts) {
-  if (predicted_for_ != layer) return;
-  // Each guessed expert counts once, whichever of a pass's parts asks first.
-  for (int32_t e : experts) {
-    const auto it = std::lower_bound(predicted_layer_.begin(), predicted_layer_.end(), e);
-    if (it == predicted_layer_.end() || *it != e) continue;
-    count_guesses(0, 1);
-    predicted_layer_.erase(it);
+  for (Guessed& g : guessed_) {
+    if (g.layer != layer) continue;
+    // Each guessed expert counts once, whichever of a pass's parts asks first.
+    for (int32_t e : experts) {
+      const auto it = std::lower_bound(g.experts.begin(), g.experts.end(), e);
+      if (it == g.experts.end() || *it != e) continue;
+      count_guesses(0, 1, g.by_token);
+      g.experts.erase(it);
+    }
   }
 }
 
-void StreamingExpertProvider::count_guesses(int64_t predicted, int64_t right) {
+void StreamingExpertProvider::count_guesses(int64_t predicted, int64_t right, bool by_token) {
   stats_.predicted += static_cast<uint64_t>(predicted);  // (a negative count takes back: modular)
   stats_.predicted_right += static_cast<uint64_t>(right);
-  if (predicted_by_token_) heat_.add_guesses(static_cast<double>(predicted), static_cast<double>(right));
+  if (by_token) heat_.add_guesses(static_cast<double>(predicted), static_cast<double>(right));
 }
 
 void StreamingExpertProvider::note_request(int64_t layer, int32_t e) {
@@ -511,7 +513,7 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
   // the layer again, so its guesses stay counted and in flight until then.
   const bool more_parts = kept_layer_ == layer;
   count_predicted(layer, experts);
-  if (predicted_for_ == layer && !more_parts) predicted_for_ = -1;
+  if (!more_parts) std::erase_if(guessed_, [layer](const Guessed& g) { return g.layer == layer; });
   auto f = std::make_unique<Fetch>(*this, layer);
   std::vector<Extent> batch;
   // Slots of this request are marked in use first, so that starting the
@@ -557,12 +559,18 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
 void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of) {
   // A second guess at a layer before its fetch (a dense layer's, after the
   // MoE layer before it guessed past it) replaces the first in the counts.
-  if (predicted_for_ == layer) count_guesses(-static_cast<int64_t>(predicted_layer_.size()), 0);
-  predicted_layer_.assign(experts.begin(), experts.end());
-  std::sort(predicted_layer_.begin(), predicted_layer_.end());
-  predicted_for_ = layer;
-  predicted_by_token_ = of == GuessOf::Token;
-  count_guesses(static_cast<int64_t>(experts.size()), 0);
+  // Guesses at a layer other than this one and the one a pass is in are a
+  // stopped pass's: nobody will ask for them (their reads stop below).
+  std::erase_if(guessed_, [&](const Guessed& g) {
+    if (g.layer == layer) count_guesses(-static_cast<int64_t>(g.experts.size()), 0, g.by_token);
+    return g.layer == layer || g.layer != kept_layer_;
+  });
+  Guessed& g = guessed_.emplace_back();
+  g.layer = layer;
+  g.by_token = of == GuessOf::Token;
+  g.experts.assign(experts.begin(), experts.end());
+  std::sort(g.experts.begin(), g.experts.end());
+  count_guesses(static_cast<int64_t>(experts.size()), 0, g.by_token);
   // Guesses never take a slot that a request is waiting for, nor more than
   // a quarter of the cache: the experts the next tokens need stay. A pass's
   // next layer is asked for whole, so its guesses take up to three quarters;
@@ -574,10 +582,13 @@ void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> e
   // are a stopped pass's (it never reached the layer it guessed for). They
   // stop counting against the room (a pass's could hold three quarters of
   // the cache until its layer came round again) and their queued reads stop.
+  // Not so the layer a pass is in (keep_layer): its later parts ask for its
+  // guesses yet, while its first part guesses the next layer.
   size_t guessing = 0;
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (!slots_[s].prefetched) continue;
-    if (slots_[s].layer != layer && slots_[s].users == 0)  // (a fetch holds none of them: kept safe all the same)
+    if (slots_[s].layer != layer && slots_[s].layer != kept_layer_ &&
+        slots_[s].users == 0)  // (a fetch holds none of them: kept safe all the same)
       cancel_guess(static_cast<int>(s));
     else
       ++guessing;

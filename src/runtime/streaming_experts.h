@@ -117,8 +117,9 @@ class StreamingExpertProvider : public ExpertProvider {
   // Of `experts` asked for in `layer`, those its guess named (when it was guessed for).
   void count_predicted(int64_t layer, std::span<const int32_t> experts);
   // Adds to the guessed and right counts (a negative count takes an earlier
-  // guess back), in the stats and, for a one-row step's guess, in the heat.
-  void count_guesses(int64_t predicted, int64_t right);
+  // guess back), in the stats and, for a one-row step's guess (by_token), in
+  // the heat.
+  void count_guesses(int64_t predicted, int64_t right, bool by_token);
   // Empties a slot that where_ no longer names.
   void free_slot(Slot& slot);
   // Applies landed completions (throws strata::Error on a failed read, but
@@ -165,12 +166,18 @@ class StreamingExpertProvider : public ExpertProvider {
   uint64_t clock_ = 0, since_decay_ = 0;
   int64_t kept_layer_ = -1;  // keep_layer()
   size_t waiting_ = 0;                       // experts of live fetches without a slot yet
-  std::vector<int32_t> predicted_layer_;     // last prediction, for accuracy
+  // The guesses not yet asked for, for their accuracy: the next layer's,
+  // and a pass's current layer's (a pass guesses its next layer while its
+  // first part runs, and its later parts still ask for this one's).
+  struct Guessed {
+    int64_t layer = -1;
+    bool by_token = false;          // a one-row step's guess (counted in the heat)
+    std::vector<int32_t> experts;  // sorted
+  };
+  std::vector<Guessed> guessed_;
   std::vector<int> to_rewrite_;              // absorb()'s landed slots for rewrite_landed()
   std::vector<std::pair<kernels::WeightMatrix*, int64_t>> rewrite_groups_;  // (matrix, group of 16 rows)
   std::vector<std::vector<uint8_t>> rewrite_scratch_;  // [pool thread]: a group being rewritten
-  int64_t predicted_for_ = -1;
-  bool predicted_by_token_ = false;          // that prediction was a one-token step's (counted in the heat)
   ExpertStats stats_;
   std::unique_ptr<Fetch> fetch_;  // the current one; last, so it goes before the slots it holds
 };
