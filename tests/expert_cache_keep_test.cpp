@@ -183,16 +183,28 @@ TEST_F(KeepLayer, ALayerGuessedTwiceCountsTheLastGuess) {
   EXPECT_EQ(provider_->stats().predicted_right, 1u);
 }
 
+// A cache of `slots` slots of the same pack, for the cases that need room
+// beside a whole layer.
+std::unique_ptr<StreamingExpertProvider> provider_of(const fs::path& pack, const ModelConfig& c, size_t slots) {
+  std::unique_ptr<Storage> storage = make_storage();
+  ExpertCatalog catalog = catalog_from_manifest(Manifest::load(pack), pack, *storage);
+  StreamingOptions so;
+  so.slots = slots;
+  return std::make_unique<StreamingExpertProvider>(c, std::move(catalog), std::move(storage), so);
+}
+
 // A pass guesses its next layer while its first part runs: the guesses for
 // the layer it is in, which its later parts still ask for, are neither
 // cancelled nor taken out of the counts by the next layer's guess.
 TEST_F(KeepLayer, TheNextLayersGuessLeavesTheGuessesOfTheLayerAPassIsIn) {
   using GuessOf = ExpertProvider::GuessOf;
-  provider_->prefetch(1, std::vector<int32_t>{2, 3}, GuessOf::Pass);
+  const size_t E = static_cast<size_t>(config_.n_routed_experts);
+  provider_ = provider_of(tmp_ / "pack", config_, E + 4);
+  EXPECT_TRUE(provider_->prefetch(1, std::vector<int32_t>{2, 3}, GuessOf::Pass));
   ASSERT_EQ(provider_->stats().prefetch_issued, 2u);
   provider_->keep_layer(1);
-  use(1, {2});                                                // the first part
-  provider_->prefetch(2, std::vector<int32_t>{0}, GuessOf::Pass);  // three quarters of 4: room for it
+  use(1, {2});                                                     // the first part
+  EXPECT_TRUE(provider_->prefetch(2, std::vector<int32_t>{0}, GuessOf::Pass));  // the next layer's guess
   EXPECT_EQ(provider_->stats().prefetch_issued, 3u);
   provider_->keep_layer(-1);
   const uint64_t before = misses();
@@ -203,6 +215,27 @@ TEST_F(KeepLayer, TheNextLayersGuessLeavesTheGuessesOfTheLayerAPassIsIn) {
   EXPECT_EQ(provider_->stats().prefetch_cancelled, 0u);
   EXPECT_EQ(provider_->stats().predicted, 3u);
   EXPECT_EQ(provider_->stats().predicted_right, 3u);
+}
+
+// While a pass is in a layer, its guess at the next layer leaves the cache
+// room for all of that layer's experts (its later parts read what the
+// earlier ones did not pick): in E + 2 slots, two guesses, and the guess
+// says it was cut short. At the layer's last part the same guess may take
+// three quarters of the cache, and goes out whole.
+TEST_F(KeepLayer, AGuessWhileAPassIsInALayerLeavesItRoomForAllItsExperts) {
+  using GuessOf = ExpertProvider::GuessOf;
+  const size_t E = static_cast<size_t>(config_.n_routed_experts);
+  provider_ = provider_of(tmp_ / "pack", config_, E + 2);
+  provider_->keep_layer(1);
+  use(1, {0});
+  const std::vector<int32_t> guess = {0, 1, 2, 3};
+  EXPECT_FALSE(provider_->prefetch(2, guess, GuessOf::Pass));
+  EXPECT_EQ(provider_->stats().prefetch_issued, 2u);
+  provider_->keep_layer(-1);
+  EXPECT_TRUE(provider_->prefetch(2, guess, GuessOf::Pass));
+  EXPECT_EQ(provider_->stats().prefetch_issued, 4u);
+  EXPECT_EQ(provider_->stats().prefetch_cancelled, 0u);
+  EXPECT_EQ(provider_->stats().predicted, 4u);  // the second guess replaced the first in the counts
 }
 
 // Every part asks for the guessed expert: it counts once.

@@ -120,14 +120,19 @@ class ExpertProvider {
   // a pass of several parts' (Model::forward) at its next layer, which its
   // parts then ask for whole, may take three quarters of a cache's slots
   // (a step's, a quarter at most, so that the experts the next tokens need
-  // stay); a one-row step's (a decode token of one sequence, or the last
-  // row of a prompt split into passes) is counted in the heat
-  // (ExpertHeat::guesses), as `strata budget` predicts decode.
+  // stay), and while the pass is still in a layer (keep_layer) no more than
+  // leaves that layer room for all its experts; a one-row step's (a decode
+  // token of one sequence, or the last row of a prompt split into passes)
+  // is counted in the heat (ExpertHeat::guesses), as `strata budget`
+  // predicts decode. Returns false where the guess was cut short (some of
+  // its experts neither cached nor being read): the pass guesses again at
+  // the layer's last part.
   enum class GuessOf { Token, Step, Pass };
-  virtual void prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of = GuessOf::Step) {
+  virtual bool prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of = GuessOf::Step) {
     (void)layer;
     (void)experts;
     (void)of;
+    return true;
   }
   // A pass of several parts (Model::forward) fetches `layer`'s experts for
   // each part in turn: until keep_layer(-1), a read for another expert takes

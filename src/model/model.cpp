@@ -229,19 +229,20 @@ uint64_t Model::step_bytes(size_t rows, size_t span) const {
   return StepState::bytes(sizes) + backend_->scratch_bytes(step_limits(sizes));
 }
 
-void Model::prefetch_for(size_t next, Tensor h, size_t n, bool pass) {
+bool Model::prefetch_for(size_t next, Tensor h, size_t n, bool pass) {
   while (next < layers_.size() && !layers_[next].moe) ++next;  // dense layers read nothing
-  if (!prefetch_ || next >= layers_.size()) return;
+  if (!prefetch_ || next >= layers_.size()) return true;
   // Prefill steps guess too: the drive would otherwise idle from this
   // layer's last read to the next layer's routing (the tail of this layer's
   // products and the next attention). The provider caps the guesses (a
-  // quarter of its cache, three quarters for a pass of several parts, none
-  // of the slots this layer's experts hold, none while a request waits for a
-  // slot), so a prompt whose layer fills the cache still reads each expert
-  // once a step.
+  // quarter of its cache, three quarters for a pass of several parts, and
+  // while a pass is in a layer no more than leaves it room for all its
+  // experts; none of the slots this layer's experts hold, none while a
+  // request waits for a slot), so a prompt whose layer fills the cache still
+  // reads each expert once a step.
   // (A pass wider than a step asks for the next layer a step at a time.)
-  if (layers_[next].moe->held_by(*backend_, std::min(n, step_.sizes.rows))) return;  // nothing to read: the device holds them
-  if (experts_->holds_layer(static_cast<int64_t>(next))) return;  // nor when the RAM cache does
+  if (layers_[next].moe->held_by(*backend_, std::min(n, step_.sizes.rows))) return true;  // nothing to read: the device holds them
+  if (experts_->holds_layer(static_cast<int64_t>(next))) return true;  // nor when the RAM cache does
   // The next layer's router on this layer's residual: the residual changes
   // little from one layer to the next, so its picks are a good guess.
   const timeline::Scope span("step", "guess");
@@ -263,8 +264,8 @@ void Model::prefetch_for(size_t next, Tensor h, size_t n, bool pass) {
   for (int32_t e : guess)
     if (!backend_->has_expert(static_cast<int64_t>(next), e)) step_.guess_reads.push_back(e);
   using GuessOf = ExpertProvider::GuessOf;
-  experts_->prefetch(static_cast<int64_t>(next), step_.guess_reads,
-                     pass ? GuessOf::Pass : n == 1 ? GuessOf::Token : GuessOf::Step);
+  return experts_->prefetch(static_cast<int64_t>(next), step_.guess_reads,
+                            pass ? GuessOf::Pass : n == 1 ? GuessOf::Token : GuessOf::Step);
 }
 
 void Model::collect_held_routing(std::span<const Row> rows) {
@@ -466,21 +467,25 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
   }
 
   // The guess at the next layer's experts, run while this layer's reads are
-  // in flight: from the whole pass's residual stream, in a pass of several
-  // parts while its first part runs (the residual is the same for every
-  // part until the layer's deltas join it, AttnRes aside), so the next
-  // layer's reads go out behind this layer's own and the drive works
-  // through the later parts, instead of idling from this layer's last read
-  // to the next layer's first part. One pointer captured, so the
-  // std::function holds it in place.
+  // in flight: from the whole pass's residual stream (its attention deltas
+  // joined, below). In a pass of several parts it runs while the first part
+  // does, so that the next layer's reads go out behind this layer's own and
+  // the drive works through the later parts instead of idling from this
+  // layer's last read to the next layer's first part; and again at the last
+  // part where the provider cut the first guess short (it leaves room for
+  // the layer's later parts). One pointer captured, so the std::function
+  // holds it in place.
   struct Guess {
     Model* model;
     size_t next;
     Tensor h;
     size_t n;
     bool pass;
+    bool whole = true;  // the last guess went out whole
   } guess{this, 0, h, n, parts > 1};
-  const std::function<void()> guess_next = [g = &guess] { g->model->prefetch_for(g->next, g->h, g->n, g->pass); };
+  const std::function<void()> guess_next = [g = &guess] {
+    g->whole = g->model->prefetch_for(g->next, g->h, g->n, g->pass);
+  };
   const std::function<void()> no_guess;
 
   // A backend that holds a layer's experts routes a one-part pass of it
@@ -550,6 +555,12 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
     }
     if (restart) ++banked;
     delta_owed = !block;
+    // The first part's guess reads every part's rows: their attention deltas
+    // join the stream first (then each part's norm alone: add_rms_norm's bits).
+    if (parts > 1 && delta_owed) {
+      b.add(h, delta);
+      delta_owed = false;
+    }
 
     guess.next = static_cast<size_t>(l) + 1;
     for (size_t p = 0; p < parts; ++p) {
@@ -558,10 +569,11 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
       sublayer_input(p, block ? layer.mlp_res_query.data() : nullptr, layer.mlp_norm, normed);
       const timeline::Scope span("step", layer.moe ? "experts" : "mlp", l);
       const bool last = p + 1 == parts;
+      const bool guess_here = p == 0 || (last && !guess.whole);
       if (layer.moe) {
         if (keep_layers) experts_->keep_layer(last ? -1 : l);
         const size_t held_before = step_.held_routing.size();
-        layer.moe->forward(normed, m, dp, b, step_, p == 0 ? guess_next : no_guess, defer_routing);
+        layer.moe->forward(normed, m, dp, b, step_, guess_here ? guess_next : no_guess, defer_routing);
         if (route_observer_ && step_.held_routing.size() == held_before) {
           const size_t k = static_cast<size_t>(c.num_experts_per_tok);
           route_observer_->routed(l, at, rows.subspan(at, m), std::span<const int32_t>(step_.ids).first(m * k), k);
@@ -570,7 +582,7 @@ void Model::forward_pass(std::span<const Row> rows, float* logits, float* out_hi
         // A dense layer right before a MoE layer guesses for it too, so the
         // drive works through this MLP and the next attention instead of
         // idling until that MoE layer's own reads (DeepSeek-V3's first layers).
-        if (p == 0 && l + 1 < c.num_layers && layers_[l + 1].moe) guess_next();
+        if (guess_here && l + 1 < c.num_layers && layers_[l + 1].moe) guess_next();
         layer.dense->forward(normed, m, dp, b, step_.dense_gate, step_.dense_up);
       }
       if (block) b.add(hp, dp);

@@ -271,8 +271,9 @@ class Model {
   // Checks rows before any runs: tokens in the vocabulary, a cache, positions in it.
   void check_rows(std::span<const Row> rows) const;
   // Starts reading the experts layer `next` will probably pick for `h`
-  // (`pass`: for a pass of several parts, ExpertProvider::prefetch).
-  void prefetch_for(size_t next, Tensor h, size_t n, bool pass);
+  // (`pass`: for a pass of several parts, ExpertProvider::prefetch); false
+  // where the provider cut the guess short.
+  bool prefetch_for(size_t next, Tensor h, size_t n, bool pass);
   // Where the backend's expert memory holds every routed expert (a GPU's
   // --vram), hands it each MoE layer whole (Backend::hold_layer).
   void hold_experts_on_device();

@@ -191,7 +191,8 @@ int StreamingExpertProvider::choose_victim(bool for_prefetch, double guess_score
   // The coldest slot of another layer than the kept one, else (for a read
   // the step waits for, not a guess) the kept layer's coldest, else a landed
   // guess no one has asked for yet (a guess never keeps a request from its
-  // reads: a pass stopped before the layer it guessed for leaves them).
+  // reads: a pass stopped before the layer it guessed for leaves them, and a
+  // pass guesses its next layer while its first part runs).
   int best = -1, best_kept = -1, best_guess = -1;
   auto colder = [&](const Slot& s, int than) {
     if (than < 0) return true;
@@ -556,7 +557,7 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
   return *fetch_;
 }
 
-void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of) {
+bool StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of) {
   // A second guess at a layer before its fetch (a dense layer's, after the
   // MoE layer before it guessed past it) replaces the first in the counts.
   // Guesses at a layer other than this one and the one a pass is in are a
@@ -576,7 +577,7 @@ void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> e
   // next layer is asked for whole, so its guesses take up to three quarters;
   // the last quarter stays for the reads of a request they missed (a guess
   // not yet asked for is no one's to evict).
-  if (waiting_ > 0) return;
+  if (waiting_ > 0) return false;
   // Guesses for another layer that no one asked for are stale: the model
   // guesses one layer ahead and that layer's fetch ends its guesses, so these
   // are a stopped pass's (it never reached the layer it guessed for). They
@@ -593,15 +594,26 @@ void StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> e
     else
       ++guessing;
   }
-  const size_t room = of == GuessOf::Pass ? slots_.size() - slots_.size() / 4 : slots_.size() / 4;
+  // While a pass is in a layer (its first part guesses the next), the
+  // guesses leave room for all that layer's experts: its later parts read
+  // the ones the earlier parts did not pick, and the guesses must not push
+  // the earlier ones out (slots neither the kept layer's nor guesses' are
+  // at least its experts not yet cached).
+  const size_t slots = slots_.size(), experts_a_layer = static_cast<size_t>(std::max<int64_t>(c_.n_routed_experts, 0));
+  size_t room = of == GuessOf::Pass ? slots - slots / 4 : slots / 4;
+  if (of == GuessOf::Pass && kept_layer_ >= 0) room = std::min(room, slots > experts_a_layer ? slots - experts_a_layer : 0);
   std::vector<Extent> batch;
+  bool whole = true;
   for (int32_t e : experts) {
     if (where_.count(key(layer, e))) continue;
-    if (++guessing > room) break;
-    if (start_read(layer, e, true, batch) < 0) break;
+    if (++guessing > room || start_read(layer, e, true, batch) < 0) {
+      whole = false;
+      break;
+    }
     ++stats_.prefetch_issued;
   }
   submit(batch);
+  return whole;
 }
 
 void StreamingExpertProvider::settle() {

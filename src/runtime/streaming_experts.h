@@ -62,7 +62,7 @@ class StreamingExpertProvider : public ExpertProvider {
 
   ExpertFetch& fetch(int64_t layer, std::span<const int32_t> experts) override;
   void note_held(int64_t layer, std::span<const int32_t> experts) override;
-  void prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of = GuessOf::Step) override;
+  bool prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of = GuessOf::Step) override;
   void keep_layer(int64_t layer) override { kept_layer_ = layer; }
   bool wants_prefetch() const override { return true; }
   bool streams() const override { return true; }
