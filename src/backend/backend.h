@@ -235,6 +235,12 @@ class Backend {
   // thread (the expert cache's rewrites of landed experts); nullptr for a
   // backend that computes elsewhere.
   virtual ThreadPool* host_pool() { return nullptr; }
+  // Makes `w` resident in the backend's own memory now rather than at its
+  // first use (a GPU uploads it; the CPU reads weights in place): the
+  // output head and the token table, whose first use would otherwise put
+  // their upload (and an untied table's read from the drive) inside the
+  // first prompt's time. Never changes results.
+  virtual void preload(const kernels::WeightMatrix& w) { (void)w; }
   // Whether the trunk's matrices should be rewritten into the interleaved
   // layouts (kernels/interleave.h), faster on the CPU. Routed experts take
   // them on every backend, as packs store them (every backend reads them).

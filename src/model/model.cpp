@@ -132,6 +132,15 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   prefetch_ = prefetch && experts_->wants_prefetch();
   plan_ = plan;
   hold_experts_on_device();
+  // A device's copies of the output head and the token table, made now
+  // rather than in the first prompt (an untied table read by rows is read
+  // whole for it, and its pages let go again).
+  backend_->preload(lm_head_);
+  backend_->preload(embed_);
+  if (embed_rows_only_) {
+    const size_t bytes = static_cast<size_t>(embed_.out) * embed_.row_bytes();
+    release_mapped_pages_touched(embed_.data, bytes, std::span<const uint8_t>(embed_.data, bytes));
+  }
 }
 
 namespace {
