@@ -20,6 +20,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A cache of `slots` slots of the pack at `pack`.
+std::unique_ptr<StreamingExpertProvider> provider_of(const fs::path& pack, const ModelConfig& c, size_t slots) {
+  std::unique_ptr<Storage> storage = make_storage();
+  ExpertCatalog catalog = catalog_from_manifest(Manifest::load(pack), pack, *storage);
+  StreamingOptions so;
+  so.slots = slots;
+  return std::make_unique<StreamingExpertProvider>(c, std::move(catalog), std::move(storage), so);
+}
+
 class KeepLayer : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -34,11 +43,7 @@ class KeepLayer : public ::testing::Test {
     config_ = load_model(p.out, o)->config();
     ASSERT_GE(config_.n_routed_experts, 3);
     ASSERT_GE(config_.num_layers, 3);
-    std::unique_ptr<Storage> storage = make_storage();
-    ExpertCatalog catalog = catalog_from_manifest(Manifest::load(p.out), p.out, *storage);
-    StreamingOptions so;
-    so.slots = 4;
-    provider_ = std::make_unique<StreamingExpertProvider>(config_, std::move(catalog), std::move(storage), so);
+    provider_ = provider_of(p.out, config_, 4);
   }
   // Asks for `experts` of `layer` and lets them go again.
   void use(int64_t layer, std::vector<int32_t> experts) {
@@ -136,11 +141,8 @@ TEST_F(KeepLayer, AStoppedPasssGuessesDoNotHoldTheNextGuessBack) {
 // were for leaves them there; a request for other experts then takes a
 // landed guess's slot rather than finding none.
 TEST_F(KeepLayer, ARequestTakesALandedGuessWhenNothingElseIsFree) {
-  std::unique_ptr<Storage> storage = make_storage();
-  ExpertCatalog catalog = catalog_from_manifest(Manifest::load(tmp_ / "pack"), tmp_ / "pack", *storage);
-  StreamingOptions so;
-  so.slots = 2;
-  StreamingExpertProvider small(config_, std::move(catalog), std::move(storage), so);
+  const std::unique_ptr<StreamingExpertProvider> two = provider_of(tmp_ / "pack", config_, 2);
+  StreamingExpertProvider& small = *two;
   small.prefetch(1, std::vector<int32_t>{0, 1}, ExpertProvider::GuessOf::Pass);
   ASSERT_EQ(small.stats().prefetch_issued, 2u);
   small.settle();  // both landed
@@ -181,16 +183,6 @@ TEST_F(KeepLayer, ALayerGuessedTwiceCountsTheLastGuess) {
   use(1, {2, 0});
   EXPECT_EQ(provider_->stats().predicted, 2u);
   EXPECT_EQ(provider_->stats().predicted_right, 1u);
-}
-
-// A cache of `slots` slots of the same pack, for the cases that need room
-// beside a whole layer.
-std::unique_ptr<StreamingExpertProvider> provider_of(const fs::path& pack, const ModelConfig& c, size_t slots) {
-  std::unique_ptr<Storage> storage = make_storage();
-  ExpertCatalog catalog = catalog_from_manifest(Manifest::load(pack), pack, *storage);
-  StreamingOptions so;
-  so.slots = slots;
-  return std::make_unique<StreamingExpertProvider>(c, std::move(catalog), std::move(storage), so);
 }
 
 // A pass guesses its next layer while its first part runs: the guesses for
