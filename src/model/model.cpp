@@ -132,12 +132,12 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   prefetch_ = prefetch && experts_->wants_prefetch();
   plan_ = plan;
   hold_experts_on_device();
-  // A device's copies of the output head and the token table, made now
-  // rather than in the first prompt (an untied table read by rows is read
-  // whole for it, and its pages let go again).
+}
+
+void Model::preload_head_and_table() {
   backend_->preload(lm_head_);
   backend_->preload(embed_);
-  if (embed_rows_only_) {
+  if (embed_rows_only_) {  // read whole for a device's copy: its pages go again
     const size_t bytes = static_cast<size_t>(embed_.out) * embed_.row_bytes();
     release_mapped_pages_touched(embed_.data, bytes, std::span<const uint8_t>(embed_.data, bytes));
   }

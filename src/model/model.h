@@ -129,6 +129,10 @@ class Model {
   // its mapped file and those pages are let go again, so it is not held in
   // RAM. False (and nothing changes) when the table is tied or was converted.
   bool read_token_table_by_rows();
+  // A device's copies of the output head and the token table, made now
+  // rather than in the first prompt (Backend::preload); an untied table read
+  // by rows is read whole for it, and its pages let go again.
+  void preload_head_and_table();
   // Whether read_token_table_by_rows() took effect.
   bool token_table_by_rows() const { return embed_rows_only_; }
 

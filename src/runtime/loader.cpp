@@ -444,11 +444,12 @@ std::vector<FileRange> mapped_ranges(const Model& model) {
 }
 }  // namespace
 
-void warm_model(const Model& model, bool show_progress) {
+void warm_model(Model& model, bool show_progress) {
   std::vector<FileRange> ranges = mapped_ranges(model);
   Progress bar("load", covered_bytes(ranges), show_progress);
   read_into_page_cache(std::move(ranges), [&](uint64_t n) { bar.add(n); });
   bar.finish();
+  model.preload_head_and_table();
 }
 
 uint64_t mapped_weight_bytes(const Model& model) { return covered_bytes(mapped_ranges(model)); }

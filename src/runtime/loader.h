@@ -15,7 +15,8 @@
 //                runs -> StreamingExpertProvider
 //     model.attach_experts(provider)     layers bound against it
 //   warm_model(model)                    the weights the plan holds read into
-//                                        the page cache (a "load" bar)
+//                                        the page cache (a "load" bar); a
+//                                        device's copies of head and table
 //
 // Memory: with a budget (--ram) the process keeps within it. Without one, a
 // model that would not fit in the memory the machine has available
@@ -181,9 +182,10 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
 
 // Reads the weights the model holds (the trunk; every weight when experts
 // are not streamed; not an untied token table read by rows) into the page
-// cache, with a progress bar when `show_progress`. Throws strata::Error on a
-// read error.
-void warm_model(const Model& model, bool show_progress);
+// cache, with a progress bar when `show_progress`, and makes a device's
+// copies of the output head and the token table (Model::preload_head_and_table).
+// Throws strata::Error on a read error.
+void warm_model(Model& model, bool show_progress);
 
 // Bytes of the weights `model` reads from mapped files (what warm_model
 // reads in; a converted weight is in the process's own memory instead).

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "util/error.h"
+#include "util/mapped_file.h"
 #include "vulkan/vk_backend_impl.h"
 #include "vulkan/vulkan_backend.h"
 
@@ -358,6 +359,14 @@ void VulkanBackend::read(const Buffer& src, void* dst, uint64_t bytes) {
 
 void VulkanBackend::write(const Buffer& dst, const void* src, uint64_t bytes) {
   copy_in(dst.handle(), 0, dst.mapped(), src, bytes, false);
+}
+
+void VulkanBackend::preload(const kernels::WeightMatrix& w) {
+  // Read ahead whole first: a token table read by rows is advised random,
+  // and its upload would otherwise fault it in a page at a time.
+  const WeightSpans s = weight_spans(w);
+  advise_willneed(w.data, s.data);
+  weights_->resident(w);
 }
 
 void VulkanBackend::embed(const kernels::WeightMatrix& table, std::span<const int32_t> tokens, Tensor out) {
