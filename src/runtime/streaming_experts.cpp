@@ -411,11 +411,9 @@ void StreamingExpertProvider::rewrite_landed() {
     to_rewrite_.clear();
     throw;
   }
-  for (int s : to_rewrite_) {
-    for (kernels::WeightMatrix* m : slots_[s].weights.matrices())
-      if (kernels::interleavable(*m)) *m = kernels::interleaved_in_place(*m);
-    slots_[s].state = State::Ready;
-  }
+  for (const auto& [m, g] : rewrite_groups_)  // each rewritten matrix once, by its first group
+    if (g == 0) *m = kernels::interleaved_in_place(*m);
+  for (int s : to_rewrite_) slots_[s].state = State::Ready;
   to_rewrite_.clear();
 }
 
