@@ -21,10 +21,14 @@
 // separate arrays hold) so that they come from memory as a real token's do,
 // at most large_matrix_mib() (runtime/product_timer.h). Past 16384
 // positions, or past what that allows one layer, it times fewer and scales
-// linearly (the work is linear in the positions). A prompt's rows attend
-// in blocks that read each cached row once per block; timed one row at a
-// time here, which can overstate a long prompt's attention where reading
-// the rows, not the dots, is what it waits on.
+// linearly (the work is linear in the positions).
+//
+// A prompt's rows attend in blocks of consecutive rows (kRowsPerBlock at
+// most) that share each cached row's loads (kernels::dots_rows, axpys_rows),
+// a task for each block and head, many tasks for the pool's threads:
+// prompt_attention_seconds() times that, per row. Timed one row at a time
+// instead, a 1024-token prompt's attention came out at two to three times
+// its cost (a Qwen3-MoE-shaped model, docs/PERFORMANCE.md).
 #include <cstdint>
 #include <vector>
 
@@ -51,5 +55,11 @@ std::vector<AttentionWork> attention_work(const ModelConfig& c, int64_t position
 // Seconds of one decode token's attention over `positions` positions, every
 // layer: the median of runs for about `seconds`.
 double attention_seconds(const ModelConfig& c, int64_t positions, ThreadPool& pool, double seconds);
+
+// Seconds of one prompt row's attention over `positions` positions, every
+// layer, where the prompt's rows attend in blocks of `block` rows (at least
+// one): the median of runs for about `seconds`, divided by the rows timed.
+double prompt_attention_seconds(const ModelConfig& c, int64_t positions, int64_t block, ThreadPool& pool,
+                                double seconds);
 
 }  // namespace strata

@@ -306,9 +306,10 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
   r.prefill_s = (trunk - head) / (r.prefill_gbps * 1e9) + experts / (expert_gbps * 1e9) / r.prefill_experts_busy +
                 head / (r.trunk_decode_gbps * 1e9) / static_cast<double>(prompt);
   // Attention over the cached positions: a decode token after the prompt
-  // reads all of them, a prompt token on average half.
+  // reads all of them, a prompt token on average half, in blocks of the
+  // step's rows (runtime/attention_timer.h).
   r.attention_s = attention_seconds(model.config, prompt + 1, pool, seconds / 4);
-  r.prefill_attention_s = attention_seconds(model.config, (prompt + 1) / 2, pool, seconds / 4);
+  r.prefill_attention_s = prompt_attention_seconds(model.config, (prompt + 1) / 2, step, pool, seconds / 4);
   r.decode_s += r.attention_s;
   r.prefill_s += r.prefill_attention_s;
   // A streamed token's guesses: the next layer's router on this layer's
