@@ -190,15 +190,16 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
                   vdim = op.v_dim;
     const AttentionScratch s = c->self->attention_scratch(worker);
     const kernels::LinearScratch one_row = c->self->worker_scratch(worker);
-    float* q_abs = s.floats;
-    float* q_rot = q_abs + s.block * lora;
-    float* latent = q_rot + s.block * rope;
+    // A row's query as the cache holds a key: the query in latent space,
+    // then its rotated part (one dot against the whole cached row).
+    const size_t key = static_cast<size_t>(lora + rope);
+    float* query = s.floats;
+    float* latent = query + s.block * key;
     float* scores = latent + s.block * lora;
     constexpr size_t kChunk = kKeysPerChunk;
-    float d_lat[kRowsPerBlock * kChunk], d_rot[kRowsPerBlock * kChunk];
+    float dotted[kRowsPerBlock * kChunk];
     size_t together[kRowsPerBlock];
-    const float* lat_rows[kRowsPerBlock];
-    const float* rot_rows[kRowsPerBlock];
+    const float* from_rows[kRowsPerBlock];
     float* to_rows[kRowsPerBlock];
     for (size_t t = t0; t < t1; ++t) {
       const size_t task = last_first(t, c->self->runs_.size(), H);
@@ -219,53 +220,46 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
                                   std::max(nope, vdim) <= c->self->limits_.context + 1 &&
                                   kernels::linear_sum_floats(op.k_b[h], m) <= one_row.sums.size() &&
                                   kernels::linear_sum_floats(op.v_b[h], m) <= one_row.sums.size();
-      if (together_uk_uv) {
+      if (together_uk_uv) {  // into `latent` (zeroed after), then each row's query
         for (size_t r = 0; r < m; ++r) std::copy_n(&c->q[((b0 + r) * H + h) * qk], nope, &scores[r * nope]);
-        kernels::linear(op.k_b[h], scores, m, q_abs, nullptr, one_row);
+        kernels::linear(op.k_b[h], scores, m, latent, nullptr, one_row);
+        for (size_t r = 0; r < m; ++r) std::copy_n(&latent[r * lora], lora, &query[r * key]);
       }
       std::fill_n(latent, m * lora, 0.0f);
       for (size_t r = 0; r < m; ++r) {
         const float* qh = &c->q[((b0 + r) * H + h) * qk];
+        float* qr = &query[r * key];
         // q_nope · W_UK[h]: the query in latent space.
         if (op.k_b.empty())
-          kernels::linear_transposed(op.kv_b->row_slice(h * (nope + vdim), nope), qh, &q_abs[r * lora], one_row.rows);
+          kernels::linear_transposed(op.kv_b->row_slice(h * (nope + vdim), nope), qh, qr, one_row.rows);
         else if (!together_uk_uv)
-          kernels::linear(op.k_b[h], qh, 1, &q_abs[r * lora], nullptr, one_row);
-        std::copy_n(qh + nope, rope, &q_rot[r * rope]);
-        if (op.rope) op.rope->apply(&q_rot[r * rope], rows[b0 + r].pos);
+          kernels::linear(op.k_b[h], qh, 1, qr, nullptr, one_row);
+        std::copy_n(qh + nope, rope, qr + lora);
+        if (op.rope) op.rope->apply(qr + lora, rows[b0 + r].pos);
       }
       auto start = [](size_t) { return int64_t{0}; };
       auto len = [&](size_t r) { return rows[b0 + r].pos + 1; };
-      const float** k_lat = s.pointers;  // per cached position: latent, rotated key
-      const float** k_rot = s.pointers + longest;
-      for (int64_t p = 0; p < longest; ++p) {
-        k_lat[p] = cache.key(op.layer, p);
-        k_rot[p] = k_lat[p] + lora;
-      }
+      const float** cached = s.pointers;  // per cached position: latent, rotated key
+      for (int64_t p = 0; p < longest; ++p) cached[p] = cache.key(op.layer, p);
       // Each row's dots against a chunk of keys run side by side, the rows
       // that see the same keys together (kernels::dots_rows), each dot with
       // the bits of a lone one.
       by_key_chunks(0, longest, m, start, len, together, [&](const size_t* rs, size_t k, int64_t from, size_t count) {
-        for (size_t i = 0; i < k; ++i) {
-          lat_rows[i] = &q_abs[rs[i] * lora];
-          rot_rows[i] = &q_rot[rs[i] * rope];
-        }
-        kernels::dots_rows(lat_rows, k, &k_lat[from], count, static_cast<size_t>(lora), d_lat, kChunk);
-        kernels::dots_rows(rot_rows, k, &k_rot[from], count, static_cast<size_t>(rope), d_rot, kChunk);
+        for (size_t i = 0; i < k; ++i) from_rows[i] = &query[rs[i] * key];
+        kernels::dots_rows(from_rows, k, &cached[from], count, key, dotted, kChunk);
         for (size_t i = 0; i < k; ++i)
           for (size_t j = 0; j < count; ++j)
-            scores[rs[i] * longest + from + static_cast<int64_t>(j)] =
-                (d_lat[i * kChunk + j] + d_rot[i * kChunk + j]) * op.scale;
+            scores[rs[i] * longest + from + static_cast<int64_t>(j)] = dotted[i * kChunk + j] * op.scale;
       });
       for (size_t r = 0; r < m; ++r) kernels::softmax(&scores[r * longest], len(r));
       // The weighted sum, a chunk of keys per call (kernels::axpys_rows:
       // each row's axpys of one key after another, with their bits).
       by_key_chunks(0, longest, m, start, len, together, [&](const size_t* rs, size_t k, int64_t from, size_t count) {
         for (size_t i = 0; i < k; ++i) {
-          lat_rows[i] = &scores[rs[i] * longest + from];
+          from_rows[i] = &scores[rs[i] * longest + from];
           to_rows[i] = &latent[rs[i] * lora];
         }
-        kernels::axpys_rows(lat_rows, k, &k_lat[from], count, to_rows, static_cast<size_t>(lora));
+        kernels::axpys_rows(from_rows, k, &cached[from], count, to_rows, static_cast<size_t>(lora));
       });
       // Expand the attended latent through W_UV[h].
       if (together_uk_uv) {
