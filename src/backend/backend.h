@@ -106,9 +106,10 @@ struct GqaAttend {
 // Per row: RMSNorm of the latent part (kv_norm) and the rotated rope part
 // become the cache row; each head's query is absorbed into latent space
 // (q_nope · W_UK[h], kernels::linear_transposed on the fused kv_b, or the
-// split k_b[h]), scores are (dot(q_latent, latent) + dot(q_rope, k_rope)) ·
-// scale, softmax, the latent is the axpys of the cached latents, and W_UV[h]
-// expands it. out: [rows × heads × v_dim]. Without `rope` (NoPE, Kimi K3)
+// split k_b[h]), scores are q · k · scale over the query [q_latent | q_rope]
+// and the cache row [latent | k_rope] (the CPU backend: one dot over both;
+// a GPU's: the two parts' dots summed, the same value to rounding), softmax,
+// the latent is the axpys of the cached latents, and W_UV[h] expands it. out: [rows × heads × v_dim]. Without `rope` (NoPE, Kimi K3)
 // the rope parts are plain features: nothing is rotated.
 struct MlaAttend {
   int64_t layer = 0;

@@ -162,13 +162,16 @@ double attention_seconds(const ModelConfig& c, int64_t positions, ThreadPool& po
   return row_seconds(c, positions, 1, 1, pool, seconds);
 }
 
-double prompt_attention_seconds(const ModelConfig& c, int64_t positions, int64_t block, ThreadPool& pool,
+double prompt_attention_seconds(const ModelConfig& c, int64_t positions, int64_t step, ThreadPool& pool,
                                 double seconds) {
-  const size_t rows = static_cast<size_t>(std::clamp<int64_t>(block, 1, static_cast<int64_t>(kRowsPerBlock)));
-  // A prompt's blocks give the threads many tasks: four a thread at least,
-  // as the pool hands them out.
+  const size_t rows_in_step = static_cast<size_t>(std::max<int64_t>(step, 1));
+  const size_t rows = std::min(rows_in_step, kRowsPerBlock);
+  // The step's blocks, a task each and head (a small step of few heads
+  // leaves threads idle, as it does in the backend); more than four tasks a
+  // thread time no differently.
   const size_t heads = static_cast<size_t>(std::max<int64_t>(1, c.num_heads));
-  const size_t runs = (4 * static_cast<size_t>(pool.size()) + heads - 1) / heads;
+  const size_t blocks = (rows_in_step + rows - 1) / rows;
+  const size_t runs = std::min(blocks, (4 * static_cast<size_t>(pool.size()) + heads - 1) / heads);
   return row_seconds(c, positions, rows, runs, pool, seconds);
 }
 

@@ -15,7 +15,7 @@
 //     rope width) for its scores and the latent (kv_lora_rank) for the sum;
 //   - a sliding-window layer sees at most its window.
 // attention_seconds() times that work with the kernels the backend uses
-// (kernels::dots, softmax, kernels::axpys, kKeysPerChunk keys a call), heads
+// (kernels::dots_rows, softmax, kernels::axpys_rows, kKeysPerChunk keys a call), heads
 // shared by the pool's threads, on several layers' worth of cached rows (a
 // key row and its value row side by side: the same bytes the backend's
 // separate arrays hold) so that they come from memory as a real token's do,
@@ -25,10 +25,11 @@
 //
 // A prompt's rows attend in blocks of consecutive rows (kRowsPerBlock at
 // most) that share each cached row's loads (kernels::dots_rows, axpys_rows),
-// a task for each block and head, many tasks for the pool's threads:
-// prompt_attention_seconds() times that, per row. Timed one row at a time
-// instead, a 1024-token prompt's attention came out at two to three times
-// its cost (a Qwen3-MoE-shaped model, docs/PERFORMANCE.md).
+// a task for each block and head: prompt_attention_seconds() times that, per
+// row, with as many blocks as a step of `step` rows has (enough for four
+// tasks a thread at most). Timed one row at a time instead, a 1024-token
+// prompt's attention came out at about four times its cost (a Qwen3-MoE-
+// shaped model, docs/PERFORMANCE.md).
 #include <cstdint>
 #include <vector>
 
@@ -57,9 +58,10 @@ std::vector<AttentionWork> attention_work(const ModelConfig& c, int64_t position
 double attention_seconds(const ModelConfig& c, int64_t positions, ThreadPool& pool, double seconds);
 
 // Seconds of one prompt row's attention over `positions` positions, every
-// layer, where the prompt's rows attend in blocks of `block` rows (at least
-// one): the median of runs for about `seconds`, divided by the rows timed.
-double prompt_attention_seconds(const ModelConfig& c, int64_t positions, int64_t block, ThreadPool& pool,
+// layer, in steps of `step` rows (at least one) that attend in blocks of at
+// most kRowsPerBlock: the median of runs for about `seconds`, divided by the
+// rows timed.
+double prompt_attention_seconds(const ModelConfig& c, int64_t positions, int64_t step, ThreadPool& pool,
                                 double seconds);
 
 }  // namespace strata
