@@ -109,8 +109,9 @@ struct GqaAttend {
 // split k_b[h]), scores are q · k · scale over the query [q_latent | q_rope]
 // and the cache row [latent | k_rope] (the CPU backend: one dot over both;
 // a GPU's: the two parts' dots summed, the same value to rounding), softmax,
-// the latent is the axpys of the cached latents, and W_UV[h] expands it. out: [rows × heads × v_dim]. Without `rope` (NoPE, Kimi K3)
-// the rope parts are plain features: nothing is rotated.
+// the latent is the axpys of the cached latents, and W_UV[h] expands it.
+// out: [rows × heads × v_dim]. Without `rope` (NoPE, Kimi K3) the rope parts
+// are plain features: nothing is rotated.
 struct MlaAttend {
   int64_t layer = 0;
   std::span<const Row> rows;

@@ -32,14 +32,17 @@ void sequence_runs(std::span<const Row> rows, std::vector<std::pair<size_t, size
   }
 }
 
-// The pool hands out its chunks of tasks in order, and a prompt's later runs
-// see more keys: task t is (run, head) counted from the last run, so the
-// longest tasks start first and the short ones fill the threads' ends
-// (in order, the last chunk alone ran about a fifth of the step past the
-// others at 16 threads).
-size_t last_first(size_t t, size_t runs, int64_t heads) {
+// Task t of runs × heads: its run and head. The pool hands out its chunks of
+// tasks in order, and a prompt's later runs see more keys, so runs are
+// counted from the last: the longest tasks start first and the short ones
+// fill the threads' ends (docs/PERFORMANCE.md).
+struct RunHead {
+  size_t run;
+  int64_t head;
+};
+RunHead run_head(size_t t, size_t runs, int64_t heads) {
   const size_t h = static_cast<size_t>(heads);
-  return (runs - 1 - t / h) * h + t % h;
+  return {runs - 1 - t / h, static_cast<int64_t>(t % h)};
 }
 
 }  // namespace
@@ -94,11 +97,11 @@ void CpuBackend::gqa_attention(const GqaAttend& op) {
     const float* from_rows[kRowsPerBlock];
     float* to_rows[kRowsPerBlock];
     for (size_t t = t0; t < t1; ++t) {
-      const size_t task = last_first(t, c->self->runs_.size(), H);
+      const RunHead task = run_head(t, c->self->runs_.size(), H);
       // Plain variables: lambdas below capture them (clang 14 cannot capture structured bindings).
-      const auto& run = c->self->runs_[task / static_cast<size_t>(H)];
+      const auto& run = c->self->runs_[task.run];
       const size_t b0 = run.first, b1 = run.second;
-      const int64_t h = static_cast<int64_t>(task % static_cast<size_t>(H)), kvh = h / group;
+      const int64_t h = task.head, kvh = h / group;
       const size_t m = b1 - b0;
       const HostKvCache& cache = host_cache(rows[b0].cache);
       int64_t lo = rows[b0].pos, hi = 0, widest = 0;
@@ -202,11 +205,11 @@ void CpuBackend::mla_attention(const MlaAttend& op) {
     const float* from_rows[kRowsPerBlock];
     float* to_rows[kRowsPerBlock];
     for (size_t t = t0; t < t1; ++t) {
-      const size_t task = last_first(t, c->self->runs_.size(), H);
+      const RunHead task = run_head(t, c->self->runs_.size(), H);
       // Plain variables: lambdas below capture them (clang 14 cannot capture structured bindings).
-      const auto& run = c->self->runs_[task / static_cast<size_t>(H)];
+      const auto& run = c->self->runs_[task.run];
       const size_t b0 = run.first, b1 = run.second;
-      const int64_t h = static_cast<int64_t>(task % static_cast<size_t>(H));
+      const int64_t h = task.head;
       const size_t m = b1 - b0;
       const HostKvCache& cache = host_cache(rows[b0].cache);
       int64_t longest = 0;
