@@ -6,6 +6,7 @@
 #
 #   bash bench/budget_check.sh --out DIR [--models DIR] [--drive-a DIR] [--drive-b DIR]
 #        [--rams "A B C"] [--prompt 512] [--tokens 32] [--runs 1] [--threads T] [--timeline]
+#        [--heat-prompt N]
 #
 #   --out DIR      results: commands.txt, logs/, results.jsonl, summary.md
 #   --models DIR   where the two synthesized models are kept between runs
@@ -19,6 +20,8 @@
 #   --prompt N     prompt tokens for TTFT (default 512); ids 1000 + 37·i
 #   --tokens N     generated tokens for decode (default 32; --ignore-eos)
 #   --runs R       runs per configuration (default 1): the median is compared
+#   --heat-prompt N  the prompt length of the run that records each pack's heat (default:
+#                  --prompt's; rounds before session 40 used 256)
 #   --timeline     each run also writes logs/timeline-CONFIG-RUN.json (generate --timeline) and
 #                  logs/timeline-CONFIG-RUN.txt (tools/timeline_summary.py of it): where its time went
 #
@@ -27,9 +30,10 @@
 #        --quant q8_0+mxfp4 --seed 1     (MLA, MXFP4 experts, top-8 of 384)
 #   B: strata synth --preset qwen3-30b-a3b --size 3 --format gguf --quant q8_0 --seed 2
 #                                        (GQA, Q8_0 experts, top-8 of 128)
-# Each pack's expert heat comes from one earlier run of another prompt (256 ids 2000 + 41·i,
-# 64 tokens, seed 1000), as a user's earlier runs leave it. Every configuration: strata
-# budget PACK --ram R --prompt N --heat HEAT --json (its hit rate from that heat), then
+# Each pack's expert heat comes from one earlier run of another prompt as long as the predicted
+# one (ids 2000 + 41·i, 64 tokens, seed 1000), as a user's earlier runs of the same kind leave it:
+# routing after a long context differs from routing after a short one (docs/PERFORMANCE.md).
+# Every configuration: strata budget PACK --ram R --prompt N --heat HEAT --json (its hit rate from that heat), then
 # (after sync + drop_caches where allowed) strata generate PACK --ram R --prompt-ids IDS
 # -n TOKENS --ignore-eos --temperature 1 --seed RUN --heat (a fresh copy of HEAT) --profile none --json
 # (sampled: greedy on random weights repeats itself, and its routing with it). Predicted decode is
@@ -46,10 +50,10 @@ shopt -s inherit_errexit  # a failure inside $(...) stops the script too
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
 
-usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,47p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 out=; models=; drive_a=; drive_b=; rams="1.5 2.5 3.5"; prompt=512; tokens=32; runs=1; threads=$(nproc)
-heat_prompt=256; heat_tokens=64; timeline=no
+heat_prompt=; heat_tokens=64; timeline=no
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -62,11 +66,13 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --timeline) timeline=yes; shift ;;
+    --heat-prompt) heat_prompt=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "budget_check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [ -n "$out" ] || { echo "budget_check.sh: give --out DIR" >&2; exit 2; }
+heat_prompt=${heat_prompt:-$prompt}
 strata=${STRATA:-$repo/build/strata}
 [ -x "$strata" ] || { echo "budget_check.sh: no strata binary at $strata (set STRATA)" >&2; exit 2; }
 models=${models:-$out/models}; drive_a=${drive_a:-$out/drive-a}; drive_b=${drive_b:-$out/drive-b}
@@ -183,13 +189,14 @@ print(json.dumps({"config": tag, "model": model, "folders": int(layout), "ram_gi
 EOF
 done
 
-$PY - "$out" "$dropped" "$prompt" "$tokens" "$runs" > "$out/summary.md" <<'EOF'
+$PY - "$out" "$dropped" "$prompt" "$tokens" "$runs" "$heat_prompt" > "$out/summary.md" <<'EOF'
 import json, sys
-out, dropped, prompt, tokens, runs = sys.argv[1:6]
+out, dropped, prompt, tokens, runs, heat_prompt = sys.argv[1:7]
 rows = [json.loads(l) for l in open(f"{out}/results.jsonl")]
 err = lambda p, m: (p - m) / m * 100 if m else float("nan")
 print(f"# strata budget: predicted vs measured ({len(rows)} configurations)\n")
-print(f"Prompt {prompt} tokens, {tokens} generated, median of {runs} run(s); caches dropped before each run: {dropped}.\n")
+print(f"Prompt {prompt} tokens, {tokens} generated, median of {runs} run(s); heat recorded after a {heat_prompt}-token prompt; "
+      f"caches dropped before each run: {dropped}.\n")
 print("| config | drives counted | cache hit rate pred / run | decode pred | decode run | error | TTFT pred (s) | TTFT run (s) | error |")
 print("|---|---|---|---|---|---|---|---|---|")
 worst_d = worst_t = 0.0
