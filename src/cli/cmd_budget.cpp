@@ -358,7 +358,8 @@ void register_budget(CLI::App& app, Action& run) {
                   "--ctx; 1: one step at a time)");
   add_threads_option(cmd, a->threads, "Threads of the compute measurement (default: all cores)");
   cmd->add_option("--heat", a->heat,
-                  "Expert heat file for the hit rate (default: the model's own, if any; none: uniform routing)");
+                  "Expert heat file for the hit rate, from earlier runs like the one predicted (routing after long prompts differs "
+                  "from routing after short ones) (default: the model's own, if any; none: uniform routing)");
   cmd->add_option("--probe-seconds", a->probe_seconds, "Seconds a drive without a saved probe is measured")
       ->capture_default_str();
   cmd->add_option("--prefetch", a->prefetch,

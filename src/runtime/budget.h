@@ -28,7 +28,10 @@
 //                themselves are not assumed to be the next text's (on the
 //                budget check's models the pinned ones were hit no more than
 //                any others: docs/PERFORMANCE.md); the frequency counts find
-//                the text's own. Without heat, uniform routing: h = slots per
+//                the text's own. The heat must come from runs like the one
+//                predicted: after prompts four times longer than the heat's,
+//                the budget check's model b hit 3-6 points less (docs/PERFORMANCE.md).
+//                Without heat, uniform routing: h = slots per
 //                layer ÷ E, a floor for real routers, which favour some;
 //   read/token = k · moe_layers · expert_bytes · (1 − h) · prefetch factor
 //                (the next-layer prefetch's wrong guesses are read too: the
