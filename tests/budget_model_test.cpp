@@ -176,6 +176,19 @@ TEST(BudgetModel, AttentionIsTimedForEveryLayerKind) {
   }
 }
 
+// A drive is rated at the reads an expert is read in: a 2.09 MiB expert
+// (the budget check's model b) is two reads of 1.05 MiB with the storage's
+// pieces, one whole read with a tuned piece of 4 MiB, and its size is
+// rounded up to whole pages.
+TEST(BudgetModel, DrivesAreRatedAtTheReadsAnExpertIsReadIn) {
+  LoadOptions load;
+  EXPECT_EQ(expert_read_bytes(2195456, load), 2195456u / 2);
+  EXPECT_EQ(expert_read_bytes(1105920, load), 1105920u);
+  EXPECT_EQ(expert_read_bytes(1105000, load), 1105920u);
+  load.piece_bytes = 4u << 20;
+  EXPECT_EQ(expert_read_bytes(2195456, load), 2195456u);
+}
+
 // The resident trunk, the KV cache and the step's buffers are what the
 // loader plans for the model streamed under a budget at the same context and
 // thread count: at a small budget (the step narrowed to fit a sixteenth of

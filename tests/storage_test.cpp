@@ -541,6 +541,11 @@ TEST(Storage, AnExtentIsCutIntoPiecesOfEqualLength) {
     EXPECT_EQ(std::memcmp(a.data(), pread_bytes(path, 0, 1072 * 1024).data(), 1072 * 1024), 0) << backend;
     EXPECT_EQ(std::memcmp(b.data(), pread_bytes(path, 4096, 2200 * 1024).data(), 2200 * 1024), 0) << backend;
   }
+  // The length the pieces have, as budget and bench measure drives at.
+  EXPECT_EQ(piece_length(1072 * 1024, kDefaultPieceBytes), 1072u * 1024);
+  EXPECT_EQ(piece_length(2200 * 1024, kDefaultPieceBytes), 1100u * 1024);
+  EXPECT_EQ(piece_length(2200 * 1024, 0), 2200u * 1024);           // 0: the extent whole
+  EXPECT_EQ(piece_length(64 * 1024, 12 * 1024), 16u * 1024);       // 5 of 13107.2 bytes, whole pages
 }
 
 TEST(Storage, FilesOnTmpfsFallBackToBufferedWithANote) {

@@ -71,12 +71,10 @@ struct Drive {
   std::string source;
 };
 
-// A drive's ceiling for expert-sized reads at `depth` in flight: from the
-// saved probe when it measured that drive, else measured now (and said so on
-// stderr).
-void measure_drive(Drive& d, uint64_t expert_bytes, unsigned depth, double seconds,
-                   const std::optional<ProbeResult>& saved) {
-  const uint64_t block = (expert_bytes + 4095) / 4096 * 4096;
+// A drive's ceiling for the reads an expert is read in (`block` bytes each,
+// its pieces) at `depth` in flight: from the saved probe when it measured
+// that drive, else measured now (and said so on stderr).
+void measure_drive(Drive& d, uint64_t block, unsigned depth, double seconds, const std::optional<ProbeResult>& saved) {
   const ProbeDrive* p = saved ? saved->drive_for(d.target) : nullptr;
   if (p)
     if (const double g = saved_rate(*p, block, depth); g > 0) {
@@ -86,7 +84,7 @@ void measure_drive(Drive& d, uint64_t expert_bytes, unsigned depth, double secon
     }
   const std::string kib = std::to_string(block >> 10);
   std::fprintf(stderr, "budget: measuring %s (%s; `strata probe %s --block %.10g` saves one)\n", d.target.c_str(),
-               p ? ("its saved probe has no rate for reads of the experts' " + kib + " KiB at depth " +
+               p ? ("its saved probe has no rate for reads of the experts' pieces of " + kib + " KiB at depth " +
                     std::to_string(depth))
                        .c_str()
                  : "no saved probe of its drive",
@@ -212,10 +210,13 @@ int run_budget(const BudgetArgs& a) {
   m.pass_rows = planned.pass;
   std::vector<Drive> drives = drives_of(model, a.drives);
   const std::optional<ProbeResult> saved = load_probe();
-  // The depth the runs read at (the tuned profile's, else the storage's).
+  // The depth the runs read at and the pieces an expert is read in (the
+  // tuned profile's, else the storage's): a 2.1 MiB expert is two reads of
+  // 1.05 MiB, which the drive may serve slower than one of 2.1 MiB.
   const unsigned depth = run.io_depth > 0 ? run.io_depth : StorageOptions{}.queue_depth;
+  const uint64_t piece = expert_read_bytes(model.shape.expert_bytes, run);
   for (Drive& d : drives) {
-    measure_drive(d, model.shape.expert_bytes, depth, a.probe_seconds, saved);
+    measure_drive(d, piece, depth, a.probe_seconds, saved);
     m.drive_gbps.push_back(d.gbps);
   }
 

@@ -43,13 +43,15 @@ std::string drop_page_cache() {
 // without routed experts.
 struct ExpertFiles {
   std::vector<fs::path> files;
-  uint64_t expert_bytes = 0;
+  uint64_t read_bytes = 0;  // the reads an expert is read in (expert_read_bytes)
+  unsigned depth = 0;       // reads in flight, as the runs read them
 };
 
 ExpertFiles expert_files_of(const BenchOptions& o) {
   try {
     const BudgetModel m = read_budget_model(o.model, o.load);
-    return {m.expert_files, m.shape.expert_bytes};
+    return {m.expert_files, expert_read_bytes(m.shape.expert_bytes, o.load),
+            o.load.io_depth > 0 ? o.load.io_depth : StorageOptions{}.queue_depth};
   } catch (const Error&) {
     return {};  // dense: nothing is streamed, nothing to probe
   }
@@ -59,8 +61,8 @@ double probe_drives(const ExpertFiles& e, double seconds) {
   if (e.files.empty() || seconds <= 0) return 0;
   ProbeOptions p;
   for (const fs::path& f : e.files) p.paths.push_back(f.string());
-  p.blocks = {std::max<uint64_t>(4096, (e.expert_bytes + 4095) / 4096 * 4096)};
-  p.depths = {StorageOptions{}.queue_depth};
+  p.blocks = {e.read_bytes};
+  p.depths = {e.depth};
   p.seconds = seconds;
   p.rounds = 1;
   return run_probe(p).combined.best_gbps;

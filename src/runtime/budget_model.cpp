@@ -24,7 +24,9 @@
 #include "runtime/loader.h"
 #include "runtime/product_timer.h"
 #include "runtime/sampler.h"
+#include "storage/aligned_buffer.h"
 #include "storage/checksum.h"
+#include "storage/storage.h"
 #include "util/error.h"
 #include "util/process_memory.h"
 #include "util/thread_pool.h"
@@ -32,6 +34,10 @@
 namespace strata {
 
 namespace fs = std::filesystem;
+
+uint64_t expert_read_bytes(uint64_t expert_bytes, const LoadOptions& load) {
+  return piece_length(align_up(expert_bytes), load.piece_bytes > 0 ? load.piece_bytes : kDefaultPieceBytes);
+}
 
 uint64_t budget_ram_bytes(std::optional<uint64_t> ram_bytes) {
   if (ram_bytes) return *ram_bytes;

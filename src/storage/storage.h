@@ -113,6 +113,11 @@ struct Completion {
 // with 1 MiB pieces (then cut at exactly the length; medians of three: 4.95
 // tok/s against 4.79 with 512 KiB and 4.87 with 2 MiB pieces).
 inline constexpr uint64_t kDefaultPieceBytes = 1ull << 20;
+// The length of the pieces an extent of `span` bytes is cut into with
+// `piece` (StorageOptions::piece_bytes; 0: the span whole, up to the largest
+// raw read): what the drive sees, and so the read size its ceiling is
+// measured at (strata budget).
+uint64_t piece_length(uint64_t span, uint64_t piece);
 
 struct StorageOptions {
   unsigned queue_depth = 16;   // raw reads (pieces) in flight per drive

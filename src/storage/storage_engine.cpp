@@ -15,21 +15,32 @@
 #include "util/error.h"
 #include "util/timeline.h"
 
-namespace strata::detail {
+namespace strata {
 
 namespace {
-
 // Largest single read handed to a backend; longer extents are read in
 // consecutive pieces (the kernel caps one read near 2 GiB anyway, and an SQE
 // length is 32 bits).
 constexpr uint64_t kMaxRawRead = 1ull << 30;
-// The length of each piece a span of `span` bytes is read in (the rule at
-// kDefaultPieceBytes, storage.h): all the same but the last.
+uint64_t normal_piece(uint64_t piece) {
+  return piece == 0 ? kMaxRawRead : std::min(std::max(align_up(piece), kIoAlign), kMaxRawRead);
+}
+}  // namespace
+
+// Each piece is as long as the others but the last (the rule at
+// kDefaultPieceBytes, storage.h).
 uint64_t piece_length(uint64_t span, uint64_t piece) {
+  piece = normal_piece(piece);
   uint64_t n = std::max<uint64_t>(1, (span + piece / 2) / piece);
   n = std::max(n, (span + kMaxRawRead - 1) / kMaxRawRead);
   return std::clamp(align_up((span + n - 1) / n), kIoAlign, kMaxRawRead);
 }
+
+}  // namespace strata
+
+namespace strata::detail {
+
+namespace {
 // EINTR/EAGAIN retries, and pieces that made no progress, before giving up.
 constexpr int kMaxRetries = 64;
 
@@ -97,7 +108,7 @@ void StorageEngine::Piece::set(uint64_t from) {
 
 StorageEngine::StorageEngine(const StorageOptions& o)
     : queue_depth_(std::max(o.queue_depth, 1u)),
-      piece_bytes_(o.piece_bytes == 0 ? kMaxRawRead : std::min(std::max(align_up(o.piece_bytes), kIoAlign), kMaxRawRead)),
+      piece_bytes_(normal_piece(o.piece_bytes)),
       background_depth_(std::max(o.background_depth, 1u)) {}
 
 StorageEngine::~StorageEngine() {
