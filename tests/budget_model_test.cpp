@@ -160,7 +160,7 @@ TEST(BudgetModel, AttentionWorkFollowsTheLayersKinds) {
 // value heads, windows, MLA's latent) on four threads, each with its own
 // scratch (under ASan: no read outside the rows), a decode token's one row
 // and a prompt's blocks (steps of five rows: on AVX-512 a group of four and
-// one alone; of 37: two blocks of 32), and takes some time.
+// one alone; of 70: blocks of 64 and 6), and takes some time.
 TEST(BudgetModel, AttentionIsTimedForEveryLayerKind) {
   ThreadPool pool(4);
   for (const char* name : {"qwen_gqa", "gptoss_mxfp4", "ds_mtp", "k3_mxfp4"}) {
@@ -168,7 +168,7 @@ TEST(BudgetModel, AttentionIsTimedForEveryLayerKind) {
     const double s = attention_seconds(c, 37, pool, 0.01);
     EXPECT_TRUE(std::isfinite(s) && s > 0) << name << ": " << s;
     EXPECT_EQ(attention_seconds(c, 0, pool, 0.01), 0.0) << name;
-    for (int64_t step : {5, 37}) {
+    for (int64_t step : {5, 70}) {
       const double row = prompt_attention_seconds(c, 37, step, pool, 0.01);
       EXPECT_TRUE(std::isfinite(row) && row > 0) << name << ": " << row;
     }

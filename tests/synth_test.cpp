@@ -441,8 +441,8 @@ TEST(Synth, DeepseekSplitMlaLayout) {
 }
 
 // With W_UK and W_UV split per head (the GGUF layout above), a prompt's rows
-// go through them as one product per head and block of up to 32 rows (a
-// 40-token prompt: blocks at rows 0 and 32): each generated token's logits
+// go through them as one product per head and block of up to 64 rows (a
+// 72-token prompt: blocks at rows 0 and 64): each generated token's logits
 // (one row through them) equal those of a one-step run on the prompt
 // extended by the tokens before it, at another thread count, prefilled in
 // chunks of 3, bit for bit.
@@ -450,7 +450,7 @@ TEST(Synth, DeepseekSplitMlaGivesEachTokenItsBitsInAPromptAndAlone) {
   testfiles::TempDir dir("strata-synth");
   const fs::path out = write_model(request("kimi-k2", Format::Gguf, 0.03), dir.path(), "m");
   std::vector<int32_t> prompt;
-  for (int32_t i = 0; i < 40; ++i) prompt.push_back((i * 17 + 7) % 61);
+  for (int32_t i = 0; i < 72; ++i) prompt.push_back((i * 17 + 7) % 61);
   LoadOptions two;
   two.threads = 2;
   GenerateOptions g;
