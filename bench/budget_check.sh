@@ -33,8 +33,8 @@
 # Each pack's expert heat comes from one earlier run of another prompt as long as the predicted
 # one (ids 2000 + 41·i, 64 tokens, seed 1000), as a user's earlier runs of the same kind leave it:
 # routing after a long context differs from routing after a short one (docs/PERFORMANCE.md).
-# Every configuration: strata budget PACK --ram R --prompt N --heat HEAT --json (its hit rate from that heat), then
-# (after sync + drop_caches where allowed) strata generate PACK --ram R --prompt-ids IDS
+# Every configuration: strata budget PACK --ram R --prompt N --heat HEAT --json (its hit rate from
+# that heat), then (after sync + drop_caches where allowed) strata generate PACK --ram R --prompt-ids IDS
 # -n TOKENS --ignore-eos --temperature 1 --seed RUN --heat (a fresh copy of HEAT) --profile none --json
 # (sampled: greedy on random weights repeats itself, and its routing with it). Predicted decode is
 # budget's by_drives entry for all the pack's drives (one per device); measured is the
@@ -50,7 +50,7 @@ shopt -s inherit_errexit  # a failure inside $(...) stops the script too
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
 
-usage() { sed -n '2,47p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,46p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 out=; models=; drive_a=; drive_b=; rams="1.5 2.5 3.5"; prompt=512; tokens=32; runs=1; threads=$(nproc)
 heat_prompt=; heat_tokens=64; timeline=no
@@ -73,6 +73,9 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$out" ] || { echo "budget_check.sh: give --out DIR" >&2; exit 2; }
 heat_prompt=${heat_prompt:-$prompt}
+for n in "$prompt" "$tokens" "$runs" "$heat_prompt"; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "budget_check.sh: --prompt, --tokens, --runs and --heat-prompt take whole numbers from 1" >&2; exit 2; }
+done
 strata=${STRATA:-$repo/build/strata}
 [ -x "$strata" ] || { echo "budget_check.sh: no strata binary at $strata (set STRATA)" >&2; exit 2; }
 models=${models:-$out/models}; drive_a=${drive_a:-$out/drive-a}; drive_b=${drive_b:-$out/drive-b}
@@ -118,7 +121,7 @@ for c in "${configs[@]}"; do
   # The experts' heat, as a user's earlier runs leave it: one run of another prompt
   # and seed, once per pack. Budget reads it for the hit rate; each run starts from
   # a fresh copy of it (its hottest experts pinned, as the default heat file does).
-  heat=$out/heat-$m-$layout.json
+  heat=$out/heat-$m-$layout-p$heat_prompt.json
   if [ ! -f "$heat" ]; then
     heat_ids=$($PY -c "print(','.join(str(2000 + 41 * i) for i in range($heat_prompt)))")
     run "$strata" generate "$pack" --ram "$r" --prompt-ids "$heat_ids" -n "$heat_tokens" --ignore-eos --temperature 1 \

@@ -160,7 +160,7 @@ TEST(BudgetModel, AttentionWorkFollowsTheLayersKinds) {
 // value heads, windows, MLA's latent) on four threads, each with its own
 // scratch (under ASan: no read outside the rows), a decode token's one row
 // and a prompt's blocks (steps of five rows: on AVX-512 a group of four and
-// one alone; of 70: blocks of 64 and 6), and takes some time.
+// one alone; of 70: timed as blocks of 32), and takes some time.
 TEST(BudgetModel, AttentionIsTimedForEveryLayerKind) {
   ThreadPool pool(4);
   for (const char* name : {"qwen_gqa", "gptoss_mxfp4", "ds_mtp", "k3_mxfp4"}) {
@@ -176,17 +176,28 @@ TEST(BudgetModel, AttentionIsTimedForEveryLayerKind) {
   }
 }
 
-// A drive is rated at the reads an expert is read in: a 2.09 MiB expert
-// (the budget check's model b) is two reads of 1.05 MiB with the storage's
-// pieces, one whole read with a tuned piece of 4 MiB, and its size is
-// rounded up to whole pages.
+// A drive is rated at the reads an expert is read in: a pack's 2.09 MiB
+// expert (the budget check's model b) is two reads of 1.05 MiB with the
+// storage's pieces, one whole read with a tuned piece of 4 MiB, and its size
+// is rounded up to whole pages; a GGUF's is three unaligned ranges, one a
+// matrix, each read with the pages around it; a safetensors checkpoint's
+// one unaligned range.
 TEST(BudgetModel, DrivesAreRatedAtTheReadsAnExpertIsReadIn) {
   LoadOptions load;
-  EXPECT_EQ(expert_read_bytes(2195456, load), 2195456u / 2);
-  EXPECT_EQ(expert_read_bytes(1105920, load), 1105920u);
-  EXPECT_EQ(expert_read_bytes(1105000, load), 1105920u);
+  BudgetModel m;
+  m.kind = "pack";
+  m.shape.expert_bytes = 2195456;
+  EXPECT_EQ(expert_read_bytes(m, load), 2195456u / 2);
+  m.shape.expert_bytes = 1105000;
+  EXPECT_EQ(expert_read_bytes(m, load), 1105920u);
+  m.shape.expert_bytes = 2195456;
+  m.kind = "gguf";  // 731818.67 bytes a matrix: 179 pages, and one more
+  EXPECT_EQ(expert_read_bytes(m, load), 180u * 4096);
+  m.kind = "hf";  // 536 pages and one more: still two pieces, of 268.5 pages each rounded up
+  EXPECT_EQ(expert_read_bytes(m, load), 269u * 4096);
   load.piece_bytes = 4u << 20;
-  EXPECT_EQ(expert_read_bytes(2195456, load), 2195456u);
+  m.kind = "pack";
+  EXPECT_EQ(expert_read_bytes(m, load), 2195456u);
 }
 
 // The resident trunk, the KV cache and the step's buffers are what the

@@ -545,7 +545,7 @@ TEST(Storage, AnExtentIsCutIntoPiecesOfEqualLength) {
   EXPECT_EQ(piece_length(1072 * 1024, kDefaultPieceBytes), 1072u * 1024);
   EXPECT_EQ(piece_length(2200 * 1024, kDefaultPieceBytes), 1100u * 1024);
   EXPECT_EQ(piece_length(2200 * 1024, 0), 2200u * 1024);           // 0: the extent whole
-  EXPECT_EQ(piece_length(64 * 1024, 12 * 1024), 16u * 1024);       // 5 of 13107.2 bytes, whole pages
+  EXPECT_EQ(piece_length(64 * 1024, 12 * 1024), 16u * 1024);       // 13107.2 bytes, up to whole pages: 4 reads
 }
 
 TEST(Storage, FilesOnTmpfsFallBackToBufferedWithANote) {

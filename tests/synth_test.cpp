@@ -441,8 +441,8 @@ TEST(Synth, DeepseekSplitMlaLayout) {
 }
 
 // With W_UK and W_UV split per head (the GGUF layout above), a prompt's rows
-// go through them as one product per head and block of up to 64 rows (a
-// 72-token prompt: blocks at rows 0 and 64): each generated token's logits
+// go through them as one product per head and block of up to 32 rows (a
+// 72-token prompt: blocks at rows 0, 32 and 64): each generated token's logits
 // (one row through them) equal those of a one-step run on the prompt
 // extended by the tokens before it, at another thread count, prefilled in
 // chunks of 3, bit for bit.

@@ -13,7 +13,7 @@
 
 namespace strata {
 
-inline constexpr size_t kRowsPerBlock = 64;
+inline constexpr size_t kRowsPerBlock = 32;
 // Cached keys scored per call of kernels::dots_rows (a chunk's keys stay in
 // L1 while the rows of the block score them, a few rows per load).
 inline constexpr int64_t kKeysPerChunk = 16;

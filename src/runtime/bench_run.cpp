@@ -50,7 +50,7 @@ struct ExpertFiles {
 ExpertFiles expert_files_of(const BenchOptions& o) {
   try {
     const BudgetModel m = read_budget_model(o.model, o.load);
-    return {m.expert_files, expert_read_bytes(m.shape.expert_bytes, o.load),
+    return {m.expert_files, expert_read_bytes(m, o.load),
             o.load.io_depth > 0 ? o.load.io_depth : StorageOptions{}.queue_depth};
   } catch (const Error&) {
     return {};  // dense: nothing is streamed, nothing to probe

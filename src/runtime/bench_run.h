@@ -4,9 +4,9 @@
 // forwards and backwards over the configurations in turn, so that a drift of
 // the machine favours none):
 //   1. sync and drop the page cache where allowed (root), saying so where not;
-//   2. probe the drives the experts are read from (short O_DIRECT reads at
-//      the experts' size), so the run is judged against the drives' rate at
-//      that moment;
+//   2. probe the drives the experts are read from (short O_DIRECT reads of
+//      the size and depth the run reads an expert at: expert_read_bytes), so
+//      the run is judged against the drives' rate at that moment;
 //   3. load the model cold and run a fixed prompt (time to first token),
 //      then `tokens` decode steps (steady decode, timed apart);
 //   4. probe the drives again.

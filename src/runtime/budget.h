@@ -105,7 +105,7 @@ double prefetch_read_factor(double predicted, double right);
 struct BudgetMachine {
   uint64_t ram_bytes = 0;        // the budget for the whole process
   uint64_t other_resident = 0;   // KV at the context, step buffers, the process itself
-  std::vector<double> drive_gbps;  // each drive's read ceiling at expert-sized reads, GB/s
+  std::vector<double> drive_gbps;  // each drive's read ceiling at the reads an expert is read in, GB/s
   double decode_compute_s = 0;   // one token's compute (every product of a decode step, the pick of its token)
   double guess_compute_s = 0;    // what the guesses at the next layers' experts add to a token that reads
   double hash_s_per_byte = 0;    // what checksumming its reads adds to a token's compute, a byte

@@ -35,8 +35,12 @@ namespace strata {
 
 namespace fs = std::filesystem;
 
-uint64_t expert_read_bytes(uint64_t expert_bytes, const LoadOptions& load) {
-  return piece_length(align_up(expert_bytes), load.piece_bytes > 0 ? load.piece_bytes : kDefaultPieceBytes);
+uint64_t expert_read_bytes(const BudgetModel& model, const LoadOptions& load) {
+  const uint64_t bytes = model.shape.expert_bytes;
+  const uint64_t span = model.kind == "pack"   ? align_up(bytes)
+                        : model.kind == "gguf" ? align_up(bytes / std::max<uint64_t>(1, model.expert_matrices)) + kIoAlign
+                                               : align_up(bytes) + kIoAlign;
+  return piece_length(span, load.piece_bytes > 0 ? load.piece_bytes : StorageOptions{}.piece_bytes);
 }
 
 uint64_t budget_ram_bytes(std::optional<uint64_t> ram_bytes) {

@@ -75,10 +75,13 @@ uint64_t budget_ram_bytes(std::optional<uint64_t> ram_bytes);
 // (--prefill-pass): its rows and buffers (loader.h's planned_cpu_step at the
 // model's context).
 PlannedStep planned_step(const BudgetModel& model, uint64_t ram_bytes, int threads, int64_t cap = 0, int64_t pass = 0);
-// The reads one routed expert of `expert_bytes` is read in, as a run with
-// `load` reads it (its piece_bytes, else the storage's): the size a drive's
-// ceiling is measured at for it.
-uint64_t expert_read_bytes(uint64_t expert_bytes, const LoadOptions& load);
+// The reads a routed expert is read in, as a run with `load` reads it (its
+// piece_bytes, else the storage's): the size a drive's ceiling is measured
+// at. A pack's expert is one page-aligned extent, cut into pieces; a GGUF's
+// is one unaligned range a matrix (the experts' stacked tensors), and a
+// safetensors checkpoint's one unaligned range: each read whole pages around
+// it (about a page more).
+uint64_t expert_read_bytes(const BudgetModel& model, const LoadOptions& load);
 // What is left of `ram_bytes` for the expert cache, at most every expert:
 // the budget less the trunk, the KV cache, the step (as planned_step's) and
 // `process_bytes`.
