@@ -24,6 +24,7 @@
 #include "runtime/generator.h"
 #include "storage/aligned_buffer.h"
 #include "storage/probe.h"
+#include "storage/storage.h"
 #include "synth/synth.h"
 #include "tokenizer/tokenizer.h"
 #include "util/cache_dir.h"
@@ -116,7 +117,7 @@ fs::path ensure_pack(const fs::path& dir, double size_gb, bool quiet) {
   return pack;
 }
 
-// The drives' ceiling for expert-sized reads, measured now on the pack's own
+// The drives' ceiling for the reads of an expert, measured now on the pack's own
 // expert files (nothing is written): a short probe right before and right
 // after the run. Virtual and shared disks drift by 2x over minutes, so a saved
 // probe from another hour would make the ratio meaningless. The first
@@ -129,8 +130,10 @@ struct Ceiling {
 Ceiling probe_ceiling(const Manifest& manifest, const fs::path& pack, uint64_t blob_bytes, bool save_if_new) {
   ProbeOptions o;
   for (uint32_t d = 0; d < manifest.drives.size(); ++d) o.paths.push_back(manifest.drive_file(pack, d).string());
-  o.blocks = {std::max<uint64_t>(align_up(blob_bytes), 1u << 20)};  // O_DIRECT: whole 4 KiB pages
-  o.depths = {1, 4};
+  // The reads the run issues: an expert's pieces (whole 4 KiB pages), up to
+  // the storage's depth.
+  o.blocks = {piece_length(align_up(blob_bytes), StorageOptions{}.piece_bytes)};
+  o.depths = {4, StorageOptions{}.queue_depth};
   o.seconds = 1.0;
   o.rounds = 2;
   ProbeResult r = run_probe(o);
