@@ -125,7 +125,7 @@ for c in "${configs[@]}"; do
   if [ ! -f "$heat" ]; then
     heat_ids=$($PY -c "print(','.join(str(2000 + 41 * i) for i in range($heat_prompt)))")
     run "$strata" generate "$pack" --ram "$r" --prompt-ids "$heat_ids" -n "$heat_tokens" --ignore-eos --temperature 1 \
-      --seed 1000 --heat "$heat" --profile none --threads "$threads" > "$out/logs/heat-$m-$layout.log" 2>&1
+      --seed 1000 --heat "$heat" --profile none --threads "$threads" > "$out/logs/heat-$m-$layout-p$heat_prompt.log" 2>&1
   fi
   run "$strata" budget "$pack" --ram "$r" --prompt "$prompt" --heat "$heat" --threads "$threads" --temperature 1 --json \
     > "$out/logs/budget-$tag.json" 2> "$out/logs/budget-$tag.err"

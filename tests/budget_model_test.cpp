@@ -192,7 +192,14 @@ TEST(BudgetModel, DrivesAreRatedAtTheReadsAnExpertIsReadIn) {
   EXPECT_EQ(expert_read_bytes(m, load), 1105920u);
   m.shape.expert_bytes = 2195456;
   m.kind = "gguf";  // 731818.67 bytes a matrix: 179 pages, and one more
+  m.expert_matrices = 3;
   EXPECT_EQ(expert_read_bytes(m, load), 180u * 4096);
+  m.expert_matrices = 2;  // gate and up fused: the two ranges' mean, 268 pages and one more
+  EXPECT_EQ(expert_read_bytes(m, load), 269u * 4096);
+  m.shape.expert_bytes = 3 * (8u << 20);  // 8 MiB a matrix and a page: eight pieces of a page over 1 MiB
+  m.expert_matrices = 3;
+  EXPECT_EQ(expert_read_bytes(m, load), 257u * 4096);
+  m.shape.expert_bytes = 2195456;
   m.kind = "hf";  // 536 pages and one more: still two pieces, of 268.5 pages each rounded up
   EXPECT_EQ(expert_read_bytes(m, load), 269u * 4096);
   load.piece_bytes = 4u << 20;
@@ -390,15 +397,18 @@ TEST(CliBudget, APacksReadsAreHashedAsTheRunsVerifyThem) {
   }
 }
 
-// A saved probe of the drive serves when it measured reads no larger than an
-// expert's (strata's reads), at the depth strata reads at (16 in flight, or
-// the deepest measured below it), not at the depth the drive liked best; one
-// that measured only larger reads does not.
+// A saved probe of the drive serves when it measured reads no larger than
+// the reads an expert is read in and at least three quarters of them, at the
+// depth strata reads at (16 in flight, or the deepest measured below it),
+// not at the depth the drive liked best; one that measured only larger reads,
+// or only far smaller ones, does not.
 TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
   const fs::path model = fixture("ds_mtp"), file = model / "model.safetensors";
   struct stat st;
   ASSERT_EQ(::stat(file.c_str(), &st), 0);
-  for (const uint64_t block : {4096ull, 16ull << 20}) {
+  const uint64_t read = expert_read_bytes(read_budget_model(model, {}), {});
+  ASSERT_GE(read, 4 * 4096u);  // a page less is still three quarters of it
+  for (const uint64_t block : {read, read - 4096, uint64_t{4096}, uint64_t{16} << 20}) {
     testfiles::TempDir tmp("strata-budget-probe");
     ProbeResult saved;
     saved.backend = "io_uring";
@@ -416,7 +426,7 @@ TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const nlohmann::json drive = nlohmann::json::parse(r.out)["machine"]["drives"][0];
     EXPECT_EQ(drive["depth"], 16);
-    if (block == 4096) {
+    if (block == read || block == read - 4096) {
       EXPECT_EQ(drive["source"], "saved probe");
       EXPECT_EQ(drive["gbps"], 1.5);
     } else {

@@ -49,15 +49,17 @@ struct BudgetArgs {
 double gb(uint64_t b) { return static_cast<double>(b) / 1e9; }
 
 // A saved probe's rate for reads of `block` bytes as strata issues them:
-// the largest measured read size not above it, at strata's depth (the
-// deepest measured up to it: not the best of the depths, since a drive that
-// reads faster at 4 in flight gives strata's 16 the rate at 16); 0 when it
-// measured only larger reads or deeper queues (which would overstate the
-// rate: the drive is measured again).
+// the largest measured read size not above it and at least three quarters
+// of it, at strata's depth (the deepest measured up to it: not the best of
+// the depths, since a drive that reads faster at 4 in flight gives strata's
+// 16 the rate at 16); 0 when it measured only larger reads, much smaller ones
+// (which would understate the rate; another tool's probe of the drive, such
+// as the demo's, may have) or deeper queues (which would overstate it): the
+// drive is measured again.
 double saved_rate(const ProbeDrive& d, uint64_t block, unsigned depth) {
   uint64_t pick = 0;
   for (const ProbeMeasurement& m : d.results)
-    if (m.block <= block) pick = std::max(pick, m.block);
+    if (m.block <= block && 4 * m.block >= 3 * block) pick = std::max(pick, m.block);
   if (pick == 0) return 0;
   const ProbeMeasurement* at = nullptr;
   for (const ProbeMeasurement& m : d.results)

@@ -130,8 +130,8 @@ struct Ceiling {
 Ceiling probe_ceiling(const Manifest& manifest, const fs::path& pack, uint64_t blob_bytes, bool save_if_new) {
   ProbeOptions o;
   for (uint32_t d = 0; d < manifest.drives.size(); ++d) o.paths.push_back(manifest.drive_file(pack, d).string());
-  // The reads the run issues: an expert's pieces (whole 4 KiB pages), up to
-  // the storage's depth.
+  // The reads the run issues: an expert's pieces (whole 4 KiB pages), at 4
+  // and at the storage's 16 in flight; the ceiling is the better of the two.
   o.blocks = {piece_length(align_up(blob_bytes), StorageOptions{}.piece_bytes)};
   o.depths = {4, StorageOptions{}.queue_depth};
   o.seconds = 1.0;

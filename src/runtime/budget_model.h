@@ -78,9 +78,10 @@ PlannedStep planned_step(const BudgetModel& model, uint64_t ram_bytes, int threa
 // The reads a routed expert is read in, as a run with `load` reads it (its
 // piece_bytes, else the storage's): the size a drive's ceiling is measured
 // at. A pack's expert is one page-aligned extent, cut into pieces; a GGUF's
-// is one unaligned range a matrix (the experts' stacked tensors), and a
-// safetensors checkpoint's one unaligned range: each read whole pages around
-// it (about a page more).
+// is one unaligned range a matrix (the experts' stacked tensors), read with
+// the whole pages around it (about a page more); a safetensors checkpoint's
+// is taken as one such range (an approximation: where its tensors lie apart,
+// as stacked or FP8 checkpoints' do, the reads are shorter).
 uint64_t expert_read_bytes(const BudgetModel& model, const LoadOptions& load);
 // What is left of `ram_bytes` for the expert cache, at most every expert:
 // the budget less the trunk, the KV cache, the step (as planned_step's) and
