@@ -215,7 +215,7 @@ int run_budget(const BudgetArgs& a) {
   // The depth the runs read at and the pieces an expert is read in (the
   // tuned profile's, else the storage's): a 2.1 MiB expert is two reads of
   // 1.05 MiB, which the drive may serve slower than one of 2.1 MiB.
-  const unsigned depth = run.io_depth > 0 ? run.io_depth : StorageOptions{}.queue_depth;
+  const unsigned depth = storage_options(run).queue_depth;
   const uint64_t piece = expert_read_bytes(model, run);
   for (Drive& d : drives) {
     measure_drive(d, piece, depth, a.probe_seconds, saved);

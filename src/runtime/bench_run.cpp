@@ -50,8 +50,7 @@ struct ExpertFiles {
 ExpertFiles expert_files_of(const BenchOptions& o) {
   try {
     const BudgetModel m = read_budget_model(o.model, o.load);
-    return {m.expert_files, expert_read_bytes(m, o.load),
-            o.load.io_depth > 0 ? o.load.io_depth : StorageOptions{}.queue_depth};
+    return {m.expert_files, expert_read_bytes(m, o.load), storage_options(o.load).queue_depth};
   } catch (const Error&) {
     return {};  // dense: nothing is streamed, nothing to probe
   }

@@ -40,7 +40,7 @@ uint64_t expert_read_bytes(const BudgetModel& model, const LoadOptions& load) {
   const uint64_t span = model.kind == "pack"   ? align_up(bytes)
                         : model.kind == "gguf" ? align_up(bytes / std::max<uint64_t>(1, model.expert_matrices)) + kIoAlign
                                                : align_up(bytes) + kIoAlign;
-  return piece_length(span, load.piece_bytes > 0 ? load.piece_bytes : StorageOptions{}.piece_bytes);
+  return piece_length(span, storage_options(load).piece_bytes);
 }
 
 uint64_t budget_ram_bytes(std::optional<uint64_t> ram_bytes) {

@@ -97,6 +97,14 @@ uint64_t budget_from_available(uint64_t baseline, uint64_t available) {
   return room > UINT64_MAX - baseline ? UINT64_MAX : baseline + room;
 }
 
+StorageOptions storage_options(const LoadOptions& options) {
+  StorageOptions so;
+  so.backend = options.io_backend;
+  if (options.io_depth > 0) so.queue_depth = options.io_depth;
+  if (options.piece_bytes > 0) so.piece_bytes = options.piece_bytes;
+  return so;
+}
+
 namespace {
 
 // Whether `need` bytes in all (the process's own baseline included) fit
@@ -161,10 +169,7 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
                                                const LoadOptions& options, Budget budget, MemoryPlan& plan) {
   const ModelConfig& c = model.config();
   const bool packed = model.kind() == Checkpoint::Kind::Pack;
-  StorageOptions so;
-  so.backend = options.io_backend;
-  if (options.io_depth > 0) so.queue_depth = options.io_depth;
-  if (options.piece_bytes > 0) so.piece_bytes = options.piece_bytes;
+  const StorageOptions so = storage_options(options);
   std::unique_ptr<Storage> storage = options.storage ? options.storage(so) : make_storage(so);
   if (!storage) throw Error("internal: the storage factory returned no storage");
   // A streaming install: experts not fetched yet are fetched as they are

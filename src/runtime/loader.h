@@ -169,6 +169,11 @@ struct PlannedStep {
 PlannedStep planned_cpu_step(const ModelConfig& c, int64_t context, uint64_t ram, int threads, int64_t cap = 0,
                              int64_t pass = 0);
 
+// The storage a streamed model is read through under `options`: its backend,
+// reads in flight and piece size where given, else the storage's defaults
+// (what `strata budget` and `strata bench` rate a drive at too).
+StorageOptions storage_options(const LoadOptions& options);
+
 // Opens the model at `path` (HF directory, GGUF file or pack) ready to run:
 // open_model, then warm_model. Throws strata::Error naming the path and the
 // problem.
