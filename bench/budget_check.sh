@@ -178,7 +178,7 @@ print(json.dumps({"config": tag, "model": model, "folders": int(layout), "ram_gi
                   # budget's factor and where it took it.
                   "read_mb_predicted": b.get("read_per_token_bytes", 0) / 1e6,
                   "read_mb_measured": statistics.median(decode(s).get("bytes_read", 0) / per_token(s) / 1e6 for s in runs_),
-                  "read_factor_predicted": b.get("machine", {}).get("prefetch_read_factor", 0),
+                  "read_factor_predicted": b.get("read_factor", b.get("machine", {}).get("prefetch_read_factor", 0)),
                   "read_factor_from": b.get("machine", {}).get("prefetch_read_factor_from", ""),
                   "read_factor_measured": statistics.median(
                       (d["misses"] + d["prefetch"]["issued"] - d["prefetch"]["cancelled"]) / (d["misses"] + d["prefetch"]["used"])

@@ -252,6 +252,55 @@ TEST(Budget, TheGuessesOnRecordGiveThePrefetchsReadFactor) {
   EXPECT_DOUBLE_EQ(prefetch_read_factor(std::nan(""), 1), kPrefetchReadFactor);
 }
 
+// With the wrong guesses by expert on record, their part of the factor
+// follows the cache: a wrong guess is read only where the cache lacks its
+// expert. (Hand-computed: budget.cpp's read_factor.)
+TEST(Budget, WrongGuessesByExpertScaleTheFactorByWhatTheCacheLacks) {
+  BudgetShape s;
+  s.expert_bytes = 1000;
+  s.moe_layers = 2;
+  s.experts = 4;
+  s.experts_per_token = 1;
+  s.trunk_bytes = 100'000;
+  s.total_bytes = s.trunk_bytes + 8 * s.expert_bytes;
+  BudgetMachine m;
+  m.other_resident = 20'000;
+  m.ram_bytes = 125'000;  // five slots
+  m.drive_gbps = {1.0};
+  m.decode_compute_s = 0.001;
+  m.heat = {{2, 6, 1, 1}, {1, 1, 1, 1}};
+  m.prefetch_read_factor = 1.4;
+  const BudgetPrediction before = predict_budget(s, m, 16);
+  ASSERT_EQ(before.cache_slots, 5u);
+  EXPECT_NEAR(before.hit_rate, 0.679485, 1e-6);  // as above
+  EXPECT_DOUBLE_EQ(before.read_factor, 1.4);     // none by expert: the machine's
+  // Layer 1's wrong guesses named its two coldest experts (3 and 1 of them),
+  // layer 2's each alike. Five slots: 2.5 a layer, 1.5 kept. Layer 1 in the
+  // picks' order (6, 2, 1, 1) has wrong shares 0, 0, 0.75, 0.25: the kept
+  // hold none, the turning-over slot 1 / 2.5 = 0.4 of them, 0.6 missed.
+  // Layer 2: 0.25 + 0.5 · 0.25 = 0.375 kept, + 0.625 · 0.4 = 0.625 held,
+  // 0.375 missed. Of 8 wrong guesses 4 · 0.6 + 4 · 0.375 = 3.9 missed,
+  // 0.4875, against the picks' 0.320515: 1 + 0.4 · 0.4875 / 0.320515 =
+  // 1.608396; read 2 · 1000 · 0.320515 · 1.608396 = 1031.03 bytes a token.
+  m.wrong_guesses = {{0, 0, 3, 1}, {1, 1, 1, 1}};
+  const BudgetPrediction p = predict_budget(s, m, 16);
+  EXPECT_NEAR(p.read_factor, 1.608396, 1e-6);
+  EXPECT_NEAR(static_cast<double>(p.read_per_token), 1031.03, 1.0);
+  // Wrong guesses spread as the picks (uniform both): the machine's factor.
+  m.heat = {{1, 1, 1, 1}, {1, 1, 1, 1}};
+  m.wrong_guesses = {{2, 2, 2, 2}, {1, 1, 1, 1}};
+  EXPECT_NEAR(predict_budget(s, m, 16).read_factor, 1.4, 1e-12);
+  // Every expert fits: nothing is read, the factor as given.
+  m.ram_bytes = 1'000'000;
+  EXPECT_DOUBLE_EQ(predict_budget(s, m, 16).read_factor, 1.4);
+  // Shapes that are not the model's, or wrong guesses without their heat.
+  m.wrong_guesses = {{1, 1, 1, 1}};
+  EXPECT_THROW(predict_budget(s, m, 16), Error);
+  m.wrong_guesses = {{0, 0, 3, 1}, {1, 1, 1, 1}};
+  m.heat.clear();
+  EXPECT_THROW(predict_budget(s, m, 16), Error);
+}
+
 // A token that reads computes more: the guesses at the next layers'
 // experts (with prefetch) and the checksums of its reads, and of its cache
 // hits too under --verify always. A token whose experts all fit: only the

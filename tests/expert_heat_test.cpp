@@ -79,14 +79,33 @@ TEST(Heat, KeepsTheGuessesOnRecord) {
   back.merge(h);
   EXPECT_EQ(back.guesses().predicted, 80);
   EXPECT_EQ(back.guesses().right, 50);
+  // The wrong ones by expert, too (files without them load with none).
+  h.add_wrong(1, 2, 9);
+  h.add_wrong(2, 7, 6);
+  h.save(tmp / "wrong.json", "m");
+  for (const ExpertHeat& w :
+       {ExpertHeat::load(tmp / "wrong.json", "m", 3, 8), ExpertHeat::load_given(tmp / "wrong.json", "m", 3, 8)}) {
+    EXPECT_EQ(w.wrong(1, 2), 9);
+    EXPECT_EQ(w.wrong(2, 7), 6);
+    EXPECT_EQ(w.wrong_total(), 15);
+  }
+  EXPECT_EQ(back.wrong_total(), 0);
+  back.merge(h);
+  EXPECT_EQ(back.wrong(1, 2), 9);
   for (const char* bad : {R"("guesses": {"predicted": 4, "right": 5})", R"("guesses": {"predicted": -1, "right": 0})",
-                          R"("guesses": {"predicted": "4", "right": 1})", R"("guesses": [4, 1])"}) {
+                          R"("guesses": {"predicted": "4", "right": 1})", R"("guesses": [4, 1])",
+                          R"("guesses": {"predicted": 4, "right": 1, "wrong": [[], [1]]})",
+                          R"("guesses": {"predicted": 4, "right": 1, "wrong": [[], [0, 0, 0, 0, 0, -3, 0, 0], []]})",
+                          R"("guesses": {"predicted": 4, "right": 1, "wrong": {"1": 3}})"}) {
     SCOPED_TRACE(bad);
     std::ofstream(tmp / "bad.json") << R"({"version": 1, "model": "m", "layers": [[], [0, 0, 0, 0, 0, 7, 0, 0], []], )"
                                     << bad << "}";
     EXPECT_THROW(ExpertHeat::load_given(tmp / "bad.json", "m", 3, 8), Error);
     const ExpertHeat hint = ExpertHeat::load(tmp / "bad.json", "m", 3, 8);
-    EXPECT_EQ(hint.guesses().predicted, 0);
+    if (std::string(bad).find("wrong") == std::string::npos) {
+      EXPECT_EQ(hint.guesses().predicted, 0);
+    }
+    EXPECT_EQ(hint.wrong_total(), 0);  // a wrong record left out whole
     EXPECT_EQ(hint.count(1, 5), 7);
   }
 }

@@ -688,7 +688,8 @@ TEST(Placement, SplitsEachLayerByDriveBandwidth) {
 }
 
 // The run counts a one-token step's guesses (a decode token's, and a
-// one-token prompt's) into the heat as its own stats count them, and not a
+// one-token prompt's) into the heat as its own stats count them, the wrong
+// ones by expert, and not a
 // step of several rows' (`strata budget` predicts a decode token's reads
 // from them); a second run adds its own.
 TEST(Heat, AOneTokenStepsGuessesAreCountedInIt) {
@@ -709,13 +710,22 @@ TEST(Heat, AOneTokenStepsGuessesAreCountedInIt) {
     generate(*m, prompt, g);
     ASSERT_EQ(m->save_heat(), "");
     const ExpertStats s = m->expert_stats();
-    const ExpertHeat::Guesses h =
-        ExpertHeat::load(path, m->identity(), m->config().num_layers, m->config().n_routed_experts).guesses();
+    const ExpertHeat heat =
+        ExpertHeat::load(path, m->identity(), m->config().num_layers, m->config().n_routed_experts);
+    const ExpertHeat::Guesses h = heat.guesses();
     ASSERT_GT(s.predicted, 0u);
+    // The wrong ones by expert: each guess the layer's router did not pick,
+    // in MoE layers only.
+    EXPECT_EQ(heat.wrong_total(), h.predicted - h.right);
+    for (int64_t l = 0; l < m->config().num_layers; ++l)
+      if (!m->config().layer_is_moe(l)) {
+        for (int64_t e = 0; e < m->config().n_routed_experts; ++e) EXPECT_EQ(heat.wrong(l, e), 0);
+      }
     if (prompt.size() == 1) {
       EXPECT_EQ(h.predicted, static_cast<double>(before + s.predicted));
       EXPECT_EQ(h.right, static_cast<double>(before_right + s.predicted_right));
       EXPECT_GT(s.predicted_right, 0u);
+      EXPECT_GT(heat.wrong_total(), 0);
       before += s.predicted;
       before_right += s.predicted_right;
     } else {

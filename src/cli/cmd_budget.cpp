@@ -189,6 +189,13 @@ int run_budget(const BudgetArgs& a) {
           for (int64_t e = 0; e < model.config.n_routed_experts; ++e) counts[e] = heat.count(l, e);
           m.heat.push_back(std::move(counts));
         }
+      if (heat.wrong_total() > 0)
+        for (int64_t l = 0; l < model.config.num_layers; ++l)
+          if (model.config.layer_is_moe(l)) {
+            std::vector<double> wrong(static_cast<size_t>(model.config.n_routed_experts));
+            for (int64_t e = 0; e < model.config.n_routed_experts; ++e) wrong[e] = heat.wrong(l, e);
+            m.wrong_guesses.push_back(std::move(wrong));
+          }
       heat_used = true;
     }
   } else if (!a.heat.empty())
@@ -233,6 +240,11 @@ int run_budget(const BudgetArgs& a) {
   m.prefetch = run.prefetch != LoadOptions::Prefetch::Off;
   m.prefetch_read_factor = m.prefetch ? prefetch_read_factor(guesses.predicted, guesses.right) : 1.0;
   const bool factor_measured = m.prefetch && guesses_on_record(guesses.predicted);
+  if (!factor_measured) m.wrong_guesses.clear();  // (too few to place)
+  const char* factor_from = !m.prefetch              ? "no prefetch"
+                            : !factor_measured       ? "default"
+                            : m.wrong_guesses.empty() ? "heat"
+                                                      : "heat, by expert";
   const BudgetPrediction p = predict_budget(model.shape, m, prompt);
 
   if (!a.svg.empty())
@@ -281,7 +293,7 @@ int run_budget(const BudgetArgs& a) {
                     {"trunk_decode_gbps", compute.trunk_decode_gbps},
                     {"prefetch", m.prefetch},
                     {"prefetch_read_factor", m.prefetch_read_factor},
-                    {"prefetch_read_factor_from", !m.prefetch ? "no prefetch" : factor_measured ? "heat" : "default"},
+                    {"prefetch_read_factor_from", factor_from},
                     {"guesses", {{"predicted", guesses.predicted}, {"right", guesses.right}}},
                     {"threads", threads},
                     {"profile", profile_used.empty() ? nlohmann::json() : nlohmann::json(profile_used)},
@@ -310,8 +322,11 @@ int run_budget(const BudgetArgs& a) {
               gb(p.cache_slots * model.shape.expert_bytes), 100.0 * p.hit_rate,
               p.fits ? "every expert fits" : heat_used ? "from the heat file" : "uniform routing: a floor");
   std::printf("  read per token       %.3f GB (the misses, x %.2f for the prefetch's wrong guesses: %s)\n",
-              gb(p.read_per_token), m.prefetch_read_factor,
-              !m.prefetch ? "no prefetch" : factor_measured ? "from the guesses in the heat file" : "assumed");
+              gb(p.read_per_token), p.read_factor,
+              !m.prefetch                 ? "no prefetch"
+              : !factor_measured          ? "assumed"
+              : m.wrong_guesses.empty()   ? "from the guesses in the heat file"
+                                          : "from the guesses in the heat file, by the experts they named");
   std::printf("  compute per token    %.1f ms decode, %.2f ms a prompt token (experts %s %.1f GB/s one row, trunk %s "
               "%.1f GB/s one row and %.1f at 64 rows, %.1f us a product beyond its bytes; attention %.2f and %.2f "
               "ms of them)\n",

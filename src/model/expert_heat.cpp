@@ -5,6 +5,7 @@
 #include <fstream>
 #include <optional>
 #include <random>
+#include <tuple>
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -19,17 +20,28 @@ void ExpertHeat::merge(const ExpertHeat& other) {
   if (other.counts_.size() != counts_.size()) throw Error("expert heat: layer counts differ");
   for (size_t l = 0; l < counts_.size(); ++l) {
     if (other.counts_[l].size() != counts_[l].size()) throw Error("expert heat: expert counts differ");
-    for (size_t e = 0; e < counts_[l].size(); ++e) counts_[l][e] += other.counts_[l][e];
+    for (size_t e = 0; e < counts_[l].size(); ++e) {
+      counts_[l][e] += other.counts_[l][e];
+      wrong_[l][e] += other.wrong_[l][e];
+    }
   }
   add_guesses(other.guesses_.predicted, other.guesses_.right);
 }
 
-double ExpertHeat::total() const {
+namespace {
+
+double sum_of(const std::vector<std::vector<double>>& layers) {
   double t = 0;
-  for (const auto& l : counts_)
+  for (const auto& l : layers)
     for (double c : l) t += c;
   return t;
 }
+
+}  // namespace
+
+double ExpertHeat::total() const { return sum_of(counts_); }
+
+double ExpertHeat::wrong_total() const { return sum_of(wrong_); }
 
 std::vector<std::pair<int64_t, int64_t>> ExpertHeat::hottest(size_t n) const {
   std::vector<std::pair<int64_t, int64_t>> all;
@@ -62,21 +74,25 @@ ExpertHeat counts_of(const nlohmann::json& j, const std::filesystem::path& path,
     if (strict) throw Error(path.string() + ": " + why);
     return empty;
   };
-  const auto& ls = j["layers"];
-  if (!ls.is_array() || static_cast<int64_t>(ls.size()) != layers) return reject("layer count does not match the model");
   ExpertHeat h(layers, experts);
-  for (int64_t l = 0; l < layers; ++l) {
-    const auto& row = ls[l];
-    if (!row.is_array()) return reject("layer " + std::to_string(l) + " is not an array");
-    if (row.empty()) continue;
-    if (static_cast<int64_t>(row.size()) != experts)
-      return reject("layer " + std::to_string(l) + " has " + std::to_string(row.size()) + " experts, the model " +
-                    std::to_string(experts));
-    for (int64_t e = 0; e < experts; ++e) {
-      if (!row[e].is_number() || row[e].get<double>() < 0) return reject("counts must be non-negative numbers");
-      h.add(l, e, row[e].get<double>());
+  // One array of counts a layer (empty: none), as "layers" and "wrong" hold them.
+  const auto read_layers = [&](const nlohmann::json& ls, const std::string& what, auto add) -> std::optional<std::string> {
+    if (!ls.is_array() || static_cast<int64_t>(ls.size()) != layers) return what + "layer count does not match the model";
+    for (int64_t l = 0; l < layers; ++l) {
+      const auto& row = ls[l];
+      if (!row.is_array()) return what + "layer " + std::to_string(l) + " is not an array";
+      if (row.empty()) continue;
+      if (static_cast<int64_t>(row.size()) != experts)
+        return what + "layer " + std::to_string(l) + " has " + std::to_string(row.size()) + " experts, the model " +
+               std::to_string(experts);
+      for (int64_t e = 0; e < experts; ++e)
+        if (!row[e].is_number() || row[e].get<double>() < 0) return what + "counts must be non-negative numbers";
+      for (int64_t e = 0; e < experts; ++e) add(l, e, row[e].get<double>());
     }
-  }
+    return std::nullopt;
+  };
+  if (auto why = read_layers(j["layers"], "", [&](int64_t l, int64_t e, double n) { h.add(l, e, n); }))
+    return reject(*why);
   if (j.contains("guesses")) {
     const auto& g = j["guesses"];
     const auto count = [&](const char* key) {
@@ -88,6 +104,16 @@ ExpertHeat counts_of(const nlohmann::json& j, const std::filesystem::path& path,
       h.add_guesses(predicted, right);
     else if (strict)
       throw Error(path.string() + ": \"guesses\" must hold non-negative \"predicted\" and \"right\", right at most predicted");
+    // The wrong guesses by expert, as the counts (a hint's that cannot be
+    // are left out whole: part of them would mislead).
+    if (g.is_object() && g.contains("wrong")) {
+      std::vector<std::tuple<int64_t, int64_t, double>> wrong;
+      const auto why = read_layers(g["wrong"], "\"guesses\": \"wrong\": ",
+                                   [&](int64_t l, int64_t e, double n) { wrong.emplace_back(l, e, n); });
+      if (why && strict) throw Error(path.string() + ": " + *why);
+      if (!why)
+        for (const auto& [l, e, n] : wrong) h.add_wrong(l, e, n);
+    }
   }
   return h;
 }
@@ -134,12 +160,18 @@ void ExpertHeat::save(const std::filesystem::path& path, const std::string& mode
   nlohmann::json j;
   j["version"] = 1;
   j["model"] = model;
-  j["layers"] = nlohmann::json::array();
-  for (const auto& l : counts_) {
-    bool any = std::any_of(l.begin(), l.end(), [](double c) { return c > 0; });
-    j["layers"].push_back(any ? nlohmann::json(l) : nlohmann::json::array());
-  }
-  if (guesses_.predicted > 0) j["guesses"] = {{"predicted", guesses_.predicted}, {"right", guesses_.right}};
+  // One array a layer, empty where every count is naught.
+  const auto by_layer = [](const std::vector<std::vector<double>>& layers) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& l : layers) {
+      const bool any = std::any_of(l.begin(), l.end(), [](double c) { return c > 0; });
+      a.push_back(any ? nlohmann::json(l) : nlohmann::json::array());
+    }
+    return a;
+  };
+  j["layers"] = by_layer(counts_);
+  if (guesses_.predicted > 0)
+    j["guesses"] = {{"predicted", guesses_.predicted}, {"right", guesses_.right}, {"wrong", by_layer(wrong_)}};
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
   // A name of this write's own: runs of the same model may end together,

@@ -2,12 +2,16 @@
 // How often each routed expert has been selected: the cache's frequency
 // score, the list of experts worth pinning in RAM, and what `pack --trace`
 // uses to place hot experts. Beside it, how often a decode token's guesses
-// at its next layer's experts were right: what that prefetch reads for
-// nothing, which `strata budget` counts. Persisted between runs as JSON:
+// at its next layer's experts were right, and which experts the wrong ones
+// named: what that prefetch reads for nothing, which `strata budget` counts
+// (a wrong guess costs a read only where the cache lacks its expert, and
+// wrong guesses name colder experts than picks do). Persisted between runs
+// as JSON:
 //   {"version": 1, "model": "<id>", "layers": [[count, ...], ...],
-//    "guesses": {"predicted": n, "right": m}}
+//    "guesses": {"predicted": n, "right": m, "wrong": [[count, ...], ...]}}
 // (one array per layer, empty for dense layers; counts are selections;
-// "guesses" absent until a run has guessed).
+// "guesses" absent until a run has guessed; "wrong" absent in files of
+// earlier versions).
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -19,7 +23,8 @@ namespace strata {
 class ExpertHeat {
  public:
   ExpertHeat() = default;
-  ExpertHeat(int64_t layers, int64_t experts) : counts_(layers, std::vector<double>(experts, 0.0)) {}
+  ExpertHeat(int64_t layers, int64_t experts)
+      : counts_(layers, std::vector<double>(experts, 0.0)), wrong_(layers, std::vector<double>(experts, 0.0)) {}
 
   int64_t layers() const { return static_cast<int64_t>(counts_.size()); }
   double count(int64_t layer, int64_t expert) const { return counts_[layer][expert]; }
@@ -38,6 +43,10 @@ class ExpertHeat {
     guesses_.right += right;
   }
   const Guesses& guesses() const { return guesses_; }
+  // Of those guesses, the ones the layer's router did not pick, by expert.
+  void add_wrong(int64_t layer, int64_t expert, double n = 1) { wrong_[layer][expert] += n; }
+  double wrong(int64_t layer, int64_t expert) const { return wrong_[layer][expert]; }
+  double wrong_total() const;
   // The `n` hottest (layer, expert) pairs with a count above zero, hottest
   // first; ties by (layer, expert) so the choice is reproducible.
   std::vector<std::pair<int64_t, int64_t>> hottest(size_t n) const;
@@ -59,6 +68,7 @@ class ExpertHeat {
 
  private:
   std::vector<std::vector<double>> counts_;
+  std::vector<std::vector<double>> wrong_;  // counts_'s shape
   Guesses guesses_;
 };
 

@@ -37,12 +37,29 @@ void check_heat(const BudgetShape& s, const Heat& heat) {
                   std::to_string(s.experts));
 }
 
-// Each layer's counts, most used first (sorted once: the bisection below
-// and the chart ask for many cache sizes).
-Heat sorted_heat(const Heat& heat) {
-  Heat sorted = heat;
-  for (std::vector<double>& layer : sorted) std::sort(layer.begin(), layer.end(), std::greater<>());
-  return sorted;
+// Each layer's counts, most used first, and its wrong guesses in the same
+// order (sorted once: the bisection below and the chart ask for many cache
+// sizes).
+struct RankedHeat {
+  Heat picks;
+  Heat wrong;  // empty: none on record
+};
+
+RankedHeat ranked_heat(const Heat& heat, const Heat& wrong) {
+  RankedHeat r;
+  const bool with_wrong = !wrong.empty() && wrong.size() == heat.size();
+  for (size_t l = 0; l < heat.size(); ++l) {
+    const std::vector<double>& uses = heat[l];
+    std::vector<size_t> order(uses.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return uses[a] > uses[b]; });
+    std::vector<double>& picks = r.picks.emplace_back();
+    for (size_t i : order) picks.push_back(uses[i]);
+    if (!with_wrong) continue;
+    std::vector<double>& w = r.wrong.emplace_back();
+    for (size_t i : order) w.push_back(wrong[l][i]);
+  }
+  return r;
 }
 
 // A layer's counts as use shares shrunk towards uniform by their sampling
@@ -62,41 +79,80 @@ std::vector<double> shrunk_shares(const std::vector<double>& counts, int64_t k) 
   return p;
 }
 
+// How a layer's share of the cache is laid out: all but k slots keep the
+// most used experts; k turn over with each token's misses and hold any of
+// the rest (the slots split evenly over the layers: the cache is shared,
+// but a token picks k in every layer alike).
+struct LayerCache {
+  double slots = 0;  // a layer's
+  double kept = 0;   // of them, those that keep its most used experts
+};
+
+LayerCache layer_cache(const BudgetShape& s, uint64_t slots) {
+  LayerCache c;
+  c.slots = static_cast<double>(slots) / static_cast<double>(s.moe_layers);
+  const double k = static_cast<double>(std::clamp<int64_t>(s.experts_per_token, 1, s.experts));
+  c.kept = std::max(0.0, c.slots - k);
+  return c;
+}
+
+// The part of `shares` (a layer's, in the order of its most used experts,
+// summing to 1) that its cache holds: the kept whole slots, then the next
+// one's fraction, and the turning-over slots' share of the rest.
+double held_share(const std::vector<double>& shares, const LayerCache& c) {
+  const size_t whole = std::min(shares.size(), static_cast<size_t>(c.kept));
+  double held = std::accumulate(shares.begin(), shares.begin() + static_cast<std::ptrdiff_t>(whole), 0.0);
+  if (whole < shares.size()) held += shares[whole] * (c.kept - static_cast<double>(whole));
+  const double e = static_cast<double>(shares.size());
+  return held + (1.0 - held) * (c.slots - c.kept) / (e - c.kept);
+}
+
 // expected_hit_rate() over checked heat whose layers are sorted.
 double hit_rate_sorted(const BudgetShape& s, uint64_t slots, const Heat& sorted) {
   if (s.moe_layers <= 0 || s.experts <= 0) return 0;
   if (slots >= all_experts(s)) return 1.0;
-  // Slots split evenly over the layers (the cache is shared, but a token
-  // picks k in every layer alike).
-  const double per_layer = static_cast<double>(slots) / static_cast<double>(s.moe_layers);
-  if (sorted.empty()) return per_layer / static_cast<double>(s.experts);
+  const LayerCache c = layer_cache(s, slots);
   const double e = static_cast<double>(s.experts);
-  // All but k slots keep the most used experts; k turn over with each
-  // token's misses and hold any of the rest.
-  const double k = static_cast<double>(std::clamp<int64_t>(s.experts_per_token, 1, s.experts));
-  const double kept = std::max(0.0, per_layer - k);
+  if (sorted.empty()) return c.slots / e;
   double hit = 0;
-  for (const std::vector<double>& uses : sorted) {
-    const double total = std::accumulate(uses.begin(), uses.end(), 0.0);
-    if (total <= 0) {  // a layer never seen: as uniform
-      hit += per_layer / e;
-      continue;
-    }
-    // The kept: the most used whole slots, then the next one's fraction.
-    const std::vector<double> share = shrunk_shares(uses, s.experts_per_token);
-    const size_t whole = std::min(share.size(), static_cast<size_t>(kept));
-    double held = std::accumulate(share.begin(), share.begin() + static_cast<std::ptrdiff_t>(whole), 0.0);
-    if (whole < share.size()) held += share[whole] * (kept - static_cast<double>(whole));
-    hit += held + (1.0 - held) * (per_layer - kept) / (e - kept);
-  }
+  for (const std::vector<double>& uses : sorted)
+    hit += std::accumulate(uses.begin(), uses.end(), 0.0) > 0 ? held_share(shrunk_shares(uses, s.experts_per_token), c)
+                                                              : c.slots / e;  // a layer never seen: as uniform
   return hit / static_cast<double>(sorted.size());
 }
 
+// Bytes read for each byte a token misses at `slots`: `factor` is one plus
+// the wrong guesses a pick (the machine's); with the wrong guesses' experts
+// on record, their part grows by how much more often the cache lacks a
+// wrong guess's expert than a pick's (colder experts are guessed wrongly
+// more often than picked: held by the kept slots less often).
+double read_factor(const BudgetShape& s, uint64_t slots, const RankedHeat& heat, double factor) {
+  if (factor <= 1 || heat.wrong.empty() || slots >= all_experts(s)) return factor;
+  const double missed = 1.0 - hit_rate_sorted(s, slots, heat.picks);
+  const LayerCache c = layer_cache(s, slots);
+  double wrong = 0, wrong_missed = 0;
+  for (size_t l = 0; l < heat.wrong.size(); ++l) {
+    const double n = std::accumulate(heat.wrong[l].begin(), heat.wrong[l].end(), 0.0);
+    if (n <= 0) continue;
+    const bool seen = std::accumulate(heat.picks[l].begin(), heat.picks[l].end(), 0.0) > 0;
+    double held = c.slots / static_cast<double>(s.experts);  // a layer never seen: any expert alike
+    if (seen) {
+      std::vector<double> shares = heat.wrong[l];
+      for (double& w : shares) w /= n;
+      held = held_share(shares, c);
+    }
+    wrong += n;
+    wrong_missed += n * (1.0 - held);
+  }
+  if (wrong <= 0 || missed <= 0) return factor;
+  return 1.0 + (factor - 1.0) * (wrong_missed / wrong) / missed;
+}
+
 // A decode token's seconds with `slots` cached experts over `gbps` of drives.
-double read_seconds(const BudgetShape& s, uint64_t slots, const Heat& sorted, double gbps, double factor) {
-  const double h = hit_rate_sorted(s, slots, sorted);
+double read_seconds(const BudgetShape& s, uint64_t slots, const RankedHeat& heat, double gbps, double factor) {
+  const double h = hit_rate_sorted(s, slots, heat.picks);
   const double bytes = static_cast<double>(s.experts_per_token * s.moe_layers) * static_cast<double>(s.expert_bytes) *
-                       (1.0 - h) * factor;
+                       (1.0 - h) * read_factor(s, slots, heat, factor);
   return bytes / (gbps * 1e9);
 }
 
@@ -175,7 +231,7 @@ double distinct_experts(int64_t experts, int64_t per_token, int64_t tokens) {
 double expected_hit_rate(const BudgetShape& s, uint64_t slots, const Heat& heat) {
   if (s.moe_layers <= 0 || s.experts <= 0) return 0;
   check_heat(s, heat);
-  return hit_rate_sorted(s, slots, sorted_heat(heat));
+  return hit_rate_sorted(s, slots, ranked_heat(heat, {}).picks);
 }
 
 BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, int64_t prompt_tokens) {
@@ -200,15 +256,19 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
   p.fits = p.cache_slots == all_experts(s);
   p.too_small = m.ram_bytes < p.least_ram_bytes;
   check_heat(s, m.heat);
-  const Heat heat = sorted_heat(m.heat);
-  p.hit_rate = hit_rate_sorted(s, p.cache_slots, heat);
+  check_heat(s, m.wrong_guesses);
+  if (!m.wrong_guesses.empty() && m.heat.empty())
+    throw Error("budget: wrong guesses by expert need the heat they were recorded with");
+  const RankedHeat heat = ranked_heat(m.heat, m.wrong_guesses);
+  p.hit_rate = hit_rate_sorted(s, p.cache_slots, heat.picks);
+  p.read_factor = read_factor(s, p.cache_slots, heat, m.prefetch_read_factor);
   p.hit_rate_from_heat = !p.fits && std::any_of(m.heat.begin(), m.heat.end(), [](const std::vector<double>& l) {
     return std::accumulate(l.begin(), l.end(), 0.0) > 0;
   });
   const double picks = static_cast<double>(s.experts_per_token * s.moe_layers);
   p.read_per_token = p.fits ? 0
                             : static_cast<uint64_t>(picks * static_cast<double>(s.expert_bytes) * (1.0 - p.hit_rate) *
-                                                    m.prefetch_read_factor);
+                                                    p.read_factor);
   p.prompt_tokens = prompt_tokens;
   if (m.step_rows < 0 || m.pass_rows < 0) throw Error("budget: a step or a pass has at least zero rows");
   p.prompt_read_bytes = static_cast<uint64_t>(prompt_reads(s, m, prompt_tokens, p.cache_slots) *
@@ -240,7 +300,7 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
       const double r = read_seconds(s, mid, heat, gbps, m.prefetch_read_factor);
-      if (r <= token_compute_seconds(s, m, hit_rate_sorted(s, mid, heat), r * gbps * 1e9, false))
+      if (r <= token_compute_seconds(s, m, hit_rate_sorted(s, mid, heat.picks), r * gbps * 1e9, false))
         hi = mid;
       else
         lo = mid + 1;
@@ -288,6 +348,7 @@ nlohmann::json budget_json(const BudgetPrediction& p) {
           {"hit_rate", p.hit_rate},
           {"hit_rate_from", p.hit_rate_from_heat ? "heat" : "uniform routing"},
           {"read_per_token_bytes", p.read_per_token},
+          {"read_factor", p.read_factor},
           {"prompt_tokens", p.prompt_tokens},
           {"prompt_read_bytes", p.prompt_read_bytes},
           {"by_drives", drives},

@@ -115,6 +115,13 @@ struct BudgetMachine {
   std::vector<std::vector<double>> heat;
   // Bytes read for each byte a token misses (the prefetch's wrong guesses).
   double prefetch_read_factor = 1.0;
+  // Optional, with heat: per MoE layer, each expert's wrong guesses
+  // (ExpertHeat::wrong). The factor's wrong part then follows the cache:
+  // a wrong guess is read only where the cache lacks its expert, and the
+  // most used experts the cache keeps are guessed wrongly less often than
+  // they are picked, so the part grows as the cache does (prediction's
+  // read_factor).
+  std::vector<std::vector<double>> wrong_guesses;
   // Whether the runs guess the next layer's experts (--prefetch): without,
   // a prompt's reads and compute add up (no read-ahead between layers).
   bool prefetch = true;
@@ -157,6 +164,7 @@ struct BudgetPrediction {
   double hit_rate = 0;
   bool hit_rate_from_heat = false;
   uint64_t read_per_token = 0;  // expert bytes read from the drives per decoded token
+  double read_factor = 1;       // of them, bytes read a missed byte at this cache (BudgetMachine::wrong_guesses)
   int64_t prompt_tokens = 0;
   uint64_t prompt_read_bytes = 0;  // a cold prompt's reads: its distinct experts, each pass's or step's again
   std::vector<DrivePrediction> by_drives;  // 1 .. N drives

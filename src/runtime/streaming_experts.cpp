@@ -512,7 +512,14 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
   // the layer again, so its guesses stay counted and in flight until then.
   const bool more_parts = kept_layer_ == layer;
   count_predicted(layer, experts);
-  if (!more_parts) std::erase_if(guessed_, [layer](const Guessed& g) { return g.layer == layer; });
+  if (!more_parts)
+    std::erase_if(guessed_, [&](const Guessed& g) {
+      if (g.layer != layer) return false;
+      // What count_predicted() left of a token's guesses: the wrong ones.
+      if (g.by_token && layer < heat_.layers())
+        for (int32_t e : g.experts) heat_.add_wrong(layer, e);
+      return true;
+    });
   auto f = std::make_unique<Fetch>(*this, layer);
   std::vector<Extent> batch;
   // Slots of this request are marked in use first, so that starting the
