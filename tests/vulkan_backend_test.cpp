@@ -182,6 +182,46 @@ TEST(VulkanFormatsWide, OneRowProductsAcrossWindowsGiveTheBatchsBits) {
   }
 }
 
+// Several matrices of one x stacked (q, k and v): each matrix's rows of
+// outputs after the previous one's, with the bits of a product each, for
+// one row (one product over the stack), a few rows and a tiled batch (a
+// product each, the matrices read from the stack), and for matrices the
+// stack cannot hold (separate scales, block scales): a product each.
+TEST(VulkanFormatsWide, StackedProductsGiveEachMatrixsBits) {
+  const struct {
+    const char* name;
+    Fmt fmt;
+    int64_t in;
+  } cases[] = {{"Q8_0 (rows of 1122 bytes)", Fmt::Q8_0, 1056}, {"BF16", Fmt::BF16, 1025}, {"Q4_K", Fmt::Q4_K, 1280},
+               {"MXFP4_gguf", Fmt::Mxfp4, 1056},           {"I4_group32 (scales)", Fmt::I4, 1056},
+               {"F8_E4M3_block100 (block scales)", Fmt::F8Odd, 1101}};
+  for (const auto& c : cases) {
+    const int64_t outs[] = {600, 40, 40};
+    std::vector<Mat> mats;
+    mats.reserve(3);
+    for (int64_t i = 0; i < 3; ++i) mats.push_back(random_matrix(c.fmt, outs[i], c.in, 20 + static_cast<uint64_t>(i)));
+    const kernels::WeightMatrix* ws[] = {&mats[0].w, &mats[1].w, &mats[2].w};
+    for (size_t n : {1, 3, 70}) {
+      auto gp = gpu();
+      Backend& g = *gp;
+      g.plan(limits(n, static_cast<size_t>(c.in)));
+      const std::vector<float> x = random_vector(n * c.in, 12);
+      Tensor tx = put(g, x), stack = g.allocate(n * 680);
+      g.linear_stacked(ws, tx, n, stack);
+      const std::vector<float> got = get(g, stack);
+      size_t at = 0;
+      for (int64_t i = 0; i < 3; ++i) {
+        Tensor y = g.allocate(n * outs[i]);
+        g.linear(mats[i].w, tx, n, y);
+        const size_t count = n * static_cast<size_t>(outs[i]);
+        expect_same_bits(get(g, y), std::vector<float>(got.begin() + at, got.begin() + at + count),
+                         std::string(c.name) + " n=" + std::to_string(n) + " matrix " + std::to_string(i));
+        at += count;
+      }
+    }
+  }
+}
+
 // Each token's embedding is the row dequantized, bit for bit.
 TEST_P(VulkanFormats, EmbeddingIsTheDequantizedRow) {
   const int64_t out = 11, in = GetParam().in;

@@ -43,6 +43,15 @@ LogitPick largest_logit(std::span<const float> row) {
   return p;
 }
 
+void Backend::linear_stacked(std::span<const kernels::WeightMatrix* const> ws, Tensor x, size_t n, Tensor y) {
+  uint64_t at = 0;
+  for (const kernels::WeightMatrix* w : ws) {
+    const uint64_t count = n * static_cast<uint64_t>(w->out);
+    linear(*w, x, n, y.slice(at, count));
+    at += count;
+  }
+}
+
 void Backend::pick_largest(Tensor logits, size_t rows, size_t vocab, LogitPick* picks) {
   std::vector<float> row(vocab);
   for (size_t i = 0; i < rows; ++i) {

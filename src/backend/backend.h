@@ -365,6 +365,12 @@ class Backend {
   virtual void embed(const kernels::WeightMatrix& table, std::span<const int32_t> tokens, Tensor out) = 0;
   // y [n × w.out] = x [n × w.in] · wᵀ (+ bias), kernels/linear.h.
   virtual void linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tensor y) = 0;
+  // The products of several matrices of one x (q, k and v): y holds each
+  // matrix's n rows of outputs after the previous matrix's, n · Σ out in
+  // all. The same bits as a linear() each, which is the default; a backend
+  // may run them as one product where that is faster (the Vulkan backend
+  // for one row: one dispatch instead of one a matrix).
+  virtual void linear_stacked(std::span<const kernels::WeightMatrix* const> ws, Tensor x, size_t n, Tensor y);
   // y row i = kernels::rms_norm(x row i, weight); x and y may be the same.
   virtual void rms_norm(Tensor x, const float* weight, size_t rows, size_t width, float eps, Tensor y) = 0;
   // picks[i] = the LogitPick of row i of `logits` (rows × vocab). By default

@@ -42,15 +42,15 @@ class GqaAttention : public Attention {
     GqaAttend op;
     op.layer = layer;
     op.rows = rows;
-    op.q = step.q.rows(0, n, H * d);
-    op.k = step.k.rows(0, n, KV * d);
-    op.v = step.v.rows(0, n, KV * d);
+    // q, k and v of the n rows one after another: one stacked product.
+    op.q = step.qkv.rows(0, n, H * d);
+    op.k = step.qkv.slice(n * H * d, n * KV * d);
+    op.v = step.qkv.slice(n * (H + KV) * d, n * KV * d);
     op.out = step.heads.rows(0, n, H * d);
     {
       IndependentOps together(b);
-      b.linear(q_, x, n, op.q);
-      b.linear(k_, x, n, op.k);
-      b.linear(v_, x, n, op.v);
+      const kernels::WeightMatrix* qkv[] = {&q_, &k_, &v_};
+      b.linear_stacked(qkv, x, n, step.qkv.slice(0, n * (H + 2 * KV) * d));
     }
     op.heads = H;
     op.kv_heads = KV;

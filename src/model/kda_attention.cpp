@@ -45,9 +45,10 @@ class KdaAttention : public Attention {
     KdaAttend op = op_;
     op.layer = layer;
     op.rows = rows;
-    op.q = step.q.rows(0, n, D);
-    op.k = step.k.rows(0, n, D);
-    op.v = step.v.rows(0, n, D);
+    // q, k and v of the n rows one after another: one stacked product.
+    op.q = step.qkv.rows(0, n, D);
+    op.k = step.qkv.rows(n, n, D);
+    op.v = step.qkv.rows(2 * n, n, D);
     op.decay = step.kv.rows(0, n, D);
     op.beta = step.beta.rows(0, n, H);
     op.gate = step.gate_in.rows(0, n, D);
@@ -55,9 +56,8 @@ class KdaAttention : public Attention {
     const Tensor low_rank = step.q_latent.rows(0, n, K);
     {
       IndependentOps together(b);
-      b.linear(q_, x, n, op.q);
-      b.linear(k_, x, n, op.k);
-      b.linear(v_, x, n, op.v);
+      const kernels::WeightMatrix* qkv[] = {&q_, &k_, &v_};
+      b.linear_stacked(qkv, x, n, step.qkv.rows(0, 3 * n, D));
       b.linear(f_a_, x, n, low_rank);
       b.linear(beta_, x, n, op.beta);
       b.linear(gate_, x, n, op.gate);

@@ -47,9 +47,10 @@ StepState::StepState(Backend& b, const StepSizes& z) : sizes(z) {
   work = b.allocate(work_size(z));
   const AttentionWidths& a = z.attention;
   Layout attention(work);
-  q = attention.next(rows * a.q);
-  k = attention.next(rows * a.k);
-  v = attention.next(rows * a.v);
+  qkv = attention.next(rows * (a.q + a.k + a.v));
+  q = qkv.slice(0, rows * a.q);
+  k = qkv.slice(rows * a.q, rows * a.k);
+  v = qkv.slice(rows * (a.q + a.k), rows * a.v);
   heads = attention.next(rows * a.out);
   q_latent = attention.next(rows * a.q_latent);
   kv = attention.next(rows * a.kv);

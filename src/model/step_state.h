@@ -61,6 +61,7 @@ struct StepState {
   // the MoE block) outlives that, and the output head comes after the layers.
   Tensor work;
   Tensor q, k, v, heads, q_latent, kv, gate_in, beta;  // attention (gate_in: its output gate)
+  Tensor qkv;  // q, k and v one after another: room for n rows of each, in turn (Backend::linear_stacked)
   Tensor dense_gate, dense_up;          // a dense MLP [rows × dense_width]
   Tensor gate, up;                      // the shared expert [rows × shared_width]
   Tensor router_logits;                 // [rows × experts]

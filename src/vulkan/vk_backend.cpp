@@ -451,6 +451,33 @@ void VulkanBackend::linear(const kernels::WeightMatrix& w, Tensor x, size_t n, T
           address(y.slice(0, n * static_cast<uint64_t>(w.out))));
 }
 
+void VulkanBackend::linear_stacked(std::span<const kernels::WeightMatrix* const> ws, Tensor x, size_t n, Tensor y) {
+  if (!WeightStore::stackable(ws)) return Backend::linear_stacked(ws, x, n, y);
+  check_step(n);
+  const kernels::WeightMatrix& first = *ws[0];
+  const WeightFormat f = weight_format(first);
+  // One copy of the matrices one after another: each is a run of its rows.
+  const uint64_t data = weights_->stacked(ws), in = address(x.slice(0, n * static_cast<uint64_t>(first.in)));
+  uint64_t outs = 0;
+  for (const kernels::WeightMatrix* w : ws) outs += static_cast<uint64_t>(w->out);
+  if (n == 1) {
+    // One row: the stack's outputs are the matrices' one after another, as
+    // y holds them, so one product (one dispatch, not one a matrix; each
+    // output's sum is its own: the same bits).
+    WeightRef ref = weight_ref(first, data, 0, 0, 0);
+    ref.out_rows = static_cast<uint32_t>(outs);
+    product(ref, f, in, 1, address(y.slice(0, outs)));
+    return;
+  }
+  uint64_t row = 0, at = 0;
+  for (const kernels::WeightMatrix* w : ws) {
+    const uint64_t count = n * static_cast<uint64_t>(w->out);
+    product(weight_ref(*w, data + row * first.row_bytes(), 0, 0, 0), f, in, n, address(y.slice(at, count)));
+    row += static_cast<uint64_t>(w->out);
+    at += count;
+  }
+}
+
 void VulkanBackend::rms_norm(Tensor x, const float* weight, size_t rows, size_t width, float eps, Tensor y) {
   norm_rows(address(x.slice(0, rows * width)), 0, weight, rows, width, eps, address(y.slice(0, rows * width)));
 }

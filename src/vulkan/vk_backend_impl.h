@@ -46,6 +46,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   void embed(const kernels::WeightMatrix& table, std::span<const int32_t> tokens, Tensor out) override;
   void preload(const kernels::WeightMatrix& w) override;
   void linear(const kernels::WeightMatrix& w, Tensor x, size_t n, Tensor y) override;
+  void linear_stacked(std::span<const kernels::WeightMatrix* const> ws, Tensor x, size_t n, Tensor y) override;
   void rms_norm(Tensor x, const float* weight, size_t rows, size_t width, float eps, Tensor y) override;
   void add_rms_norm(Tensor h, Tensor delta, const float* weight, size_t rows, size_t width, float eps,
                     Tensor y) override;

@@ -1,5 +1,7 @@
 #include "vulkan/vk_weights.h"
 
+#include "util/error.h"
+
 namespace strata::vk {
 
 uint64_t WeightStore::address(const void* p, uint64_t bytes) {
@@ -21,6 +23,38 @@ WeightRef WeightStore::resident(const kernels::WeightMatrix& w) {
   const WeightSpans s = weight_spans(w);
   return weight_ref(w, address(w.data, s.data), address(w.scales, s.scales), address(w.block_scale, s.block_scale),
                     address(w.bias, s.bias));
+}
+
+bool WeightStore::stackable(std::span<const kernels::WeightMatrix* const> ws) {
+  if (ws.empty()) return false;
+  const kernels::WeightMatrix& first = *ws[0];
+  for (const kernels::WeightMatrix* w : ws)
+    if (w->packing != kernels::Packing::Plain || w->scales || w->block_scale || w->bias || !w->data ||
+        w->dtype != first.dtype || w->in != first.in || w->row_bytes() != first.row_bytes())
+      return false;
+  return true;
+}
+
+uint64_t WeightStore::stacked(std::span<const kernels::WeightMatrix* const> ws) {
+  if (!stackable(ws)) throw Error("internal: matrices that cannot be stacked");
+  std::vector<uintptr_t> key;
+  uint64_t bytes = 0;
+  for (const kernels::WeightMatrix* w : ws) {
+    weight_format(*w);  // readable by the shaders, else a clear error
+    key.push_back(reinterpret_cast<uintptr_t>(w->data));
+    bytes += weight_spans(*w).data;
+  }
+  if (auto it = stacks_.find(key); it != stacks_.end()) return it->second;
+  const Arena::Piece piece = arena_.take(bytes);
+  uint64_t at = 0;
+  for (const kernels::WeightMatrix* w : ws) {
+    const uint64_t n = weight_spans(*w).data;
+    upload_(Arena::Piece{piece.buffer, piece.offset + at, piece.address + at, piece.mapped ? piece.mapped + at : nullptr},
+            w->data, n);
+    at += n;
+  }
+  stacks_.emplace(std::move(key), piece.address);
+  return piece.address;
 }
 
 }  // namespace strata::vk

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
+#include <vector>
 
 #include "kernels/linear.h"
 #include "vulkan/vk_arena.h"
@@ -25,11 +27,18 @@ class WeightStore {
   uint64_t address(const void* p, uint64_t bytes);
   // `w` with every array resident.
   WeightRef resident(const kernels::WeightMatrix& w);
+  // The device address of the matrices' data one after another (one copy,
+  // made on first use): matrices without scales, block scales or bias, of
+  // one format and row length (stackable()), so that row r of the stack is
+  // at r · row_bytes.
+  uint64_t stacked(std::span<const kernels::WeightMatrix* const> ws);
+  static bool stackable(std::span<const kernels::WeightMatrix* const> ws);
   uint64_t bytes() const { return arena_.reserved(); }
   // Forgets every copy (after the ops that read them have run): host memory
   // freed since may be reused for other arrays at the same addresses.
   void clear() {
     copies_.clear();
+    stacks_.clear();
     arena_.clear();
   }
 
@@ -41,6 +50,7 @@ class WeightStore {
   Arena arena_;
   Upload upload_;
   std::map<uintptr_t, Copy> copies_;  // by host start address
+  std::map<std::vector<uintptr_t>, uint64_t> stacks_;  // by the matrices' host data addresses, in order
 };
 
 }  // namespace strata::vk
