@@ -231,6 +231,18 @@ def rates(r):
     ratio = lambda x: f"{x:.2f} ({x / g:.2f}x)" if g and x else "-"
     return [f"{g:.2f}", ratio(r.get("drive_gbps_prefill", 0)), ratio(r.get("drive_gbps_decode", 0))]
 table(["drive GB/s, budget", "runs' prefill reads", "runs' decode reads"], rates)
+# The model apart from the drive: budget's decode again with its reads at the rate the runs' decode reads
+# got (and then at the bytes they read too), its compute as predicted, overlapped as budget overlaps them
+# (R + C - RC / (R + C)). Within the goal here and not above, the drive moved between budget's probe and the run.
+def model_alone(r):
+    g, got, m = r.get("drive_gbps_predicted", 0), r.get("drive_gbps_decode", 0), r["measured_decode"]
+    c, read = r["predicted_compute_ms"], r["predicted_read_ms"] * (g / got if g and got else 1.0)
+    token = lambda x: x + c - (x * c / (x + c) if x + c > 0 else 0.0)
+    at_rate = 1e3 / token(read) if token(read) > 0 else 0.0
+    mb = r["read_mb_measured"] / r["read_mb_predicted"] if r.get("read_mb_predicted") else 1.0
+    at_bytes = 1e3 / token(read * mb) if token(read * mb) > 0 else 0.0
+    return [f"{at_rate:.2f} ({err(at_rate, m):+.0f}%)", f"{at_bytes:.2f} ({err(at_bytes, m):+.0f}%)"]
+table(["decode pred at the runs' drive rate (error)", "and at the runs' bytes a token (error)"], model_alone, "read_mb_predicted")
 # The bytes a decode token read, and the prefetch's reads for each miss (its wrong guesses), as budget took
 # them (from the heat's guesses on record, or assumed) and as the runs did.
 table(["MB read a token, budget / runs", "reads a miss, budget (from) / runs"],
