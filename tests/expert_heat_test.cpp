@@ -96,7 +96,8 @@ TEST(Heat, KeepsTheGuessesOnRecord) {
                           R"("guesses": {"predicted": "4", "right": 1})", R"("guesses": [4, 1])",
                           R"("guesses": {"predicted": 4, "right": 1, "wrong": [[], [1]]})",
                           R"("guesses": {"predicted": 4, "right": 1, "wrong": [[], [0, 0, 0, 0, 0, -3, 0, 0], []]})",
-                          R"("guesses": {"predicted": 4, "right": 1, "wrong": {"1": 3}})"}) {
+                          R"("guesses": {"predicted": 4, "right": 1, "wrong": {"1": 3}})",
+                          R"("guesses": {"predicted": 4, "right": 1, "wrong": [[], [0, 0, 0, 0, 0, 4, 0, 0], []]})"}) {
     SCOPED_TRACE(bad);
     std::ofstream(tmp / "bad.json") << R"({"version": 1, "model": "m", "layers": [[], [0, 0, 0, 0, 0, 7, 0, 0], []], )"
                                     << bad << "}";
@@ -107,6 +108,27 @@ TEST(Heat, KeepsTheGuessesOnRecord) {
     }
     EXPECT_EQ(hint.wrong_total(), 0);  // a wrong record left out whole
     EXPECT_EQ(hint.count(1, 5), 7);
+  }
+  // Wrong guesses without totals that hold them are left out of a hint.
+  std::ofstream(tmp / "orphan.json")
+      << R"({"version": 1, "model": "m", "layers": [[], [0, 0, 0, 0, 0, 7, 0, 0], []], )"
+      << R"("guesses": {"right": 1, "wrong": [[], [0, 0, 0, 0, 0, 1, 0, 0], []]}})";
+  EXPECT_EQ(ExpertHeat::load(tmp / "orphan.json", "m", 3, 8).wrong_total(), 0);
+}
+
+// A heat file without its arrays, or with fields of the wrong type, is
+// refused where it is the user's and ignored as a hint: never a crash or an
+// exception of the JSON library.
+TEST(Heat, MissingOrMistypedFieldsAreRefusedOrIgnored) {
+  testfiles::TempDir tmp("strata-heat-fields");
+  for (const char* text : {R"({"version": 1, "model": "m"})", R"({"version": "1", "model": "m", "layers": []})",
+                           R"({"version": 1, "model": "m", "layers": [[], "x", []]})",
+                           R"({"version": 1, "model": "m", "layers": {"0": []}})"}) {
+    SCOPED_TRACE(text);
+    std::ofstream(tmp / "h.json") << text;
+    EXPECT_EQ(ExpertHeat::load(tmp / "h.json", "m", 3, 8).total(), 0);
+    EXPECT_THROW(ExpertHeat::load(tmp / "h.json", "m", 3, 8, /*strict=*/true), Error);
+    EXPECT_THROW(ExpertHeat::load_given(tmp / "h.json", "m", 3, 8), Error);
   }
 }
 

@@ -91,7 +91,7 @@ ExpertHeat counts_of(const nlohmann::json& j, const std::filesystem::path& path,
     }
     return std::nullopt;
   };
-  if (auto why = read_layers(j["layers"], "", [&](int64_t l, int64_t e, double n) { h.add(l, e, n); }))
+  if (auto why = read_layers(j.at("layers"), "", [&](int64_t l, int64_t e, double n) { h.add(l, e, n); }))
     return reject(*why);
   if (j.contains("guesses")) {
     const auto& g = j["guesses"];
@@ -100,16 +100,23 @@ ExpertHeat counts_of(const nlohmann::json& j, const std::filesystem::path& path,
     };
     const double predicted = count("predicted"), right = count("right");
     // A hint's record that cannot be counts is left out, its counts kept.
-    if (predicted >= 0 && right >= 0 && right <= predicted)
+    const bool counted = predicted >= 0 && right >= 0 && right <= predicted;
+    if (counted)
       h.add_guesses(predicted, right);
     else if (strict)
       throw Error(path.string() + ": \"guesses\" must hold non-negative \"predicted\" and \"right\", right at most predicted");
-    // The wrong guesses by expert, as the counts (a hint's that cannot be
-    // are left out whole: part of them would mislead).
-    if (g.is_object() && g.contains("wrong")) {
+    // The wrong guesses by expert, as the counts, at most the wrong ones on
+    // record (a hint's that cannot be are left out whole: part of them
+    // would mislead, as would wrong guesses without their totals).
+    if (counted && g.contains("wrong")) {
       std::vector<std::tuple<int64_t, int64_t, double>> wrong;
-      const auto why = read_layers(g["wrong"], "\"guesses\": \"wrong\": ",
-                                   [&](int64_t l, int64_t e, double n) { wrong.emplace_back(l, e, n); });
+      double total = 0;
+      std::optional<std::string> why = read_layers(g.at("wrong"), "\"guesses\": \"wrong\": ", [&](int64_t l, int64_t e, double n) {
+        wrong.emplace_back(l, e, n);
+        total += n;
+      });
+      if (!why && !(total <= predicted - right))
+        why = "\"guesses\": \"wrong\" counts more wrong guesses than \"predicted\" less \"right\"";
       if (why && strict) throw Error(path.string() + ": " + *why);
       if (!why)
         for (const auto& [l, e, n] : wrong) h.add_wrong(l, e, n);
@@ -134,8 +141,12 @@ ExpertHeat ExpertHeat::load(const std::filesystem::path& path, const std::string
   };
   const nlohmann::json j = parse_json_or_discarded(*text);
   if (j.is_discarded() || !j.is_object()) return reject("not a JSON object");
-  if (j.value("version", 0) != 1) return reject("unsupported heat version");
-  if (!strict && j.value("model", std::string()) != model) return empty;
+  // (Fields looked up, never assumed: a hostile file's wrong types or
+  // missing keys are a rejection, not an exception of the JSON library.)
+  const auto field = [&](const char* key) { return j.contains(key) ? j.at(key) : nlohmann::json(); };
+  if (field("version") != 1) return reject("unsupported heat version");
+  if (!strict && field("model") != model) return empty;
+  if (!field("layers").is_array()) return reject("no \"layers\" array");
   return counts_of(j, path, layers, experts, strict);
 }
 

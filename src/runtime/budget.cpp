@@ -26,15 +26,15 @@ uint64_t all_experts(const BudgetShape& s) {
 
 using Heat = std::vector<std::vector<double>>;
 
-void check_heat(const BudgetShape& s, const Heat& heat) {
+void check_heat(const BudgetShape& s, const Heat& heat, const char* what = "the heat") {
   if (heat.empty()) return;
   if (static_cast<int64_t>(heat.size()) != s.moe_layers)
-    throw Error("budget: the heat has " + std::to_string(heat.size()) + " layers, the model " +
+    throw Error(std::string("budget: ") + what + " has " + std::to_string(heat.size()) + " layers, the model " +
                 std::to_string(s.moe_layers) + " MoE layers");
   for (const std::vector<double>& layer : heat)
     if (static_cast<int64_t>(layer.size()) != s.experts)
-      throw Error("budget: the heat has a layer of " + std::to_string(layer.size()) + " experts, the model " +
-                  std::to_string(s.experts));
+      throw Error(std::string("budget: ") + what + " has a layer of " + std::to_string(layer.size()) +
+                  " experts, the model " + std::to_string(s.experts));
 }
 
 // Each layer's counts, most used first, and its wrong guesses in the same
@@ -144,8 +144,9 @@ double read_factor(const BudgetShape& s, uint64_t slots, const RankedHeat& heat,
     wrong += n;
     wrong_missed += n * (1.0 - held);
   }
-  if (wrong <= 0 || missed <= 0) return factor;
-  return 1.0 + (factor - 1.0) * (wrong_missed / wrong) / missed;
+  if (!(wrong > 0) || !(missed > 0)) return factor;
+  const double f = 1.0 + (factor - 1.0) * (wrong_missed / wrong) / missed;
+  return std::isfinite(f) ? f : factor;  // (counts too large to add up)
 }
 
 // A decode token's seconds with `slots` cached experts over `gbps` of drives.
@@ -256,7 +257,7 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
   p.fits = p.cache_slots == all_experts(s);
   p.too_small = m.ram_bytes < p.least_ram_bytes;
   check_heat(s, m.heat);
-  check_heat(s, m.wrong_guesses);
+  check_heat(s, m.wrong_guesses, "the wrong guesses by expert");
   if (!m.wrong_guesses.empty() && m.heat.empty())
     throw Error("budget: wrong guesses by expert need the heat they were recorded with");
   const RankedHeat heat = ranked_heat(m.heat, m.wrong_guesses);

@@ -568,8 +568,16 @@ bool StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> e
   // Guesses at a layer other than this one and the one a pass is in are a
   // stopped pass's: nobody will ask for them (their reads stop below).
   std::erase_if(guessed_, [&](const Guessed& g) {
-    if (g.layer == layer) count_guesses(-static_cast<int64_t>(g.experts.size()), 0, g.by_token);
-    return g.layer == layer || g.layer != kept_layer_;
+    if (g.layer == layer) {
+      count_guesses(-static_cast<int64_t>(g.experts.size()), 0, g.by_token);
+      return true;
+    }
+    if (g.layer == kept_layer_) return false;
+    // A stopped pass's, or a token's whose layer never came: counted
+    // guessed and never right, so wrong.
+    if (g.by_token && g.layer < heat_.layers())
+      for (int32_t e : g.experts) heat_.add_wrong(g.layer, e);
+    return true;
   });
   Guessed& g = guessed_.emplace_back();
   g.layer = layer;

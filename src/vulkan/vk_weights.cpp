@@ -28,11 +28,14 @@ WeightRef WeightStore::resident(const kernels::WeightMatrix& w) {
 bool WeightStore::stackable(std::span<const kernels::WeightMatrix* const> ws) {
   if (ws.empty()) return false;
   const kernels::WeightMatrix& first = *ws[0];
-  for (const kernels::WeightMatrix* w : ws)
+  uint64_t bytes = 0;
+  for (const kernels::WeightMatrix* w : ws) {
     if (w->packing != kernels::Packing::Plain || w->scales || w->block_scale || w->bias || !w->data ||
         w->dtype != first.dtype || w->in != first.in || w->row_bytes() != first.row_bytes())
       return false;
-  return true;
+    bytes += static_cast<uint64_t>(w->out) * w->row_bytes();
+  }
+  return bytes < (uint64_t{1} << 32);  // the shaders' offsets into one matrix are 32 bits (weight_format())
 }
 
 uint64_t WeightStore::stacked(std::span<const kernels::WeightMatrix* const> ws) {
