@@ -183,19 +183,18 @@ int run_budget(const BudgetArgs& a) {
                                              model.config.n_routed_experts, !a.heat.empty());
     guesses = heat.guesses();
     if (heat.total() > 0) {
-      for (int64_t l = 0; l < model.config.num_layers; ++l)
-        if (model.config.layer_is_moe(l)) {
-          std::vector<double> counts(static_cast<size_t>(model.config.n_routed_experts));
-          for (int64_t e = 0; e < model.config.n_routed_experts; ++e) counts[e] = heat.count(l, e);
-          m.heat.push_back(std::move(counts));
-        }
-      if (heat.wrong_total() > 0)
+      // The MoE layers' counts of `count(layer, expert)`, as budget takes them.
+      const auto moe_layers = [&](auto count) {
+        std::vector<std::vector<double>> layers;
         for (int64_t l = 0; l < model.config.num_layers; ++l)
           if (model.config.layer_is_moe(l)) {
-            std::vector<double> wrong(static_cast<size_t>(model.config.n_routed_experts));
-            for (int64_t e = 0; e < model.config.n_routed_experts; ++e) wrong[e] = heat.wrong(l, e);
-            m.wrong_guesses.push_back(std::move(wrong));
+            std::vector<double>& counts = layers.emplace_back(static_cast<size_t>(model.config.n_routed_experts));
+            for (int64_t e = 0; e < model.config.n_routed_experts; ++e) counts[e] = count(l, e);
           }
+        return layers;
+      };
+      m.heat = moe_layers([&](int64_t l, int64_t e) { return heat.count(l, e); });
+      if (heat.wrong_total() > 0) m.wrong_guesses = moe_layers([&](int64_t l, int64_t e) { return heat.wrong(l, e); });
       heat_used = true;
     }
   } else if (!a.heat.empty())

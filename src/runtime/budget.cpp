@@ -121,14 +121,15 @@ double hit_rate_sorted(const BudgetShape& s, uint64_t slots, const Heat& sorted)
   return hit / static_cast<double>(sorted.size());
 }
 
-// Bytes read for each byte a token misses at `slots`: `factor` is one plus
+// Bytes read for each byte a token misses at `slots` (whose hit rate is
+// `hit`): `factor` is one plus
 // the wrong guesses a pick (the machine's); with the wrong guesses' experts
 // on record, their part grows by how much more often the cache lacks a
 // wrong guess's expert than a pick's (colder experts are guessed wrongly
 // more often than picked: held by the kept slots less often).
-double read_factor(const BudgetShape& s, uint64_t slots, const RankedHeat& heat, double factor) {
+double read_factor(const BudgetShape& s, uint64_t slots, double hit, const RankedHeat& heat, double factor) {
   if (factor <= 1 || heat.wrong.empty() || slots >= all_experts(s)) return factor;
-  const double missed = 1.0 - hit_rate_sorted(s, slots, heat.picks);
+  const double missed = 1.0 - hit;
   const LayerCache c = layer_cache(s, slots);
   double wrong = 0, wrong_missed = 0;
   for (size_t l = 0; l < heat.wrong.size(); ++l) {
@@ -149,11 +150,12 @@ double read_factor(const BudgetShape& s, uint64_t slots, const RankedHeat& heat,
   return std::isfinite(f) ? f : factor;  // (counts too large to add up)
 }
 
-// A decode token's seconds with `slots` cached experts over `gbps` of drives.
-double read_seconds(const BudgetShape& s, uint64_t slots, const RankedHeat& heat, double gbps, double factor) {
-  const double h = hit_rate_sorted(s, slots, heat.picks);
+// A decode token's seconds with `slots` cached experts (hit rate `hit`)
+// over `gbps` of drives.
+double read_seconds(const BudgetShape& s, uint64_t slots, double hit, const RankedHeat& heat, double gbps,
+                    double factor) {
   const double bytes = static_cast<double>(s.experts_per_token * s.moe_layers) * static_cast<double>(s.expert_bytes) *
-                       (1.0 - h) * read_factor(s, slots, heat, factor);
+                       (1.0 - hit) * read_factor(s, slots, hit, heat, factor);
   return bytes / (gbps * 1e9);
 }
 
@@ -262,7 +264,7 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     throw Error("budget: wrong guesses by expert need the heat they were recorded with");
   const RankedHeat heat = ranked_heat(m.heat, m.wrong_guesses);
   p.hit_rate = hit_rate_sorted(s, p.cache_slots, heat.picks);
-  p.read_factor = read_factor(s, p.cache_slots, heat, m.prefetch_read_factor);
+  p.read_factor = read_factor(s, p.cache_slots, p.hit_rate, heat, m.prefetch_read_factor);
   p.hit_rate_from_heat = !p.fits && std::any_of(m.heat.begin(), m.heat.end(), [](const std::vector<double>& l) {
     return std::accumulate(l.begin(), l.end(), 0.0) > 0;
   });
@@ -300,8 +302,9 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     uint64_t lo = 0, hi = all_experts(s);
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
-      const double r = read_seconds(s, mid, heat, gbps, m.prefetch_read_factor);
-      if (r <= token_compute_seconds(s, m, hit_rate_sorted(s, mid, heat.picks), r * gbps * 1e9, false))
+      const double hit = hit_rate_sorted(s, mid, heat.picks);
+      const double r = read_seconds(s, mid, hit, heat, gbps, m.prefetch_read_factor);
+      if (r <= token_compute_seconds(s, m, hit, r * gbps * 1e9, false))
         hi = mid;
       else
         lo = mid + 1;

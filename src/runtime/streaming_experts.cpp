@@ -495,6 +495,11 @@ void StreamingExpertProvider::count_guesses(int64_t predicted, int64_t right, bo
   if (by_token) heat_.add_guesses(static_cast<double>(predicted), static_cast<double>(right));
 }
 
+void StreamingExpertProvider::note_wrong(const Guessed& g) {
+  if (g.by_token && g.layer < heat_.layers())
+    for (int32_t e : g.experts) heat_.add_wrong(g.layer, e);
+}
+
 void StreamingExpertProvider::note_request(int64_t layer, int32_t e) {
   ++stats_.requests;
   stats_.bytes_needed += catalog_.at(layer, e).payload_bytes;
@@ -515,9 +520,7 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
   if (!more_parts)
     std::erase_if(guessed_, [&](const Guessed& g) {
       if (g.layer != layer) return false;
-      // What count_predicted() left of a token's guesses: the wrong ones.
-      if (g.by_token && layer < heat_.layers())
-        for (int32_t e : g.experts) heat_.add_wrong(layer, e);
+      note_wrong(g);  // what count_predicted() left of them
       return true;
     });
   auto f = std::make_unique<Fetch>(*this, layer);
@@ -573,10 +576,7 @@ bool StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> e
       return true;
     }
     if (g.layer == kept_layer_) return false;
-    // A stopped pass's, or a token's whose layer never came: counted
-    // guessed and never right, so wrong.
-    if (g.by_token && g.layer < heat_.layers())
-      for (int32_t e : g.experts) heat_.add_wrong(g.layer, e);
+    note_wrong(g);  // a stopped pass's, or a token's whose layer never came: guessed, never right
     return true;
   });
   Guessed& g = guessed_.emplace_back();

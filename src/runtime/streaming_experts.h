@@ -175,6 +175,9 @@ class StreamingExpertProvider : public ExpertProvider {
     std::vector<int32_t> experts;  // sorted
   };
   std::vector<Guessed> guessed_;
+  // A guess ended with its experts never asked for: a token's go into the
+  // heat as wrong (ExpertHeat::add_wrong).
+  void note_wrong(const Guessed& g);
   std::vector<int> to_rewrite_;              // absorb()'s landed slots for rewrite_landed()
   std::vector<std::pair<kernels::WeightMatrix*, int64_t>> rewrite_groups_;  // (matrix, group of 16 rows)
   std::vector<std::vector<uint8_t>> rewrite_scratch_;  // [pool thread]: a group being rewritten

@@ -39,15 +39,16 @@ bool WeightStore::stackable(std::span<const kernels::WeightMatrix* const> ws) {
 }
 
 uint64_t WeightStore::stacked(std::span<const kernels::WeightMatrix* const> ws) {
-  if (!stackable(ws)) throw Error("internal: matrices that cannot be stacked");
+  // Found again every step: checked and copied only the first time.
   std::vector<uintptr_t> key;
+  for (const kernels::WeightMatrix* w : ws) key.push_back(reinterpret_cast<uintptr_t>(w->data));
+  if (auto it = stacks_.find(key); it != stacks_.end()) return it->second;
+  if (!stackable(ws)) throw Error("internal: matrices that cannot be stacked");
   uint64_t bytes = 0;
   for (const kernels::WeightMatrix* w : ws) {
     weight_format(*w);  // readable by the shaders, else a clear error
-    key.push_back(reinterpret_cast<uintptr_t>(w->data));
     bytes += weight_spans(*w).data;
   }
-  if (auto it = stacks_.find(key); it != stacks_.end()) return it->second;
   const Arena::Piece piece = arena_.take(bytes);
   uint64_t at = 0;
   for (const kernels::WeightMatrix* w : ws) {
