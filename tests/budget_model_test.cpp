@@ -28,6 +28,7 @@
 #include "runtime/budget.h"
 #include "runtime/budget_model.h"
 #include "runtime/loader.h"
+#include "storage/drive_rates.h"
 #include "storage/probe.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -433,6 +434,66 @@ TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
       EXPECT_EQ(drive["source"].get<std::string>().rfind("measured now", 0), 0u);
     }
   }
+}
+
+// What earlier runs' reads got from the drive rates it, a decode's and a
+// prompt's apart (storage/drive_rates.h): 400 MB in 0.3 s of busy time is
+// 1.333 GB/s, 200 MB in 0.25 s 0.8; the saved probe's 1.5 only where no run
+// of that phase is on record, or with --drive-rate probe, or when the file
+// is not one (said on stderr).
+TEST(CliBudget, TheRunsRatesOfTheDriveAreUsedOverItsProbe) {
+  const fs::path model = fixture("ds_mtp"), file = model / "model.safetensors";
+  struct stat st;
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  const uint64_t read = expert_read_bytes(read_budget_model(model, {}), {});
+  testfiles::TempDir tmp("strata-budget-rates");
+  ProbeResult saved;
+  saved.backend = "io_uring";
+  ProbeDrive d;
+  d.path = model.string();
+  d.device = device_string(st.st_dev);
+  d.results = {{read, 16, 1.5, {1.5}}};
+  d.best_gbps = 1.5;
+  saved.drives = {d};
+  saved.combined = d;
+  save_probe(saved, tmp / "probe.json");
+  const std::string env = "STRATA_BUDGET_COMPUTE_MIB=16 STRATA_HOME=" + tmp.path().string();
+  const std::string args = "budget " + model.string() + " --ram 1 --probe-seconds 0.2 --threads 1 --json";
+  DriveRates rates;
+  rates.add(d.device, "x", ReadPhase::Decode, {300'000'000, 0.2, 5, ""});
+  rates.add(d.device, "x", ReadPhase::Decode, {100'000'000, 0.1, 5, ""});
+  save_drive_rates(rates, tmp / "drive_rates.json");
+  struct Case {
+    std::string flags;
+    bool prefill_on_record;
+    double decode, prompt;
+    size_t decode_runs, prompt_runs;
+  };
+  for (const Case& c : {Case{"", false, 0.4 / 0.3, 1.5, 2, 0}, Case{"", true, 0.4 / 0.3, 0.8, 2, 1},
+                        Case{" --drive-rate probe", true, 1.5, 1.5, 0, 0}}) {
+    SCOPED_TRACE(c.flags + (c.prefill_on_record ? " with a prompt on record" : ""));
+    if (c.prefill_on_record) {
+      rates.add(d.device, "x", ReadPhase::Prefill, {200'000'000, 0.25, 14, ""});
+      save_drive_rates(rates, tmp / "drive_rates.json");
+    }
+    const CommandResult r = run_strata(args + c.flags, env);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    const nlohmann::json drive = j["machine"]["drives"][0];
+    EXPECT_DOUBLE_EQ(drive["gbps"].get<double>(), c.decode);
+    EXPECT_DOUBLE_EQ(drive["prompt_gbps"].get<double>(), c.prompt);
+    EXPECT_EQ(drive["probe_gbps"], 1.5);
+    EXPECT_EQ(drive["decode_runs"], c.decode_runs);
+    EXPECT_EQ(drive["prompt_runs"], c.prompt_runs);
+    EXPECT_DOUBLE_EQ(j["by_drives"][0]["gbps"].get<double>(), c.decode);
+    EXPECT_DOUBLE_EQ(j["by_drives"][0]["prompt_gbps"].get<double>(), c.prompt);
+  }
+  std::ofstream(tmp / "drive_rates.json") << "{broken";
+  const CommandResult broken = run_strata(args, env);
+  ASSERT_EQ(broken.exit_code, 0) << broken.err;
+  EXPECT_NE(broken.err.find("drive_rates.json"), std::string::npos) << broken.err;
+  EXPECT_EQ(nlohmann::json::parse(broken.out)["machine"]["drives"][0]["gbps"], 1.5);
+  expect_clean_error(run_strata(args + " --drive-rate best", env), "--drive-rate");
 }
 
 // The model's guesses on record (the heat file's) set the factor its

@@ -331,6 +331,34 @@ TEST(Budget, AReadingTokensComputeCountsItsGuessesAndChecksums) {
   EXPECT_THROW(predict_budget(kimi_k3(), m, 512), Error);
 }
 
+// A prompt's reads are timed at the drives' prompt rates (what earlier
+// runs' prompts got), a decode's at their decode rates: each prediction is
+// the one all drives at that rate give.
+TEST(Budget, APromptsReadsAreTimedAtThePromptRates) {
+  BudgetMachine m = laptop();
+  m.drive_gbps = {6.5, 6.5};
+  m.prompt_drive_gbps = {3.0, 2.0};
+  const BudgetPrediction p = predict_budget(kimi_k3(), m, 512);
+  BudgetMachine decode_only = m, prompt_only = m;
+  decode_only.prompt_drive_gbps.clear();
+  prompt_only.drive_gbps = {3.0, 2.0};
+  prompt_only.prompt_drive_gbps.clear();
+  const BudgetPrediction d = predict_budget(kimi_k3(), decode_only, 512);
+  const BudgetPrediction q = predict_budget(kimi_k3(), prompt_only, 512);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(p.by_drives[i].decode_tok_s, d.by_drives[i].decode_tok_s);
+    EXPECT_EQ(p.by_drives[i].ttft_s, q.by_drives[i].ttft_s);
+    EXPECT_NE(p.by_drives[i].ttft_s, d.by_drives[i].ttft_s);
+  }
+  EXPECT_EQ(p.by_drives[1].gbps, 13.0);
+  EXPECT_EQ(p.by_drives[1].prompt_gbps, 5.0);
+  EXPECT_EQ(p.ram_not_drive_bound, d.ram_not_drive_bound);
+  m.prompt_drive_gbps = {3.0};  // not one a drive
+  EXPECT_THROW(predict_budget(kimi_k3(), m, 512), Error);
+  m.prompt_drive_gbps = {3.0, 0.0};
+  EXPECT_THROW(predict_budget(kimi_k3(), m, 512), Error);
+}
+
 TEST(Budget, DistinctExpertsOfAPrompt) {
   EXPECT_DOUBLE_EQ(distinct_experts(8, 2, 1), 2.0);
   // Two tokens of top-2 of 8: 8 · (1 − (6/8)^2) = 3.5.

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cli_support.h"
+#include "storage/drive_rates.h"
 #include "safetensors_writer.h"
 
 namespace strata {
@@ -286,6 +287,38 @@ TEST_F(BiggerThanMemory, IsStreamedWithinABudgetFromTheMemoryAvailable) {
   EXPECT_LE(s["stats"]["memory"]["budget"].get<uint64_t>(),
             s["stats"]["memory"]["baseline"].get<uint64_t>() + available);
   EXPECT_EQ(s["tokens"], json::parse(in_ram.out)["tokens"]);
+}
+
+// A streamed run leaves what its reads got from the drive (storage/
+// drive_rates.h), and the next budget rates the drive's prompts by it: the
+// run's own bytes over its busy time, not the probe's.
+TEST_F(BiggerThanMemory, ARunsReadsRateTheDriveForTheNextBudget) {
+  testfiles::TempDir home("strata-rates-home");
+  const std::string env = "STRATA_BUDGET_COMPUTE_MIB=16 STRATA_HOME=" + home.path().string();
+  std::string ids = "1";
+  for (int i = 2; i <= 64; ++i) ids += "," + std::to_string(i);
+  const CommandResult run = run_strata(
+      "generate " + model_ + " --ram 0.4 --ctx 256 --prompt-ids " + ids + " -n 4 --ignore-eos --json --threads 2", env);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json read = json::parse(run.out)["stats"]["experts"]["prefill"]["drives"].at(0);
+  // Every expert read once: more than a handful of reads.
+  ASSERT_GE(read["bytes"].get<uint64_t>(), DriveRates::kLeastRunBytes) << read.dump();
+  const std::optional<DriveRates> rates = load_drive_rates(home.path() / "drive_rates.json");
+  ASSERT_TRUE(rates.has_value());
+  const DriveRateRecord* drive = rates->drive_for(model_);
+  ASSERT_NE(drive, nullptr);
+  ASSERT_EQ(drive->prefill.size(), 1u);
+  EXPECT_EQ(drive->prefill[0].bytes, read["bytes"].get<uint64_t>());
+  EXPECT_EQ(drive->prefill[0].busy_s, read["busy_s"].get<double>());
+  EXPECT_EQ(drive->name, read["name"]);
+
+  const CommandResult budget =
+      run_strata("budget " + model_ + " --ram 0.4 --ctx 256 --prompt 64 --probe-seconds 0.2 --threads 1 --json", env);
+  ASSERT_EQ(budget.exit_code, 0) << budget.err;
+  const json rated = json::parse(budget.out)["machine"]["drives"].at(0);
+  EXPECT_EQ(rated["prompt_runs"], 1);
+  EXPECT_DOUBLE_EQ(rated["prompt_gbps"].get<double>(),
+                   read["bytes"].get<double>() / read["busy_s"].get<double>() / 1e9);
 }
 
 // The expert heat only speeds up the next start: a home it cannot be written

@@ -16,6 +16,7 @@
 #include "runtime/loader.h"
 #include "cli/model_flags.h"
 #include "storage/atomic_file.h"
+#include "storage/drive_rates.h"
 #include "storage/probe.h"
 #include "storage/storage.h"
 #include "util/error.h"
@@ -44,6 +45,7 @@ struct BudgetArgs {
   std::string profile;
   bool json = false;
   std::string svg;
+  std::string drive_rate = "runs";
 };
 
 double gb(uint64_t b) { return static_cast<double>(b) / 1e9; }
@@ -69,9 +71,35 @@ double saved_rate(const ProbeDrive& d, uint64_t block, unsigned depth) {
 
 struct Drive {
   fs::path target;   // a file the experts are in (read only), or a folder (--drive: a test file is written)
-  double gbps = 0;
+  double gbps = 0;   // the probe's ceiling
   std::string source;
+  // The rates the prediction takes for a decode's reads and a prompt's, and
+  // how many earlier runs each came from (0: the probe's ceiling).
+  double decode_gbps = 0, prompt_gbps = 0;
+  size_t decode_runs = 0, prompt_runs = 0;
 };
+
+// A drive's rates as earlier runs' reads found them (storage/drive_rates.h),
+// each phase on its own, where any run of that phase is on record; else its
+// probed ceiling.
+void rate_by_runs(Drive& d, const std::optional<DriveRates>& rates) {
+  d.decode_gbps = d.prompt_gbps = d.gbps;
+  const DriveRateRecord* r = rates ? rates->drive_for(d.target) : nullptr;
+  if (!r) return;
+  if (const double g = r->gbps(ReadPhase::Decode); g > 0) {
+    d.decode_gbps = g;
+    d.decode_runs = r->decode.size();
+  }
+  if (const double g = r->gbps(ReadPhase::Prefill); g > 0) {
+    d.prompt_gbps = g;
+    d.prompt_runs = r->prefill.size();
+  }
+}
+
+// "the last 3 runs' reads", or "its probe" for none.
+std::string rate_source(size_t runs) {
+  return runs == 0 ? "its probe" : runs == 1 ? "the last run's reads" : "the last " + std::to_string(runs) + " runs' reads";
+}
 
 // A drive's ceiling for the reads an expert is read in (`block` bytes each,
 // its pieces) at `depth` in flight: from the saved probe when it measured
@@ -223,9 +251,17 @@ int run_budget(const BudgetArgs& a) {
   // 1.05 MiB, which the drive may serve slower than one of 2.1 MiB.
   const unsigned depth = storage_options(run).queue_depth;
   const uint64_t piece = expert_read_bytes(model, run);
+  std::optional<DriveRates> rates;
+  if (a.drive_rate == "runs") try {
+      rates = load_drive_rates(default_drive_rates_path());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "budget: %s: the drives are rated by their probe\n", e.what());
+    }
   for (Drive& d : drives) {
     measure_drive(d, piece, depth, a.probe_seconds, saved);
-    m.drive_gbps.push_back(d.gbps);
+    rate_by_runs(d, rates);
+    m.drive_gbps.push_back(d.decode_gbps);
+    m.prompt_drive_gbps.push_back(d.prompt_gbps);
   }
 
   const BudgetCompute compute = measure_compute(model, threads, prompt, planned.rows, a.temperature);
@@ -268,7 +304,14 @@ int run_budget(const BudgetArgs& a) {
                   {"kv_bytes", model.kv_bytes}};
     nlohmann::json listed = nlohmann::json::array();
     for (const Drive& d : drives)
-      listed.push_back({{"path", d.target.string()}, {"gbps", d.gbps}, {"depth", depth}, {"source", d.source}});
+      listed.push_back({{"path", d.target.string()},
+                        {"gbps", d.decode_gbps},
+                        {"prompt_gbps", d.prompt_gbps},
+                        {"decode_runs", d.decode_runs},
+                        {"prompt_runs", d.prompt_runs},
+                        {"probe_gbps", d.gbps},
+                        {"depth", depth},
+                        {"source", d.source}});
     j["machine"] = {{"ram_bytes", m.ram_bytes},
                     {"step_bytes", step},
                     {"step_rows", planned.rows},
@@ -332,9 +375,13 @@ int run_budget(const BudgetArgs& a) {
               1e3 * compute.decode_s, 1e3 * compute.prefill_s, compute.timed_as.c_str(), compute.decode_gbps,
               compute.trunk_timed_as.c_str(), compute.trunk_decode_gbps, compute.prefill_gbps,
               1e6 * compute.product_overhead_s, 1e3 * compute.attention_s, 1e3 * compute.prefill_attention_s);
-  for (size_t d = 0; d < drives.size(); ++d)
-    std::printf("  drive %zu              %.2f GB/s at %u in flight (%s) %s\n", d + 1, drives[d].gbps, depth,
-                drives[d].source.c_str(), drives[d].target.c_str());
+  for (size_t d = 0; d < drives.size(); ++d) {
+    const Drive& x = drives[d];
+    std::printf("  drive %zu              %.2f GB/s a decode (%s), %.2f a prompt (%s); probe %.2f at %u in flight (%s) "
+                "%s\n",
+                d + 1, x.decode_gbps, rate_source(x.decode_runs).c_str(), x.prompt_gbps,
+                rate_source(x.prompt_runs).c_str(), x.gbps, depth, x.source.c_str(), x.target.c_str());
+  }
   if (!p.too_small) {
     std::printf("\n  drives  GB/s    decode tok/s  TTFT (s, %lld tokens)  bound by\n", static_cast<long long>(prompt));
     for (const DrivePrediction& d : p.by_drives)
@@ -377,6 +424,12 @@ void register_budget(CLI::App& app, Action& run) {
   cmd->add_option("--heat", a->heat,
                   "Expert heat file for the hit rate, from earlier runs like the one predicted (routing after long prompts differs "
                   "from routing after short ones) (default: the model's own, if any; none: uniform routing)");
+  cmd->add_option("--drive-rate", a->drive_rate,
+                  "How a drive is rated: runs takes what earlier runs' reads got from it, a decode's and a prompt's "
+                  "apart, where any are on record (they keep fewer reads in flight than a probe), else its probe; "
+                  "probe takes the probe only")
+      ->check(CLI::IsMember({"runs", "probe"}))
+      ->capture_default_str();
   cmd->add_option("--probe-seconds", a->probe_seconds, "Seconds a drive without a saved probe is measured")
       ->capture_default_str();
   cmd->add_option("--prefetch", a->prefetch,

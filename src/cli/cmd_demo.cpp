@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "model/model.h"
+#include "runtime/drive_rate_log.h"
 #include "runtime/loader.h"
 #include "pack/manifest.h"
 #include "pack/packer.h"
@@ -195,6 +196,8 @@ int run_demo(const DemoArgs& a) {
   const int64_t peak_rss = peak_rss_bytes();  // before the second probe adds its buffers
   if (const std::string why = model->save_heat(); !why.empty())
     say(quiet, "demo: warning: " + why + " (the next run starts without this run's expert heat)");
+  if (const std::string why = record_drive_rates(r.prefill_experts, r.decode_experts); !why.empty())
+    say(quiet, "demo: warning: " + why + " (budget rates the drives without this run's reads)");
   say(quiet, "demo: measuring the drive's read ceiling again");
   const Ceiling after = probe_ceiling(manifest, pack, blob, false);
   const double ceiling = (before.gbps + after.gbps) / 2;

@@ -13,6 +13,7 @@
 #include "cli/draft_flags.h"
 #include "cli/model_flags.h"
 #include "model/model.h"
+#include "runtime/drive_rate_log.h"
 #include "runtime/loader.h"
 #include "runtime/expert_stats.h"
 #include "runtime/generator.h"
@@ -163,6 +164,8 @@ int run_generate(const GenerateArgs& a) {
   if (!a.session.empty()) save_session(a.session, *model, session);
   if (const std::string why = model->save_heat(); !why.empty())
     std::fprintf(stderr, "strata: warning: %s (the next run starts without this run's expert heat)\n", why.c_str());
+  if (const std::string why = record_drive_rates(r.prefill_experts, r.decode_experts); !why.empty())
+    std::fprintf(stderr, "strata: warning: %s (budget rates the drives without this run's reads)\n", why.c_str());
   if (!a.timeline.empty()) timeline::write(a.timeline);
 
   if (!a.json) {

@@ -84,6 +84,7 @@ struct ExpertStats {
   DeviceExpertStats device;     // the backend's expert cache (VRAM tier)
   struct Drive {
     std::string name;
+    uint64_t device = 0;        // st_dev of the files read from it (0: a remote source's)
     uint64_t bytes = 0;
     double busy_s = 0;          // wall time with at least one read of this drive in flight
     double in_flight_s = 0;     // reads in flight integrated over that time

@@ -11,6 +11,7 @@
 
 #include "kernels/dispatch.h"
 #include "runtime/budget_model.h"
+#include "runtime/drive_rate_log.h"
 #include "runtime/expert_stats.h"
 #include "runtime/generator.h"
 #include "storage/probe.h"
@@ -100,6 +101,9 @@ BenchRun run_once(const BenchOptions& o, int config, int round, const ExpertFile
                          {"step", m.step},     {"staging", m.staging}, {"expert_cache", m.cache}};
     r.stats["experts"] = {{"prefill", expert_stats_json(res.prefill_experts, res.prefill_s)},
                           {"decode", expert_stats_json(res.decode_experts, res.decode_s)}};
+    // For `strata budget` (storage/drive_rates.h); a file that cannot be written is named, not fatal.
+    if (const std::string why = record_drive_rates(res.prefill_experts, res.decode_experts); !why.empty())
+      r.stats["drive_rates_not_recorded"] = why;
   }
   model.reset();
   r.probe_after_gbps = probe_drives(experts, o.probe_seconds);

@@ -240,8 +240,11 @@ double expected_hit_rate(const BudgetShape& s, uint64_t slots, const Heat& heat)
 BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, int64_t prompt_tokens) {
   if (s.expert_bytes == 0 || s.moe_layers <= 0 || s.experts <= 0 || s.experts_per_token <= 0)
     throw Error("budget: the model has no routed experts to stream");
-  for (double g : m.drive_gbps)
-    if (!std::isfinite(g) || g <= 0) throw Error("budget: a drive's ceiling must be a positive GB/s");
+  for (const std::vector<double>* rates : {&m.drive_gbps, &m.prompt_drive_gbps})
+    for (double g : *rates)
+      if (!std::isfinite(g) || g <= 0) throw Error("budget: a drive's rate must be a positive GB/s");
+  if (!m.prompt_drive_gbps.empty() && m.prompt_drive_gbps.size() != m.drive_gbps.size())
+    throw Error("budget: give a prompt rate for each drive, or none");
   for (double t : {m.decode_compute_s, m.prefill_compute_s, m.guess_compute_s, m.hash_s_per_byte})
     if (!std::isfinite(t) || t < 0) throw Error("budget: compute times must be finite and not negative");
   if (!std::isfinite(m.prefetch_read_factor) || m.prefetch_read_factor < 1)
@@ -277,12 +280,14 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
   p.prompt_read_bytes = static_cast<uint64_t>(prompt_reads(s, m, prompt_tokens, p.cache_slots) *
                                               static_cast<double>(s.moe_layers) * static_cast<double>(s.expert_bytes));
 
-  double gbps = 0;
+  double gbps = 0, prompt_gbps = 0;
   for (size_t d = 0; d < m.drive_gbps.size(); ++d) {
     gbps += m.drive_gbps[d];
+    prompt_gbps += m.prompt_drive_gbps.empty() ? m.drive_gbps[d] : m.prompt_drive_gbps[d];
     DrivePrediction dp;
     dp.drives = static_cast<int>(d + 1);
     dp.gbps = gbps;
+    dp.prompt_gbps = prompt_gbps;
     const double read_s = p.fits ? 0 : static_cast<double>(p.read_per_token) / (gbps * 1e9);
     const double compute_s =
         token_compute_seconds(s, m, p.hit_rate, static_cast<double>(p.read_per_token), p.fits);
@@ -290,7 +295,7 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     dp.decode_tok_s = token_s > 0 ? 1.0 / token_s : 0;  // 0: nothing to time
     dp.read_s = read_s;
     dp.compute_s = compute_s;
-    dp.ttft_s = prompt_seconds(s, m, p, static_cast<double>(p.prompt_read_bytes) / (gbps * 1e9),
+    dp.ttft_s = prompt_seconds(s, m, p, static_cast<double>(p.prompt_read_bytes) / (prompt_gbps * 1e9),
                                static_cast<double>(prompt_tokens) * m.prefill_compute_s);
     dp.drive_bound = read_s > compute_s;
     p.by_drives.push_back(dp);
@@ -333,6 +338,7 @@ nlohmann::json budget_json(const BudgetPrediction& p) {
   for (const DrivePrediction& d : p.by_drives)
     drives.push_back({{"drives", d.drives},
                       {"gbps", d.gbps},
+                      {"prompt_gbps", d.prompt_gbps},
                       {"decode_tok_s", d.decode_tok_s},
                       {"token_read_s", d.read_s},
                       {"token_compute_s", d.compute_s},

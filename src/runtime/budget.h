@@ -36,7 +36,7 @@
 //   read/token = k · moe_layers · expert_bytes · (1 − h) · prefetch factor
 //                (the next-layer prefetch's wrong guesses are read too: the
 //                caller's factor, 1 without prefetch);
-//   decode     from R = read ÷ (the sum of the drives' ceilings) and C = a
+//   decode     from R = read ÷ (the sum of the drives' decode rates) and C = a
 //                token's compute: its products and attention, and where it
 //                reads, the guesses at the next layers' experts (with
 //                prefetch) and the checksums of its reads (their hashing
@@ -48,7 +48,7 @@
 //                millisecond a token in sixteen runs of two models:
 //                docs/PERFORMANCE.md);
 //   TTFT(P)    from R = (the distinct experts P tokens pick) · expert_bytes
-//                ÷ the ceilings, cold (per layer E · (1 − (1 − k/E)^P)
+//                ÷ the drives' prompt rates, cold (per layer E · (1 − (1 − k/E)^P)
 //                distinct experts D under uniform routing), and C = P ·
 //                prefill compute per token. A layer's products run on its
 //                experts as they land, and each step guesses the next
@@ -105,7 +105,13 @@ double prefetch_read_factor(double predicted, double right);
 struct BudgetMachine {
   uint64_t ram_bytes = 0;        // the budget for the whole process
   uint64_t other_resident = 0;   // KV at the context, step buffers, the process itself
-  std::vector<double> drive_gbps;  // each drive's read ceiling at the reads an expert is read in, GB/s
+  // Each drive's rate for a decode's expert reads, GB/s: what earlier runs'
+  // decode reads got while the drive was busy (storage/drive_rates.h), else
+  // its probed ceiling at the reads an expert is read in.
+  std::vector<double> drive_gbps;
+  // The same for a prompt's reads (they reach other depths); empty: as
+  // drive_gbps.
+  std::vector<double> prompt_drive_gbps;
   double decode_compute_s = 0;   // one token's compute (every product of a decode step, the pick of its token)
   double guess_compute_s = 0;    // what the guesses at the next layers' experts add to a token that reads
   double hash_s_per_byte = 0;    // what checksumming its reads adds to a token's compute, a byte
@@ -144,7 +150,8 @@ struct SeedCheck {
 
 struct DrivePrediction {
   int drives = 0;      // the first `drives` of BudgetMachine::drive_gbps
-  double gbps = 0;     // their ceilings summed
+  double gbps = 0;     // their decode rates summed
+  double prompt_gbps = 0;  // their prompt rates summed
   double decode_tok_s = 0;
   double read_s = 0, compute_s = 0;  // a decode token's reads (at `gbps`) and compute, before their overlap
   double ttft_s = 0;
@@ -173,8 +180,8 @@ struct BudgetPrediction {
   std::string verdict;  // one line
 };
 
-// Throws strata::Error for a model without routed experts, a drive ceiling
-// that is not a positive number, negative or non-finite compute times, or a
+// Throws strata::Error for a model without routed experts, a drive rate
+// that is not a positive number, prompt rates not one a drive, negative or non-finite compute times, or a
 // negative prompt.
 BudgetPrediction predict_budget(const BudgetShape& shape, const BudgetMachine& machine, int64_t prompt_tokens);
 

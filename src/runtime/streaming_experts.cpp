@@ -651,8 +651,8 @@ ExpertStats StreamingExpertProvider::stats() const {
   // guesses' pieces too); bytes_read above: the extents that landed.
   s.drives.resize(drives.size());
   for (size_t d = 0; d < drives.size(); ++d)
-    s.drives[d] = {drives[d].name,          drives[d].bytes_read,  drives[d].busy_s,    drives[d].in_flight_s,
-                   drives[d].fetched_reads, drives[d].local_reads, drives[d].fetch_wait_s};
+    s.drives[d] = {drives[d].name,          drives[d].device,      drives[d].bytes_read,  drives[d].busy_s,
+                   drives[d].in_flight_s,   drives[d].fetched_reads, drives[d].local_reads, drives[d].fetch_wait_s};
   return s;
 }
 

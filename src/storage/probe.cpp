@@ -45,7 +45,6 @@ std::string size_label(uint64_t bytes) {
   return std::to_string(bytes) + " B";
 }
 
-std::string dev_string(uint64_t dev) { return std::to_string(major(dev)) + ":" + std::to_string(minor(dev)); }
 
 // ---- test files, removed on every exit path, signals included ----
 
@@ -225,10 +224,10 @@ void pick_best(ProbeDrive& d) {
 }
 
 std::string block_device_name(uint64_t dev) {
-  const std::string link = "/sys/dev/block/" + dev_string(dev);
+  const std::string link = "/sys/dev/block/" + device_string(dev);
   std::error_code ec;
   fs::path target = fs::read_symlink(link, ec);
-  if (ec) return "dev " + dev_string(dev);
+  if (ec) return "dev " + device_string(dev);
   return target.filename().string();
 }
 
@@ -274,10 +273,12 @@ double ProbeDrive::best_gbps_for(uint64_t block) const {
   return best;
 }
 
+std::string device_string(uint64_t dev) { return std::to_string(major(dev)) + ":" + std::to_string(minor(dev)); }
+
 std::string device_of(const fs::path& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return "";
-  return dev_string(S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev);
+  return device_string(S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev);
 }
 
 const ProbeDrive* ProbeResult::drive_for(const fs::path& path) const {
@@ -375,7 +376,7 @@ ProbeResult run_probe(const ProbeOptions& o) {
   for (Target& t : targets) {
     ProbeDrive d;
     d.path = t.given;
-    d.device = dev_string(t.dev);
+    d.device = device_string(t.dev);
     d.name = block_device_name(t.dev);
     d.file_bytes = t.size;
     d.created_file = t.created;

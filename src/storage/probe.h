@@ -65,6 +65,8 @@ struct ProbeResult {
 // its st_dev; of the device itself for a block device); "" when it cannot
 // be stat()ed.
 std::string device_of(const std::filesystem::path& path);
+// The same spelling of a st_dev number.
+std::string device_string(uint64_t st_dev);
 
 struct ProbeOptions {
   std::vector<std::string> paths;   // directories (a test file is written there) or existing files
