@@ -6,7 +6,7 @@
 #
 #   bash bench/budget_check.sh --out DIR [--models DIR] [--drive-a DIR] [--drive-b DIR]
 #        [--rams "A B C"] [--prompt 512] [--tokens 32] [--runs 1] [--threads T] [--timeline]
-#        [--heat-prompt N]
+#        [--heat-prompt N] [--drive-rate runs|probe]
 #
 #   --out DIR      results: commands.txt, logs/, results.jsonl, summary.md
 #   --models DIR   where the two synthesized models are kept between runs
@@ -22,6 +22,8 @@
 #   --runs R       runs per configuration (default 1): the median is compared
 #   --heat-prompt N  the prompt length of the run that records each pack's heat (default:
 #                  --prompt's; rounds before session 40 used 256)
+#   --drive-rate   how budget rates the drives (budget's --drive-rate, default runs): by what the
+#                  check's earlier runs' reads got from them (the heat runs' first), else the probe
 #   --timeline     each run also writes logs/timeline-CONFIG-RUN.json (generate --timeline) and
 #                  logs/timeline-CONFIG-RUN.txt (tools/timeline_summary.py of it): where its time went
 #
@@ -41,7 +43,9 @@
 # run's decode_tok_s and ttft_s; the run's cache hit rate is its hits less the prefetched
 # experts it used (those were read). Without root the caches are not dropped, and
 # summary.md says so (a warm page cache does not hold O_DIRECT reads, but the trunk's
-# load is then faster).
+# load is then faster). Every command runs with STRATA_HOME=DIR/home: no saved probe, tuned profile
+# or drive rates of earlier checks or runs (budget measures each drive now; the drive rates are the
+# check's own runs', recorded as they finish).
 #
 # Environment: STRATA (default build/strata next to this script's repo), PYTHON.
 set -euo pipefail
@@ -50,10 +54,10 @@ shopt -s inherit_errexit  # a failure inside $(...) stops the script too
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
 
-usage() { sed -n '2,46p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,50p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 
 out=; models=; drive_a=; drive_b=; rams="1.5 2.5 3.5"; prompt=512; tokens=32; runs=1; threads=$(nproc)
-heat_prompt=; heat_tokens=64; timeline=no
+heat_prompt=; heat_tokens=64; timeline=no; drive_rate=runs
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -67,12 +71,14 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --timeline) timeline=yes; shift ;;
     --heat-prompt) heat_prompt=$2; shift 2 ;;
+    --drive-rate) drive_rate=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "budget_check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [ -n "$out" ] || { echo "budget_check.sh: give --out DIR" >&2; exit 2; }
 heat_prompt=${heat_prompt:-$prompt}
+case "$drive_rate" in runs|probe) ;; *) echo "budget_check.sh: --drive-rate takes runs or probe" >&2; exit 2 ;; esac
 for n in "$prompt" "$tokens" "$runs" "$heat_prompt"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "budget_check.sh: --prompt, --tokens, --runs and --heat-prompt take whole numbers from 1" >&2; exit 2; }
 done
@@ -80,6 +86,8 @@ strata=${STRATA:-$repo/build/strata}
 [ -x "$strata" ] || { echo "budget_check.sh: no strata binary at $strata (set STRATA)" >&2; exit 2; }
 models=${models:-$out/models}; drive_a=${drive_a:-$out/drive-a}; drive_b=${drive_b:-$out/drive-b}
 mkdir -p "$out/logs" "$models" "$drive_a" "$drive_b"
+rm -rf "$out/home"
+export STRATA_HOME=$out/home
 cp "$strata" "$out/strata"  # a rebuild during the run does not mix binaries
 strata=$out/strata
 : > "$out/results.jsonl"
@@ -127,7 +135,8 @@ for c in "${configs[@]}"; do
     run "$strata" generate "$pack" --ram "$r" --prompt-ids "$heat_ids" -n "$heat_tokens" --ignore-eos --temperature 1 \
       --seed 1000 --heat "$heat" --profile none --threads "$threads" > "$out/logs/heat-$m-$layout-p$heat_prompt.log" 2>&1
   fi
-  run "$strata" budget "$pack" --ram "$r" --prompt "$prompt" --heat "$heat" --threads "$threads" --temperature 1 --json \
+  run "$strata" budget "$pack" --ram "$r" --prompt "$prompt" --heat "$heat" --threads "$threads" --temperature 1 \
+    --drive-rate "$drive_rate" --json \
     > "$out/logs/budget-$tag.json" 2> "$out/logs/budget-$tag.err"
   for i in $(seq 1 "$runs"); do
     drop_caches
@@ -171,6 +180,12 @@ print(json.dumps({"config": tag, "model": model, "folders": int(layout), "ram_gi
                   "busy_ms": statistics.median(
                       1e3 * sum(x["busy_s"] for x in decode(s).get("drives", [])) / per_token(s) for s in runs_),
                   "drive_gbps_predicted": pred.get("gbps", 0),
+                  "prompt_gbps_predicted": pred.get("prompt_gbps", pred.get("gbps", 0)),
+                  # The drives' probes, and how many earlier runs' reads budget's rates came from (the fewest
+                  # of any drive; 0: the probe's).
+                  "drive_gbps_probed": sum(d.get("probe_gbps", d.get("gbps", 0)) for d in b.get("machine", {}).get("drives", [])),
+                  "decode_rate_runs": min((d.get("decode_runs", 0) for d in b.get("machine", {}).get("drives", [])), default=0),
+                  "prompt_rate_runs": min((d.get("prompt_runs", 0) for d in b.get("machine", {}).get("drives", [])), default=0),
                   "drive_gbps_prefill": statistics.median(drive_rate(s, "prefill") for s in runs_),
                   "drive_gbps_decode": statistics.median(drive_rate(s, "decode") for s in runs_),
                   # Bytes a decode token read, and the prefetch's reads for each miss: (demand reads + guesses
@@ -224,13 +239,18 @@ def table(head, cells, needs=None):
 table(["predicted reads (ms)", "predicted compute (ms)", "run's token (ms)", "waiting for reads", "the rest", "drive busy"],
       lambda r: [f"{r['predicted_read_ms']:.1f}", f"{r['predicted_compute_ms']:.1f}", f"{r['token_ms']:.1f}",
                  f"{r['waiting_ms']:.1f}", f"{r['token_ms'] - r['waiting_ms']:.1f}", f"{r['busy_ms']:.1f}"], "token_ms")
-# The drive as budget rated it and as the runs' reads found it (bytes over busy time): where these part,
-# the prediction's error is the drive's, not the model's.
+# The drive as budget rated it (by its probe, or by the check's earlier runs' reads: their count) and as
+# the runs' reads found it (bytes over busy time): where these part, the prediction's error is the drive's,
+# not the model's.
 def rates(r):
-    g = r.get("drive_gbps_predicted", 0)
-    ratio = lambda x: f"{x:.2f} ({x / g:.2f}x)" if g and x else "-"
-    return [f"{g:.2f}", ratio(r.get("drive_gbps_prefill", 0)), ratio(r.get("drive_gbps_decode", 0))]
-table(["drive GB/s, budget", "runs' prefill reads", "runs' decode reads"], rates)
+    ratio = lambda x, g: f"{x:.2f} ({x / g:.2f}x)" if g and x else "-"
+    source = lambda n: f"{n} runs" if n else "probe"
+    d, p = r.get("drive_gbps_predicted", 0), r.get("prompt_gbps_predicted", r.get("drive_gbps_predicted", 0))
+    return [f"{r.get('drive_gbps_probed', d):.2f}",
+            f"{p:.2f} ({source(r.get('prompt_rate_runs', 0))})", ratio(r.get("drive_gbps_prefill", 0), p),
+            f"{d:.2f} ({source(r.get('decode_rate_runs', 0))})", ratio(r.get("drive_gbps_decode", 0), d)]
+table(["probe GB/s", "budget's prompt rate (from)", "runs' prefill reads", "budget's decode rate (from)",
+       "runs' decode reads"], rates)
 # The model apart from the drive: budget's decode again with its reads at the rate the runs' decode reads
 # got (and then at the bytes they read too), its compute as predicted, overlapped as budget overlaps them
 # (R + C - RC / (R + C)). Within the goal here and not above, the drive moved between budget's probe and the run.
@@ -241,8 +261,13 @@ def model_alone(r):
     at_rate = 1e3 / token(read) if token(read) > 0 else 0.0
     mb = r["read_mb_measured"] / r["read_mb_predicted"] if r.get("read_mb_predicted") else 1.0
     at_bytes = 1e3 / token(read * mb) if token(read * mb) > 0 else 0.0
-    return [f"{at_rate:.2f} ({err(at_rate, m):+.0f}%)", f"{at_bytes:.2f} ({err(at_bytes, m):+.0f}%)"]
-table(["decode pred at the runs' drive rate (error)", "and at the runs' bytes a token (error)"], model_alone, "read_mb_predicted")
+    # And as budget --drive-rate probe would have predicted it: the reads at the probe's rate.
+    probe = r.get("drive_gbps_probed", g)
+    at_probe = 1e3 / token(r["predicted_read_ms"] * g / probe) if g and probe and token(r["predicted_read_ms"] * g / probe) > 0 else 0.0
+    return [f"{at_probe:.2f} ({err(at_probe, m):+.0f}%)", f"{at_rate:.2f} ({err(at_rate, m):+.0f}%)",
+            f"{at_bytes:.2f} ({err(at_bytes, m):+.0f}%)"]
+table(["decode pred by the probe alone (error)", "at the runs' drive rate (error)", "and at the runs' bytes a token (error)"],
+      model_alone, "read_mb_predicted")
 # The bytes a decode token read, and the prefetch's reads for each miss (its wrong guesses), as budget took
 # them (from the heat's guesses on record, or assumed) and as the runs did.
 table(["MB read a token, budget / runs", "reads a miss, budget (from) / runs"],
