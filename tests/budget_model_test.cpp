@@ -27,6 +27,7 @@
 #include "model/expert_heat.h"
 #include "runtime/budget.h"
 #include "runtime/budget_model.h"
+#include "runtime/expert_step_timer.h"
 #include "runtime/loader.h"
 #include "storage/drive_rates.h"
 #include "storage/probe.h"
@@ -183,6 +184,22 @@ TEST(BudgetModel, AttentionIsTimedForEveryLayerKind) {
 // is rounded up to whole pages; a GGUF's is three unaligned ranges, one a
 // matrix, each read with the pages around it; a safetensors checkpoint's
 // one unaligned range.
+// A prompt step's experts are timed by running them: each expert's gate, up,
+// activation and down on one thread. Sixty-four experts are sixty-four times
+// the work of one (more than eight times the time, on one thread), in Q8_0
+// and MXFP4; widths that the kernels cannot take are refused.
+TEST(BudgetModel, AStepsExpertsAreTimedByRunningThem) {
+  ThreadPool pool(1);
+  for (const bool mxfp4 : {false, true}) {
+    const ExpertStepTimer timer(mxfp4, 128, 64, 4);
+    const double one = timer.seconds(1, 8, pool, 0.01), many = timer.seconds(64, 8, pool, 0.01);
+    EXPECT_GT(one, 0.0);
+    EXPECT_GT(many, 8 * one);
+  }
+  EXPECT_THROW(ExpertStepTimer(false, 100, 64, 1), Error);
+  EXPECT_THROW(ExpertStepTimer(false, 64, 0, 1), Error);
+}
+
 TEST(BudgetModel, DrivesAreRatedAtTheReadsAnExpertIsReadIn) {
   LoadOptions load;
   BudgetModel m;

@@ -330,6 +330,8 @@ int run_budget(const BudgetArgs& a) {
                     {"decode_gbps", compute.decode_gbps},
                     {"prefill_compute_s_per_token", compute.prefill_s},
                     {"prefill_experts_busy", compute.prefill_experts_busy},
+                    {"prefill_experts_s_per_token", compute.prefill_experts_s},
+                    {"prefill_experts_timed_as", compute.prefill_experts_timed_as},
                     {"compute_timed_as", compute.timed_as},
                     {"trunk_timed_as", compute.trunk_timed_as},
                     {"trunk_decode_gbps", compute.trunk_decode_gbps},

@@ -22,6 +22,7 @@
 #include "pack/remote_headers.h"
 #include "runtime/attention_timer.h"
 #include "runtime/loader.h"
+#include "runtime/expert_step_timer.h"
 #include "runtime/product_timer.h"
 #include "runtime/sampler.h"
 #include "storage/aligned_buffer.h"
@@ -313,7 +314,25 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
       ids, rows, static_cast<size_t>(pool.size()), static_cast<size_t>(model.config.moe_intermediate_size),
       static_cast<size_t>(model.config.latent_width > 0 ? model.config.latent_width : model.config.hidden_size), load);
   r.prefill_experts_busy = busy.busy();
-  r.prefill_s = (trunk - head) / (r.prefill_gbps * 1e9) + experts / (expert_gbps * 1e9) / r.prefill_experts_busy +
+  const int64_t expert_in =
+      ((model.config.latent_width > 0 ? model.config.latent_width : model.config.hidden_size) + 31) / 32 * 32;
+  const int64_t expert_width = (model.config.moe_intermediate_size + 31) / 32 * 32;
+  if (busy.runs_one_per_thread && expert_in >= 32 && expert_width >= 32) {
+    // One expert a thread: a step's experts timed as the CPU backend runs
+    // them, from weights of about the products' timing size (and a copy a
+    // thread at least), so that they come from memory as a model's do.
+    const uint64_t each = std::max<uint64_t>(s.expert_bytes, 1);
+    const size_t copies = std::min<size_t>(
+        ids.size(), std::max<size_t>(static_cast<size_t>(pool.size()), (compute_mib() << 20) / each));
+    const ExpertStepTimer timer(experts_mxfp4, expert_in, expert_width, copies);
+    const double step_s = timer.seconds(ids.size(), group_rows, pool, seconds / 4);
+    r.prefill_experts_s = step_s * static_cast<double>(s.moe_layers) / static_cast<double>(step);
+    r.prefill_experts_timed_as = "one per thread";
+  } else {
+    r.prefill_experts_s = experts / (expert_gbps * 1e9) / r.prefill_experts_busy;
+    r.prefill_experts_timed_as = "spread";
+  }
+  r.prefill_s = (trunk - head) / (r.prefill_gbps * 1e9) + r.prefill_experts_s +
                 head / (r.trunk_decode_gbps * 1e9) / static_cast<double>(prompt);
   // Attention over the cached positions: a decode token after the prompt
   // reads all of them, a prompt token on average half, in blocks of the

@@ -109,8 +109,15 @@ struct BudgetCompute {
   double sample_s = 0;          // picking a token from its logits at the temperature given (in decode_s)
   double hash_s_per_byte = 0;   // checksumming reads, one core
   // The share of the threads a prompt step's experts keep busy (model/moe.h's
-  // expert_threading): their prefill compute is divided by it.
+  // expert_threading): where they run spread over the threads, their prefill
+  // compute is divided by it.
   double prefill_experts_busy = 1;
+  // Of prefill_s: a prompt token's share of its steps' routed experts, and
+  // how they were timed: "one per thread" (a step's experts run as the CPU
+  // backend runs them, runtime/expert_step_timer.h) or "spread" (at the rate
+  // of a product of rows · k / E rows over all threads, ÷ the busy share).
+  double prefill_experts_s = 0;
+  std::string prefill_experts_timed_as;
   std::string timed_as;         // the experts' format timed
   std::string trunk_timed_as;   // the trunk's
 };
@@ -122,8 +129,8 @@ const char* timed_format(const std::string& expert_dtype);
 // About `seconds` of kernel runs at `threads` (0: all cores; up to twice that
 // when the trunk's format is not the experts' and with attention). A prompt of
 // `prompt_tokens` runs in steps of at most `step_rows` rows (0: one step),
-// each giving an expert about rows · k / E of them (1 to 64), the trunk 64:
-// the prompt token's share is timed so.
+// each giving an expert about rows · k / E of them, the trunk 64: the prompt
+// token's share is timed so (the experts as prefill_experts_timed_as says).
 // `temperature`: the runs' (generate's --temperature; 0 picks the largest
 // logit).
 BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t prompt_tokens, int64_t step_rows = 0,

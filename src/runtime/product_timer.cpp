@@ -41,15 +41,18 @@ uint64_t large_matrix_mib() {
   return available == UINT64_MAX ? mib : std::min(mib, std::max<uint64_t>(64, (available / 8) >> 20));
 }
 
+uint64_t compute_mib() {
+  const char* env = std::getenv("STRATA_BUDGET_COMPUTE_MIB");
+  return env ? std::clamp<uint64_t>(std::strtoull(env, nullptr, 10), 1, 4096) : large_matrix_mib();
+}
+
 ProductTimer::ProductTimer(bool mxfp4, uint64_t matrix_bytes, int64_t in) {
   if (in < 32 || in % 32 != 0) throw Error("internal: a product timer's rows must be a multiple of 32 wide");
   kernels::WeightMatrix w;
   w.dtype = mxfp4 ? DType::MXFP4 : DType::Q8_0;
   w.in = in;
   const size_t row_bytes = w.row_bytes();
-  const char* env = std::getenv("STRATA_BUDGET_COMPUTE_MIB");
-  const uint64_t total =
-      (env ? std::clamp<uint64_t>(std::strtoull(env, nullptr, 10), 1, 4096) : large_matrix_mib()) << 20;
+  const uint64_t total = compute_mib() << 20;
   w.out = std::max<int64_t>(16, static_cast<int64_t>((matrix_bytes ? matrix_bytes : total) / row_bytes) / 16 * 16);
   matrix_bytes_ = row_bytes * static_cast<uint64_t>(w.out);
   const size_t copies = std::max<size_t>(1, total / matrix_bytes_);

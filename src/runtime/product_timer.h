@@ -27,6 +27,9 @@ uint64_t last_level_cache_bytes();
 // MiB of weights far more than that cache holds: 4x it, 256 to 2048, and at
 // most an eighth of the memory available (64 at least).
 uint64_t large_matrix_mib();
+// The MiB the timers' weights take: STRATA_BUDGET_COMPUTE_MIB (1 to 4096)
+// where set, else large_matrix_mib().
+uint64_t compute_mib();
 
 // Seconds one call of `run` takes: one call to warm up (threads, scratch,
 // caches), then calls for about `seconds` (3 at least), their median (the

@@ -1,0 +1,86 @@
+#include "runtime/expert_step_timer.h"
+
+#include <algorithm>
+#include <random>
+
+#include "backend/expert.h"
+#include "kernels/interleave.h"
+#include "kernels/quantize.h"
+#include "runtime/product_timer.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+
+namespace {
+
+// A matrix `out` x `in` of one random row repeated, at `data`.
+kernels::WeightMatrix random_matrix(bool mxfp4, int64_t out, int64_t in, uint8_t* data) {
+  kernels::WeightMatrix w;
+  w.dtype = mxfp4 ? DType::MXFP4 : DType::Q8_0;
+  w.in = in;
+  w.out = out;
+  w.data = data;
+  std::vector<float> f(static_cast<size_t>(in));
+  std::mt19937 rng(static_cast<uint32_t>(out * 31 + in));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& v : f) v = u(rng);
+  const size_t row = w.row_bytes();
+  (mxfp4 ? kernels::quantize_row_mxfp4 : kernels::quantize_row_q8_0)(f.data(), in, data);
+  for (int64_t r = 1; r < out; ++r) std::copy_n(data, row, data + static_cast<size_t>(r) * row);
+  return kernels::interleavable(w) ? kernels::interleave_in_place(w) : w;
+}
+
+}  // namespace
+
+ExpertStepTimer::ExpertStepTimer(bool mxfp4, int64_t hidden, int64_t width, size_t copies)
+    : hidden_(hidden), width_(width) {
+  if (hidden < 32 || width < 32 || hidden % 32 != 0 || width % 32 != 0)
+    throw Error("internal: an expert timer's widths must be multiples of 32");
+  kernels::WeightMatrix probe;
+  probe.dtype = mxfp4 ? DType::MXFP4 : DType::Q8_0;
+  probe.in = hidden;
+  const size_t in_rows = probe.row_bytes();  // gate and up: rows `hidden` wide
+  probe.in = width;
+  const size_t down_rows = probe.row_bytes();
+  const size_t gate = in_rows * static_cast<size_t>(width), down = down_rows * static_cast<size_t>(hidden);
+  const size_t each = 2 * gate + down;
+  copies = std::max<size_t>(copies, 1);
+  data_.resize(each * copies);
+  for (size_t c = 0; c < copies; ++c) {
+    uint8_t* at = data_.data() + c * each;
+    copies_.push_back({random_matrix(mxfp4, width, hidden, at), random_matrix(mxfp4, width, hidden, at + gate),
+                       random_matrix(mxfp4, hidden, width, at + 2 * gate)});
+  }
+}
+
+double ExpertStepTimer::seconds(size_t experts, size_t rows, ThreadPool& pool, double seconds) const {
+  experts = std::max<size_t>(experts, 1);
+  rows = std::max<size_t>(rows, 1);
+  const size_t h = static_cast<size_t>(hidden_), w = static_cast<size_t>(width_);
+  const size_t workers = static_cast<size_t>(pool.size());
+  // Every expert's rows in and out; each thread's gate and up.
+  std::vector<float> x(experts * rows * h, 0.5f), y(experts * rows * h);
+  std::vector<float> act(workers * 2 * rows * w);
+  const ExpertActivation silu;
+  size_t next = 0;  // the copy the step's first expert takes
+  return median_run_seconds(
+      [&] {
+        pool.parallel_for_indexed(experts, [&](int worker, size_t e0, size_t e1) {
+          float* gate = act.data() + static_cast<size_t>(worker) * 2 * rows * w;
+          float* up = gate + rows * w;
+          for (size_t e = e0; e < e1; ++e) {
+            const Expert& ex = copies_[(next + e) % copies_.size()];
+            const float* xe = x.data() + e * rows * h;
+            kernels::linear(ex.gate, xe, rows, gate, nullptr);
+            kernels::linear(ex.up, xe, rows, up, nullptr);
+            apply_activation(silu, gate, up, rows * w);
+            kernels::linear(ex.down, gate, rows, y.data() + e * rows * h, nullptr);
+          }
+        });
+        next = (next + experts) % copies_.size();
+      },
+      seconds);
+}
+
+}  // namespace strata
