@@ -43,7 +43,7 @@
 # run's decode_tok_s and ttft_s; the run's cache hit rate is its hits less the prefetched
 # experts it used (those were read). Without root the caches are not dropped, and
 # summary.md says so (a warm page cache does not hold O_DIRECT reads, but the trunk's
-# load is then faster). Every command runs with STRATA_HOME=DIR/home: no saved probe, tuned profile
+# load is then faster). Every command runs with STRATA_HOME=DIR/strata-home: no saved probe, tuned profile
 # or drive rates of earlier checks or runs (budget measures each drive now; the drive rates are the
 # check's own runs', recorded as they finish).
 #
@@ -86,12 +86,13 @@ strata=${STRATA:-$repo/build/strata}
 [ -x "$strata" ] || { echo "budget_check.sh: no strata binary at $strata (set STRATA)" >&2; exit 2; }
 models=${models:-$out/models}; drive_a=${drive_a:-$out/drive-a}; drive_b=${drive_b:-$out/drive-b}
 mkdir -p "$out/logs" "$models" "$drive_a" "$drive_b"
-rm -rf "$out/home"
-export STRATA_HOME=$out/home
+export STRATA_HOME=$out/strata-home
+rm -rf "$STRATA_HOME"
 cp "$strata" "$out/strata"  # a rebuild during the run does not mix binaries
 strata=$out/strata
 : > "$out/results.jsonl"
 show() { echo "+ $*" | tee -a "$out/commands.txt" >&2; }
+show export STRATA_HOME="$STRATA_HOME"
 run() { show "$@"; "$@"; }
 dropped=no
 drop_caches() { sync; if [ "$(id -u)" = 0 ] && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then dropped=yes; fi; }

@@ -178,12 +178,6 @@ TEST(BudgetModel, AttentionIsTimedForEveryLayerKind) {
   }
 }
 
-// A drive is rated at the reads an expert is read in: a pack's 2.09 MiB
-// expert (the budget check's model b) is two reads of 1.05 MiB with the
-// storage's pieces, one whole read with a tuned piece of 4 MiB, and its size
-// is rounded up to whole pages; a GGUF's is three unaligned ranges, one a
-// matrix, each read with the pages around it; a safetensors checkpoint's
-// one unaligned range.
 // A prompt step's experts are timed by running them: each expert's gate, up,
 // activation and down on one thread. Sixty-four experts are sixty-four times
 // the work of one (more than eight times the time, on one thread), in Q8_0
@@ -200,6 +194,12 @@ TEST(BudgetModel, AStepsExpertsAreTimedByRunningThem) {
   EXPECT_THROW(ExpertStepTimer(false, 64, 0, 1), Error);
 }
 
+// A drive is rated at the reads an expert is read in: a pack's 2.09 MiB
+// expert (the budget check's model b) is two reads of 1.05 MiB with the
+// storage's pieces, one whole read with a tuned piece of 4 MiB, and its size
+// is rounded up to whole pages; a GGUF's is three unaligned ranges, one a
+// matrix, each read with the pages around it; a safetensors checkpoint's
+// one unaligned range.
 TEST(BudgetModel, DrivesAreRatedAtTheReadsAnExpertIsReadIn) {
   LoadOptions load;
   BudgetModel m;
@@ -450,6 +450,26 @@ TEST(CliBudget, ASavedProbeOfTheDriveAtTheExpertsReadSizeIsUsed) {
     } else {
       EXPECT_EQ(drive["source"].get<std::string>().rfind("measured now", 0), 0u);
     }
+  }
+}
+
+// A prompt step's experts are timed as the CPU runs them: one per thread
+// where the step has enough of them for two threads (expert_threading, by
+// the shapes alone: qwen_gqa's 128-token prompt), spread over the threads
+// with one; either way a part of the prompt token's compute.
+TEST(CliBudget, APromptsExpertsAreTimedAsTheStepRunsThem) {
+  testfiles::TempDir tmp("strata-budget-experts");
+  for (const auto& [threads, timed_as] : {std::pair{2, "one per thread"}, std::pair{1, "spread"}}) {
+    SCOPED_TRACE(threads);
+    const CommandResult r =
+        run_strata("budget " + fixture("qwen_gqa").string() + " --ram 1 --probe-seconds 0.2 --prompt 128 --json --threads " +
+                       std::to_string(threads),
+                   "STRATA_BUDGET_COMPUTE_MIB=16 STRATA_HOME=" + tmp.path().string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json m = nlohmann::json::parse(r.out)["machine"];
+    EXPECT_EQ(m["prefill_experts_timed_as"], timed_as);
+    EXPECT_GT(m["prefill_experts_s_per_token"].get<double>(), 0.0);
+    EXPECT_LT(m["prefill_experts_s_per_token"].get<double>(), m["prefill_compute_s_per_token"].get<double>());
   }
 }
 

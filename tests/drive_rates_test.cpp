@@ -91,7 +91,10 @@ TEST(DriveRates, AFileThatIsNotOneIsOneErrorNamingIt) {
         std::string(R"({"version": 1, "drives": [{"device": "8:0", "decode": [{"bytes": -1, "busy_s": 1, "in_flight": 1}]}]})"),
         std::string(R"({"version": 1, "drives": [{"device": "8:0", "decode": [{"bytes": 1, "busy_s": "x", "in_flight": 1}]}]})"),
         std::string(R"({"version": 1, "drives": [{"device": "8:0", "decode": [{"bytes": 1, "busy_s": 1}]}]})"),
-        std::string(R"({"version": 1, "drives": [{"device": "8:0", "prefill": [7]}]})"), nested}) {
+        std::string(R"({"version": 1, "drives": [{"device": "8:0", "prefill": [7]}]})"),
+        std::string(R"({"version": 1, "drives": [{"device": "8:0", "decode": [{"bytes": 1, "busy_s": 0, "in_flight": 1}]}]})"),
+        std::string(R"({"version": 1, "drives": [{"device": "8:0", "decode": [{"bytes": 1, "busy_s": 1e-320, "in_flight": 1}]}]})"),
+        nested}) {
     SCOPED_TRACE(text.substr(0, 80));
     std::ofstream(path) << text;
     try {
@@ -101,6 +104,26 @@ TEST(DriveRates, AFileThatIsNotOneIsOneErrorNamingIt) {
       EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
     }
   }
+}
+
+// A file written by hand or by an older strata: a drive listed twice is one
+// record, and a list longer than kept keeps its latest runs.
+TEST(DriveRates, AFilesDuplicatesAreMergedAndLongListsCut) {
+  TempDir dir;
+  const fs::path path = dir.path() / "drive_rates.json";
+  std::string decode;
+  for (int i = 1; i <= 10; ++i)
+    decode += std::string(i > 1 ? "," : "") + R"({"bytes": )" + std::to_string(i * 100000000) +
+              R"(, "busy_s": 0.1, "in_flight": 5})";
+  std::ofstream(path) << R"({"version": 1, "drives": [{"device": "8:0", "name": "sda", "prefill": [{"bytes": 100000000, "busy_s": 0.1, "in_flight": 9}]},
+                          {"device": "8:0", "decode": [)" + decode + "]}]}";
+  const std::optional<DriveRates> r = load_drive_rates(path);
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->drives.size(), 1u);
+  EXPECT_EQ(r->drives[0].prefill.size(), 1u);
+  ASSERT_EQ(r->drives[0].decode.size(), DriveRates::kKeptRuns);
+  EXPECT_EQ(r->drives[0].decode.front().bytes, 300000000u);
+  EXPECT_EQ(r->drives[0].decode.back().bytes, 1000000000u);
 }
 
 ExpertStats::Drive drive_stats(uint64_t device, uint64_t bytes, double busy_s, double in_flight_s) {
@@ -124,9 +147,12 @@ TEST(DriveRateLog, ARunsPhasesAreRecordedByDevice) {
   ExpertStats prefill, decode;
   prefill.drives = {drive_stats(st.st_dev, 600 * kMB, 0.3, 0.3 * 14)};
   decode.drives = {drive_stats(st.st_dev, 100 * kMB, 0.05, 0.05 * 5), drive_stats(st.st_dev + 1, kMB, 0.01, 0.01)};
-  ExpertStats::Drive remote = drive_stats(st.st_dev + 2, 500 * kMB, 1, 1);
-  remote.fetched_reads = 3;
-  decode.drives.push_back(remote);
+  // A streaming install's mirror (reads that waited for fetches) and a
+  // remote source (no device, no reads in flight counted).
+  ExpertStats::Drive mirror = drive_stats(st.st_dev + 2, 500 * kMB, 1, 1);
+  mirror.fetched_reads = 3;
+  decode.drives.push_back(mirror);
+  decode.drives.push_back(drive_stats(0, 500 * kMB, 1, 0));
   EXPECT_EQ(record_drive_rates(prefill, decode, path), "");
   EXPECT_EQ(record_drive_rates(prefill, decode, path), "");  // a second run adds to the first
   const std::optional<DriveRates> r = load_drive_rates(path);

@@ -86,11 +86,11 @@ void rate_by_runs(Drive& d, const std::optional<DriveRates>& rates) {
   d.decode_gbps = d.prompt_gbps = d.gbps;
   const DriveRateRecord* r = rates ? rates->drive_for(d.target) : nullptr;
   if (!r) return;
-  if (const double g = r->gbps(ReadPhase::Decode); g > 0) {
+  if (const double g = r->gbps(ReadPhase::Decode); std::isfinite(g) && g > 0) {
     d.decode_gbps = g;
     d.decode_runs = r->decode.size();
   }
-  if (const double g = r->gbps(ReadPhase::Prefill); g > 0) {
+  if (const double g = r->gbps(ReadPhase::Prefill); std::isfinite(g) && g > 0) {
     d.prompt_gbps = g;
     d.prompt_runs = r->prefill.size();
   }

@@ -181,7 +181,7 @@ struct BudgetPrediction {
 };
 
 // Throws strata::Error for a model without routed experts, a drive rate
-// that is not a positive number, prompt rates not one a drive, negative or non-finite compute times, or a
+// that is not a positive number, prompt rates given for some drives only, negative or non-finite compute times, or a
 // negative prompt.
 BudgetPrediction predict_budget(const BudgetShape& shape, const BudgetMachine& machine, int64_t prompt_tokens);
 

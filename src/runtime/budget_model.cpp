@@ -321,9 +321,11 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
     // One expert a thread: a step's experts timed as the CPU backend runs
     // them, from weights of about the products' timing size (and a copy a
     // thread at least), so that they come from memory as a model's do.
-    const uint64_t each = std::max<uint64_t>(s.expert_bytes, 1);
-    const size_t copies = std::min<size_t>(
-        ids.size(), std::max<size_t>(static_cast<size_t>(pool.size()), (compute_mib() << 20) / each));
+    // (At most twice the products' timing size: a copy a thread of a large
+    // expert on many cores must not take the machine's memory.)
+    const uint64_t each = std::max<uint64_t>(s.expert_bytes, 1), room = compute_mib() << 20;
+    const size_t copies = std::clamp<size_t>(std::max<size_t>(static_cast<size_t>(pool.size()), room / each), 1,
+                                             std::min<size_t>(ids.size(), std::max<uint64_t>(1, 2 * room / each)));
     const ExpertStepTimer timer(experts_mxfp4, expert_in, expert_width, copies);
     const double step_s = timer.seconds(ids.size(), group_rows, pool, seconds / 4);
     r.prefill_experts_s = step_s * static_cast<double>(s.moe_layers) / static_cast<double>(step);

@@ -62,6 +62,14 @@ double ExpertStepTimer::seconds(size_t experts, size_t rows, ThreadPool& pool, d
   // Every expert's rows in and out; each thread's gate and up.
   std::vector<float> x(experts * rows * h, 0.5f), y(experts * rows * h);
   std::vector<float> act(workers * 2 * rows * w);
+  // Each thread's scratch for its products, made once as the backend's is.
+  const Expert& any = copies_.front();
+  size_t sums = 0, row = 0;
+  for (const kernels::WeightMatrix* m : {&any.gate, &any.up, &any.down}) {
+    sums = std::max(sums, kernels::linear_sum_floats(*m, rows));
+    row = std::max(row, kernels::linear_row_floats(*m));
+  }
+  std::vector<float> scratch(workers * (sums + row));
   const ExpertActivation silu;
   size_t next = 0;  // the copy the step's first expert takes
   return median_run_seconds(
@@ -69,13 +77,15 @@ double ExpertStepTimer::seconds(size_t experts, size_t rows, ThreadPool& pool, d
         pool.parallel_for_indexed(experts, [&](int worker, size_t e0, size_t e1) {
           float* gate = act.data() + static_cast<size_t>(worker) * 2 * rows * w;
           float* up = gate + rows * w;
+          float* mine = scratch.data() + static_cast<size_t>(worker) * (sums + row);
+          const kernels::LinearScratch s{{mine, sums}, {mine + sums, row}};
           for (size_t e = e0; e < e1; ++e) {
             const Expert& ex = copies_[(next + e) % copies_.size()];
             const float* xe = x.data() + e * rows * h;
-            kernels::linear(ex.gate, xe, rows, gate, nullptr);
-            kernels::linear(ex.up, xe, rows, up, nullptr);
+            kernels::linear(ex.gate, xe, rows, gate, nullptr, s);
+            kernels::linear(ex.up, xe, rows, up, nullptr, s);
             apply_activation(silu, gate, up, rows * w);
-            kernels::linear(ex.down, gate, rows, y.data() + e * rows * h, nullptr);
+            kernels::linear(ex.down, gate, rows, y.data() + e * rows * h, nullptr, s);
           }
         });
         next = (next + experts) % copies_.size();

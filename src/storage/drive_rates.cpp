@@ -1,5 +1,8 @@
 #include "storage/drive_rates.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +27,10 @@ std::vector<DriveRunSample>& samples_of(DriveRateRecord& r, ReadPhase phase) {
 
 bool sane(double v) { return std::isfinite(v) && v >= 0; }
 
+void keep_latest(std::vector<DriveRunSample>& samples) {
+  if (samples.size() > DriveRates::kKeptRuns) samples.erase(samples.begin(), samples.end() - DriveRates::kKeptRuns);
+}
+
 DriveRunSample sample_from(const nlohmann::json& j, const std::string& what) {
   if (!j.is_object()) throw Error(what + ": a sample is not an object");
   DriveRunSample s;
@@ -35,6 +42,9 @@ DriveRunSample sample_from(const nlohmann::json& j, const std::string& what) {
       throw Error(what + ": a sample's \"" + key + "\" is not a finite number of at least 0");
     *field = j[key].get<double>();
   }
+  // As add() keeps them: a rate from a time too short to be one would be
+  // infinite.
+  if (!(s.busy_s >= 1e-9)) throw Error(what + ": a sample's \"busy_s\" is not above 0");
   if (j.contains("when") && j["when"].is_string()) s.when = j["when"].get<std::string>();
   return s;
 }
@@ -64,7 +74,10 @@ bool DriveRates::add(const std::string& device, const std::string& name, ReadPha
     return false;
   DriveRateRecord* record = nullptr;
   for (DriveRateRecord& d : drives)
-    if (d.device == device) record = &d;
+    if (d.device == device) {
+      record = &d;
+      break;
+    }
   if (!record) {
     record = &drives.emplace_back();
     record->device = device;
@@ -72,7 +85,7 @@ bool DriveRates::add(const std::string& device, const std::string& name, ReadPha
   record->name = name;
   std::vector<DriveRunSample>& kept = samples_of(*record, phase);
   kept.push_back(sample);
-  if (kept.size() > kKeptRuns) kept.erase(kept.begin(), kept.end() - kKeptRuns);
+  keep_latest(kept);
   return true;
 }
 
@@ -90,8 +103,12 @@ std::optional<DriveRates> load_drive_rates(const fs::path& path) {
   for (const nlohmann::json& d : j["drives"]) {
     if (!d.is_object() || !d.contains("device") || !d["device"].is_string() || d["device"].get<std::string>().empty())
       throw Error(what + ": a drive without its \"device\"");
-    DriveRateRecord& r = rates.drives.emplace_back();
-    r.device = d["device"].get<std::string>();
+    const std::string device = d["device"].get<std::string>();
+    // A drive listed twice is one record (samples in the file's order).
+    auto same = std::find_if(rates.drives.begin(), rates.drives.end(),
+                             [&](const DriveRateRecord& r) { return r.device == device; });
+    DriveRateRecord& r = same != rates.drives.end() ? *same : rates.drives.emplace_back();
+    r.device = device;
     if (d.contains("name") && d["name"].is_string()) r.name = d["name"].get<std::string>();
     for (ReadPhase phase : {ReadPhase::Prefill, ReadPhase::Decode}) {
       const char* key = kPhaseNames[static_cast<int>(phase)];
@@ -100,6 +117,8 @@ std::optional<DriveRates> load_drive_rates(const fs::path& path) {
       for (const nlohmann::json& s : d[key]) samples_of(r, phase).push_back(sample_from(s, what));
     }
   }
+  for (DriveRateRecord& r : rates.drives)
+    for (ReadPhase phase : {ReadPhase::Prefill, ReadPhase::Decode}) keep_latest(samples_of(r, phase));
   return rates;
 }
 
@@ -118,7 +137,16 @@ void save_drive_rates(const DriveRates& rates, const fs::path& path) {
   std::error_code ec;
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
   if (ec) throw Error(path.parent_path().string() + ": cannot create directory: " + ec.message());
-  write_file_atomically(path, nlohmann::json({{"version", 1}, {"drives", drives}}).dump(2) + "\n");
+  // A file of this process's own first (two runs finishing at once would
+  // share write_file_atomically's <path>.tmp), then renamed over the file.
+  const fs::path own = path.string() + "." + std::to_string(::getpid());
+  write_file_atomically(own, nlohmann::json({{"version", 1}, {"drives", drives}}).dump(2) + "\n");
+  fs::rename(own, path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    fs::remove(own, ec);
+    throw Error(path.string() + ": cannot write: " + why);
+  }
 }
 
 }  // namespace strata

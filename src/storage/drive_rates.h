@@ -8,8 +8,9 @@
 // 5 in flight on average where it may keep 16) and a prompt's come in bursts
 // between layers' products. On the H100 machine's virtual drive the runs got
 // 0.51-0.88x of a probe taken seconds before; over two calls the probe gave
-// 1.75-3.44 GB/s where the runs' decode reads got 1.74-2.48
-// (docs/PERFORMANCE.md, "Session 42: the drive as the runs found it").
+// 1.75-3.44 GB/s where the runs' decode reads got 1.74-2.48 (docs/
+// PERFORMANCE.md, "Session 41"; how budget does with the runs' rates:
+// "Session 42: the drive as the runs found it").
 //
 // File ($STRATA_HOME/drive_rates.json), version 1:
 // {
@@ -25,9 +26,10 @@
 // for a phase is the kept runs' bytes over their busy time: Σ bytes ÷
 // Σ busy_s, so a run that read more counts more.
 //
-// Two runs that finish at once may each write the file with its own sample
-// only (the last rename wins); a lost sample costs nothing but a little
-// history.
+// Two runs that finish at once each write a file of their own and rename it
+// over this one: the last rename wins, and the other's samples of that run
+// are lost (never the file). A file with a drive listed twice is merged,
+// and lists longer than kKeptRuns keep their latest.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
