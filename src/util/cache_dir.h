@@ -1,6 +1,7 @@
 #pragma once
 // Where strata keeps what it learns about this machine and its models (drive
-// probe, expert heat, the demo model): $STRATA_HOME, else
+// probe, the rates runs got from each drive, expert heat, the tuned profile,
+// the demo model): $STRATA_HOME, else
 // $XDG_CACHE_HOME/strata, else ~/.cache/strata (/tmp/strata without a home).
 #include <cstdlib>
 #include <filesystem>
