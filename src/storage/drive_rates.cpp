@@ -27,6 +27,9 @@ std::vector<DriveRunSample>& samples_of(DriveRateRecord& r, ReadPhase phase) {
 
 bool sane(double v) { return std::isfinite(v) && v >= 0; }
 
+// The least busy time a sample may have: a nanosecond (no read is faster).
+constexpr double kLeastBusySeconds = 1e-9;
+
 void keep_latest(std::vector<DriveRunSample>& samples) {
   if (samples.size() > DriveRates::kKeptRuns) samples.erase(samples.begin(), samples.end() - DriveRates::kKeptRuns);
 }
@@ -44,7 +47,7 @@ DriveRunSample sample_from(const nlohmann::json& j, const std::string& what) {
   }
   // As add() keeps them: a rate from a time too short to be one would be
   // infinite.
-  if (!(s.busy_s >= 1e-9)) throw Error(what + ": a sample's \"busy_s\" is not above 0");
+  if (!(s.busy_s >= kLeastBusySeconds)) throw Error(what + ": a sample's \"busy_s\" is not above 0");
   if (j.contains("when") && j["when"].is_string()) s.when = j["when"].get<std::string>();
   return s;
 }
@@ -69,8 +72,8 @@ const DriveRateRecord* DriveRates::drive_for(const fs::path& path) const {
 }
 
 bool DriveRates::add(const std::string& device, const std::string& name, ReadPhase phase, const DriveRunSample& sample) {
-  if (device.empty() || sample.bytes < kLeastRunBytes || !(sample.busy_s > 0) || !std::isfinite(sample.busy_s) ||
-      !sane(sample.in_flight))
+  if (device.empty() || sample.bytes < kLeastRunBytes || !(sample.busy_s >= kLeastBusySeconds) ||
+      !std::isfinite(sample.busy_s) || !sane(sample.in_flight))
     return false;
   DriveRateRecord* record = nullptr;
   for (DriveRateRecord& d : drives)

@@ -77,6 +77,11 @@ void Stream::begin() {
   if (recording_) return;
   Slot& slot = ring_[current_];
   if (slot.pending) wait(current_);  // the GPU is kRing submissions behind: the host waits
+  if (slot.spent) {
+    check(vkResetFences(ctx_.device(), 1, &slot.fence), "vkResetFences");
+    slot.spent = false;
+  }
+  // (The pool lets a buffer be reset by beginning it again.)
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check(vkBeginCommandBuffer(slot.cmd, &bi), "vkBeginCommandBuffer");
@@ -208,9 +213,8 @@ void Stream::wait(size_t i) {
   check(vkWaitForFences(ctx_.device(), 1, &slot.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
   if (profile_)
     profile_->finished(i, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
-  check(vkResetFences(ctx_.device(), 1, &slot.fence), "vkResetFences");
-  check(vkResetCommandBuffer(slot.cmd, 0), "vkResetCommandBuffer");
   slot.pending = false;
+  slot.spent = true;
 }
 
 void Stream::finish() {

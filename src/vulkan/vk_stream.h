@@ -84,6 +84,7 @@ class Stream {
     VkCommandBuffer cmd = VK_NULL_HANDLE;
     VkFence fence = VK_NULL_HANDLE;
     bool pending = false;  // submitted, not yet waited for
+    bool spent = false;    // waited for: its fence is signalled until the slot is next recorded into
   };
   VkPipeline pipeline(std::string_view name);
   // A dispatch's start: shader `name` bound with its push constants in the
@@ -103,7 +104,10 @@ class Stream {
   void pay_barrier();
   // Submits the buffer being recorded (without waiting).
   void submit();
-  // Waits for slot i's submission and makes the slot free.
+  // Waits for slot i's submission and makes the slot free. Its fence and
+  // buffer are reset where it is next recorded into (begin): the GPU idles
+  // from a finish until the next submission, so a finish resets nothing and
+  // the next step's first buffer pays for its own reset alone.
   void wait(size_t i);
 
   const Context& ctx_;
