@@ -200,6 +200,46 @@ TEST(VulkanOps, GatherAndCombineGiveTheCpusBits) {
   }
 }
 
+// A combine followed by the add_rms_norm of its output is recorded as one
+// dispatch (combine_norm.comp) with the bits of the two recorded apart (here
+// kept apart by a copy between them), and the CPU's: the delta, the stream
+// and the norm, across more columns than the norm's piece.
+TEST(VulkanOps, ACombineAndTheNormAfterItAreOneDispatchWithTheTwosBits) {
+  const size_t hidden = 2100, n = 3, k = 4;
+  Pair p(limits(n * k, hidden));
+  auto [cg, vg] = p.put2(random_vector(n * k * hidden, 11));
+  const std::vector<uint32_t> rows = {11, 0, 3, 3, 7, 2, 9, 1, 4, 5, 6, 8};
+  const std::vector<int32_t> ids = {9, 2, 14, 0, 5, 6, 1, 3, 15, 12, 13, 4};
+  const std::vector<float> weights = random_vector(n * k, 12), x = random_vector(n * hidden, 13),
+                           w = random_vector(hidden, 14);
+  auto [csh, vsh] = p.put2(random_vector(n * hidden, 15));
+  for (bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "with a shared expert" : "routed experts alone");
+    // Fused: the norm right after the combine.
+    Tensor vx = put(*p.vk, x), vo = p.vk->allocate(n * hidden), vy = p.vk->allocate(n * hidden);
+    p.vk->combine_experts(vg, hidden, rows, ids.data(), weights.data(), n, k, shared ? vsh : Tensor{}, vo);
+    p.vk->add_rms_norm(vx, vo, w.data(), n, hidden, 1e-6f, vy);
+    // Apart: a copy recorded between them.
+    Tensor vx2 = put(*p.vk, x), vo2 = p.vk->allocate(n * hidden), vy2 = p.vk->allocate(n * hidden),
+           spare = p.vk->allocate(n * hidden);
+    p.vk->combine_experts(vg, hidden, rows, ids.data(), weights.data(), n, k, shared ? vsh : Tensor{}, vo2);
+    p.vk->copy(spare, vx2);
+    p.vk->add_rms_norm(vx2, vo2, w.data(), n, hidden, 1e-6f, vy2);
+    expect_same_bits(get(*p.vk, vo2), get(*p.vk, vo), "the delta");
+    expect_same_bits(get(*p.vk, vx2), get(*p.vk, vx), "the stream");
+    expect_same_bits(get(*p.vk, vy2), get(*p.vk, vy), "the norm");
+    expect_same_bits(x, get(*p.vk, spare), "what the copy between them read");
+    // The CPU's.
+    Tensor cx = p.cpu->allocate(n * hidden), co = p.cpu->allocate(n * hidden), cy = p.cpu->allocate(n * hidden);
+    p.cpu->upload(cx, x.data());
+    p.cpu->combine_experts(cg, hidden, rows, ids.data(), weights.data(), n, k, shared ? csh : Tensor{}, co);
+    p.cpu->add_rms_norm(cx, co, w.data(), n, hidden, 1e-6f, cy);
+    expect_same_bits(get(*p.cpu, co), get(*p.vk, vo), "the delta against the CPU");
+    expect_same_bits(get(*p.cpu, cx), get(*p.vk, vx), "the stream against the CPU");
+    expect_close(get(*p.cpu, cy), get(*p.vk, vy), 2e-6, "the norm against the CPU");
+  }
+}
+
 // Routing on the GPU (route.comp) chooses the CPU's experts from the same
 // logits (random ones: no ties) and weighs them within the last places (the
 // GPU's exp); a row's routing is the same bits alone and in a batch. A

@@ -69,6 +69,7 @@ VulkanBackend::VulkanBackend(int index, int64_t vram_bytes) : ctx_(std::make_uni
                                                    : ctx_->info().device_local_bytes / 2;
   experts_ = std::make_unique<ExpertCache>(*ctx_, budget);
   stream_ = std::make_unique<Stream>(*ctx_);
+  stream_->set_before_recording([this] { record_held_back_combine(); });
   tensors_ = std::make_unique<Arena>(*ctx_, Buffer::Where::Device, 64ull << 20);
   staging_cap_ = kStagingCap;
   upload_cap_ = kStagingCap;
@@ -511,6 +512,21 @@ void VulkanBackend::pick_largest(Tensor logits, size_t rows, size_t vocab, Logit
 
 void VulkanBackend::norm_rows(uint64_t x, uint64_t delta, const float* weight, size_t rows, size_t width, float eps,
                               uint64_t y) {
+  if (delta != 0 && held_back_combine_ && held_back_combine_->push.out == delta && held_back_combine_->n == rows &&
+      held_back_combine_->push.hidden == width && !stream_->independent()) {
+    // The combine that wrote the delta and this norm, as one dispatch.
+    const CombinePush c = held_back_combine_->push;
+    held_back_combine_.reset();
+    struct {
+      uint64_t ys, out, shared, rows, weights, x, weight, y;
+      uint32_t hidden, k, has_shared;
+      float eps;
+    } push{c.ys, c.out, c.shared, c.rows, c.weights, x, weights_->address(weight, width * sizeof(float)), y,
+           c.hidden, c.k, c.has_shared, eps};
+    static_assert(sizeof(push) == 80);
+    stream_->dispatch("combine_norm", push, static_cast<uint32_t>(rows));
+    return;
+  }
   struct {
     uint64_t x, weight, y, delta;
     uint32_t width;

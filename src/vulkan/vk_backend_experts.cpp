@@ -340,12 +340,21 @@ void VulkanBackend::combine_experts(Tensor ys, size_t hidden, std::span<const ui
 
 void VulkanBackend::dispatch_combine(uint64_t ys, uint64_t slot_rows, uint64_t weights, size_t width, size_t n, size_t k,
                                      Tensor shared, Tensor out) {
-  struct {
-    uint64_t ys, out, shared, rows, weights;
-    uint32_t hidden, k, has_shared;
-  } push{ys, address(out.slice(0, n * width)), shared.empty() ? 0 : address(shared.slice(0, n * width)), slot_rows,
-         weights, static_cast<uint32_t>(width), static_cast<uint32_t>(k), shared.empty() ? 0u : 1u};
-  stream_->dispatch("combine", push, static_cast<uint32_t>((width + 255) / 256), static_cast<uint32_t>(n));
+  const CombinePush push{ys,      address(out.slice(0, n * width)), shared.empty() ? 0 : address(shared.slice(0, n * width)),
+                         slot_rows, weights, static_cast<uint32_t>(width), static_cast<uint32_t>(k), shared.empty() ? 0u : 1u};
+  record_held_back_combine();  // (one held back already: none is recorded in between, but never two)
+  if (stream_->independent()) {
+    stream_->dispatch("combine", push, static_cast<uint32_t>((width + 255) / 256), static_cast<uint32_t>(n));
+    return;
+  }
+  held_back_combine_ = HeldBackCombine{push, n};
+}
+
+void VulkanBackend::record_held_back_combine() {
+  if (!held_back_combine_) return;
+  const HeldBackCombine c = *held_back_combine_;
+  held_back_combine_.reset();
+  stream_->dispatch("combine", c.push, (c.push.hidden + 255) / 256, static_cast<uint32_t>(c.n));
 }
 
 }  // namespace strata::vk

@@ -3,6 +3,7 @@
 // are spread over vk_backend*.cpp by kind.
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -227,8 +228,23 @@ class VulkanBackend final : public Backend, private CacheIo {
   void split_gate_up(uint64_t gate, uint64_t up, uint64_t gate_up, uint64_t count);
   // combine.comp: out row r = its k slots' ys rows (slot_rows, weights: [n × k]
   // device arrays, sorted by id within a row) summed, + shared row r where given.
+  // It is held back (outside an independent run): where the next op is the
+  // add_rms_norm of its output into the stream, norm_rows() records both as
+  // one dispatch (combine_norm.comp, the same bits); anything else recorded
+  // first records it alone (Stream::set_before_recording). A decode step
+  // saves a dispatch a MoE layer so.
   void dispatch_combine(uint64_t ys, uint64_t slot_rows, uint64_t weights, size_t width, size_t n, size_t k,
                         Tensor shared, Tensor out);
+  struct CombinePush {
+    uint64_t ys, out, shared, rows, weights;
+    uint32_t hidden, k, has_shared;
+  };
+  struct HeldBackCombine {
+    CombinePush push;
+    size_t n = 0;
+  };
+  std::optional<HeldBackCombine> held_back_combine_;
+  void record_held_back_combine();
   // elementwise.comp's modes.
   enum class Elementwise : uint32_t { Add, Copy, SigmoidMul, SiluGlu, ClampedSwiGlu, Situ, SplitGateUp };
   void elementwise(Elementwise mode, uint64_t y, uint64_t x, uint64_t count, float a = 0, float b = 0);

@@ -132,7 +132,20 @@ void Stream::recorded(std::string_view name, bool with_barrier) {
   if (++in_buffer_ >= submit_at_) submit();
 }
 
+void Stream::before_recording() {
+  if (!before_recording_ || in_before_recording_) return;
+  in_before_recording_ = true;
+  try {
+    before_recording_();
+  } catch (...) {
+    in_before_recording_ = false;
+    throw;
+  }
+  in_before_recording_ = false;
+}
+
 VkCommandBuffer Stream::bind(std::string_view name, const void* push, uint32_t bytes) {
+  before_recording();
   const VkPipeline p = pipeline(name);
   begin();
   pay_barrier();
@@ -174,6 +187,7 @@ void Stream::dispatch_indirect(std::string_view name, const void* push, uint32_t
 
 void Stream::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes) {
   if (bytes == 0) return;
+  before_recording();
   begin();
   pay_barrier();
   VkBufferCopy region{src_offset, dst_offset, bytes};
@@ -186,6 +200,7 @@ void Stream::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_
 
 void Stream::zero(VkBuffer dst, uint64_t offset, uint64_t bytes) {
   if (bytes == 0) return;
+  before_recording();
   begin();
   pay_barrier();
   vkCmdFillBuffer(ring_[current_].cmd, dst, offset, bytes, 0);
@@ -218,6 +233,7 @@ void Stream::wait(size_t i) {
 }
 
 void Stream::finish() {
+  before_recording();
   // The barrier independent dispatches still owe: a fence wait and a new
   // submission order the host, not the device, against what they wrote.
   if (owes_barrier_) {

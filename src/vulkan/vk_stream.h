@@ -74,6 +74,12 @@ class Stream {
   // (copies and fills keep theirs). Nested pairs count as one; no Vulkan
   // call here, so a scope's end cannot throw.
   void begin_independent() { ++independent_; }
+  // Whether a dispatch recorded now would be one of an independent run.
+  bool independent() const { return independent_ > 0; }
+  // Called before anything else is recorded (a dispatch, a copy, a fill)
+  // and before a finish: a command the caller held back (to record it fused
+  // with the next, where the next allows) goes in first, in its place.
+  void set_before_recording(std::function<void()> hook) { before_recording_ = std::move(hook); }
   void end_independent();
 
   static constexpr size_t kRing = 4;                  // command buffers in turn
@@ -125,6 +131,9 @@ class Stream {
   uint32_t in_buffer_ = 0;
   uint32_t submit_at_ = 1;  // commands the buffer being recorded goes out at
   int independent_ = 0;         // begin_independent() calls not yet ended
+  std::function<void()> before_recording_;
+  bool in_before_recording_ = false;  // the hook is recording its command
+  void before_recording();
   bool owes_barrier_ = false;   // a dispatch was recorded without its barrier
   bool unseen_by_host_ = false;  // commands recorded since the host's barrier
   bool sync_ = false;  // STRATA_VK_DEBUG: every dispatch alone
