@@ -512,17 +512,20 @@ void VulkanBackend::pick_largest(Tensor logits, size_t rows, size_t vocab, Logit
 
 void VulkanBackend::norm_rows(uint64_t x, uint64_t delta, const float* weight, size_t rows, size_t width, float eps,
                               uint64_t y) {
+  // (First: an upload of the weights records a held-back combine alone.)
+  const uint64_t norm_weight = weights_->address(weight, width * sizeof(float));
   if (delta != 0 && held_back_combine_ && held_back_combine_->push.out == delta && held_back_combine_->n == rows &&
       held_back_combine_->push.hidden == width && !stream_->independent()) {
-    // The combine that wrote the delta and this norm, as one dispatch.
+    // The combine that wrote the delta and this norm, as one dispatch. (The
+    // stream and the norm's rows are not the experts' rows it reads: the
+    // model's h and normed against the step's expert rows.)
     const CombinePush c = held_back_combine_->push;
     held_back_combine_.reset();
     struct {
       uint64_t ys, out, shared, rows, weights, x, weight, y;
       uint32_t hidden, k, has_shared;
       float eps;
-    } push{c.ys, c.out, c.shared, c.rows, c.weights, x, weights_->address(weight, width * sizeof(float)), y,
-           c.hidden, c.k, c.has_shared, eps};
+    } push{c.ys, c.out, c.shared, c.rows, c.weights, x, norm_weight, y, c.hidden, c.k, c.has_shared, eps};
     static_assert(sizeof(push) == 80);
     stream_->dispatch("combine_norm", push, static_cast<uint32_t>(rows));
     return;
@@ -532,8 +535,7 @@ void VulkanBackend::norm_rows(uint64_t x, uint64_t delta, const float* weight, s
     uint32_t width;
     float eps;
     uint32_t add;
-  } push{x, weights_->address(weight, width * sizeof(float)), y, delta, static_cast<uint32_t>(width), eps,
-         delta != 0 ? 1u : 0u};
+  } push{x, norm_weight, y, delta, static_cast<uint32_t>(width), eps, delta != 0 ? 1u : 0u};
   stream_->dispatch("rms_norm", push, static_cast<uint32_t>(rows));
 }
 

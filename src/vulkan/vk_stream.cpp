@@ -134,13 +134,19 @@ void Stream::recorded(std::string_view name, bool with_barrier) {
 
 void Stream::before_recording() {
   if (!before_recording_ || in_before_recording_) return;
+  // The held-back command was recorded outside any independent run: it goes
+  // in with its own barrier even where the next command is in one.
   in_before_recording_ = true;
+  const int independent = independent_;
+  independent_ = 0;
   try {
     before_recording_();
   } catch (...) {
+    independent_ = independent;
     in_before_recording_ = false;
     throw;
   }
+  independent_ = independent;
   in_before_recording_ = false;
 }
 
