@@ -84,7 +84,7 @@ TEST(DriveRates, AFileThatIsNotOneIsOneErrorNamingIt) {
   TempDir dir;
   const fs::path path = dir.path() / "drive_rates.json";
   const std::string nested(100000, '[');
-  for (const std::string text :
+  for (const std::string& text :
        {std::string("not json"), std::string("[1]"), std::string(R"({"version": 2, "drives": []})"),
         std::string(R"({"version": 1})"), std::string(R"({"version": 1, "drives": [{"name": "sda"}]})"),
         std::string(R"({"version": 1, "drives": [{"device": "8:0", "decode": {}}]})"),

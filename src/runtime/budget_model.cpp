@@ -310,12 +310,13 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
   std::iota(ids.begin(), ids.end(), 0);
   const std::vector<uint32_t> rows(ids.size(), group_rows);
   std::vector<uint64_t> load(ids.size());
-  const ExpertThreading busy = expert_threading(
-      ids, rows, static_cast<size_t>(pool.size()), static_cast<size_t>(model.config.moe_intermediate_size),
-      static_cast<size_t>(model.config.latent_width > 0 ? model.config.latent_width : model.config.hidden_size), load);
+  // An expert's rows: the latent width of a latent MoE, else the hidden size.
+  const int64_t expert_rows_width = model.config.latent_width > 0 ? model.config.latent_width : model.config.hidden_size;
+  const ExpertThreading busy =
+      expert_threading(ids, rows, static_cast<size_t>(pool.size()), static_cast<size_t>(model.config.moe_intermediate_size),
+                       static_cast<size_t>(expert_rows_width), load);
   r.prefill_experts_busy = busy.busy();
-  const int64_t expert_in =
-      ((model.config.latent_width > 0 ? model.config.latent_width : model.config.hidden_size) + 31) / 32 * 32;
+  const int64_t expert_in = (expert_rows_width + 31) / 32 * 32;
   const int64_t expert_width = (model.config.moe_intermediate_size + 31) / 32 * 32;
   if (busy.runs_one_per_thread && expert_in >= 32 && expert_width >= 32) {
     // One expert a thread: a step's experts timed as the CPU backend runs

@@ -24,9 +24,6 @@ bool add_phase(DriveRates& rates, const ExpertStats& stats, ReadPhase phase, con
 
 std::string record_drive_rates(const ExpertStats& prefill, const ExpertStats& decode, const std::filesystem::path& path) {
   const std::string when = utc_now();
-  DriveRates fresh;
-  const bool any = add_phase(fresh, prefill, ReadPhase::Prefill, when) | add_phase(fresh, decode, ReadPhase::Decode, when);
-  if (!any) return {};
   std::string replaced;
   DriveRates rates;
   try {
@@ -34,8 +31,9 @@ std::string record_drive_rates(const ExpertStats& prefill, const ExpertStats& de
   } catch (const std::exception& e) {
     replaced = std::string(e.what()) + ": replaced by this run's rates; ";
   }
-  add_phase(rates, prefill, ReadPhase::Prefill, when);
-  add_phase(rates, decode, ReadPhase::Decode, when);
+  // (Both phases, whatever the first added.)
+  const bool any = add_phase(rates, prefill, ReadPhase::Prefill, when) | add_phase(rates, decode, ReadPhase::Decode, when);
+  if (!any) return {};  // nothing written, a file that is not one left as it is
   try {
     save_drive_rates(rates, path);
   } catch (const std::exception& e) {

@@ -1,37 +1,13 @@
 #include "runtime/expert_step_timer.h"
 
 #include <algorithm>
-#include <random>
 
 #include "backend/expert.h"
-#include "kernels/interleave.h"
-#include "kernels/quantize.h"
 #include "runtime/product_timer.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
 namespace strata {
-
-namespace {
-
-// A matrix `out` x `in` of one random row repeated, at `data`.
-kernels::WeightMatrix random_matrix(bool mxfp4, int64_t out, int64_t in, uint8_t* data) {
-  kernels::WeightMatrix w;
-  w.dtype = mxfp4 ? DType::MXFP4 : DType::Q8_0;
-  w.in = in;
-  w.out = out;
-  w.data = data;
-  std::vector<float> f(static_cast<size_t>(in));
-  std::mt19937 rng(static_cast<uint32_t>(out * 31 + in));
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (float& v : f) v = u(rng);
-  const size_t row = w.row_bytes();
-  (mxfp4 ? kernels::quantize_row_mxfp4 : kernels::quantize_row_q8_0)(f.data(), in, data);
-  for (int64_t r = 1; r < out; ++r) std::copy_n(data, row, data + static_cast<size_t>(r) * row);
-  return kernels::interleavable(w) ? kernels::interleave_in_place(w) : w;
-}
-
-}  // namespace
 
 ExpertStepTimer::ExpertStepTimer(bool mxfp4, int64_t hidden, int64_t width, size_t copies)
     : hidden_(hidden), width_(width) {
@@ -49,8 +25,8 @@ ExpertStepTimer::ExpertStepTimer(bool mxfp4, int64_t hidden, int64_t width, size
   data_.resize(each * copies);
   for (size_t c = 0; c < copies; ++c) {
     uint8_t* at = data_.data() + c * each;
-    copies_.push_back({random_matrix(mxfp4, width, hidden, at), random_matrix(mxfp4, width, hidden, at + gate),
-                       random_matrix(mxfp4, hidden, width, at + 2 * gate)});
+    copies_.push_back({timing_matrix(mxfp4, width, hidden, at), timing_matrix(mxfp4, width, hidden, at + gate),
+                       timing_matrix(mxfp4, hidden, width, at + 2 * gate)});
   }
 }
 

@@ -12,8 +12,8 @@
 // (docs/PERFORMANCE.md, "Session 42").
 //
 // The weights: `copies` experts of the model's shapes (gate and up `width` x
-// `hidden`, down `hidden` x `width`) in Q8_0 or MXFP4, every row the same
-// random one, laid out as the CPU path keeps them; a step's experts take the
+// `hidden`, down `hidden` x `width`), product_timer.h's timing_matrix()
+// each; a step's experts take the
 // copies in turn, so an expert's weights come from memory where a step has
 // more experts than the copies (a model's experts do not stay in the
 // caches between steps either). Activations: SiLU-GLU.

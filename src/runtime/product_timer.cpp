@@ -56,17 +56,24 @@ ProductTimer::ProductTimer(bool mxfp4, uint64_t matrix_bytes, int64_t in) {
   w.out = std::max<int64_t>(16, static_cast<int64_t>((matrix_bytes ? matrix_bytes : total) / row_bytes) / 16 * 16);
   matrix_bytes_ = row_bytes * static_cast<uint64_t>(w.out);
   const size_t copies = std::max<size_t>(1, total / matrix_bytes_);
-  std::vector<float> f(static_cast<size_t>(w.in));
+  data_.resize(matrix_bytes_ * copies);
+  for (size_t c = 0; c < copies; ++c) copies_.push_back(timing_matrix(mxfp4, w.out, in, data_.data() + c * matrix_bytes_));
+}
+
+kernels::WeightMatrix timing_matrix(bool mxfp4, int64_t out, int64_t in, uint8_t* data) {
+  kernels::WeightMatrix w;
+  w.dtype = mxfp4 ? DType::MXFP4 : DType::Q8_0;
+  w.in = in;
+  w.out = out;
+  w.data = data;
+  std::vector<float> f(static_cast<size_t>(in));
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (float& v : f) v = u(rng);
-  data_.resize(matrix_bytes_ * copies);
-  (mxfp4 ? kernels::quantize_row_mxfp4 : kernels::quantize_row_q8_0)(f.data(), w.in, data_.data());
-  for (size_t r = 1; r < data_.size() / row_bytes; ++r) std::copy_n(data_.data(), row_bytes, data_.data() + r * row_bytes);
-  for (size_t c = 0; c < copies; ++c) {
-    w.data = data_.data() + c * matrix_bytes_;
-    copies_.push_back(kernels::interleavable(w) ? kernels::interleave_in_place(w) : w);
-  }
+  const size_t row = w.row_bytes();
+  (mxfp4 ? kernels::quantize_row_mxfp4 : kernels::quantize_row_q8_0)(f.data(), in, data);
+  for (int64_t r = 1; r < out; ++r) std::copy_n(data, row, data + static_cast<size_t>(r) * row);
+  return kernels::interleavable(w) ? kernels::interleave_in_place(w) : w;
 }
 
 double median_run_seconds(const std::function<void()>& run, double seconds) {

@@ -36,6 +36,12 @@ uint64_t compute_mib();
 // upper middle one of an even count).
 double median_run_seconds(const std::function<void()>& run, double seconds);
 
+// An `out` x `in` matrix in Q8_0 or MXFP4 at `data` (its row_bytes() · out
+// bytes), every row the same random one (the kernels' speed does not depend
+// on the values), laid out as the CPU path keeps it (interleaved where the
+// kernels read 16 rows).
+kernels::WeightMatrix timing_matrix(bool mxfp4, int64_t out, int64_t in, uint8_t* data);
+
 class ProductTimer {
  public:
   // matrix_bytes 0: one matrix of all the bytes; else copies of a matrix of

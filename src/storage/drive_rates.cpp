@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -20,10 +19,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kPhaseNames[] = {"prefill", "decode"};
-
-std::vector<DriveRunSample>& samples_of(DriveRateRecord& r, ReadPhase phase) {
-  return phase == ReadPhase::Prefill ? r.prefill : r.decode;
-}
 
 bool sane(double v) { return std::isfinite(v) && v >= 0; }
 
@@ -75,21 +70,20 @@ bool DriveRates::add(const std::string& device, const std::string& name, ReadPha
   if (device.empty() || sample.bytes < kLeastRunBytes || !(sample.busy_s >= kLeastBusySeconds) ||
       !std::isfinite(sample.busy_s) || !sane(sample.in_flight))
     return false;
-  DriveRateRecord* record = nullptr;
-  for (DriveRateRecord& d : drives)
-    if (d.device == device) {
-      record = &d;
-      break;
-    }
-  if (!record) {
-    record = &drives.emplace_back();
-    record->device = device;
-  }
-  record->name = name;
-  std::vector<DriveRunSample>& kept = samples_of(*record, phase);
+  DriveRateRecord& r = record(device);
+  r.name = name;
+  std::vector<DriveRunSample>& kept = r.samples(phase);
   kept.push_back(sample);
   keep_latest(kept);
   return true;
+}
+
+DriveRateRecord& DriveRates::record(const std::string& device) {
+  for (DriveRateRecord& d : drives)
+    if (d.device == device) return d;
+  DriveRateRecord& d = drives.emplace_back();
+  d.device = device;
+  return d;
 }
 
 fs::path default_drive_rates_path() { return strata_cache_dir() / "drive_rates.json"; }
@@ -106,22 +100,18 @@ std::optional<DriveRates> load_drive_rates(const fs::path& path) {
   for (const nlohmann::json& d : j["drives"]) {
     if (!d.is_object() || !d.contains("device") || !d["device"].is_string() || d["device"].get<std::string>().empty())
       throw Error(what + ": a drive without its \"device\"");
-    const std::string device = d["device"].get<std::string>();
     // A drive listed twice is one record (samples in the file's order).
-    auto same = std::find_if(rates.drives.begin(), rates.drives.end(),
-                             [&](const DriveRateRecord& r) { return r.device == device; });
-    DriveRateRecord& r = same != rates.drives.end() ? *same : rates.drives.emplace_back();
-    r.device = device;
+    DriveRateRecord& r = rates.record(d["device"].get<std::string>());
     if (d.contains("name") && d["name"].is_string()) r.name = d["name"].get<std::string>();
     for (ReadPhase phase : {ReadPhase::Prefill, ReadPhase::Decode}) {
       const char* key = kPhaseNames[static_cast<int>(phase)];
       if (!d.contains(key)) continue;
       if (!d[key].is_array()) throw Error(what + ": drive " + r.device + "'s \"" + key + "\" is not a list");
-      for (const nlohmann::json& s : d[key]) samples_of(r, phase).push_back(sample_from(s, what));
+      for (const nlohmann::json& s : d[key]) r.samples(phase).push_back(sample_from(s, what));
     }
   }
   for (DriveRateRecord& r : rates.drives)
-    for (ReadPhase phase : {ReadPhase::Prefill, ReadPhase::Decode}) keep_latest(samples_of(r, phase));
+    for (ReadPhase phase : {ReadPhase::Prefill, ReadPhase::Decode}) keep_latest(r.samples(phase));
   return rates;
 }
 

@@ -53,6 +53,7 @@ struct DriveRateRecord {
   std::vector<DriveRunSample> prefill, decode;
 
   const std::vector<DriveRunSample>& samples(ReadPhase phase) const { return phase == ReadPhase::Prefill ? prefill : decode; }
+  std::vector<DriveRunSample>& samples(ReadPhase phase) { return phase == ReadPhase::Prefill ? prefill : decode; }
   // Σ bytes ÷ Σ busy_s of the kept runs of `phase`, in GB/s; 0 with none.
   double gbps(ReadPhase phase) const;
 };
@@ -69,6 +70,8 @@ struct DriveRates {
   // with no busy time, is left out (false). The oldest sample past
   // kKeptRuns goes.
   bool add(const std::string& device, const std::string& name, ReadPhase phase, const DriveRunSample& sample);
+  // The record of `device`, a new one at the end where there is none.
+  DriveRateRecord& record(const std::string& device);
 };
 
 // $STRATA_HOME/drive_rates.json (util/cache_dir.h).

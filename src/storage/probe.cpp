@@ -45,7 +45,6 @@ std::string size_label(uint64_t bytes) {
   return std::to_string(bytes) + " B";
 }
 
-
 // ---- test files, removed on every exit path, signals included ----
 
 constexpr int kMaxTempFiles = 64;

@@ -343,11 +343,8 @@ void VulkanBackend::dispatch_combine(uint64_t ys, uint64_t slot_rows, uint64_t w
   const CombinePush push{ys,      address(out.slice(0, n * width)), shared.empty() ? 0 : address(shared.slice(0, n * width)),
                          slot_rows, weights, static_cast<uint32_t>(width), static_cast<uint32_t>(k), shared.empty() ? 0u : 1u};
   record_held_back_combine();  // (one held back already: none is recorded in between, but never two)
-  if (stream_->independent()) {
-    stream_->dispatch("combine", push, static_cast<uint32_t>((width + 255) / 256), static_cast<uint32_t>(n));
-    return;
-  }
   held_back_combine_ = HeldBackCombine{push, n};
+  if (stream_->independent()) record_held_back_combine();  // in its place, inside the run
 }
 
 void VulkanBackend::record_held_back_combine() {

@@ -136,18 +136,17 @@ void Stream::before_recording() {
   if (!before_recording_ || in_before_recording_) return;
   // The held-back command was recorded outside any independent run: it goes
   // in with its own barrier even where the next command is in one.
+  struct Restore {
+    Stream& s;
+    int independent;
+    ~Restore() {
+      s.independent_ = independent;
+      s.in_before_recording_ = false;
+    }
+  } restore{*this, independent_};
   in_before_recording_ = true;
-  const int independent = independent_;
   independent_ = 0;
-  try {
-    before_recording_();
-  } catch (...) {
-    independent_ = independent;
-    in_before_recording_ = false;
-    throw;
-  }
-  independent_ = independent;
-  in_before_recording_ = false;
+  before_recording_();
 }
 
 VkCommandBuffer Stream::bind(std::string_view name, const void* push, uint32_t bytes) {
