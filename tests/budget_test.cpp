@@ -186,10 +186,11 @@ TEST(Budget, EveryExpertInRamReadsNothingAfterThePrompt) {
   EXPECT_EQ(p.verdict, "fits in RAM: every expert stays once read");
 }
 
-// A heat file's counts: all but k of each layer's slots keep its most used
-// experts, by the counts shrunk towards uniform by their sampling noise; k
-// hold any of the rest. (Hand-computed; budget.h has the formula.)
-TEST(Budget, HeatKeepsAllButKSlotsOnTheMostUsedExperts) {
+// A heat file's counts: all but k of each layer's slots keep the most used
+// experts over all layers (the cache is one), by the counts shrunk towards
+// uniform by their sampling noise; k a layer hold any of the rest.
+// (Hand-computed; budget.h has the formula.)
+TEST(Budget, HeatKeepsAllButKSlotsALayerOnTheMostUsedExpertsOfAnyLayer) {
   BudgetShape s;
   s.expert_bytes = 1000;
   s.moe_layers = 2;
@@ -199,26 +200,40 @@ TEST(Budget, HeatKeepsAllButKSlotsOnTheMostUsedExperts) {
   // Layer 1: N = 10, mean 2.5, spread ((-0.5)² + 3.5² + 1.5² + 1.5²) / 4 =
   // 4.25, uniform's noise 2.5 · (1 − 1/4) = 1.875: λ = 2.375 / 4.25 =
   // 0.558824; shares 0.25 + λ (c/10 − 0.25): 0.445588, 0.222059, 0.166176 x2.
-  // Layer 2: no spread, λ = 0: uniform.
+  // Layer 2: no spread, λ = 0: uniform. A layer's kept slots may hold its
+  // E − k = 3 hottest; over both layers, hottest first: 0.445588 (layer 1),
+  // 0.25 x3 (layer 2), 0.222059, 0.166176 (layer 1).
   // Two slots, one a layer: it turns over with each token (k = 1), none is
   // kept: 1/4 in both layers.
   EXPECT_NEAR(expected_hit_rate(s, 2, heat), 0.25, 1e-12);
-  // Three: 1.5 a layer, 0.5 kept: layer 1 0.5 · 0.445588 = 0.222794,
-  // + 0.777206 · 1 / 3.5 = 0.444853; layer 2 0.375. Mean 0.409926.
-  EXPECT_NEAR(expected_hit_rate(s, 3, heat), 0.409926, 1e-6);
-  // Five: 2.5 a layer, 1.5 kept: layer 1 0.445588 + 0.5 · 0.222059 =
-  // 0.556618, + 0.443382 · 1 / 2.5 = 0.733971; layer 2 0.625. Mean 0.679485.
-  EXPECT_NEAR(expected_hit_rate(s, 5, heat), 0.679485, 1e-6);
+  // Three: one kept, layer 1's hottest: 0.445588 + 0.554412 · 1/3 =
+  // 0.630392; layer 2 turns its one over, 0.25. Mean 0.440196.
+  EXPECT_NEAR(expected_hit_rate(s, 3, heat), 0.440196, 1e-6);
+  // Five: three kept, layer 1's hottest and two of layer 2's (its 0.25
+  // beats layer 1's second, 0.222059): layer 1 0.630392; layer 2 0.5 +
+  // 0.5 · 1/2 = 0.75. Mean 0.690196 (split evenly, 2.5 a layer: 0.679485).
+  EXPECT_NEAR(expected_hit_rate(s, 5, heat), 0.690196, 1e-6);
+  // Four: two kept, layer 1's hottest, then one of layer 2's three equal
+  // ones (0.25 a third each, a third of a slot each: one slot in all):
+  // layer 1 0.630392; layer 2 0.25 + 0.75 · 1/3 = 0.5. Mean 0.565196.
+  EXPECT_NEAR(expected_hit_rate(s, 4, heat), 0.565196, 1e-6);
   // k = 2: uniform's noise 2.5 · (1 − 2/4) = 1.25, λ = 3 / 4.25 = 0.705882;
-  // shares 0.497059, 0.214706, 0.144118 x2. Six slots, three a layer, one
-  // kept: layer 1 0.497059 + 0.502941 · 2 / 3 = 0.832353; layer 2 3/4. Mean
-  // 0.791176. Two slots, one a layer, fewer than k: none kept, 1/4.
+  // shares 0.497059, 0.214706, 0.144118 x2; E − k = 2 keepable a layer:
+  // 0.497059 (layer 1), 0.25 x2 (layer 2), 0.214706 (layer 1). Six slots,
+  // two kept: layer 1's hottest and one of layer 2's two equal ones (half
+  // a slot each: one in all): layer 1 0.497059 + 0.502941 · 2/3 = 0.832353;
+  // layer 2 0.25 + 0.75 · 2/3 = 3/4. Mean 0.791176. Seven, three kept:
+  // layer 2 keeps both, 0.5 + 0.5 · 2/2 = 1. Mean 0.916176. Two slots, one
+  // a layer, fewer than k: none kept, 1/4.
   BudgetShape two = s;
   two.experts_per_token = 2;
   EXPECT_NEAR(expected_hit_rate(two, 6, heat), 0.791176, 1e-6);
+  EXPECT_NEAR(expected_hit_rate(two, 7, heat), 0.916176, 1e-6);
   EXPECT_NEAR(expected_hit_rate(two, 2, heat), 0.25, 1e-12);
   // Counts no more spread than uniform routing's noise tell nothing: uniform.
   EXPECT_NEAR(expected_hit_rate(s, 2, {{3, 2, 3, 2}, {1, 1, 1, 1}}), 0.25, 1e-12);
+  // Uniform layers share the kept slots evenly: five, 2.5 a layer, 5/8.
+  EXPECT_NEAR(expected_hit_rate(s, 5, {{1, 1, 1, 1}, {1, 1, 1, 1}}), 0.625, 1e-12);
   // Without heat, uniform: 1.5 of 4.
   EXPECT_DOUBLE_EQ(expected_hit_rate(s, 3, {}), 0.375);
   EXPECT_DOUBLE_EQ(expected_hit_rate(s, 8, heat), 1.0);
@@ -272,20 +287,21 @@ TEST(Budget, WrongGuessesByExpertScaleTheFactorByWhatTheCacheLacks) {
   m.prefetch_read_factor = 1.4;
   const BudgetPrediction before = predict_budget(s, m, 16);
   ASSERT_EQ(before.cache_slots, 5u);
-  EXPECT_NEAR(before.hit_rate, 0.679485, 1e-6);  // as above
+  EXPECT_NEAR(before.hit_rate, 0.690196, 1e-6);  // as above
   EXPECT_DOUBLE_EQ(before.read_factor, 1.4);     // none by expert: the machine's
   // Layer 1's wrong guesses named its two coldest experts (3 and 1 of them),
-  // layer 2's each alike. Five slots: 2.5 a layer, 1.5 kept. Layer 1 in the
-  // picks' order (6, 2, 1, 1) has wrong shares 0, 0, 0.75, 0.25: the kept
-  // hold none, the turning-over slot 1 / 2.5 = 0.4 of them, 0.6 missed.
-  // Layer 2: 0.25 + 0.5 · 0.25 = 0.375 kept, + 0.625 · 0.4 = 0.625 held,
-  // 0.375 missed. Of 8 wrong guesses 4 · 0.6 + 4 · 0.375 = 3.9 missed,
-  // 0.4875, against the picks' 0.320515: 1 + 0.4 · 0.4875 / 0.320515 =
-  // 1.608396; read 2 · 1000 · 0.320515 · 1.608396 = 1031.03 bytes a token.
+  // layer 2's each alike. Five slots: layer 1 keeps one, layer 2 two (as
+  // above), k = 1 turning over in each. Layer 1 in the picks' order (6, 2,
+  // 1, 1) has wrong shares 0, 0, 0.75, 0.25: the kept hold none, the
+  // turning-over slot 1/3 of them, 2/3 missed. Layer 2: 0.5 kept + 0.5 · 1/2
+  // = 0.75 held, 0.25 missed. Of 8 wrong guesses 4 · 2/3 + 4 · 0.25 =
+  // 3.666667 missed, 0.458333, against the picks' 0.309804: 1 + 0.4 ·
+  // 0.458333 / 0.309804 = 1.591772; read 2 · 1000 · 0.309804 · 1.591772 =
+  // 986.27 bytes a token.
   m.wrong_guesses = {{0, 0, 3, 1}, {1, 1, 1, 1}};
   const BudgetPrediction p = predict_budget(s, m, 16);
-  EXPECT_NEAR(p.read_factor, 1.608396, 1e-6);
-  EXPECT_NEAR(static_cast<double>(p.read_per_token), 1031.03, 1.0);
+  EXPECT_NEAR(p.read_factor, 1.591772, 1e-6);
+  EXPECT_NEAR(static_cast<double>(p.read_per_token), 986.27, 1.0);
   // Wrong guesses spread as the picks (uniform both): the machine's factor.
   m.heat = {{1, 1, 1, 1}, {1, 1, 1, 1}};
   m.wrong_guesses = {{2, 2, 2, 2}, {1, 1, 1, 1}};

@@ -37,31 +37,6 @@ void check_heat(const BudgetShape& s, const Heat& heat, const char* what = "the 
                   " experts, the model " + std::to_string(s.experts));
 }
 
-// Each layer's counts, most used first, and its wrong guesses in the same
-// order (sorted once: the bisection below and the chart ask for many cache
-// sizes).
-struct RankedHeat {
-  Heat picks;
-  Heat wrong;  // empty: none on record
-};
-
-RankedHeat ranked_heat(const Heat& heat, const Heat& wrong) {
-  RankedHeat r;
-  const bool with_wrong = !wrong.empty() && wrong.size() == heat.size();
-  for (size_t l = 0; l < heat.size(); ++l) {
-    const std::vector<double>& uses = heat[l];
-    std::vector<size_t> order(uses.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return uses[a] > uses[b]; });
-    std::vector<double>& picks = r.picks.emplace_back();
-    for (size_t i : order) picks.push_back(uses[i]);
-    if (!with_wrong) continue;
-    std::vector<double>& w = r.wrong.emplace_back();
-    for (size_t i : order) w.push_back(wrong[l][i]);
-  }
-  return r;
-}
-
 // A layer's counts as use shares shrunk towards uniform by their sampling
 // noise (budget.h): 1/E + λ (c/N − 1/E), λ = the share of the counts'
 // spread that uniform routing's noise does not explain.
@@ -79,20 +54,77 @@ std::vector<double> shrunk_shares(const std::vector<double>& counts, int64_t k) 
   return p;
 }
 
-// How a layer's share of the cache is laid out: all but k slots keep the
-// most used experts; k turn over with each token's misses and hold any of
-// the rest (the slots split evenly over the layers: the cache is shared,
-// but a token picks k in every layer alike).
+int64_t picks_a_layer(const BudgetShape& s) { return std::clamp<int64_t>(s.experts_per_token, 1, s.experts); }
+
+// The heat as the cache layout needs it, worked out once (the bisection
+// below and the chart ask for many cache sizes): each layer's shrunk shares
+// most used first (uniform for a layer never seen), its wrong guesses in the
+// same order, and every expert a layer's kept slots could hold, hottest
+// first over all layers (the cache is one: least frequently used goes first,
+// whatever its layer).
+struct RankedHeat {
+  Heat shares;  // empty: no heat
+  std::vector<bool> seen;  // a layer's: any count on record
+  Heat wrong;   // empty: none on record
+  std::vector<std::pair<double, size_t>> kept_order;  // (share, layer)
+};
+
+RankedHeat ranked_heat(const BudgetShape& s, const Heat& heat, const Heat& wrong) {
+  RankedHeat r;
+  const bool with_wrong = !wrong.empty() && wrong.size() == heat.size();
+  const size_t keepable = static_cast<size_t>(s.experts - picks_a_layer(s));
+  for (size_t l = 0; l < heat.size(); ++l) {
+    const std::vector<double>& uses = heat[l];
+    std::vector<size_t> order(uses.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return uses[a] > uses[b]; });
+    const bool seen = std::accumulate(uses.begin(), uses.end(), 0.0) > 0;
+    r.seen.push_back(seen);
+    const std::vector<double> shares = seen ? shrunk_shares(uses, s.experts_per_token)
+                                            : std::vector<double>(uses.size(), 1.0 / static_cast<double>(uses.size()));
+    std::vector<double>& sorted = r.shares.emplace_back();
+    for (size_t i : order) sorted.push_back(shares[i]);
+    for (size_t i = 0; i < std::min(keepable, sorted.size()); ++i) r.kept_order.emplace_back(sorted[i], l);
+    if (!with_wrong) continue;
+    std::vector<double>& w = r.wrong.emplace_back();
+    for (size_t i : order) w.push_back(wrong[l][i]);
+  }
+  std::stable_sort(r.kept_order.begin(), r.kept_order.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  return r;
+}
+
+// How a layer's part of the cache is laid out: k slots a layer turn over
+// with each token's misses and hold any of the rest; the others keep the
+// most used experts, wherever they are hottest (a token picks k in every
+// layer alike, but one layer's routing may be far more concentrated than
+// another's). With fewer than k slots a layer, all turn over.
 struct LayerCache {
   double slots = 0;  // a layer's
   double kept = 0;   // of them, those that keep its most used experts
 };
 
-LayerCache layer_cache(const BudgetShape& s, uint64_t slots) {
-  LayerCache c;
-  c.slots = static_cast<double>(slots) / static_cast<double>(s.moe_layers);
-  const double k = static_cast<double>(std::clamp<int64_t>(s.experts_per_token, 1, s.experts));
-  c.kept = std::max(0.0, c.slots - k);
+std::vector<LayerCache> cache_layout(const BudgetShape& s, uint64_t slots, const RankedHeat& heat) {
+  const double layers = static_cast<double>(s.moe_layers), k = static_cast<double>(picks_a_layer(s));
+  const double total = static_cast<double>(slots);
+  std::vector<LayerCache> c(static_cast<size_t>(s.moe_layers));
+  if (heat.shares.empty() || total <= layers * k) {
+    // Without heat every expert is alike, and with k slots a layer or
+    // fewer none is kept: the slots split evenly.
+    for (LayerCache& l : c) l = {total / layers, std::max(0.0, total / layers - k)};
+    return c;
+  }
+  // Hottest first; experts of equal share (a layer's uniform ones, layers
+  // alike) share what is left evenly, as no order among them is better.
+  double keep = total - layers * k;
+  for (size_t i = 0; i < heat.kept_order.size() && keep > 0;) {
+    size_t end = i + 1;
+    while (end < heat.kept_order.size() && heat.kept_order[end].first == heat.kept_order[i].first) ++end;
+    const double group = static_cast<double>(end - i), each = std::min(1.0, keep / group);
+    for (; i < end; ++i) c[heat.kept_order[i].second].kept += each;
+    keep -= each * group;
+  }
+  for (LayerCache& l : c) l.slots = l.kept + k;
   return c;
 }
 
@@ -104,21 +136,19 @@ double held_share(const std::vector<double>& shares, const LayerCache& c) {
   double held = std::accumulate(shares.begin(), shares.begin() + static_cast<std::ptrdiff_t>(whole), 0.0);
   if (whole < shares.size()) held += shares[whole] * (c.kept - static_cast<double>(whole));
   const double e = static_cast<double>(shares.size());
-  return held + (1.0 - held) * (c.slots - c.kept) / (e - c.kept);
+  return c.kept >= e ? 1.0 : held + (1.0 - held) * std::min(1.0, (c.slots - c.kept) / (e - c.kept));
 }
 
-// expected_hit_rate() over checked heat whose layers are sorted.
-double hit_rate_sorted(const BudgetShape& s, uint64_t slots, const Heat& sorted) {
+// expected_hit_rate() over ranked heat.
+double hit_rate_ranked(const BudgetShape& s, uint64_t slots, const RankedHeat& heat) {
   if (s.moe_layers <= 0 || s.experts <= 0) return 0;
   if (slots >= all_experts(s)) return 1.0;
-  const LayerCache c = layer_cache(s, slots);
+  const std::vector<LayerCache> c = cache_layout(s, slots, heat);
   const double e = static_cast<double>(s.experts);
-  if (sorted.empty()) return c.slots / e;
+  if (heat.shares.empty()) return c[0].slots / e;
   double hit = 0;
-  for (const std::vector<double>& uses : sorted)
-    hit += std::accumulate(uses.begin(), uses.end(), 0.0) > 0 ? held_share(shrunk_shares(uses, s.experts_per_token), c)
-                                                              : c.slots / e;  // a layer never seen: as uniform
-  return hit / static_cast<double>(sorted.size());
+  for (size_t l = 0; l < heat.shares.size(); ++l) hit += held_share(heat.shares[l], c[l]);
+  return hit / static_cast<double>(heat.shares.size());
 }
 
 // Bytes read for each byte a token misses at `slots` (whose hit rate is
@@ -130,17 +160,16 @@ double hit_rate_sorted(const BudgetShape& s, uint64_t slots, const Heat& sorted)
 double read_factor(const BudgetShape& s, uint64_t slots, double hit, const RankedHeat& heat, double factor) {
   if (factor <= 1 || heat.wrong.empty() || slots >= all_experts(s)) return factor;
   const double missed = 1.0 - hit;
-  const LayerCache c = layer_cache(s, slots);
+  const std::vector<LayerCache> c = cache_layout(s, slots, heat);
   double wrong = 0, wrong_missed = 0;
   for (size_t l = 0; l < heat.wrong.size(); ++l) {
     const double n = std::accumulate(heat.wrong[l].begin(), heat.wrong[l].end(), 0.0);
     if (n <= 0) continue;
-    const bool seen = std::accumulate(heat.picks[l].begin(), heat.picks[l].end(), 0.0) > 0;
-    double held = c.slots / static_cast<double>(s.experts);  // a layer never seen: any expert alike
-    if (seen) {
+    double held = c[l].slots / static_cast<double>(s.experts);  // a layer never seen: any expert alike
+    if (heat.seen[l]) {
       std::vector<double> shares = heat.wrong[l];
       for (double& w : shares) w /= n;
-      held = held_share(shares, c);
+      held = held_share(shares, c[l]);
     }
     wrong += n;
     wrong_missed += n * (1.0 - held);
@@ -234,7 +263,7 @@ double distinct_experts(int64_t experts, int64_t per_token, int64_t tokens) {
 double expected_hit_rate(const BudgetShape& s, uint64_t slots, const Heat& heat) {
   if (s.moe_layers <= 0 || s.experts <= 0) return 0;
   check_heat(s, heat);
-  return hit_rate_sorted(s, slots, ranked_heat(heat, {}).picks);
+  return hit_rate_ranked(s, slots, ranked_heat(s, heat, {}));
 }
 
 BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, int64_t prompt_tokens) {
@@ -265,8 +294,8 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
   check_heat(s, m.wrong_guesses, "the wrong guesses by expert");
   if (!m.wrong_guesses.empty() && m.heat.empty())
     throw Error("budget: wrong guesses by expert need the heat they were recorded with");
-  const RankedHeat heat = ranked_heat(m.heat, m.wrong_guesses);
-  p.hit_rate = hit_rate_sorted(s, p.cache_slots, heat.picks);
+  const RankedHeat heat = ranked_heat(s, m.heat, m.wrong_guesses);
+  p.hit_rate = hit_rate_ranked(s, p.cache_slots, heat);
   p.read_factor = read_factor(s, p.cache_slots, p.hit_rate, heat, m.prefetch_read_factor);
   p.hit_rate_from_heat = !p.fits && std::any_of(m.heat.begin(), m.heat.end(), [](const std::vector<double>& l) {
     return std::accumulate(l.begin(), l.end(), 0.0) > 0;
@@ -307,7 +336,7 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     uint64_t lo = 0, hi = all_experts(s);
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
-      const double hit = hit_rate_sorted(s, mid, heat.picks);
+      const double hit = hit_rate_ranked(s, mid, heat);
       const double r = read_seconds(s, mid, hit, heat, gbps, m.prefetch_read_factor);
       if (r <= token_compute_seconds(s, m, hit, r * gbps * 1e9, false))
         hi = mid;

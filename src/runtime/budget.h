@@ -13,13 +13,19 @@
 //   resident   = trunk + KV at the context + step buffers + the process;
 //   cache      = RAM − resident, in whole experts (`expert_bytes` each, the
 //                mean: the loader's slots take the largest);
-//   hit rate h = the share of a token's picks the cache holds, slots split
-//                evenly over the layers. With a heat file (per-layer use
-//                counts of earlier runs): the provider keeps the most used
-//                experts (least frequently used goes first), but k slots a
-//                layer turn over with each token's misses, so
-//                h = share(the kept, per-layer − k most used)
-//                    + (1 − that share) · min(per-layer, k) ÷ (E − kept).
+//   hit rate h = the share of a token's picks the cache holds. k slots a
+//                layer turn over with each token's misses; the rest keep
+//                the most used experts (least frequently used goes first,
+//                in one cache for all layers). Without a heat file every
+//                expert is alike and they split evenly over the layers.
+//                With one (per-layer use counts of earlier runs) they keep
+//                the experts of the highest shares over all layers (a
+//                layer of concentrated routing keeps its few hot ones, one
+//                of even routing many: on the budget check's model b,
+//                whose first layers route evenly and last ones not, this
+//                took the hit rate at 2.5 GiB from 0.92 to 0.96, the runs'
+//                0.96: docs/PERFORMANCE.md), so in each layer
+//                h = share(its kept) + (1 − that share) · k ÷ (E − kept).
 //                The shares are a layer's counts shrunk towards uniform by
 //                their sampling noise (empirical Bayes: a count's variance
 //                under uniform routing, T · k/E · (1 − k/E) over T tokens, is
@@ -185,9 +191,9 @@ struct BudgetPrediction {
 // negative prompt.
 BudgetPrediction predict_budget(const BudgetShape& shape, const BudgetMachine& machine, int64_t prompt_tokens);
 
-// The hit rate of a cache of `slots` experts split evenly over the layers,
-// all but k a layer holding its most used experts by the heat's shrunk
-// shares (above), or, without heat, under uniform routing.
+// The hit rate of a cache of `slots` experts, k a layer turning over and
+// the rest holding the most used experts of any layer by the heat's shrunk
+// shares (above), or, without heat, split evenly under uniform routing.
 double expected_hit_rate(const BudgetShape& shape, uint64_t slots, const std::vector<std::vector<double>>& heat);
 
 // The distinct experts `tokens` tokens pick in one layer under uniform routing.
