@@ -216,15 +216,20 @@ TEST(VulkanOps, ACombineAndTheNormAfterItAreOneDispatchWithTheTwosBits) {
   for (bool shared : {false, true}) {
     SCOPED_TRACE(shared ? "with a shared expert" : "routed experts alone");
     // Fused: the norm right after the combine.
+    auto dispatches = [&] { return p.vk->expert_cache_stats().dispatches; };
     Tensor vx = put(*p.vk, x), vo = p.vk->allocate(n * hidden), vy = p.vk->allocate(n * hidden);
+    const uint64_t before = dispatches();
     p.vk->combine_experts(vg, hidden, rows, ids.data(), weights.data(), n, k, shared ? vsh : Tensor{}, vo);
     p.vk->add_rms_norm(vx, vo, w.data(), n, hidden, 1e-6f, vy);
+    EXPECT_EQ(dispatches() - before, 1u) << "the combine and the norm fused";
     // Apart: a copy recorded between them.
     Tensor vx2 = put(*p.vk, x), vo2 = p.vk->allocate(n * hidden), vy2 = p.vk->allocate(n * hidden),
            spare = p.vk->allocate(n * hidden);
+    const uint64_t apart = dispatches();
     p.vk->combine_experts(vg, hidden, rows, ids.data(), weights.data(), n, k, shared ? vsh : Tensor{}, vo2);
     p.vk->copy(spare, vx2);
     p.vk->add_rms_norm(vx2, vo2, w.data(), n, hidden, 1e-6f, vy2);
+    EXPECT_EQ(dispatches() - apart, 3u) << "the combine, the copy (a dispatch too) and the norm apart";
     expect_same_bits(get(*p.vk, vo2), get(*p.vk, vo), "the delta");
     expect_same_bits(get(*p.vk, vx2), get(*p.vk, vx), "the stream");
     expect_same_bits(get(*p.vk, vy2), get(*p.vk, vy), "the norm");

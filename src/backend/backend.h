@@ -208,6 +208,10 @@ struct DeviceExpertStats {
   // Expert bytes uploaded or staged that the device read in place from the
   // RAM cache (Backend::adopt_host_memory) instead of through its staging.
   uint64_t bytes_in_place = 0;
+  // Every op's compute dispatches, and the barriers between commands (not
+  // only the experts': a step's whole cost in commands).
+  uint64_t dispatches = 0;
+  uint64_t barriers = 0;
 };
 
 // A MoE layer's routing, routed experts and combine in one call, on a device

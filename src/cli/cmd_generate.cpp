@@ -221,6 +221,19 @@ int run_generate(const GenerateArgs& a) {
     out["stats"]["experts"] = {{"prefill", expert_stats_json(r.prefill_experts, r.prefill_s)},
                                {"decode", expert_stats_json(r.decode_experts, r.decode_s)}};
   }
+  // On a GPU: the commands each phase recorded (what a token costs the GPU
+  // beyond its work: docs/vulkan.md).
+  const DeviceExpertStats& pd = r.prefill_experts.device, &dd = r.decode_experts.device;
+  if (pd.dispatches + dd.dispatches > 0) {
+    const double decoded = r.tokens.size() > 1 ? static_cast<double>(r.tokens.size() - 1) : 0.0;
+    out["stats"]["device"] = {
+        {"prefill", {{"dispatches", pd.dispatches}, {"barriers", pd.barriers}}},
+        {"decode",
+         {{"dispatches", dd.dispatches},
+          {"barriers", dd.barriers},
+          {"dispatches_per_token", decoded > 0 ? static_cast<double>(dd.dispatches) / decoded : 0.0},
+          {"barriers_per_token", decoded > 0 ? static_cast<double>(dd.barriers) / decoded : 0.0}}}};
+  }
   if (a.logits) out["logits"] = r.logits;
   std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return 0;

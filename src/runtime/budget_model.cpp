@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -266,20 +267,31 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
   auto rate = [&](const ProductTimer& t, size_t rows) {
     return static_cast<double>(t.matrix_bytes()) * static_cast<double>(rows) / t.seconds(rows, pool, seconds / 4) / 1e9;
   };
+  // A one-row rate, which decides a decode token's compute, is the median
+  // of three windows apart (the other rows' timings between them): one
+  // window of a busy moment read half the rate on the 2-core machine
+  // (docs/PERFORMANCE.md, "Session 43").
+  auto one_row_rate = [&](const ProductTimer& t, auto&& between) {
+    std::array<double, 3> rates{};
+    for (size_t i = 0; i < rates.size(); ++i) {
+      rates[i] = rate(t, 1);
+      if (i == 0) between();
+    }
+    std::sort(rates.begin(), rates.end());
+    return rates[1];
+  };
   double expert_gbps = 0;
   {
     const ProductTimer timer(experts_mxfp4);
-    r.decode_gbps = rate(timer, 1);
-    expert_gbps = rate(timer, expert_rows);
-    if (trunk_mxfp4 == experts_mxfp4) {
-      r.trunk_decode_gbps = r.decode_gbps;
-      r.prefill_gbps = rate(timer, trunk_rows);
-    }
+    r.decode_gbps = one_row_rate(timer, [&] {
+      expert_gbps = rate(timer, expert_rows);
+      if (trunk_mxfp4 == experts_mxfp4) r.prefill_gbps = rate(timer, trunk_rows);
+    });
+    if (trunk_mxfp4 == experts_mxfp4) r.trunk_decode_gbps = r.decode_gbps;
   }
   if (trunk_mxfp4 != experts_mxfp4) {  // the trunk in its own format (one timer at a time: they are large)
     const ProductTimer timer(trunk_mxfp4);
-    r.trunk_decode_gbps = rate(timer, 1);
-    r.prefill_gbps = rate(timer, trunk_rows);
+    r.trunk_decode_gbps = one_row_rate(timer, [&] { r.prefill_gbps = rate(timer, trunk_rows); });
   }
   // A decode token's products are many and small: one expert matrix's bytes
   // each, read from memory. What one costs beyond its bytes at the rate above

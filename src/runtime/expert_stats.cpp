@@ -24,6 +24,8 @@ ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier) {
   d.device.held_routes -= earlier.device.held_routes;
   d.device.staged -= earlier.device.staged;
   d.device.bytes_in_place -= earlier.device.bytes_in_place;
+  d.device.dispatches -= earlier.device.dispatches;
+  d.device.barriers -= earlier.device.barriers;
   // By name: a drive first seen later (a file opened since) shifts none.
   for (auto& drive : d.drives)
     for (const auto& before : earlier.drives)
@@ -95,7 +97,9 @@ nlohmann::json expert_stats_json(const ExpertStats& s, double wall_s) {
             {"vram_cache_bytes", s.device.capacity_bytes},
             {"host_staging_bytes", s.device.host_staging_bytes},
             {"bytes_in_place", s.device.bytes_in_place},
-            {"layers_routed_on_device", s.device.held_routes}}}};
+            {"layers_routed_on_device", s.device.held_routes},
+            {"dispatches", s.device.dispatches},
+            {"barriers", s.device.barriers}}}};
 }
 
 }  // namespace strata

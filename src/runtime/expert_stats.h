@@ -14,7 +14,8 @@ ExpertStats stats_delta(const ExpertStats& later, const ExpertStats& earlier);
 //  "busy_s", "gbps", "mean_in_flight" (a drive's, not a remote source's)}], "prefetch": {"issued", "used", "predicted",
 //  "predicted_right", "accuracy"}, "cache_slots", "cache_slot_bytes", "pinned",
 //  "device": {"vram_hits", "uploads", "bytes_uploaded", "from_host", "vram_cache_bytes",
-//              "host_staging_bytes", "bytes_in_place", "layers_routed_on_device"}}
+//              "host_staging_bytes", "bytes_in_place", "layers_routed_on_device",
+//              "dispatches", "barriers"}}
 // `wall_s` is the time the snapshot covers.
 nlohmann::json expert_stats_json(const ExpertStats& s, double wall_s);
 

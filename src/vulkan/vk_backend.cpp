@@ -191,6 +191,8 @@ DeviceExpertStats VulkanBackend::expert_cache_stats() const {
   DeviceExpertStats s = expert_stats_;
   s.capacity_bytes = experts_->budget();  // lowered where the device had less memory
   s.host_staging_bytes = staging_->reserved() + uploads_->reserved() + args_->reserved();
+  s.dispatches = stream_->dispatches();
+  s.barriers = stream_->barriers();
   return s;
 }
 

@@ -100,6 +100,7 @@ void Stream::barrier(VkCommandBuffer cmd, bool for_host) {
     return;
   }
   // The next command may also take its grid from what this one wrote.
+  ++barriers_;
   b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
                     VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT;
   vkCmdPipelineBarrier(cmd, stages, stages | VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
@@ -162,6 +163,7 @@ VkCommandBuffer Stream::bind(std::string_view name, const void* push, uint32_t b
 
 void Stream::dispatched(std::string_view name, uint32_t x, uint32_t y, uint32_t z) {
   const bool indirect = x == 0;
+  ++dispatches_;
   // Inside an independent run (and not debugging), no barrier of its own.
   const bool with_barrier = independent_ == 0 || sync_;
   if (profile_ && profile_->by_grid())

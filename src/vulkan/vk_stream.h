@@ -81,6 +81,11 @@ class Stream {
   // with the next, where the next allows) goes in first, in its place.
   void set_before_recording(std::function<void()> hook) { before_recording_ = std::move(hook); }
   void end_independent();
+  // Compute dispatches and barriers between commands recorded so far: what
+  // a step costs the GPU beyond its work (each is a few microseconds on
+  // NVIDIA's driver: docs/PERFORMANCE.md), and what fusing ops saves.
+  uint64_t dispatches() const { return dispatches_; }
+  uint64_t barriers() const { return barriers_; }
 
   static constexpr size_t kRing = 4;                  // command buffers in turn
   static constexpr uint32_t kCommandsPerSubmit = 128;  // a buffer goes out at this many (a layer records ~17)
@@ -137,6 +142,7 @@ class Stream {
   bool owes_barrier_ = false;   // a dispatch was recorded without its barrier
   bool unseen_by_host_ = false;  // commands recorded since the host's barrier
   bool sync_ = false;  // STRATA_VK_DEBUG: every dispatch alone
+  uint64_t dispatches_ = 0, barriers_ = 0;
   std::unique_ptr<Profile> profile_;
 };
 
