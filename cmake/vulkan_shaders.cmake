@@ -44,6 +44,8 @@ foreach(f IN ITEMS il_q8_0 il_mxfp4 il_q4_k)
   strata_shader(linear_mm_grouped_${f} linear_il_mm.comp -DFMT=${fmt} -DGROUPED)
   math(EXPR fmt "${fmt} + 1")
 endforeach()
+# Routing that also writes the jobs of a layer the device holds whole.
+strata_shader(route_held route.comp -DHELD)
 file(GLOB plain_shaders CONFIGURE_DEPENDS ${STRATA_SHADER_DIR}/*.comp)
 foreach(path IN LISTS plain_shaders)
   get_filename_component(name ${path} NAME_WE)

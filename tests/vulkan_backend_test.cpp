@@ -488,11 +488,14 @@ std::vector<float> per_position(size_t n, int64_t pos, size_t width, uint64_t se
 }
 
 TEST(VulkanAttention, GroupedQueryAttentionAgreesWithTheCpu) {
-  const int64_t H = 4, KV = 2, d = 32;
+  const int64_t H = 4, KV = 2;
   RopeConfig rc;
-  const Rope rope(rc, d, false), rope_il(rc, 16, true);
-  const std::vector<float> qn = random_vector(d, 40), kn = random_vector(d, 41), sinks = random_vector(H, 42);
-  for (int variant = 0; variant < 4; ++variant) {
+  const Rope rope(rc, 32, false), rope_il(rc, 16, true);
+  const std::vector<float> qn = random_vector(32, 40), kn = random_vector(32, 41), sinks = random_vector(H, 42);
+  for (int variant = 0; variant < 5; ++variant) {
+    // Heads of 32 channels; the last variant's of 160, past attend_row.comp's
+    // 128 (the softmax and the values apart), partly rotated.
+    const int64_t d = variant == 4 ? 160 : 32;
     CacheShape shape;
     shape.layers = 1;
     shape.key_width = shape.value_width = KV * d;
@@ -514,11 +517,18 @@ TEST(VulkanAttention, GroupedQueryAttentionAgreesWithTheCpu) {
       a.sinks = variant >= 2 ? sinks.data() : nullptr;
       a.window = variant == 2 ? 3 : 0;
       a.scale = 0.17f;
+      const uint64_t before = b.expert_cache_stats().dispatches;
       b.gqa_attention(a);
+      // On the GPU a row step is three dispatches: the prep (norms, rotation,
+      // the cache's rows), the scores, then the softmax and values as one
+      // (heads of 128 channels or fewer; four for wider ones).
+      if (n == 1 && b.expert_cache_stats().dispatches > 0) {
+        EXPECT_EQ(b.expert_cache_stats().dispatches - before, d <= 128 ? 3u : 4u);
+      }
       return get(b, out);
     };
     // 40 rows: chunks on the tiled path (a window leaves it).
-    const char* what[] = {"gqa", "gqa + norms, interleaved", "gqa, window + sinks", "gqa + sinks"};
+    const char* what[] = {"gqa", "gqa + norms, interleaved", "gqa, window + sinks", "gqa + sinks", "gqa, heads of 160"};
     expect_attention_agrees(shape, 40, op, 1e-5, what[variant]);
   }
 }

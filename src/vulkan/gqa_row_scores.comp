@@ -3,8 +3,9 @@
 // short chunks), after gqa_prep: score (i, h, j) = dot(q[i][h], key[j])·scale
 // over the positions row i sees, the 16-lane dot in dot_serial's order, one
 // invocation a position: 64 positions a workgroup (gl_WorkGroupID.x), head
-// gl_WorkGroupID.y, row of the chunk gl_WorkGroupID.z. attend_softmax.comp
-// and attend_row_values.comp follow. The tiled prompt path (gqa_scores.comp)
+// gl_WorkGroupID.y, row of the chunk gl_WorkGroupID.z. attend_row.comp
+// follows (attend_softmax.comp and attend_row_values.comp for heads wider
+// than 128 channels). The tiled prompt path (gqa_scores.comp)
 // computes the same bits.
 #include "common.glsl"
 

@@ -1,7 +1,7 @@
-// What held_jobs.comp and held_groups.comp share: the layer's table of
-// expert WeightRefs (per expert: gate, up, down, gate_up; as words), a job
-// written from it (jobs.glsl's Job, as words), and a slot's entry in the
-// combine's order.
+// What route.comp's HELD build (route_held) and held_groups.comp share: the
+// layer's table of expert WeightRefs (per expert: gate, up, down, gate_up; as
+// words), a job written from it (jobs.glsl's Job, as words), and a slot's
+// entry in the combine's order.
 #define REF_WORDS 20u            // vk_formats.h's WeightRef
 #define JOB_WORDS 26u            // jobs.glsl's Job
 #define EXPERT_WORDS (4u * REF_WORDS)
@@ -56,4 +56,40 @@ void put_order(Ints ids, Floats weights, uint k, uint slots, uint q, uint ys_row
     host.v[q] = uint(ids.v[q]);
     host.v[slots + q] = floatBitsToUint(weights.v[q]);
   }
+}
+
+// What a step of few rows needs for its jobs (VulkanBackend::route_held
+// writes it with the step's arguments; its layout there).
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer HeldArgs {
+  Table table;      // [experts × EXPERT_WORDS]
+  Uints first;      // jobs, [2·n·k] (fused: [n·k])
+  Uints second;     // jobs, [n·k]
+  Uints slot_rows;  // [n × k], sorted by id within a row
+  Floats sorted;    // their weights
+  uvec2 x;          // the experts' input, rows x_width floats apart
+  uvec2 scratch;    // gate rows, then up rows (fused: then gate_up rows), width floats each, n·k of each
+  uvec2 ys;         // the down products' rows, hidden floats apart
+  Uints host;       // ids, then weights, [n × k] each; 0: none
+  uint n, width, x_width, hidden, fused;
+};
+
+// Slot q = r·k + s's jobs (row r's s-th choice, expert e = ids[q]), each of
+// one row, from the layer's table:
+//   first products  separate gate/up: job 2q = (gate of e, x row r, gate
+//                   scratch row q), job 2q + 1 = (up of e, x row r, up
+//                   scratch row q); fused: job q = (gate_up of e, x row r,
+//                   gate_up scratch row q, twice as wide);
+//   down products   job q = (down of e, gate scratch row q, ys row q);
+//   combine         row r's slots sorted by expert id (slot_rows = q, with
+//                   its weight), as VulkanBackend::combine_experts sorts them.
+// A product's rows are computed each alone, so this is the bits of the
+// host's grouping by expert. The ids and weights also go to `host`
+// (host-visible memory the backend reads after the next finish), where given.
+// Row r's ids and weights must be written and seen (sync_workgroup).
+void put_slot_jobs(HeldArgs a, Ints ids, Floats weights, uint k, uint q) {
+  const uint slots = a.n * k, e = uint(ids.v[q]), r = q / k;
+  const uint part = slots * a.width * 4u;  // bytes of one scratch part
+  put_expert_jobs(a.first, a.second, a.table, q, e * EXPERT_WORDS, address_plus(a.x, r * a.x_width * 4u), a.scratch,
+                  part, q, a.width, address_plus(a.ys, q * a.hidden * 4u), 1u, a.fused != 0u);
+  put_order(ids, weights, k, slots, q, q, a.slot_rows, a.sorted, a.host);
 }

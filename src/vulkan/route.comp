@@ -13,13 +13,19 @@
 //   TopkSoftmax: the k largest logits; weights = the softmax of those k.
 // Every choice is the largest value not yet taken, ties to the lower index.
 // Each row alone, in a fixed order: a row's routing does not depend on the
-// others in its batch. exp(), and so sigmoid and the probabilities, are the
+// others in its batch. Built with HELD (route_held), a row's workgroup then
+// writes the row's expert jobs for a layer the device holds whole, as
+// held.glsl's put_slot_jobs says: the routing and the jobs in one dispatch. exp(), and so sigmoid and the probabilities, are the
 // GPU's: weights may differ from the host's in the last places, and so may a
 // choice between experts whose scores are that close (the CPU's choice from
 // the same logits otherwise).
 #include "common.glsl"
 
 layout(local_size_x = 64) in;
+
+#ifdef HELD
+#include "held.glsl"
+#endif
 
 #define MAX_EXPERTS 1024u
 #define MAX_K 64u
@@ -36,6 +42,9 @@ layout(push_constant) uniform Push {
   uint kind;  // 0 SigmoidGroup, 1 Softmax, 2 TopkSoftmax (RouteSpec::Kind)
   uint normalize;
   float scale;
+#ifdef HELD
+  HeldArgs held;   // the layer's, for its jobs (route_held)
+#endif
 } p;
 
 shared float value[MAX_EXPERTS];   // what the weights are taken from
@@ -96,6 +105,8 @@ float fold64(float v, bool take_max) {
   barrier();
   return total;
 }
+
+void write_choice(uint at);
 
 void main() {
   const uint r = gl_WorkGroupID.x, t = gl_LocalInvocationID.x, E = p.experts, K = p.k;
@@ -197,8 +208,17 @@ void main() {
       barrier();
     }
   }
-  if (t != 0u) return;
-  const uint at = r * K;
+  if (t == 0u) write_choice(r * K);
+#ifdef HELD
+  // The row's jobs from the choice just written (held.glsl): an invocation a slot.
+  sync_workgroup();
+  if (t < K) put_slot_jobs(p.held, p.ids, p.weights, K, r * K + t);
+#endif
+}
+
+// The row's ids and weights from chosen[] (at: its first slot), by one invocation.
+void write_choice(uint at) {
+  const uint K = p.k;
   if (p.kind == 2u) {
     float m = value[chosen[0]];
     for (uint j = 1; j < K; ++j) m = max(m, value[chosen[j]]);

@@ -5,12 +5,13 @@
 // partial sums fold by a fixed tree, the sink's added last: the same order
 // whatever else the step holds. On return s[j] = e^(s[j]-m) / sum. (The
 // folds' steps pass shared memory only: barrier(), not a device-memory
-// barrier, between them.)
+// barrier, between them.) In a workgroup wider than 64 the invocations past
+// the first 64 take no part but the barriers (attend_row.comp).
 shared float reduce64[64];
 
 float max64(float v) {
   const uint t = gl_LocalInvocationID.x;
-  reduce64[t] = v;
+  if (t < 64u) reduce64[t] = v;
   sync_workgroup();
   for (uint w = 32; w >= 1; w /= 2) {
     if (t < w) reduce64[t] = max(reduce64[t], reduce64[t + w]);
@@ -23,7 +24,7 @@ float max64(float v) {
 
 float sum64(float v) {
   const uint t = gl_LocalInvocationID.x;
-  reduce64[t] = v;
+  if (t < 64u) reduce64[t] = v;
   sync_workgroup();
   for (uint w = 32; w >= 1; w /= 2) {
     if (t < w) {
@@ -40,11 +41,12 @@ float sum64(float v) {
 void softmax64(Floats s, uint at, uint count, bool has_sink, float sink) {
   const uint t = gl_LocalInvocationID.x;
   float m = -3.402823466e38;
-  for (uint j = t; j < count; j += 64) m = max(m, s.v[at + j]);
+  const uint lane_end = t < 64u ? count : 0u;  // (past the first 64: nothing)
+  for (uint j = t; j < lane_end; j += 64) m = max(m, s.v[at + j]);
   m = max64(m);
   if (has_sink) m = max(m, sink);
   precise float part = 0.0;
-  for (uint j = t; j < count; j += 64) {
+  for (uint j = t; j < lane_end; j += 64) {
     precise float e = exp(s.v[at + j] - m);
     s.v[at + j] = e;
     part = part + e;
@@ -55,7 +57,7 @@ void softmax64(Floats s, uint at, uint count, bool has_sink, float sink) {
     sum = sum + e;
   }
   precise float inv = 1.0 / sum;
-  for (uint j = t; j < count; j += 64) {
+  for (uint j = t; j < lane_end; j += 64) {
     precise float v = s.v[at + j] * inv;
     s.v[at + j] = v;
   }

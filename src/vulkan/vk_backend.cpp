@@ -139,7 +139,7 @@ uint64_t route_floats(const StepLimits& l) { return std::max<uint64_t>(2 * l.row
 }  // namespace
 
 uint64_t VulkanBackend::held_job_floats(const StepLimits& l) {
-  // held_jobs.comp: 3 jobs, a combine row and weight a slot of up to
+  // route_held (route.comp): 3 jobs, a combine row and weight a slot of up to
   // kHeldRows rows; held_groups.comp: 3 jobs and a count an expert, then a
   // combine row, weight, gather row and place a slot of any step, then the
   // two grids of its products (kHeldGridWords).

@@ -116,6 +116,16 @@ void VulkanBackend::gqa_attention(const GqaAttend& op) {
       uint32_t row0;
     } scores{prep.q, rows, scores_.piece.address, H32, KV32, d32, stride, op.scale, row0};
     stream_->dispatch("gqa_row_scores", scores, static_cast<uint32_t>((positions + 63) / 64), H32, rows_m);
+    if (d32 <= kRowAttendChannels) {
+      // The softmax and the values in one dispatch (attend_row.comp).
+      struct {
+        uint64_t rows, scores, sinks, out;
+        uint32_t heads, kv_heads, head_dim, score_stride, has_sinks, row0;
+      } attend{rows, scores_.piece.address, sinks, address(op.out.slice(0, n * H * d)), H32, KV32, d32, stride,
+               op.sinks != nullptr ? 1u : 0u, row0};
+      stream_->dispatch("attend_row", attend, H32, rows_m);
+      continue;
+    }
     attend_softmax(rows, sinks, H32, op.sinks != nullptr, row0, rows_m);
     attend_row_values(rows, address(op.out.slice(0, n * H * d)), H32, KV32, d32, KV32 * d32, false, row0, rows_m);
   }

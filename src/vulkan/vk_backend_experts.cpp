@@ -16,18 +16,31 @@ bool VulkanBackend::routes_on_gpu(const RouteSpec& spec) {
          (spec.kind != RouteSpec::Kind::SigmoidGroup || spec.bias != nullptr);
 }
 
-void VulkanBackend::dispatch_route(const RouteSpec& spec, Tensor logits, size_t n, uint64_t ids, uint64_t weights) {
+void VulkanBackend::dispatch_route(const RouteSpec& spec, Tensor logits, size_t n, uint64_t ids, uint64_t weights,
+                                   uint64_t held) {
   const uint64_t E = static_cast<uint64_t>(spec.experts);
   const bool grouped = spec.kind == RouteSpec::Kind::SigmoidGroup;
   struct {
     uint64_t logits, bias, ids, weights;
     uint32_t experts, k, groups, topk_groups, kind, normalize;
     float scale;
-  } push{address(logits.slice(0, n * E)), grouped ? weights_->address(spec.bias, E * sizeof(float)) : 0, ids, weights,
-         static_cast<uint32_t>(E), static_cast<uint32_t>(spec.k), static_cast<uint32_t>(spec.groups),
-         static_cast<uint32_t>(spec.topk_groups), static_cast<uint32_t>(spec.kind), spec.normalize ? 1u : 0u,
-         spec.scale};
-  stream_->dispatch("route", push, static_cast<uint32_t>(n));
+    uint32_t pad;
+    uint64_t held;  // route_held's arguments (route.comp's HELD build)
+  } push{address(logits.slice(0, n * E)),
+         grouped ? weights_->address(spec.bias, E * sizeof(float)) : 0,
+         ids,
+         weights,
+         static_cast<uint32_t>(E),
+         static_cast<uint32_t>(spec.k),
+         static_cast<uint32_t>(spec.groups),
+         static_cast<uint32_t>(spec.topk_groups),
+         static_cast<uint32_t>(spec.kind),
+         spec.normalize ? 1u : 0u,
+         spec.scale,
+         0,
+         held};
+  static_assert(sizeof(push) == 72);
+  stream_->dispatch(held ? "route_held" : "route", push, static_cast<uint32_t>(n));
 }
 
 void VulkanBackend::route(const RouteSpec& spec, Tensor logits, size_t n, int32_t* ids, float* weights) {

@@ -88,27 +88,28 @@ void VulkanBackend::route_held(const HeldRoute& op) {
     throw Error("internal: route_held() with sizes other than planned");
   make_room();
   ++expert_stats_.held_routes;
-  // The choice, on the device (as route()).
+  // The choice, on the device (as route()); for a few rows, with the jobs.
   const uint64_t ids = route_.piece.address, weights = ids + slots * sizeof(int32_t);
-  dispatch_route(spec, op.logits, n, ids, weights);
-  if (n > kHeldRows) return route_held_groups(op, h, ids, weights);
-  // The jobs, the combine's order and the host's copy of the choice.
+  if (n > kHeldRows) {
+    dispatch_route(spec, op.logits, n, ids, weights);
+    return route_held_groups(op, h, ids, weights);
+  }
+  // The jobs, the combine's order and the host's copy of the choice, made
+  // by each row's routing workgroup (route.comp's HELD build: held.glsl's
+  // HeldArgs, in its layout).
   const uint64_t first = held_jobs_.piece.address, second = first + 2 * slots * kJobBytes,
                  slot_rows = second + slots * kJobBytes, sorted = slot_rows + slots * sizeof(uint32_t);
   const Arena::Piece host = staging_->take(slots * 8);
   held_copies_.push_back(HeldCopy{host.mapped, op.ids, op.weights, slots});
   const uint64_t scratch = expert_act_.piece.address, ys = address(op.ys.slice(0, slots * width));
-  {
-    struct {
-      uint64_t ids, weights, table, first, second, slot_rows, sorted, x, scratch, ys, host;
-      uint32_t n, k, width, x_width, hidden, fused;
-    } push{ids, weights, h.table.address(), first, second, slot_rows, sorted, address(op.x.slice(0, n * width)),
-           scratch, ys, host.address, static_cast<uint32_t>(n), static_cast<uint32_t>(K),
-           static_cast<uint32_t>(h.width), static_cast<uint32_t>(width), static_cast<uint32_t>(width),
-           h.fused ? 1u : 0u};
-    static_assert(sizeof(push) == 112);
-    stream_->dispatch("held_jobs", push, 1);
-  }
+  struct {
+    uint64_t table, first, second, slot_rows, sorted, x, scratch, ys, host;
+    uint32_t n, width, x_width, hidden, fused, pad;
+  } args{h.table.address(), first, second, slot_rows, sorted, address(op.x.slice(0, n * width)), scratch, ys,
+         host.address, static_cast<uint32_t>(n), static_cast<uint32_t>(h.width), static_cast<uint32_t>(width),
+         static_cast<uint32_t>(width), h.fused ? 1u : 0u, 0};
+  static_assert(sizeof(args) == 96);
+  dispatch_route(spec, op.logits, n, ids, weights, stage(&args, sizeof(args)).address);
   // A job per row and slot: one row each.
   held_experts(op, h, first, second, 1, slots, ys, slot_rows, sorted);
 }

@@ -212,8 +212,11 @@ class VulkanBackend final : public Backend, private CacheIo {
   void expert_group(std::span<const ExpertJob> jobs, std::span<const ExpertCache::Entry> w,
                     std::span<const uint64_t> offsets, size_t a, size_t b, uint64_t total,
                     const ExpertActivation& act, Tensor xs, Tensor ys, size_t hidden);
-  // route.comp over n rows of logits, the ids and weights to device addresses.
-  void dispatch_route(const RouteSpec& spec, Tensor logits, size_t n, uint64_t ids, uint64_t weights);
+  // route.comp over n rows of logits, the ids and weights to device addresses;
+  // with `held` (the device address of held.glsl's HeldArgs), its HELD build,
+  // which writes each row's expert jobs too.
+  void dispatch_route(const RouteSpec& spec, Tensor logits, size_t n, uint64_t ids, uint64_t weights,
+                      uint64_t held = 0);
   // gather_rows.comp: `count` rows of `width` floats from src to dst, their
   // source rows listed at device address `rows`.
   void dispatch_gather(uint64_t src, uint64_t dst, uint64_t rows, size_t width, size_t count);
@@ -258,7 +261,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   static bool routes_on_gpu(const RouteSpec& spec);
 
   // A layer held whole (hold_layer): its experts' WeightRefs on the device,
-  // per expert gate, up, down, gate_up (held_jobs.comp's table).
+  // per expert gate, up, down, gate_up (held.glsl's table).
   struct HeldLayer {
     Buffer table;
     WeightFormat first = WeightFormat::F32, down = WeightFormat::F32;  // gate/up (or gate_up), down
@@ -268,9 +271,12 @@ class VulkanBackend final : public Backend, private CacheIo {
     bool fused = false;
   };
   // Steps of at most this many rows make a job per row and slot
-  // (held_jobs.comp); larger ones group their rows by expert on the device
+  // (route.comp's HELD build); larger ones group their rows by expert on the device
   // (held_groups.comp, route_held_groups).
   static constexpr size_t kHeldRows = 8;
+  // A row's softmax and values go in one dispatch (attend_row.comp, a value
+  // channel an invocation of 128) for heads of at most this many channels.
+  static constexpr uint32_t kRowAttendChannels = 128;
   static constexpr uint64_t kJobBytes = 104;  // jobs.glsl's Job
   static constexpr uint64_t kHeldGridWords = 6;  // held_groups.comp's two product grids
   static uint64_t held_job_floats(const StepLimits& l);
@@ -314,7 +320,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   Slot scores_;      // attention scores: score_rows() rows × heads × (context + 1)
   Slot mla_;         // MLA's absorbed queries, rotated queries and attended latents
   Slot route_;       // route.comp's ids, then weights: rows × experts_per_token each
-  Slot held_jobs_;   // held_jobs.comp's jobs (first, then down), slot rows and weights for the combine
+  Slot held_jobs_;   // the held layers' jobs (first, then down), slot rows and weights for the combine
   std::unique_ptr<Buffer> readback_;
   // Adopted host memory (a streamed model's RAM expert cache), imported as a
   // buffer, and the parts of it that work recorded since the stream last
