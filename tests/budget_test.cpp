@@ -232,7 +232,9 @@ TEST(Budget, HeatKeepsAllButKSlotsALayerOnTheMostUsedExpertsOfAnyLayer) {
   EXPECT_NEAR(expected_hit_rate(two, 2, heat), 0.25, 1e-12);
   // Counts no more spread than uniform routing's noise tell nothing: uniform.
   EXPECT_NEAR(expected_hit_rate(s, 2, {{3, 2, 3, 2}, {1, 1, 1, 1}}), 0.25, 1e-12);
-  // Uniform layers share the kept slots evenly: five, 2.5 a layer, 5/8.
+  // Uniform layers: five slots hold 5/8 of the picks (any split of the kept
+  // among uniform layers gives (kept + k)/E a layer; the even split itself
+  // shows in the wrong guesses' factor, below).
   EXPECT_NEAR(expected_hit_rate(s, 5, {{1, 1, 1, 1}, {1, 1, 1, 1}}), 0.625, 1e-12);
   // Without heat, uniform: 1.5 of 4.
   EXPECT_DOUBLE_EQ(expected_hit_rate(s, 3, {}), 0.375);
@@ -303,6 +305,8 @@ TEST(Budget, WrongGuessesByExpertScaleTheFactorByWhatTheCacheLacks) {
   EXPECT_NEAR(p.read_factor, 1.591772, 1e-6);
   EXPECT_NEAR(static_cast<double>(p.read_per_token), 986.27, 1.0);
   // Wrong guesses spread as the picks (uniform both): the machine's factor.
+  // (Only where the layers' equal shares split the kept slots evenly: all
+  // three kept in layer 1 would give 1 + 0.4 · 0.25 / 0.375 = 1.266667.)
   m.heat = {{1, 1, 1, 1}, {1, 1, 1, 1}};
   m.wrong_guesses = {{2, 2, 2, 2}, {1, 1, 1, 1}};
   EXPECT_NEAR(predict_budget(s, m, 16).read_factor, 1.4, 1e-12);

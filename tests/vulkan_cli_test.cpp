@@ -14,7 +14,7 @@ using namespace clitest;
 
 nlohmann::json generate(const std::string& device, int tokens) {
   const CommandResult r = run_strata("generate --model " + fixture("qwen_gqa").string() +
-                                     " --prompt-ids 5,6,7 --temperature 0 --json --threads 2 --device " + device +
+                                     " --prompt-ids 5,6,7 --temperature 0 --ignore-eos --json --threads 2 --device " + device +
                                      " -n " + std::to_string(tokens));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return nlohmann::json::parse(r.out);

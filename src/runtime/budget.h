@@ -25,7 +25,9 @@
 //                whose first layers route evenly and last ones not, this
 //                took the hit rate at 2.5 GiB from 0.92 to 0.96, the runs'
 //                0.96: docs/PERFORMANCE.md), so in each layer
-//                h = share(its kept) + (1 − that share) · k ÷ (E − kept).
+//                h = share(its kept) + (1 − that share) · k ÷ (E − kept);
+//                with k slots a layer or fewer none is kept and
+//                h = slots a layer ÷ E.
 //                The shares are a layer's counts shrunk towards uniform by
 //                their sampling noise (empirical Bayes: a count's variance
 //                under uniform routing, T · k/E · (1 − k/E) over T tokens, is

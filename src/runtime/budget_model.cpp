@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -268,30 +269,35 @@ BudgetCompute measure_compute(const BudgetModel& model, int threads, int64_t pro
     return static_cast<double>(t.matrix_bytes()) * static_cast<double>(rows) / t.seconds(rows, pool, seconds / 4) / 1e9;
   };
   // A one-row rate, which decides a decode token's compute, is the median
-  // of three windows apart (the other rows' timings between them): one
-  // window of a busy moment read half the rate on the 2-core machine
+  // of three windows, with the other row counts' timings between them
+  // (`first`, `second`: a trunk timed in its own format has one): one window
+  // of a busy moment read half the rate on the 2-core machine
   // (docs/PERFORMANCE.md, "Session 43").
-  auto one_row_rate = [&](const ProductTimer& t, auto&& between) {
+  auto one_row_rate = [&](const ProductTimer& t, const std::function<void()>& first,
+                          const std::function<void()>& second) {
     std::array<double, 3> rates{};
-    for (size_t i = 0; i < rates.size(); ++i) {
-      rates[i] = rate(t, 1);
-      if (i == 0) between();
-    }
+    rates[0] = rate(t, 1);
+    first();
+    rates[1] = rate(t, 1);
+    second();
+    rates[2] = rate(t, 1);
     std::sort(rates.begin(), rates.end());
     return rates[1];
   };
   double expert_gbps = 0;
+  const bool one_format = trunk_mxfp4 == experts_mxfp4;
   {
     const ProductTimer timer(experts_mxfp4);
-    r.decode_gbps = one_row_rate(timer, [&] {
-      expert_gbps = rate(timer, expert_rows);
-      if (trunk_mxfp4 == experts_mxfp4) r.prefill_gbps = rate(timer, trunk_rows);
-    });
-    if (trunk_mxfp4 == experts_mxfp4) r.trunk_decode_gbps = r.decode_gbps;
+    r.decode_gbps = one_row_rate(
+        timer, [&] { expert_gbps = rate(timer, expert_rows); },
+        [&] {
+          if (one_format) r.prefill_gbps = rate(timer, trunk_rows);
+        });
+    if (one_format) r.trunk_decode_gbps = r.decode_gbps;
   }
-  if (trunk_mxfp4 != experts_mxfp4) {  // the trunk in its own format (one timer at a time: they are large)
+  if (!one_format) {  // the trunk in its own format (one timer at a time: they are large)
     const ProductTimer timer(trunk_mxfp4);
-    r.trunk_decode_gbps = one_row_rate(timer, [&] { r.prefill_gbps = rate(timer, trunk_rows); });
+    r.trunk_decode_gbps = one_row_rate(timer, [&] { r.prefill_gbps = rate(timer, trunk_rows); }, [] {});
   }
   // A decode token's products are many and small: one expert matrix's bytes
   // each, read from memory. What one costs beyond its bytes at the rate above

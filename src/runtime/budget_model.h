@@ -126,8 +126,9 @@ struct BudgetCompute {
 // "MXFP4" for MXFP4 (GGUF's, or Hugging Face's U8 blocks), else "Q8_0".
 const char* timed_format(const std::string& expert_dtype);
 
-// About `seconds` of kernel runs at `threads` (0: all cores; up to twice that
-// when the trunk's format is not the experts' and with attention). A prompt of
+// About `seconds` of kernel runs at `threads` (0: all cores; up to about
+// three times that with the one-row rate's extra windows, attention, and the
+// trunk timed in a format of its own). A prompt of
 // `prompt_tokens` runs in steps of at most `step_rows` rows (0: one step),
 // each giving an expert about rows · k / E of them, the trunk 64: the prompt
 // token's share is timed so (the experts as prefill_experts_timed_as says).

@@ -1,5 +1,6 @@
 #version 450
-// held_jobs.comp's counterpart for steps of many rows (a prompt): the jobs
+// route_held's counterpart (route.comp's HELD build) for steps of many rows
+// (a prompt): the jobs
 // of a held layer grouped by expert, made on the device from route.comp's
 // choice, as the host groups them (MoeBlock::forward): expert e's slots
 // (q = r·k + s with ids[q] = e, in increasing q) take places
