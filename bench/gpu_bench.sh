@@ -21,7 +21,8 @@
 # alternates forward and backward so drift falls on all alike; medians and ranges.
 # Writes DIR/raw.jsonl (one line per measurement) and DIR/summary.md (default DIR: a new
 # folder under $TMPDIR or /tmp), and prints the summary: each test's median per engine
-# and the ratios the goals name (strata-vulkan ÷ llama-vulkan, ÷ llama-cuda).
+# and the ratios the goals name (strata-vulkan ÷ llama-vulkan, ÷ llama-cuda), and the
+# dispatches strata-vulkan records a decode token (generate --json's stats.device).
 #
 # stream: a pack several times larger than --vram + --ram (default: synthesized, Kimi-K2
 # shape with all 384 experts, --size GB, default 12; kept in --models DIR, default
@@ -88,8 +89,8 @@ pp_ids=$(ids "$P")
 # strata's decode runs after 64 prompt tokens, whose warm-up run has put most
 # experts in VRAM (llama.cpp's are all there from the load).
 tg_ids=$(ids 64)
-record() {  # engine test tok_s
-  printf '{"engine":"%s","test":"%s","tok_s":%s}\n' "$1" "$2" "$3" >> "$raw"
+record() {  # engine test tok_s [dispatches a decode token]
+  printf '{"engine":"%s","test":"%s","tok_s":%s%s}\n' "$1" "$2" "$3" "${4:+,\"dispatches_per_token\":$4}" >> "$raw"
 }
 
 run_strata() {  # engine device round
@@ -99,7 +100,8 @@ run_strata() {  # engine device round
   record "$engine" "pp$P" "$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["stats"]; print(s["prompt_tokens"]/s["prefill_s"])' "$log.pp.json")"
   "$strata" generate --model "$model" --device "$device" --threads "$threads" --warmup --prompt-ids "$tg_ids" -n "$((N + 1))" \
     --temperature 0 --ignore-eos --json > "$log.tg.json" 2> "$log.tg.err" || { cat "$log.tg.err" >&2; exit 1; }
-  record "$engine" "tg$N" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["stats"]["decode_tok_s"])' "$log.tg.json")"
+  record "$engine" "tg$N" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["stats"]["decode_tok_s"])' "$log.tg.json")" \
+    "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["stats"].get("device", {}).get("decode", {}).get("dispatches_per_token", ""))' "$log.tg.json")"
 }
 
 run_llama() {  # engine binary round
@@ -157,6 +159,13 @@ for t in tests:
             goal = goals.get((t[:2], peer))
             lines.append(f"- {t}: strata-vulkan / {peer} = {ratio:.2f}x"
                          + (f" (goal >= {goal}x: {'met' if ratio >= goal else 'not met'})" if goal else ""))
+# What a GPU decode token records (generate --json's stats.device): most dispatches cost
+# a few microseconds whatever their work (docs/vulkan.md).
+for t in tests:
+    d = [r["dispatches_per_token"] for r in rows if r["engine"] == "strata-vulkan" and r["test"] == t
+         and "dispatches_per_token" in r]
+    if d:
+        lines.append(f"- {t}: strata-vulkan records {statistics.median(d):.0f} dispatches a decode token")
 open(summary, "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF
