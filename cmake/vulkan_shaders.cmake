@@ -46,6 +46,8 @@ foreach(f IN ITEMS il_q8_0 il_mxfp4 il_q4_k)
 endforeach()
 # Routing that also writes the jobs of a layer the device holds whole.
 strata_shader(route_held route.comp -DHELD)
+# A MoE layer's combine and the add_rms_norm of its output in one dispatch.
+strata_shader(combine_norm rms_norm.comp -DCOMBINE)
 file(GLOB plain_shaders CONFIGURE_DEPENDS ${STRATA_SHADER_DIR}/*.comp)
 foreach(path IN LISTS plain_shaders)
   get_filename_component(name ${path} NAME_WE)

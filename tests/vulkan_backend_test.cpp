@@ -201,7 +201,7 @@ TEST(VulkanOps, GatherAndCombineGiveTheCpusBits) {
 }
 
 // A combine followed by the add_rms_norm of its output is recorded as one
-// dispatch (combine_norm.comp) with the bits of the two recorded apart (here
+// dispatch (rms_norm.comp's COMBINE build) with the bits of the two recorded apart (here
 // kept apart by a copy between them), and the CPU's: the delta, the stream
 // and the norm, across more columns than the norm's piece.
 TEST(VulkanOps, ACombineAndTheNormAfterItAreOneDispatchWithTheTwosBits) {

@@ -104,15 +104,23 @@ struct LayerCache {
   double kept = 0;   // of them, those that keep its most used experts
 };
 
-std::vector<LayerCache> cache_layout(const BudgetShape& s, uint64_t slots, const RankedHeat& heat) {
+// A cache of `slots` experts, laid out by layer once for the hit rate and
+// the reads it leads to.
+struct CacheAt {
+  uint64_t slots = 0;
+  std::vector<LayerCache> layers;
+};
+
+CacheAt cache_at(const BudgetShape& s, uint64_t slots, const RankedHeat& heat) {
   const double layers = static_cast<double>(s.moe_layers), k = static_cast<double>(picks_a_layer(s));
   const double total = static_cast<double>(slots);
-  std::vector<LayerCache> c(static_cast<size_t>(s.moe_layers));
+  CacheAt at{slots, std::vector<LayerCache>(static_cast<size_t>(s.moe_layers))};
+  std::vector<LayerCache>& c = at.layers;
   if (heat.shares.empty() || total <= layers * k) {
     // Without heat every expert is alike, and with k slots a layer or
     // fewer none is kept: the slots split evenly.
     for (LayerCache& l : c) l = {total / layers, std::max(0.0, total / layers - k)};
-    return c;
+    return at;
   }
   // Hottest first; experts of equal share (a layer's uniform ones, layers
   // alike) share what is left evenly, as no order among them is better.
@@ -125,7 +133,7 @@ std::vector<LayerCache> cache_layout(const BudgetShape& s, uint64_t slots, const
     keep -= each * group;
   }
   for (LayerCache& l : c) l.slots = l.kept + k;
-  return c;
+  return at;
 }
 
 // The part of `shares` (a layer's, in the order of its most used experts,
@@ -140,10 +148,10 @@ double held_share(const std::vector<double>& shares, const LayerCache& c) {
 }
 
 // expected_hit_rate() over ranked heat.
-double hit_rate_ranked(const BudgetShape& s, uint64_t slots, const RankedHeat& heat) {
+double hit_rate_ranked(const BudgetShape& s, const CacheAt& cache, const RankedHeat& heat) {
   if (s.moe_layers <= 0 || s.experts <= 0) return 0;
-  if (slots >= all_experts(s)) return 1.0;
-  const std::vector<LayerCache> c = cache_layout(s, slots, heat);
+  if (cache.slots >= all_experts(s)) return 1.0;
+  const std::vector<LayerCache>& c = cache.layers;
   const double e = static_cast<double>(s.experts);
   if (heat.shares.empty()) return c[0].slots / e;
   double hit = 0;
@@ -157,10 +165,10 @@ double hit_rate_ranked(const BudgetShape& s, uint64_t slots, const RankedHeat& h
 // on record, their part grows by how much more often the cache lacks a
 // wrong guess's expert than a pick's (colder experts are guessed wrongly
 // more often than picked: held by the kept slots less often).
-double read_factor(const BudgetShape& s, uint64_t slots, double hit, const RankedHeat& heat, double factor) {
-  if (factor <= 1 || heat.wrong.empty() || slots >= all_experts(s)) return factor;
+double read_factor(const BudgetShape& s, const CacheAt& cache, double hit, const RankedHeat& heat, double factor) {
+  if (factor <= 1 || heat.wrong.empty() || cache.slots >= all_experts(s)) return factor;
   const double missed = 1.0 - hit;
-  const std::vector<LayerCache> c = cache_layout(s, slots, heat);
+  const std::vector<LayerCache>& c = cache.layers;
   double wrong = 0, wrong_missed = 0;
   for (size_t l = 0; l < heat.wrong.size(); ++l) {
     const double n = std::accumulate(heat.wrong[l].begin(), heat.wrong[l].end(), 0.0);
@@ -179,12 +187,12 @@ double read_factor(const BudgetShape& s, uint64_t slots, double hit, const Ranke
   return std::isfinite(f) ? f : factor;  // (counts too large to add up)
 }
 
-// A decode token's seconds with `slots` cached experts (hit rate `hit`)
-// over `gbps` of drives.
-double read_seconds(const BudgetShape& s, uint64_t slots, double hit, const RankedHeat& heat, double gbps,
+// A decode token's seconds with `cache` (hit rate `hit`) over `gbps` of
+// drives.
+double read_seconds(const BudgetShape& s, const CacheAt& cache, double hit, const RankedHeat& heat, double gbps,
                     double factor) {
   const double bytes = static_cast<double>(s.experts_per_token * s.moe_layers) * static_cast<double>(s.expert_bytes) *
-                       (1.0 - hit) * read_factor(s, slots, hit, heat, factor);
+                       (1.0 - hit) * read_factor(s, cache, hit, heat, factor);
   return bytes / (gbps * 1e9);
 }
 
@@ -263,7 +271,8 @@ double distinct_experts(int64_t experts, int64_t per_token, int64_t tokens) {
 double expected_hit_rate(const BudgetShape& s, uint64_t slots, const Heat& heat) {
   if (s.moe_layers <= 0 || s.experts <= 0) return 0;
   check_heat(s, heat);
-  return hit_rate_ranked(s, slots, ranked_heat(s, heat, {}));
+  const RankedHeat ranked = ranked_heat(s, heat, {});
+  return hit_rate_ranked(s, cache_at(s, slots, ranked), ranked);
 }
 
 BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, int64_t prompt_tokens) {
@@ -295,11 +304,10 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
   if (!m.wrong_guesses.empty() && m.heat.empty())
     throw Error("budget: wrong guesses by expert need the heat they were recorded with");
   const RankedHeat heat = ranked_heat(s, m.heat, m.wrong_guesses);
-  p.hit_rate = hit_rate_ranked(s, p.cache_slots, heat);
-  p.read_factor = read_factor(s, p.cache_slots, p.hit_rate, heat, m.prefetch_read_factor);
-  p.hit_rate_from_heat = !p.fits && std::any_of(m.heat.begin(), m.heat.end(), [](const std::vector<double>& l) {
-    return std::accumulate(l.begin(), l.end(), 0.0) > 0;
-  });
+  const CacheAt cache = cache_at(s, p.cache_slots, heat);
+  p.hit_rate = hit_rate_ranked(s, cache, heat);
+  p.read_factor = read_factor(s, cache, p.hit_rate, heat, m.prefetch_read_factor);
+  p.hit_rate_from_heat = !p.fits && std::find(heat.seen.begin(), heat.seen.end(), true) != heat.seen.end();
   const double picks = static_cast<double>(s.experts_per_token * s.moe_layers);
   p.read_per_token = p.fits ? 0
                             : static_cast<uint64_t>(picks * static_cast<double>(s.expert_bytes) * (1.0 - p.hit_rate) *
@@ -336,8 +344,9 @@ BudgetPrediction predict_budget(const BudgetShape& s, const BudgetMachine& m, in
     uint64_t lo = 0, hi = all_experts(s);
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
-      const double hit = hit_rate_ranked(s, mid, heat);
-      const double r = read_seconds(s, mid, hit, heat, gbps, m.prefetch_read_factor);
+      const CacheAt at = cache_at(s, mid, heat);
+      const double hit = hit_rate_ranked(s, at, heat);
+      const double r = read_seconds(s, at, hit, heat, gbps, m.prefetch_read_factor);
       if (r <= token_compute_seconds(s, m, hit, r * gbps * 1e9, false))
         hi = mid;
       else

@@ -1,11 +1,10 @@
 #version 450
-// out row r = Σ over its k slots in increasing expert id (the host sorted
-// them: slot_rows and weights come in that order) of ys row · weight,
-// summed from 0 one product at a time (o = o + y · w, two roundings, as the
-// CPU), then + shared row r where given.
+// out row r = the combine of its k slots' ys rows (combine.glsl). One
+// invocation a column.
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
+#include "combine.glsl"
 
 layout(push_constant) uniform Push {
   Floats ys;
@@ -21,11 +20,6 @@ layout(push_constant) uniform Push {
 void main() {
   const uint i = gl_GlobalInvocationID.x, r = gl_WorkGroupID.y;
   if (i >= p.hidden) return;
-  precise float o = 0.0;
-  for (uint j = 0; j < p.k; ++j) {
-    precise float t = p.ys.v[p.slot_rows.v[r * p.k + j] * p.hidden + i] * p.weights.v[r * p.k + j];
-    o = o + t;
-  }
-  if (p.has_shared != 0) o = o + p.shared_rows.v[r * p.hidden + i];
-  p.out_rows.v[r * p.hidden + i] = o;
+  p.out_rows.v[r * p.hidden + i] =
+      combine_column(p.ys, p.slot_rows, p.weights, p.shared_rows, p.has_shared != 0, r, p.k, p.hidden, i);
 }

@@ -66,11 +66,11 @@ layout(buffer_reference, std430, buffer_reference_align = 8) buffer HeldArgs {
   Uints second;     // jobs, [n·k]
   Uints slot_rows;  // [n × k], sorted by id within a row
   Floats sorted;    // their weights
-  uvec2 x;          // the experts' input, rows x_width floats apart
+  uvec2 x;          // the experts' input, rows row_width floats apart
   uvec2 scratch;    // gate rows, then up rows (fused: then gate_up rows), width floats each, n·k of each
-  uvec2 ys;         // the down products' rows, hidden floats apart
+  uvec2 ys;         // the down products' rows, row_width floats apart
   Uints host;       // ids, then weights, [n × k] each; 0: none
-  uint n, width, x_width, hidden, fused;
+  uint n, width, row_width, fused;  // width: an expert's gate (= up); row_width: its input's and output's
 };
 
 // Slot q = r·k + s's jobs (row r's s-th choice, expert e = ids[q]), each of
@@ -89,7 +89,7 @@ layout(buffer_reference, std430, buffer_reference_align = 8) buffer HeldArgs {
 void put_slot_jobs(HeldArgs a, Ints ids, Floats weights, uint k, uint q) {
   const uint slots = a.n * k, e = uint(ids.v[q]), r = q / k;
   const uint part = slots * a.width * 4u;  // bytes of one scratch part
-  put_expert_jobs(a.first, a.second, a.table, q, e * EXPERT_WORDS, address_plus(a.x, r * a.x_width * 4u), a.scratch,
-                  part, q, a.width, address_plus(a.ys, q * a.hidden * 4u), 1u, a.fused != 0u);
+  put_expert_jobs(a.first, a.second, a.table, q, e * EXPERT_WORDS, address_plus(a.x, r * a.row_width * 4u), a.scratch,
+                  part, q, a.width, address_plus(a.ys, q * a.row_width * 4u), 1u, a.fused != 0u);
   put_order(ids, weights, k, slots, q, q, a.slot_rows, a.sorted, a.host);
 }

@@ -6,10 +6,19 @@
 // workgroup of 256 per row: all of it brings the row into shared memory a
 // piece at a time (so the 16 lanes' sequential chains never wait on device
 // memory), and all of it writes y; x and y may be the same.
+//
+// Built with COMBINE (combine_norm): the delta is a MoE layer's combine,
+// made here column by column (combine.glsl) and written to delta as
+// combine.comp writes it, then added: combine.comp and this shader's add in
+// one dispatch, with their bits (VulkanBackend::dispatch_combine holds a
+// combine back for the add_rms_norm that follows it).
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
 #include "lanes16.glsl"
+#ifdef COMBINE
+#include "combine.glsl"
+#endif
 
 layout(push_constant) uniform Push {
   Floats x;
@@ -19,6 +28,14 @@ layout(push_constant) uniform Push {
   uint width;
   float eps;
   uint add;  // 1: x += delta first
+#ifdef COMBINE
+  uint k;
+  Floats ys;
+  Floats shared_rows;
+  Uints slot_rows;  // [n × k], sorted by expert id within a row
+  Floats weights;   // [n × k], in the same order
+  uint has_shared;
+#endif
 } p;
 
 #define PIECE 2048u
@@ -33,7 +50,14 @@ void main() {
     // it reads again below: its own writes, seen by it alone.
     if (p.add != 0u)
       for (uint i = c0 + id; i < c1; i += 256u) {
-        precise float v = p.x.v[r0 + i] + p.delta.v[r0 + i];
+#ifdef COMBINE
+        const float o = combine_column(p.ys, p.slot_rows, p.weights, p.shared_rows, p.has_shared != 0,
+                                       gl_WorkGroupID.x, p.k, p.width, i);
+        p.delta.v[r0 + i] = o;
+#else
+        const float o = p.delta.v[r0 + i];
+#endif
+        precise float v = p.x.v[r0 + i] + o;
         p.x.v[r0 + i] = v;
         piece[i - c0] = v;
       }

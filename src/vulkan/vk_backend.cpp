@@ -523,12 +523,16 @@ void VulkanBackend::norm_rows(uint64_t x, uint64_t delta, const float* weight, s
     // model's h and normed against the step's expert rows.)
     const CombinePush c = held_back_combine_->push;
     held_back_combine_.reset();
+    // (rms_norm.comp's COMBINE build: its push, then the combine's.)
     struct {
-      uint64_t ys, out, shared, rows, weights, x, weight, y;
-      uint32_t hidden, k, has_shared;
+      uint64_t x, weight, y, delta;
+      uint32_t width;
       float eps;
-    } push{c.ys, c.out, c.shared, c.rows, c.weights, x, norm_weight, y, c.hidden, c.k, c.has_shared, eps};
-    static_assert(sizeof(push) == 80);
+      uint32_t add, k;
+      uint64_t ys, shared, rows, weights;
+      uint32_t has_shared, pad;
+    } push{x, norm_weight, y, delta, c.hidden, eps, 1u, c.k, c.ys, c.shared, c.rows, c.weights, c.has_shared, 0};
+    static_assert(sizeof(push) == 88);
     stream_->dispatch("combine_norm", push, static_cast<uint32_t>(rows));
     return;
   }

@@ -104,11 +104,11 @@ void VulkanBackend::route_held(const HeldRoute& op) {
   const uint64_t scratch = expert_act_.piece.address, ys = address(op.ys.slice(0, slots * width));
   struct {
     uint64_t table, first, second, slot_rows, sorted, x, scratch, ys, host;
-    uint32_t n, width, x_width, hidden, fused, pad;
+    uint32_t n, width, row_width, fused;
   } args{h.table.address(), first, second, slot_rows, sorted, address(op.x.slice(0, n * width)), scratch, ys,
          host.address, static_cast<uint32_t>(n), static_cast<uint32_t>(h.width), static_cast<uint32_t>(width),
-         static_cast<uint32_t>(width), h.fused ? 1u : 0u, 0};
-  static_assert(sizeof(args) == 96);
+         h.fused ? 1u : 0u};
+  static_assert(sizeof(args) == 88);
   dispatch_route(spec, op.logits, n, ids, weights, stage(&args, sizeof(args)).address);
   // A job per row and slot: one row each.
   held_experts(op, h, first, second, 1, slots, ys, slot_rows, sorted);

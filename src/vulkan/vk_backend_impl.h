@@ -233,7 +233,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   // device arrays, sorted by id within a row) summed, + shared row r where given.
   // It is held back (outside an independent run): where the next op is the
   // add_rms_norm of its output into the stream, norm_rows() records both as
-  // one dispatch (combine_norm.comp, the same bits); anything else recorded
+  // one dispatch (rms_norm.comp's COMBINE build, the same bits); anything else recorded
   // first records it alone (Stream::set_before_recording). A decode step
   // saves a dispatch a MoE layer so.
   void dispatch_combine(uint64_t ys, uint64_t slot_rows, uint64_t weights, size_t width, size_t n, size_t k,
