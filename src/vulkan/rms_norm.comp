@@ -64,11 +64,20 @@ void main() {
     else
       for (uint i = c0 + id; i < c1; i += 256u) piece[i - c0] = p.x.v[r0 + i];
     barrier();
-    if (id < 16u)
-      for (uint i = c0 + id; i < c1; i += 16u) {
+    if (id < 16u) {
+      // A lane's next 8 values read before its chain consumes them (the
+      // same order: docs/PERFORMANCE.md has what it saves).
+      uint i = c0 + id;
+      for (; i + 16u * 7u < c1; i += 16u * 8u) {
+        float v[8];
+        [[unroll]] for (uint u = 0; u < 8u; ++u) v[u] = piece[i - c0 + 16u * u];
+        [[unroll]] for (uint u = 0; u < 8u; ++u) acc = fma(v[u], v[u], acc);
+      }
+      for (; i < c1; i += 16u) {
         const float v = piece[i - c0];
         acc = fma(v, v, acc);
       }
+    }
     barrier();
   }
   const float ss = fold16(acc);

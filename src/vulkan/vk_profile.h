@@ -2,7 +2,7 @@
 // Where a Vulkan stream's time goes, for tuning (STRATA_VK_PROFILE=1 in the
 // environment; off otherwise, at no cost). Each recorded command is followed
 // by a GPU timestamp, so a command's time is the gap to the one before it
-// (commands run one after another: the stream puts a full barrier between
+// (commands run one after another: the stream puts a barrier between
 // them, across submissions too). Per submission it also times the host:
 // recording (from the first command to the submit) and waiting for the
 // fence; and within recording, the

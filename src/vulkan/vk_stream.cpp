@@ -106,29 +106,48 @@ void Stream::barrier(VkCommandBuffer cmd, bool for_host) {
   vkCmdPipelineBarrier(cmd, stages, stages | VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
 }
 
+void Stream::barrier_before(VkCommandBuffer cmd, Kind next) {
+  ++barriers_;
+  VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  VkPipelineStageFlags src = 0, dst = 0;
+  if (written_ & kWroteCompute) src |= VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, b.srcAccessMask |= VK_ACCESS_SHADER_WRITE_BIT;
+  if (written_ & kWroteTransfer) src |= VK_PIPELINE_STAGE_TRANSFER_BIT, b.srcAccessMask |= VK_ACCESS_TRANSFER_WRITE_BIT;
+  if (next == Kind::Transfer) {
+    dst = VK_PIPELINE_STAGE_TRANSFER_BIT;
+    b.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  } else {
+    dst = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+    b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    if (next == Kind::Indirect) {
+      dst |= VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT;
+      b.dstAccessMask |= VK_ACCESS_INDIRECT_COMMAND_READ_BIT;
+    }
+  }
+  vkCmdPipelineBarrier(cmd, src, dst, 0, 1, &b, 0, nullptr, 0, nullptr);
+}
+
 void Stream::end_independent() {
   if (independent_ > 0) --independent_;
+  if (independent_ == 0) owed_in_run_ = false;  // the run's barrier is owed to whatever comes next
 }
 
-void Stream::pay_barrier() {
-  // The barrier the last independent dispatches skipped, before the next
-  // command (or a finish): it covers every command before it in submission
-  // order, those of buffers submitted earlier too.
-  if (owes_barrier_ && independent_ == 0) {
-    barrier(ring_[current_].cmd);
-    owes_barrier_ = false;
-  }
+void Stream::pay_barrier(Kind next) {
+  // A command's barrier is recorded before the next command (then what that
+  // one does is known), and covers every command before it in submission
+  // order, those of buffers submitted earlier too. Inside an independent run
+  // the run's own dispatches owe none to each other.
+  if (!owes_barrier_ || (independent_ > 0 && owed_in_run_)) return;
+  barrier_before(ring_[current_].cmd, next);
+  owes_barrier_ = false;
+  written_ = 0;
 }
 
-void Stream::recorded(std::string_view name, bool with_barrier) {
+void Stream::recorded(std::string_view name, Kind kind) {
   const VkCommandBuffer cmd = ring_[current_].cmd;
   unseen_by_host_ = true;
-  if (with_barrier) {
-    barrier(cmd);
-    owes_barrier_ = false;
-  } else {
-    owes_barrier_ = true;
-  }
+  owed_in_run_ = independent_ > 0 && kind != Kind::Transfer && !sync_;  // copies and fills keep theirs
+  owes_barrier_ = true;
+  written_ |= kind == Kind::Transfer ? kWroteTransfer : kWroteCompute;
   if (profile_) profile_->command(cmd, current_, name);
   if (++in_buffer_ >= submit_at_) submit();
 }
@@ -150,11 +169,11 @@ void Stream::before_recording() {
   before_recording_();
 }
 
-VkCommandBuffer Stream::bind(std::string_view name, const void* push, uint32_t bytes) {
+VkCommandBuffer Stream::bind(std::string_view name, const void* push, uint32_t bytes, Kind kind) {
   before_recording();
   const VkPipeline p = pipeline(name);
   begin();
-  pay_barrier();
+  pay_barrier(kind);
   const VkCommandBuffer cmd = ring_[current_].cmd;
   vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   vkCmdPushConstants(cmd, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, push);
@@ -164,15 +183,13 @@ VkCommandBuffer Stream::bind(std::string_view name, const void* push, uint32_t b
 void Stream::dispatched(std::string_view name, uint32_t x, uint32_t y, uint32_t z) {
   const bool indirect = x == 0;
   ++dispatches_;
-  // Inside an independent run (and not debugging), no barrier of its own.
-  const bool with_barrier = independent_ == 0 || sync_;
   if (profile_ && profile_->by_grid())
     recorded(std::string(name) + (indirect ? std::string("[indirect]")
                                            : "[" + std::to_string(x) + "," + std::to_string(y) + "," +
                                                  std::to_string(z) + "]"),
-             with_barrier);
+             Kind::Compute);
   else
-    recorded(name, with_barrier);
+    recorded(name, Kind::Compute);
   if (sync_) {
     std::fprintf(stderr, "vk: %.*s %u %u %u%s\n", static_cast<int>(name.size()), name.data(), x, y, z,
                  indirect ? " (indirect)" : "");
@@ -182,13 +199,13 @@ void Stream::dispatched(std::string_view name, uint32_t x, uint32_t y, uint32_t 
 
 void Stream::dispatch(std::string_view name, const void* push, uint32_t bytes, uint32_t x, uint32_t y, uint32_t z) {
   if (x == 0 || y == 0 || z == 0) return;
-  vkCmdDispatch(bind(name, push, bytes), x, y, z);
+  vkCmdDispatch(bind(name, push, bytes, Kind::Compute), x, y, z);
   dispatched(name, x, y, z);
 }
 
 void Stream::dispatch_indirect(std::string_view name, const void* push, uint32_t bytes, VkBuffer grid,
                                uint64_t offset) {
-  vkCmdDispatchIndirect(bind(name, push, bytes), grid, offset);
+  vkCmdDispatchIndirect(bind(name, push, bytes, Kind::Indirect), grid, offset);
   dispatched(name, 0, 0, 0);
 }
 
@@ -196,22 +213,22 @@ void Stream::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_
   if (bytes == 0) return;
   before_recording();
   begin();
-  pay_barrier();
+  pay_barrier(Kind::Transfer);
   VkBufferCopy region{src_offset, dst_offset, bytes};
   vkCmdCopyBuffer(ring_[current_].cmd, src, dst, 1, &region);
   if (profile_ && profile_->by_grid())
-    recorded("copy[" + std::to_string(bytes) + "]");
+    recorded("copy[" + std::to_string(bytes) + "]", Kind::Transfer);
   else
-    recorded("copy");
+    recorded("copy", Kind::Transfer);
 }
 
 void Stream::zero(VkBuffer dst, uint64_t offset, uint64_t bytes) {
   if (bytes == 0) return;
   before_recording();
   begin();
-  pay_barrier();
+  pay_barrier(Kind::Transfer);
   vkCmdFillBuffer(ring_[current_].cmd, dst, offset, bytes, 0);
-  recorded("zero");
+  recorded("zero", Kind::Transfer);
 }
 
 void Stream::submit() {
@@ -247,6 +264,7 @@ void Stream::finish() {
     begin();
     barrier(ring_[current_].cmd);
     owes_barrier_ = false;
+    written_ = 0;
   }
   if (unseen_by_host_) {  // the host reads what the last commands wrote
     begin();
