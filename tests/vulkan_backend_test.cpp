@@ -302,7 +302,9 @@ TEST(VulkanOps, RoutingChoosesTheCpusExperts) {
 // Routed experts of several formats, separate and fused gate/up, each
 // activation: the experts' outputs agree with the CPU's, and a job's rows
 // are the same bits whatever other jobs run in the call and however many
-// rows the job has (a job of 22 rows runs tiled, linear_mm.comp).
+// rows the job has (a job of 22 rows runs tiled, linear_mm.comp, after the
+// split and the activation; one of one row activates as its down product
+// loads).
 TEST(VulkanOps, RoutedExpertsAgreeWithTheCpu) {
   const size_t hidden = 64, width = 96, rows = 24;
   StepLimits l = limits(rows, std::max(hidden, width));
@@ -339,7 +341,12 @@ TEST(VulkanOps, RoutedExpertsAgreeWithTheCpu) {
     expect_same_bits(std::vector<float>(got.begin() + 2 * hidden, got.end()),
                      std::vector<float>(again.begin() + 2 * hidden, again.end()), "a job alone");
     const ExpertJob one_row[] = {{&fused, 5, 1}};
+    const uint64_t before = p.vk->expert_cache_stats().dispatches;
     p.vk->run_experts(one_row, a, vx, vy2, hidden, false);
+    // A down product of one row activates its input as it loads it, from
+    // gate_up's (gate, up) pairs unsplit (the tiled one of 22 rows above
+    // has the split and the activation apart: the same bits).
+    EXPECT_EQ(p.vk->expert_cache_stats().dispatches - before, 2u) << "gate_up and the down product";
     const std::vector<float> row = get(*p.vk, vy2);
     expect_same_bits(std::vector<float>(got.begin() + 5 * hidden, got.begin() + 6 * hidden),
                      std::vector<float>(row.begin() + 5 * hidden, row.begin() + 6 * hidden), "a row alone");

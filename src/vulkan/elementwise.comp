@@ -5,6 +5,7 @@
 // linear_beta); 6 split z's alternating gate, up values into y (gate) and x
 // (up). The expressions and their order are backend/activation.cpp's.
 #include "common.glsl"
+#include "activation.glsl"
 
 layout(local_size_x = 256) in;
 
@@ -29,24 +30,8 @@ void main() {
     } else if (p.mode == 2) {
       precise float v = p.y.v[i] * sigmoid(p.x.v[i]);
       p.y.v[i] = v;
-    } else if (p.mode == 3) {
-      const float g = p.y.v[i];
-      precise float d = 1.0 + exp(-g);
-      precise float v = g / d * p.x.v[i];
-      p.y.v[i] = v;
-    } else if (p.mode == 4) {
-      const float g = min(p.y.v[i], p.a);
-      const float u = clamp(p.x.v[i], -p.a, p.a);
-      precise float ga = g * p.b;
-      precise float v = (u + 1.0) * (g * sigmoid(ga));
-      p.y.v[i] = v;
-    } else if (p.mode == 5) {
-      const float g = p.y.v[i];
-      precise float ta = g / p.a;
-      precise float act = p.a * tanh_f(ta) * sigmoid(g);
-      precise float tu = p.x.v[i] / p.b;
-      precise float v = act * (p.b * tanh_f(tu));
-      p.y.v[i] = v;
+    } else if (p.mode <= 5) {
+      p.y.v[i] = activate(p.mode, p.y.v[i], p.x.v[i], p.a, p.b);
     } else {
       p.y.v[i] = p.z.v[2 * i];
       p.x.v[i] = p.z.v[2 * i + 1];

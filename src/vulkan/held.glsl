@@ -20,22 +20,31 @@ void put_job(Uints jobs, uint job, Table table, uint ref_at, uvec2 x, uvec2 y, u
   jobs.v[at + REF_WORDS + 5u] = 0u;
 }
 
+// How an expert's gate and up are multiplied: two products; one (gate_up),
+// its output split before the down product; one, the down product reading
+// its output's (gate, up) pairs itself (linear.comp's x_at()).
+#define GATE_UP_APART 0u
+#define GATE_UP_FUSED 1u
+#define GATE_UP_PAIRS 2u
+
 // An expert's first and second jobs (`job` of each list), `rows` rows at
 // place `at` of the scratch: separate gate/up: first jobs 2·job = (gate, x,
 // gate part), 2·job + 1 = (up, x, up part); fused: first job `job` =
 // (gate_up, x, gate_up part, twice as wide); second job `job` = (down, gate
-// part, down_y). The scratch's parts are `part` bytes, places `width`
-// floats; `base`: the expert's first word in the table.
+// part, down_y), or (down, gate_up part, down_y) for GATE_UP_PAIRS. The
+// scratch's parts are `part` bytes, places `width` floats; `base`: the
+// expert's first word in the table.
 void put_expert_jobs(Uints first, Uints second, Table table, uint job, uint base, uvec2 x, uvec2 scratch, uint part,
-                     uint at, uint width, uvec2 down_y, uint rows, bool fused) {
+                     uint at, uint width, uvec2 down_y, uint rows, uint gate_up) {
   const uvec2 gate = address_plus(scratch, at * width * 4u);
-  if (fused) {
-    put_job(first, job, table, base + 3u * REF_WORDS, x, address_plus(scratch, 2u * part + 2u * at * width * 4u), rows);
+  const uvec2 pairs = address_plus(scratch, 2u * part + 2u * at * width * 4u);
+  if (gate_up != GATE_UP_APART) {
+    put_job(first, job, table, base + 3u * REF_WORDS, x, pairs, rows);
   } else {
     put_job(first, 2u * job, table, base, x, gate, rows);
     put_job(first, 2u * job + 1u, table, base + REF_WORDS, x, address_plus(scratch, part + at * width * 4u), rows);
   }
-  put_job(second, job, table, base + 2u * REF_WORDS, gate, down_y, rows);
+  put_job(second, job, table, base + 2u * REF_WORDS, gate_up == GATE_UP_PAIRS ? pairs : gate, down_y, rows);
 }
 
 // Slot q (= r·k + s) in the combine's order: its place among row r's slots
@@ -70,7 +79,7 @@ layout(buffer_reference, std430, buffer_reference_align = 8) buffer HeldArgs {
   uvec2 scratch;    // gate rows, then up rows (fused: then gate_up rows), width floats each, n·k of each
   uvec2 ys;         // the down products' rows, row_width floats apart
   Uints host;       // ids, then weights, [n × k] each; 0: none
-  uint n, width, row_width, fused;  // width: an expert's gate (= up); row_width: its input's and output's
+  uint n, width, row_width, fused;  // fused: put_expert_jobs()'s GATE_UP_*; width: an expert's gate (= up); row_width: its input's and output's
 };
 
 // Slot q = r·k + s's jobs (row r's s-th choice, expert e = ids[q]), each of
@@ -90,6 +99,6 @@ void put_slot_jobs(HeldArgs a, Ints ids, Floats weights, uint k, uint q) {
   const uint slots = a.n * k, e = uint(ids.v[q]), r = q / k;
   const uint part = slots * a.width * 4u;  // bytes of one scratch part
   put_expert_jobs(a.first, a.second, a.table, q, e * EXPERT_WORDS, address_plus(a.x, r * a.row_width * 4u), a.scratch,
-                  part, q, a.width, address_plus(a.ys, q * a.row_width * 4u), 1u, a.fused != 0u);
+                  part, q, a.width, address_plus(a.ys, q * a.row_width * 4u), 1u, a.fused);
   put_order(ids, weights, k, slots, q, q, a.slot_rows, a.sorted, a.host);
 }

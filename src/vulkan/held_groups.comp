@@ -46,7 +46,7 @@ layout(push_constant) uniform Push {
   uvec2 xs;         // the gathered inputs, x_width floats a place (the down products write here too)
   uvec2 scratch;    // gate places, then up places (fused: then gate_up places), width floats each
   Uints host;       // ids, then weights, [n × k] each; 0: none
-  uint n, k, experts, width, x_width, fused, step;
+  uint n, k, experts, width, x_width, fused, step;  // fused: held.glsl's GATE_UP_*
   uint groups;  // the products' workgroups across their outputs: first | down << 16
   uint tiles;   // the rows a workgroup of them takes: first | down << 16
 } p;
@@ -107,7 +107,7 @@ void main() {
     const uint rows = p.lists.v[2u * slots + e], part = slots * p.width * 4u;  // bytes of one scratch part
     const uvec2 x = address_plus(p.xs, o * p.x_width * 4u);
     put_expert_jobs(p.first, p.second, p.table, e, e * EXPERT_WORDS, x, p.scratch, part, o, p.width, x, rows,
-                    p.fused != 0u);
+                    p.fused);
     return;
   }
   // The combine's order, and the grids.

@@ -28,7 +28,22 @@ layout(local_size_x = 16, local_size_y = 4) in;
 
 #ifdef GROUPED
 #include "jobs.glsl"
-layout(push_constant) uniform Push { Jobs jobs; } p;
+#include "activation.glsl"
+// act (activation.glsl's modes, 0 for none): x is a down product's gate
+// values, activated as they are loaded (the elementwise ops before the
+// product, in the product), with the up values `up` floats after them or, for
+// up = 0, each after its gate value (a fused gate_up's output: x's value k
+// is the pair at 2k).
+layout(push_constant) uniform Push {
+  Jobs jobs;
+  uint act, up;
+  float a, b;
+} p;
+float x_at(Floats x, uint k) {
+  if (p.act == 0u) return x.v[k];
+  if (p.up == 0u) return activate(p.act, x.v[2u * k], x.v[2u * k + 1u], p.a, p.b);
+  return activate(p.act, x.v[k], x.v[k + p.up], p.a, p.b);
+}
 #else
 layout(push_constant) uniform Push {
   WeightRef w;
@@ -38,6 +53,7 @@ layout(push_constant) uniform Push {
   uint x_stride, y_stride;
   uint head_rows, x_head, y_head;
 } p;
+float x_at(Floats x, uint k) { return x.v[k]; }
 #endif
 
 shared float lanes[4][ROWS][16];
@@ -76,7 +92,7 @@ void main() {
       [[unroll]] for (uint u = 0; u < CHUNK; ++u) {
         const uint c = i + 16u * u;
         wt[u] = c < in_w ? weight(w, row, c) : 0.0;
-        xv[u] = c < in_w && r0 < n ? x.v[x0 + r0 * x_stride + c] : 0.0;
+        xv[u] = c < in_w && r0 < n ? x_at(x, x0 + r0 * x_stride + c) : 0.0;
       }
       [[unroll]] for (uint u = 0; u < CHUNK; ++u)
         if (i + 16u * u < in_w && r0 < n) acc[0] = fma(wt[u], xv[u], acc[0]);
@@ -90,7 +106,7 @@ void main() {
       [[unroll]] for (uint u = 0; u < CHUNK; ++u) {
         wt[u] = weight(w, row, i + 16u * u);
         [[unroll]] for (uint r = 0; r < ROWS; ++r)
-          xv[u][r] = r0 + r < n ? x.v[x0 + (r0 + r) * x_stride + i + 16u * u] : 0.0;
+          xv[u][r] = r0 + r < n ? x_at(x, x0 + (r0 + r) * x_stride + i + 16u * u) : 0.0;
       }
       [[unroll]] for (uint u = 0; u < CHUNK; ++u)
         [[unroll]] for (uint r = 0; r < ROWS; ++r)
@@ -99,7 +115,7 @@ void main() {
     for (; i < in_w; i += 16) {
       const float wt = weight(w, row, i);
       for (uint r = 0; r < ROWS; ++r)
-        if (r0 + r < n) acc[r] = fma(wt, x.v[x0 + (r0 + r) * x_stride + i], acc[r]);
+        if (r0 + r < n) acc[r] = fma(wt, x_at(x, x0 + (r0 + r) * x_stride + i), acc[r]);
     }
 #endif
   }

@@ -45,7 +45,22 @@ layout(local_size_x = 16, local_size_y = 16) in;
 
 #ifdef GROUPED
 #include "jobs.glsl"
-layout(push_constant) uniform Push { Jobs jobs; } p;
+#include "activation.glsl"
+// act (activation.glsl's modes, 0 for none): x is a down product's gate
+// values, activated as they are loaded (the elementwise ops before the
+// product, in the product), with the up values `up` floats after them or, for
+// up = 0, each after its gate value (a fused gate_up's output: x's value k
+// is the pair at 2k).
+layout(push_constant) uniform Push {
+  Jobs jobs;
+  uint act, up;
+  float a, b;
+} p;
+float x_at(Floats x, uint k) {
+  if (p.act == 0u) return x.v[k];
+  if (p.up == 0u) return activate(p.act, x.v[2u * k], x.v[2u * k + 1u], p.a, p.b);
+  return activate(p.act, x.v[k], x.v[k + p.up], p.a, p.b);
+}
 #else
 layout(push_constant) uniform Push {
   WeightRef w;
@@ -55,6 +70,7 @@ layout(push_constant) uniform Push {
   uint x_stride, y_stride;
   uint head_rows, x_head, y_head;
 } p;
+float x_at(Floats x, uint k) { return x.v[k]; }
 #endif
 
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Words { uint v[]; };
@@ -90,7 +106,7 @@ void load_window(WeightRef w, Floats x, uint n, uint x_stride, uint group, uint 
   }
   [[unroll]] for (uint t = 0; t < XS; ++t) {
     const uint k = id + 256u * t, r = k / (WINDOW * 32u), c = k % (WINDOW * 32u);
-    xs[t] = r0 + r < n && c < count * 32u ? x.v[(r0 + r) * x_stride + 32u * b0 + c] : 0.0;
+    xs[t] = r0 + r < n && c < count * 32u ? x_at(x, (r0 + r) * x_stride + 32u * b0 + c) : 0.0;
   }
 }
 

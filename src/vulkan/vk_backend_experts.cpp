@@ -181,7 +181,18 @@ ExpertCache::Entry VulkanBackend::expert_weights(const ExpertJob& job) {
   return entry;
 }
 
-void VulkanBackend::grouped_products(std::span<const ProductJob> jobs) {
+LoadActivation VulkanBackend::load_activation(const ExpertActivation& act, uint64_t up) {
+  switch (act.kind) {
+    case ExpertActivation::Kind::SiluGlu: return {static_cast<uint32_t>(Elementwise::SiluGlu), static_cast<uint32_t>(up)};
+    case ExpertActivation::Kind::ClampedSwiGlu:
+      return {static_cast<uint32_t>(Elementwise::ClampedSwiGlu), static_cast<uint32_t>(up), act.limit, act.alpha};
+    case ExpertActivation::Kind::Situ:
+      return {static_cast<uint32_t>(Elementwise::Situ), static_cast<uint32_t>(up), act.beta, act.linear_beta};
+  }
+  throw Error("internal: an unknown expert activation");
+}
+
+void VulkanBackend::grouped_products(std::span<const ProductJob> jobs, const LoadActivation& load) {
   // jobs.glsl's Job: the matrix, x, y, rows.
   struct Job {
     WeightRef w;
@@ -208,28 +219,33 @@ void VulkanBackend::grouped_products(std::span<const ProductJob> jobs) {
         groups_y = std::max(groups_y, k.groups_y(jobs[j].n));
       }
     if (same.empty()) continue;
-    dispatch_grouped(k, stage(same.data(), same.size() * sizeof(Job)).address, groups_x, groups_y, same.size());
+    if (load.mode != 0 && !activates_on_load(k)) throw Error("internal: an activation for a tiled product's load");
+    dispatch_grouped(k, stage(same.data(), same.size() * sizeof(Job)).address, groups_x, groups_y, same.size(), load);
   }
 }
 
+// grouped_products()'s and the held layers' push constants (linear.comp's,
+// linear_il.comp's GROUPED Push; the tiled kernels read the jobs alone).
+struct GroupedPush {
+  uint64_t jobs;
+  uint32_t act, up;
+  float a, b;
+};
+
 void VulkanBackend::dispatch_grouped(const ProductKernel& k, uint64_t jobs, uint64_t groups_x, uint64_t groups_y,
-                                     uint64_t count) {
+                                     uint64_t count, const LoadActivation& load) {
   const auto& limit = ctx_->properties().limits.maxComputeWorkGroupCount;
   if (groups_x > limit[0] || groups_y > limit[1] || count > limit[2])
     throw Error("the Vulkan backend cannot run " + std::to_string(count) + " expert products at once on " +
                 ctx_->info().name + " (too many workgroups)");
-  const struct {
-    uint64_t jobs;
-  } push{jobs};
+  const GroupedPush push{jobs, load.mode, load.up, load.a, load.b};
   stream_->dispatch(k.name, push, static_cast<uint32_t>(groups_x), static_cast<uint32_t>(groups_y),
                     static_cast<uint32_t>(count));
 }
 
 void VulkanBackend::dispatch_grouped_indirect(const ProductKernel& k, uint64_t jobs, const Arena::Piece& grid,
-                                              uint64_t offset) {
-  const struct {
-    uint64_t jobs;
-  } push{jobs};
+                                              uint64_t offset, const LoadActivation& load) {
+  const GroupedPush push{jobs, load.mode, load.up, load.a, load.b};
   stream_->dispatch_indirect(k.name, push, grid.buffer, grid.offset + offset);
 }
 
@@ -258,6 +274,12 @@ void VulkanBackend::expert_group(std::span<const ExpertJob> jobs, std::span<cons
   // offsets, then (fused) their gate_up rows at twice the offsets.
   const uint64_t gate = expert_act_.piece.address, up = gate + total * sizeof(float),
                  gate_up = up + total * sizeof(float);
+  // Down products of few rows activate their input as they load it (the
+  // same bits as the activation apart: activation.glsl), from a fused
+  // gate_up's pairs unsplit: one or two dispatches fewer.
+  bool on_load = true;
+  for (size_t i = a; i < b; ++i)
+    on_load = on_load && activates_on_load(product_kernel(weight_format(jobs[i].weights->down), jobs[i].rows, true));
   std::vector<ProductJob> first, second;
   for (size_t i = a; i < b; ++i) {
     const ExpertJob& j = jobs[i];
@@ -271,11 +293,12 @@ void VulkanBackend::expert_group(std::span<const ExpertJob> jobs, std::span<cons
       first.push_back(ProductJob{weight_format(e.gate), w[i].gate, x, gate + at, n});
       first.push_back(ProductJob{weight_format(e.up), w[i].up, x, up + at, n});
     }
-    second.push_back(ProductJob{weight_format(e.down), w[i].down, gate + at, y, n});
+    second.push_back(ProductJob{weight_format(e.down), w[i].down, fused && on_load ? gate_up + 2 * at : gate + at, y, n});
   }
   const uint64_t begin = offsets[a], count = (b < offsets.size() ? offsets[b] : total) - begin;
   const uint64_t g0 = gate + begin * sizeof(float), u0 = up + begin * sizeof(float);
   grouped_products(first);
+  if (on_load) return grouped_products(second, load_activation(act, fused ? 0 : total));
   if (fused) split_gate_up(g0, u0, gate_up + 2 * begin * sizeof(float), count);
   activation(act, g0, u0, count);
   grouped_products(second);

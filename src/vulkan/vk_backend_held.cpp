@@ -75,6 +75,12 @@ bool VulkanBackend::routes_held(int64_t layer, size_t n, const RouteSpec& spec) 
          slots <= ctx_->properties().limits.maxComputeWorkGroupCount[1];
 }
 
+uint32_t VulkanBackend::gate_up_mode(const HeldLayer& h, const ProductKernel& k_down) {
+  // held.glsl's GATE_UP_APART, GATE_UP_FUSED, GATE_UP_PAIRS.
+  if (!h.fused) return 0;
+  return activates_on_load(k_down) ? 2 : 1;
+}
+
 void VulkanBackend::route_held(const HeldRoute& op) {
   const auto it = held_.find(op.layer);
   if (it == held_.end() || !routes_held(op.layer, op.n, op.spec))
@@ -107,7 +113,7 @@ void VulkanBackend::route_held(const HeldRoute& op) {
     uint32_t n, width, row_width, fused;
   } args{h.table.address(), first, second, slot_rows, sorted, address(op.x.slice(0, n * width)), scratch, ys,
          host.address, static_cast<uint32_t>(n), static_cast<uint32_t>(h.width), static_cast<uint32_t>(width),
-         h.fused ? 1u : 0u};
+         gate_up_mode(h, product_kernel(h.down, 1, true))};
   static_assert(sizeof(args) == 88);
   dispatch_route(spec, op.logits, n, ids, weights, stage(&args, sizeof(args)).address);
   // A job per row and slot: one row each.
@@ -126,12 +132,16 @@ void VulkanBackend::held_experts(const HeldRoute& op, const HeldLayer& h, uint64
     dispatch_grouped_indirect(k_first, first, *grids, 0);
   else
     dispatch_grouped(k_first, first, k_first.groups_x(h.first_rows), k_first.groups_y(rows), h.fused ? jobs : 2 * jobs);
-  if (h.fused) split_gate_up(g0, u0, u0 + total * sizeof(float), total);
-  activation(op.act, g0, u0, total);
+  // A down product of few rows activates its input as it loads it, a fused
+  // gate_up's pairs unsplit (its jobs read them: gate_up_mode()).
+  const bool on_load = activates_on_load(k_down);
+  if (h.fused && !on_load) split_gate_up(g0, u0, u0 + total * sizeof(float), total);
+  if (!on_load) activation(op.act, g0, u0, total);
+  const LoadActivation load = on_load ? load_activation(op.act, h.fused ? 0 : total) : LoadActivation{};
   if (grids)
-    dispatch_grouped_indirect(k_down, second, *grids, 3 * sizeof(uint32_t));
+    dispatch_grouped_indirect(k_down, second, *grids, 3 * sizeof(uint32_t), load);
   else
-    dispatch_grouped(k_down, second, k_down.groups_x(h.down_rows), k_down.groups_y(rows), jobs);
+    dispatch_grouped(k_down, second, k_down.groups_x(h.down_rows), k_down.groups_y(rows), jobs, load);
   dispatch_combine(ys, slot_rows, sorted, op.width, op.n, static_cast<size_t>(op.spec.k), op.shared, op.out);
 }
 
@@ -163,7 +173,7 @@ void VulkanBackend::route_held_groups(const HeldRoute& op, const HeldLayer& h, u
     uint32_t tiles;   // and the rows a workgroup takes: first | down << 16
   } push{ids, weights, h.table.address(), first, second, slot_rows, sorted, gather, xs, scratch,
          host.address, static_cast<uint32_t>(n), static_cast<uint32_t>(K), static_cast<uint32_t>(E),
-         static_cast<uint32_t>(h.width), static_cast<uint32_t>(width), h.fused ? 1u : 0u, 0,
+         static_cast<uint32_t>(h.width), static_cast<uint32_t>(width), gate_up_mode(h, k_down), 0,
          static_cast<uint32_t>(gx_first | gx_down << 16), k_first.rows | k_down.rows << 16};
   static_assert(sizeof(push) <= Stream::kPushBytes);
   // Count, place (a workgroup an expert), then the combine's order (an invocation a slot).

@@ -20,6 +20,15 @@
 
 namespace strata::vk {
 
+// What a grouped product of few rows (linear.comp, linear_il.comp GROUPED)
+// applies to its input as it loads it: an expert's activation of the gate
+// values x points at and the up values `up` floats after them (mode:
+// elementwise.comp's, activation.glsl; 0 for none).
+struct LoadActivation {
+  uint32_t mode = 0, up = 0;
+  float a = 0, b = 0;
+};
+
 class VulkanBackend final : public Backend, private CacheIo {
  public:
   // vram_bytes: the expert cache's budget; < 0: half the device's memory on a
@@ -204,8 +213,14 @@ class VulkanBackend final : public Backend, private CacheIo {
     uint64_t x = 0, y = 0;
     uint32_t n = 0;
   };
+  // The activation `act` as a down product's load, with the up values `up`
+  // floats after the gate values.
+  static LoadActivation load_activation(const ExpertActivation& act, uint64_t up);
+  // Whether kernel k (a grouped one) applies a LoadActivation: the kernels of
+  // few rows, not the tiled ones.
+  static bool activates_on_load(const ProductKernel& k) { return k.rows < kTiledRows; }
   // Each format's jobs in one dispatch (linear_grouped_<format>), in order.
-  void grouped_products(std::span<const ProductJob> jobs);
+  void grouped_products(std::span<const ProductJob> jobs, const LoadActivation& load = {});
   // Routed experts [a, b) of `jobs` whose weights are `w`: their gate/up
   // products, the activation and the down products, each one dispatch for
   // all of them; scratch rows from `offsets` (floats into each scratch part).
@@ -223,10 +238,11 @@ class VulkanBackend final : public Backend, private CacheIo {
   // One grouped dispatch of kernel `k` over `count` jobs at device address
   // `jobs`, `groups_x` × `groups_y` workgroups each.
   void dispatch_grouped(const ProductKernel& k, uint64_t jobs, uint64_t groups_x, uint64_t groups_y,
-                        uint64_t count);
+                        uint64_t count, const LoadActivation& load = {});
   // The same with the grid (x, y, count) read on the device from `grid` at
   // `offset` bytes, written there by an earlier op.
-  void dispatch_grouped_indirect(const ProductKernel& k, uint64_t jobs, const Arena::Piece& grid, uint64_t offset);
+  void dispatch_grouped_indirect(const ProductKernel& k, uint64_t jobs, const Arena::Piece& grid, uint64_t offset,
+                                 const LoadActivation& load = {});
   // gate_up's alternating gate and up values into `gate` and `up` (count each).
   void split_gate_up(uint64_t gate, uint64_t up, uint64_t gate_up, uint64_t count);
   // combine.comp: out row r = its k slots' ys rows (slot_rows, weights: [n × k]
@@ -297,6 +313,10 @@ class VulkanBackend final : public Backend, private CacheIo {
   // the activation and the combine of `ys` in the order at `slot_rows`.
   // With `grids`, the products' two grids are read there (first, then down:
   // three words each) instead of sized for `rows`.
+  // How a held layer's jobs take its experts' gate and up (held.glsl's
+  // GATE_UP_*): apart, fused, or fused and read as pairs by the down
+  // product `k_down` (which activates on load).
+  static uint32_t gate_up_mode(const HeldLayer& h, const ProductKernel& k_down);
   void held_experts(const HeldRoute& op, const HeldLayer& h, uint64_t first, uint64_t second, uint64_t rows,
                     uint64_t jobs, uint64_t ys, uint64_t slot_rows, uint64_t sorted,
                     const Arena::Piece* grids = nullptr);
