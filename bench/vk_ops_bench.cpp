@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -157,8 +158,12 @@ int run(const Options& o) {
         sync);
     report(o, "add_rms_norm", std::to_string(width), us, 0);
   }
+  // Every matrix kept until the end: the backend finds its device copies by
+  // host address, which a freed matrix's successor could reuse.
+  std::vector<Matrix> matrices;
+  matrices.reserve(shapes.size());
   for (const Shape& s : shapes) {
-    const Matrix m = random_matrix(s.type, s.out, s.in, 7);
+    const Matrix& m = matrices.emplace_back(random_matrix(s.type, s.out, s.in, 7));
     const double us = time_op(
         o, [&] { b->linear(m.w, x.slice(0, static_cast<uint64_t>(s.in)), 1, y.slice(0, static_cast<uint64_t>(s.out))); },
         sync);

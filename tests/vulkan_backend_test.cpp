@@ -350,6 +350,17 @@ TEST(VulkanOps, RoutedExpertsAgreeWithTheCpu) {
     const std::vector<float> row = get(*p.vk, vy2);
     expect_same_bits(std::vector<float>(got.begin() + 5 * hidden, got.begin() + 6 * hidden),
                      std::vector<float>(row.begin() + 5 * hidden, row.begin() + 6 * hidden), "a row alone");
+    // Separate gate and up: a row of a tiled job (the activation apart)
+    // against the row alone (activated on load).
+    const ExpertJob split_tiled[] = {{&split, 0, rows - 2}}, split_row[] = {{&split, 5, 1}};
+    Tensor vy3 = p.vk->allocate(rows * hidden);
+    p.vk->run_experts(split_tiled, a, vx, vy3, hidden, false);
+    const std::vector<float> tiled = get(*p.vk, vy3);
+    p.vk->run_experts(split_row, a, vx, vy3, hidden, false);
+    const std::vector<float> split_alone = get(*p.vk, vy3);
+    expect_same_bits(std::vector<float>(tiled.begin() + 5 * hidden, tiled.begin() + 6 * hidden),
+                     std::vector<float>(split_alone.begin() + 5 * hidden, split_alone.begin() + 6 * hidden),
+                     "separate gate and up: a row alone");
     p.vk->run_experts(jobs, a, vx, vx, hidden, false);  // in place
     expect_same_bits(got, get(*p.vk, vx), "in place");
   }

@@ -224,6 +224,7 @@ void VulkanBackend::grouped_products(std::span<const ProductJob> jobs, const Loa
   }
 }
 
+namespace {
 // grouped_products()'s and the held layers' push constants (linear.comp's,
 // linear_il.comp's GROUPED Push; the tiled kernels read the jobs alone).
 struct GroupedPush {
@@ -231,6 +232,7 @@ struct GroupedPush {
   uint32_t act, up;
   float a, b;
 };
+}  // namespace
 
 void VulkanBackend::dispatch_grouped(const ProductKernel& k, uint64_t jobs, uint64_t groups_x, uint64_t groups_y,
                                      uint64_t count, const LoadActivation& load) {

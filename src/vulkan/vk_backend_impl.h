@@ -308,15 +308,15 @@ class VulkanBackend final : public Backend, private CacheIo {
   // route_held() for a step of more than kHeldRows rows, after route.comp
   // wrote the choice at `ids` and `weights`.
   void route_held_groups(const HeldRoute& op, const HeldLayer& h, uint64_t ids, uint64_t weights);
+  // How a held layer's jobs take its experts' gate and up (held.glsl's
+  // GATE_UP_*): apart, fused, or fused and read as pairs by the down
+  // product `k_down` (which activates on load).
+  static uint32_t gate_up_mode(const HeldLayer& h, const ProductKernel& k_down);
   // A held layer's products from its device-made jobs (`jobs` an expert
   // part, at most `rows` rows each: first at `first`, down at `second`),
   // the activation and the combine of `ys` in the order at `slot_rows`.
   // With `grids`, the products' two grids are read there (first, then down:
   // three words each) instead of sized for `rows`.
-  // How a held layer's jobs take its experts' gate and up (held.glsl's
-  // GATE_UP_*): apart, fused, or fused and read as pairs by the down
-  // product `k_down` (which activates on load).
-  static uint32_t gate_up_mode(const HeldLayer& h, const ProductKernel& k_down);
   void held_experts(const HeldRoute& op, const HeldLayer& h, uint64_t first, uint64_t second, uint64_t rows,
                     uint64_t jobs, uint64_t ys, uint64_t slot_rows, uint64_t sorted,
                     const Arena::Piece* grids = nullptr);

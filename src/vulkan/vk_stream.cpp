@@ -135,8 +135,10 @@ void Stream::pay_barrier(Kind next) {
   // A command's barrier is recorded before the next command (then what that
   // one does is known), and covers every command before it in submission
   // order, those of buffers submitted earlier too. Inside an independent run
-  // the run's own dispatches owe none to each other.
-  if (!owes_barrier_ || (independent_ > 0 && owed_in_run_)) return;
+  // the run's own dispatches owe none to each other; a copy, a fill or an
+  // indirect dispatch in a run pays (the barrier before the run's first
+  // dispatch named compute alone).
+  if (!owes_barrier_ || (independent_ > 0 && owed_in_run_ && next == Kind::Compute)) return;
   barrier_before(ring_[current_].cmd, next);
   owes_barrier_ = false;
   written_ = 0;
