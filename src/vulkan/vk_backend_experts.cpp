@@ -307,12 +307,9 @@ void VulkanBackend::expert_group(std::span<const ExpertJob> jobs, std::span<cons
 }
 
 void VulkanBackend::activation(const ExpertActivation& act, uint64_t g, uint64_t u, uint64_t count) {
-  switch (act.kind) {
-    case ExpertActivation::Kind::SiluGlu: return elementwise(Elementwise::SiluGlu, g, u, count);
-    case ExpertActivation::Kind::ClampedSwiGlu:
-      return elementwise(Elementwise::ClampedSwiGlu, g, u, count, act.limit, act.alpha);
-    case ExpertActivation::Kind::Situ: return elementwise(Elementwise::Situ, g, u, count, act.beta, act.linear_beta);
-  }
+  // The mode and constants a down product's load takes (the same modes).
+  const LoadActivation l = load_activation(act, 0);
+  elementwise(static_cast<Elementwise>(l.mode), g, u, count, l.a, l.b);
 }
 
 void VulkanBackend::run_experts(std::span<const ExpertJob> jobs, const ExpertActivation& act, Tensor xs, Tensor ys,
