@@ -48,6 +48,11 @@ endforeach()
 strata_shader(route_held route.comp -DHELD)
 # A MoE layer's combine and the add_rms_norm of its output in one dispatch.
 strata_shader(combine_norm rms_norm.comp -DCOMBINE)
+# Decode steps' attention scores that prep the heads themselves.
+strata_shader(gqa_row_scores_prep gqa_row_scores.comp -DPREP)
+strata_shader(mla_row_scores_prep mla_row_scores.comp -DPREP)
+# A row's softmax and values for heads of up to 512 channels (MLA's latents).
+strata_shader(attend_row_wide attend_row.comp -DWIDE)
 file(GLOB plain_shaders CONFIGURE_DEPENDS ${STRATA_SHADER_DIR}/*.comp)
 foreach(path IN LISTS plain_shaders)
   get_filename_component(name ${path} NAME_WE)

@@ -17,61 +17,76 @@ uint cache_slot(RowRef r, uint pos) { return r.ring != 0 ? pos % r.ring : pos; }
 
 // Σ_j s[s0 + j] · v[slot(first + j) · width + col] over the row's positions,
 // by fma from 0 in increasing j (one value channel; attention's order). The
-// chain is sequential: sixteen positions' loads go out together, and the
-// next sixteen's while these sixteen's fma steps run, so it waits on device
-// memory about once, not once per sixteen (a row's positions are the same
-// for every invocation of a workgroup: the branches are uniform).
+// chain is sequential: VALUES_AHEAD (32 unless the includer says) positions'
+// loads go out together, and the next ones' while these' fma steps run, so
+// it waits on device memory about once every VALUES_AHEAD positions, not
+// once per position (a row's positions are the same for every invocation of
+// a workgroup: the branches are uniform).
+#ifndef VALUES_AHEAD
+#define VALUES_AHEAD 32u
+#endif
 float weighted_values(Floats s, uint s0, RowRef r, Floats v, uint width, uint col) {
   precise float o = 0.0;
-  const uint full = r.count / 16u * 16u;
-  float sj[16], vj[16];
-  if (full > 0u)
-    [[unroll]] for (uint u = 0; u < 16; ++u) {
-      sj[u] = s.v[s0 + u];
-      vj[u] = v.v[cache_slot(r, r.first + u) * width + col];
+  float sj[VALUES_AHEAD], vj[VALUES_AHEAD];
+  [[unroll]] for (uint u = 0; u < VALUES_AHEAD; ++u) {
+    sj[u] = u < r.count ? s.v[s0 + u] : 0.0;
+    vj[u] = u < r.count ? v.v[cache_slot(r, r.first + u) * width + col] : 0.0;
+  }
+  for (uint j = 0; j < r.count; j += VALUES_AHEAD) {
+    float sn[VALUES_AHEAD], vn[VALUES_AHEAD];
+    [[unroll]] for (uint u = 0; u < VALUES_AHEAD; ++u) {
+      const uint jn = j + VALUES_AHEAD + u;
+      sn[u] = jn < r.count ? s.v[s0 + jn] : 0.0;
+      vn[u] = jn < r.count ? v.v[cache_slot(r, r.first + jn) * width + col] : 0.0;
     }
-  for (uint j = 0; j < full; j += 16) {
-    float sn[16], vn[16];
-    if (j + 16u < full)
-      [[unroll]] for (uint u = 0; u < 16; ++u) {
-        sn[u] = s.v[s0 + j + 16u + u];
-        vn[u] = v.v[cache_slot(r, r.first + j + 16u + u) * width + col];
-      }
-    [[unroll]] for (uint u = 0; u < 16; ++u) o = fma(sj[u], vj[u], o);
-    [[unroll]] for (uint u = 0; u < 16; ++u) {
+    [[unroll]] for (uint u = 0; u < VALUES_AHEAD; ++u)
+      if (j + u < r.count) o = fma(sj[u], vj[u], o);
+    [[unroll]] for (uint u = 0; u < VALUES_AHEAD; ++u) {
       sj[u] = sn[u];
       vj[u] = vn[u];
     }
   }
-  for (uint j = full; j < r.count; ++j) o = fma(s.v[s0 + j], v.v[cache_slot(r, r.first + j) * width + col], o);
   return o;
 }
 
-// Rotates x[at .. at + 2·half) in place by the factors rot[c0 .. c0 + half)
-// (cos) and rot[c0 + half ..) (sin), as Rope::apply: pairs (x[2i], x[2i+1])
-// when interleaved, else (x[i], x[i + half]); the result de-interleaved.
-// Called by every invocation of a workgroup (lanes 0-15 work; the pairs go
-// through shared memory, as the result overwrites what they were read from).
-#ifdef ROTATE16
-shared float rotate_pairs[2][512];  // the pairs: half_ <= 512 (Rope::kMaxDim)
+// Lane `lane`'s chain of the 16-lane dot (kernels::dot's order, dot_serial's)
+// of A_AT(c) and B_AT(c), c < N: ACC = fma(A_AT(c), B_AT(c), ACC) over c ≡
+// lane (mod 16) in increasing c. Its loads go out 16 at a time, the next 16
+// while these are summed. A macro so that either side may be in shared
+// memory (`lane` must be in scope); tree16 folds the sixteen lanes' sums.
+#define LANE_CHAIN(ACC, N, A_AT, B_AT)                                            \
+  {                                                                               \
+    float av_[16], bv_[16];                                                       \
+    [[unroll]] for (uint u_ = 0; u_ < 16u; ++u_) {                                \
+      const uint c_ = lane + 16u * u_;                                            \
+      av_[u_] = c_ < (N) ? A_AT(c_) : 0.0;                                        \
+      bv_[u_] = c_ < (N) ? B_AT(c_) : 0.0;                                        \
+    }                                                                             \
+    for (uint c0_ = lane; c0_ < (N); c0_ += 256u) {                               \
+      float an_[16], bn_[16];                                                     \
+      [[unroll]] for (uint u_ = 0; u_ < 16u; ++u_) {                              \
+        const uint c_ = c0_ + 256u + 16u * u_;                                    \
+        an_[u_] = c_ < (N) ? A_AT(c_) : 0.0;                                      \
+        bn_[u_] = c_ < (N) ? B_AT(c_) : 0.0;                                      \
+      }                                                                           \
+      [[unroll]] for (uint u_ = 0; u_ < 16u; ++u_)                                \
+        if (c0_ + 16u * u_ < (N)) ACC = fma(av_[u_], bv_[u_], ACC);               \
+      [[unroll]] for (uint u_ = 0; u_ < 16u; ++u_) {                              \
+        av_[u_] = an_[u_];                                                        \
+        bv_[u_] = bn_[u_];                                                        \
+      }                                                                           \
+    }                                                                             \
+  }
 
-void rotate16(Floats x, uint at, uint half_, Floats rot, uint c0, bool interleaved) {
-  const uint lane = gl_LocalInvocationID.x;
-  if (lane < 16)
-    for (uint i = lane; i < half_; i += 16) {
-      rotate_pairs[0][i] = interleaved ? x.v[at + 2 * i] : x.v[at + i];
-      rotate_pairs[1][i] = interleaved ? x.v[at + 2 * i + 1] : x.v[at + i + half_];
+// The sixteen lanes' sums folded as dot_serial folds them: w = 8, 4, 2, 1.
+float tree16(float lanes[16]) {
+  precise float a[16];
+  [[unroll]] for (uint t = 0; t < 16u; ++t) a[t] = lanes[t];
+  [[unroll]] for (uint w = 8; w >= 1; w /= 2)
+    [[unroll]] for (uint t = 0; t < w; ++t) {
+      precise float s = a[t] + a[t + w];
+      a[t] = s;
     }
-  sync_workgroup();
-  if (lane < 16)
-    for (uint i = lane; i < half_; i += 16) {
-      const float a = rotate_pairs[0][i], b = rotate_pairs[1][i];
-      const float c = rot.v[c0 + i], s = rot.v[c0 + half_ + i];
-      precise float ac = a * c, bs = b * s, bc = b * c, as_ = a * s;
-      precise float lo = ac - bs, hi = bc + as_;
-      x.v[at + i] = lo;
-      x.v[at + i + half_] = hi;
-    }
-  sync_workgroup();
+  return a[0];
 }
-#endif
+

@@ -19,7 +19,9 @@ layout(push_constant) uniform Push {
 
 void main() {
   const uint i = gl_GlobalInvocationID.x, r = gl_WorkGroupID.y;
+  combine_stage(p.slot_rows, p.weights, r, p.k, p.hidden);
   if (i >= p.hidden) return;
-  p.out_rows.v[r * p.hidden + i] =
-      combine_column(p.ys, p.slot_rows, p.weights, p.shared_rows, p.has_shared != 0, r, p.k, p.hidden, i);
+  float o[1];
+  combine_columns(p.ys, p.shared_rows, p.has_shared != 0, r, p.k, p.hidden, i, 0u, p.hidden, o);
+  p.out_rows.v[r * p.hidden + i] = o[0];
 }

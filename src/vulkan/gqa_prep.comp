@@ -1,14 +1,18 @@
 #version 450
 // Grouped-query attention, before any row attends: per row, each q head and
 // each k head gets its RMSNorm (when given) and its rotation, in place; the
-// row's k and v go to its cache slot. One workgroup of 16 per (head, row):
-// heads 0 .. H-1 are q's, H .. H+KV-1 k's.
+// row's k and v go to its cache slot. One workgroup of 128 per (head, row):
+// heads 0 .. H-1 are q's, H .. H+KV-1 k's. The arithmetic is prep_head.glsl's.
+// A decode step whose rows are each their sequence's only row does this in
+// gqa_row_scores.comp's PREP build instead.
 #include "common.glsl"
 
-layout(local_size_x = 16) in;
+layout(local_size_x = 128) in;
+#define PREP_THREADS 128u
+#define PREP_HEADS 1u
 #include "lanes16.glsl"
-#define ROTATE16  // this shader rotates (attention.glsl)
 #include "attention.glsl"
+#include "prep_head.glsl"
 
 layout(push_constant) uniform Push {
   Floats q, k, v;
@@ -21,19 +25,22 @@ layout(push_constant) uniform Push {
 } p;
 
 void main() {
-  const uint head = gl_WorkGroupID.x, i = gl_WorkGroupID.y, d = p.head_dim;
-  const bool is_q = head < p.heads;
-  const uint kvh = head - p.heads;
+  const uint t = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, i = gl_WorkGroupID.y, d = p.head_dim;
+  const bool is_q = h < p.heads;
+  const uint kvh = h - p.heads;
   Floats x = is_q ? p.q : p.k;
-  const uint at = is_q ? (i * p.heads + head) * d : (i * p.kv_heads + kvh) * d;
-  Floats norm = is_q ? p.q_norm : p.k_norm;
-  if ((is_q ? p.has_q_norm : p.has_k_norm) != 0) rms_norm16(x, at, norm, p.eps, d, x, at);
-  rotate16(x, at, p.rot_dim / 2, p.rot, i * p.rot_dim, p.interleaved != 0);
-  if (is_q) return;
+  const uint at = is_q ? (i * p.heads + h) * d : (i * p.kv_heads + kvh) * d;
+  const bool normed = (is_q ? p.has_q_norm : p.has_k_norm) != 0;
   RowRef r = p.rows.v[i];
   const uint slot = cache_slot(r, r.pos), width = p.kv_heads * d;
-  for (uint c = gl_LocalInvocationID.x; c < d; c += 16) {
-    r.keys.v[slot * width + kvh * d + c] = x.v[at + c];
-    r.values.v[slot * width + kvh * d + c] = p.v.v[at + c];
+  prep_load(0u, x, at, normed, is_q ? p.q_norm : p.k_norm, true, p.rot, i * p.rot_dim, d, p.rot_dim / 2u);
+  if (!is_q)
+    for (uint c = t; c < d; c += 128u) r.values.v[slot * width + kvh * d + c] = p.v.v[at + c];
+  barrier();
+  prep_head(0u, normed, p.eps, d, p.rot_dim / 2u, p.interleaved != 0);
+  for (uint c = t; c < d; c += 128u) {
+    const float v = prep_out[0][c];
+    x.v[at + c] = v;
+    if (!is_q) r.keys.v[slot * width + kvh * d + c] = v;
   }
 }

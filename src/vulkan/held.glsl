@@ -8,10 +8,24 @@
 
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Table { uint v[]; };
 
-// Job `job` of `jobs`: the WeightRef at word ref_at of the table, x, y, rows.
-void put_job(Uints jobs, uint job, Table table, uint ref_at, uvec2 x, uvec2 y, uint rows) {
+// A WeightRef of the table (word ref_at on), loaded whole before any job
+// is written: a job's stores between its loads would make each load wait on
+// device memory in turn (the compiler cannot know the table and the jobs
+// apart).
+struct Ref {
+  uint w[REF_WORDS];
+};
+
+Ref load_ref(Table table, uint ref_at) {
+  Ref r;
+  [[unroll]] for (uint i = 0; i < REF_WORDS; ++i) r.w[i] = table.v[ref_at + i];
+  return r;
+}
+
+// Job `job` of `jobs`: the WeightRef `ref`, x, y, rows.
+void put_job(Uints jobs, uint job, Ref ref, uvec2 x, uvec2 y, uint rows) {
   const uint at = job * JOB_WORDS;
-  for (uint i = 0; i < REF_WORDS; ++i) jobs.v[at + i] = table.v[ref_at + i];
+  [[unroll]] for (uint i = 0; i < REF_WORDS; ++i) jobs.v[at + i] = ref.w[i];
   jobs.v[at + REF_WORDS + 0u] = x.x;
   jobs.v[at + REF_WORDS + 1u] = x.y;
   jobs.v[at + REF_WORDS + 2u] = y.x;
@@ -38,13 +52,17 @@ void put_expert_jobs(Uints first, Uints second, Table table, uint job, uint base
                      uint at, uint width, uvec2 down_y, uint rows, uint gate_up) {
   const uvec2 gate = address_plus(scratch, at * width * 4u);
   const uvec2 pairs = address_plus(scratch, 2u * part + 2u * at * width * 4u);
-  if (gate_up != GATE_UP_APART) {
-    put_job(first, job, table, base + 3u * REF_WORDS, x, pairs, rows);
+  const bool apart = gate_up == GATE_UP_APART;
+  const Ref a = load_ref(table, apart ? base : base + 3u * REF_WORDS), down = load_ref(table, base + 2u * REF_WORDS);
+  Ref b;
+  if (apart) b = load_ref(table, base + REF_WORDS);
+  if (!apart) {
+    put_job(first, job, a, x, pairs, rows);
   } else {
-    put_job(first, 2u * job, table, base, x, gate, rows);
-    put_job(first, 2u * job + 1u, table, base + REF_WORDS, x, address_plus(scratch, part + at * width * 4u), rows);
+    put_job(first, 2u * job, a, x, gate, rows);
+    put_job(first, 2u * job + 1u, b, x, address_plus(scratch, part + at * width * 4u), rows);
   }
-  put_job(second, job, table, base + 2u * REF_WORDS, gate_up == GATE_UP_PAIRS ? pairs : gate, down_y, rows);
+  put_job(second, job, down, gate_up == GATE_UP_PAIRS ? pairs : gate, down_y, rows);
 }
 
 // Slot q (= r·k + s) in the combine's order: its place among row r's slots

@@ -5,7 +5,7 @@
 shared float fold_lanes[16];
 
 float fold16(float partial) {
-  const uint lane = gl_LocalInvocationID.x;
+  const uint lane = gl_LocalInvocationIndex;
   if (lane < 16) fold_lanes[lane] = partial;
   sync_workgroup();
   for (uint w = 8; w >= 1; w /= 2) {
@@ -24,8 +24,8 @@ float fold16(float partial) {
 // it waits on device memory once per 8 steps, not once per step.
 float dot16(Floats a, uint a0, Floats b, uint b0, uint n) {
   precise float acc = 0.0;
-  if (gl_LocalInvocationID.x < 16) {
-    uint i = gl_LocalInvocationID.x;
+  if (gl_LocalInvocationIndex < 16) {
+    uint i = gl_LocalInvocationIndex;
     for (; i + 16u * 7u < n; i += 16u * 8u) {
       float av[8], bv[8];
       [[unroll]] for (uint u = 0; u < 8u; ++u) {
@@ -37,17 +37,4 @@ float dot16(Floats a, uint a0, Floats b, uint b0, uint n) {
     for (; i < n; i += 16) acc = fma(a.v[a0 + i], b.v[b0 + i], acc);
   }
   return fold16(acc);
-}
-
-// y[at ..) = rms_norm(x[at .. at + width), weight) as kernels::rms_norm
-// (the 16-lane dot, then weight · (x · inv)); x and y may be the same.
-void rms_norm16(Floats x, uint xa, Floats weight, float eps, uint width, Floats y, uint ya) {
-  const float ss = dot16(x, xa, x, xa, width);
-  precise float mean = ss / float(width) + eps;
-  precise float inv = 1.0 / sqrt(mean);
-  for (uint i = gl_LocalInvocationID.x; i < width; i += 16) {
-    precise float v = weight.v[i] * (x.v[xa + i] * inv);
-    y.v[ya + i] = v;
-  }
-  sync_workgroup();
 }

@@ -1,15 +1,19 @@
 #version 450
-// Latent attention, before any row attends: one workgroup of 16 per (slot,
+// Latent attention, before any row attends: one workgroup of 128 per (slot,
 // row). Slots 0 .. H-1 copy head h's rope part of q to q_rot and rotate it;
 // slot H writes the row's cache row: rms_norm(latent part, kv_norm), then
 // the rope part, rotated (without a rotation, NoPE, both are copied as they
-// are).
+// are). The arithmetic is prep_head.glsl's (the latent part a head normed
+// and not rotated, the rope parts heads rotated and not normed): each part
+// loaded once, its norm and rotation in shared memory.
 #include "common.glsl"
 
-layout(local_size_x = 16) in;
+layout(local_size_x = 128) in;
+#define PREP_THREADS 128u
+#define PREP_HEADS 2u
 #include "lanes16.glsl"
-#define ROTATE16  // this shader rotates (attention.glsl)
 #include "attention.glsl"
+#include "prep_head.glsl"
 
 layout(push_constant) uniform Push {
   Floats q, kv, q_rot;
@@ -22,18 +26,24 @@ layout(push_constant) uniform Push {
 } p;
 
 void main() {
-  const uint slot = gl_WorkGroupID.x, i = gl_WorkGroupID.y, lane = gl_LocalInvocationID.x;
+  const uint slot = gl_WorkGroupID.x, i = gl_WorkGroupID.y, t = gl_LocalInvocationID.x;
+  const uint half_ = p.has_rope != 0 ? p.rope_dim / 2u : 0u;
+  const bool interleaved = p.interleaved != 0;
   if (slot < p.heads) {
     const uint src = (i * p.heads + slot) * p.qk + p.nope, dst = (i * p.heads + slot) * p.rope_dim;
-    for (uint c = lane; c < p.rope_dim; c += 16) p.q_rot.v[dst + c] = p.q.v[src + c];
-    sync_workgroup();
-    if (p.has_rope != 0) rotate16(p.q_rot, dst, p.rope_dim / 2, p.rot, i * p.rope_dim, p.interleaved != 0);
+    prep_load(1u, p.q, src, false, p.kv_norm, true, p.rot, i * p.rope_dim, p.rope_dim, half_);
+    barrier();
+    prep_head(1u, false, p.eps, p.rope_dim, half_, interleaved);
+    for (uint c = t; c < p.rope_dim; c += 128u) p.q_rot.v[dst + c] = prep_out[1][c];
     return;
   }
   RowRef r = p.rows.v[i];
   const uint width = p.latent + p.rope_dim, at = cache_slot(r, r.pos) * width, src = i * width;
-  rms_norm16(p.kv, src, p.kv_norm, p.eps, p.latent, r.keys, at);
-  for (uint c = lane; c < p.rope_dim; c += 16) r.keys.v[at + p.latent + c] = p.kv.v[src + p.latent + c];
-  sync_workgroup();
-  if (p.has_rope != 0) rotate16(r.keys, at + p.latent, p.rope_dim / 2, p.rot, i * p.rope_dim, p.interleaved != 0);
+  prep_load(0u, p.kv, src, true, p.kv_norm, false, p.rot, 0u, p.latent, 0u);
+  prep_load(1u, p.kv, src + p.latent, false, p.kv_norm, true, p.rot, i * p.rope_dim, p.rope_dim, half_);
+  barrier();
+  prep_head(0u, true, p.eps, p.latent, 0u, false);
+  prep_head(1u, false, p.eps, p.rope_dim, half_, interleaved);
+  for (uint c = t; c < p.latent; c += 128u) r.keys.v[at + c] = prep_out[0][c];
+  for (uint c = t; c < p.rope_dim; c += 128u) r.keys.v[at + p.latent + c] = prep_out[1][c];
 }

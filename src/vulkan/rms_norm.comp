@@ -5,7 +5,11 @@
 // add, written back, then its norm). One
 // workgroup of 256 per row: all of it brings the row into shared memory a
 // piece at a time (so the 16 lanes' sequential chains never wait on device
-// memory), and all of it writes y; x and y may be the same.
+// memory), and all of it writes y; x and y may be the same. An invocation's
+// columns of a piece (and the norm's weights) are loaded together before
+// any is used, and a row no wider than a piece is normed from shared
+// memory: the op waits on device memory about once a piece (a decode step's
+// norm is that latency, not its bytes).
 //
 // Built with COMBINE (combine_norm): the delta is a MoE layer's combine,
 // made here column by column (combine.glsl) and written to delta as
@@ -15,8 +19,11 @@
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
+#define PIECE 2048u
+#define PER (PIECE / 256u)  // an invocation's columns of a piece
 #include "lanes16.glsl"
 #ifdef COMBINE
+#define COMBINE_COLUMNS PER
 #include "combine.glsl"
 #endif
 
@@ -38,31 +45,47 @@ layout(push_constant) uniform Push {
 #endif
 } p;
 
-#define PIECE 2048u
 shared float piece[PIECE];
 
 void main() {
   const uint r0 = gl_WorkGroupID.x * p.width, id = gl_LocalInvocationID.x;
+#ifdef COMBINE
+  if (p.add != 0u) combine_stage(p.slot_rows, p.weights, gl_WorkGroupID.x, p.k, p.width);
+#endif
   precise float acc = 0.0;
+  float scale[PER];  // the norm's weights of the invocation's columns of the last piece
   for (uint c0 = 0; c0 < p.width; c0 += PIECE) {
     const uint c1 = min(c0 + PIECE, p.width);
+    float xs[PER], o[PER];
+    [[unroll]] for (uint u = 0; u < PER; ++u) {
+      const uint i = c0 + id + 256u * u;
+      xs[u] = i < c1 ? p.x.v[r0 + i] : 0.0;
+      scale[u] = i < c1 ? p.weight.v[i] : 0.0;
+#ifndef COMBINE
+      o[u] = p.add != 0u && i < c1 ? p.delta.v[r0 + i] : 0.0;
+#endif
+    }
+#ifdef COMBINE
+    if (p.add != 0u)
+      combine_columns(p.ys, p.shared_rows, p.has_shared != 0, gl_WorkGroupID.x, p.k, p.width, c0 + id, 256u, c1, o);
+#endif
     // An invocation adds and writes back the same columns i ≡ id (mod 256)
     // it reads again below: its own writes, seen by it alone.
-    if (p.add != 0u)
-      for (uint i = c0 + id; i < c1; i += 256u) {
+    [[unroll]] for (uint u = 0; u < PER; ++u) {
+      const uint i = c0 + id + 256u * u;
+      if (i < c1) {
+        float v = xs[u];
+        if (p.add != 0u) {
 #ifdef COMBINE
-        const float o = combine_column(p.ys, p.slot_rows, p.weights, p.shared_rows, p.has_shared != 0,
-                                       gl_WorkGroupID.x, p.k, p.width, i);
-        p.delta.v[r0 + i] = o;
-#else
-        const float o = p.delta.v[r0 + i];
+          p.delta.v[r0 + i] = o[u];
 #endif
-        precise float v = p.x.v[r0 + i] + o;
-        p.x.v[r0 + i] = v;
+          precise float sum = xs[u] + o[u];
+          v = sum;
+          p.x.v[r0 + i] = v;
+        }
         piece[i - c0] = v;
       }
-    else
-      for (uint i = c0 + id; i < c1; i += 256u) piece[i - c0] = p.x.v[r0 + i];
+    }
     barrier();
     if (id < 16u) {
       // A lane's next 8 values read before its chain consumes them (the
@@ -78,11 +101,22 @@ void main() {
         acc = fma(v, v, acc);
       }
     }
-    barrier();
+    if (c1 < p.width) barrier();  // the next piece's stores overwrite what was read
   }
   const float ss = fold16(acc);
   precise float mean = ss / float(p.width) + p.eps;
   precise float inv = 1.0 / sqrt(mean);
+  if (p.width <= PIECE) {
+    // The row is the piece in shared memory, and the weights were loaded with it.
+    [[unroll]] for (uint u = 0; u < PER; ++u) {
+      const uint i = id + 256u * u;
+      if (i < p.width) {
+        precise float v = scale[u] * (piece[i] * inv);
+        p.y.v[r0 + i] = v;
+      }
+    }
+    return;
+  }
   for (uint i = id; i < p.width; i += 256u) {
     precise float v = p.weight.v[i] * (p.x.v[r0 + i] * inv);
     p.y.v[r0 + i] = v;

@@ -38,31 +38,54 @@ float sum64(float v) {
   return s;
 }
 
+// softmax64's arithmetic over scores read by GET(j) and written by SET(j, v)
+// (one body for the scores in a buffer and for scores staged in shared
+// memory: the same bits).
+#define SOFTMAX64_OVER(GET, SET)                                         \
+  {                                                                      \
+    const uint t = gl_LocalInvocationID.x;                               \
+    float m = -3.402823466e38;                                           \
+    const uint lane_end = t < 64u ? count : 0u; /* past 64: nothing */   \
+    for (uint j = t; j < lane_end; j += 64) m = max(m, GET(j));          \
+    m = max64(m);                                                        \
+    if (has_sink) m = max(m, sink);                                      \
+    precise float part = 0.0;                                            \
+    for (uint j = t; j < lane_end; j += 64) {                            \
+      precise float e = exp(GET(j) - m);                                 \
+      SET(j, e);                                                         \
+      part = part + e;                                                   \
+    }                                                                    \
+    precise float sum = sum64(part);                                     \
+    if (has_sink) {                                                      \
+      precise float e = exp(sink - m);                                   \
+      sum = sum + e;                                                     \
+    }                                                                    \
+    precise float inv = 1.0 / sum;                                       \
+    for (uint j = t; j < lane_end; j += 64) {                            \
+      precise float v = GET(j) * inv;                                    \
+      SET(j, v);                                                         \
+    }                                                                    \
+  }
+
+#define SOFTMAX64_GET_BUFFER(j) s.v[at + (j)]
+#define SOFTMAX64_SET_BUFFER(j, x) s.v[at + (j)] = (x)
 void softmax64(Floats s, uint at, uint count, bool has_sink, float sink) {
-  const uint t = gl_LocalInvocationID.x;
-  float m = -3.402823466e38;
-  const uint lane_end = t < 64u ? count : 0u;  // (past the first 64: nothing)
-  for (uint j = t; j < lane_end; j += 64) m = max(m, s.v[at + j]);
-  m = max64(m);
-  if (has_sink) m = max(m, sink);
-  precise float part = 0.0;
-  for (uint j = t; j < lane_end; j += 64) {
-    precise float e = exp(s.v[at + j] - m);
-    s.v[at + j] = e;
-    part = part + e;
-  }
-  precise float sum = sum64(part);
-  if (has_sink) {
-    precise float e = exp(sink - m);
-    sum = sum + e;
-  }
-  precise float inv = 1.0 / sum;
-  for (uint j = t; j < lane_end; j += 64) {
-    precise float v = s.v[at + j] * inv;
-    s.v[at + j] = v;
-  }
+  SOFTMAX64_OVER(SOFTMAX64_GET_BUFFER, SOFTMAX64_SET_BUFFER)
   sync_workgroup();
 }
+
+#ifdef SOFTMAX64_STAGED
+// The same over staged_scores[0 .. count), count <= SOFTMAX64_STAGED, which
+// the workgroup filled (and a barrier() followed): a row's scores read from
+// device memory once, not once in each of the three passes.
+shared float staged_scores[SOFTMAX64_STAGED];
+#define SOFTMAX64_GET_STAGED(j) staged_scores[j]
+#define SOFTMAX64_SET_STAGED(j, x) staged_scores[j] = (x)
+void softmax64_staged(uint count, bool has_sink, float sink) {
+  SOFTMAX64_OVER(SOFTMAX64_GET_STAGED, SOFTMAX64_SET_STAGED)
+  barrier();
+}
+#endif
 
 // The 16-lane dot (kernels::dot's order) by one invocation alone. Its 16
 // chains advance together, a whole step of 16 at a time with constant

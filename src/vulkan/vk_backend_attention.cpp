@@ -65,6 +65,13 @@ uint64_t VulkanBackend::rotations(std::span<const Row> rows, const Rope* rope) {
   return stage(table.data(), table.size() * sizeof(float)).address;
 }
 
+bool VulkanBackend::each_its_own_sequence(std::span<const Row> rows) {
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (rows[j].cache == rows[i].cache) return false;
+  return true;
+}
+
 size_t VulkanBackend::score_rows(size_t heads) const {
   const size_t per_row = heads * static_cast<size_t>(limits_.context + 1);
   return std::max<size_t>(1, std::min<size_t>(scores_.size / std::max<size_t>(per_row, 1), limits_.rows));
@@ -76,6 +83,8 @@ void VulkanBackend::gqa_attention(const GqaAttend& op) {
   const int64_t H = op.heads, KV = op.kv_heads, d = op.head_dim;
   if (static_cast<size_t>(H) > limits_.heads || KV < 1 || H % KV != 0 || !op.rope || op.rope->dim() > d)
     throw Error("internal: an attention layer with more heads than planned");
+  if (d > 1024) throw Error("the Vulkan backend takes attention heads of at most 1024 channels (this model's: " +
+                            std::to_string(d) + ")");
   const uint64_t q_norm = weights_->address(op.q_norm, op.q_norm ? d * sizeof(float) : 0),
                  k_norm = weights_->address(op.k_norm, op.k_norm ? d * sizeof(float) : 0),
                  sinks = weights_->address(op.sinks, op.sinks ? H * sizeof(float) : 0);
@@ -90,9 +99,17 @@ void VulkanBackend::gqa_attention(const GqaAttend& op) {
          rows, rotations(op.rows, op.rope), q_norm, k_norm, static_cast<uint32_t>(H), static_cast<uint32_t>(KV), static_cast<uint32_t>(d),
          static_cast<uint32_t>(op.rope->dim()), op.eps, op.rope->interleaved() ? 1u : 0u, op.q_norm ? 1u : 0u,
          op.k_norm ? 1u : 0u};
-  stream_->dispatch("gqa_prep", prep, static_cast<uint32_t>(H + KV), static_cast<uint32_t>(n));
   const size_t chunk = score_rows(static_cast<size_t>(H));
-  if (tiled_attention(op.rows, op.layer, op.window)) {
+  const bool tiled = tiled_attention(op.rows, op.layer, op.window);
+  // Rows each their sequence's only row (decode steps): no row reads
+  // another's new cache row, so the scores' dispatch preps the heads itself
+  // (gqa_row_scores.comp's PREP build), while its 16-position workgroups
+  // are few enough that each one's prep (a q head's loads and norm) costs
+  // less than the dispatch it saves (kPrepInScoresPositions).
+  const bool prep_in_scores = !tiled && d <= 512 && each_its_own_sequence(op.rows) &&
+                              most_positions(op.rows, op.window) <= kPrepInScoresPositions;
+  if (!prep_in_scores) stream_->dispatch("gqa_prep", prep, static_cast<uint32_t>(H + KV), static_cast<uint32_t>(n));
+  if (tiled) {
     for (size_t r0 = 0; r0 < n; r0 += chunk) {
       const size_t m = std::min(chunk, n - r0);
       gqa_tiled(prep.q, address(op.out.slice(0, n * H * d)), rows, sinks, op, r0, m,
@@ -100,9 +117,9 @@ void VulkanBackend::gqa_attention(const GqaAttend& op) {
     }
     return;
   }
-  // Otherwise a position an invocation for the scores, the softmax, and a
-  // value channel an invocation for the output: the GPU's width, whatever
-  // the rows' sequences, rings and windows.
+  // Otherwise 16 invocations a position for the scores, then the softmax
+  // and a value channel an invocation for the output: the GPU's width,
+  // whatever the rows' sequences, rings and windows.
   const uint32_t H32 = static_cast<uint32_t>(H), KV32 = static_cast<uint32_t>(KV), d32 = static_cast<uint32_t>(d),
                  stride = static_cast<uint32_t>(limits_.context + 1);
   for (size_t r0 = 0; r0 < n; r0 += chunk) {
@@ -115,20 +132,39 @@ void VulkanBackend::gqa_attention(const GqaAttend& op) {
       float scale;
       uint32_t row0;
     } scores{prep.q, rows, scores_.piece.address, H32, KV32, d32, stride, op.scale, row0};
-    stream_->dispatch("gqa_row_scores", scores, static_cast<uint32_t>((positions + 63) / 64), H32, rows_m);
-    if (d32 <= kRowAttendChannels) {
-      // The softmax and the values in one dispatch (attend_row.comp).
+    const uint32_t blocks = static_cast<uint32_t>((positions + 15) / 16);
+    if (prep_in_scores) {
       struct {
-        uint64_t rows, scores, sinks, out;
-        uint32_t heads, kv_heads, head_dim, score_stride, has_sinks, row0;
-      } attend{rows, scores_.piece.address, sinks, address(op.out.slice(0, n * H * d)), H32, KV32, d32, stride,
-               op.sinks != nullptr ? 1u : 0u, row0};
-      stream_->dispatch("attend_row", attend, H32, rows_m);
-      continue;
+        decltype(scores) row_scores;
+        uint64_t k, v, rot, q_norm, k_norm;
+        uint32_t rot_dim;
+        float eps;
+        uint32_t interleaved, has_q_norm, has_k_norm;
+      } fused{scores, prep.k, prep.v, prep.rot, prep.q_norm, prep.k_norm, prep.rot_dim, prep.eps,
+              prep.interleaved, prep.has_q_norm, prep.has_k_norm};
+      stream_->dispatch("gqa_row_scores_prep", fused, blocks, H32, rows_m);
+    } else {
+      stream_->dispatch("gqa_row_scores", scores, blocks, H32, rows_m);
     }
-    attend_softmax(rows, sinks, H32, op.sinks != nullptr, row0, rows_m);
-    attend_row_values(rows, address(op.out.slice(0, n * H * d)), H32, KV32, d32, KV32 * d32, false, row0, rows_m);
+    attend_rows(rows, sinks, op.sinks != nullptr, address(op.out.slice(0, n * H * d)), H32, KV32, d32, KV32 * d32, false,
+                row0, rows_m);
   }
+}
+
+void VulkanBackend::attend_rows(uint64_t rows, uint64_t sinks, bool has_sinks, uint64_t out, uint32_t heads,
+                                uint32_t kv_heads, uint32_t d, uint32_t width, bool from_keys, uint32_t row0, uint32_t n) {
+  if (d > kRowAttendWideChannels) {
+    attend_softmax(rows, sinks, heads, has_sinks, row0, n);
+    attend_row_values(rows, out, heads, kv_heads, d, width, from_keys, row0, n);
+    return;
+  }
+  // The softmax and the values in one dispatch (attend_row.comp).
+  struct {
+    uint64_t rows, scores, sinks, out;
+    uint32_t heads, kv_heads, head_dim, score_stride, has_sinks, row0, width, from_keys;
+  } attend{rows, scores_.piece.address, sinks, out, heads, kv_heads, d, static_cast<uint32_t>(limits_.context + 1),
+           has_sinks ? 1u : 0u, row0, width, from_keys ? 1u : 0u};
+  stream_->dispatch(d <= kRowAttendChannels ? "attend_row" : "attend_row_wide", attend, heads, n);
 }
 
 void VulkanBackend::attend_softmax(uint64_t rows, uint64_t sinks, uint32_t heads, bool has_sinks, uint32_t row0,
@@ -244,6 +280,9 @@ void VulkanBackend::mla_attention(const MlaAttend& op) {
   if (static_cast<size_t>(lora) > limits_.latent || static_cast<size_t>(rope) > limits_.latent_rope ||
       static_cast<size_t>(H) > limits_.heads)
     throw Error("internal: latent attention wider than planned");
+  if (lora > 1024 || rope > 1024)
+    throw Error("the Vulkan backend takes latent attention of at most 1024 latent and 1024 rotated channels (this "
+                "model's: " + std::to_string(lora) + " and " + std::to_string(rope) + ")");
   // Every weight resident before anything is staged (see stage()).
   const uint64_t kv_norm = weights_->address(op.kv_norm, lora * sizeof(float));
   if (op.kv_b) {
@@ -271,7 +310,13 @@ void VulkanBackend::mla_attention(const MlaAttend& op) {
          kv_norm, static_cast<uint32_t>(H), static_cast<uint32_t>(qk),
          static_cast<uint32_t>(nope), static_cast<uint32_t>(lora), static_cast<uint32_t>(rope), op.eps,
          op.rope ? 1u : 0u, op.rope && op.rope->interleaved() ? 1u : 0u};
-  stream_->dispatch("mla_prep", prep, static_cast<uint32_t>(H + 1), static_cast<uint32_t>(n));
+  const bool tiled = tiled_attention(op.rows, op.layer, 0);
+  // Rows each their sequence's only row (decode steps) with a latent of up
+  // to 512: the scores' dispatch preps them itself (mla_row_scores.comp's
+  // PREP build; gqa_attention says when).
+  const bool prep_in_scores = !tiled && lora <= 512 && rope <= 512 && each_its_own_sequence(op.rows) &&
+                              most_positions(op.rows, 0) <= kPrepInScoresPositions;
+  if (!prep_in_scores) stream_->dispatch("mla_prep", prep, static_cast<uint32_t>(H + 1), static_cast<uint32_t>(n));
 
   // The absorbed query: q_nope · W_UK[h].
   if (op.kv_b) {
@@ -297,7 +342,6 @@ void VulkanBackend::mla_attention(const MlaAttend& op) {
   const size_t chunk = score_rows(static_cast<size_t>(H));
   const uint32_t H32 = static_cast<uint32_t>(H), lora32 = static_cast<uint32_t>(lora),
                  rope32 = static_cast<uint32_t>(rope), stride = static_cast<uint32_t>(limits_.context + 1);
-  const bool tiled = tiled_attention(op.rows, op.layer, 0);
   for (size_t r0 = 0; r0 < n; r0 += chunk) {
     const size_t m = std::min(chunk, n - r0);
     const uint32_t positions = static_cast<uint32_t>(most_positions(op.rows.subspan(r0, m), 0));
@@ -309,15 +353,30 @@ void VulkanBackend::mla_attention(const MlaAttend& op) {
       float scale;
       uint32_t row0, n, positions;
     } scores{q_abs, q_rot, rows, scores_.piece.address, H32, lora32, rope32, stride, op.scale, row0, rows_m, positions};
-    if (tiled)
+    if (tiled) {
       stream_->dispatch("mla_scores", scores, (positions + 31) / 32, (rows_m * H32 + 31) / 32, 1);
-    else
-      stream_->dispatch("mla_row_scores", scores, (positions + 63) / 64, H32, rows_m);
-    attend_softmax(rows, 0, H32, false, row0, rows_m);
-    if (tiled)
+    } else if (prep_in_scores) {
+      struct {
+        uint64_t q_abs, q_rot, rows, scores;
+        uint32_t heads, latent_w, rope_dim, score_stride;
+        float scale;
+        uint32_t row0;
+        uint64_t q, kv, rot, kv_norm;
+        uint32_t qk, nope;
+        float eps;
+        uint32_t has_rope, interleaved;
+      } fused{q_abs, q_rot, rows, scores_.piece.address, H32, lora32, rope32, stride, op.scale, row0,
+              prep.q, prep.kv, prep.rot, prep.kv_norm, prep.qk, prep.nope, prep.eps, prep.has_rope, prep.interleaved};
+      stream_->dispatch("mla_row_scores_prep", fused, (positions + 15) / 16, H32, rows_m);
+    } else {
+      stream_->dispatch("mla_row_scores", scores, (positions + 15) / 16, H32, rows_m);
+    }
+    if (tiled) {
+      attend_softmax(rows, 0, H32, false, row0, rows_m);
       attend_values(rows, latent, H32, 1, lora32, lora32 + rope32, true, row0, rows_m, positions);
-    else
-      attend_row_values(rows, latent, H32, 1, lora32, lora32 + rope32, true, row0, rows_m);
+    } else {
+      attend_rows(rows, 0, false, latent, H32, 1, lora32, lora32 + rope32, true, row0, rows_m);
+    }
   }
   // Expanded through W_UV[h].
   head_products(op.v_b, op.kv_b, nope, vdim, nope + vdim, latent, static_cast<uint32_t>(H * lora),

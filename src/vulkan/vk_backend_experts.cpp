@@ -375,6 +375,7 @@ void VulkanBackend::combine_experts(Tensor ys, size_t hidden, std::span<const ui
 
 void VulkanBackend::dispatch_combine(uint64_t ys, uint64_t slot_rows, uint64_t weights, size_t width, size_t n, size_t k,
                                      Tensor shared, Tensor out) {
+  if (k > 64) throw Error("the Vulkan backend combines at most 64 experts a token (this layer's: " + std::to_string(k) + ")");
   const CombinePush push{ys,      address(out.slice(0, n * width)), shared.empty() ? 0 : address(shared.slice(0, n * width)),
                          slot_rows, weights, static_cast<uint32_t>(width), static_cast<uint32_t>(k), shared.empty() ? 0u : 1u};
   record_held_back_combine();  // (one held back already: none is recorded in between, but never two)

@@ -157,6 +157,9 @@ class VulkanBackend final : public Backend, private CacheIo {
   uint64_t rotations(std::span<const Row> rows, const Rope* rope);
   // Rows of a step whose scores fit the planned score scratch at once.
   size_t score_rows(size_t heads) const;
+  // Whether no two rows share a sequence (a cache): then no row attends to
+  // another's new cache row.
+  static bool each_its_own_sequence(std::span<const Row> rows);
   // Whether an attention op's rows take the tiled path (gqa_scores.comp or
   // mla_scores.comp, attend_softmax.comp, attend_values.comp): many rows of one sequence,
   // each attending from position 0 of a cache without a ring.
@@ -174,6 +177,11 @@ class VulkanBackend final : public Backend, private CacheIo {
   // most `positions` positions.
   void attend_values(uint64_t rows, uint64_t out, uint32_t heads, uint32_t kv_heads, uint32_t d, uint32_t width,
                      bool from_keys, uint32_t row0, uint32_t n, uint32_t positions);
+  // Rows' softmax then values outside the tiled path: one dispatch
+  // (attend_row.comp) for heads up to kRowAttendWideChannels, else
+  // attend_softmax and attend_row_values.
+  void attend_rows(uint64_t rows, uint64_t sinks, bool has_sinks, uint64_t out, uint32_t heads, uint32_t kv_heads,
+                   uint32_t d, uint32_t width, bool from_keys, uint32_t row0, uint32_t n);
   // The most positions a row of `rows` attends to.
   static int64_t most_positions(std::span<const Row> rows, int64_t window);
   // The tiled path for chunk rows [r0, r0 + m) of a GQA op, whose rows see
@@ -291,8 +299,16 @@ class VulkanBackend final : public Backend, private CacheIo {
   // (held_groups.comp, route_held_groups).
   static constexpr size_t kHeldRows = 8;
   // A row's softmax and values go in one dispatch (attend_row.comp, a value
-  // channel an invocation of 128) for heads of at most this many channels.
+  // channel an invocation of 128) for heads of at most this many channels,
+  // and of 512 (attend_row_wide) for heads of at most the wide count.
   static constexpr uint32_t kRowAttendChannels = 128;
+  static constexpr uint32_t kRowAttendWideChannels = 512;
+  // Rows seeing at most this many positions prep their heads in the scores'
+  // dispatch (the PREP builds): each of its 16-position workgroups redoes a
+  // head's prep, about a fifth of what scoring 16 positions loads, which at
+  // some length outweighs the dispatch saved (a guess until measured:
+  // docs/PERFORMANCE.md, session 45).
+  static constexpr int64_t kPrepInScoresPositions = 4096;
   static constexpr uint64_t kJobBytes = 104;  // jobs.glsl's Job
   static constexpr uint64_t kHeldGridWords = 6;  // held_groups.comp's two product grids
   static uint64_t held_job_floats(const StepLimits& l);
