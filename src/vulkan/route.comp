@@ -111,17 +111,26 @@ void write_choice(uint at);
 void main() {
   const uint r = gl_WorkGroupID.x, t = gl_LocalInvocationID.x, E = p.experts, K = p.k;
   const uint row = r * E;
-  for (uint e = t; e < E; e += 64u) {
-    const float logit = p.logits.v[row + e];
+  // An invocation's logits (and biases) loaded together before any is used:
+  // up to MAX_EXPERTS / 64 of them, one wait on device memory, not one each.
+  float logits[MAX_EXPERTS / 64u], biases[MAX_EXPERTS / 64u];
+  [[unroll]] for (uint u = 0; u < MAX_EXPERTS / 64u; ++u) {
+    const uint e = t + 64u * u;
+    logits[u] = e < E ? p.logits.v[row + e] : 0.0;
+    biases[u] = e < E && p.kind == 0u ? p.bias.v[e] : 0.0;
+  }
+  [[unroll]] for (uint u = 0; u < MAX_EXPERTS / 64u; ++u) {
+    const uint e = t + 64u * u;
+    if (e >= E) continue;
     taken[e] = 0u;
     if (p.kind == 0u) {
-      const float s = sigmoid(logit);
-      precise float c = s + p.bias.v[e];
+      const float s = sigmoid(logits[u]);
+      precise float c = s + biases[u];
       value[e] = s;
       choice[e] = c;
     } else {
-      value[e] = logit;
-      choice[e] = logit;
+      value[e] = logits[u];
+      choice[e] = logits[u];
     }
   }
   barrier();
