@@ -59,10 +59,21 @@ uint64_t VulkanBackend::row_refs(std::span<const Row> rows, int64_t layer, int64
 
 uint64_t VulkanBackend::rotations(std::span<const Row> rows, const Rope* rope) {
   if (!rope || rope->dim() == 0) return stage(4).address;
+  StagedRotations& last = rotations_;
+  const bool same = last.epoch == epoch_ && last.rope == rope && last.positions.size() == rows.size() &&
+                    std::equal(rows.begin(), rows.end(), last.positions.begin(),
+                               [](const Row& r, int64_t pos) { return r.pos == pos; });
+  if (same) return last.address;
   const size_t half = static_cast<size_t>(rope->dim() / 2);
   std::vector<float> table(rows.size() * 2 * half);
   for (size_t i = 0; i < rows.size(); ++i) rope->rotation(rows[i].pos, &table[i * 2 * half], &table[i * 2 * half + half]);
-  return stage(table.data(), table.size() * sizeof(float)).address;
+  const uint64_t address = stage(table.data(), table.size() * sizeof(float)).address;
+  last.epoch = epoch_;
+  last.rope = rope;
+  last.positions.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) last.positions[i] = rows[i].pos;
+  last.address = address;
+  return address;
 }
 
 bool VulkanBackend::each_its_own_sequence(std::span<const Row> rows) {

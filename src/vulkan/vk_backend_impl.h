@@ -153,7 +153,8 @@ class VulkanBackend final : public Backend, private CacheIo {
   void check_positions(std::span<const Row> rows) const;
   // The rows' RowRefs (attention.glsl) for `layer`, staged.
   uint64_t row_refs(std::span<const Row> rows, int64_t layer, int64_t window);
-  // The rows' rotation factors (Rope::rotation), staged.
+  // The rows' rotation factors (Rope::rotation), staged; a step's layers
+  // share one copy (the same rope and positions until the next finish()).
   uint64_t rotations(std::span<const Row> rows, const Rope* rope);
   // Rows of a step whose scores fit the planned score scratch at once.
   size_t score_rows(size_t heads) const;
@@ -366,6 +367,15 @@ class VulkanBackend final : public Backend, private CacheIo {
   std::unique_ptr<ExpertCache> experts_;
   DeviceExpertStats expert_stats_;
   uint64_t epoch_ = 0;  // finish() calls so far: what ops still to run may read was used in this one
+  // The last rotations() staged: reused while epoch_, the rope and the
+  // positions are the same (the host's sines and cosines once a step, not
+  // once a layer).
+  struct StagedRotations {
+    uint64_t epoch = ~uint64_t{0};
+    const Rope* rope = nullptr;
+    std::vector<int64_t> positions;
+    uint64_t address = 0;
+  } rotations_;
   std::unordered_map<int64_t, HeldLayer> held_;  // after ctx_: destroyed before the device
   std::vector<HeldCopy> held_copies_;
 };
