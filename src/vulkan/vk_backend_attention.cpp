@@ -59,8 +59,10 @@ uint64_t VulkanBackend::row_refs(std::span<const Row> rows, int64_t layer, int64
 
 uint64_t VulkanBackend::rotations(std::span<const Row> rows, const Rope* rope) {
   if (!rope || rope->dim() == 0) return stage(4).address;
+  // (Rope::rotation's factors depend on its frequencies and factor alone.)
   StagedRotations& last = rotations_;
-  const bool same = last.epoch == epoch_ && last.rope == rope && last.positions.size() == rows.size() &&
+  const bool same = last.epoch == epoch_ && last.inv_freq == rope->inv_freq() &&
+                    last.attention_factor == rope->attention_factor() && last.positions.size() == rows.size() &&
                     std::equal(rows.begin(), rows.end(), last.positions.begin(),
                                [](const Row& r, int64_t pos) { return r.pos == pos; });
   if (same) return last.address;
@@ -69,7 +71,8 @@ uint64_t VulkanBackend::rotations(std::span<const Row> rows, const Rope* rope) {
   for (size_t i = 0; i < rows.size(); ++i) rope->rotation(rows[i].pos, &table[i * 2 * half], &table[i * 2 * half + half]);
   const uint64_t address = stage(table.data(), table.size() * sizeof(float)).address;
   last.epoch = epoch_;
-  last.rope = rope;
+  last.inv_freq = rope->inv_freq();
+  last.attention_factor = rope->attention_factor();
   last.positions.resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) last.positions[i] = rows[i].pos;
   last.address = address;

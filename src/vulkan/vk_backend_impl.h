@@ -367,12 +367,13 @@ class VulkanBackend final : public Backend, private CacheIo {
   std::unique_ptr<ExpertCache> experts_;
   DeviceExpertStats expert_stats_;
   uint64_t epoch_ = 0;  // finish() calls so far: what ops still to run may read was used in this one
-  // The last rotations() staged: reused while epoch_, the rope and the
-  // positions are the same (the host's sines and cosines once a step, not
-  // once a layer).
+  // The last rotations() staged: reused while epoch_, the rotation (each
+  // layer has its own Rope, the same frequencies) and the positions are the
+  // same: the host's sines and cosines once a step, not once a layer.
   struct StagedRotations {
     uint64_t epoch = ~uint64_t{0};
-    const Rope* rope = nullptr;
+    std::vector<float> inv_freq;
+    float attention_factor = 0;
     std::vector<int64_t> positions;
     uint64_t address = 0;
   } rotations_;
