@@ -1,8 +1,8 @@
 #pragma once
 // What the Vulkan backend's op tests share: a backend of their own, its
-// step limits, tensors put and got, and the comparisons (bits, or within a
-// relative bound of the largest value; a product's magnitudes for its
-// rounding).
+// step limits, tensors put and got, a CPU and a GPU backend side by side,
+// and the comparisons (bits, or within a relative bound of the largest
+// value; a product's magnitudes for its rounding).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -48,6 +49,16 @@ inline std::vector<float> get(Backend& b, Tensor t) {
   b.download(t, v.data());
   return v;
 }
+
+// Both backends, planned alike, fed the same inputs.
+struct Pair {
+  std::unique_ptr<Backend> cpu = make_cpu_backend(2), vk = gpu();
+  explicit Pair(const StepLimits& l) {
+    cpu->plan(l);
+    vk->plan(l);
+  }
+  std::pair<Tensor, Tensor> put2(const std::vector<float>& v) { return {put(*cpu, v), put(*vk, v)}; }
+};
 
 inline void expect_same_bits(const std::vector<float>& want, const std::vector<float>& got, const std::string& what) {
   ASSERT_EQ(want.size(), got.size()) << what;

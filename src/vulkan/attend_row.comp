@@ -40,23 +40,11 @@ layout(push_constant) uniform Push {
   uint from_keys;  // MLA: the values are the key cache's latents
 } p;
 
-// weighted_values' sum over staged_scores: fma from 0 in increasing j, the
-// values VALUES_AHEAD positions ahead.
+// weighted_values' sum over staged_scores.
 float weighted_staged_values(RowRef r, Floats v, uint width, uint col) {
   precise float o = 0.0;
-  float vj[VALUES_AHEAD];
-  [[unroll]] for (uint u = 0; u < VALUES_AHEAD; ++u)
-    vj[u] = u < r.count ? v.v[cache_slot(r, r.first + u) * width + col] : 0.0;
-  for (uint j = 0; j < r.count; j += VALUES_AHEAD) {
-    float vn[VALUES_AHEAD];
-    [[unroll]] for (uint u = 0; u < VALUES_AHEAD; ++u) {
-      const uint jn = j + VALUES_AHEAD + u;
-      vn[u] = jn < r.count ? v.v[cache_slot(r, r.first + jn) * width + col] : 0.0;
-    }
-    [[unroll]] for (uint u = 0; u < VALUES_AHEAD; ++u)
-      if (j + u < r.count) o = fma(staged_scores[j + u], vj[u], o);
-    [[unroll]] for (uint u = 0; u < VALUES_AHEAD; ++u) vj[u] = vn[u];
-  }
+#define SCORE_STAGED(j) staged_scores[j]
+  WEIGHTED_VALUES(o, SCORE_STAGED, r, v, width, col)
   return o;
 }
 

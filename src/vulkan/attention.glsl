@@ -15,41 +15,50 @@ layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Row
 
 uint cache_slot(RowRef r, uint pos) { return r.ring != 0 ? pos % r.ring : pos; }
 
-// Σ_j s[s0 + j] · v[slot(first + j) · width + col] over the row's positions,
-// by fma from 0 in increasing j (one value channel; attention's order). The
-// chain is sequential: VALUES_AHEAD (32 unless the includer says) positions'
-// loads go out together, and the next ones' while these' fma steps run, so
-// it waits on device memory about once every VALUES_AHEAD positions, not
-// once per position (a row's positions are the same for every invocation of
-// a workgroup: the branches are uniform).
+// O = Σ_j S_AT(j) · v[slot(first + j) · width + col] over the row's
+// positions, by fma from O = 0 in increasing j (one value channel;
+// attention's order). The chain is sequential: VALUES_AHEAD (32 unless the
+// includer says) positions' loads go out together, and the next ones'
+// while these' fma steps run, so it waits on device memory about once
+// every VALUES_AHEAD positions, not once per position (a row's positions
+// are the same for every invocation of a workgroup: the branches are
+// uniform). A macro so that the scores may be in a buffer or in shared
+// memory (attend_row.comp's staged ones).
 #ifndef VALUES_AHEAD
 #define VALUES_AHEAD 32u
 #endif
+#define WEIGHTED_VALUES(O, S_AT, r, v, width, col)                                    \
+  {                                                                                   \
+    float sj_[VALUES_AHEAD], vj_[VALUES_AHEAD];                                       \
+    [[unroll]] for (uint u_ = 0; u_ < VALUES_AHEAD; ++u_) {                           \
+      sj_[u_] = u_ < r.count ? S_AT(u_) : 0.0;                                        \
+      vj_[u_] = u_ < r.count ? v.v[cache_slot(r, r.first + u_) * (width) + (col)] : 0.0; \
+    }                                                                                 \
+    for (uint j_ = 0; j_ < r.count; j_ += VALUES_AHEAD) {                             \
+      float sn_[VALUES_AHEAD], vn_[VALUES_AHEAD];                                     \
+      [[unroll]] for (uint u_ = 0; u_ < VALUES_AHEAD; ++u_) {                         \
+        const uint jn_ = j_ + VALUES_AHEAD + u_;                                      \
+        sn_[u_] = jn_ < r.count ? S_AT(jn_) : 0.0;                                    \
+        vn_[u_] = jn_ < r.count ? v.v[cache_slot(r, r.first + jn_) * (width) + (col)] : 0.0; \
+      }                                                                               \
+      [[unroll]] for (uint u_ = 0; u_ < VALUES_AHEAD; ++u_)                           \
+        if (j_ + u_ < r.count) O = fma(sj_[u_], vj_[u_], O);                          \
+      [[unroll]] for (uint u_ = 0; u_ < VALUES_AHEAD; ++u_) {                         \
+        sj_[u_] = sn_[u_];                                                            \
+        vj_[u_] = vn_[u_];                                                            \
+      }                                                                               \
+    }                                                                                 \
+  }
+
+// The same over scores in a buffer: s[s0 + j].
 float weighted_values(Floats s, uint s0, RowRef r, Floats v, uint width, uint col) {
   precise float o = 0.0;
-  float sj[VALUES_AHEAD], vj[VALUES_AHEAD];
-  [[unroll]] for (uint u = 0; u < VALUES_AHEAD; ++u) {
-    sj[u] = u < r.count ? s.v[s0 + u] : 0.0;
-    vj[u] = u < r.count ? v.v[cache_slot(r, r.first + u) * width + col] : 0.0;
-  }
-  for (uint j = 0; j < r.count; j += VALUES_AHEAD) {
-    float sn[VALUES_AHEAD], vn[VALUES_AHEAD];
-    [[unroll]] for (uint u = 0; u < VALUES_AHEAD; ++u) {
-      const uint jn = j + VALUES_AHEAD + u;
-      sn[u] = jn < r.count ? s.v[s0 + jn] : 0.0;
-      vn[u] = jn < r.count ? v.v[cache_slot(r, r.first + jn) * width + col] : 0.0;
-    }
-    [[unroll]] for (uint u = 0; u < VALUES_AHEAD; ++u)
-      if (j + u < r.count) o = fma(sj[u], vj[u], o);
-    [[unroll]] for (uint u = 0; u < VALUES_AHEAD; ++u) {
-      sj[u] = sn[u];
-      vj[u] = vn[u];
-    }
-  }
+#define SCORE_IN_BUFFER(j) s.v[s0 + (j)]
+  WEIGHTED_VALUES(o, SCORE_IN_BUFFER, r, v, width, col)
   return o;
 }
 
-// Lane `lane`'s chain of the 16-lane dot (kernels::dot's order, dot_serial's)
+// Lane `lane`'s chain of the 16-lane dot (kernels::dot's order)
 // of A_AT(c) and B_AT(c), c < N: ACC = fma(A_AT(c), B_AT(c), ACC) over c ≡
 // lane (mod 16) in increasing c. Its loads go out 16 at a time, the next 16
 // while these are summed. A macro so that either side may be in shared
@@ -78,7 +87,7 @@ float weighted_values(Floats s, uint s0, RowRef r, Floats v, uint width, uint co
     }                                                                             \
   }
 
-// The sixteen lanes' sums folded as dot_serial folds them: w = 8, 4, 2, 1.
+// The sixteen lanes' sums folded as kernels::dot folds them: w = 8, 4, 2, 1.
 float tree16(float lanes[16]) {
   precise float a[16];
   [[unroll]] for (uint t = 0; t < 16u; ++t) a[t] = lanes[t];

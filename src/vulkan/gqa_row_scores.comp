@@ -1,10 +1,10 @@
 #version 450
 // Grouped-query attention's scores for rows of any sequences (decode steps,
 // short chunks), after gqa_prep: score (i, h, j) = dot(q[i][h], key[j])·scale
-// over the positions row i sees, the 16-lane dot in dot_serial's order:
+// over the positions row i sees, the 16-lane dot in kernels::dot's order:
 // here its 16 chains are 16 invocations (LANE_CHAIN: each loads its
 // channels of q and of the key ahead of its fmas), and a position's sixteen
-// sums fold by dot_serial's tree (tree16) in one invocation. A
+// sums fold by its tree (tree16) in one invocation. A
 // workgroup is 16 positions (gl_WorkGroupID.x), of head gl_WorkGroupID.y,
 // of row gl_WorkGroupID.z of the chunk. attend_row.comp follows
 // (attend_softmax.comp and attend_row_values.comp for heads wider than 512

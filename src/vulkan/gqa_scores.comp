@@ -2,8 +2,8 @@
 // Grouped-query attention's scores for many rows of one sequence (a
 // prompt), after gqa_prep: score (i, h, j) = dot(q[i][h], key[j])·scale for
 // the positions j < count that row i sees, the 16-lane dot in
-// dot_serial's order (attention.glsl), so the same bits as gqa_row_scores.comp
-// computes for the row alone. Tiled (mm16.glsl) over 32 positions × 32
+// kernels::dot's order (mm16.glsl), so the same bits as
+// gqa_row_scores.comp computes for the row alone. Tiled (mm16.glsl) over 32 positions × 32
 // (row, head) pairs of one KV head (gl_WorkGroupID.z): A = the key rows,
 // B = the queries of the KV head's heads. The rows' RowRefs all name the
 // same cache, attend from position 0 and have no ring (the host checks).

@@ -37,7 +37,9 @@ shared float scalars[2];
 // The 16-lane dot of a shared vector with itself (kernels::dot's order),
 // by each invocation alone (no barriers: the vectors are short).
 float self_dot(uint which, uint n) {
-  precise float acc[16];  // indexed by constants only (dot_serial says why)
+  // Indexed by constants only: an index known only at run time puts a
+  // private array in device memory on NVIDIA.
+  precise float acc[16];
   [[unroll]] for (uint j = 0; j < 16; ++j) acc[j] = 0.0;
   for (uint i0 = 0; i0 < n; i0 += 16)
     [[unroll]] for (uint j = 0; j < 16; ++j)

@@ -2,7 +2,7 @@
 // Latent attention's scores after mla_prep and the absorbed query (q_abs =
 // q_nope · W_UK[h]): score (i, h, j) = (dot(q_abs, latent[j]) + dot(q_rot,
 // rotated key[j]))·scale over the positions row i sees, the 16-lane dots in
-// dot_serial's order: their 16 chains are 16 invocations (LANE_CHAIN, each
+// kernels::dot's order: their 16 chains are 16 invocations (LANE_CHAIN, each
 // loading ahead of its fmas), a position's sums folded by tree16 in one
 // invocation. A workgroup is 16 positions (gl_WorkGroupID.x), of head
 // gl_WorkGroupID.y, of row gl_WorkGroupID.z of the chunk.

@@ -2,7 +2,7 @@
 // Latent attention's scores for many rows of one sequence (a prompt), after
 // mla_prep and the absorbed query: score (i, h, j) = (dot(q_abs[i][h],
 // latent[j]) + dot(q_rot[i][h], rotated key[j]))·scale for the positions
-// j < count that row i sees. Each dot is a 16-lane chain in dot_serial's
+// j < count that row i sees. Each dot is a 16-lane chain in kernels::dot's
 // order (mm16.glsl), and the sum and the scale are mla_row_scores.comp's, so
 // a row's scores have the bits it gets alone. Tiled over 32 positions × 32
 // (row, head) pairs: every head reads the one latent cache, so a key row

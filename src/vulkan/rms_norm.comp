@@ -53,14 +53,14 @@ void main() {
   if (p.add != 0u) combine_stage(p.slot_rows, p.weights, gl_WorkGroupID.x, p.k, p.width);
 #endif
   precise float acc = 0.0;
-  float scale[PER];  // the norm's weights of the invocation's columns of the last piece
+  float scale[PER];  // the norm's weights of the invocation's columns, for a row of one piece
   for (uint c0 = 0; c0 < p.width; c0 += PIECE) {
     const uint c1 = min(c0 + PIECE, p.width);
     float xs[PER], o[PER];
     [[unroll]] for (uint u = 0; u < PER; ++u) {
       const uint i = c0 + id + 256u * u;
       xs[u] = i < c1 ? p.x.v[r0 + i] : 0.0;
-      scale[u] = i < c1 ? p.weight.v[i] : 0.0;
+      scale[u] = i < c1 && p.width <= PIECE ? p.weight.v[i] : 0.0;
 #ifndef COMBINE
       o[u] = p.add != 0u && i < c1 ? p.delta.v[r0 + i] : 0.0;
 #endif

@@ -79,7 +79,9 @@ uint64_t VulkanBackend::rotations(std::span<const Row> rows, const Rope* rope) {
   return address;
 }
 
-bool VulkanBackend::each_its_own_sequence(std::span<const Row> rows) {
+bool VulkanBackend::preps_in_scores(std::span<const Row> rows, int64_t window, int64_t widest) {
+  if (widest > kPrepInScoresChannels || most_positions(rows, window) > kPrepInScoresPositions) return false;
+  // No two rows of one sequence: then no row attends to another's new cache row.
   for (size_t i = 0; i < rows.size(); ++i)
     for (size_t j = 0; j < i; ++j)
       if (rows[j].cache == rows[i].cache) return false;
@@ -115,13 +117,9 @@ void VulkanBackend::gqa_attention(const GqaAttend& op) {
          op.k_norm ? 1u : 0u};
   const size_t chunk = score_rows(static_cast<size_t>(H));
   const bool tiled = tiled_attention(op.rows, op.layer, op.window);
-  // Rows each their sequence's only row (decode steps): no row reads
-  // another's new cache row, so the scores' dispatch preps the heads itself
-  // (gqa_row_scores.comp's PREP build), while its 16-position workgroups
-  // are few enough that each one's prep (a q head's loads and norm) costs
-  // less than the dispatch it saves (kPrepInScoresPositions).
-  const bool prep_in_scores = !tiled && d <= 512 && each_its_own_sequence(op.rows) &&
-                              most_positions(op.rows, op.window) <= kPrepInScoresPositions;
+  // Decode steps: the scores' dispatch preps the heads itself
+  // (gqa_row_scores.comp's PREP build).
+  const bool prep_in_scores = !tiled && preps_in_scores(op.rows, op.window, d);
   if (!prep_in_scores) stream_->dispatch("gqa_prep", prep, static_cast<uint32_t>(H + KV), static_cast<uint32_t>(n));
   if (tiled) {
     for (size_t r0 = 0; r0 < n; r0 += chunk) {
@@ -325,11 +323,9 @@ void VulkanBackend::mla_attention(const MlaAttend& op) {
          static_cast<uint32_t>(nope), static_cast<uint32_t>(lora), static_cast<uint32_t>(rope), op.eps,
          op.rope ? 1u : 0u, op.rope && op.rope->interleaved() ? 1u : 0u};
   const bool tiled = tiled_attention(op.rows, op.layer, 0);
-  // Rows each their sequence's only row (decode steps) with a latent of up
-  // to 512: the scores' dispatch preps them itself (mla_row_scores.comp's
-  // PREP build; gqa_attention says when).
-  const bool prep_in_scores = !tiled && lora <= 512 && rope <= 512 && each_its_own_sequence(op.rows) &&
-                              most_positions(op.rows, 0) <= kPrepInScoresPositions;
+  // Decode steps: the scores' dispatch preps the rows itself
+  // (mla_row_scores.comp's PREP build).
+  const bool prep_in_scores = !tiled && preps_in_scores(op.rows, 0, std::max(lora, rope));
   if (!prep_in_scores) stream_->dispatch("mla_prep", prep, static_cast<uint32_t>(H + 1), static_cast<uint32_t>(n));
 
   // The absorbed query: q_nope · W_UK[h].

@@ -158,9 +158,11 @@ class VulkanBackend final : public Backend, private CacheIo {
   uint64_t rotations(std::span<const Row> rows, const Rope* rope);
   // Rows of a step whose scores fit the planned score scratch at once.
   size_t score_rows(size_t heads) const;
-  // Whether no two rows share a sequence (a cache): then no row attends to
-  // another's new cache row.
-  static bool each_its_own_sequence(std::span<const Row> rows);
+  // Whether a row step's scores prep its heads themselves (the PREP builds
+  // of gqa_row_scores.comp and mla_row_scores.comp): rows each their
+  // sequence's only row (decode steps), heads (or latent parts) of at most
+  // kPrepInScoresChannels, at most kPrepInScoresPositions seen.
+  static bool preps_in_scores(std::span<const Row> rows, int64_t window, int64_t widest);
   // Whether an attention op's rows take the tiled path (gqa_scores.comp or
   // mla_scores.comp, attend_softmax.comp, attend_values.comp): many rows of one sequence,
   // each attending from position 0 of a cache without a ring.
@@ -310,6 +312,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   // some length outweighs the dispatch saved (a guess until measured:
   // docs/PERFORMANCE.md, session 45).
   static constexpr int64_t kPrepInScoresPositions = 4096;
+  static constexpr int64_t kPrepInScoresChannels = 512;  // the PREP builds' PREP_MAX_DIM
   static constexpr uint64_t kJobBytes = 104;  // jobs.glsl's Job
   static constexpr uint64_t kHeldGridWords = 6;  // held_groups.comp's two product grids
   static uint64_t held_job_floats(const StepLimits& l);
