@@ -35,6 +35,10 @@ class RecordingProvider final : public ExpertProvider {
   }
   void note_held(int64_t layer, std::span<const int32_t> experts) override { inner_->note_held(layer, experts); }
   void release_layer(int64_t layer) override { inner_->release_layer(layer); }
+  ExpertFetch& fetch_whole(int64_t layer, std::span<const int32_t> all) override {
+    return inner_->fetch_whole(layer, all);
+  }
+  bool downloads() const override { return inner_->downloads(); }
   bool prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of) override {
     log_.push_back("g " + std::to_string(layer));
     return inner_->prefetch(layer, experts, of);

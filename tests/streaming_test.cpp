@@ -171,6 +171,9 @@ TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
   }
   // The GPU's expert cache (--vram): room for every expert, then room for
   // three (experts evicted and copied again): the same bits as without it.
+  // With room for all, the streamed experts are read once, at load, and each
+  // layer goes to the GPU whole (as an in-RAM model's): no step reads the
+  // drive or misses, every expert is uploaded once, none is staged.
   LoadOptions o = on_device(GetParam(), streamed(3));
   o.device.vram_bytes = int64_t{1} << 30;
   const Outcome all = run(dir, o);
@@ -178,6 +181,27 @@ TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
   EXPECT_GT(all.stats.device.hits, 0u);
   ASSERT_GT(all.stats.device.uploads, 0u);
   EXPECT_EQ(all.stats.device.staged, 0u);
+  EXPECT_GT(all.stats.device.held_routes, 0u);
+  EXPECT_EQ(all.stats.misses, 0u);
+  EXPECT_EQ(all.stats.requests, all.stats.hits);
+  {
+    // Unless a slot count is given (--cache-experts), the RAM cache keeps the
+    // least that works (two tokens' worth of slots), not a copy of every
+    // expert; but not where it also serves MTP layers, not taken whole.
+    LoadOptions w = on_device(GetParam(), streamed(0));
+    w.device.vram_bytes = int64_t{1} << 30;
+    w.threads = 2;
+    w.heat = "none";
+    auto m = load_model(dir, w);
+    const ModelConfig& c = m->config();
+    int64_t experts = 0, mtp_experts = 0;
+    for (int64_t l = 0; l < c.expert_layers(); ++l)
+      (l < c.num_layers ? experts : mtp_experts) += m->streams_experts_of(l) ? c.n_routed_experts : 0;
+    EXPECT_EQ(m->expert_stats().cache_slots,
+              static_cast<uint64_t>(mtp_experts > 0 ? experts + mtp_experts
+                                                    : std::min<int64_t>(experts, 2 * c.num_experts_per_tok)));
+    EXPECT_EQ(m->expert_stats().device.uploads, static_cast<uint64_t>(experts));  // each once, at load
+  }
   {
     // Experts the GPU holds run from their VRAM copies without a fetch: a
     // second pass over the same text (same tokens, so the same experts; the
@@ -211,9 +235,15 @@ TEST_P(Streaming, StreamedFromTheCheckpointIsBitIdentical) {
   expect_identical(ram, few, "vram cache, three fit");
   EXPECT_GT(few.stats.device.uploads, 3u);  // more than the slots: evicted, copied again
   // Every expert run came from one tier: the cache (found or copied there)
-  // or, when a step held every slot, host memory.
+  // or, when a step held every slot, host memory; as without the cache, all
+  // staged.
+  LoadOptions none = o;
+  none.device.vram_bytes = 0;
+  const Outcome staged = run(dir, none);
+  expect_identical(ram, staged, "no vram cache");
   const auto runs = [](const DeviceExpertStats& d) { return d.hits + d.uploads + d.staged; };
-  EXPECT_EQ(runs(few.stats.device), runs(all.stats.device));
+  EXPECT_EQ(staged.stats.device.staged, runs(staged.stats.device));
+  EXPECT_EQ(runs(few.stats.device), runs(staged.stats.device));
 }
 
 // The first MoE layer after dense ones gets a guess too (made by the last

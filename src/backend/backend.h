@@ -35,10 +35,13 @@
 //   so in its header.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "backend/batch.h"
 #include "backend/expert.h"
@@ -283,14 +286,21 @@ class Backend {
     (void)e;
     return 0;
   }
-  // Takes all of a layer's routed experts (experts[e] is expert e) into its
-  // own memory for good, where it has room for them (a GPU's expert cache
-  // whose budget holds every expert): true when it holds the whole layer
-  // from now on, false (holding none for good) otherwise. The weights are
-  // read during the call only.
-  virtual bool hold_layer(int64_t layer, std::span<const ExpertWeights* const> experts) {
+  // hold_layer()'s source of a layer's experts: fills `out` with the next
+  // ones as (expert id, weights), blocking while none is ready, each valid
+  // until the next call (a streaming provider reuses its memory); 0 once
+  // every expert has been handed out.
+  using ExpertBatch = std::vector<std::pair<int, const ExpertWeights*>>;
+  using ExpertSource = std::function<size_t(ExpertBatch& out)>;
+  // Takes all `experts` routed experts of a layer (ids 0 .. experts-1, in
+  // any order, from `next`) into its own memory for good, where it has room
+  // for them (a GPU's expert cache whose budget holds every expert): true
+  // when it holds the whole layer from now on, false (holding none for
+  // good) otherwise. Each expert's weights are read while it is current only.
+  virtual bool hold_layer(int64_t layer, size_t experts, const ExpertSource& next) {
     (void)layer;
     (void)experts;
+    (void)next;
     return false;
   }
   // Whether route_held() runs n rows of `layer` routed by `spec` (a layer it

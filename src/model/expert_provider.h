@@ -112,6 +112,14 @@ class ExpertProvider {
     (void)layer;
     (void)experts;
   }
+  // Every expert of `layer` (`all`: ids 0 .. n-1), for a backend that takes
+  // the layer whole (Model::hold_experts_on_device): a fetch() whose reads
+  // are counted, but not as requests, hits or misses, nor in the heat
+  // (nothing was routed to them).
+  virtual ExpertFetch& fetch_whole(int64_t layer, std::span<const int32_t> all) { return fetch(layer, all); }
+  // Whether a fetch may download (a streaming install's missing experts):
+  // then no layer is taken whole at load, which would download them all.
+  virtual bool downloads() const { return false; }
   // The backend holds every expert of `layer` for good (Backend::hold_layer)
   // and the model asks for none of them again: the provider may drop its
   // own copies (an in-RAM provider frees them; a fetch of them then throws).
@@ -148,8 +156,8 @@ class ExpertProvider {
   // a slot): a backend reading that memory in place finishes with it first.
   virtual std::span<const uint8_t> cache_memory() const { return {}; }
   virtual void before_cache_write(std::function<void(const void*, size_t)> hook) { (void)hook; }
-  // Whether every expert of `layer` is in memory or on its way, so that a
-  // guess at it would read nothing (the model skips predicting it: a router
+  // Whether every expert of `layer` is in memory or on its way (or the
+  // backend holds the layer: release_layer), so that a guess at it would read nothing (the model skips predicting it: a router
   // product a layer that a model whose experts all fit would pay each token).
   virtual bool holds_layer(int64_t layer) const {
     (void)layer;

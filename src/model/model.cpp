@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <optional>
 
 #include "model/arch.h"
 #include "model/checkpoint.h"
@@ -131,6 +132,7 @@ void Model::attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetc
   step_ = std::move(step);
   prefetch_ = prefetch && experts_->wants_prefetch();
   plan_ = plan;
+  held_layers_ = 0;
   hold_experts_on_device();
 }
 
@@ -297,32 +299,49 @@ void Model::collect_held_routing(std::span<const Row> rows) {
 void Model::hold_experts_on_device() {
   // Only where every routed expert of every layer fits the backend's budget
   // (a GPU's --vram): then its decode steps route and run the experts without
-  // the host waiting. Streamed experts are not taken whole here.
+  // the host waiting. Streamed experts are read from their drives here (each
+  // layer's first twice where the RAM cache is small: it is read first to
+  // size them all), and the provider keeps no copy of a layer taken; but not
+  // where a fetch may download (it would download every expert at load).
   const ModelConfig& c = config_;
-  if (experts_->streams() || c.n_routed_experts <= 0 || backend_->hold_budget() == 0) return;
-  std::vector<int32_t> all(static_cast<size_t>(c.n_routed_experts));
-  std::iota(all.begin(), all.end(), 0);
+  if (c.n_routed_experts <= 0 || backend_->hold_budget() == 0 || experts_->downloads()) return;
+  const size_t E = static_cast<size_t>(c.n_routed_experts);
   std::vector<std::pair<int, const ExpertWeights*>> got;
-  std::vector<const ExpertWeights*> weights(all.size());
+  // What they all take, from each layer's first expert (a layer is held
+  // whole only where its experts share one shape).
   uint64_t total = 0;
-  for (int64_t pass = 0; pass < 2; ++pass)
-    for (int64_t l = 0; l < c.num_layers; ++l) {
-      if (!layers_[l].moe) continue;
-      ExpertFetch& f = experts_->fetch(l, all);
+  const std::vector<int32_t> first{0};
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (!layers_[l].moe) continue;
+    ExpertFetch& f = experts_->fetch_whole(l, first);
+    const EndsFetch end(f);
+    if (f.next_batch(got, 1) != 1) return;
+    total += backend_->held_expert_bytes(*got[0].second) * E;
+    if (total > backend_->hold_budget()) return;
+  }
+  std::vector<int32_t> all(E);
+  std::iota(all.begin(), all.end(), 0);  // positions in the fetch are expert ids
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (!layers_[l].moe) continue;
+    std::optional<ExpertWeights> shapes;  // the layer's first handed out, for its shapes only
+    {
+      ExpertFetch& f = experts_->fetch_whole(l, all);
       const EndsFetch end(f);
-      if (!f.all_ready()) return;
-      while (f.next_batch(got, all.size()) > 0)
-        for (const auto& [pos, w] : got) weights[static_cast<size_t>(pos)] = w;
-      if (pass == 0) {  // the first pass counts, the second takes them
-        for (const ExpertWeights* w : weights) total += backend_->held_expert_bytes(*w);
-        if (total > backend_->hold_budget()) return;
-      } else {
-        if (!backend_->hold_layer(l, weights)) return;
-        // Its RAM copy is no longer read: the GPU's is the only one.
-        layers_[l].moe->held_whole(*weights[0]);
-        experts_->release_layer(l);
-      }
+      const bool held = backend_->hold_layer(l, E, [&](Backend::ExpertBatch& out) {
+        const size_t n = f.next_batch(out, E);
+        if (n > 0 && !shapes) shapes = *out[0].second;
+        return n;
+      });
+      if (!held) return;
+      // A layer the backend held already (a model attached again) took none.
+      if (!shapes && f.next_batch(got, 1) == 1) shapes = *got[0].second;
+      if (!shapes) return;
     }
+    // Its provider's copy is no longer read: the GPU's is the only one.
+    layers_[l].moe->held_whole(*shapes);
+    experts_->release_layer(l);
+    ++held_layers_;
+  }
 }
 
 bool Model::prefill(std::span<const int32_t> tokens, size_t from, KvCache& cache, float* logits,

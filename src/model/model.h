@@ -107,6 +107,13 @@ class Model {
   // in flight (ExpertProvider::prefetch). `plan`: how the budget was split, for the
   // stats.
   void attach_experts(std::unique_ptr<ExpertProvider> experts, bool prefetch, const MemoryPlan& plan);
+  // Whether attach_experts() handed every MoE layer to the backend whole
+  // (Backend::hold_layer: a GPU whose budget takes every routed expert).
+  bool experts_held_on_device() const {
+    size_t moe = 0;
+    for (const Layer& l : layers_) moe += l.moe ? 1 : 0;
+    return moe > 0 && held_layers_ == moe;
+  }
   // Binds every layer and every routed expert as attach_experts() and the
   // expert providers would, and lets go of each layer's at once: what
   // `strata pack` runs on its source before writing anything, so that a
@@ -318,6 +325,7 @@ class Model {
   int64_t max_batch_ = 4096;
   int64_t max_pass_ = 4096;
   RouteObserver* route_observer_ = nullptr;
+  size_t held_layers_ = 0;  // MoE layers hold_experts_on_device() handed to the backend
   std::function<bool()> pass_stop_;
 };
 

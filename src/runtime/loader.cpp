@@ -163,10 +163,27 @@ ExpertCatalog checkpoint_catalog(Model& model, const ExpertBindFn& bind, Storage
   return catalog;
 }
 
+// Whether `backend`'s budget for experts kept for good takes every expert of
+// `catalog` (each of its arrays aligned apart: four matrices of up to four
+// arrays, 16 · 256 bytes more at most), all of them the decoder layers'
+// (MTP layers' experts are not taken whole), a layer's all of one size (a
+// layer of mixed shapes is not taken whole).
+bool held_on_device(const Backend& backend, const ExpertCatalog& catalog, int64_t decoder_layers) {
+  uint64_t bytes = 0;
+  for (size_t l = 0; l < catalog.layers.size(); ++l)
+    for (const auto& e : catalog.layers[l]) {
+      if (static_cast<int64_t>(l) >= decoder_layers || e.payload_bytes != catalog.layers[l][0].payload_bytes)
+        return false;
+      bytes += e.payload_bytes + 16 * 256;
+    }
+  return backend.hold_budget() > 0 && bytes > 0 && bytes <= backend.hold_budget();
+}
+
 // The experts of a checkpoint or pack as a streaming provider within the
 // budget; `plan` gets the split.
 std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* manifest, const ExpertBindFn& bind,
-                                               const LoadOptions& options, Budget budget, MemoryPlan& plan) {
+                                               const LoadOptions& options, Budget budget, MemoryPlan& plan,
+                                               bool& cache_for_device) {
   const ModelConfig& c = model.config();
   const bool packed = model.kind() == Checkpoint::Kind::Pack;
   const StorageOptions so = storage_options(options);
@@ -174,7 +191,8 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   if (!storage) throw Error("internal: the storage factory returned no storage");
   // A streaming install: experts not fetched yet are fetched as they are
   // read (one upgraded to full has them all: it is read as any checkpoint).
-  if (!packed && RemoteMirror::is_mirror(model.dir()) && !RemoteMirror::is_full(model.dir()))
+  const bool mirror = !packed && RemoteMirror::is_mirror(model.dir()) && !RemoteMirror::is_full(model.dir());
+  if (mirror)
     storage = std::make_unique<RangeFillingStorage>(std::move(storage), RemoteMirror::open_shared(model.dir()));
   ExpertCatalog catalog = packed ? catalog_from_manifest(*manifest, model.dir(), *storage)
                                  : checkpoint_catalog(model, bind, *storage);
@@ -275,6 +293,13 @@ std::unique_ptr<ExpertProvider> make_streaming(Model& model, const Manifest* man
   }
   if (budget.derived && options.notice) options.notice(budget.why);
   if (slots == 0) slots = static_cast<size_t>(experts);  // no budget: everything fits
+  // Where the backend's own memory takes every expert (a GPU's --vram), each
+  // layer is handed to it whole at load (Model::hold_experts_on_device) and
+  // the RAM cache only passes each expert on, once: it keeps the least that
+  // works, not a copy of the model. (A streaming install is not taken whole:
+  // that would download every expert at load.)
+  cache_for_device = options.cache_slots == 0 && !mirror && held_on_device(model.backend(), catalog, c.num_layers);
+  if (cache_for_device) slots = std::min<size_t>(slots, static_cast<size_t>(min_cache / slot_bytes));
   // A model without routed experts (a dense draft model, say) streams
   // nothing: one idle slot keeps the provider well-formed.
   slots = std::clamp<size_t>(slots, 1, static_cast<size_t>(std::max<int64_t>(experts, 1)));
@@ -420,13 +445,20 @@ std::unique_ptr<Model> open_model(const std::filesystem::path& path, const LoadO
   }
   MemoryPlan plan;
   plan.baseline = baseline;
-  auto experts = make_streaming(*model, manifest ? &*manifest : nullptr, bind, options, budget, plan);
+  bool cache_for_device = false;
+  auto experts = make_streaming(*model, manifest ? &*manifest : nullptr, bind, options, budget, plan, cache_for_device);
   // Auto is on: guesses are background reads that only use an idle drive
   // and are cancelled when their layer does not ask for them; measured
   // (docs/PERFORMANCE.md, issue 4) they shorten a cold decode step.
   // A streaming install guesses too: a guessed expert that is not on the
   // drive yet is fetched ahead of its layer (and stays on the drive).
   model->attach_experts(std::move(experts), options.prefetch != LoadOptions::Prefetch::Off, plan);
+  // The cache was made small for a device that then did not take every
+  // layer (experts of mixed shapes, a budget the device lowered): the rest
+  // stream through it, every step reading again.
+  if (cache_for_device && !model->experts_held_on_device() && options.notice)
+    options.notice(model->dir().string() + ": the GPU did not take every layer of experts as planned; the others " +
+                   "stream through a RAM cache of " + gib(plan.cache) + " (--cache-experts sets a larger one)");
   return model;
 }
 

@@ -7,6 +7,7 @@
 
 #include "kernels/interleave.h"
 #include "model/expert_layout.h"
+#include "remote/remote_mirror.h"
 #include "storage/checksum.h"
 #include "util/error.h"
 #include "util/timeline.h"
@@ -143,6 +144,7 @@ StreamingExpertProvider::StreamingExpertProvider(const ModelConfig& c, ExpertCat
                 std::to_string(c.num_layers));
   freq_.assign(layers, std::vector<double>(c.n_routed_experts, 0.0));
   placed_.assign(layers, 0);
+  released_.assign(layers, false);
   pin_.assign(layers, std::vector<uint8_t>(c.n_routed_experts, 0));
   seen_.assign(layers, std::vector<uint8_t>(c.n_routed_experts, 0));
   heat_ = ExpertHeat(c.num_layers, c.n_routed_experts);
@@ -358,7 +360,7 @@ void StreamingExpertProvider::absorb(std::vector<Completion>& done) {
       // nothing to report. If every read had gone out before the cancel it
       // still landed whole: keep it, unless the expert was read elsewhere since.
       slot.cancelled = false;
-      if (slot.failed || where_.count(key(slot.layer, slot.expert))) {
+      if (slot.failed || where_.count(key(slot.layer, slot.expert)) || released_[static_cast<size_t>(slot.layer)]) {
         free_slot(slot);
         continue;
       }
@@ -468,6 +470,45 @@ ExpertFetch& StreamingExpertProvider::fetch(int64_t layer, std::span<const int32
   }
 }
 
+ExpertFetch& StreamingExpertProvider::fetch_whole(int64_t layer, std::span<const int32_t> all) {
+  uncounted_ = true;
+  try {
+    ExpertFetch& f = fetch(layer, all);
+    uncounted_ = false;
+    return f;
+  } catch (...) {
+    uncounted_ = false;
+    throw;
+  }
+}
+
+bool StreamingExpertProvider::downloads() const {
+  for (const DriveInfo& d : storage_->drives())
+    if (d.name.starts_with(kRemoteDrivePrefix)) return true;
+  return false;
+}
+
+void StreamingExpertProvider::release_layer(int64_t layer) {
+  if (layer < 0 || static_cast<size_t>(layer) >= released_.size() || released_[layer]) return;
+  released_[layer] = true;
+  // Its cached copies go: their slots serve other layers (none is asked for
+  // again). One still being read (a guess) is given up on.
+  for (int64_t e = 0; e < c_.n_routed_experts; ++e) {
+    const auto it = where_.find(key(layer, e));
+    if (it == where_.end()) continue;
+    const int s = it->second;
+    Slot& slot = slots_[s];
+    if (slot.users > 0) continue;
+    if (slot.state == State::Loading) {
+      if (slot.prefetched) cancel_guess(s);
+      else abandon(s);
+      continue;
+    }
+    unplace(layer, e);
+    free_slot(slot);
+  }
+}
+
 void StreamingExpertProvider::note_held(int64_t layer, std::span<const int32_t> experts) {
   count_predicted(layer, experts);  // the fetch() that follows for the same layer ends the count
   for (int32_t e : experts) {
@@ -516,7 +557,9 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
   // A part of a pass before its last (keep_layer): the later parts ask for
   // the layer again, so its guesses stay counted and in flight until then.
   const bool more_parts = kept_layer_ == layer;
-  count_predicted(layer, experts);
+  if (!experts.empty() && released_.at(static_cast<size_t>(layer)))
+    throw Error("internal: experts of layer " + std::to_string(layer) + " asked for after the backend took them");
+  if (!uncounted_) count_predicted(layer, experts);
   if (!more_parts)
     std::erase_if(guessed_, [&](const Guessed& g) {
       if (g.layer != layer) return false;
@@ -530,12 +573,12 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
   std::vector<int> hit(experts.size(), -1);
   for (size_t i = 0; i < experts.size(); ++i) {
     const int32_t e = experts[i];
-    note_request(layer, e);
+    if (!uncounted_) note_request(layer, e);
     auto it = where_.find(key(layer, e));
     if (it == where_.end()) continue;
     Slot& s = slots_[it->second];
     if (options_.verify == StreamingOptions::Verify::Always && s.state == State::Ready) recheck(it->second);
-    ++stats_.hits;
+    if (!uncounted_) ++stats_.hits;
     if (s.prefetched) {
       ++stats_.prefetch_used;
       s.prefetched = false;
@@ -547,7 +590,7 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
   }
   for (size_t i = 0; i < experts.size(); ++i) {
     if (hit[i] >= 0) continue;
-    ++stats_.misses;
+    if (!uncounted_) ++stats_.misses;
     const int s = start_read(layer, experts[i], false, batch);
     if (s >= 0)
       f->hold(static_cast<int>(i), s);
@@ -566,6 +609,7 @@ ExpertFetch& StreamingExpertProvider::begin_fetch(int64_t layer, std::span<const
 }
 
 bool StreamingExpertProvider::prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of) {
+  if (layer >= 0 && static_cast<size_t>(layer) < released_.size() && released_[layer]) return true;  // read by none
   // A second guess at a layer before its fetch (a dense layer's, after the
   // MoE layer before it guessed past it) replaces the first in the counts.
   // Guesses at a layer other than this one and the one a pass is in are a

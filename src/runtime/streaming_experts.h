@@ -62,6 +62,9 @@ class StreamingExpertProvider : public ExpertProvider {
 
   ExpertFetch& fetch(int64_t layer, std::span<const int32_t> experts) override;
   void note_held(int64_t layer, std::span<const int32_t> experts) override;
+  ExpertFetch& fetch_whole(int64_t layer, std::span<const int32_t> all) override;
+  bool downloads() const override;
+  void release_layer(int64_t layer) override;
   bool prefetch(int64_t layer, std::span<const int32_t> experts, GuessOf of = GuessOf::Step) override;
   void keep_layer(int64_t layer) override { kept_layer_ = layer; }
   bool wants_prefetch() const override { return true; }
@@ -73,7 +76,7 @@ class StreamingExpertProvider : public ExpertProvider {
   void before_cache_write(std::function<void(const void*, size_t)> hook) override { before_write_ = std::move(hook); }
   bool holds_layer(int64_t layer) const override {
     return layer >= 0 && layer < static_cast<int64_t>(placed_.size()) &&
-           placed_[layer] >= static_cast<size_t>(c_.n_routed_experts);
+           (released_[layer] || placed_[layer] >= static_cast<size_t>(c_.n_routed_experts));
   }
   void save_heat() const override;
   ExpertStats stats() const override;
@@ -157,6 +160,8 @@ class StreamingExpertProvider : public ExpertProvider {
   std::vector<Slot> slots_;
   std::unordered_map<uint64_t, int> where_;  // (layer, expert) -> slot
   std::vector<size_t> placed_;               // per layer: its entries in where_
+  std::vector<bool> released_;               // per layer: release_layer() (the backend holds it whole)
+  bool uncounted_ = false;                   // within fetch_whole(): not requests, not heat
   std::function<void(const void*, size_t)> before_write_;  // before_cache_write()
   std::vector<std::vector<double>> freq_;    // decayed selection counts
   std::vector<std::vector<uint8_t>> pin_;    // hot in earlier runs

@@ -26,7 +26,7 @@
 #define FMT_IL_Q4_K 20
 #define TILE 64u     // outputs a workgroup
 #ifndef TILE_R
-#define TILE_R 64u   // batch rows a workgroup
+#define TILE_R 64u   // batch rows a workgroup: 32 or 64 (a pass's scales take 128 invocations)
 #endif
 #define THREADS (4u * TILE_R)
 #define KB 64u  // columns a pass: two blocks

@@ -3,6 +3,7 @@
 // a round trip to the host.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,56 +12,75 @@
 
 namespace strata::vk {
 
-bool VulkanBackend::hold_layer(int64_t layer, std::span<const ExpertWeights* const> experts) {
-  if (layer < 0 || experts.empty() || experts_->budget() == 0 || held_.count(layer)) return held_.count(layer) != 0;
-  const ExpertWeights& first = *experts[0];
-  for (const ExpertWeights* e : experts) {
-    const auto a = first.matrices();
-    const auto b = e->matrices();
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!kernels::same_layout(*a[i], *b[i])) return false;  // one grouped dispatch needs one format and shape
-  }
+bool VulkanBackend::hold_layer(int64_t layer, size_t experts, const ExpertSource& next) {
+  if (layer < 0 || experts == 0 || experts_->budget() == 0 || held_.count(layer)) return held_.count(layer) != 0;
+  // Every expert into the cache as it comes, then all kept there for good;
+  // where the budget runs out, the layer is not held (what was copied stays
+  // as plain cache). The first expert's shapes stand for all (one grouped
+  // dispatch needs one format and shape); its data is not read after.
+  std::optional<ExpertWeights> first;
+  std::vector<uint32_t> table(experts * 4 * (sizeof(WeightRef) / sizeof(uint32_t)));
+  std::vector<bool> got(experts);
+  size_t count = 0;
+  ExpertBatch batch;
+  while (next(batch) > 0)
+    for (const auto& [e, w] : batch) {
+      if (e < 0 || static_cast<size_t>(e) >= experts || got[static_cast<size_t>(e)])
+        throw Error("internal: expert " + std::to_string(e) + " handed to hold_layer twice or out of range");
+      if (!first) {
+        first = *w;
+        if (!holdable(*first)) return false;
+      } else {
+        const auto a = first->matrices();
+        const auto b = w->matrices();
+        for (size_t i = 0; i < a.size(); ++i)
+          if (!kernels::same_layout(*a[i], *b[i])) return false;
+      }
+      const ExpertJob job{w, 0, 0, layer, e};
+      const uint64_t key = ExpertCache::key(layer, e);
+      const uint64_t staged_before = expert_stats_.staged;
+      make_room();
+      const ExpertCache::Entry entry = expert_weights(job);
+      if (expert_stats_.staged != staged_before || !experts_->contains(key)) {
+        finish();  // the staged copy may be read by nothing: drop it
+        return false;
+      }
+      const WeightRef refs[4] = {entry.gate, entry.up, entry.down, entry.gate_up};
+      std::memcpy(table.data() + static_cast<size_t>(e) * 4 * (sizeof(WeightRef) / sizeof(uint32_t)), refs,
+                  sizeof(refs));
+      got[static_cast<size_t>(e)] = true;
+      ++count;
+    }
+  if (count != experts) return false;
+  // An expert copied early may have been evicted by a later one (a budget
+  // lowered when the device ran out): then none is pinned.
+  for (size_t e = 0; e < experts; ++e)
+    if (!experts_->contains(ExpertCache::key(layer, static_cast<int32_t>(e)))) return false;
+  for (size_t e = 0; e < experts; ++e) experts_->pin(ExpertCache::key(layer, static_cast<int32_t>(e)));
+  const bool fused = first->gate_up.valid();
+  HeldLayer h;
+  h.table = Buffer(*ctx_, table.size() * sizeof(uint32_t), Buffer::Where::Device);
+  write(h.table, table.data(), table.size() * sizeof(uint32_t));
+  h.fused = fused;
+  h.first = weight_format(fused ? first->gate_up : first->gate);
+  h.down = weight_format(first->down);
+  h.first_rows = static_cast<uint32_t>(fused ? first->gate_up.out : first->gate.out);
+  h.down_rows = static_cast<uint32_t>(first->down.out);
+  h.width = static_cast<size_t>(fused ? first->gate_up.out / 2 : first->gate.out);
+  h.experts = experts;
+  held_.emplace(layer, std::move(h));
+  finish();
+  return true;
+}
+
+bool VulkanBackend::holdable(const ExpertWeights& first) const {
   const bool fused = first.gate_up.valid();
   if (fused ? !first.down.valid() : !(first.gate.valid() && first.up.valid() && first.down.valid())) return false;
   // Gate and up go through one grouped dispatch: one format and shape; and
   // the planned scratch must hold their rows.
   if (!fused && !kernels::same_layout(first.gate, first.up)) return false;
   const size_t width = static_cast<size_t>(fused ? first.gate_up.out / 2 : first.gate.out);
-  if (width > limits_.expert_width || (fused && !limits_.fused_gate_up)) return false;
-  // Every expert into the cache, then kept there for good; where the budget
-  // runs out, the layer is not held (what was copied stays as plain cache).
-  std::vector<uint32_t> table(experts.size() * 4 * (sizeof(WeightRef) / sizeof(uint32_t)));
-  for (size_t e = 0; e < experts.size(); ++e) {
-    const ExpertJob job{experts[e], 0, 0, layer, static_cast<int32_t>(e)};
-    const uint64_t key = ExpertCache::key(layer, static_cast<int32_t>(e));
-    const uint64_t staged_before = expert_stats_.staged;
-    make_room();
-    const ExpertCache::Entry entry = expert_weights(job);
-    if (expert_stats_.staged != staged_before || !experts_->contains(key)) {
-      finish();  // the staged copy may be read by nothing: drop it
-      return false;
-    }
-    const WeightRef refs[4] = {entry.gate, entry.up, entry.down, entry.gate_up};
-    std::memcpy(table.data() + e * 4 * (sizeof(WeightRef) / sizeof(uint32_t)), refs, sizeof(refs));
-  }
-  // An expert copied early may have been evicted by a later one (a budget
-  // lowered when the device ran out): then none is pinned.
-  for (size_t e = 0; e < experts.size(); ++e)
-    if (!experts_->contains(ExpertCache::key(layer, static_cast<int32_t>(e)))) return false;
-  for (size_t e = 0; e < experts.size(); ++e) experts_->pin(ExpertCache::key(layer, static_cast<int32_t>(e)));
-  HeldLayer h;
-  h.table = Buffer(*ctx_, table.size() * sizeof(uint32_t), Buffer::Where::Device);
-  write(h.table, table.data(), table.size() * sizeof(uint32_t));
-  h.fused = fused;
-  h.first = weight_format(fused ? first.gate_up : first.gate);
-  h.down = weight_format(first.down);
-  h.first_rows = static_cast<uint32_t>(fused ? first.gate_up.out : first.gate.out);
-  h.down_rows = static_cast<uint32_t>(first.down.out);
-  h.width = width;
-  h.experts = experts.size();
-  held_.emplace(layer, std::move(h));
-  finish();
-  return true;
+  return width <= limits_.expert_width && (!fused || limits_.fused_gate_up);
 }
 
 bool VulkanBackend::routes_held(int64_t layer, size_t n, const RouteSpec& spec) const {

@@ -83,7 +83,7 @@ class VulkanBackend final : public Backend, private CacheIo {
   void host_memory_written(const void* p, size_t bytes) override;
   uint64_t hold_budget() const override { return experts_->budget(); }
   uint64_t held_expert_bytes(const ExpertWeights& e) const override { return expert_bytes(e); }
-  bool hold_layer(int64_t layer, std::span<const ExpertWeights* const> experts) override;
+  bool hold_layer(int64_t layer, size_t experts, const ExpertSource& next) override;
   bool routes_held(int64_t layer, size_t n, const RouteSpec& spec) const override;
   void route_held(const HeldRoute& op) override;
   void collect_routing() override { finish(); }
@@ -287,6 +287,9 @@ class VulkanBackend final : public Backend, private CacheIo {
   // routing needs its bias); otherwise the host routes.
   static bool routes_on_gpu(const RouteSpec& spec);
 
+  // Whether a layer of experts shaped as `first` can be held (its matrices
+  // complete, gate and up alike, its width within the planned scratch).
+  bool holdable(const ExpertWeights& first) const;
   // A layer held whole (hold_layer): its experts' WeightRefs on the device,
   // per expert gate, up, down, gate_up (held.glsl's table).
   struct HeldLayer {
