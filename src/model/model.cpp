@@ -306,7 +306,7 @@ void Model::hold_experts_on_device() {
   const ModelConfig& c = config_;
   if (c.n_routed_experts <= 0 || backend_->hold_budget() == 0 || experts_->downloads()) return;
   const size_t E = static_cast<size_t>(c.n_routed_experts);
-  std::vector<std::pair<int, const ExpertWeights*>> got;
+  Backend::ExpertBatch got;
   // What they all take, from each layer's first expert (a layer is held
   // whole only where its experts share one shape).
   uint64_t total = 0;

@@ -18,10 +18,10 @@ bool VulkanBackend::hold_layer(int64_t layer, size_t experts, const ExpertSource
   // where the budget runs out, the layer is not held (what was copied stays
   // as plain cache). The first expert's shapes stand for all (one grouped
   // dispatch needs one format and shape); its data is not read after.
+  constexpr size_t kWords = 4 * sizeof(WeightRef) / sizeof(uint32_t);  // an expert's row of the table
   std::optional<ExpertWeights> first;
-  std::vector<uint32_t> table(experts * 4 * (sizeof(WeightRef) / sizeof(uint32_t)));
+  std::vector<uint32_t> table(experts * kWords);
   std::vector<bool> got(experts);
-  size_t count = 0;
   ExpertBatch batch;
   while (next(batch) > 0)
     for (const auto& [e, w] : batch) {
@@ -46,12 +46,10 @@ bool VulkanBackend::hold_layer(int64_t layer, size_t experts, const ExpertSource
         return false;
       }
       const WeightRef refs[4] = {entry.gate, entry.up, entry.down, entry.gate_up};
-      std::memcpy(table.data() + static_cast<size_t>(e) * 4 * (sizeof(WeightRef) / sizeof(uint32_t)), refs,
-                  sizeof(refs));
+      std::memcpy(table.data() + static_cast<size_t>(e) * kWords, refs, sizeof(refs));
       got[static_cast<size_t>(e)] = true;
-      ++count;
     }
-  if (count != experts) return false;
+  if (std::find(got.begin(), got.end(), false) != got.end()) return false;
   // An expert copied early may have been evicted by a later one (a budget
   // lowered when the device ran out): then none is pinned.
   for (size_t e = 0; e < experts; ++e)
